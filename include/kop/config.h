@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Command-line flags (controller-runtime names, DESIGN.md §4).
+ *
+ * Every flag "--foo-bar" may also come from the environment variable
+ * KOP_FOO_BAR; a flag given on the command line wins. Both "--flag value"
+ * and "--flag=value" are accepted; booleans accept "--flag",
+ * "--flag=true|false" (and 1/0, yes/no in the environment).
+ *
+ * Durations: Go syntax ("300ms", "30s", "10m", "10h", "1h30m").
+ * Bind addresses: ":8080", "127.0.0.1:8080", "[::1]:8080", or "0" (off).
+ * Port 0 in a bind address or --webhook-port means "let the kernel pick".
+ *
+ * Thread-safety: init and cleanup single-threaded; a parsed config is
+ * read-only afterwards and may be read from any thread.
+ */
+#ifndef KOP_CONFIG_H
+#define KOP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kop/log.h"
+
+struct kop_bind_address {
+    bool enabled;   /* false for "0" */
+    char host[256]; /* "" means every address */
+    int port;       /* 0..65535, 0 = kernel picks */
+};
+
+struct kop_config {
+    /* webhook server */
+    int webhook_port;        /* --webhook-port, 9443 */
+    char *webhook_host;      /* --webhook-host, "" = all addresses */
+    char *cert_dir;          /* --cert-dir, "/tmp/k8s-webhook-server/serving-certs" */
+    char *client_ca_file;    /* --client-ca-file, NULL */
+    size_t convert_max_body; /* --conversion-max-body-bytes, 64 MiB */
+    /* --admission-max-body-bytes, 7 MiB (7340032, as controller-runtime) */
+    size_t admission_max_body;
+    size_t max_header_bytes;          /* --max-header-bytes, 1 MiB */
+    int64_t tls_handshake_timeout_ms; /* --tls-handshake-timeout, 10s */
+    int64_t idle_timeout_ms;          /* --idle-timeout, 120s */
+    int max_connections;              /* --max-connections, 1024 */
+    int max_connections_per_ip;       /* --max-connections-per-ip, 256 */
+    int webhook_threads;              /* --webhook-threads, 2 (MHD worker threads) */
+
+    struct kop_bind_address metrics_bind; /* --metrics-bind-address, ":8080" */
+    struct kop_bind_address health_bind;  /* --health-probe-bind-address, ":8081" */
+
+    /* leader election */
+    bool leader_elect;               /* --leader-elect, false */
+    char *leader_election_id;        /* --leader-election-id, "kop-leader" */
+    char *leader_election_namespace; /* --leader-election-namespace, NULL = pod namespace */
+
+    /* reconciler and client */
+    int max_concurrent_reconciles; /* --max-concurrent-reconciles, 2 */
+    double kube_api_qps;           /* --kube-api-qps, 20 (0 disables the limiter) */
+    int kube_api_burst;            /* --kube-api-burst, 30 */
+    char *kubeconfig;              /* --kubeconfig, NULL */
+    char *namespace;               /* --namespace, NULL = all namespaces */
+    int64_t sync_period_ms;        /* --sync-period, 10h */
+
+    /* admission */
+    char **allowed_registries; /* --allowed-registries, NULL-terminated; NULL = any */
+    size_t n_allowed_registries;
+
+    /* process */
+    enum kop_log_level log_level;   /* --log-level, info */
+    enum kop_log_format log_format; /* --log-format, json */
+    int64_t shutdown_timeout_ms;    /* --shutdown-timeout, 30s */
+    bool webhook_only;              /* --webhook-only */
+    bool controller_only;           /* --controller-only */
+    bool self_signed_certs;         /* --self-signed-certs */
+};
+
+enum kop_config_result {
+    KOP_CONFIG_OK = 0,   /* run */
+    KOP_CONFIG_EXIT = 1, /* --help or --version was printed: exit 0 */
+};
+
+/* Fill *cfg with every default. */
+void kop_config_defaults(struct kop_config *cfg);
+
+/*
+ * Parse argv (argv[0] is the program name) over the defaults and the
+ * KOP_* environment (envp, NULL-terminated, may be NULL for none).
+ * --help/--version print to "out". Errors print one clear line to "err"
+ * ("kop: invalid value \"x\" for --webhook-port: ...", "kop: unknown flag
+ * --foo") plus a hint to use --help.
+ *
+ * Returns KOP_CONFIG_OK, KOP_CONFIG_EXIT, or -EINVAL (the caller exits 2).
+ * On error *cfg is left valid (freeable) but unspecified.
+ */
+int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp, FILE *out,
+                     FILE *err);
+
+/* Release what parse allocated. NULL-safe. */
+void kop_config_cleanup(struct kop_config *cfg);
+
+/* Helpers, exported for tests and other modules. Return 0 or -EINVAL. */
+int kop_config_parse_duration(const char *s, int64_t *ret_ms);
+int kop_config_parse_bind(const char *s, struct kop_bind_address *ret);
+
+#endif /* KOP_CONFIG_H */

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Installs what building and testing kop needs on Debian 12, from Debian's
+# own packages. Idempotent and quick when everything is already there.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config meson ninja-build
+  clang libclang-rt-14-dev clang-format
+  libmicrohttpd-dev libmbedtls-dev libjansson-dev libcurl4-openssl-dev
+  libyaml-dev check
+  openssl curl ca-certificates procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+# kubectl: any recent client will do; Debian ships one as kubernetes-client.
+if ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=sudo
+else
+  sudo=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

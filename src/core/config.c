@@ -1,0 +1,816 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Command-line flags and their KOP_* environment variables.
+ *
+ * One table describes every flag: its name, value type, where it lands in
+ * struct kop_config, its default (as text, so --help prints exactly what
+ * kop_config_defaults() applies) and its help line. Parsing goes in three
+ * steps: a first pass over argv checks its shape (unknown flags, missing
+ * values, positional arguments) and handles --help/--version; then the
+ * environment is applied over the defaults; then the flags, which win.
+ *
+ * String defaults point at the literals in the table; kop_config_cleanup()
+ * frees only strings that parsing allocated, so a config filled by
+ * kop_config_defaults() alone needs no allocation and cannot fail.
+ */
+#include "kop/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kop_version.h"
+
+enum flag_type {
+    FLAG_INT,      /* int in [min, max] */
+    FLAG_DOUBLE,   /* double >= min */
+    FLAG_STRING,   /* char *; "" allowed */
+    FLAG_PATH,     /* char *; "" means unset (NULL) */
+    FLAG_BYTES,    /* size_t > 0, optional Ki/Mi/Gi */
+    FLAG_DURATION, /* int64_t ms, Go syntax */
+    FLAG_BIND,     /* struct kop_bind_address */
+    FLAG_BOOL,     /* bool */
+    FLAG_LIST,     /* allowed_registries */
+    FLAG_LEVEL,    /* enum kop_log_level */
+    FLAG_FORMAT,   /* enum kop_log_format */
+    FLAG_HELP,
+    FLAG_VERSION,
+};
+
+struct flag {
+    const char *name; /* without the leading "--" */
+    enum flag_type type;
+    size_t offset;
+    const char *def; /* default as text; NULL for none */
+    const char *arg; /* placeholder in --help */
+    const char *help;
+    long long min;
+    long long max;
+};
+
+#define OFF(field) offsetof(struct kop_config, field)
+
+static const struct flag flags[] = {
+    {"webhook-port", FLAG_INT, OFF(webhook_port), "9443", "int",
+     "Port the webhook server listens on (0: the kernel picks one).", 0, 65535},
+    {"webhook-host", FLAG_STRING, OFF(webhook_host), "", "string",
+     "Address the webhook server binds (empty: every address).", 0, 0},
+    {"cert-dir", FLAG_STRING, OFF(cert_dir), "/tmp/k8s-webhook-server/serving-certs", "dir",
+     "Directory holding the serving certificate tls.crt and key tls.key.", 0, 0},
+    {"client-ca-file", FLAG_PATH, OFF(client_ca_file), NULL, "file",
+     "CA bundle; when set, webhook clients must present a certificate it signed.", 0, 0},
+    {"conversion-max-body-bytes", FLAG_BYTES, OFF(convert_max_body), "64Mi", "bytes",
+     "Largest /convert request body (suffix Ki, Mi or Gi allowed).", 0, 0},
+    {"admission-max-body-bytes", FLAG_BYTES, OFF(admission_max_body), "7340032", "bytes",
+     "Largest admission request body (suffix Ki, Mi or Gi allowed).", 0, 0},
+    {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "1Mi", "bytes",
+     "Largest request header block (suffix Ki, Mi or Gi allowed).", 0, 0},
+    {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms), "10s", "duration",
+     "Time a client has to complete the TLS handshake.", 0, 0},
+    {"idle-timeout", FLAG_DURATION, OFF(idle_timeout_ms), "120s", "duration",
+     "Keep-alive connections idle this long are closed.", 0, 0},
+    {"max-connections", FLAG_INT, OFF(max_connections), "1024", "int",
+     "Most webhook connections open at once.", 1, 1000000},
+    {"max-connections-per-ip", FLAG_INT, OFF(max_connections_per_ip), "256", "int",
+     "Most webhook connections open at once from one client address.", 1, 1000000},
+    {"webhook-threads", FLAG_INT, OFF(webhook_threads), "2", "int",
+     "HTTP worker threads of the webhook server.", 1, 1024},
+    {"metrics-bind-address", FLAG_BIND, OFF(metrics_bind), ":8080", "address",
+     "Address of the /metrics endpoint (\"0\" turns it off).", 0, 0},
+    {"health-probe-bind-address", FLAG_BIND, OFF(health_bind), ":8081", "address",
+     "Address of the /healthz and /readyz endpoints (\"0\" turns it off).", 0, 0},
+    {"leader-elect", FLAG_BOOL, OFF(leader_elect), "false", NULL,
+     "Run the reconciler only in the replica holding the leader lease.", 0, 0},
+    {"leader-election-id", FLAG_STRING, OFF(leader_election_id), "kop-leader", "string",
+     "Name of the Lease used for leader election.", 0, 0},
+    {"leader-election-namespace", FLAG_PATH, OFF(leader_election_namespace), NULL, "string",
+     "Namespace of the Lease (default: the pod's namespace).", 0, 0},
+    {"max-concurrent-reconciles", FLAG_INT, OFF(max_concurrent_reconciles), "2", "int",
+     "Reconciler worker threads.", 1, 1024},
+    {"kube-api-qps", FLAG_DOUBLE, OFF(kube_api_qps), "20", "float",
+     "Sustained requests per second to the API server (0 turns the limiter off).", 0, 0},
+    {"kube-api-burst", FLAG_INT, OFF(kube_api_burst), "30", "int",
+     "Requests allowed in a burst above the QPS rate.", 0, INT_MAX},
+    {"kubeconfig", FLAG_PATH, OFF(kubeconfig), NULL, "file",
+     "Kubeconfig file (default: in-cluster service account).", 0, 0},
+    {"namespace", FLAG_PATH, OFF(namespace), NULL, "string",
+     "Watch only this namespace (default: all namespaces).", 0, 0},
+    {"sync-period", FLAG_DURATION, OFF(sync_period_ms), "10h", "duration",
+     "Every object is reconciled again at least this often.", 1, 0},
+    {"allowed-registries", FLAG_LIST, OFF(allowed_registries), NULL, "list",
+     "Comma-separated image registries admission accepts (default: any).", 0, 0},
+    {"log-level", FLAG_LEVEL, OFF(log_level), "info", "level",
+     "Minimum log level: debug, info, warn or error.", 0, 0},
+    {"log-format", FLAG_FORMAT, OFF(log_format), "json", "format", "Log format: json or text.", 0,
+     0},
+    {"shutdown-timeout", FLAG_DURATION, OFF(shutdown_timeout_ms), "30s", "duration",
+     "Time allowed for a graceful shutdown after SIGTERM.", 0, 0},
+    {"webhook-only", FLAG_BOOL, OFF(webhook_only), "false", NULL,
+     "Serve the webhooks only; do not run the reconciler.", 0, 0},
+    {"controller-only", FLAG_BOOL, OFF(controller_only), "false", NULL,
+     "Run the reconciler only; do not serve the webhooks.", 0, 0},
+    {"self-signed-certs", FLAG_BOOL, OFF(self_signed_certs), "false", NULL,
+     "Generate a self-signed serving certificate when cert-dir has none (development).", 0, 0},
+    {"help", FLAG_HELP, 0, NULL, NULL, "Print this help and exit.", 0, 0},
+    {"version", FLAG_VERSION, 0, NULL, NULL, "Print the version and exit.", 0, 0},
+};
+
+#define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
+
+static void *field(struct kop_config *cfg, const struct flag *f)
+{
+    return (char *)cfg + f->offset;
+}
+
+/* ---- value parsers ---------------------------------------------------------- */
+
+/* Each returns 0 or -EINVAL with a short reason in *why. */
+
+static int parse_int(const char *s, long long min, long long max, long long *ret, const char **why)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    if (*s == '\0' || isspace((unsigned char)*s)) {
+        *why = "not a number";
+        return -EINVAL;
+    }
+    v = strtoll(s, &end, 10);
+    if (*end != '\0') {
+        *why = "not a number";
+        return -EINVAL;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        *why = "out of range";
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *ret, const char **why)
+{
+    if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcasecmp(s, "yes") == 0 ||
+        strcasecmp(s, "t") == 0) {
+        *ret = true;
+        return 0;
+    }
+    if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcasecmp(s, "no") == 0 ||
+        strcasecmp(s, "f") == 0) {
+        *ret = false;
+        return 0;
+    }
+    *why = "not a boolean (use true or false)";
+    return -EINVAL;
+}
+
+static int parse_bytes(const char *s, size_t *ret, const char **why)
+{
+    unsigned long long v, mult = 1;
+    char *end;
+
+    if (!isdigit((unsigned char)*s)) {
+        *why = "not a size (examples: 1048576, 512Ki, 64Mi, 1Gi)";
+        return -EINVAL;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno == ERANGE) {
+        *why = "out of range";
+        return -EINVAL;
+    }
+    if (strcmp(end, "Ki") == 0) {
+        mult = 1024ULL;
+    } else if (strcmp(end, "Mi") == 0) {
+        mult = 1024ULL * 1024;
+    } else if (strcmp(end, "Gi") == 0) {
+        mult = 1024ULL * 1024 * 1024;
+    } else if (*end != '\0') {
+        *why = "not a size (examples: 1048576, 512Ki, 64Mi, 1Gi)";
+        return -EINVAL;
+    }
+    if (v == 0) {
+        *why = "must be greater than 0";
+        return -EINVAL;
+    }
+    if (v > SIZE_MAX / mult) {
+        *why = "out of range";
+        return -EINVAL;
+    }
+    *ret = (size_t)(v * mult);
+    return 0;
+}
+
+static int duration_ms(const char *s, int64_t *ret_ms, const char **why)
+{
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = {
+        /* longest first where one is a prefix of another ("ms" before "m") */
+        {"ns", 1},          {"us", 1e3}, {"\xc2\xb5s", 1e3}, /* U+00B5 micro sign */
+        {"\xce\xbcs", 1e3},                                  /* U+03BC Greek mu */
+        {"ms", 1e6},        {"s", 1e9},  {"m", 60e9},        {"h", 3600e9},
+    };
+    const char *p = s;
+    double total_ns = 0;
+
+    *why = "not a duration (examples: 300ms, 30s, 10m, 1h30m)";
+    if (*p == '-') {
+        *why = "must not be negative";
+        return -EINVAL;
+    }
+    if (*p == '+')
+        p++;
+    if (strcmp(p, "0") == 0) {
+        *ret_ms = 0;
+        return 0;
+    }
+    if (*p == '\0')
+        return -EINVAL;
+    while (*p != '\0') {
+        double num = 0, scale = 1;
+        bool any = false;
+        size_t best = 0, best_len = 0;
+
+        while (isdigit((unsigned char)*p)) {
+            num = num * 10 + (*p - '0');
+            p++;
+            any = true;
+        }
+        if (*p == '.') {
+            p++;
+            while (isdigit((unsigned char)*p)) {
+                scale /= 10;
+                num += (*p - '0') * scale;
+                p++;
+                any = true;
+            }
+        }
+        if (!any)
+            return -EINVAL;
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+            size_t n = strlen(units[i].unit);
+
+            if (strncmp(p, units[i].unit, n) == 0 && n > best_len) {
+                best = i;
+                best_len = n;
+            }
+        }
+        if (best_len == 0) {
+            *why = "missing or unknown unit (use ns, us, ms, s, m or h)";
+            return -EINVAL;
+        }
+        total_ns += num * units[best].ns;
+        p += best_len;
+        /* Go durations are int64 nanoseconds: about 292 years. */
+        if (total_ns > 9.2e18) {
+            *why = "out of range";
+            return -EINVAL;
+        }
+    }
+    *ret_ms = (int64_t)(total_ns / 1e6);
+    return 0;
+}
+
+int kop_config_parse_duration(const char *s, int64_t *ret_ms)
+{
+    const char *why;
+    int64_t ms;
+
+    if (s == NULL || ret_ms == NULL)
+        return -EINVAL;
+    if (duration_ms(s, &ms, &why) != 0)
+        return -EINVAL;
+    *ret_ms = ms;
+    return 0;
+}
+
+static int bind_address(const char *s, struct kop_bind_address *ret, const char **why)
+{
+    struct kop_bind_address b = {.enabled = true};
+    const char *colon, *host = s;
+    size_t host_len;
+    long long port;
+
+    if (strcmp(s, "0") == 0) {
+        memset(ret, 0, sizeof(*ret));
+        return 0;
+    }
+    *why = "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)";
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+
+        if (close == NULL || close[1] != ':')
+            return -EINVAL;
+        host = s + 1;
+        host_len = (size_t)(close - host);
+        colon = close + 1;
+        if (host_len == 0)
+            return -EINVAL;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return -EINVAL;
+        host_len = (size_t)(colon - s);
+        if (memchr(s, ':', host_len) != NULL) {
+            *why = "an IPv6 address needs brackets, as in [::1]:8080";
+            return -EINVAL;
+        }
+    }
+    if (host_len >= sizeof(b.host)) {
+        *why = "host name too long";
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < host_len; i++) {
+        unsigned char c = (unsigned char)host[i];
+
+        if (c <= ' ' || c == '/' || c == '[' || c == ']' || c >= 0x7f)
+            return -EINVAL;
+    }
+    if (colon[1] == '\0' || !isdigit((unsigned char)colon[1])) {
+        *why = "missing port number";
+        return -EINVAL;
+    }
+    if (parse_int(colon + 1, 0, 65535, &port, why) != 0) {
+        *why = "port must be a number from 0 to 65535";
+        return -EINVAL;
+    }
+    memcpy(b.host, host, host_len);
+    b.host[host_len] = '\0';
+    b.port = (int)port;
+    *ret = b;
+    return 0;
+}
+
+int kop_config_parse_bind(const char *s, struct kop_bind_address *ret)
+{
+    struct kop_bind_address b;
+    const char *why;
+
+    if (s == NULL || ret == NULL)
+        return -EINVAL;
+    if (bind_address(s, &b, &why) != 0)
+        return -EINVAL;
+    *ret = b;
+    return 0;
+}
+
+static void free_list(char **list)
+{
+    if (list == NULL)
+        return;
+    for (char **p = list; *p != NULL; p++)
+        free(*p);
+    free(list);
+}
+
+/* Comma-separated registries, spaces around items trimmed. "" is "any". */
+static int parse_list(const char *s, char ***ret, size_t *ret_n, const char **why)
+{
+    char **list = NULL;
+    size_t n = 0, cap = 1;
+    const char *p = s;
+
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '\0') {
+        *ret = NULL;
+        *ret_n = 0;
+        return 0;
+    }
+    for (const char *q = s; *q; q++)
+        cap += *q == ',';
+    list = calloc(cap + 1, sizeof(char *));
+    if (list == NULL) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    p = s;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        const char *stop = end ? end : p + strlen(p);
+        const char *a = p, *b = stop;
+
+        while (a < b && isspace((unsigned char)*a))
+            a++;
+        while (b > a && isspace((unsigned char)b[-1]))
+            b--;
+        if (a == b) {
+            *why = "empty item in the list";
+            goto fail;
+        }
+        for (const char *c = a; c < b; c++) {
+            unsigned char ch = (unsigned char)*c;
+
+            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == ':' || ch == '_' || ch == '[' ||
+                  ch == ']')) {
+                *why = "a registry is a host name with an optional port (example: "
+                       "docker.io,quay.io,registry.local:5000)";
+                goto fail;
+            }
+        }
+        list[n] = strndup(a, (size_t)(b - a));
+        if (list[n] == NULL) {
+            *why = "out of memory";
+            goto fail;
+        }
+        n++;
+        if (end == NULL)
+            break;
+        p = end + 1;
+    }
+    *ret = list;
+    *ret_n = n;
+    return 0;
+fail:
+    free_list(list);
+    return -EINVAL;
+}
+
+/* ---- applying values ------------------------------------------------------- */
+
+static bool owned_string(const struct flag *f, const char *s)
+{
+    return s != NULL && s != f->def;
+}
+
+static int set_string(struct kop_config *cfg, const struct flag *f, const char *value,
+                      const char **why)
+{
+    char **slot = field(cfg, f);
+    char *copy = NULL;
+
+    if (!(f->type == FLAG_PATH && value[0] == '\0')) {
+        copy = strdup(value);
+        if (copy == NULL) {
+            *why = "out of memory";
+            return -ENOMEM;
+        }
+    }
+    if (owned_string(f, *slot))
+        free(*slot);
+    *slot = copy;
+    return 0;
+}
+
+static int apply(struct kop_config *cfg, const struct flag *f, const char *value, const char **why)
+{
+    long long i;
+    int r;
+
+    switch (f->type) {
+    case FLAG_INT:
+        r = parse_int(value, f->min, f->max, &i, why);
+        if (r == 0)
+            *(int *)field(cfg, f) = (int)i;
+        return r;
+    case FLAG_DOUBLE: {
+        char *end;
+        double d;
+
+        errno = 0;
+        d = strtod(value, &end);
+        if (*value == '\0' || isspace((unsigned char)*value) || *end != '\0' || !isfinite(d)) {
+            *why = "not a number";
+            return -EINVAL;
+        }
+        if (d < (double)f->min) {
+            *why = "must be 0 or more";
+            return -EINVAL;
+        }
+        *(double *)field(cfg, f) = d;
+        return 0;
+    }
+    case FLAG_STRING:
+    case FLAG_PATH:
+        return set_string(cfg, f, value, why);
+    case FLAG_BYTES:
+        return parse_bytes(value, field(cfg, f), why);
+    case FLAG_DURATION: {
+        int64_t ms;
+
+        r = duration_ms(value, &ms, why);
+        if (r != 0)
+            return r;
+        if (f->min > 0 && ms < f->min) {
+            *why = "must be at least 1ms";
+            return -EINVAL;
+        }
+        *(int64_t *)field(cfg, f) = ms;
+        return 0;
+    }
+    case FLAG_BIND:
+        return bind_address(value, field(cfg, f), why);
+    case FLAG_BOOL:
+        return parse_bool(value, field(cfg, f), why);
+    case FLAG_LIST: {
+        char **list;
+        size_t n;
+
+        r = parse_list(value, &list, &n, why);
+        if (r != 0)
+            return r;
+        free_list(cfg->allowed_registries);
+        cfg->allowed_registries = list;
+        cfg->n_allowed_registries = n;
+        return 0;
+    }
+    case FLAG_LEVEL:
+        r = kop_log_level_parse(value, field(cfg, f));
+        if (r != 0)
+            *why = "must be debug, info, warn or error";
+        return r;
+    case FLAG_FORMAT:
+        r = kop_log_format_parse(value, field(cfg, f));
+        if (r != 0)
+            *why = "must be json or text";
+        return r;
+    case FLAG_HELP:
+    case FLAG_VERSION:
+        break;
+    }
+    return 0;
+}
+
+void kop_config_defaults(struct kop_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+        const char *why;
+
+        if (f->type == FLAG_STRING || f->type == FLAG_PATH) {
+            /* Points at the table's literal; never freed (see owned_string). */
+            *(const char **)field(cfg, f) = f->def;
+        } else if (f->def != NULL && f->type != FLAG_LIST) {
+            /* Every other default parses without allocating. */
+            (void)apply(cfg, f, f->def, &why);
+        }
+    }
+}
+
+void kop_config_cleanup(struct kop_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+
+        if (f->type == FLAG_STRING || f->type == FLAG_PATH) {
+            char **slot = field(cfg, f);
+
+            if (owned_string(f, *slot))
+                free(*slot);
+            *slot = NULL;
+        }
+    }
+    free_list(cfg->allowed_registries);
+    cfg->allowed_registries = NULL;
+    cfg->n_allowed_registries = 0;
+}
+
+/* ---- help -------------------------------------------------------------------- */
+
+static void env_name(const struct flag *f, char *buf, size_t len)
+{
+    size_t j = 0;
+
+    j = (size_t)snprintf(buf, len, "KOP_");
+    for (const char *p = f->name; *p && j + 1 < len; p++)
+        buf[j++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    buf[j] = '\0';
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "Usage: kop [flags]\n\n"
+                 "kop serves the conversion and validating admission webhooks for\n"
+                 "myresources.mygroup.example.com and reconciles MyResources into a\n"
+                 "Deployment and a Service.\n\n"
+                 "Every flag can also be set with the environment variable shown; a flag\n"
+                 "given on the command line wins. Durations look like 300ms, 30s, 10m, 1h30m.\n\n"
+                 "Flags:\n");
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+        char env[96];
+
+        if (f->type == FLAG_HELP) {
+            fprintf(out, "  -h, --help\n        %s\n", f->help);
+            continue;
+        }
+        if (f->type == FLAG_VERSION) {
+            fprintf(out, "  --version\n        %s\n", f->help);
+            continue;
+        }
+        env_name(f, env, sizeof(env));
+        fprintf(out, "  --%s%s%s\n        %s\n        (default ", f->name, f->arg ? " " : "",
+                f->arg ? f->arg : "", f->help);
+        if (f->def == NULL)
+            fprintf(out, "none");
+        else if (f->def[0] == '\0')
+            fprintf(out, "\"\"");
+        else if (f->type == FLAG_STRING || f->type == FLAG_BIND)
+            fprintf(out, "\"%s\"", f->def);
+        else
+            fprintf(out, "%s", f->def);
+        fprintf(out, "; env %s)\n", env);
+    }
+}
+
+/* ---- parsing ----------------------------------------------------------------- */
+
+static const struct flag *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
+            return &flags[i];
+    }
+    return NULL;
+}
+
+static void usage_hint(FILE *err)
+{
+    fprintf(err, "Run 'kop --help' for usage.\n");
+}
+
+/* source: "flag --name" or the environment variable's name. */
+static void print_invalid(FILE *err, const char *source, const struct flag *f, const char *value,
+                          const char *why)
+{
+    if (f->type == FLAG_INT && strcmp(why, "out of range") == 0) {
+        if (f->max == INT_MAX)
+            fprintf(err, "kop: invalid value \"%s\" for %s: must be %lld or more\n", value, source,
+                    f->min);
+        else
+            fprintf(err, "kop: invalid value \"%s\" for %s: must be from %lld to %lld\n", value,
+                    source, f->min, f->max);
+    } else {
+        fprintf(err, "kop: invalid value \"%s\" for %s: %s\n", value, source, why);
+    }
+    usage_hint(err);
+}
+
+/*
+ * Split argv[*i] into flag and value. Returns 1 for a flag (value may be
+ * NULL for a bool without "="), 0 at the end, -EINVAL after printing an
+ * error. Advances *i past a separate value argument.
+ */
+static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag,
+                     const char **ret_value, FILE *err)
+{
+    const char *arg, *name, *eq;
+    const struct flag *f;
+    size_t len;
+
+    if (*i >= argc)
+        return 0;
+    arg = argv[*i];
+    if (arg == NULL)
+        return 0;
+    if (strcmp(arg, "--") == 0) {
+        if (*i + 1 < argc) {
+            fprintf(err, "kop: unexpected argument: \"%s\"\n", argv[*i + 1]);
+            usage_hint(err);
+            return -EINVAL;
+        }
+        *i = argc;
+        return 0;
+    }
+    if (arg[0] != '-' || arg[1] == '\0') {
+        fprintf(err, "kop: unexpected argument: \"%s\"\n", arg);
+        usage_hint(err);
+        return -EINVAL;
+    }
+    /* "--flag" and, as Go's flag package allows, "-flag". */
+    name = arg + (arg[1] == '-' ? 2 : 1);
+    eq = strchr(name, '=');
+    len = eq ? (size_t)(eq - name) : strlen(name);
+    if (len == 1 && name == arg + 1 && name[0] == 'h' && eq == NULL)
+        f = find_flag("help", 4);
+    else
+        f = find_flag(name, len);
+    if (f == NULL || len == 0) {
+        fprintf(err, "kop: unknown flag: %.*s\n", (int)(name - arg + (ptrdiff_t)len), arg);
+        usage_hint(err);
+        return -EINVAL;
+    }
+    (*i)++;
+    if (eq != NULL) {
+        if (f->type == FLAG_HELP || f->type == FLAG_VERSION) {
+            fprintf(err, "kop: flag --%s takes no value\n", f->name);
+            usage_hint(err);
+            return -EINVAL;
+        }
+        *ret_value = eq + 1;
+    } else if (f->type == FLAG_BOOL || f->type == FLAG_HELP || f->type == FLAG_VERSION) {
+        *ret_value = NULL;
+    } else if (*i < argc && argv[*i] != NULL) {
+        *ret_value = argv[*i];
+        (*i)++;
+    } else {
+        fprintf(err, "kop: flag needs an argument: --%s\n", f->name);
+        usage_hint(err);
+        return -EINVAL;
+    }
+    *ret_flag = f;
+    return 1;
+}
+
+static int apply_env(struct kop_config *cfg, char **envp, FILE *err)
+{
+    if (envp == NULL)
+        return 0;
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const struct flag *f = &flags[i];
+        char env[96];
+        size_t n;
+
+        if (f->type == FLAG_HELP || f->type == FLAG_VERSION)
+            continue;
+        env_name(f, env, sizeof(env));
+        n = strlen(env);
+        /* The last definition wins, as getenv would not promise; scan all. */
+        for (char **e = envp; *e != NULL; e++) {
+            const char *value, *why = "";
+
+            if (strncmp(*e, env, n) != 0 || (*e)[n] != '=')
+                continue;
+            value = *e + n + 1;
+            if (value[0] == '\0')
+                continue; /* an empty variable counts as unset */
+            if (apply(cfg, f, value, &why) != 0) {
+                print_invalid(err, env, f, value, why);
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp, FILE *out,
+                     FILE *err)
+{
+    const struct flag *f;
+    const char *value;
+    int i, r;
+
+    if (cfg == NULL)
+        return -EINVAL;
+    if (out == NULL)
+        out = stdout;
+    if (err == NULL)
+        err = stderr;
+    kop_config_defaults(cfg);
+
+    /* Pass 1: shape of the command line, --help and --version. */
+    for (i = 1;;) {
+        r = next_flag(argc, argv, &i, &f, &value, err);
+        if (r < 0)
+            return r;
+        if (r == 0)
+            break;
+        if (f->type == FLAG_HELP) {
+            print_help(out);
+            return KOP_CONFIG_EXIT;
+        }
+        if (f->type == FLAG_VERSION) {
+            fprintf(out, "kop %s\n", KOP_VERSION);
+            return KOP_CONFIG_EXIT;
+        }
+    }
+
+    if (apply_env(cfg, envp, err) != 0)
+        return -EINVAL;
+
+    /* Pass 2: the flags, over the environment. */
+    for (i = 1;;) {
+        const char *why = "";
+        char source[96];
+
+        r = next_flag(argc, argv, &i, &f, &value, err);
+        if (r < 0)
+            return r;
+        if (r == 0)
+            break;
+        if (apply(cfg, f, value ? value : "true", &why) != 0) {
+            snprintf(source, sizeof(source), "flag --%s", f->name);
+            print_invalid(err, source, f, value ? value : "", why);
+            return -EINVAL;
+        }
+    }
+
+    if (cfg->webhook_only && cfg->controller_only) {
+        fprintf(err, "kop: --webhook-only and --controller-only cannot be used together\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    return KOP_CONFIG_OK;
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * jansson helpers used by every layer: serialization into malloc'd memory
+ * (json_dumps would allocate through jansson's allocator, which may be a
+ * per-request arena, see arena.h), dotted-path lookups, and a deep
+ * equality that treats JSON numbers as one type.
+ */
+#include "kop/json.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dump_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    int error;
+};
+
+static int dump_cb(const char *buffer, size_t size, void *user)
+{
+    struct dump_buf *b = user;
+
+    if (size >= b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *p;
+
+        while (size >= cap - b->len) {
+            if (cap > SIZE_MAX / 2) {
+                b->error = -ENOMEM;
+                return -1;
+            }
+            cap *= 2;
+        }
+        p = realloc(b->data, cap);
+        if (p == NULL) {
+            b->error = -ENOMEM;
+            return -1;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, buffer, size);
+    b->len += size;
+    return 0;
+}
+
+int kop_json_dump(const json_t *v, size_t flags, char **ret_buf, size_t *ret_len)
+{
+    struct dump_buf b = {0};
+    int r;
+
+    if (v == NULL || ret_buf == NULL)
+        return -EINVAL;
+    b.cap = 256;
+    b.data = malloc(b.cap);
+    if (b.data == NULL)
+        return -ENOMEM;
+    if (json_dump_callback(v, dump_cb, &b, flags) != 0) {
+        r = b.error ? b.error : -EINVAL;
+        goto out;
+    }
+    /* dump_cb always leaves room for one more byte. */
+    b.data[b.len] = '\0';
+    *ret_buf = b.data;
+    if (ret_len != NULL)
+        *ret_len = b.len;
+    b.data = NULL;
+    r = 0;
+out:
+    free(b.data);
+    return r;
+}
+
+json_t *kop_json_path(const json_t *obj, const char *dotted)
+{
+    const char *p = dotted;
+    json_t *cur = (json_t *)obj;
+
+    if (obj == NULL || dotted == NULL)
+        return NULL;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+
+        if (!json_is_object(cur))
+            return NULL;
+        cur = json_object_getn(cur, p, n);
+        if (cur == NULL || dot == NULL)
+            return cur;
+        p = dot + 1;
+    }
+}
+
+const char *kop_json_path_str(const json_t *obj, const char *dotted)
+{
+    return json_string_value(kop_json_path(obj, dotted));
+}
+
+json_t *kop_json_object_ensure(json_t *obj, const char *key)
+{
+    json_t *v;
+
+    if (!json_is_object(obj) || key == NULL)
+        return NULL;
+    v = json_object_get(obj, key);
+    if (json_is_object(v))
+        return v;
+    v = json_object();
+    if (v == NULL)
+        return NULL;
+    /* set_new steals v even on failure. */
+    if (json_object_set_new(obj, key, v) != 0)
+        return NULL;
+    return v;
+}
+
+static bool number_equal(const json_t *a, const json_t *b)
+{
+    if (json_is_integer(a) && json_is_integer(b))
+        return json_integer_value(a) == json_integer_value(b);
+    return json_number_value(a) == json_number_value(b);
+}
+
+bool kop_json_equal(const json_t *a, const json_t *b)
+{
+    if (a == b)
+        return true;
+    if (a == NULL || b == NULL)
+        return false;
+    if (json_is_number(a) && json_is_number(b))
+        return number_equal(a, b);
+    if (json_typeof(a) != json_typeof(b))
+        return false;
+    switch (json_typeof(a)) {
+    case JSON_OBJECT: {
+        const char *key;
+        size_t key_len;
+        json_t *va;
+
+        if (json_object_size(a) != json_object_size(b))
+            return false;
+        json_object_keylen_foreach((json_t *)a, key, key_len, va)
+        {
+            json_t *vb = json_object_getn(b, key, key_len);
+
+            if (vb == NULL || !kop_json_equal(va, vb))
+                return false;
+        }
+        return true;
+    }
+    case JSON_ARRAY: {
+        size_t n = json_array_size(a);
+
+        if (n != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < n; i++) {
+            if (!kop_json_equal(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        }
+        return true;
+    }
+    case JSON_STRING:
+        return json_string_length(a) == json_string_length(b) &&
+               memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+    default:
+        /* true, false, null: same type is equal. */
+        return true;
+    }
+}

@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for kop/config.h: defaults, every flag in both spellings, the
+ * KOP_* environment and flag-over-environment precedence, every class of
+ * bad value with its message, unknown flags, positional arguments, and
+ * --help/--version.
+ */
+#include "kop/config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kop_version.h"
+#include "testutil.h"
+
+/* Captured output of one parse. */
+struct run {
+    int r;
+    char *out;
+    char *err;
+};
+
+static struct run run_parse(struct kop_config *cfg, char **envp, const char *first, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    struct run res;
+    size_t out_len = 0, err_len = 0;
+    FILE *out, *err;
+
+    res.out = NULL;
+    res.err = NULL;
+    out = open_memstream(&res.out, &out_len);
+    err = open_memstream(&res.err, &err_len);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    argv[argc++] = (char *)"kop";
+    va_start(ap, first);
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    res.r = kop_config_parse(cfg, argc, argv, envp, out, err);
+    fclose(out);
+    fclose(err);
+    return res;
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Parse that must fail; returns the first error line (static). */
+static void expect_error(const char *want_line, char **envp, const char *first, ...)
+{
+    struct kop_config cfg;
+    char *argv[16];
+    int argc = 0;
+    va_list ap;
+    char *err_text = NULL;
+    size_t err_len = 0;
+    FILE *err = open_memstream(&err_text, &err_len);
+    FILE *out = fopen("/dev/null", "w");
+    int r;
+
+    argv[argc++] = (char *)"kop";
+    va_start(ap, first);
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    r = kop_config_parse(&cfg, argc, argv, envp, out, err);
+    fclose(err);
+    fclose(out);
+    ck_assert_msg(r == -EINVAL, "accepted (%d): %s", r, want_line);
+    ck_assert_msg(strncmp(err_text, want_line, strlen(want_line)) == 0 &&
+                      err_text[strlen(want_line)] == '\n',
+                  "got: %s want: %s", err_text, want_line);
+    ck_assert_str_eq(err_text + strlen(want_line) + 1, "Run 'kop --help' for usage.\n");
+    free(err_text);
+    kop_config_cleanup(&cfg);
+}
+
+START_TEST(test_config_defaults)
+{
+    struct kop_config cfg;
+
+    kop_config_defaults(&cfg);
+    ck_assert_int_eq(cfg.webhook_port, 9443);
+    ck_assert_str_eq(cfg.webhook_host, "");
+    ck_assert_str_eq(cfg.cert_dir, "/tmp/k8s-webhook-server/serving-certs");
+    ck_assert_ptr_null(cfg.client_ca_file);
+    ck_assert_uint_eq(cfg.convert_max_body, 64u * 1024 * 1024);
+    ck_assert_uint_eq(cfg.admission_max_body, 7340032);
+    ck_assert_uint_eq(cfg.max_header_bytes, 1024 * 1024);
+    ck_assert_int_eq(cfg.tls_handshake_timeout_ms, 10000);
+    ck_assert_int_eq(cfg.idle_timeout_ms, 120000);
+    ck_assert_int_eq(cfg.max_connections, 1024);
+    ck_assert_int_eq(cfg.max_connections_per_ip, 256);
+    ck_assert_int_eq(cfg.webhook_threads, 2);
+    ck_assert(cfg.metrics_bind.enabled);
+    ck_assert_str_eq(cfg.metrics_bind.host, "");
+    ck_assert_int_eq(cfg.metrics_bind.port, 8080);
+    ck_assert(cfg.health_bind.enabled);
+    ck_assert_int_eq(cfg.health_bind.port, 8081);
+    ck_assert(!cfg.leader_elect);
+    ck_assert_str_eq(cfg.leader_election_id, "kop-leader");
+    ck_assert_ptr_null(cfg.leader_election_namespace);
+    ck_assert_int_eq(cfg.max_concurrent_reconciles, 2);
+    ck_assert(cfg.kube_api_qps == 20);
+    ck_assert_int_eq(cfg.kube_api_burst, 30);
+    ck_assert_ptr_null(cfg.kubeconfig);
+    ck_assert_ptr_null(cfg.namespace);
+    ck_assert_int_eq(cfg.sync_period_ms, 10 * 3600 * 1000LL);
+    ck_assert_ptr_null(cfg.allowed_registries);
+    ck_assert_uint_eq(cfg.n_allowed_registries, 0);
+    ck_assert_int_eq(cfg.log_level, KOP_LOG_INFO);
+    ck_assert_int_eq(cfg.log_format, KOP_LOG_FORMAT_JSON);
+    ck_assert_int_eq(cfg.shutdown_timeout_ms, 30000);
+    ck_assert(!cfg.webhook_only && !cfg.controller_only && !cfg.self_signed_certs);
+    /* Cleanup of a defaults-only config frees nothing it does not own. */
+    kop_config_cleanup(&cfg);
+    kop_config_cleanup(NULL);
+}
+END_TEST
+
+START_TEST(test_config_every_flag)
+{
+    struct kop_config cfg;
+    struct run r = run_parse(
+        &cfg, NULL, "--webhook-port", "10443", "--webhook-host=127.0.0.1", "--cert-dir", "/certs",
+        "--client-ca-file=/ca.crt", "--conversion-max-body-bytes=128Mi",
+        "--admission-max-body-bytes", "1048576", "--max-header-bytes=64Ki",
+        "--tls-handshake-timeout=5s", "--idle-timeout", "1m30s", "--max-connections=10",
+        "--max-connections-per-ip=3", "--webhook-threads=4",
+        "--metrics-bind-address=127.0.0.1:9090", "--health-probe-bind-address", "0",
+        "--leader-elect", "--leader-election-id=my-lease", "--leader-election-namespace=kop-system",
+        "--max-concurrent-reconciles=8", "--kube-api-qps=0", "--kube-api-burst", "0",
+        "--kubeconfig=/kc", "--namespace", "team-a", "--sync-period=1h30m",
+        "--allowed-registries= docker.io , quay.io,registry.local:5000", "--log-level=debug",
+        "--log-format", "text", "--shutdown-timeout=300ms", "--webhook-only",
+        "--self-signed-certs=true", NULL);
+
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_str_eq(r.err, "");
+    ck_assert_str_eq(r.out, "");
+    ck_assert_int_eq(cfg.webhook_port, 10443);
+    ck_assert_str_eq(cfg.webhook_host, "127.0.0.1");
+    ck_assert_str_eq(cfg.cert_dir, "/certs");
+    ck_assert_str_eq(cfg.client_ca_file, "/ca.crt");
+    ck_assert_uint_eq(cfg.convert_max_body, 128u * 1024 * 1024);
+    ck_assert_uint_eq(cfg.admission_max_body, 1048576);
+    ck_assert_uint_eq(cfg.max_header_bytes, 65536);
+    ck_assert_int_eq(cfg.tls_handshake_timeout_ms, 5000);
+    ck_assert_int_eq(cfg.idle_timeout_ms, 90000);
+    ck_assert_int_eq(cfg.max_connections, 10);
+    ck_assert_int_eq(cfg.max_connections_per_ip, 3);
+    ck_assert_int_eq(cfg.webhook_threads, 4);
+    ck_assert(cfg.metrics_bind.enabled);
+    ck_assert_str_eq(cfg.metrics_bind.host, "127.0.0.1");
+    ck_assert_int_eq(cfg.metrics_bind.port, 9090);
+    ck_assert(!cfg.health_bind.enabled);
+    ck_assert(cfg.leader_elect);
+    ck_assert_str_eq(cfg.leader_election_id, "my-lease");
+    ck_assert_str_eq(cfg.leader_election_namespace, "kop-system");
+    ck_assert_int_eq(cfg.max_concurrent_reconciles, 8);
+    ck_assert(cfg.kube_api_qps == 0);
+    ck_assert_int_eq(cfg.kube_api_burst, 0);
+    ck_assert_str_eq(cfg.kubeconfig, "/kc");
+    ck_assert_str_eq(cfg.namespace, "team-a");
+    ck_assert_int_eq(cfg.sync_period_ms, 5400000);
+    ck_assert_uint_eq(cfg.n_allowed_registries, 3);
+    ck_assert_str_eq(cfg.allowed_registries[0], "docker.io");
+    ck_assert_str_eq(cfg.allowed_registries[1], "quay.io");
+    ck_assert_str_eq(cfg.allowed_registries[2], "registry.local:5000");
+    ck_assert_ptr_null(cfg.allowed_registries[3]);
+    ck_assert_int_eq(cfg.log_level, KOP_LOG_DEBUG);
+    ck_assert_int_eq(cfg.log_format, KOP_LOG_FORMAT_TEXT);
+    ck_assert_int_eq(cfg.shutdown_timeout_ms, 300);
+    ck_assert(cfg.webhook_only);
+    ck_assert(!cfg.controller_only);
+    ck_assert(cfg.self_signed_certs);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_config_bools_and_repeats)
+{
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--leader-elect=true", "--leader-elect=false",
+                             "--controller-only", "--cert-dir=a", "--cert-dir=b",
+                             "--allowed-registries=x.io", "--allowed-registries=y.io", NULL);
+
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert(!cfg.leader_elect);
+    ck_assert(cfg.controller_only);
+    ck_assert_str_eq(cfg.cert_dir, "b");
+    ck_assert_uint_eq(cfg.n_allowed_registries, 1);
+    ck_assert_str_eq(cfg.allowed_registries[0], "y.io");
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_config_environment_and_flag_wins)
+{
+    struct kop_config cfg;
+    char *envp[] = {
+        "PATH=/usr/bin",
+        "KOP_WEBHOOK_PORT=8443",
+        "KOP_KUBE_API_QPS=5.5",
+        "KOP_LEADER_ELECT=yes",
+        "KOP_NAMESPACE=from-env",
+        "KOP_ALLOWED_REGISTRIES=a.io,b.io",
+        "KOP_METRICS_BIND_ADDRESS=[::1]:8443",
+        "KOP_SYNC_PERIOD=10m",
+        "KOP_LOG_LEVEL=",
+        "KOP_WEBHOOK_PORTX=1",
+        NULL,
+    };
+    struct run r = run_parse(&cfg, envp, "--webhook-port=9000", NULL);
+
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_int_eq(cfg.webhook_port, 9000); /* flag wins */
+    ck_assert(cfg.kube_api_qps == 5.5);
+    ck_assert(cfg.leader_elect);
+    ck_assert_str_eq(cfg.namespace, "from-env");
+    ck_assert_uint_eq(cfg.n_allowed_registries, 2);
+    ck_assert_str_eq(cfg.allowed_registries[1], "b.io");
+    ck_assert_str_eq(cfg.metrics_bind.host, "::1");
+    ck_assert_int_eq(cfg.metrics_bind.port, 8443);
+    ck_assert_int_eq(cfg.sync_period_ms, 600000);
+    ck_assert_int_eq(cfg.log_level, KOP_LOG_INFO); /* empty variable: unset */
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+
+    /* A bad environment value is reported with the variable's name. */
+    char *bad_env[] = {"KOP_KUBE_API_BURST=lots", NULL};
+    expect_error("kop: invalid value \"lots\" for KOP_KUBE_API_BURST: not a number", bad_env, NULL);
+}
+END_TEST
+
+START_TEST(test_config_bad_values)
+{
+    expect_error("kop: invalid value \"abc\" for flag --webhook-port: not a number", NULL,
+                 "--webhook-port", "abc", NULL);
+    expect_error("kop: invalid value \"65536\" for flag --webhook-port: must be from 0 to 65535",
+                 NULL, "--webhook-port=65536", NULL);
+    expect_error("kop: invalid value \"-1\" for flag --webhook-port: must be from 0 to 65535", NULL,
+                 "--webhook-port", "-1", NULL);
+    expect_error("kop: invalid value \"12x\" for flag --webhook-port: not a number", NULL,
+                 "--webhook-port=12x", NULL);
+    expect_error("kop: invalid value \"-1\" for flag --kube-api-qps: must be 0 or more", NULL,
+                 "--kube-api-qps=-1", NULL);
+    expect_error("kop: invalid value \"fast\" for flag --kube-api-qps: not a number", NULL,
+                 "--kube-api-qps=fast", NULL);
+    expect_error("kop: invalid value \"-3\" for flag --kube-api-burst: must be 0 or more", NULL,
+                 "--kube-api-burst=-3", NULL);
+    expect_error("kop: invalid value \"0\" for flag --max-concurrent-reconciles: must be from 1 to "
+                 "1024",
+                 NULL, "--max-concurrent-reconciles=0", NULL);
+    expect_error("kop: invalid value \"0\" for flag --conversion-max-body-bytes: must be greater "
+                 "than 0",
+                 NULL, "--conversion-max-body-bytes=0", NULL);
+    expect_error("kop: invalid value \"64MB\" for flag --conversion-max-body-bytes: not a size "
+                 "(examples: 1048576, 512Ki, 64Mi, 1Gi)",
+                 NULL, "--conversion-max-body-bytes=64MB", NULL);
+    expect_error("kop: invalid value \"-5s\" for flag --shutdown-timeout: must not be negative",
+                 NULL, "--shutdown-timeout=-5s", NULL);
+    expect_error("kop: invalid value \"30\" for flag --shutdown-timeout: missing or unknown unit "
+                 "(use ns, us, ms, s, m or h)",
+                 NULL, "--shutdown-timeout=30", NULL);
+    expect_error("kop: invalid value \"soon\" for flag --sync-period: not a duration (examples: "
+                 "300ms, 30s, 10m, 1h30m)",
+                 NULL, "--sync-period=soon", NULL);
+    expect_error("kop: invalid value \"0\" for flag --sync-period: must be at least 1ms", NULL,
+                 "--sync-period=0", NULL);
+    expect_error("kop: invalid value \"8080\" for flag --metrics-bind-address: not an address "
+                 "(examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)",
+                 NULL, "--metrics-bind-address=8080", NULL);
+    expect_error("kop: invalid value \":99999\" for flag --metrics-bind-address: port must be a "
+                 "number from 0 to 65535",
+                 NULL, "--metrics-bind-address=:99999", NULL);
+    expect_error("kop: invalid value \"::1:80\" for flag --health-probe-bind-address: an IPv6 "
+                 "address needs brackets, as in [::1]:8080",
+                 NULL, "--health-probe-bind-address=::1:80", NULL);
+    expect_error("kop: invalid value \"a.io,,b.io\" for flag --allowed-registries: empty item in "
+                 "the list",
+                 NULL, "--allowed-registries=a.io,,b.io", NULL);
+    expect_error("kop: invalid value \"a.io, \" for flag --allowed-registries: empty item in the "
+                 "list",
+                 NULL, "--allowed-registries", "a.io, ", NULL);
+    expect_error("kop: invalid value \"maybe\" for flag --leader-elect: not a boolean (use true or "
+                 "false)",
+                 NULL, "--leader-elect=maybe", NULL);
+    expect_error("kop: invalid value \"loud\" for flag --log-level: must be debug, info, warn or "
+                 "error",
+                 NULL, "--log-level=loud", NULL);
+    expect_error("kop: invalid value \"xml\" for flag --log-format: must be json or text", NULL,
+                 "--log-format=xml", NULL);
+}
+END_TEST
+
+START_TEST(test_config_bad_command_lines)
+{
+    expect_error("kop: unknown flag: --foo", NULL, "--foo", NULL);
+    expect_error("kop: unknown flag: --foo", NULL, "--leader-elect", "--foo=bar", NULL);
+    expect_error("kop: unexpected argument: \"serve\"", NULL, "serve", NULL);
+    expect_error("kop: unexpected argument: \"x\"", NULL, "--leader-elect", "--", "x", NULL);
+    expect_error("kop: flag needs an argument: --cert-dir", NULL, "--cert-dir", NULL);
+    expect_error("kop: --webhook-only and --controller-only cannot be used together", NULL,
+                 "--webhook-only", "--controller-only", NULL);
+    char *env[] = {"KOP_CONTROLLER_ONLY=true", NULL};
+    expect_error("kop: --webhook-only and --controller-only cannot be used together", env,
+                 "--webhook-only", NULL);
+}
+END_TEST
+
+START_TEST(test_config_help_and_version)
+{
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--help", NULL);
+    static const char *const every[] = {
+        "--webhook-port",
+        "--webhook-host",
+        "--cert-dir",
+        "--client-ca-file",
+        "--conversion-max-body-bytes",
+        "--admission-max-body-bytes",
+        "--max-header-bytes",
+        "--tls-handshake-timeout",
+        "--idle-timeout",
+        "--max-connections",
+        "--max-connections-per-ip",
+        "--webhook-threads",
+        "--metrics-bind-address",
+        "--health-probe-bind-address",
+        "--leader-elect",
+        "--leader-election-id",
+        "--leader-election-namespace",
+        "--max-concurrent-reconciles",
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--kubeconfig",
+        "--namespace",
+        "--sync-period",
+        "--allowed-registries",
+        "--log-level",
+        "--log-format",
+        "--shutdown-timeout",
+        "--webhook-only",
+        "--controller-only",
+        "--self-signed-certs",
+        "--version",
+        "KOP_WEBHOOK_PORT",
+        "KOP_KUBE_API_QPS",
+        "(default 9443; env KOP_WEBHOOK_PORT)",
+        "(default \":8080\"; env KOP_METRICS_BIND_ADDRESS)",
+        "(default 10h; env KOP_SYNC_PERIOD)",
+        "(default 64Mi; env KOP_CONVERSION_MAX_BODY_BYTES)",
+    };
+
+    ck_assert_int_eq(r.r, KOP_CONFIG_EXIT);
+    ck_assert_str_eq(r.err, "");
+    for (size_t i = 0; i < sizeof(every) / sizeof(every[0]); i++)
+        ck_assert_msg(strstr(r.out, every[i]) != NULL, "help lacks %s", every[i]);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+
+    r = run_parse(&cfg, NULL, "-h", NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_EXIT);
+    ck_assert_ptr_nonnull(strstr(r.out, "Usage: kop"));
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+
+    /* --help wins over a bad environment value. */
+    char *env[] = {"KOP_WEBHOOK_PORT=abc", NULL};
+    r = run_parse(&cfg, env, "--version", NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_EXIT);
+    ck_assert_str_eq(r.out, "kop " KOP_VERSION "\n");
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_config_duration_helper)
+{
+    static const struct {
+        const char *s;
+        int64_t ms;
+    } ok[] = {
+        {"0", 0},          {"300ms", 300},     {"30s", 30000},   {"10m", 600000},
+        {"10h", 36000000}, {"1h30m", 5400000}, {"1.5s", 1500},   {"2h45m30.5s", 9930500},
+        {"+5s", 5000},     {"1500us", 1},      {"2000000ns", 2}, {"1m0s", 60000},
+    };
+    static const char *const bad[] = {"",       "-1s", "10",   "s",           "1x",  "1.s.",
+                                      "1h 30m", "5 s", "1e3s", "9999999999h", " 5s", "5s "};
+    int64_t ms;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ck_assert_msg(kop_config_parse_duration(ok[i].s, &ms) == 0, "rejected %s", ok[i].s);
+        ck_assert_int_eq(ms, ok[i].ms);
+    }
+    ms = -7;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(kop_config_parse_duration(bad[i], &ms) == -EINVAL, "accepted %s", bad[i]);
+    ck_assert_int_eq(ms, -7);
+}
+END_TEST
+
+START_TEST(test_config_bind_helper)
+{
+    struct kop_bind_address b;
+
+    ck_assert_int_eq(kop_config_parse_bind(":8080", &b), 0);
+    ck_assert(b.enabled);
+    ck_assert_str_eq(b.host, "");
+    ck_assert_int_eq(b.port, 8080);
+    ck_assert_int_eq(kop_config_parse_bind("localhost:0", &b), 0);
+    ck_assert_str_eq(b.host, "localhost");
+    ck_assert_int_eq(b.port, 0);
+    ck_assert_int_eq(kop_config_parse_bind("[::]:65535", &b), 0);
+    ck_assert_str_eq(b.host, "::");
+    ck_assert_int_eq(b.port, 65535);
+    ck_assert_int_eq(kop_config_parse_bind("0", &b), 0);
+    ck_assert(!b.enabled);
+    static const char *const bad[] = {"",       ":",      "8080",      ":http",
+                                      ":-1",    ":65536", "[::1]8080", "[]:80",
+                                      "::1:80", "a b:80", "host:80x",  ":+80"};
+    b.port = 77;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(kop_config_parse_bind(bad[i], &b) == -EINVAL, "accepted %s", bad[i]);
+    ck_assert_int_eq(b.port, 77);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, test_config_defaults);
+    tcase_add_test(tc, test_config_every_flag);
+    tcase_add_test(tc, test_config_bools_and_repeats);
+    tcase_add_test(tc, test_config_environment_and_flag_wins);
+    tcase_add_test(tc, test_config_bad_values);
+    tcase_add_test(tc, test_config_bad_command_lines);
+    tcase_add_test(tc, test_config_help_and_version);
+    tcase_add_test(tc, test_config_duration_helper);
+    tcase_add_test(tc, test_config_bind_helper);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return kop_test_run(config_suite());
+}
