@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kubernetes API client on libcurl: typed verbs (GET, LIST, CREATE, UPDATE,
+ * JSON merge PATCH, DELETE, the /status subresource), a generic request,
+ * and a streaming call for watches.
+ *
+ * Every request (each retry too) first waits on the shared token bucket.
+ * Each thread gets its own curl easy handle (and multi handle, used to
+ * make requests cancellable from another thread), created on first use
+ * and kept for the thread's life, so connections are reused per thread
+ * with TCP keep-alive; nothing curl-related is shared between threads.
+ *
+ * Errors: 0 or a negative errno. HTTP statuses map as 400/422/415 -EINVAL,
+ * 401 -EACCES, 403 -EPERM, 404 -ENOENT, 405 -EOPNOTSUPP, 409 -EEXIST
+ * (reason AlreadyExists) or -EBUSY (Conflict and anything else), 410
+ * -ESTALE, 413 -EMSGSIZE, 429 -EAGAIN, 504 -ETIMEDOUT, other 5xx -EIO,
+ * other 4xx -EPROTO. Transport: timeout -ETIMEDOUT, refused -ECONNREFUSED,
+ * name/host unreachable -EHOSTUNREACH, reset/empty reply -ECONNRESET, TLS
+ * failures -EPROTO, cancelled -ECANCELED, a body that is not JSON
+ * -EBADMSG. The Kubernetes Status (code, reason, message) is copied into a
+ * struct kop_api_status for logs.
+ *
+ * 429 and 5xx answers that carry Retry-After are retried up to
+ * max_retries times, waiting Retry-After seconds (capped). A 401 with a
+ * token file re-reads the file once and retries. The token file is
+ * otherwise re-read every token_reread_ms (60 s) so rotated bound tokens
+ * are picked up. The token and Authorization header are never logged.
+ *
+ * Metrics: rest_client_requests_total{code,method,host}, counted per HTTP
+ * attempt; code is "<error>" when no response arrived.
+ *
+ * Thread-safety: a client may be used from any number of threads at once;
+ * kop_client_free() only after every thread stopped using it.
+ */
+#ifndef KOP_CLIENT_H
+#define KOP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct kop_kubeconfig;
+struct kop_ratelimit;
+struct kop_metrics;
+struct kop_client;
+
+/* A resource type: core ("" or NULL group -> /api/v1) or a group
+ * (/apis/G/V). */
+struct kop_resource {
+    const char *group;
+    const char *version;
+    const char *resource; /* plural, lowercase */
+    bool namespaced;
+};
+
+/* What the server said, for logs. Filled by every call that takes one
+ * (may be NULL), on success and failure. */
+struct kop_api_status {
+    int code;          /* HTTP status; 0 when no response arrived */
+    char reason[64];   /* Status.reason ("AlreadyExists", "Conflict", ...) */
+    char message[512]; /* Status.message, or the transport error */
+    int retry_after_s; /* Retry-After of the last response, 0 if none */
+    int attempts;      /* HTTP attempts made */
+};
+
+struct kop_client_options {
+    const struct kop_kubeconfig *config; /* copied */
+    struct kop_ratelimit *ratelimit;     /* borrowed; NULL: no limit */
+    struct kop_metrics *metrics;         /* NULL: kop_metrics_global() */
+    const char *user_agent;              /* NULL: "kop/<version> (linux/<arch>)" */
+    int max_retries;                     /* 0: 5; negative: none */
+    int64_t max_retry_wait_ms;           /* cap on Retry-After; 0: 10 s */
+    int64_t token_reread_ms;             /* 0: 60 s */
+    int64_t timeout_ms;                  /* whole request (not watches); 0: 60 s */
+    int64_t connect_timeout_ms;          /* 0: 10 s */
+};
+
+/* Lets another thread abort a request in progress (informer stop). */
+struct kop_client_cancel;
+
+/* NULL on ENOMEM. */
+struct kop_client_cancel *kop_client_cancel_new(void);
+void kop_client_cancel_free(struct kop_client_cancel *cc);
+/* Abort the current and every later request using cc (-ECANCELED) until
+ * reset. Any thread. */
+void kop_client_cancel_fire(struct kop_client_cancel *cc);
+void kop_client_cancel_reset(struct kop_client_cancel *cc);
+bool kop_client_cancel_fired(struct kop_client_cancel *cc);
+
+/* Returns 0, -EINVAL (no server), -ENOMEM; *ret on success. */
+int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret);
+
+/* NULL-safe. Releases every thread's curl handles. */
+void kop_client_free(struct kop_client *c);
+
+/* The default namespace of the configuration (NULL if none). */
+const char *kop_client_namespace(const struct kop_client *c);
+
+/* The User-Agent the client sends. */
+const char *kop_client_user_agent(const struct kop_client *c);
+
+/*
+ * "/api/v1/namespaces/ns/services/name/status" and friends. ns is ignored
+ * for cluster-scoped resources; NULL ns for a namespaced resource means
+ * "all namespaces"; name and subresource may be NULL.
+ * Returns 0, -EINVAL or -ENAMETOOLONG.
+ */
+int kop_client_path(const struct kop_resource *res, const char *ns, const char *name,
+                    const char *subresource, char *buf, size_t len);
+
+/* Map an HTTP status (and Status.reason) to a negative errno (0 for 2xx). */
+int kop_client_errno(int http_code, const char *reason);
+
+struct kop_request {
+    const char *method;               /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+    const char *path;                 /* path and query, starting with '/' */
+    const char *content_type;         /* of body; NULL: application/json */
+    const json_t *body;               /* @ref borrow; NULL: none */
+    struct kop_client_cancel *cancel; /* NULL: not cancellable */
+};
+
+/*
+ * Generic request. On 2xx, *ret_obj (may be NULL) gets the decoded body,
+ * @ref new (NULL for an empty body). Errors as above.
+ */
+int kop_client_request(struct kop_client *c, const struct kop_request *req,
+                       struct kop_api_status *status, json_t **ret_obj);
+
+struct kop_list_options {
+    const char *label_selector;
+    const char *field_selector;
+    long limit;                 /* 0: no limit */
+    const char *continue_token; /* NULL or "": first page */
+    const char *resource_version;
+};
+
+/* Typed verbs. Every json_t in is @ref borrow, every *ret_obj @ref new. */
+int kop_client_get(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                   const char *name, struct kop_api_status *status, json_t **ret_obj);
+int kop_client_list(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                    const struct kop_list_options *opts, struct kop_api_status *status,
+                    json_t **ret_list);
+int kop_client_create(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const json_t *obj, struct kop_api_status *status, json_t **ret_obj);
+int kop_client_update(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const char *name, const json_t *obj, struct kop_api_status *status,
+                      json_t **ret_obj);
+int kop_client_update_status(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                             const char *name, const json_t *obj, struct kop_api_status *status,
+                             json_t **ret_obj);
+/* JSON merge patch (application/merge-patch+json). */
+int kop_client_patch(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                     const char *name, const json_t *patch, struct kop_api_status *status,
+                     json_t **ret_obj);
+int kop_client_patch_status(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                            const char *name, const json_t *patch, struct kop_api_status *status,
+                            json_t **ret_obj);
+
+struct kop_delete_options {
+    const char *propagation_policy;            /* "Background", "Foreground", "Orphan" or NULL */
+    const char *precondition_uid;              /* NULL: none */
+    const char *precondition_resource_version; /* NULL: none */
+};
+
+/* ret_obj (may be NULL): the Status or object the server returned. */
+int kop_client_delete(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const char *name, const struct kop_delete_options *opts,
+                      struct kop_api_status *status, json_t **ret_obj);
+
+/* Append "?k=v" / "&k=v" (value percent-encoded) to a path buffer.
+ * Returns 0 or -ENAMETOOLONG. */
+int kop_client_query_add(char *buf, size_t len, const char *key, const char *value);
+
+/* Receives raw watch body bytes; return 0 or a negative errno to stop. */
+typedef int (*kop_client_data_fn)(void *ud, const char *data, size_t len);
+
+/*
+ * Streaming GET (a watch): on a 200 answer the body is handed to on_data
+ * as it arrives. Returns 0 when the server ended the stream, -ETIMEDOUT
+ * when no byte arrived for idle_timeout_ms (0: no idle limit),
+ * -ECANCELED, on_data's error, or the mapped HTTP error (the Status body
+ * is decoded into *status). No retries.
+ */
+int kop_client_watch(struct kop_client *c, const char *path, kop_client_data_fn on_data, void *ud,
+                     struct kop_client_cancel *cancel, int64_t idle_timeout_ms,
+                     struct kop_api_status *status);
+
+#endif /* KOP_CLIENT_H */

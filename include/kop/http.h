@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * HTTP server on libmicrohttpd: a table of routes matched on the path only
+ * (the query string is ignored for routing), per-route method masks and
+ * body limits, Kubernetes Status answers for the errors the router decides
+ * itself (404, 405 with Allow, 413), controller-runtime webhook metrics per
+ * route, and a graceful shutdown.
+ *
+ * A server either listens itself (metrics and probe endpoints; plain HTTP)
+ * or has no listen socket and is fed connected sockets with
+ * kop_http_server_add_connection() (the TLS front, see kop/tls.h).
+ *
+ * Handlers run in MHD's worker threads, several at once when the server has
+ * more than one thread. The request body is collected completely (never
+ * more than the route's max_body) before the handler is called.
+ *
+ * Thread-safety: new/start/free are single-threaded; add_connection,
+ * in_flight, drain, wait_idle and shutdown may be called from any thread.
+ * Handlers must be thread-safe when threads > 1.
+ */
+#ifndef KOP_HTTP_H
+#define KOP_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct kop_metrics;
+
+/* Method bits for kop_http_route.methods. */
+enum kop_http_method {
+    KOP_HTTP_GET = 1u << 0,
+    KOP_HTTP_HEAD = 1u << 1,
+    KOP_HTTP_POST = 1u << 2,
+    KOP_HTTP_PUT = 1u << 3,
+    KOP_HTTP_PATCH = 1u << 4,
+    KOP_HTTP_DELETE = 1u << 5,
+    KOP_HTTP_OPTIONS = 1u << 6,
+};
+
+struct kop_http_request {
+    const char *method;       /* "POST" */
+    unsigned method_bit;      /* KOP_HTTP_POST, 0 for an unknown method */
+    const char *path;         /* "/convert" (decoded, no query) */
+    const char *query;        /* "timeout=10s" (raw, without '?'), "" when none */
+    const char *content_type; /* Content-Type header, NULL when absent */
+    const char *body;         /* NUL-terminated copy of the body ("" when none) */
+    size_t body_len;
+    const char *peer;                 /* "127.0.0.1" or "::1" */
+    const struct sockaddr *peer_addr; /* NULL when unknown */
+    socklen_t peer_addr_len;
+    void *_conn; /* private */
+};
+
+/* Value of a request header (case-insensitive name), NULL when absent. Valid
+ * while the handler runs. */
+const char *kop_http_request_header(const struct kop_http_request *req, const char *name);
+
+#define KOP_HTTP_MAX_HEADERS 4
+
+struct kop_http_header {
+    char name[48];
+    char value[208];
+};
+
+struct kop_http_response {
+    int status; /* default 200 */
+    /* malloc'd; the server frees it (also when the status is bad). NULL and
+     * body_len 0 for an empty body. */
+    char *body;
+    size_t body_len;
+    /* Static string (or one that outlives the server); default
+     * "application/json". */
+    const char *content_type;
+    unsigned n_headers;
+    struct kop_http_header headers[KOP_HTTP_MAX_HEADERS];
+};
+
+/* Add a response header (copied). Returns 0, -ENOSPC when the table is full,
+ * -E2BIG when name or value is too long, -EINVAL for CR/LF in them. */
+int kop_http_response_header(struct kop_http_response *resp, const char *name, const char *value);
+
+/*
+ * Set resp to a Kubernetes metav1.Status failure:
+ * {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+ *  "message":message,"reason":reason,"code":code}. Replaces (frees) any
+ * body already set. Returns 0 or -ENOMEM (then resp has status "code" and
+ * no body).
+ */
+int kop_http_response_status(struct kop_http_response *resp, int code, const char *reason,
+                             const char *message);
+
+typedef void kop_http_handler_fn(void *userdata, const struct kop_http_request *req,
+                                 struct kop_http_response *resp);
+
+struct kop_http_route {
+    const char *path; /* exact match; the string must outlive the server */
+    unsigned methods; /* KOP_HTTP_* mask; HEAD is accepted wherever GET is */
+    size_t max_body;  /* bytes; 0 = no body allowed */
+    kop_http_handler_fn *fn;
+    void *userdata;
+    /* Non-NULL: record controller_runtime_webhook_requests_total{webhook,code},
+     * controller_runtime_webhook_latency_seconds{webhook} and
+     * controller_runtime_webhook_requests_in_flight{webhook}; use the route
+     * path, as controller-runtime does. */
+    const char *webhook_name;
+};
+
+struct kop_http_server_options {
+    /* Listen address. host NULL or "" = all addresses (IPv6 dual-stack when
+     * available, else IPv4); a literal IPv4/IPv6 address or "localhost".
+     * port 0 = the kernel picks (see kop_http_server_port()). */
+    const char *host;
+    uint16_t port;
+    /* No listen socket: connections come from kop_http_server_add_connection(). */
+    bool no_listen;
+    unsigned threads;            /* worker threads, 0 = 1 */
+    size_t max_header_size;      /* per-connection memory for the request head; 0 = 32 KiB */
+    unsigned timeout_s;          /* idle connection timeout, 0 = 120 s */
+    unsigned max_connections;    /* 0 = 1024 */
+    const char *name;            /* for logs ("webhook", "metrics"); may be NULL */
+    struct kop_metrics *metrics; /* NULL = kop_metrics_global() */
+};
+
+struct kop_http_server;
+
+/*
+ * Create a server (not yet running). routes are copied (their strings are
+ * not). Returns 0, -EINVAL (bad option or route), -ENOMEM.
+ */
+int kop_http_server_new(const struct kop_http_server_options *opts,
+                        const struct kop_http_route *routes, size_t n_routes,
+                        struct kop_http_server **ret_srv);
+
+/* Start MHD (binds the listen socket). Returns 0, -EADDRINUSE, -EACCES,
+ * -EINVAL or -EIO. */
+int kop_http_server_start(struct kop_http_server *srv);
+
+/* The bound port (after start), 0 without a listen socket. */
+uint16_t kop_http_server_port(const struct kop_http_server *srv);
+
+/*
+ * Hand a connected socket to the server; addr is what handlers see as the
+ * peer. The server owns fd afterwards in every case (closed on failure).
+ * Returns 0, -ESHUTDOWN (draining or stopped) or -EIO.
+ */
+int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const struct sockaddr *addr,
+                                   socklen_t addr_len);
+
+/* Requests currently between their request line and their completion. */
+unsigned kop_http_server_in_flight(const struct kop_http_server *srv);
+
+/*
+ * Begin a graceful stop: close the listen socket, refuse add_connection,
+ * and answer every further response with "Connection: close".
+ */
+void kop_http_server_drain(struct kop_http_server *srv);
+
+/* Wait until no request is in flight. Returns 0 or -ETIMEDOUT. */
+int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms);
+
+/*
+ * drain + wait_idle(timeout_ms) + stop MHD (closes every connection; a
+ * handler still running is waited for). Returns 0 or -ETIMEDOUT (requests
+ * were cut short). Idempotent.
+ */
+int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms);
+
+/* Shutdown with no grace when still running, then free. NULL is fine. */
+void kop_http_server_free(struct kop_http_server *srv);
+
+#endif /* KOP_HTTP_H */

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Informer: keeps the shared store in step with one resource type on the
+ * API server (list, then watch), and tells handlers what changed.
+ *
+ * One thread per informer. It LISTs in pages (limit/continue), replaces
+ * the store's view of the type, then WATCHes from the list's
+ * resourceVersion with allowWatchBookmarks=true and a random
+ * timeoutSeconds. Watches that end are resumed from the last seen
+ * resourceVersion (events and bookmarks advance it); 410 Gone / Expired
+ * (an HTTP 410, an ERROR event with code 410, or "too old resource
+ * version") triggers a relist. Other errors back off (0.8 s doubling to
+ * 30 s, +-20% jitter; reset once a watch stayed healthy for 2 min). A
+ * watch that delivers no byte for 5 min is dropped and resumed.
+ *
+ * Handlers run on the informer thread, in order, after the store was
+ * updated: add(new), update(old, new), delete(last). A relist synthesizes
+ * update for objects whose resourceVersion changed, add for new ones and
+ * delete for vanished ones (like client-go's DeltaFIFO Replace). The
+ * sequence per key is always consistent: no update before an add, nothing
+ * after a delete until the next add.
+ *
+ * One informer per (kind, store): the relist diff works on every store
+ * entry of the kind (within the informer's namespace).
+ *
+ * Thread-safety: new/free from one thread; start/stop from the owner;
+ * has_synced/wait_synced/stats from any thread.
+ */
+#ifndef KOP_INFORMER_H
+#define KOP_INFORMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "kop/client.h"
+
+struct kop_store;
+struct kop_informer;
+
+/* Every json_t is @ref borrow, valid during the call; json_incref to keep
+ * (and never modify: these are the frozen store values). */
+typedef void (*kop_informer_add_fn)(void *ud, json_t *obj);
+typedef void (*kop_informer_update_fn)(void *ud, json_t *old_obj, json_t *new_obj);
+typedef void (*kop_informer_delete_fn)(void *ud, json_t *obj);
+
+struct kop_informer_options {
+    struct kop_client *client; /* borrowed */
+    struct kop_store *store;   /* borrowed */
+    struct kop_resource resource;
+    const char *kind;           /* store kind, e.g. "Deployment"; also set on
+                                   list items that lack kind/apiVersion */
+    const char *namespace;      /* NULL: all namespaces */
+    const char *label_selector; /* NULL: none */
+    const char *field_selector; /* NULL: none */
+    const char *name;           /* for logs; NULL: the resource */
+    long page_size;             /* 0: 500 */
+    int64_t backoff_initial_ms; /* 0: 800 */
+    int64_t backoff_max_ms;     /* 0: 30000 */
+    int64_t backoff_reset_ms;   /* 0: 120000 */
+    int64_t idle_timeout_ms;    /* 0: 300000 (no byte -> reconnect) */
+    int watch_timeout_min_s;    /* 0: 300 */
+    int watch_timeout_max_s;    /* 0: 600 */
+    kop_informer_add_fn on_add; /* each may be NULL */
+    kop_informer_update_fn on_update;
+    kop_informer_delete_fn on_delete;
+    void *ud;
+};
+
+struct kop_informer_stats {
+    unsigned long lists;       /* completed full LISTs (first one included) */
+    unsigned long pages;       /* LIST pages fetched */
+    unsigned long watches;     /* WATCH requests started */
+    unsigned long errors;      /* failed requests and bad streams */
+    char resource_version[64]; /* last seen */
+};
+
+/* Strings are copied. Returns 0, -EINVAL, -ENOMEM; *ret on success. */
+int kop_informer_new(const struct kop_informer_options *opt, struct kop_informer **ret);
+
+/* Start the thread. Returns 0, -EALREADY, or -errno from pthread_create. */
+int kop_informer_start(struct kop_informer *inf);
+
+/* Stop the thread and wait for it: aborts a request in flight, so it
+ * returns promptly. Idempotent. */
+void kop_informer_stop(struct kop_informer *inf);
+
+/* Stops if needed. NULL-safe. */
+void kop_informer_free(struct kop_informer *inf);
+
+/* True once the first full LIST is in the store. */
+bool kop_informer_has_synced(struct kop_informer *inf);
+
+/* Wait for has_synced. Returns 0, -ETIMEDOUT, or -ECANCELED (stopped). */
+int kop_informer_wait_synced(struct kop_informer *inf, int64_t timeout_ms);
+
+void kop_informer_stats(struct kop_informer *inf, struct kop_informer_stats *ret);
+
+#endif /* KOP_INFORMER_H */

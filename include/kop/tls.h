@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TLS front of the webhook server: mbedTLS terminates TLS and hands the
+ * plaintext stream of each connection to a kop_http_server (created with
+ * no_listen) over a socketpair.
+ *
+ * Protocol: TLS 1.2 only, ECDHE key exchange with AEAD suites only
+ * (AES-GCM, ChaCha20-Poly1305), no renegotiation, ALPN "http/1.1" (a client
+ * that offers ALPN without http/1.1, e.g. only "h2", is answered without
+ * ALPN and speaks HTTP/1.1), any SNI name (one certificate).
+ *
+ * Certificates: cert_dir/tls.crt (chain, leaf first) and cert_dir/tls.key.
+ * The directory is watched (inotify plus a stat check every
+ * reload_interval_ms) and a changed pair is loaded for new handshakes while
+ * live connections keep the one they were made with. A bad pair (unreadable,
+ * unparseable, key not matching the certificate) is logged and the previous
+ * pair kept. Metrics (registry from the options, default global):
+ *   certwatcher_read_certificate_total         counter, every load attempt
+ *   certwatcher_read_certificate_errors_total  counter, failed attempts
+ *   kop_serving_cert_expiry_seconds            gauge, notAfter of the serving
+ *                                              certificate in use, Unix seconds
+ *   kop_tls_connections_active                 gauge
+ *   kop_tls_connections_rejected_total{reason} counter: max_connections,
+ *                                              per_ip, handshake_timeout,
+ *                                              handshake_error, idle_timeout
+ *
+ * Thread-safety: new/start/free are single-threaded; ready, port and
+ * shutdown may be called from any thread. All mbedTLS state is owned by the
+ * front's single loop thread, so mbedTLS needs no threading layer.
+ */
+#ifndef KOP_TLS_H
+#define KOP_TLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct kop_http_server;
+struct kop_metrics;
+
+struct kop_tls_options {
+    const char *host;             /* NULL or "" = all addresses (IPv6 dual stack if possible) */
+    uint16_t port;                /* 0 = the kernel picks, see kop_tls_port() */
+    const char *cert_dir;         /* holds tls.crt and tls.key */
+    const char *client_ca_file;   /* non-NULL: require a client certificate signed by these CAs */
+    int handshake_timeout_ms;     /* 0 = 10 s */
+    int idle_timeout_ms;          /* established connection with no traffic; 0 = 120 s */
+    unsigned max_connections;     /* 0 = 1024 */
+    unsigned max_per_ip;          /* 0 = no per-address limit */
+    int reload_interval_ms;       /* stat check of the certificate files; 0 = 2000 */
+    struct kop_http_server *http; /* started, no_listen; not owned */
+    struct kop_metrics *metrics;  /* NULL = kop_metrics_global() */
+};
+
+struct kop_tls;
+
+/*
+ * Load the certificate pair (and the client CA), seed the DRBG and bind the
+ * listen socket. Returns 0, -EINVAL (bad options), -ENOENT / -EACCES (files),
+ * -EBADMSG (a file does not parse or the key does not match), -EADDRINUSE,
+ * -ENOMEM, -EIO.
+ */
+int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls);
+
+/* Start the loop thread. Returns 0 or -errno. */
+int kop_tls_start(struct kop_tls *tls);
+
+/* Certificate loaded and the loop thread accepting. */
+bool kop_tls_ready(const struct kop_tls *tls);
+
+/* The bound port. */
+uint16_t kop_tls_port(const struct kop_tls *tls);
+
+/*
+ * Graceful stop: stop accepting at once, drain the HTTP server (responses
+ * get "Connection: close"), keep pumping until no request is in flight or
+ * timeout_ms passed, then close every connection and stop the loop thread.
+ * The HTTP server itself is left to its owner. Returns 0 or -ETIMEDOUT.
+ * Idempotent.
+ */
+int kop_tls_shutdown(struct kop_tls *tls, int timeout_ms);
+
+/* Shutdown without grace when still running, then free. NULL is fine. */
+void kop_tls_free(struct kop_tls *tls);
+
+#endif /* KOP_TLS_H */

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The webhook server of kop: the TLS front (kop/tls.h) in front of an HTTP
+ * server (kop/http.h) with two routes,
+ *
+ *   POST /convert                                  ConversionReview
+ *   POST /validate-mygroup-example-com-myresource  AdmissionReview
+ *
+ * Each request is parsed, converted or judged and answered inside a
+ * per-thread arena (kop/arena.h) bound to jansson for the duration of the
+ * request, so a 10,000-object ConversionReview costs no malloc per value.
+ *
+ * Logs: one line per request at debug level ("conversionUID" /
+ * "admissionUID" as trace ids); conversion failures at warn, denials and
+ * malformed requests at info.
+ *
+ * Thread-safety: new/start/free single-threaded; ready/port/shutdown from
+ * any thread. Handlers run in the HTTP server's worker threads.
+ */
+#ifndef KOP_WEBHOOK_H
+#define KOP_WEBHOOK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kop/admission.h"
+#include "kop/config.h"
+
+#define KOP_WEBHOOK_CONVERT_PATH "/convert"
+#define KOP_WEBHOOK_VALIDATE_PATH "/validate-mygroup-example-com-myresource"
+
+struct kop_webhook;
+
+struct kop_webhook_options {
+    const struct kop_config *cfg; /* flags: port, host, cert dir, limits, registries */
+    /* Admission rule 4 (name collisions), NULL until a store exists. */
+    kop_admission_child_lookup_fn *child_lookup;
+    void *child_lookup_userdata;
+};
+
+/*
+ * Load the certificate, bind the port and start serving. Logs "serving
+ * webhook" with the bound port. Returns 0 or a negative errno from the TLS
+ * or HTTP layer (-ENOENT: no certificate in --cert-dir, -EADDRINUSE, ...).
+ */
+int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook **ret);
+
+/* Certificate loaded and accepting connections. NULL: false. */
+bool kop_webhook_ready(const struct kop_webhook *w);
+
+uint16_t kop_webhook_port(const struct kop_webhook *w);
+
+/* Stop accepting, let in-flight requests finish (at most timeout_ms), close.
+ * Returns 0 or -ETIMEDOUT. Idempotent. */
+int kop_webhook_shutdown(struct kop_webhook *w, int timeout_ms);
+
+/* NULL-safe; shuts down without grace when still running. */
+void kop_webhook_free(struct kop_webhook *w);
+
+#endif /* KOP_WEBHOOK_H */

@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ConversionReview and AdmissionReview envelopes (see kop/review.h).
+ *
+ * Conversion works in place: the request's objects array is converted
+ * object by object and moved into response.convertedObjects (DESIGN §6:
+ * never deep-copy a request). The self-check needs what the objects were
+ * before, so their kind/name/namespace/uid values are held (json_incref)
+ * while converting: conversion never touches them, so the check costs a
+ * pointer comparison per field.
+ */
+#include "kop/review.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kop/conversion.h"
+#include "kop/json.h"
+#include "kop/metrics.h"
+#include "kop/myresource.h"
+
+#define CONV_V1 "apiextensions.k8s.io/v1"
+#define CONV_V1BETA1 "apiextensions.k8s.io/v1beta1"
+#define ADM_V1 "admission.k8s.io/v1"
+#define ADM_V1BETA1 "admission.k8s.io/v1beta1"
+#define ANNOTATIONS_MAX (256 * 1024)
+
+/* ---- metric -------------------------------------------------------------- */
+
+static pthread_once_t metric_once = PTHREAD_ONCE_INIT;
+static struct kop_metric *violations_metric;
+
+static void metric_init(void)
+{
+    struct kop_metric_family *f = kop_metrics_register(
+        kop_metrics_global(), KOP_METRIC_COUNTER, "kop_conversion_reply_violations_total",
+        "ConversionReview replies that broke a kube-apiserver rule (kop "
+        "answered Failure instead).",
+        NULL, NULL, 0);
+    violations_metric = f ? kop_metric_child(f) : NULL;
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static void put_msg(char *msg, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void put_msg(char *msg, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    if (!msg || size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, size, fmt, ap);
+    va_end(ap);
+}
+
+static const char *str_or_empty(const json_t *v)
+{
+    return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static bool str_eq(const json_t *v, const char *s)
+{
+    return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
+}
+
+bool kop_review_content_type_ok(const char *ct)
+{
+    static const char want[] = "application/json";
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    if (strncasecmp(ct, want, sizeof(want) - 1) != 0)
+        return false;
+    ct += sizeof(want) - 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static int finish(struct kop_review_result *r, int status, json_t *reply)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc;
+    if (!reply)
+        return -ENOMEM;
+    rc = kop_json_dump(reply, JSON_COMPACT, &buf, &len);
+    json_decref(reply);
+    if (rc < 0)
+        return rc;
+    char *nb = realloc(buf, len + 2);
+    if (!nb) {
+        free(buf);
+        return -ENOMEM;
+    }
+    nb[len] = '\n';
+    nb[len + 1] = '\0';
+    r->http_status = status;
+    r->body = nb;
+    r->body_len = len + 1;
+    return 0;
+}
+
+/* Parse a body into an object, or describe why not (HTTP 400/415). */
+static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret_status, char *msg,
+                          size_t size)
+{
+    json_error_t err;
+    if (ct && !kop_review_content_type_ok(ct)) {
+        *ret_status = 415;
+        put_msg(msg, size, "contentType=%s, expected application/json", ct);
+        return NULL;
+    }
+    if (!body || len == 0) {
+        *ret_status = 400;
+        put_msg(msg, size, "request body is empty");
+        return NULL;
+    }
+    if (!ct) {
+        *ret_status = 415;
+        put_msg(msg, size, "contentType=, expected application/json");
+        return NULL;
+    }
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        *ret_status = 400;
+        if (json_error_code(&err) == json_error_premature_end_of_input)
+            put_msg(msg, size,
+                    "couldn't get version/kind; json parse error: unexpected end of "
+                    "JSON input");
+        else
+            put_msg(msg, size, "couldn't get version/kind; json parse error: %s", err.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        *ret_status = 400;
+        put_msg(msg, size, "couldn't get version/kind; json parse error: expected a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static void result_init(struct kop_review_result *r, enum kop_review_type type)
+{
+    memset(r, 0, sizeof(*r));
+    r->type = type;
+}
+
+/* Copy with truncation (these copies are for logs). */
+static void copy_cut(char *dst, size_t size, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= size)
+        n = size - 1;
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static void set_uid(struct kop_review_result *r, const char *uid)
+{
+    copy_cut(r->uid, sizeof(r->uid), uid);
+}
+
+/* ---- conversion reply check ------------------------------------------------ */
+
+struct ident {
+    json_t *kind, *name, *ns, *uid;
+};
+
+static void ident_take(struct ident *id, const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    id->kind = json_incref(json_object_get(obj, "kind"));
+    id->name = json_incref(json_object_get(meta, "name"));
+    id->ns = json_incref(json_object_get(meta, "namespace"));
+    id->uid = json_incref(json_object_get(meta, "uid"));
+}
+
+static void ident_release(struct ident *id)
+{
+    json_decref(id->kind);
+    json_decref(id->name);
+    json_decref(id->ns);
+    json_decref(id->uid);
+}
+
+static bool same_str(const json_t *a, const json_t *b)
+{
+    /* metav1 getters read absent and non-string as "" */
+    return strcmp(str_or_empty(a), str_or_empty(b)) == 0;
+}
+
+static bool dns1123_subdomain(const char *s, size_t n)
+{
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '-' && c != '.')
+            return false;
+        if ((i == 0 || i == n - 1) && !alnum)
+            return false;
+    }
+    return true;
+}
+
+/* [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 */
+static bool name_part(const char *s, size_t n)
+{
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '-' && c != '_' && c != '.')
+            return false;
+        if ((i == 0 || i == n - 1) && !alnum)
+            return false;
+    }
+    return true;
+}
+
+static bool qualified_name(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    if (!slash)
+        return name_part(s, strlen(s));
+    if (strchr(slash + 1, '/'))
+        return false;
+    return dns1123_subdomain(s, (size_t)(slash - s)) && name_part(slash + 1, strlen(slash + 1));
+}
+
+int kop_review_check_object_meta(const json_t *original, const json_t *converted, char *msg,
+                                 size_t msg_size)
+{
+    (void)original;
+    const json_t *meta = json_object_get(converted, "metadata");
+    const char *key;
+    const json_t *v;
+    if (!meta) {
+        put_msg(msg, msg_size, "converted object has no metadata");
+        return -EINVAL;
+    }
+    if (!json_is_object(meta)) {
+        put_msg(msg, msg_size, "invalid metadata of type %s",
+                json_is_array(meta) ? "array" : "non-object");
+        return -EINVAL;
+    }
+    const json_t *labels = json_object_get(meta, "labels");
+    if (labels && !json_is_null(labels)) {
+        if (!json_is_object(labels)) {
+            put_msg(msg, msg_size, "metadata.labels: must be a map of strings");
+            return -EINVAL;
+        }
+        json_object_foreach((json_t *)labels, key, v)
+        {
+            if (!json_is_string(v)) {
+                put_msg(msg, msg_size, "metadata.labels[%s]: must be a string", key);
+                return -EINVAL;
+            }
+            if (!qualified_name(key)) {
+                put_msg(msg, msg_size, "metadata.labels: Invalid value: \"%s\": invalid label key",
+                        key);
+                return -EINVAL;
+            }
+            size_t n = json_string_length(v);
+            if (n > 0 && !name_part(json_string_value(v), n)) {
+                put_msg(msg, msg_size, "metadata.labels: Invalid value: invalid label value for %s",
+                        key);
+                return -EINVAL;
+            }
+        }
+    }
+    const json_t *ann = json_object_get(meta, "annotations");
+    if (ann && !json_is_null(ann)) {
+        size_t total = 0;
+        if (!json_is_object(ann)) {
+            put_msg(msg, msg_size, "metadata.annotations: must be a map of strings");
+            return -EINVAL;
+        }
+        json_object_foreach((json_t *)ann, key, v)
+        {
+            if (!json_is_string(v)) {
+                put_msg(msg, msg_size, "metadata.annotations[%s]: must be a string", key);
+                return -EINVAL;
+            }
+            if (!qualified_name(key)) {
+                put_msg(msg, msg_size, "metadata.annotations: Invalid value: \"%s\": invalid key",
+                        key);
+                return -EINVAL;
+            }
+            total += strlen(key) + json_string_length(v);
+        }
+        if (total > ANNOTATIONS_MAX) {
+            put_msg(msg, msg_size, "metadata.annotations: Too long: must have at most %d bytes",
+                    ANNOTATIONS_MAX);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+struct check {
+    unsigned violations;
+    char *msg;
+    size_t size;
+};
+
+__attribute__((format(printf, 2, 3))) static void violation(struct check *c, const char *fmt, ...)
+{
+    va_list ap;
+    if (c->violations++ == 0 && c->msg && c->size) {
+        va_start(ap, fmt);
+        vsnprintf(c->msg, c->size, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static enum kop_conversion_check check_reply(const char *version, const char *uid,
+                                             const char *desired, const struct ident *ids,
+                                             const json_t *const *originals, size_t n,
+                                             const json_t *reply, bool strict, struct check *c)
+{
+    bool v1 = strcmp(version, CONV_V1) == 0;
+    if ((v1 || strict) && (!str_eq(json_object_get(reply, "apiVersion"), version) ||
+                           !str_eq(json_object_get(reply, "kind"), "ConversionReview")))
+        violation(c, "expected webhook response of %s, Kind=ConversionReview", version);
+    const json_t *resp = json_object_get(reply, "response");
+    if (!json_is_object(resp)) {
+        violation(c, "no response provided");
+        return KOP_CONVERSION_CHECK_INVALID;
+    }
+    if ((v1 || strict) && !str_eq(json_object_get(resp, "uid"), uid))
+        violation(c, "expected response.uid=\"%s\", got \"%s\"", uid,
+                  str_or_empty(json_object_get(resp, "uid")));
+    const json_t *result = json_object_get(resp, "result");
+    const char *status = str_or_empty(json_object_get(result, "status"));
+    const json_t *objs = json_object_get(resp, "convertedObjects");
+    if (strcmp(status, "Success") != 0) {
+        /* As the apiserver: the webhook's message if any, else the status. A
+         * Failure is well-formed when the envelope is right and (strict) it
+         * has a message and no objects. */
+        const char *m = str_or_empty(json_object_get(result, "message"));
+        bool well_formed = strcmp(status, "Failure") == 0 && c->violations == 0 &&
+                           !(strict && (!*m || json_array_size(objs) > 0));
+        if (*m)
+            violation(c, "%s", m);
+        else
+            violation(c, "response.result.status was '%s', not 'Success'", status);
+        return well_formed ? KOP_CONVERSION_CHECK_FAILED : KOP_CONVERSION_CHECK_INVALID;
+    }
+    size_t got = json_array_size(objs);
+    if ((objs && !json_is_array(objs)) || got != n) {
+        violation(c, "conversion webhook returned %zu objects, expected %zu", got, n);
+        return KOP_CONVERSION_CHECK_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = json_array_get(objs, i);
+        const json_t *meta = json_object_get(o, "metadata");
+        char m[256];
+        if (!json_is_object(o)) {
+            violation(c, "invalid converted object at index %zu: not an object", i);
+            continue;
+        }
+        if (!str_eq(json_object_get(o, "apiVersion"), desired))
+            violation(c, "invalid converted object at index %zu: expected apiVersion %s, got %s", i,
+                      desired, str_or_empty(json_object_get(o, "apiVersion")));
+        if (!same_str(ids[i].kind, json_object_get(o, "kind")))
+            violation(c, "invalid converted object at index %zu: must have the same kind: %s != %s",
+                      i, str_or_empty(ids[i].kind), str_or_empty(json_object_get(o, "kind")));
+        if (!same_str(ids[i].name, json_object_get(meta, "name")))
+            violation(c, "invalid converted object at index %zu: must have the same name", i);
+        if (!same_str(ids[i].ns, json_object_get(meta, "namespace")))
+            violation(c, "invalid converted object at index %zu: must have the same namespace", i);
+        if (!same_str(ids[i].uid, json_object_get(meta, "uid")))
+            violation(c, "invalid converted object at index %zu: must have the same UID", i);
+        if (kop_review_check_object_meta(originals ? originals[i] : NULL, o, m, sizeof(m)) < 0)
+            violation(c, "invalid converted object at index %zu: %s", i, m);
+    }
+    return c->violations ? KOP_CONVERSION_CHECK_INVALID : KOP_CONVERSION_CHECK_OK;
+}
+
+static const char *review_version(const json_t *root, const char *v1, const char *v1beta1)
+{
+    const json_t *av = json_object_get(root, "apiVersion");
+    if (!av)
+        return v1; /* as controller-runtime: a missing apiVersion means v1 */
+    if (str_eq(av, v1))
+        return v1;
+    if (str_eq(av, v1beta1))
+        return v1beta1;
+    return NULL;
+}
+
+enum kop_conversion_check kop_review_check_conversion(const json_t *request_review,
+                                                      const json_t *reply, bool strict,
+                                                      unsigned *ret_violations, char *msg,
+                                                      size_t msg_size)
+{
+    struct check c = {.msg = msg, .size = msg_size};
+    const char *version = review_version(request_review, CONV_V1, CONV_V1BETA1);
+    const json_t *req = json_object_get(request_review, "request");
+    const json_t *objs = json_object_get(req, "objects");
+    size_t n = json_array_size(objs);
+    enum kop_conversion_check r;
+    if (msg && msg_size)
+        msg[0] = '\0';
+    if (!version)
+        version = CONV_V1;
+    struct ident *ids = calloc(n ? n : 1, sizeof(*ids));
+    const json_t **orig = calloc(n ? n : 1, sizeof(*orig));
+    if (!ids || !orig) {
+        free(ids);
+        free(orig);
+        violation(&c, "out of memory");
+        r = KOP_CONVERSION_CHECK_INVALID;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        orig[i] = json_array_get(objs, i);
+        ident_take(&ids[i], orig[i]);
+    }
+    r = check_reply(version, str_or_empty(json_object_get(req, "uid")),
+                    str_or_empty(json_object_get(req, "desiredAPIVersion")), ids, orig, n, reply,
+                    strict, &c);
+    for (size_t i = 0; i < n; i++)
+        ident_release(&ids[i]);
+    free(ids);
+    free(orig);
+out:
+    if (ret_violations)
+        *ret_violations = r == KOP_CONVERSION_CHECK_INVALID ? c.violations : 0;
+    return r;
+}
+
+/* ---- ConversionReview -------------------------------------------------------- */
+
+static json_t *conversion_failure(const char *version, const char *uid, int code,
+                                  const char *message)
+{
+    json_t *result =
+        json_pack("{s:{}, s:s, s:s}", "metadata", "status", "Failure", "message", message);
+    if (result && code && json_object_set_new(result, "code", json_integer(code)) < 0) {
+        json_decref(result);
+        return NULL;
+    }
+    if (!result)
+        return NULL;
+    return json_pack("{s:s, s:s, s:{s:s, s:o}}", "apiVersion", version ? version : CONV_V1, "kind",
+                     "ConversionReview", "response", "uid", uid ? uid : "", "result", result);
+}
+
+static int conversion_error(struct kop_review_result *r, int status, const char *version,
+                            const char *uid, const char *msg)
+{
+    copy_cut(r->message, sizeof(r->message), msg);
+    r->success = false;
+    return finish(r, status, conversion_failure(version, uid, status, msg));
+}
+
+int kop_review_convert_http(const char *content_type, const char *body, size_t len,
+                            const struct kop_convert_options *opts, struct kop_review_result *ret)
+{
+    char msg[512];
+    int status = 400, rc = 0;
+    struct kop_review_result r;
+    struct ident *ids = NULL;
+    size_t n = 0;
+    json_t *root = NULL;
+    if (!ret)
+        return -EINVAL;
+    result_init(&r, KOP_REVIEW_CONVERSION);
+    /* registered on first use so /metrics shows it at 0 */
+    pthread_once(&metric_once, metric_init);
+    root = parse_body(content_type, body, len, &status, msg, sizeof(msg));
+    if (!root) {
+        rc = conversion_error(&r, status, NULL, "", msg);
+        goto out;
+    }
+    const char *version = review_version(root, CONV_V1, CONV_V1BETA1);
+    const json_t *kind = json_object_get(root, "kind");
+    if (!version || (kind && !str_eq(kind, "ConversionReview"))) {
+        snprintf(msg, sizeof(msg),
+                 "unsupported review %s, Kind=%s; expected %s or %s, "
+                 "Kind=ConversionReview",
+                 str_or_empty(json_object_get(root, "apiVersion")), str_or_empty(kind), CONV_V1,
+                 CONV_V1BETA1);
+        rc = conversion_error(&r, 400, NULL, "", msg);
+        goto out;
+    }
+    json_t *req = json_object_get(root, "request");
+    const char *uid = str_or_empty(json_object_get(req, "uid"));
+    set_uid(&r, uid);
+    if (!json_is_object(req)) {
+        rc = conversion_error(&r, 400, version, "", "ConversionReview has no request");
+        goto out;
+    }
+    const char *desired_s = str_or_empty(json_object_get(req, "desiredAPIVersion"));
+    enum kop_myresource_version desired = kop_myresource_version_parse(desired_s);
+    json_t *objs = json_object_get(req, "objects");
+    if (json_is_null(objs))
+        objs = NULL;
+    n = json_array_size(objs);
+    r.n_objects = n;
+    if (desired == KOP_MYRESOURCE_VERSION_UNKNOWN) {
+        snprintf(msg, sizeof(msg),
+                 "unsupported desiredAPIVersion \"%.200s\": this webhook converts %s and %s",
+                 desired_s, KOP_MYRESOURCE_V1, KOP_MYRESOURCE_V2);
+        rc = conversion_error(&r, 200, version, uid, msg);
+        goto out;
+    }
+    if (objs && !json_is_array(objs)) {
+        rc = conversion_error(&r, 200, version, uid, "request.objects must be a list");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = json_array_get(objs, i);
+        if (kop_myresource_version_of(o) == KOP_MYRESOURCE_VERSION_UNKNOWN) {
+            snprintf(msg, sizeof(msg),
+                     "objects[%zu]: unsupported %.100s, Kind=%.100s: this webhook converts %s, "
+                     "Kind=%s and %s",
+                     i, str_or_empty(json_object_get(o, "apiVersion")),
+                     str_or_empty(json_object_get(o, "kind")), KOP_MYRESOURCE_V1,
+                     KOP_MYRESOURCE_KIND, KOP_MYRESOURCE_V2);
+            rc = conversion_error(&r, 200, version, uid, msg);
+            goto out;
+        }
+    }
+    bool check = !(opts && opts->skip_self_check);
+    if (check && n > 0) {
+        ids = calloc(n, sizeof(*ids));
+        if (!ids) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++)
+            ident_take(&ids[i], json_array_get(objs, i));
+    }
+    for (size_t i = 0; i < n; i++) {
+        rc = kop_conversion_convert(json_array_get(objs, i), desired);
+        if (rc < 0)
+            goto out; /* only -ENOMEM is possible after the checks above */
+    }
+    json_t *converted = objs ? json_incref(objs) : json_array();
+    json_t *reply = json_pack("{s:s, s:s, s:{s:s, s:{s:{}, s:s}, s:o}}", "apiVersion", version,
+                              "kind", "ConversionReview", "response", "uid", uid, "result",
+                              "metadata", "status", "Success", "convertedObjects", converted);
+    if (!reply) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (check) {
+        struct check c = {.msg = msg, .size = sizeof(msg)};
+        msg[0] = '\0';
+        check_reply(version, uid, desired_s, ids, NULL, n, reply, true, &c);
+        if (c.violations > 0) {
+            kop_counter_add(violations_metric, c.violations);
+            r.violations = c.violations;
+            json_decref(reply);
+            char m2[600];
+            snprintf(m2, sizeof(m2), "conversion failed its self-check: %s", msg);
+            rc = conversion_error(&r, 200, version, uid, m2);
+            goto out;
+        }
+    }
+    r.success = true;
+    rc = finish(&r, 200, reply);
+out:
+    if (ids) {
+        for (size_t i = 0; i < n; i++)
+            ident_release(&ids[i]);
+        free(ids);
+    }
+    json_decref(root);
+    if (rc < 0) {
+        kop_review_result_cleanup(&r);
+        return rc;
+    }
+    *ret = r;
+    return 0;
+}
+
+/* ---- AdmissionReview ---------------------------------------------------------- */
+
+static json_t *admission_reply(const char *version, const char *uid, bool allowed, int code,
+                               const char *reason, const char *message,
+                               const struct kop_admission_verdict *v)
+{
+    json_t *status = json_pack("{s:{}}", "metadata");
+    json_t *resp = NULL;
+    if (!status)
+        return NULL;
+    if ((message && json_object_set_new(status, "message", json_string(message)) < 0) ||
+        (reason && json_object_set_new(status, "reason", json_string(reason)) < 0) ||
+        json_object_set_new(status, "code", json_integer(code)) < 0) {
+        json_decref(status);
+        return NULL;
+    }
+    resp =
+        json_pack("{s:s, s:b, s:o}", "uid", uid ? uid : "", "allowed", allowed, "status", status);
+    if (!resp)
+        return NULL;
+    if (v && v->n_warnings > 0) {
+        json_t *w = json_array();
+        if (!w || json_object_set_new(resp, "warnings", w) < 0) {
+            json_decref(resp);
+            return NULL;
+        }
+        for (size_t i = 0; i < v->n_warnings; i++) {
+            if (json_array_append_new(w, json_string(v->warnings[i])) < 0) {
+                json_decref(resp);
+                return NULL;
+            }
+        }
+    }
+    return json_pack("{s:s, s:s, s:o}", "kind", "AdmissionReview", "apiVersion",
+                     version ? version : ADM_V1, "response", resp);
+}
+
+int kop_review_admit_http(const char *content_type, const char *body, size_t len,
+                          const struct kop_admission_options *opts, struct kop_review_result *ret)
+{
+    char msg[512];
+    int status = 400, rc = 0;
+    struct kop_review_result r;
+    struct kop_admission_verdict v = {.allowed = true};
+    json_t *root = NULL;
+    if (!ret)
+        return -EINVAL;
+    result_init(&r, KOP_REVIEW_ADMISSION);
+    root = parse_body(content_type, body, len, &status, msg, sizeof(msg));
+    if (!root)
+        goto error;
+    const char *version = review_version(root, ADM_V1, ADM_V1BETA1);
+    const json_t *kind = json_object_get(root, "kind");
+    if (!version || (kind && !str_eq(kind, "AdmissionReview"))) {
+        snprintf(msg, sizeof(msg),
+                 "unsupported review %.100s, Kind=%.100s; expected %s or %s, "
+                 "Kind=AdmissionReview",
+                 str_or_empty(json_object_get(root, "apiVersion")), str_or_empty(kind), ADM_V1,
+                 ADM_V1BETA1);
+        status = 400;
+        goto error;
+    }
+    json_t *req = json_object_get(root, "request");
+    if (req && !json_is_object(req)) {
+        snprintf(msg, sizeof(msg), "AdmissionReview request must be an object");
+        status = 400;
+        goto error;
+    }
+    const char *uid = str_or_empty(json_object_get(req, "uid"));
+    set_uid(&r, uid);
+    if (req) {
+        rc = kop_admission_evaluate(req, opts, &v);
+        if (rc < 0)
+            goto out;
+    }
+    r.success = v.allowed;
+    r.n_warnings = v.n_warnings;
+    if (v.allowed) {
+        rc = finish(&r, 200, admission_reply(version, uid, true, 200, NULL, NULL, &v));
+    } else {
+        r.violations = v.n_violations;
+        copy_cut(r.message, sizeof(r.message), v.message ? v.message : "");
+        rc = finish(&r, 200, admission_reply(version, uid, false, 403, "Forbidden", v.message, &v));
+    }
+    goto out;
+error:
+    copy_cut(r.message, sizeof(r.message), msg);
+    rc = finish(&r, status,
+                admission_reply(root ? review_version(root, ADM_V1, ADM_V1BETA1) : NULL, r.uid,
+                                false, status, NULL, msg, NULL));
+out:
+    kop_admission_verdict_cleanup(&v);
+    json_decref(root);
+    if (rc < 0) {
+        kop_review_result_cleanup(&r);
+        return rc;
+    }
+    *ret = r;
+    return 0;
+}
+
+void kop_review_result_cleanup(struct kop_review_result *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    r->body = NULL;
+    r->body_len = 0;
+}

@@ -1,0 +1,1175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kubernetes API client (see kop/client.h).
+ *
+ * Threads: the client itself is shared and read-only after creation except
+ * for the token (its own mutex). Each thread that makes a request gets a
+ * "struct tstate" (curl easy + multi handle) through a pthread key; the
+ * client also keeps every tstate in a list so kop_client_free() can
+ * release them. Transfers always run through the thread's multi handle
+ * with curl_multi_poll(), so a kop_client_cancel can interrupt one from
+ * another thread with curl_multi_wakeup().
+ *
+ * Lock order: client->lock (tstate list), client->token_lock and
+ * cancel->lock are never held together. cancel->lock is held around
+ * curl_multi_wakeup() (it only writes to a socketpair and cannot block) so
+ * the multi handle cannot go away underneath it.
+ */
+#include "kop/client.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "kop/json.h"
+#include "kop/kubeconfig.h"
+#include "kop/log.h"
+#include "kop/metrics.h"
+#include "kop/ratelimit.h"
+#include "kop_version.h"
+
+#define LOGGER "kube-client"
+#define MAX_BODY ((size_t)512 << 20)
+#define MAX_ERROR_BODY ((size_t)1 << 20)
+
+#if defined(__x86_64__)
+#define KOP_ARCH "amd64"
+#elif defined(__aarch64__)
+#define KOP_ARCH "arm64"
+#elif defined(__i386__)
+#define KOP_ARCH "386"
+#elif defined(__arm__)
+#define KOP_ARCH "arm"
+#else
+#define KOP_ARCH "unknown"
+#endif
+
+struct tstate {
+    CURL *easy;
+    CURLM *multi;
+    struct kop_client *c;
+    struct tstate *prev, *next;
+};
+
+struct kop_client {
+    struct kop_kubeconfig cfg;
+    struct kop_ratelimit *rl;
+    char *user_agent;
+    char *host; /* host:port for metrics */
+    int max_retries;
+    int64_t max_retry_wait_ms;
+    int64_t token_reread_ns;
+    int64_t timeout_ms;
+    int64_t connect_timeout_ms;
+    struct kop_metric_family *requests;
+
+    pthread_key_t key;
+    pthread_mutex_t lock; /* tstate list */
+    struct tstate *threads;
+
+    pthread_mutex_t token_lock;
+    char *token;
+    int64_t token_read_ns; /* 0: never read */
+};
+
+struct kop_client_cancel {
+    pthread_mutex_t lock;
+    bool fired;
+    CURLM *multi; /* the multi handle of the transfer in progress */
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- cancel -------------------------------------------------------------- */
+
+struct kop_client_cancel *kop_client_cancel_new(void)
+{
+    struct kop_client_cancel *cc = calloc(1, sizeof(*cc));
+    if (cc)
+        pthread_mutex_init(&cc->lock, NULL);
+    return cc;
+}
+
+void kop_client_cancel_free(struct kop_client_cancel *cc)
+{
+    if (!cc)
+        return;
+    pthread_mutex_destroy(&cc->lock);
+    free(cc);
+}
+
+void kop_client_cancel_fire(struct kop_client_cancel *cc)
+{
+    if (!cc)
+        return;
+    pthread_mutex_lock(&cc->lock);
+    cc->fired = true;
+    if (cc->multi)
+        curl_multi_wakeup(cc->multi);
+    pthread_mutex_unlock(&cc->lock);
+}
+
+void kop_client_cancel_reset(struct kop_client_cancel *cc)
+{
+    if (!cc)
+        return;
+    pthread_mutex_lock(&cc->lock);
+    cc->fired = false;
+    pthread_mutex_unlock(&cc->lock);
+}
+
+bool kop_client_cancel_fired(struct kop_client_cancel *cc)
+{
+    if (!cc)
+        return false;
+    pthread_mutex_lock(&cc->lock);
+    bool f = cc->fired;
+    pthread_mutex_unlock(&cc->lock);
+    return f;
+}
+
+/* Attach the running multi; false when already fired. */
+static bool cancel_attach(struct kop_client_cancel *cc, CURLM *multi)
+{
+    if (!cc)
+        return true;
+    pthread_mutex_lock(&cc->lock);
+    bool ok = !cc->fired;
+    if (ok)
+        cc->multi = multi;
+    pthread_mutex_unlock(&cc->lock);
+    return ok;
+}
+
+static void cancel_detach(struct kop_client_cancel *cc)
+{
+    if (!cc)
+        return;
+    pthread_mutex_lock(&cc->lock);
+    cc->multi = NULL;
+    pthread_mutex_unlock(&cc->lock);
+}
+
+/* Sleep up to ms, returning early (-ECANCELED) when cc fires. Polls at
+ * 20 ms: retries are rare and short. */
+static int cancel_sleep(struct kop_client_cancel *cc, int64_t ms)
+{
+    int64_t end = now_ns() + ms * 1000000;
+    for (;;) {
+        if (kop_client_cancel_fired(cc))
+            return -ECANCELED;
+        int64_t left = end - now_ns();
+        if (left <= 0)
+            return 0;
+        if (left > 20000000)
+            left = 20000000;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)left};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+int kop_client_errno(int code, const char *reason)
+{
+    if (code >= 200 && code < 300)
+        return 0;
+    switch (code) {
+    case 400:
+    case 415:
+    case 422:
+        return -EINVAL;
+    case 401:
+        return -EACCES;
+    case 403:
+        return -EPERM;
+    case 404:
+        return -ENOENT;
+    case 405:
+        return -EOPNOTSUPP;
+    case 409:
+        return (reason && strcmp(reason, "AlreadyExists") == 0) ? -EEXIST : -EBUSY;
+    case 410:
+        return -ESTALE;
+    case 413:
+        return -EMSGSIZE;
+    case 429:
+        return -EAGAIN;
+    case 504:
+        return -ETIMEDOUT;
+    default:
+        break;
+    }
+    if (code >= 500)
+        return -EIO;
+    return -EPROTO;
+}
+
+static int curl_errno(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_OK:
+        return 0;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_COULDNT_CONNECT:
+        return -ECONNREFUSED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return -EHOSTUNREACH;
+    case CURLE_OUT_OF_MEMORY:
+        return -ENOMEM;
+    case CURLE_ABORTED_BY_CALLBACK:
+        return -ECANCELED;
+    case CURLE_GOT_NOTHING:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+        return -ECONNRESET;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_USE_SSL_FAILED:
+        return -EPROTO;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return -EINVAL;
+    default:
+        return -EIO;
+    }
+}
+
+static void status_clear(struct kop_api_status *st)
+{
+    if (st)
+        memset(st, 0, sizeof(*st));
+}
+
+/* Fill reason/message from a Status body (or the raw text). */
+static void status_from_body(struct kop_api_status *st, const char *body, size_t len)
+{
+    if (!st)
+        return;
+    json_t *j = len ? json_loadb(body, len, 0, NULL) : NULL;
+    const char *reason = json_string_value(json_object_get(j, "reason"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    snprintf(st->reason, sizeof(st->reason), "%s", reason ? reason : "");
+    if (msg) {
+        snprintf(st->message, sizeof(st->message), "%s", msg);
+    } else if (!j && len) {
+        /* text/plain answers (APF 429, unknown paths): keep the first line. */
+        size_t n = strcspn(body, "\r\n");
+        if (n > len)
+            n = len;
+        if (n >= sizeof(st->message))
+            n = sizeof(st->message) - 1;
+        memcpy(st->message, body, n);
+        st->message[n] = '\0';
+    }
+    json_decref(j);
+}
+
+/* ---- per-thread curl handles --------------------------------------------- */
+
+static void tstate_destroy(struct tstate *ts)
+{
+    if (!ts)
+        return;
+    if (ts->easy)
+        curl_easy_cleanup(ts->easy);
+    if (ts->multi)
+        curl_multi_cleanup(ts->multi);
+    free(ts);
+}
+
+static void tstate_unlink(struct kop_client *c, struct tstate *ts)
+{
+    if (ts->prev)
+        ts->prev->next = ts->next;
+    else
+        c->threads = ts->next;
+    if (ts->next)
+        ts->next->prev = ts->prev;
+}
+
+/* pthread key destructor: the thread exits. */
+static void tstate_thread_exit(void *p)
+{
+    struct tstate *ts = p;
+    struct kop_client *c = ts->c;
+    pthread_mutex_lock(&c->lock);
+    tstate_unlink(c, ts);
+    pthread_mutex_unlock(&c->lock);
+    tstate_destroy(ts);
+}
+
+static struct tstate *tstate_get(struct kop_client *c)
+{
+    struct tstate *ts = pthread_getspecific(c->key);
+    if (ts)
+        return ts;
+    ts = calloc(1, sizeof(*ts));
+    if (!ts)
+        return NULL;
+    ts->c = c;
+    ts->easy = curl_easy_init();
+    ts->multi = curl_multi_init();
+    if (!ts->easy || !ts->multi || pthread_setspecific(c->key, ts) != 0) {
+        tstate_destroy(ts);
+        return NULL;
+    }
+    pthread_mutex_lock(&c->lock);
+    ts->next = c->threads;
+    if (c->threads)
+        c->threads->prev = ts;
+    c->threads = ts;
+    pthread_mutex_unlock(&c->lock);
+    return ts;
+}
+
+/* ---- client -------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+static char *dup_mem(const char *s, size_t n, bool *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = malloc(n + 1);
+    if (!d) {
+        *oom = true;
+        return NULL;
+    }
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static int copy_config(const struct kop_kubeconfig *in, struct kop_kubeconfig *out)
+{
+    bool oom = false;
+    out->server = dup_or_null(in->server, &oom);
+    out->ca_file = dup_or_null(in->ca_file, &oom);
+    out->ca_data = dup_mem(in->ca_data, in->ca_data_len, &oom);
+    out->ca_data_len = in->ca_data_len;
+    out->cert_file = dup_or_null(in->cert_file, &oom);
+    out->cert_data = dup_mem(in->cert_data, in->cert_data_len, &oom);
+    out->cert_data_len = in->cert_data_len;
+    out->key_file = dup_or_null(in->key_file, &oom);
+    out->key_data = dup_mem(in->key_data, in->key_data_len, &oom);
+    out->key_data_len = in->key_data_len;
+    out->token = dup_or_null(in->token, &oom);
+    out->token_file = dup_or_null(in->token_file, &oom);
+    out->tls_server_name = dup_or_null(in->tls_server_name, &oom);
+    out->namespace = dup_or_null(in->namespace, &oom);
+    out->insecure_skip_tls_verify = in->insecure_skip_tls_verify;
+    out->in_cluster = in->in_cluster;
+    return oom ? -ENOMEM : 0;
+}
+
+static char *host_of(const char *server)
+{
+    const char *p = strstr(server, "://");
+    p = p ? p + 3 : server;
+    return strndup(p, strcspn(p, "/"));
+}
+
+int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret)
+{
+    if (!opt || !opt->config || !opt->config->server || !ret)
+        return -EINVAL;
+    struct kop_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    int r = 0;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->token_lock, NULL);
+    if (pthread_key_create(&c->key, tstate_thread_exit) != 0) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->token_lock);
+        free(c);
+        return -EAGAIN;
+    }
+    r = copy_config(opt->config, &c->cfg);
+    if (r < 0)
+        goto out;
+    c->rl = opt->ratelimit;
+    c->max_retries = opt->max_retries == 0 ? 5 : (opt->max_retries < 0 ? 0 : opt->max_retries);
+    c->max_retry_wait_ms = opt->max_retry_wait_ms > 0 ? opt->max_retry_wait_ms : 10000;
+    c->token_reread_ns = (opt->token_reread_ms > 0 ? opt->token_reread_ms : 60000) * 1000000;
+    c->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 60000;
+    c->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 10000;
+    if (opt->user_agent) {
+        c->user_agent = strdup(opt->user_agent);
+    } else {
+        size_t n = sizeof("kop/ (linux/)") + strlen(KOP_VERSION) + strlen(KOP_ARCH);
+        c->user_agent = malloc(n);
+        if (c->user_agent)
+            snprintf(c->user_agent, n, "kop/%s (linux/%s)", KOP_VERSION, KOP_ARCH);
+    }
+    c->host = host_of(c->cfg.server);
+    if (c->cfg.token && !c->cfg.token_file)
+        c->token = strdup(c->cfg.token);
+    if (!c->user_agent || !c->host || (c->cfg.token && !c->cfg.token_file && !c->token)) {
+        r = -ENOMEM;
+        goto out;
+    }
+    struct kop_metrics *m = opt->metrics ? opt->metrics : kop_metrics_global();
+    static const char *const labels[] = {"code", "method", "host", NULL};
+    if (m)
+        c->requests = kop_metrics_register(m, KOP_METRIC_COUNTER, "rest_client_requests_total",
+                                           "Number of HTTP requests, partitioned by status code, "
+                                           "method, and host.",
+                                           labels, NULL, 0);
+    *ret = c;
+    return 0;
+out:
+    kop_client_free(c);
+    return r;
+}
+
+void kop_client_free(struct kop_client *c)
+{
+    if (!c)
+        return;
+    /* The calling thread's handle is in the list too. */
+    pthread_setspecific(c->key, NULL);
+    pthread_key_delete(c->key);
+    struct tstate *ts = c->threads;
+    while (ts) {
+        struct tstate *next = ts->next;
+        tstate_destroy(ts);
+        ts = next;
+    }
+    kop_kubeconfig_cleanup(&c->cfg);
+    if (c->token) {
+        explicit_bzero(c->token, strlen(c->token));
+        free(c->token);
+    }
+    free(c->user_agent);
+    free(c->host);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->token_lock);
+    free(c);
+}
+
+const char *kop_client_namespace(const struct kop_client *c)
+{
+    return c ? c->cfg.namespace : NULL;
+}
+
+const char *kop_client_user_agent(const struct kop_client *c)
+{
+    return c ? c->user_agent : NULL;
+}
+
+/* ---- token --------------------------------------------------------------- */
+
+static char *read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    char *t = n ? strdup(buf) : NULL;
+    explicit_bzero(buf, sizeof(buf));
+    return t;
+}
+
+/* "Authorization: Bearer <token>" (malloc'd) or NULL when no token.
+ * force: re-read the token file now. */
+static char *auth_header(struct kop_client *c, bool force)
+{
+    if (c->cfg.token_file) {
+        int64_t now = now_ns();
+        pthread_mutex_lock(&c->token_lock);
+        bool stale = force || c->token_read_ns == 0 || now - c->token_read_ns >= c->token_reread_ns;
+        pthread_mutex_unlock(&c->token_lock);
+        if (stale) {
+            /* File I/O outside the lock; a failed read keeps the old token. */
+            char *t = read_token_file(c->cfg.token_file);
+            pthread_mutex_lock(&c->token_lock);
+            if (t) {
+                char *old = c->token;
+                c->token = t;
+                t = old;
+            }
+            c->token_read_ns = now;
+            pthread_mutex_unlock(&c->token_lock);
+            if (t) {
+                explicit_bzero(t, strlen(t));
+                free(t);
+            }
+        }
+    }
+    char *h = NULL;
+    pthread_mutex_lock(&c->token_lock);
+    if (c->token) {
+        size_t n = strlen(c->token) + sizeof("Authorization: Bearer ");
+        h = malloc(n);
+        if (h)
+            snprintf(h, n, "Authorization: Bearer %s", c->token);
+    }
+    pthread_mutex_unlock(&c->token_lock);
+    return h;
+}
+
+static void free_secret(char *s)
+{
+    if (!s)
+        return;
+    explicit_bzero(s, strlen(s));
+    free(s);
+}
+
+/* ---- paths --------------------------------------------------------------- */
+
+static bool path_segment_ok(const char *s)
+{
+    return s && *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..") &&
+           !strpbrk(s, "?#% \t\r\n");
+}
+
+int kop_client_path(const struct kop_resource *res, const char *ns, const char *name,
+                    const char *subresource, char *buf, size_t len)
+{
+    if (!res || !buf || !path_segment_ok(res->version) || !path_segment_ok(res->resource))
+        return -EINVAL;
+    bool core = !res->group || !*res->group;
+    if (!core && !path_segment_ok(res->group))
+        return -EINVAL;
+    if ((ns && *ns && !path_segment_ok(ns)) || (name && !path_segment_ok(name)) ||
+        (subresource && !path_segment_ok(subresource)) || (subresource && !name))
+        return -EINVAL;
+    int n;
+    char prefix[512];
+    if (core)
+        n = snprintf(prefix, sizeof(prefix), "/api/%s", res->version);
+    else
+        n = snprintf(prefix, sizeof(prefix), "/apis/%s/%s", res->group, res->version);
+    if (n < 0 || (size_t)n >= sizeof(prefix))
+        return -ENAMETOOLONG;
+    if (res->namespaced && ns && *ns)
+        n = snprintf(buf, len, "%s/namespaces/%s/%s%s%s%s%s", prefix, ns, res->resource,
+                     name ? "/" : "", name ? name : "", subresource ? "/" : "",
+                     subresource ? subresource : "");
+    else
+        n = snprintf(buf, len, "%s/%s%s%s%s%s", prefix, res->resource, name ? "/" : "",
+                     name ? name : "", subresource ? "/" : "", subresource ? subresource : "");
+    if (n < 0 || (size_t)n >= len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+int kop_client_query_add(char *buf, size_t len, const char *key, const char *value)
+{
+    if (!buf || !key || !value)
+        return -EINVAL;
+    size_t n = strlen(buf);
+    char sep = strchr(buf, '?') ? '&' : '?';
+    size_t need = n + 1 + strlen(key) + 1 + strlen(value) * 3 + 1;
+    if (need > len)
+        return -ENAMETOOLONG;
+    char *p = buf + n;
+    *p++ = sep;
+    size_t kl = strlen(key);
+    memcpy(p, key, kl);
+    p += kl;
+    *p++ = '=';
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *v = (const unsigned char *)value; *v; v++) {
+        if (isalnum(*v) || *v == '-' || *v == '_' || *v == '.' || *v == '~') {
+            *p++ = (char)*v;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*v >> 4];
+            *p++ = hex[*v & 15];
+        }
+    }
+    *p = '\0';
+    return 0;
+}
+
+/* ---- transfers ----------------------------------------------------------- */
+
+struct xfer {
+    struct kop_client *c;
+    CURL *easy;
+    /* body collection */
+    char *buf;
+    size_t len, cap, limit;
+    /* streaming */
+    kop_client_data_fn on_data;
+    void *ud;
+    int data_err;
+    bool streaming; /* status 200 seen: bytes go to on_data */
+    long code;
+    int retry_after_s;
+    int64_t last_byte_ns;
+};
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct xfer *x = ud;
+    size_t n = size * nmemb;
+    x->last_byte_ns = now_ns();
+    if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+        x->retry_after_s = 0; /* a new response (after 100-continue or a redirect) */
+        return n;
+    }
+    if (n > 12 && strncasecmp(ptr, "Retry-After:", 12) == 0) {
+        char tmp[32];
+        size_t k = n - 12 < sizeof(tmp) - 1 ? n - 12 : sizeof(tmp) - 1;
+        memcpy(tmp, ptr + 12, k);
+        tmp[k] = '\0';
+        char *end;
+        long v = strtol(tmp, &end, 10);
+        /* An HTTP-date instead of seconds: wait one second. */
+        if (end == tmp)
+            v = 1;
+        if (v < 0)
+            v = 0;
+        if (v > 86400)
+            v = 86400;
+        x->retry_after_s = (int)v;
+        if (x->retry_after_s == 0)
+            x->retry_after_s = 1;
+    }
+    return n;
+}
+
+static int buf_append(struct xfer *x, const char *data, size_t n)
+{
+    if (n > x->limit - x->len)
+        return -EMSGSIZE;
+    if (x->len + n + 1 > x->cap) {
+        size_t ncap = x->cap ? x->cap : 16384;
+        while (ncap < x->len + n + 1)
+            ncap *= 2;
+        char *nb = realloc(x->buf, ncap);
+        if (!nb)
+            return -ENOMEM;
+        x->buf = nb;
+        x->cap = ncap;
+    }
+    memcpy(x->buf + x->len, data, n);
+    x->len += n;
+    x->buf[x->len] = '\0';
+    return 0;
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct xfer *x = ud;
+    size_t n = size * nmemb;
+    x->last_byte_ns = now_ns();
+    if (x->on_data) {
+        if (!x->code)
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->code);
+        if (x->code == 200) {
+            int r = x->on_data(x->ud, ptr, n);
+            if (r < 0) {
+                x->data_err = r;
+                return 0; /* aborts the transfer (CURLE_WRITE_ERROR) */
+            }
+            return n;
+        }
+    }
+    int r = buf_append(x, ptr, n);
+    if (r < 0) {
+        x->data_err = r;
+        return 0;
+    }
+    return n;
+}
+
+/* Run the configured easy handle on the thread's multi handle. Returns a
+ * negative errno for transport failures, cancel and idle timeouts. */
+static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *cc, int64_t idle_ns,
+                   char *errbuf)
+{
+    int r = 0;
+    if (!cancel_attach(cc, ts->multi))
+        return -ECANCELED;
+    if (curl_multi_add_handle(ts->multi, ts->easy) != CURLM_OK) {
+        cancel_detach(cc);
+        return -ENOMEM;
+    }
+    x->last_byte_ns = now_ns();
+    int running = 1;
+    while (running) {
+        CURLMcode mc = curl_multi_perform(ts->multi, &running);
+        if (mc != CURLM_OK) {
+            r = -EIO;
+            break;
+        }
+        if (!running)
+            break;
+        if (kop_client_cancel_fired(cc)) {
+            r = -ECANCELED;
+            break;
+        }
+        int timeout = 1000;
+        if (idle_ns > 0) {
+            int64_t left = x->last_byte_ns + idle_ns - now_ns();
+            if (left <= 0) {
+                r = -ETIMEDOUT;
+                break;
+            }
+            if (left / 1000000 < timeout)
+                timeout = (int)(left / 1000000) + 1;
+        }
+        mc = curl_multi_poll(ts->multi, NULL, 0, timeout, NULL);
+        if (mc != CURLM_OK) {
+            r = -EIO;
+            break;
+        }
+    }
+    if (r == 0) {
+        int left;
+        CURLMsg *msg;
+        CURLcode res = CURLE_OK;
+        bool found = false;
+        for (;;) {
+            msg = curl_multi_info_read(ts->multi, &left);
+            if (!msg)
+                break;
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == ts->easy) {
+                res = msg->data.result;
+                found = true;
+            }
+        }
+        if (!found)
+            res = CURLE_RECV_ERROR;
+        if (res == CURLE_WRITE_ERROR && x->data_err)
+            r = x->data_err;
+        else
+            r = curl_errno(res);
+        if (res != CURLE_OK && !errbuf[0])
+            snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(res));
+    }
+    curl_multi_remove_handle(ts->multi, ts->easy);
+    cancel_detach(cc);
+    return r;
+}
+
+static void count_request(struct kop_client *c, const char *method, long code)
+{
+    if (!c->requests)
+        return;
+    char cs[24];
+    if (code > 0)
+        snprintf(cs, sizeof(cs), "%ld", code);
+    else
+        snprintf(cs, sizeof(cs), "<error>");
+    kop_counter_inc(kop_metric_child(c->requests, cs, method, c->host));
+}
+
+static int setup_easy(struct kop_client *c, CURL *e, const char *method, const char *url,
+                      struct curl_slist *headers, const char *body, size_t body_len, bool streaming,
+                      char *errbuf)
+{
+    curl_easy_reset(e);
+    int bad = 0;
+    bad |= curl_easy_setopt(e, CURLOPT_URL, url);
+    bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
+    bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    bad |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    bad |= curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+    bad |= curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 15L);
+    bad |= curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    bad |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+    bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
+    if (!streaming)
+        bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+    /* Never follow redirects: credentials must not go elsewhere. */
+    bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    if (strcmp(method, "GET") == 0) {
+        bad |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        bad |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+        if (body) {
+            bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+            bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+        }
+    }
+    const struct kop_kubeconfig *k = &c->cfg;
+    if (k->ca_data) {
+        struct curl_blob b = {.data = k->ca_data, .len = k->ca_data_len, .flags = CURL_BLOB_COPY};
+        bad |= curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+    } else if (k->ca_file) {
+        bad |= curl_easy_setopt(e, CURLOPT_CAINFO, k->ca_file);
+    }
+    if (k->cert_data) {
+        struct curl_blob b = {
+            .data = k->cert_data, .len = k->cert_data_len, .flags = CURL_BLOB_COPY};
+        bad |= curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
+        bad |= curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    } else if (k->cert_file) {
+        bad |= curl_easy_setopt(e, CURLOPT_SSLCERT, k->cert_file);
+    }
+    if (k->key_data) {
+        struct curl_blob b = {.data = k->key_data, .len = k->key_data_len, .flags = CURL_BLOB_COPY};
+        bad |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
+        bad |= curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    } else if (k->key_file) {
+        bad |= curl_easy_setopt(e, CURLOPT_SSLKEY, k->key_file);
+    }
+    if (k->insecure_skip_tls_verify) {
+        bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    return bad ? -EINVAL : 0;
+}
+
+/* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
+static int do_request(struct kop_client *c, const char *method, const char *path,
+                      const char *content_type, const char *body, size_t body_len,
+                      struct kop_client_cancel *cc, kop_client_data_fn on_data, void *ud,
+                      int64_t idle_ms, struct kop_api_status *st, char **ret_body, size_t *ret_len)
+{
+    status_clear(st);
+    if (!c || !method || !path || path[0] != '/')
+        return -EINVAL;
+    struct tstate *ts = tstate_get(c);
+    if (!ts)
+        return -ENOMEM;
+    size_t ulen = strlen(c->cfg.server) + strlen(path) + 1;
+    char *url = malloc(ulen);
+    if (!url)
+        return -ENOMEM;
+    snprintf(url, ulen, "%s%s", c->cfg.server, path);
+
+    int r = 0;
+    bool reread_done = false;
+    char errbuf[CURL_ERROR_SIZE];
+    struct xfer x = {0};
+    for (int attempt = 0;; attempt++) {
+        r = kop_ratelimit_wait(c->rl);
+        if (r < 0)
+            break;
+        char *auth = auth_header(c, false);
+        struct curl_slist *h = NULL, *t;
+        char ct[256];
+        snprintf(ct, sizeof(ct), "Content-Type: %s",
+                 content_type ? content_type : "application/json");
+        const char *fixed[] = {"Accept: application/json", "Expect:", body ? ct : NULL, auth};
+        bool oom = false;
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+            if (!fixed[i])
+                continue;
+            t = curl_slist_append(h, fixed[i]);
+            if (!t) {
+                oom = true;
+                break;
+            }
+            h = t;
+        }
+        free_secret(auth);
+        free(x.buf);
+        x = (struct xfer){.c = c,
+                          .easy = ts->easy,
+                          .on_data = on_data,
+                          .ud = ud,
+                          .limit = on_data ? MAX_ERROR_BODY : MAX_BODY};
+        errbuf[0] = '\0';
+        if (oom) {
+            curl_slist_free_all(h);
+            r = -ENOMEM;
+            break;
+        }
+        r = setup_easy(c, ts->easy, method, url, h, body, body_len, on_data != NULL, errbuf);
+        if (r == 0) {
+            curl_easy_setopt(ts->easy, CURLOPT_HEADERFUNCTION, on_header);
+            curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, &x);
+            curl_easy_setopt(ts->easy, CURLOPT_WRITEFUNCTION, on_write);
+            curl_easy_setopt(ts->easy, CURLOPT_WRITEDATA, &x);
+            r = perform(ts, &x, cc, idle_ms * 1000000, errbuf);
+        }
+        long code = 0;
+        curl_easy_getinfo(ts->easy, CURLINFO_RESPONSE_CODE, &code);
+        /* Drop the header list (it holds the token) before anything else. */
+        curl_easy_setopt(ts->easy, CURLOPT_HTTPHEADER, NULL);
+        for (struct curl_slist *p = h; p; p = p->next)
+            explicit_bzero(p->data, strlen(p->data));
+        curl_slist_free_all(h);
+        count_request(c, method, r == 0 || code ? code : 0);
+        if (st) {
+            st->attempts = attempt + 1;
+            st->code = (int)code;
+            st->retry_after_s = x.retry_after_s;
+        }
+        if (r < 0) {
+            /* Transport error, cancel, idle watch or on_data's error (also
+             * when a response had started): no retry here. */
+            if (st)
+                snprintf(st->message, sizeof(st->message), "%s", errbuf);
+            break;
+        }
+        if (code >= 200 && code < 300) {
+            r = 0;
+            break;
+        }
+        status_from_body(st, x.buf, x.len);
+        const char *reason = st ? st->reason : NULL;
+        r = kop_client_errno((int)code, reason);
+        if (code == 401 && c->cfg.token_file && !reread_done) {
+            /* The token may just have rotated: read it again and retry. */
+            reread_done = true;
+            char *a = auth_header(c, true);
+            free_secret(a);
+            attempt--;
+            continue;
+        }
+        if ((code == 429 || code >= 500) && x.retry_after_s > 0 && attempt < c->max_retries &&
+            !on_data) {
+            int64_t wait = (int64_t)x.retry_after_s * 1000;
+            if (wait > c->max_retry_wait_ms)
+                wait = c->max_retry_wait_ms;
+            kop_logf(KOP_LOG_DEBUG, LOGGER, "%s %s: HTTP %ld, retrying in %lld ms (attempt %d)",
+                     method, path, code, (long long)wait, attempt + 1);
+            r = cancel_sleep(cc, wait);
+            if (r < 0)
+                break;
+            continue;
+        }
+        break;
+    }
+    free(url);
+    if (r == 0 && ret_body) {
+        *ret_body = x.buf;
+        *ret_len = x.len;
+        x.buf = NULL;
+    }
+    free(x.buf);
+    return r;
+}
+
+int kop_client_request(struct kop_client *c, const struct kop_request *req,
+                       struct kop_api_status *status, json_t **ret_obj)
+{
+    status_clear(status);
+    if (!c || !req || !req->method || !req->path)
+        return -EINVAL;
+    char *body = NULL;
+    size_t body_len = 0;
+    if (req->body) {
+        int r = kop_json_dump(req->body, JSON_COMPACT, &body, &body_len);
+        if (r < 0)
+            return r;
+    }
+    char *resp = NULL;
+    size_t resp_len = 0;
+    int r = do_request(c, req->method, req->path, req->content_type, body, body_len, req->cancel,
+                       NULL, NULL, 0, status, &resp, &resp_len);
+    free(body);
+    if (r < 0)
+        return r;
+    json_t *obj = NULL;
+    if (resp_len > 0) {
+        json_error_t err;
+        obj = json_loadb(resp, resp_len, 0, &err);
+        if (!obj) {
+            if (status)
+                snprintf(status->message, sizeof(status->message), "invalid JSON in response: %s",
+                         err.text);
+            free(resp);
+            return -EBADMSG;
+        }
+    }
+    free(resp);
+    if (ret_obj)
+        *ret_obj = obj;
+    else
+        json_decref(obj);
+    return 0;
+}
+
+static int simple(struct kop_client *c, const char *method, const struct kop_resource *res,
+                  const char *ns, const char *name, const char *sub, const char *ctype,
+                  const json_t *body, const char *query, struct kop_api_status *status,
+                  json_t **ret_obj)
+{
+    status_clear(status);
+    char path[4096];
+    int r = kop_client_path(res, ns, name, sub, path, sizeof(path));
+    if (r < 0)
+        return r;
+    if (query) {
+        if (strlen(path) + strlen(query) + 1 > sizeof(path))
+            return -ENAMETOOLONG;
+        strncat(path, query, sizeof(path) - strlen(path) - 1);
+    }
+    struct kop_request req = {.method = method, .path = path, .content_type = ctype, .body = body};
+    return kop_client_request(c, &req, status, ret_obj);
+}
+
+static const char *obj_name(const json_t *obj)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+}
+
+int kop_client_get(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                   const char *name, struct kop_api_status *status, json_t **ret_obj)
+{
+    if (!name)
+        return -EINVAL;
+    return simple(c, "GET", res, ns, name, NULL, NULL, NULL, NULL, status, ret_obj);
+}
+
+int kop_client_list(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                    const struct kop_list_options *o, struct kop_api_status *status,
+                    json_t **ret_list)
+{
+    status_clear(status);
+    char path[8192];
+    int r = kop_client_path(res, ns, NULL, NULL, path, sizeof(path));
+    if (r < 0)
+        return r;
+    if (o) {
+        char lim[32];
+        snprintf(lim, sizeof(lim), "%ld", o->limit);
+        if (r == 0 && o->label_selector && *o->label_selector)
+            r = kop_client_query_add(path, sizeof(path), "labelSelector", o->label_selector);
+        if (r == 0 && o->field_selector && *o->field_selector)
+            r = kop_client_query_add(path, sizeof(path), "fieldSelector", o->field_selector);
+        if (r == 0 && o->limit > 0)
+            r = kop_client_query_add(path, sizeof(path), "limit", lim);
+        if (r == 0 && o->continue_token && *o->continue_token)
+            r = kop_client_query_add(path, sizeof(path), "continue", o->continue_token);
+        if (r == 0 && o->resource_version && *o->resource_version)
+            r = kop_client_query_add(path, sizeof(path), "resourceVersion", o->resource_version);
+        if (r < 0)
+            return r;
+    }
+    struct kop_request req = {.method = "GET", .path = path};
+    return kop_client_request(c, &req, status, ret_list);
+}
+
+int kop_client_create(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const json_t *obj, struct kop_api_status *status, json_t **ret_obj)
+{
+    if (!json_is_object(obj))
+        return -EINVAL;
+    return simple(c, "POST", res, ns, NULL, NULL, NULL, obj, NULL, status, ret_obj);
+}
+
+int kop_client_update(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const char *name, const json_t *obj, struct kop_api_status *status,
+                      json_t **ret_obj)
+{
+    if (!json_is_object(obj))
+        return -EINVAL;
+    if (!name)
+        name = obj_name(obj);
+    if (!name)
+        return -EINVAL;
+    return simple(c, "PUT", res, ns, name, NULL, NULL, obj, NULL, status, ret_obj);
+}
+
+int kop_client_update_status(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                             const char *name, const json_t *obj, struct kop_api_status *status,
+                             json_t **ret_obj)
+{
+    if (!json_is_object(obj))
+        return -EINVAL;
+    if (!name)
+        name = obj_name(obj);
+    if (!name)
+        return -EINVAL;
+    return simple(c, "PUT", res, ns, name, "status", NULL, obj, NULL, status, ret_obj);
+}
+
+int kop_client_patch(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                     const char *name, const json_t *patch, struct kop_api_status *status,
+                     json_t **ret_obj)
+{
+    if (!name || !json_is_object(patch))
+        return -EINVAL;
+    return simple(c, "PATCH", res, ns, name, NULL, "application/merge-patch+json", patch, NULL,
+                  status, ret_obj);
+}
+
+int kop_client_patch_status(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                            const char *name, const json_t *patch, struct kop_api_status *status,
+                            json_t **ret_obj)
+{
+    if (!name || !json_is_object(patch))
+        return -EINVAL;
+    return simple(c, "PATCH", res, ns, name, "status", "application/merge-patch+json", patch, NULL,
+                  status, ret_obj);
+}
+
+int kop_client_delete(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const char *name, const struct kop_delete_options *o,
+                      struct kop_api_status *status, json_t **ret_obj)
+{
+    if (!name)
+        return -EINVAL;
+    json_t *body = NULL;
+    if (o && (o->propagation_policy || o->precondition_uid || o->precondition_resource_version)) {
+        body = json_pack("{s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1");
+        if (!body)
+            return -ENOMEM;
+        if (o->propagation_policy)
+            json_object_set_new(body, "propagationPolicy", json_string(o->propagation_policy));
+        if (o->precondition_uid || o->precondition_resource_version) {
+            json_t *pre = json_object();
+            if (o->precondition_uid)
+                json_object_set_new(pre, "uid", json_string(o->precondition_uid));
+            if (o->precondition_resource_version)
+                json_object_set_new(pre, "resourceVersion",
+                                    json_string(o->precondition_resource_version));
+            json_object_set_new(body, "preconditions", pre);
+        }
+    }
+    int r = simple(c, "DELETE", res, ns, name, NULL, NULL, body, NULL, status, ret_obj);
+    json_decref(body);
+    return r;
+}
+
+int kop_client_watch(struct kop_client *c, const char *path, kop_client_data_fn on_data, void *ud,
+                     struct kop_client_cancel *cancel, int64_t idle_timeout_ms,
+                     struct kop_api_status *status)
+{
+    if (!on_data)
+        return -EINVAL;
+    return do_request(c, "GET", path, NULL, NULL, 0, cancel, on_data, ud, idle_timeout_ms, status,
+                      NULL, NULL);
+}

@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Informer (see kop/informer.h).
+ *
+ * DESIGN
+ * Threads: one per informer, running run(). Other threads only touch the
+ * "state" members under inf->lock (stopping, synced, stats) and fire the
+ * client cancel, which aborts a LIST page or a WATCH in flight.
+ *
+ * States of run():
+ *   LIST   -> paged LIST; success: replace the store view, remember the
+ *             list resourceVersion, mark synced, go to WATCH; failure:
+ *             back off, LIST again.
+ *   WATCH  -> stream events from rv. Clean end (server timeout): WATCH
+ *             again at once. 410/Expired: LIST. Anything else (transport
+ *             error, idle timeout, garbage line, ERROR event): back off,
+ *             WATCH again from rv.
+ * Invariants: the store is updated before a handler runs; handlers run
+ * only on this thread; rv only moves forward with events and bookmarks
+ * (never past an event that was not applied).
+ */
+#include "kop/informer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kop/log.h"
+#include "kop/store.h"
+#include "kop/watch.h"
+
+#define LOGGER "informer"
+
+struct kop_informer {
+    struct kop_client *client;
+    struct kop_store *store;
+    struct kop_resource res;
+    char *group, *version, *resource;
+    char *kind, *api_version, *ns, *label_selector, *field_selector, *name;
+    long page_size;
+    int64_t backoff_initial_ms, backoff_max_ms, backoff_reset_ms, idle_timeout_ms;
+    int watch_min_s, watch_max_s;
+    kop_informer_add_fn on_add;
+    kop_informer_update_fn on_update;
+    kop_informer_delete_fn on_delete;
+    void *ud;
+
+    struct kop_client_cancel *cancel;
+    struct kop_watch_parser *parser;
+    uint64_t rng;
+    char rv[64]; /* informer thread only; copied to stats under lock */
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC: synced, stopping */
+    bool stopping;
+    bool synced;
+    struct kop_informer_stats stats;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint64_t rnd(struct kop_informer *inf)
+{
+    /* xorshift64*: jitter only, no security meaning. */
+    uint64_t x = inf->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    inf->rng = x;
+    return x * UINT64_C(2685821657736338717);
+}
+
+static char *dup_opt(const char *s, bool *oom)
+{
+    if (!s || !*s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+void kop_informer_free(struct kop_informer *inf)
+{
+    if (!inf)
+        return;
+    kop_informer_stop(inf);
+    kop_client_cancel_free(inf->cancel);
+    kop_watch_parser_free(inf->parser);
+    free(inf->group);
+    free(inf->version);
+    free(inf->resource);
+    free(inf->kind);
+    free(inf->api_version);
+    free(inf->ns);
+    free(inf->label_selector);
+    free(inf->field_selector);
+    free(inf->name);
+    pthread_cond_destroy(&inf->cond);
+    pthread_mutex_destroy(&inf->lock);
+    free(inf);
+}
+
+int kop_informer_new(const struct kop_informer_options *o, struct kop_informer **ret)
+{
+    if (!o || !o->client || !o->store || !o->kind || !*o->kind || !o->resource.version ||
+        !o->resource.resource || !ret)
+        return -EINVAL;
+    struct kop_informer *inf = calloc(1, sizeof(*inf));
+    if (!inf)
+        return -ENOMEM;
+    pthread_mutex_init(&inf->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&inf->cond, &ca);
+    pthread_condattr_destroy(&ca);
+
+    bool oom = false;
+    inf->client = o->client;
+    inf->store = o->store;
+    inf->group = dup_opt(o->resource.group, &oom);
+    inf->version = dup_opt(o->resource.version, &oom);
+    inf->resource = dup_opt(o->resource.resource, &oom);
+    inf->res = (struct kop_resource){.group = inf->group,
+                                     .version = inf->version,
+                                     .resource = inf->resource,
+                                     .namespaced = o->resource.namespaced};
+    inf->kind = dup_opt(o->kind, &oom);
+    inf->ns = o->resource.namespaced ? dup_opt(o->namespace, &oom) : NULL;
+    inf->label_selector = dup_opt(o->label_selector, &oom);
+    inf->field_selector = dup_opt(o->field_selector, &oom);
+    inf->name = dup_opt(o->name ? o->name : o->resource.resource, &oom);
+    size_t n = (inf->group ? strlen(inf->group) : 0) + strlen(o->resource.version) + 2;
+    inf->api_version = malloc(n);
+    if (inf->api_version) {
+        if (inf->group)
+            snprintf(inf->api_version, n, "%s/%s", inf->group, o->resource.version);
+        else
+            snprintf(inf->api_version, n, "%s", o->resource.version);
+    }
+    inf->page_size = o->page_size > 0 ? o->page_size : 500;
+    inf->backoff_initial_ms = o->backoff_initial_ms > 0 ? o->backoff_initial_ms : 800;
+    inf->backoff_max_ms = o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000;
+    inf->backoff_reset_ms = o->backoff_reset_ms > 0 ? o->backoff_reset_ms : 120000;
+    inf->idle_timeout_ms = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : 300000;
+    inf->watch_min_s = o->watch_timeout_min_s > 0 ? o->watch_timeout_min_s : 300;
+    inf->watch_max_s = o->watch_timeout_max_s > 0 ? o->watch_timeout_max_s : 600;
+    if (inf->watch_max_s < inf->watch_min_s)
+        inf->watch_max_s = inf->watch_min_s;
+    inf->on_add = o->on_add;
+    inf->on_update = o->on_update;
+    inf->on_delete = o->on_delete;
+    inf->ud = o->ud;
+    inf->cancel = kop_client_cancel_new();
+    inf->parser = kop_watch_parser_new(0);
+    inf->rng = (uint64_t)now_ns() ^ (uint64_t)(uintptr_t)inf ^ UINT64_C(0x9e3779b97f4a7c15);
+    if (!inf->rng)
+        inf->rng = 1;
+    if (oom || !inf->api_version || !inf->cancel || !inf->parser) {
+        kop_informer_free(inf);
+        return -ENOMEM;
+    }
+    *ret = inf;
+    return 0;
+}
+
+static bool stopping(struct kop_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    bool s = inf->stopping;
+    pthread_mutex_unlock(&inf->lock);
+    return s;
+}
+
+static void stat_add(struct kop_informer *inf, unsigned long *field)
+{
+    pthread_mutex_lock(&inf->lock);
+    (*field)++;
+    pthread_mutex_unlock(&inf->lock);
+}
+
+static void set_rv(struct kop_informer *inf, const char *rv)
+{
+    if (!rv || !*rv)
+        return;
+    snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+    pthread_mutex_lock(&inf->lock);
+    memcpy(inf->stats.resource_version, inf->rv, sizeof(inf->rv));
+    pthread_mutex_unlock(&inf->lock);
+}
+
+/* Sleep ms unless stopped. Returns false when stopping. */
+static bool nap(struct kop_informer *inf, int64_t ms)
+{
+    int64_t end = now_ns() + ms * 1000000;
+    struct timespec ts = {.tv_sec = end / 1000000000, .tv_nsec = end % 1000000000};
+    pthread_mutex_lock(&inf->lock);
+    while (!inf->stopping && now_ns() < end)
+        pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
+    bool ok = !inf->stopping;
+    pthread_mutex_unlock(&inf->lock);
+    return ok;
+}
+
+/* Add kind/apiVersion to list items of built-in types (they carry none),
+ * so stored objects look the same whether they came from a LIST or a
+ * watch event. obj is private to this thread. */
+static void ensure_type(struct kop_informer *inf, json_t *obj)
+{
+    if (!json_object_get(obj, "kind"))
+        json_object_set_new(obj, "kind", json_string(inf->kind));
+    if (!json_object_get(obj, "apiVersion"))
+        json_object_set_new(obj, "apiVersion", json_string(inf->api_version));
+}
+
+static const char *meta_str(const json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+}
+
+/* Store obj (@ref borrow, private) and call add/update. */
+static void apply_upsert(struct kop_informer *inf, json_t *obj)
+{
+    json_t *old = NULL, *cur = NULL;
+    ensure_type(inf, obj);
+    int r = kop_store_put(inf->store, inf->kind, json_incref(obj), &old, &cur);
+    if (r < 0) {
+        kop_logf(KOP_LOG_WARN, LOGGER, "%s: cannot store object: %d", inf->name, r);
+        return;
+    }
+    if (old) {
+        if (inf->on_update)
+            inf->on_update(inf->ud, old, cur);
+    } else if (inf->on_add) {
+        inf->on_add(inf->ud, cur);
+    }
+    json_decref(old);
+    json_decref(cur);
+}
+
+static void apply_delete(struct kop_informer *inf, const char *ns, const char *name,
+                         json_t *final_state)
+{
+    json_t *old = NULL;
+    if (kop_store_delete(inf->store, inf->kind, ns, name, &old) < 0)
+        return; /* never seen or already gone: no event */
+    if (inf->on_delete) {
+        json_t *last = final_state ? kop_store_strip(final_state) : NULL;
+        inf->on_delete(inf->ud, last ? last : old);
+        json_decref(last);
+    }
+    json_decref(old);
+}
+
+/* ---- LIST ---------------------------------------------------------------- */
+
+static void replace(struct kop_informer *inf, json_t *items)
+{
+    json_t *gone = kop_store_keys(inf->store, inf->kind, inf->ns);
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item)
+    {
+        if (!json_is_object(item))
+            continue;
+        const char *name = meta_str(item, "name");
+        const char *ns = meta_str(item, "namespace");
+        char key[1024];
+        if (!name || kop_store_key(inf->kind, ns, name, key, sizeof(key)) < 0)
+            continue;
+        json_object_del(gone, key);
+        json_t *old = kop_store_get_key(inf->store, key);
+        const char *orv = meta_str(old, "resourceVersion");
+        const char *nrv = meta_str(item, "resourceVersion");
+        bool same = old && orv && nrv && strcmp(orv, nrv) == 0;
+        json_decref(old);
+        if (!same)
+            apply_upsert(inf, item);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(gone, key, v)
+    {
+        json_t *old = kop_store_get_key(inf->store, key);
+        if (old) {
+            char *ns = NULL, *name = NULL;
+            const char *ons = meta_str(old, "namespace");
+            const char *oname = meta_str(old, "name");
+            ns = ons ? strdup(ons) : NULL;
+            name = oname ? strdup(oname) : NULL;
+            json_decref(old);
+            if (name)
+                apply_delete(inf, ns, name, NULL);
+            free(ns);
+            free(name);
+        }
+    }
+    json_decref(gone);
+}
+
+static int do_list(struct kop_informer *inf)
+{
+    int r = 0;
+    json_t *items = json_array();
+    char *cont = NULL;
+    char list_rv[64] = "";
+    int restarts = 0;
+    if (!items)
+        return -ENOMEM;
+    for (;;) {
+        struct kop_list_options lo = {.label_selector = inf->label_selector,
+                                      .field_selector = inf->field_selector,
+                                      .limit = inf->page_size,
+                                      .continue_token = cont};
+        json_t *page = NULL;
+        struct kop_api_status st;
+        r = kop_client_list(inf->client, &inf->res, inf->ns, &lo, &st, &page);
+        if (r == -ESTALE && cont && restarts++ < 3) {
+            /* The continue token expired: start the list over. */
+            free(cont);
+            cont = NULL;
+            json_array_clear(items);
+            continue;
+        }
+        if (r < 0) {
+            kop_logf(stopping(inf) ? KOP_LOG_DEBUG : KOP_LOG_WARN, LOGGER,
+                     "%s: list failed: %d (HTTP %d %s: %s)", inf->name, r, st.code, st.reason,
+                     st.message);
+            goto out;
+        }
+        stat_add(inf, &inf->stats.pages);
+        json_t *pitems = json_object_get(page, "items");
+        if (!json_is_array(pitems) && !json_is_null(pitems) && pitems) {
+            json_decref(page);
+            r = -EBADMSG;
+            goto out;
+        }
+        json_array_extend(items, pitems);
+        const char *prv = meta_str(page, "resourceVersion");
+        if (prv)
+            snprintf(list_rv, sizeof(list_rv), "%s", prv);
+        const char *next = meta_str(page, "continue");
+        free(cont);
+        cont = (next && *next) ? strdup(next) : NULL;
+        bool more = next && *next;
+        json_decref(page);
+        if (more && !cont) {
+            r = -ENOMEM;
+            goto out;
+        }
+        if (!more)
+            break;
+        if (stopping(inf)) {
+            r = -ECANCELED;
+            goto out;
+        }
+    }
+    replace(inf, items);
+    set_rv(inf, list_rv);
+    pthread_mutex_lock(&inf->lock);
+    inf->stats.lists++;
+    if (!inf->synced) {
+        inf->synced = true;
+        pthread_cond_broadcast(&inf->cond);
+    }
+    pthread_mutex_unlock(&inf->lock);
+out:
+    free(cont);
+    json_decref(items);
+    return r;
+}
+
+/* ---- WATCH --------------------------------------------------------------- */
+
+struct watch_ctx {
+    struct kop_informer *inf;
+    unsigned long events;
+};
+
+static int on_event(void *ud, const struct kop_watch_event *ev)
+{
+    struct watch_ctx *w = ud;
+    struct kop_informer *inf = w->inf;
+    w->events++;
+    switch (ev->type) {
+    case KOP_WATCH_ADDED:
+    case KOP_WATCH_MODIFIED:
+        if (!meta_str(ev->object, "name"))
+            return -EBADMSG;
+        /* The event's object is private to this thread (just decoded). */
+        apply_upsert(inf, ev->object);
+        break;
+    case KOP_WATCH_DELETED: {
+        const char *name = meta_str(ev->object, "name");
+        if (!name)
+            return -EBADMSG;
+        apply_delete(inf, meta_str(ev->object, "namespace"), name, ev->object);
+        break;
+    }
+    case KOP_WATCH_BOOKMARK:
+        break;
+    case KOP_WATCH_ERROR:
+        kop_logf(KOP_LOG_INFO, LOGGER, "%s: watch error event: %d %s: %s", inf->name, ev->code,
+                 ev->reason ? ev->reason : "", ev->message ? ev->message : "");
+        if (ev->code == 410 || (ev->reason && strcmp(ev->reason, "Expired") == 0) ||
+            (ev->reason && strcmp(ev->reason, "Gone") == 0) ||
+            (ev->message && strstr(ev->message, "too old resource version")))
+            return -ESTALE;
+        return -EPROTO;
+    }
+    set_rv(inf, ev->resource_version);
+    return 0;
+}
+
+static int on_data(void *ud, const char *data, size_t len)
+{
+    struct watch_ctx *w = ud;
+    return kop_watch_parser_feed(w->inf->parser, data, len, on_event, w);
+}
+
+static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
+{
+    char path[8192];
+    int r = kop_client_path(&inf->res, inf->ns, NULL, NULL, path, sizeof(path));
+    if (r < 0)
+        return r;
+    int span = inf->watch_max_s - inf->watch_min_s + 1;
+    char tmo[32];
+    snprintf(tmo, sizeof(tmo), "%d", inf->watch_min_s + (int)(rnd(inf) % (uint64_t)span));
+    r = kop_client_query_add(path, sizeof(path), "watch", "true");
+    if (r == 0 && inf->rv[0])
+        r = kop_client_query_add(path, sizeof(path), "resourceVersion", inf->rv);
+    if (r == 0)
+        r = kop_client_query_add(path, sizeof(path), "allowWatchBookmarks", "true");
+    if (r == 0)
+        r = kop_client_query_add(path, sizeof(path), "timeoutSeconds", tmo);
+    if (r == 0 && inf->label_selector)
+        r = kop_client_query_add(path, sizeof(path), "labelSelector", inf->label_selector);
+    if (r == 0 && inf->field_selector)
+        r = kop_client_query_add(path, sizeof(path), "fieldSelector", inf->field_selector);
+    if (r < 0)
+        return r;
+    stat_add(inf, &inf->stats.watches);
+    kop_watch_parser_reset(inf->parser);
+    struct watch_ctx w = {.inf = inf};
+    struct kop_api_status st;
+    r = kop_client_watch(inf->client, path, on_data, &w, inf->cancel, inf->idle_timeout_ms, &st);
+    if (r == 0)
+        r = kop_watch_parser_finish(inf->parser, on_event, &w);
+    *ret_events = w.events;
+    if (r < 0 && r != -ECANCELED)
+        kop_logf(r == -ESTALE ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
+                 "%s: watch ended: %d (HTTP %d %s: %s)", inf->name, r, st.code, st.reason,
+                 st.message);
+    return r;
+}
+
+/* ---- thread -------------------------------------------------------------- */
+
+static int64_t jittered(struct kop_informer *inf, int64_t ms)
+{
+    /* +-20% */
+    int64_t j = ms / 5;
+    if (j <= 0)
+        return ms;
+    return ms - j + (int64_t)(rnd(inf) % (uint64_t)(2 * j + 1));
+}
+
+static void *run(void *arg)
+{
+    struct kop_informer *inf = arg;
+    bool need_list = true;
+    int64_t backoff = inf->backoff_initial_ms;
+    while (!stopping(inf)) {
+        if (need_list) {
+            int r = do_list(inf);
+            if (r == 0) {
+                need_list = false;
+            } else {
+                if (stopping(inf))
+                    break;
+                stat_add(inf, &inf->stats.errors);
+                nap(inf, jittered(inf, backoff));
+                backoff = backoff * 2 > inf->backoff_max_ms ? inf->backoff_max_ms : backoff * 2;
+                continue;
+            }
+        }
+        int64_t start = now_ns();
+        unsigned long events = 0;
+        int r = do_watch(inf, &events);
+        if (stopping(inf))
+            break;
+        int64_t lasted_ms = (now_ns() - start) / 1000000;
+        if (lasted_ms >= inf->backoff_reset_ms)
+            backoff = inf->backoff_initial_ms;
+        if (r == -ESTALE) {
+            need_list = true;
+            continue;
+        }
+        /* A clean end after a useful watch (server timeout): resume now. */
+        if (r == 0 && (events > 0 || lasted_ms >= 1000))
+            continue;
+        stat_add(inf, &inf->stats.errors);
+        nap(inf, jittered(inf, backoff));
+        backoff = backoff * 2 > inf->backoff_max_ms ? inf->backoff_max_ms : backoff * 2;
+    }
+    return NULL;
+}
+
+int kop_informer_start(struct kop_informer *inf)
+{
+    if (!inf)
+        return -EINVAL;
+    if (inf->started)
+        return -EALREADY;
+    int r = pthread_create(&inf->thread, NULL, run, inf);
+    if (r != 0)
+        return -r;
+    inf->started = true;
+    kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: started", inf->name);
+    return 0;
+}
+
+void kop_informer_stop(struct kop_informer *inf)
+{
+    if (!inf)
+        return;
+    pthread_mutex_lock(&inf->lock);
+    inf->stopping = true;
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->lock);
+    kop_client_cancel_fire(inf->cancel);
+    if (inf->started) {
+        pthread_join(inf->thread, NULL);
+        inf->started = false;
+    }
+}
+
+bool kop_informer_has_synced(struct kop_informer *inf)
+{
+    if (!inf)
+        return false;
+    pthread_mutex_lock(&inf->lock);
+    bool s = inf->synced;
+    pthread_mutex_unlock(&inf->lock);
+    return s;
+}
+
+int kop_informer_wait_synced(struct kop_informer *inf, int64_t timeout_ms)
+{
+    if (!inf)
+        return -EINVAL;
+    int64_t end = now_ns() + timeout_ms * 1000000;
+    struct timespec ts = {.tv_sec = end / 1000000000, .tv_nsec = end % 1000000000};
+    int r = 0;
+    pthread_mutex_lock(&inf->lock);
+    while (!inf->synced && !inf->stopping) {
+        if (now_ns() >= end) {
+            r = -ETIMEDOUT;
+            break;
+        }
+        pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
+    }
+    if (r == 0 && !inf->synced)
+        r = -ECANCELED;
+    pthread_mutex_unlock(&inf->lock);
+    return r;
+}
+
+void kop_informer_stats(struct kop_informer *inf, struct kop_informer_stats *ret)
+{
+    if (!inf || !ret)
+        return;
+    pthread_mutex_lock(&inf->lock);
+    *ret = inf->stats;
+    pthread_mutex_unlock(&inf->lock);
+}

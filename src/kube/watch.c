@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Incremental line splitter and event decoder for watch bodies (see
+ * kop/watch.h).
+ *
+ * Complete lines are decoded straight from the caller's buffer; only an
+ * incomplete tail is copied into the parser's buffer, so a read holding
+ * many small events costs no copying, and a 16 MiB event arriving in 16 KiB
+ * pieces is appended piece by piece, scanning each new piece for '\n'
+ * once (no quadratic rescans).
+ */
+#include "kop/watch.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_MAX_LINE ((size_t)64 << 20)
+
+struct kop_watch_parser {
+    char *buf;
+    size_t len, cap;
+    size_t max_line;
+};
+
+const char *kop_watch_type_name(enum kop_watch_type t)
+{
+    switch (t) {
+    case KOP_WATCH_ADDED:
+        return "ADDED";
+    case KOP_WATCH_MODIFIED:
+        return "MODIFIED";
+    case KOP_WATCH_DELETED:
+        return "DELETED";
+    case KOP_WATCH_BOOKMARK:
+        return "BOOKMARK";
+    case KOP_WATCH_ERROR:
+        return "ERROR";
+    }
+    return "?";
+}
+
+struct kop_watch_parser *kop_watch_parser_new(size_t max_line)
+{
+    struct kop_watch_parser *p = calloc(1, sizeof(*p));
+    if (p)
+        p->max_line = max_line ? max_line : DEFAULT_MAX_LINE;
+    return p;
+}
+
+void kop_watch_parser_free(struct kop_watch_parser *p)
+{
+    if (!p)
+        return;
+    free(p->buf);
+    free(p);
+}
+
+void kop_watch_parser_reset(struct kop_watch_parser *p)
+{
+    if (!p)
+        return;
+    p->len = 0;
+    /* Do not keep a huge buffer around after one big event. */
+    if (p->cap > ((size_t)1 << 20)) {
+        free(p->buf);
+        p->buf = NULL;
+        p->cap = 0;
+    }
+}
+
+size_t kop_watch_parser_pending(const struct kop_watch_parser *p)
+{
+    return p ? p->len : 0;
+}
+
+void kop_watch_event_clear(struct kop_watch_event *ev)
+{
+    if (!ev)
+        return;
+    json_decref(ev->_root);
+    memset(ev, 0, sizeof(*ev));
+}
+
+static bool parse_type(const char *s, enum kop_watch_type *t)
+{
+    static const struct {
+        const char *name;
+        enum kop_watch_type type;
+    } types[] = {
+        {"ADDED", KOP_WATCH_ADDED},     {"MODIFIED", KOP_WATCH_MODIFIED},
+        {"DELETED", KOP_WATCH_DELETED}, {"BOOKMARK", KOP_WATCH_BOOKMARK},
+        {"ERROR", KOP_WATCH_ERROR},
+    };
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (strcmp(s, types[i].name) == 0) {
+            *t = types[i].type;
+            return true;
+        }
+    return false;
+}
+
+int kop_watch_event_decode(const char *line, size_t len, struct kop_watch_event *ret_ev)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(line, len, 0, &jerr);
+    if (!root)
+        return -EBADMSG;
+    struct kop_watch_event ev = {0};
+    const char *type = json_string_value(json_object_get(root, "type"));
+    json_t *obj = json_object_get(root, "object");
+    if (!type || !json_is_object(obj) || !parse_type(type, &ev.type)) {
+        json_decref(root);
+        return -EBADMSG;
+    }
+    ev.object = obj;
+    ev._root = root;
+    ev.resource_version =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (ev.type == KOP_WATCH_ERROR) {
+        json_t *code = json_object_get(obj, "code");
+        if (json_is_integer(code) && json_integer_value(code) > 0 &&
+            json_integer_value(code) < 1000)
+            ev.code = (int)json_integer_value(code);
+        ev.reason = json_string_value(json_object_get(obj, "reason"));
+        ev.message = json_string_value(json_object_get(obj, "message"));
+    }
+    *ret_ev = ev;
+    return 0;
+}
+
+static bool blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+            return false;
+    return true;
+}
+
+/* One complete line without its '\n'. */
+static int handle_line(const char *line, size_t n, kop_watch_event_fn cb, void *ud)
+{
+    if (n > 0 && line[n - 1] == '\r')
+        n--;
+    if (blank(line, n))
+        return 0;
+    struct kop_watch_event ev;
+    int r = kop_watch_event_decode(line, n, &ev);
+    if (r < 0)
+        return r;
+    r = cb ? cb(ud, &ev) : 0;
+    kop_watch_event_clear(&ev);
+    return r;
+}
+
+static int append(struct kop_watch_parser *p, const char *data, size_t n)
+{
+    if (n > p->max_line - p->len)
+        return -EMSGSIZE;
+    if (p->len + n > p->cap) {
+        size_t ncap = p->cap ? p->cap : 4096;
+        while (ncap < p->len + n)
+            ncap *= 2;
+        char *nb = realloc(p->buf, ncap);
+        if (!nb)
+            return -ENOMEM;
+        p->buf = nb;
+        p->cap = ncap;
+    }
+    memcpy(p->buf + p->len, data, n);
+    p->len += n;
+    return 0;
+}
+
+int kop_watch_parser_feed(struct kop_watch_parser *p, const char *data, size_t len,
+                          kop_watch_event_fn cb, void *ud)
+{
+    if (!p || (!data && len))
+        return -EINVAL;
+    int r = 0;
+    const char *end = data + len;
+    while (data < end) {
+        const char *nl = memchr(data, '\n', (size_t)(end - data));
+        if (!nl) {
+            r = append(p, data, (size_t)(end - data));
+            goto out;
+        }
+        size_t n = (size_t)(nl - data);
+        if (p->len) {
+            /* Finish the buffered line with this piece. */
+            r = append(p, data, n);
+            if (r < 0)
+                goto out;
+            size_t total = p->len;
+            p->len = 0; /* the bytes stay valid while we decode them */
+            r = handle_line(p->buf, total, cb, ud);
+        } else if (n > p->max_line) {
+            r = -EMSGSIZE;
+        } else {
+            r = handle_line(data, n, cb, ud);
+        }
+        if (r < 0)
+            goto out;
+        data = nl + 1;
+    }
+out:
+    if (r < 0)
+        kop_watch_parser_reset(p);
+    return r;
+}
+
+int kop_watch_parser_finish(struct kop_watch_parser *p, kop_watch_event_fn cb, void *ud)
+{
+    if (!p || !p->len)
+        return 0;
+    size_t n = p->len;
+    p->len = 0;
+    int r = handle_line(p->buf, n, cb, ud);
+    kop_watch_parser_reset(p);
+    return r;
+}

@@ -1,0 +1,836 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The HTTP server: libmicrohttpd daemons with a small router on top.
+ *
+ * A request goes through MHD's access handler several times: the first call
+ * (headers parsed) picks the route and decides 404/405/413-by-Content-Length;
+ * the following calls hand over body pieces, which are collected into a
+ * buffer that never grows past the route's max_body (an overflowing chunked
+ * body is answered 413 at once); the last call runs the handler and queues
+ * its response. The per-request state is created by MHD's URI log callback
+ * (which also sees the raw query string, MHD strips it from "url") and freed
+ * by the request-completed callback, which MHD calls for every request whose
+ * URI callback ran.
+ *
+ * In-flight requests are counted from the URI callback to completion; a
+ * keep-alive connection waiting for its next request counts as idle. The
+ * graceful stop (drain) quiesces the listen socket, refuses new connections
+ * from the TLS front and marks every further response "Connection: close".
+ */
+#include "kop/http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "kop/clock.h"
+#include "kop/log.h"
+#include "kop/metrics.h"
+
+#define LOGGER "http"
+/* First allocation for a body of unknown length (chunked). */
+#define BODY_INITIAL 4096
+
+struct route {
+    struct kop_http_route r;
+    struct kop_metric *latency;   /* histogram, webhook routes only */
+    struct kop_metric *in_flight; /* gauge, webhook routes only */
+};
+
+struct kop_http_server {
+    struct kop_http_server_options opts;
+    char name[32];
+    char *host;
+    struct route *routes;
+    size_t n_routes;
+    struct kop_metric_family *wh_total;
+    struct MHD_Daemon *mhd;
+    uint16_t port;
+    atomic_uint in_flight;
+    atomic_bool draining;
+    atomic_bool stopped;
+    pthread_mutex_t lock; /* guards mhd against stop racing add_connection/quiesce */
+};
+
+enum req_state {
+    REQ_NEW,      /* URI seen, headers not yet handled */
+    REQ_BODY,     /* collecting the body */
+    REQ_DISCARD,  /* answer decided (pending_status); drop the body, answer at its end */
+    REQ_ANSWERED, /* response queued */
+};
+
+struct req {
+    struct kop_http_server *srv;
+    char *query;
+    const struct route *route;
+    enum req_state state;
+    int pending_status; /* REQ_DISCARD: 404, 405 or 413 */
+    size_t discarded;
+    char *body;
+    size_t len, cap;
+    int64_t start_ns;
+    bool wh_counted;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static unsigned method_bit(const char *m)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } tab[] = {
+        {"GET", KOP_HTTP_GET},         {"HEAD", KOP_HTTP_HEAD},   {"POST", KOP_HTTP_POST},
+        {"PUT", KOP_HTTP_PUT},         {"PATCH", KOP_HTTP_PATCH}, {"DELETE", KOP_HTTP_DELETE},
+        {"OPTIONS", KOP_HTTP_OPTIONS},
+    };
+    for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+        if (strcmp(m, tab[i].name) == 0)
+            return tab[i].bit;
+    }
+    return 0;
+}
+
+static void allow_header(unsigned mask, char *buf, size_t len)
+{
+    static const char *const names[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    size_t off = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        int n = snprintf(buf + off, len - off, "%s%s", off ? ", " : "", names[i]);
+        if (n < 0 || (size_t)n >= len - off)
+            break;
+        off += (size_t)n;
+    }
+}
+
+/* Append s as a JSON string body (without quotes). Returns bytes needed. */
+static size_t json_escape(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char tmp[8];
+        const char *rep = NULL;
+        size_t rl = 1;
+        switch (*p) {
+        case '"':
+            rep = "\\\"";
+            rl = 2;
+            break;
+        case '\\':
+            rep = "\\\\";
+            rl = 2;
+            break;
+        case '\n':
+            rep = "\\n";
+            rl = 2;
+            break;
+        case '\r':
+            rep = "\\r";
+            rl = 2;
+            break;
+        case '\t':
+            rep = "\\t";
+            rl = 2;
+            break;
+        default:
+            if (*p < 0x20) {
+                snprintf(tmp, sizeof(tmp), "\\u%04x", *p);
+                rep = tmp;
+                rl = 6;
+            }
+            break;
+        }
+        if (rep) {
+            if (n + rl <= cap)
+                memcpy(out + n, rep, rl);
+            n += rl;
+        } else {
+            if (n < cap)
+                out[n] = (char)*p;
+            n++;
+        }
+    }
+    return n;
+}
+
+int kop_http_response_status(struct kop_http_response *resp, int code, const char *reason,
+                             const char *message)
+{
+    static const char head[] = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                               "\"status\":\"Failure\",\"message\":\"";
+    free(resp->body);
+    resp->body = NULL;
+    resp->body_len = 0;
+    resp->status = code;
+    resp->content_type = "application/json";
+    if (!message)
+        message = "";
+    if (!reason)
+        reason = "";
+    size_t ml = json_escape(NULL, 0, message);
+    size_t rl = json_escape(NULL, 0, reason);
+    size_t cap = sizeof(head) + ml + rl + 64;
+    char *b = malloc(cap);
+    if (!b)
+        return -ENOMEM;
+    size_t off = sizeof(head) - 1;
+    memcpy(b, head, off);
+    off += json_escape(b + off, ml, message);
+    memcpy(b + off, "\",\"reason\":\"", 12);
+    off += 12;
+    off += json_escape(b + off, rl, reason);
+    int n = snprintf(b + off, cap - off, "\",\"code\":%d}", code);
+    if (n < 0 || (size_t)n >= cap - off) {
+        free(b);
+        return -ENOMEM;
+    }
+    resp->body = b;
+    resp->body_len = off + (size_t)n;
+    return 0;
+}
+
+int kop_http_response_header(struct kop_http_response *resp, const char *name, const char *value)
+{
+    if (!resp || !name || !value || !*name || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+        return -EINVAL;
+    if (resp->n_headers >= KOP_HTTP_MAX_HEADERS)
+        return -ENOSPC;
+    struct kop_http_header *h = &resp->headers[resp->n_headers];
+    size_t nl = strlen(name), vl = strlen(value);
+    if (nl >= sizeof(h->name) || vl >= sizeof(h->value))
+        return -E2BIG;
+    memcpy(h->name, name, nl + 1);
+    memcpy(h->value, value, vl + 1);
+    resp->n_headers++;
+    return 0;
+}
+
+const char *kop_http_request_header(const struct kop_http_request *req, const char *name)
+{
+    if (!req || !req->_conn || !name)
+        return NULL;
+    return MHD_lookup_connection_value(req->_conn, MHD_HEADER_KIND, name);
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+static void record_webhook(struct req *rq, int status)
+{
+    const struct route *rt = rq->route;
+    if (!rt || !rt->r.webhook_name || !rq->wh_counted)
+        return;
+    char code[16];
+    snprintf(code, sizeof(code), "%d", status);
+    kop_counter_inc(kop_metric_child(rq->srv->wh_total, rt->r.webhook_name, code));
+    double secs = (double)(kop_clock_now_ns() - rq->start_ns) / 1e9;
+    kop_histogram_observe(rt->latency, secs);
+}
+
+/* Queue resp on conn; frees resp->body in every case. */
+static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq,
+                                     struct kop_http_response *resp, bool close)
+{
+    struct MHD_Response *r;
+    if (resp->body && resp->body_len) {
+        r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+    } else {
+        free(resp->body);
+        resp->body = NULL;
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (!r) {
+        free(resp->body);
+        resp->body = NULL;
+        return MHD_NO;
+    }
+    resp->body = NULL;
+    enum MHD_Result ok = MHD_YES;
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                resp->content_type ? resp->content_type : "application/json") !=
+        MHD_YES)
+        ok = MHD_NO;
+    for (unsigned i = 0; i < resp->n_headers && i < KOP_HTTP_MAX_HEADERS; i++) {
+        /* MHD refuses some headers (e.g. an empty value); drop them rather
+         * than the whole answer. */
+        if (MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value) != MHD_YES)
+            kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: response header %s dropped", rq->srv->name,
+                     resp->headers[i].name);
+    }
+    if (close || atomic_load(&rq->srv->draining))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    int status = resp->status > 0 ? resp->status : 200;
+    if (status < 100 || status > 599)
+        status = 500; /* a handler bug must still produce an answer */
+    if (ok == MHD_YES)
+        ok = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES) {
+        rq->state = REQ_ANSWERED;
+        record_webhook(rq, status);
+    }
+    return ok;
+}
+
+static enum MHD_Result send_status(struct MHD_Connection *conn, struct req *rq, int code,
+                                   const char *reason, const char *message, const char *allow)
+{
+    struct kop_http_response resp = {0};
+    if (kop_http_response_status(&resp, code, reason, message) < 0)
+        return MHD_NO;
+    if (allow)
+        kop_http_response_header(&resp, MHD_HTTP_HEADER_ALLOW, allow);
+    /* An error answered before the body was read: close afterwards instead
+     * of reading (and discarding) a body we refused. */
+    return send_response(conn, rq, &resp, code == 413);
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *conn, struct req *rq)
+{
+    char msg[96];
+    snprintf(msg, sizeof(msg), "the request body is larger than %zu bytes", rq->route->r.max_body);
+    return send_status(conn, rq, 413, "RequestEntityTooLarge", msg, NULL);
+}
+
+static enum MHD_Result send_pending(struct MHD_Connection *conn, struct req *rq)
+{
+    switch (rq->pending_status) {
+    case 404:
+        return send_status(conn, rq, 404, "NotFound",
+                           "the server could not find the requested resource", NULL);
+    case 405: {
+        char allow[96];
+        unsigned allowed = rq->route->r.methods;
+        if (allowed & KOP_HTTP_GET)
+            allowed |= KOP_HTTP_HEAD;
+        allow_header(allowed, allow, sizeof(allow));
+        return send_status(conn, rq, 405, "MethodNotAllowed",
+                           "the server does not allow this method on the requested resource",
+                           allow);
+    }
+    default:
+        return too_large(conn, rq);
+    }
+}
+
+/*
+ * An answer decided on the first call. MHD (0.9.75) closes the connection
+ * after a response queued before the body was read, so without a body the
+ * answer waits for the (immediate) final call and the connection stays
+ * alive; with a body, the answer goes out at once and the body is never
+ * read.
+ */
+static enum MHD_Result decide(struct MHD_Connection *conn, struct req *rq, int status)
+{
+    rq->pending_status = status;
+    rq->state = REQ_DISCARD;
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    bool body = te || (cl && strcmp(cl, "0") != 0);
+    if (body || status == 413)
+        return send_pending(conn, rq);
+    return MHD_YES;
+}
+
+/* ---- MHD callbacks ------------------------------------------------------ */
+
+static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct kop_http_server *srv = cls;
+    struct req *rq = calloc(1, sizeof(*rq));
+    if (!rq)
+        return NULL;
+    rq->srv = srv;
+    const char *q = uri ? strchr(uri, '?') : NULL;
+    rq->query = strdup(q ? q + 1 : "");
+    if (!rq->query) {
+        free(rq);
+        return NULL;
+    }
+    rq->start_ns = kop_clock_now_ns();
+    atomic_fetch_add(&srv->in_flight, 1);
+    return rq;
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct kop_http_server *srv = cls;
+    struct req *rq = *con_cls;
+    if (!rq)
+        return;
+    *con_cls = NULL;
+    if (rq->wh_counted && rq->route)
+        kop_gauge_add(rq->route->in_flight, -1);
+    free(rq->body);
+    free(rq->query);
+    free(rq);
+    atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+static const struct route *find_route(const struct kop_http_server *srv, const char *path)
+{
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        if (strcmp(srv->routes[i].r.path, path) == 0)
+            return &srv->routes[i];
+    }
+    return NULL;
+}
+
+static int parse_content_length(const char *s, uint64_t *ret)
+{
+    if (!s)
+        return -ENOENT;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -ERANGE;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+/* First call: route, method, Content-Length. */
+static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq, const char *url,
+                                     const char *method)
+{
+    struct kop_http_server *srv = rq->srv;
+    const struct route *rt = find_route(srv, url);
+    if (!rt)
+        return decide(conn, rq, 404);
+    rq->route = rt;
+    if (rt->r.webhook_name) {
+        rq->wh_counted = true;
+        kop_gauge_add(rt->in_flight, 1);
+    }
+    unsigned mb = method_bit(method);
+    unsigned allowed = rt->r.methods;
+    if (allowed & KOP_HTTP_GET)
+        allowed |= KOP_HTTP_HEAD;
+    if (!(mb & allowed))
+        return decide(conn, rq, 405);
+    uint64_t cl = 0;
+    int r = parse_content_length(
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH), &cl);
+    if (r == 0) {
+        if (cl > rt->r.max_body)
+            return decide(conn, rq, 413);
+        if (cl > 0) {
+            rq->body = malloc((size_t)cl + 1);
+            if (!rq->body)
+                return MHD_NO;
+            rq->cap = (size_t)cl + 1;
+        }
+    }
+    rq->state = REQ_BODY;
+    return MHD_YES;
+}
+
+static int grow_body(struct req *rq, size_t need)
+{
+    size_t max = rq->route->r.max_body + 1;
+    if (need > max)
+        return -E2BIG;
+    if (need <= rq->cap)
+        return 0;
+    size_t cap = rq->cap ? rq->cap : BODY_INITIAL;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (cap > max)
+        cap = max;
+    char *b = realloc(rq->body, cap);
+    if (!b)
+        return -ENOMEM;
+    rq->body = b;
+    rq->cap = cap;
+    return 0;
+}
+
+static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq, const char *url,
+                                   const char *method)
+{
+    const struct route *rt = rq->route;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char peer[INET6_ADDRSTRLEN] = "";
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    socklen_t salen = 0;
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer,
+                  sizeof(peer));
+        salen = sizeof(struct sockaddr_in);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer,
+                  sizeof(peer));
+        salen = sizeof(struct sockaddr_in6);
+    } else {
+        sa = NULL;
+    }
+    if (!rq->body) {
+        rq->body = malloc(1);
+        if (!rq->body)
+            return MHD_NO;
+        rq->cap = 1;
+    }
+    rq->body[rq->len] = '\0';
+    struct kop_http_request req = {
+        .method = method,
+        .method_bit = method_bit(method),
+        .path = url,
+        .query = rq->query,
+        .content_type =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        .body = rq->body,
+        .body_len = rq->len,
+        .peer = peer,
+        .peer_addr = sa,
+        .peer_addr_len = salen,
+        ._conn = conn,
+    };
+    struct kop_http_response resp = {.status = 200, .content_type = "application/json"};
+    rt->r.fn(rt->r.userdata, &req, &resp);
+    /* The body is no longer needed; free it before the response is sent. */
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+    return send_response(conn, rq, &resp, false);
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    struct req *rq = *con_cls;
+    if (!rq)
+        return MHD_NO; /* URI callback failed (ENOMEM) */
+    switch (rq->state) {
+    case REQ_NEW:
+        return begin_request(conn, rq, url, method);
+    case REQ_BODY:
+        if (*upload_data_size) {
+            size_t n = *upload_data_size;
+            if (n > rq->route->r.max_body - rq->len) {
+                /* Chunked (or lying) body past the limit. */
+                free(rq->body);
+                rq->body = NULL;
+                rq->len = rq->cap = 0;
+                *upload_data_size = 0;
+                rq->state = REQ_DISCARD;
+                rq->pending_status = 413;
+                if (too_large(conn, rq) == MHD_YES)
+                    return MHD_YES;
+                /* This MHD refuses a response mid-upload: answer at the end. */
+                return MHD_YES;
+            }
+            int r = grow_body(rq, rq->len + n + 1);
+            if (r < 0)
+                return MHD_NO;
+            memcpy(rq->body + rq->len, upload_data, n);
+            rq->len += n;
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return run_handler(conn, rq, url, method);
+    case REQ_DISCARD:
+        if (*upload_data_size) {
+            /* Only reached when MHD would not take an early answer. Bound
+             * what a client can make us read for nothing. */
+            rq->discarded += *upload_data_size;
+            *upload_data_size = 0;
+            return rq->discarded > (1u << 20) ? MHD_NO : MHD_YES;
+        }
+        return send_pending(conn, rq);
+    case REQ_ANSWERED:
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return MHD_NO;
+}
+
+__attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    struct kop_http_server *srv = cls;
+    if (!kop_log_enabled(KOP_LOG_DEBUG))
+        return;
+    char buf[256];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    size_t l = strlen(buf);
+    while (l && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
+        buf[--l] = '\0';
+    kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: libmicrohttpd: %s", srv->name, buf);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+int kop_http_server_new(const struct kop_http_server_options *opts,
+                        const struct kop_http_route *routes, size_t n_routes,
+                        struct kop_http_server **ret_srv)
+{
+    if (!opts || (n_routes && !routes) || !ret_srv)
+        return -EINVAL;
+    for (size_t i = 0; i < n_routes; i++) {
+        if (!routes[i].path || routes[i].path[0] != '/' || !routes[i].fn || !routes[i].methods)
+            return -EINVAL;
+    }
+    struct kop_http_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return -ENOMEM;
+    srv->opts = *opts;
+    snprintf(srv->name, sizeof(srv->name), "%s", opts->name ? opts->name : "http");
+    srv->opts.name = srv->name;
+    srv->opts.host = NULL;
+    pthread_mutex_init(&srv->lock, NULL);
+    int r = -ENOMEM;
+    srv->routes = calloc(n_routes ? n_routes : 1, sizeof(*srv->routes));
+    if (!srv->routes)
+        goto out;
+    srv->n_routes = n_routes;
+    struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
+    bool any_webhook = false;
+    for (size_t i = 0; i < n_routes; i++) {
+        srv->routes[i].r = routes[i];
+        if (routes[i].webhook_name)
+            any_webhook = true;
+    }
+    if (any_webhook) {
+        static const char *const l_wc[] = {"webhook", "code", NULL};
+        static const char *const l_w[] = {"webhook", NULL};
+        srv->wh_total = kop_metrics_register(
+            m, KOP_METRIC_COUNTER, "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code.", l_wc, NULL, 0);
+        struct kop_metric_family *lat = kop_metrics_register(
+            m, KOP_METRIC_HISTOGRAM, "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests", l_w, NULL, 0);
+        struct kop_metric_family *infl = kop_metrics_register(
+            m, KOP_METRIC_GAUGE, "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.", l_w, NULL, 0);
+        for (size_t i = 0; i < n_routes; i++) {
+            const char *w = routes[i].webhook_name;
+            if (!w)
+                continue;
+            srv->routes[i].latency = lat ? kop_metric_child(lat, w) : NULL;
+            srv->routes[i].in_flight = infl ? kop_metric_child(infl, w) : NULL;
+        }
+    }
+    if (opts->host && *opts->host) {
+        /* "[::1]" as written in bind addresses. */
+        const char *h = opts->host;
+        size_t hl = strlen(h);
+        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+            h++;
+            hl -= 2;
+        }
+        srv->host = strndup(h, hl);
+        if (!srv->host)
+            goto out;
+        srv->opts.host = srv->host;
+    }
+    *ret_srv = srv;
+    return 0;
+out:
+    free(srv->routes);
+    free(srv->host);
+    pthread_mutex_destroy(&srv->lock);
+    free(srv);
+    return r;
+}
+
+static int resolve_host(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                        socklen_t *len)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    char pstr[8];
+    snprintf(pstr, sizeof(pstr), "%u", (unsigned)port);
+    int r = getaddrinfo(host, pstr, &hints, &res);
+    if (r != 0 || !res)
+        return -EINVAL;
+    /* Prefer IPv4 for "localhost" style names that resolve to both. */
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *len = pick->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int kop_http_server_start(struct kop_http_server *srv)
+{
+    if (!srv || srv->mhd)
+        return -EINVAL;
+    const struct kop_http_server_options *o = &srv->opts;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    bool have_addr = false;
+    if (o->no_listen) {
+        flags |= MHD_USE_NO_LISTEN_SOCKET;
+    } else if (o->host && *o->host) {
+        int r = resolve_host(o->host, o->port, &ss, &sslen);
+        if (r < 0)
+            return r;
+        have_addr = true;
+        if (ss.ss_family == AF_INET6)
+            flags |= MHD_USE_IPv6;
+    } else {
+        flags |= MHD_USE_DUAL_STACK;
+    }
+    unsigned threads = o->threads ? o->threads : 1;
+    struct MHD_OptionItem ops[16];
+    size_t n = 0;
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_cb, srv};
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, srv};
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
+    ops[n++] =
+        (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                (intptr_t)(o->max_header_size ? o->max_header_size : 32768), NULL};
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                       (intptr_t)(o->timeout_s ? o->timeout_s : 120), NULL};
+    ops[n++] =
+        (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                (intptr_t)(o->max_connections ? o->max_connections : 1024), NULL};
+    if (threads > 1)
+        ops[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
+    if (have_addr)
+        ops[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+
+    uint16_t port = o->no_listen ? 0 : o->port;
+    struct MHD_Daemon *d = MHD_start_daemon(flags, port, NULL, NULL, access_cb, srv,
+                                            MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+    if (!d && (flags & MHD_USE_DUAL_STACK)) {
+        /* No IPv6 on this host: all IPv4 addresses. */
+        flags &= ~(unsigned)MHD_USE_DUAL_STACK;
+        d = MHD_start_daemon(flags, port, NULL, NULL, access_cb, srv, MHD_OPTION_ARRAY, ops,
+                             MHD_OPTION_END);
+    }
+    if (!d) {
+        int e = errno;
+        kop_logf(KOP_LOG_ERROR, LOGGER, "%s: cannot start HTTP server on port %u", srv->name,
+                 (unsigned)o->port);
+        return e == EADDRINUSE || e == EACCES ? -e : -EIO;
+    }
+    if (!o->no_listen) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+        srv->port = di ? di->port : o->port;
+    }
+    pthread_mutex_lock(&srv->lock);
+    srv->mhd = d;
+    pthread_mutex_unlock(&srv->lock);
+    return 0;
+}
+
+uint16_t kop_http_server_port(const struct kop_http_server *srv)
+{
+    return srv ? srv->port : 0;
+}
+
+int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const struct sockaddr *addr,
+                                   socklen_t addr_len)
+{
+    if (!srv) {
+        close(fd);
+        return -EINVAL;
+    }
+    int r = 0;
+    pthread_mutex_lock(&srv->lock);
+    if (!srv->mhd || atomic_load(&srv->draining) || atomic_load(&srv->stopped)) {
+        close(fd);
+        r = -ESHUTDOWN;
+    } else if (MHD_add_connection(srv->mhd, fd, addr, addr_len) != MHD_YES) {
+        /* MHD closed fd. */
+        r = -EIO;
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return r;
+}
+
+unsigned kop_http_server_in_flight(const struct kop_http_server *srv)
+{
+    return srv ? atomic_load(&((struct kop_http_server *)srv)->in_flight) : 0;
+}
+
+void kop_http_server_drain(struct kop_http_server *srv)
+{
+    if (!srv)
+        return;
+    pthread_mutex_lock(&srv->lock);
+    if (!atomic_exchange(&srv->draining, true) && srv->mhd && !srv->opts.no_listen) {
+        MHD_socket s = MHD_quiesce_daemon(srv->mhd);
+        if (s != MHD_INVALID_SOCKET)
+            close(s);
+    }
+    pthread_mutex_unlock(&srv->lock);
+}
+
+int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)
+{
+    if (!srv)
+        return 0;
+    int64_t deadline = kop_clock_now_ns() + (int64_t)timeout_ms * KOP_NSEC_PER_MSEC;
+    while (atomic_load(&srv->in_flight) > 0) {
+        if (kop_clock_now_ns() >= deadline)
+            return -ETIMEDOUT;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
+{
+    if (!srv)
+        return 0;
+    kop_http_server_drain(srv);
+    int r = kop_http_server_wait_idle(srv, timeout_ms);
+    pthread_mutex_lock(&srv->lock);
+    struct MHD_Daemon *d = srv->mhd;
+    srv->mhd = NULL;
+    atomic_store(&srv->stopped, true);
+    pthread_mutex_unlock(&srv->lock);
+    if (d)
+        MHD_stop_daemon(d);
+    return r;
+}
+
+void kop_http_server_free(struct kop_http_server *srv)
+{
+    if (!srv)
+        return;
+    kop_http_server_shutdown(srv, 0);
+    free(srv->routes);
+    free(srv->host);
+    pthread_mutex_destroy(&srv->lock);
+    free(srv);
+}

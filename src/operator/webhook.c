@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The webhook server: routes /convert and the validating path to the api
+ * layer's review handlers, each request inside a per-thread arena, behind
+ * the mbedTLS front. See kop/webhook.h.
+ */
+#include "kop/webhook.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kop/arena.h"
+#include "kop/clock.h"
+#include "kop/http.h"
+#include "kop/log.h"
+#include "kop/review.h"
+#include "kop/tls.h"
+
+/* First chunk of a worker thread's arena; later chunks grow with demand and
+ * are returned on reset, so a 10,000-object review does not pin its memory. */
+#define ARENA_CHUNK (256u * 1024u)
+
+struct kop_webhook {
+    struct kop_http_server *http;
+    struct kop_tls *tls;
+    struct kop_admission_options admission;
+    atomic_bool stopped;
+};
+
+static pthread_key_t arena_key;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+
+static void arena_destroy(void *a)
+{
+    kop_arena_free(a);
+}
+
+static void arena_key_init(void)
+{
+    if (pthread_key_create(&arena_key, arena_destroy) != 0)
+        abort(); /* only fails when the process is out of keys at start-up */
+}
+
+/* The calling worker thread's arena, created on first use; NULL on ENOMEM
+ * (the request is then served from the heap). */
+static struct kop_arena *thread_arena(void)
+{
+    pthread_once(&arena_once, arena_key_init);
+    struct kop_arena *a = pthread_getspecific(arena_key);
+    if (!a) {
+        a = kop_arena_new(ARENA_CHUNK);
+        if (a && pthread_setspecific(arena_key, a) != 0) {
+            kop_arena_free(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+static void log_review(const struct kop_review_result *res, int64_t started_ns)
+{
+    bool conversion = res->type == KOP_REVIEW_CONVERSION;
+    enum kop_log_level level = KOP_LOG_DEBUG;
+    const char *msg;
+    if (res->http_status != 200) {
+        level = KOP_LOG_INFO;
+        msg = "rejected malformed review request";
+    } else if (conversion) {
+        msg = res->success ? "converted objects" : "conversion failed";
+        if (!res->success)
+            level = KOP_LOG_WARN;
+    } else {
+        msg = res->success ? "admitted" : "denied";
+        if (!res->success)
+            level = KOP_LOG_INFO;
+    }
+    if (!kop_log_enabled(level))
+        return;
+    double secs = (double)(kop_clock_now_ns() - started_ns) / 1e9;
+    json_t *f =
+        json_pack("{s:s, s:s, s:i, s:f}", conversion ? "conversionUID" : "admissionUID", res->uid,
+                  "webhook", conversion ? KOP_WEBHOOK_CONVERT_PATH : KOP_WEBHOOK_VALIDATE_PATH,
+                  "code", res->http_status, "durationSeconds", secs);
+    if (f && conversion)
+        json_object_set_new(f, "objects", json_integer((json_int_t)res->n_objects));
+    if (f && res->message[0])
+        json_object_set_new(f, "reason", json_string(res->message));
+    if (f && !conversion && res->violations)
+        json_object_set_new(f, "violations", json_integer(res->violations));
+    kop_log(level, "webhook", msg, f);
+}
+
+static void serve(struct kop_webhook *w, bool conversion, const struct kop_http_request *req,
+                  struct kop_http_response *resp)
+{
+    int64_t started = kop_clock_now_ns();
+    struct kop_review_result res;
+    memset(&res, 0, sizeof(res));
+
+    struct kop_arena *a = thread_arena();
+    struct kop_arena *prev = kop_arena_json_bind(a);
+    int r;
+    if (conversion)
+        r = kop_review_convert_http(req->content_type, req->body, req->body_len, NULL, &res);
+    else
+        r = kop_review_admit_http(req->content_type, req->body, req->body_len, &w->admission, &res);
+    kop_arena_json_bind(prev);
+    if (a)
+        kop_arena_reset(a);
+
+    if (r < 0) {
+        kop_logf(KOP_LOG_ERROR, "webhook", "review handler failed: errno %d", -r);
+        kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
+        return;
+    }
+    log_review(&res, started);
+    resp->status = res.http_status;
+    resp->body = res.body;
+    resp->body_len = res.body_len;
+    resp->content_type = "application/json";
+    res.body = NULL;
+    kop_review_result_cleanup(&res);
+}
+
+static void on_convert(void *ud, const struct kop_http_request *req, struct kop_http_response *resp)
+{
+    serve(ud, true, req, resp);
+}
+
+static void on_validate(void *ud, const struct kop_http_request *req,
+                        struct kop_http_response *resp)
+{
+    serve(ud, false, req, resp);
+}
+
+int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook **ret)
+{
+    const struct kop_config *cfg = opts->cfg;
+    int r;
+    struct kop_webhook *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->admission.allowed_registries = cfg->allowed_registries;
+    w->admission.n_allowed_registries = cfg->n_allowed_registries;
+    w->admission.child_lookup = opts->child_lookup;
+    w->admission.child_lookup_userdata = opts->child_lookup_userdata;
+
+    const struct kop_http_route routes[] = {
+        {
+            .path = KOP_WEBHOOK_CONVERT_PATH,
+            .methods = KOP_HTTP_POST,
+            .max_body = cfg->convert_max_body,
+            .fn = on_convert,
+            .userdata = w,
+            .webhook_name = KOP_WEBHOOK_CONVERT_PATH,
+        },
+        {
+            .path = KOP_WEBHOOK_VALIDATE_PATH,
+            .methods = KOP_HTTP_POST,
+            .max_body = cfg->admission_max_body,
+            .fn = on_validate,
+            .userdata = w,
+            .webhook_name = KOP_WEBHOOK_VALIDATE_PATH,
+        },
+    };
+    int64_t idle_s = cfg->idle_timeout_ms / 1000;
+    const struct kop_http_server_options hopts = {
+        .no_listen = true,
+        .threads = (unsigned)cfg->webhook_threads,
+        .max_header_size = cfg->max_header_bytes,
+        .timeout_s = idle_s > 0 ? (unsigned)idle_s : 1,
+        .max_connections = (unsigned)cfg->max_connections,
+        .name = "webhook",
+    };
+    r = kop_http_server_new(&hopts, routes, sizeof(routes) / sizeof(routes[0]), &w->http);
+    if (r < 0)
+        goto out;
+    r = kop_http_server_start(w->http);
+    if (r < 0)
+        goto out;
+
+    const struct kop_tls_options topts = {
+        .host = cfg->webhook_host,
+        .port = (uint16_t)cfg->webhook_port,
+        .cert_dir = cfg->cert_dir,
+        .client_ca_file = cfg->client_ca_file,
+        .handshake_timeout_ms = (int)cfg->tls_handshake_timeout_ms,
+        .idle_timeout_ms = (int)cfg->idle_timeout_ms,
+        .max_connections = (unsigned)cfg->max_connections,
+        .max_per_ip = (unsigned)cfg->max_connections_per_ip,
+        .http = w->http,
+    };
+    r = kop_tls_new(&topts, &w->tls);
+    if (r < 0)
+        goto out;
+    r = kop_tls_start(w->tls);
+    if (r < 0)
+        goto out;
+
+    kop_log(KOP_LOG_INFO, "webhook", "serving webhook",
+            json_pack("{s:s, s:i, s:s, s:[s,s]}", "host",
+                      cfg->webhook_host && cfg->webhook_host[0] ? cfg->webhook_host : "*", "port",
+                      (int)kop_tls_port(w->tls), "certDir", cfg->cert_dir ? cfg->cert_dir : "",
+                      "paths", KOP_WEBHOOK_CONVERT_PATH, KOP_WEBHOOK_VALIDATE_PATH));
+    *ret = w;
+    return 0;
+out:
+    kop_webhook_free(w);
+    return r;
+}
+
+bool kop_webhook_ready(const struct kop_webhook *w)
+{
+    return w && !atomic_load(&w->stopped) && kop_tls_ready(w->tls);
+}
+
+uint16_t kop_webhook_port(const struct kop_webhook *w)
+{
+    return w ? kop_tls_port(w->tls) : 0;
+}
+
+int kop_webhook_shutdown(struct kop_webhook *w, int timeout_ms)
+{
+    if (!w || atomic_exchange(&w->stopped, true))
+        return 0;
+    int64_t start = kop_clock_now_ns();
+    int r = kop_tls_shutdown(w->tls, timeout_ms);
+    int64_t spent_ms = (kop_clock_now_ns() - start) / KOP_NSEC_PER_MSEC;
+    int left = timeout_ms - (int)spent_ms;
+    int r2 = kop_http_server_shutdown(w->http, left > 0 ? left : 0);
+    return r < 0 ? r : r2;
+}
+
+void kop_webhook_free(struct kop_webhook *w)
+{
+    if (!w)
+        return;
+    kop_tls_free(w->tls);
+    kop_http_server_free(w->http);
+    free(w);
+}

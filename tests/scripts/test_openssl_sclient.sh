@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The webhook's TLS policy as a real client sees it (openssl s_client):
+# TLS 1.2 with an AEAD suite and ALPN http/1.1 works; TLS 1.0 and 1.1 are
+# refused; a client offering only h2 never gets h2.
+set -uo pipefail
+root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+kop=${KOP_BIN:-$root/build/kop}
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+pass=0
+fail=0
+check() { # check NAME COND...
+  local name=$1
+  shift
+  if "$@"; then
+    echo "ok   - $name"
+    pass=$((pass + 1))
+  else
+    echo "FAIL - $name"
+    fail=$((fail + 1))
+  fi
+}
+
+"$root/scripts/gen-certs.sh" "$tmp/certs" >/dev/null
+"$kop" --webhook-only --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port 0 \
+  --metrics-bind-address 0 --health-probe-bind-address 0 >"$tmp/kop.log" 2>&1 &
+pid=$!
+port=
+for _ in $(seq 1 200); do
+  port=$(grep -o '"msg":"serving webhook"[^}]*' "$tmp/kop.log" 2>/dev/null |
+    grep -o '"port":[0-9]*' | head -n 1 | cut -d: -f2)
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+if [ -z "$port" ]; then
+  echo "kop did not start:"
+  cat "$tmp/kop.log"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+sclient() {
+  timeout 10 openssl s_client -connect "127.0.0.1:$port" -servername localhost \
+    -CAfile "$tmp/certs/ca.crt" "$@" </dev/null 2>&1
+}
+
+out=$(sclient -tls1_2 -alpn http/1.1)
+check "TLS 1.2 handshake verifies against the dev CA" grep -q 'Verify return code: 0 (ok)' <<<"$out"
+check "TLS 1.2 negotiated" grep -q 'Protocol *: TLSv1.2' <<<"$out"
+check "ALPN http/1.1 selected" grep -q 'ALPN protocol: http/1.1' <<<"$out"
+check "AEAD suite with ECDHE" grep -E -q 'Cipher *: ECDHE-(ECDSA|RSA)-(AES(128|256)-GCM-SHA(256|384)|CHACHA20-POLY1305)' <<<"$out"
+
+# SECLEVEL=0 makes the client willing to speak the old versions, so a
+# refusal comes from the server: it answers with a protocol_version alert
+# and no cipher is agreed.
+refused() { grep -q 'Cipher is (NONE)' <<<"$1" && grep -q 'no peer certificate available' <<<"$1"; }
+out=$(sclient -tls1 -cipher 'DEFAULT@SECLEVEL=0')
+check "TLS 1.0 refused" refused "$out"
+check "TLS 1.0 refusal is a protocol_version alert" grep -q 'alert protocol version' <<<"$out"
+out=$(sclient -tls1_1 -cipher 'DEFAULT@SECLEVEL=0')
+check "TLS 1.1 refused" refused "$out"
+
+out=$(sclient -tls1_2 -alpn h2)
+check "a client offering only h2 does not get h2" bash -c '! grep -q "ALPN protocol: h2" <<<"$1"' _ "$out"
+out=$(sclient -tls1_2 -alpn h2,http/1.1)
+check "h2,http/1.1 offered -> http/1.1" grep -q 'ALPN protocol: http/1.1' <<<"$out"
+
+out=$(sclient -tls1_2 -cipher 'AES128-GCM-SHA256')
+check "static-RSA (non-ECDHE) suite refused" refused "$out"
+out=$(sclient -tls1_2 -cipher 'ECDHE-ECDSA-AES128-SHA256')
+check "CBC (non-AEAD) suite refused" refused "$out"
+
+# The server still answers after all of that.
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$tmp/certs/ca.crt" \
+  "https://localhost:$port/convert" -X POST -H 'Content-Type: application/json' -d '{}')
+check "server still serving (POST /convert answers 400 for an empty review)" test "$code" = 400
+
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+pid=
+check "SIGTERM exits 0" test "$rc" = 0
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

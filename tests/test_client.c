@@ -1,0 +1,802 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the API client against a small HTTP server started inside the
+ * test: paths and verbs, User-Agent and Authorization, HTTP status ->
+ * errno mapping with the Kubernetes Status kept, Retry-After retries
+ * (bounded), token file rotation, rate limiting, metrics, transport errors,
+ * and watch streaming with cancel and idle timeout.
+ */
+#include "kop/client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "kop/kubeconfig.h"
+#include "kop/metrics.h"
+#include "kop/json.h"
+#include "kop/ratelimit.h"
+#include "testutil.h"
+
+/* ---- a tiny HTTP/1.1 server for the tests ------------------------------- */
+/*
+ * Plain sockets and one thread per connection, so a test controls every
+ * byte: canned Status bodies, Retry-After, chunked watch streams, garbage
+ * lines and dropped connections. Loopback, kernel-chosen port.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct fsrv_req {
+    char method[16];
+    char path[4096];
+    char user_agent[256];
+    char auth[1024];
+    char content_type[128];
+    char *body;
+    size_t body_len;
+};
+
+struct fsrv;
+/* Write the whole response on fd; return false to close the connection. */
+typedef bool (*fsrv_handler_fn)(struct fsrv *s, const struct fsrv_req *req, int fd);
+
+#define FSRV_MAX_CONN 64
+
+struct fsrv {
+    int lfd;
+    int port;
+    pthread_t thread;
+    atomic_bool stop;
+    fsrv_handler_fn handler;
+    void *ud;
+    pthread_mutex_t lock;
+    int conn_fd[FSRV_MAX_CONN];
+    pthread_t conn_thread[FSRV_MAX_CONN];
+    int n_conn;
+    atomic_int accepted;
+};
+
+struct fsrv_conn {
+    struct fsrv *s;
+    int fd;
+};
+
+static bool fsrv_write(int fd, const char *data, size_t len)
+{
+    while (len) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return false;
+        data += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool fsrv_reply(int fd, int code, const char *extra_headers, const char *ctype,
+                       const char *body)
+{
+    char head[1024];
+    size_t blen = body ? strlen(body) : 0;
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", code,
+                     ctype ? ctype : "application/json", blen, extra_headers ? extra_headers : "");
+    return fsrv_write(fd, head, (size_t)n) && fsrv_write(fd, body ? body : "", blen);
+}
+
+static bool fsrv_chunk(int fd, const char *data, size_t len)
+{
+    char head[32];
+    int n = snprintf(head, sizeof(head), "%zx\r\n", len);
+    return fsrv_write(fd, head, (size_t)n) && fsrv_write(fd, data, len) &&
+           fsrv_write(fd, "\r\n", 2);
+}
+
+static void hdr_copy(const char *line, const char *name, char *out, size_t len)
+{
+    size_t nl = strlen(name);
+    if (strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return;
+    const char *v = line + nl + 1;
+    while (*v == ' ')
+        v++;
+    snprintf(out, len, "%.*s", (int)strcspn(v, "\r\n"), v);
+}
+
+/* Read one request; false on EOF/error. */
+static bool fsrv_read_req(int fd, char *buf, size_t cap, size_t *have, struct fsrv_req *req)
+{
+    memset(req, 0, sizeof(*req));
+    char *end = NULL;
+    for (;;) {
+        buf[*have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+        if (end)
+            break;
+        if (*have + 1 >= cap)
+            return false;
+        ssize_t n = recv(fd, buf + *have, cap - *have - 1, 0);
+        if (n <= 0)
+            return false;
+        *have += (size_t)n;
+    }
+    size_t hlen = (size_t)(end - buf) + 4;
+    sscanf(buf, "%15s %4095s", req->method, req->path);
+    size_t clen = 0;
+    for (char *l = strstr(buf, "\r\n"); l && l < end; l = strstr(l + 2, "\r\n")) {
+        char *line = l + 2;
+        char cl[32] = "";
+        hdr_copy(line, "User-Agent", req->user_agent, sizeof(req->user_agent));
+        hdr_copy(line, "Authorization", req->auth, sizeof(req->auth));
+        hdr_copy(line, "Content-Type", req->content_type, sizeof(req->content_type));
+        hdr_copy(line, "Content-Length", cl, sizeof(cl));
+        if (cl[0])
+            clen = (size_t)strtoul(cl, NULL, 10);
+    }
+    req->body = calloc(1, clen + 1);
+    size_t got = *have - hlen < clen ? *have - hlen : clen;
+    memcpy(req->body, buf + hlen, got);
+    while (got < clen) {
+        ssize_t n = recv(fd, req->body + got, clen - got, 0);
+        if (n <= 0) {
+            free(req->body);
+            req->body = NULL;
+            return false;
+        }
+        got += (size_t)n;
+    }
+    req->body_len = clen;
+    size_t used = hlen + (*have - hlen < clen ? *have - hlen : clen);
+    memmove(buf, buf + used, *have - used);
+    *have -= used;
+    return true;
+}
+
+static void *fsrv_conn_main(void *arg)
+{
+    struct fsrv_conn *c = arg;
+    size_t cap = 1 << 16, have = 0;
+    char *buf = malloc(cap);
+    struct fsrv_req req;
+    while (!atomic_load(&c->s->stop) && fsrv_read_req(c->fd, buf, cap, &have, &req)) {
+        bool keep = c->s->handler(c->s, &req, c->fd);
+        free(req.body);
+        if (!keep)
+            break;
+    }
+    shutdown(c->fd, SHUT_RDWR);
+    free(buf);
+    free(c);
+    return NULL;
+}
+
+static void *fsrv_main(void *arg)
+{
+    struct fsrv *s = arg;
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        pthread_mutex_lock(&s->lock);
+        if (s->n_conn >= FSRV_MAX_CONN) {
+            pthread_mutex_unlock(&s->lock);
+            close(fd);
+            continue;
+        }
+        struct fsrv_conn *c = malloc(sizeof(*c));
+        c->s = s;
+        c->fd = fd;
+        s->conn_fd[s->n_conn] = fd;
+        pthread_create(&s->conn_thread[s->n_conn], NULL, fsrv_conn_main, c);
+        s->n_conn++;
+        atomic_fetch_add(&s->accepted, 1);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return NULL;
+}
+
+static void fsrv_start(struct fsrv *s, fsrv_handler_fn h, void *ud)
+{
+    memset(s, 0, sizeof(*s));
+    s->handler = h;
+    s->ud = ud;
+    pthread_mutex_init(&s->lock, NULL);
+    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s->lfd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(s->lfd, 64), 0);
+    socklen_t al = sizeof(a);
+    getsockname(s->lfd, (struct sockaddr *)&a, &al);
+    s->port = ntohs(a.sin_port);
+    ck_assert_int_eq(pthread_create(&s->thread, NULL, fsrv_main, s), 0);
+}
+
+static void fsrv_stop(struct fsrv *s)
+{
+    atomic_store(&s->stop, true);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->lock);
+    int n = s->n_conn;
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < n; i++)
+        shutdown(s->conn_fd[i], SHUT_RDWR);
+    for (int i = 0; i < n; i++) {
+        pthread_join(s->conn_thread[i], NULL);
+        close(s->conn_fd[i]);
+    }
+    close(s->lfd);
+    pthread_mutex_destroy(&s->lock);
+}
+
+static char *fsrv_url(const struct fsrv *s)
+{
+    char *u = malloc(64);
+    snprintf(u, 64, "http://127.0.0.1:%d", s->port);
+    return u;
+}
+/* ---- end of the tiny HTTP server ---------------------------------------- */
+
+static const char st_ae[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
+    "\"services \\\"mock-2\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{"
+    "\"name\":\"mock-2\",\"kind\":\"services\"},\"code\":409}\n";
+static const char st_conflict[] =
+    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
+    "\"Operation cannot be fulfilled on resourcequotas \\\"quota\\\": the object has been "
+    "modified; please apply your changes to the latest version and try again\",\"reason\":"
+    "\"Conflict\",\"details\":{\"name\":\"quota\",\"kind\":\"resourcequotas\"},\"code\":409}";
+
+/* What the server saw, and a few knobs. */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fsrv_req last;
+static char last_body[4096];
+static int hits;
+static int flaky_left;         /* answers 429 with Retry-After while > 0 */
+static char expect_token[128]; /* 401 unless Authorization matches */
+
+static void note(const struct fsrv_req *req)
+{
+    pthread_mutex_lock(&seen_lock);
+    last = *req;
+    last.body = NULL;
+    snprintf(last_body, sizeof(last_body), "%.*s", (int)req->body_len, req->body ? req->body : "");
+    hits++;
+    pthread_mutex_unlock(&seen_lock);
+}
+
+static bool handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    (void)s;
+    note(req);
+    const char *p = req->path;
+    if (expect_token[0]) {
+        char want[160];
+        snprintf(want, sizeof(want), "Bearer %s", expect_token);
+        if (strcmp(req->auth, want) != 0)
+            return fsrv_reply(fd, 401, NULL, NULL,
+                              "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":"
+                              "\"Unauthorized\",\"reason\":\"Unauthorized\",\"code\":401}");
+    }
+    if (strstr(p, "/flaky")) {
+        pthread_mutex_lock(&seen_lock);
+        bool fail = flaky_left-- > 0;
+        pthread_mutex_unlock(&seen_lock);
+        if (fail)
+            return fsrv_reply(fd, 429, "Retry-After: 1\r\n", "text/plain",
+                              "Too many requests, please try again later.\n");
+        return fsrv_reply(fd, 200, NULL, NULL, "{\"ok\":true}");
+    }
+    if (strstr(p, "/always503"))
+        return fsrv_reply(fd, 503, "Retry-After: 1\r\n", NULL,
+                          "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"the request "
+                          "has been made before all known HTTP paths have been installed, please "
+                          "try again\",\"reason\":\"ServiceUnavailable\",\"code\":503}");
+    if (strstr(p, "/e401"))
+        return fsrv_reply(fd, 401, NULL, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"Unauthorized\",\"reason\":"
+                          "\"Unauthorized\",\"code\":401}");
+    if (strstr(p, "/e403"))
+        return fsrv_reply(
+            fd, 403, NULL, NULL,
+            "{\"kind\":\"Status\",\"message\":\"services is forbidden: User "
+            "\\\"x\\\" cannot list resource\",\"reason\":\"Forbidden\",\"code\":403}");
+    if (strstr(p, "/e404"))
+        return fsrv_reply(fd, 404, NULL, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"services \\\"e404\\\" not found\","
+                          "\"reason\":\"NotFound\",\"code\":404}");
+    if (strstr(p, "/e409ae"))
+        return fsrv_reply(fd, 409, NULL, NULL, st_ae);
+    if (strstr(p, "/e409c"))
+        return fsrv_reply(fd, 409, NULL, NULL, st_conflict);
+    if (strstr(p, "/e410"))
+        return fsrv_reply(fd, 410, NULL, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"too old resource version: 1 (5)\","
+                          "\"reason\":\"Expired\",\"code\":410}");
+    if (strstr(p, "/e422"))
+        return fsrv_reply(fd, 422, NULL, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"FooBar \\\"fb3\\\" is invalid: "
+                          "spec.prop2: Required value\",\"reason\":\"Invalid\",\"code\":422}");
+    if (strstr(p, "/e429"))
+        return fsrv_reply(fd, 429, NULL, "text/plain",
+                          "Too many requests, please try again later.\n");
+    if (strstr(p, "/e500"))
+        return fsrv_reply(fd, 500, NULL, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"Internal error occurred: boom\","
+                          "\"reason\":\"InternalError\",\"code\":500}");
+    if (strstr(p, "/notjson"))
+        return fsrv_reply(fd, 200, NULL, NULL, "{not json");
+    if (strstr(p, "/hang")) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        return false;
+    }
+    if (strstr(p, "watch=true")) {
+        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+        fsrv_write(fd, head, strlen(head));
+        const char *ev = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n";
+        fsrv_chunk(fd, ev, strlen(ev));
+        if (strstr(p, "end=1")) {
+            fsrv_write(fd, "0\r\n\r\n", 5);
+            return true;
+        }
+        /* Then silence until the client goes away. */
+        char b[64];
+        while (recv(fd, b, sizeof(b), 0) > 0)
+            ;
+        return false;
+    }
+    /* Echo: method, path and body back as an object. */
+    json_t *o = json_pack("{s:s, s:s, s:s%}", "method", req->method, "path", req->path, "body",
+                          req->body ? req->body : "", req->body_len);
+    char *txt = json_dumps(o, JSON_COMPACT);
+    bool ok =
+        fsrv_reply(fd, req->method[0] == 'P' && req->method[1] == 'O' ? 201 : 200, NULL, NULL, txt);
+    free(txt);
+    json_decref(o);
+    return ok;
+}
+
+static struct fsrv srv;
+static struct kop_client *client;
+static struct kop_metrics *metrics;
+static char *tmpdir;
+
+static const struct kop_resource svc = {"", "v1", "services", true};
+static const struct kop_resource deploy = {"apps", "v1", "deployments", true};
+static const struct kop_resource ns_res = {NULL, "v1", "namespaces", false};
+
+static struct kop_client *make_client(const char *token, const char *token_file, int64_t reread_ms,
+                                      struct kop_ratelimit *rl)
+{
+    char *url = fsrv_url(&srv);
+    struct kop_kubeconfig kc = {.server = url,
+                                .token = (char *)token,
+                                .token_file = (char *)token_file,
+                                .namespace = (char *)"dflt"};
+    struct kop_client_options o = {.config = &kc,
+                                   .metrics = metrics,
+                                   .ratelimit = rl,
+                                   .max_retries = 3,
+                                   .max_retry_wait_ms = 20,
+                                   .token_reread_ms = reread_ms,
+                                   .timeout_ms = 5000};
+    struct kop_client *c = NULL;
+    ck_assert_int_eq(kop_client_new(&o, &c), 0);
+    free(url);
+    return c;
+}
+
+static void setup(void)
+{
+    hits = 0;
+    flaky_left = 0;
+    expect_token[0] = '\0';
+    metrics = kop_metrics_new(false);
+    fsrv_start(&srv, handler, NULL);
+    client = make_client("s3cret", NULL, 0, NULL);
+    tmpdir = kop_test_tmpdir();
+}
+
+static void teardown(void)
+{
+    kop_client_free(client);
+    client = NULL;
+    fsrv_stop(&srv);
+    kop_metrics_free(metrics);
+    kop_test_rmdir(tmpdir);
+    free(tmpdir);
+}
+
+START_TEST(test_client_paths)
+{
+    char p[256];
+    ck_assert_int_eq(kop_client_path(&svc, "ns", "a", NULL, p, sizeof(p)), 0);
+    ck_assert_str_eq(p, "/api/v1/namespaces/ns/services/a");
+    ck_assert_int_eq(kop_client_path(&deploy, "ns", "a", "status", p, sizeof(p)), 0);
+    ck_assert_str_eq(p, "/apis/apps/v1/namespaces/ns/deployments/a/status");
+    ck_assert_int_eq(kop_client_path(&deploy, NULL, NULL, NULL, p, sizeof(p)), 0);
+    ck_assert_str_eq(p, "/apis/apps/v1/deployments");
+    ck_assert_int_eq(kop_client_path(&ns_res, "ignored", "kube-system", NULL, p, sizeof(p)), 0);
+    ck_assert_str_eq(p, "/api/v1/namespaces/kube-system");
+    ck_assert_int_eq(kop_client_path(&svc, "ns", "../x", NULL, p, sizeof(p)), -EINVAL);
+    ck_assert_int_eq(kop_client_path(&svc, "n/s", "x", NULL, p, sizeof(p)), -EINVAL);
+    ck_assert_int_eq(kop_client_path(&svc, "ns", "x", NULL, p, 10), -ENAMETOOLONG);
+    snprintf(p, sizeof(p), "/x");
+    ck_assert_int_eq(kop_client_query_add(p, sizeof(p), "labelSelector", "a=b,c in (d)"), 0);
+    ck_assert_int_eq(kop_client_query_add(p, sizeof(p), "limit", "5"), 0);
+    ck_assert_str_eq(p, "/x?labelSelector=a%3Db%2Cc%20in%20%28d%29&limit=5");
+}
+END_TEST
+
+START_TEST(test_client_get_headers)
+{
+    json_t *o = NULL;
+    struct kop_api_status st;
+    ck_assert_int_eq(kop_client_get(client, &deploy, "ns1", "web", &st, &o), 0);
+    ck_assert_int_eq(st.code, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "path")),
+                     "/apis/apps/v1/namespaces/ns1/deployments/web");
+    json_decref(o);
+    ck_assert_str_eq(last.method, "GET");
+    ck_assert_str_eq(last.auth, "Bearer s3cret");
+    ck_assert(strncmp(last.user_agent, "kop/", 4) == 0);
+    ck_assert_ptr_nonnull(strstr(last.user_agent, "(linux/"));
+    ck_assert_str_eq(last.user_agent, kop_client_user_agent(client));
+    ck_assert_str_eq(kop_client_namespace(client), "dflt");
+}
+END_TEST
+
+START_TEST(test_client_verbs)
+{
+    json_t *o = NULL;
+    json_t *obj = json_pack("{s:{s:s}, s:{s:i}}", "metadata", "name", "web", "spec", "replicas", 2);
+    ck_assert_int_eq(kop_client_create(client, &deploy, "ns1", obj, NULL, &o), 0);
+    ck_assert_str_eq(last.method, "POST");
+    ck_assert_str_eq(last.path, "/apis/apps/v1/namespaces/ns1/deployments");
+    ck_assert_str_eq(last.content_type, "application/json");
+    ck_assert_ptr_nonnull(strstr(last_body, "\"replicas\":2"));
+    json_decref(o);
+
+    ck_assert_int_eq(kop_client_update(client, &deploy, "ns1", NULL, obj, NULL, NULL), 0);
+    ck_assert_str_eq(last.method, "PUT");
+    ck_assert_str_eq(last.path, "/apis/apps/v1/namespaces/ns1/deployments/web");
+
+    ck_assert_int_eq(kop_client_update_status(client, &deploy, "ns1", "web", obj, NULL, NULL), 0);
+    ck_assert_str_eq(last.path, "/apis/apps/v1/namespaces/ns1/deployments/web/status");
+
+    json_t *patch = json_pack("{s:{s:i}}", "spec", "replicas", 3);
+    ck_assert_int_eq(kop_client_patch(client, &deploy, "ns1", "web", patch, NULL, NULL), 0);
+    ck_assert_str_eq(last.method, "PATCH");
+    ck_assert_str_eq(last.content_type, "application/merge-patch+json");
+    ck_assert_str_eq(last_body, "{\"spec\":{\"replicas\":3}}");
+    ck_assert_int_eq(kop_client_patch_status(client, &deploy, "ns1", "web", patch, NULL, NULL), 0);
+    ck_assert_str_eq(last.path, "/apis/apps/v1/namespaces/ns1/deployments/web/status");
+    json_decref(patch);
+
+    struct kop_delete_options dopt = {.propagation_policy = "Background",
+                                      .precondition_uid = "u-1"};
+    ck_assert_int_eq(kop_client_delete(client, &deploy, "ns1", "web", &dopt, NULL, NULL), 0);
+    ck_assert_str_eq(last.method, "DELETE");
+    json_t *body = json_loads(last_body, 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(body, "propagationPolicy")), "Background");
+    ck_assert_str_eq(kop_json_path_str(body, "preconditions.uid"), "u-1");
+    json_decref(body);
+    ck_assert_int_eq(kop_client_delete(client, &deploy, "ns1", "web", NULL, NULL, NULL), 0);
+    ck_assert_uint_eq(strlen(last_body), 0);
+
+    struct kop_list_options lo = {.label_selector = "app.kubernetes.io/managed-by=kop",
+                                  .field_selector = "metadata.name=x",
+                                  .limit = 500,
+                                  .continue_token = "abc=",
+                                  .resource_version = "12"};
+    ck_assert_int_eq(kop_client_list(client, &svc, NULL, &lo, NULL, &o), 0);
+    ck_assert_str_eq(last.path,
+                     "/api/v1/services?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dkop"
+                     "&fieldSelector=metadata.name%3Dx&limit=500&continue=abc%3D"
+                     "&resourceVersion=12");
+    json_decref(o);
+
+    struct kop_request rq = {.method = "GET", .path = "/version"};
+    ck_assert_int_eq(kop_client_request(client, &rq, NULL, &o), 0);
+    ck_assert_str_eq(last.path, "/version");
+    json_decref(o);
+    json_decref(obj);
+}
+END_TEST
+
+START_TEST(test_client_error_mapping)
+{
+    static const struct {
+        const char *name;
+        int err;
+        int code;
+        const char *reason;
+        const char *msg_part;
+    } cases[] = {
+        {"e401", -EACCES, 401, "Unauthorized", "Unauthorized"},
+        {"e403", -EPERM, 403, "Forbidden", "is forbidden"},
+        {"e404", -ENOENT, 404, "NotFound", "not found"},
+        {"e409ae", -EEXIST, 409, "AlreadyExists", "already exists"},
+        {"e409c", -EBUSY, 409, "Conflict", "the object has been modified"},
+        {"e410", -ESTALE, 410, "Expired", "too old resource version"},
+        {"e422", -EINVAL, 422, "Invalid", "Required value"},
+        {"e429", -EAGAIN, 429, "", "Too many requests"},
+        {"e500", -EIO, 500, "InternalError", "boom"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct kop_api_status st;
+        json_t *o = NULL;
+        int r = kop_client_get(client, &svc, "ns", cases[i].name, &st, &o);
+        ck_assert_msg(r == cases[i].err, "%s: %d", cases[i].name, r);
+        ck_assert_ptr_null(o);
+        ck_assert_int_eq(st.code, cases[i].code);
+        ck_assert_str_eq(st.reason, cases[i].reason);
+        ck_assert_msg(strstr(st.message, cases[i].msg_part), "%s: %s", cases[i].name, st.message);
+        ck_assert_int_eq(st.attempts, 1); /* no Retry-After: no retry */
+    }
+    ck_assert_int_eq(kop_client_errno(504, NULL), -ETIMEDOUT);
+    ck_assert_int_eq(kop_client_errno(400, NULL), -EINVAL);
+    ck_assert_int_eq(kop_client_errno(204, NULL), 0);
+    ck_assert_int_eq(kop_client_errno(418, NULL), -EPROTO);
+
+    struct kop_api_status st;
+    json_t *o = NULL;
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "notjson", &st, &o), -EBADMSG);
+}
+END_TEST
+
+START_TEST(test_client_retry_after)
+{
+    struct kop_api_status st;
+    json_t *o = NULL;
+    flaky_left = 2;
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "flaky", &st, &o), 0);
+    ck_assert_int_eq(st.attempts, 3);
+    ck_assert(json_is_true(json_object_get(o, "ok")));
+    json_decref(o);
+    /* Bounded: max_retries 3 -> 4 attempts, then the error. */
+    hits = 0;
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "always503", &st, NULL), -EIO);
+    ck_assert_int_eq(st.attempts, 4);
+    ck_assert_int_eq(hits, 4);
+    ck_assert_int_eq(st.retry_after_s, 1);
+    ck_assert_str_eq(st.reason, "ServiceUnavailable");
+
+    /* Metrics: one child per code/method/host. */
+    struct kop_metric_family *f =
+        kop_metrics_register(metrics, KOP_METRIC_COUNTER, "rest_client_requests_total", "x",
+                             (const char *const[]){"code", "method", "host", NULL}, NULL, 0);
+    char host[64];
+    snprintf(host, sizeof(host), "127.0.0.1:%d", srv.port);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host)), 4);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "429", "GET", host)), 2);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "200", "GET", host)), 1);
+}
+END_TEST
+
+static void write_file(const char *path, const char *content)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(content, f);
+    fclose(f);
+}
+
+START_TEST(test_client_token_rotation)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/token", tmpdir);
+    write_file(path, "tok-one\n");
+    struct kop_client *c = make_client(NULL, path, 50, NULL);
+    snprintf(expect_token, sizeof(expect_token), "tok-one");
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    ck_assert_str_eq(last.auth, "Bearer tok-one");
+    /* Rotated on disk: picked up after the re-read period, no restart. */
+    write_file(path, "tok-two");
+    struct timespec ts = {0, 80 * 1000000};
+    nanosleep(&ts, NULL);
+    snprintf(expect_token, sizeof(expect_token), "tok-two");
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    ck_assert_str_eq(last.auth, "Bearer tok-two");
+    kop_client_free(c);
+
+    /* Long period, but a 401 re-reads the file once and retries. */
+    c = make_client(NULL, path, 3600 * 1000, NULL);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    write_file(path, "tok-three");
+    snprintf(expect_token, sizeof(expect_token), "tok-three");
+    struct kop_api_status st;
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), 0);
+    ck_assert_str_eq(last.auth, "Bearer tok-three");
+    kop_client_free(c);
+    /* A wrong static token stays a 401 (-EACCES). */
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "x", &st, NULL), -EACCES);
+    ck_assert_int_eq(st.code, 401);
+}
+END_TEST
+
+START_TEST(test_client_ratelimited)
+{
+    struct kop_ratelimit *rl;
+    ck_assert_int_eq(kop_ratelimit_new(20, 1, &rl), 0);
+    struct kop_client *c = make_client(NULL, NULL, 0, rl);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+    /* 4 requests at 20 qps, burst 1: at least 3 intervals of 50 ms. */
+    ck_assert_msg(ms >= 145, "took %.1f ms", ms);
+    ck_assert_int_eq(hits, 4);
+    kop_client_free(c);
+    kop_ratelimit_free(rl);
+}
+END_TEST
+
+START_TEST(test_client_transport_errors)
+{
+    /* Refused: a port nobody listens on (the server's, after it stopped). */
+    struct fsrv tmp;
+    fsrv_start(&tmp, handler, NULL);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", tmp.port);
+    fsrv_stop(&tmp);
+    struct kop_kubeconfig kc = {.server = url};
+    struct kop_client_options o = {.config = &kc, .metrics = metrics, .timeout_ms = 300};
+    struct kop_client *c;
+    ck_assert_int_eq(kop_client_new(&o, &c), 0);
+    struct kop_api_status st;
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), -ECONNREFUSED);
+    ck_assert_int_eq(st.code, 0);
+    kop_client_free(c);
+    /* Timeout: the server never answers within 300 ms. */
+    char *u = fsrv_url(&srv);
+    kc.server = u;
+    ck_assert_int_eq(kop_client_new(&o, &c), 0);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "hang", &st, NULL), -ETIMEDOUT);
+    kop_client_free(c);
+    free(u);
+    /* No server in the configuration. */
+    struct kop_kubeconfig empty = {0};
+    o.config = &empty;
+    ck_assert_int_eq(kop_client_new(&o, &c), -EINVAL);
+}
+END_TEST
+
+struct wctx {
+    char buf[4096];
+    size_t len;
+};
+
+static int collect(void *ud, const char *data, size_t len)
+{
+    struct wctx *w = ud;
+    size_t n = len < sizeof(w->buf) - 1 - w->len ? len : sizeof(w->buf) - 1 - w->len;
+    memcpy(w->buf + w->len, data, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+    return 0;
+}
+
+struct cancel_arg {
+    struct kop_client_cancel *cc;
+};
+
+static void *fire_later(void *arg)
+{
+    struct cancel_arg *a = arg;
+    struct timespec ts = {0, 100 * 1000000};
+    nanosleep(&ts, NULL);
+    kop_client_cancel_fire(a->cc);
+    return NULL;
+}
+
+START_TEST(test_client_watch_stream)
+{
+    struct wctx w = {.len = 0};
+    struct kop_api_status st;
+    /* A stream that ends: 0 and the bytes. */
+    ck_assert_int_eq(
+        kop_client_watch(client, "/api/v1/pods?watch=true&end=1", collect, &w, NULL, 0, &st), 0);
+    ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
+    ck_assert_int_eq(st.code, 200);
+    /* Idle: no byte for 150 ms -> -ETIMEDOUT. */
+    w.len = 0;
+    ck_assert_int_eq(
+        kop_client_watch(client, "/api/v1/pods?watch=true", collect, &w, NULL, 150, &st),
+        -ETIMEDOUT);
+    ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
+    /* Cancelled from another thread while blocked. */
+    struct cancel_arg a = {kop_client_cancel_new()};
+    pthread_t th;
+    pthread_create(&th, NULL, fire_later, &a);
+    ck_assert_int_eq(kop_client_watch(client, "/api/v1/pods?watch=true", collect, &w, a.cc, 0, &st),
+                     -ECANCELED);
+    pthread_join(th, NULL);
+    ck_assert(kop_client_cancel_fired(a.cc));
+    /* Fired stays fired until reset. */
+    ck_assert_int_eq(kop_client_watch(client, "/api/v1/pods?watch=true", collect, &w, a.cc, 0, &st),
+                     -ECANCELED);
+    kop_client_cancel_free(a.cc);
+    /* A watch refused with a Status: mapped, body decoded. */
+    ck_assert_int_eq(kop_client_watch(client, "/e410?watch=1", collect, &w, NULL, 0, &st), -ESTALE);
+    ck_assert_str_eq(st.reason, "Expired");
+}
+END_TEST
+
+struct mt_arg {
+    int ok;
+};
+
+static void *mt_worker(void *arg)
+{
+    struct mt_arg *a = arg;
+    for (int i = 0; i < 20; i++) {
+        json_t *o = NULL;
+        if (kop_client_get(client, &svc, "ns", "x", NULL, &o) == 0 && o)
+            a->ok++;
+        json_decref(o);
+    }
+    return NULL;
+}
+
+START_TEST(test_client_threads)
+{
+    /* One easy handle per thread, connections reused: 4 threads x 20
+     * requests over at most a handful of connections. */
+    pthread_t th[4];
+    struct mt_arg a[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, mt_worker, &a[i]);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(a[i].ok, 20);
+    }
+    ck_assert_int_le(atomic_load(&srv.accepted), 8);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_client_paths);
+    tcase_add_test(tc, test_client_get_headers);
+    tcase_add_test(tc, test_client_verbs);
+    tcase_add_test(tc, test_client_error_mapping);
+    tcase_add_test(tc, test_client_retry_after);
+    tcase_add_test(tc, test_client_token_rotation);
+    tcase_add_test(tc, test_client_ratelimited);
+    tcase_add_test(tc, test_client_transport_errors);
+    tcase_add_test(tc, test_client_watch_stream);
+    tcase_add_test(tc, test_client_threads);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int r = kop_test_run(client_suite());
+    curl_global_cleanup();
+    return r;
+}

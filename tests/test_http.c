@@ -1,0 +1,637 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the HTTP server module: routing on the path, the router's own
+ * answers (404, 405 + Allow, 413 by Content-Length and by a chunked body),
+ * bodies within the limit, keep-alive and pipelining, webhook metrics and
+ * the graceful shutdown. Every server listens on 127.0.0.1 port 0.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kop/http.h"
+#include "kop/metrics.h"
+#include "testutil.h"
+
+/* ---- handlers ----------------------------------------------------------- */
+
+/* Echo: body back, request facts in headers. */
+static void echo_handler(void *userdata, const struct kop_http_request *req,
+                         struct kop_http_response *resp)
+{
+    resp->status = 200;
+    resp->content_type = "text/plain";
+    if (req->body_len) {
+        resp->body = malloc(req->body_len);
+        if (resp->body) {
+            memcpy(resp->body, req->body, req->body_len);
+            resp->body_len = req->body_len;
+        }
+    }
+    kop_http_response_header(resp, "X-Method", req->method);
+    kop_http_response_header(resp, "X-Path", req->path);
+    char q[200];
+    snprintf(q, sizeof(q), "q=%s", req->query);
+    kop_http_response_header(resp, "X-Query", q);
+    kop_http_response_header(resp, "X-Peer", req->peer);
+}
+
+static atomic_int slow_started;
+
+static void slow_handler(void *userdata, const struct kop_http_request *req,
+                         struct kop_http_response *resp)
+{
+    atomic_store(&slow_started, 1);
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    resp->body = strdup("{\"slow\":true}");
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
+static const struct kop_http_route test_routes[] = {
+    {.path = "/echo",
+     .methods = KOP_HTTP_GET | KOP_HTTP_POST,
+     .max_body = 4 << 20,
+     .fn = echo_handler},
+    {.path = "/small", .methods = KOP_HTTP_POST, .max_body = 1024, .fn = echo_handler},
+    {.path = "/convert",
+     .methods = KOP_HTTP_POST,
+     .max_body = 1 << 20,
+     .fn = echo_handler,
+     .webhook_name = "/convert"},
+    {.path = "/slow", .methods = KOP_HTTP_GET, .fn = slow_handler},
+};
+
+struct fixture {
+    struct kop_http_server *srv;
+    struct kop_metrics *metrics;
+    uint16_t port;
+};
+
+static void start_server(struct fixture *f, unsigned threads)
+{
+    f->metrics = kop_metrics_new(false);
+    ck_assert_ptr_nonnull(f->metrics);
+    struct kop_http_server_options o = {
+        .host = "127.0.0.1",
+        .port = 0,
+        .threads = threads,
+        .name = "test",
+        .metrics = f->metrics,
+    };
+    ck_assert_int_eq(
+        kop_http_server_new(&o, test_routes, sizeof(test_routes) / sizeof(test_routes[0]), &f->srv),
+        0);
+    ck_assert_int_eq(kop_http_server_start(f->srv), 0);
+    f->port = kop_http_server_port(f->srv);
+    ck_assert_uint_ne(f->port, 0);
+}
+
+static void stop_server(struct fixture *f)
+{
+    kop_http_server_free(f->srv);
+    kop_metrics_free(f->metrics);
+}
+
+/* ---- a small curl client ------------------------------------------------ */
+
+struct buf {
+    char *p;
+    size_t len;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
+{
+    struct buf *b = ud;
+    char *np = realloc(b->p, b->len + size * n + 1);
+    if (!np)
+        return 0;
+    b->p = np;
+    memcpy(b->p + b->len, ptr, size * n);
+    b->len += size * n;
+    b->p[b->len] = '\0';
+    return size * n;
+}
+
+struct upload {
+    const char *data;
+    size_t len, off;
+};
+
+static size_t on_read(char *ptr, size_t size, size_t n, void *ud)
+{
+    struct upload *u = ud;
+    size_t k = size * n;
+    if (k > u->len - u->off)
+        k = u->len - u->off;
+    memcpy(ptr, u->data + u->off, k);
+    u->off += k;
+    return k;
+}
+
+struct result {
+    long status;
+    struct buf body, head;
+};
+
+static void result_free(struct result *r)
+{
+    free(r->body.p);
+    free(r->head.p);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Request on handle h (keeps the connection). chunked: send body with
+ * Transfer-Encoding: chunked. */
+static CURLcode request(CURL *h, uint16_t port, const char *method, const char *path,
+                        const char *body, size_t len, bool chunked, struct result *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port, path);
+    memset(r, 0, sizeof(*r));
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->head);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    struct curl_slist *hdr = NULL;
+    struct upload up = {body, len, 0};
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") ? method : NULL);
+        hdr = curl_slist_append(hdr, "Content-Type: application/json");
+        hdr = curl_slist_append(hdr, "Expect:");
+        if (chunked) {
+            hdr = curl_slist_append(hdr, "Transfer-Encoding: chunked");
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+            curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(h, CURLOPT_READDATA, &up);
+        } else {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        }
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_slist_free_all(hdr);
+    return rc;
+}
+
+static bool has_header(const struct result *r, const char *line)
+{
+    return r->head.p && strcasestr(r->head.p, line) != NULL;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+START_TEST(test_http_routes_on_path_with_query)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    CURL *h = curl_easy_init();
+    struct result r;
+    ck_assert_int_eq(request(h, f.port, "GET", "/echo?timeout=10s&x=1", NULL, 0, false, &r),
+                     CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(has_header(&r, "X-Path: /echo\r\n"));
+    ck_assert(has_header(&r, "X-Query: q=timeout=10s&x=1\r\n"));
+    ck_assert(has_header(&r, "X-Method: GET\r\n"));
+    ck_assert(has_header(&r, "X-Peer: 127.0.0.1\r\n"));
+    result_free(&r);
+    ck_assert_int_eq(request(h, f.port, "POST", "/echo", "{\"a\":1}", 7, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body.p, "{\"a\":1}");
+    ck_assert(has_header(&r, "X-Query: q=\r\n"));
+    result_free(&r);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_unknown_path_404)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    CURL *h = curl_easy_init();
+    struct result r;
+    ck_assert_int_eq(request(h, f.port, "GET", "/nope?x=1", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_ptr_nonnull(r.body.p);
+    ck_assert_ptr_nonnull(strstr(r.body.p, "\"kind\":\"Status\""));
+    ck_assert_ptr_nonnull(strstr(r.body.p, "\"reason\":\"NotFound\""));
+    ck_assert_ptr_nonnull(strstr(r.body.p, "\"code\":404"));
+    ck_assert(has_header(&r, "Content-Type: application/json"));
+    result_free(&r);
+    /* A prefix of a route is not the route. */
+    ck_assert_int_eq(request(h, f.port, "GET", "/echo/x", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 404);
+    result_free(&r);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_wrong_method_405_with_allow)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    CURL *h = curl_easy_init();
+    struct result r;
+    ck_assert_int_eq(request(h, f.port, "GET", "/convert", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 405);
+    ck_assert(has_header(&r, "Allow: POST\r\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.p, "\"reason\":\"MethodNotAllowed\""));
+    result_free(&r);
+    ck_assert_int_eq(request(h, f.port, "PUT", "/echo", "x", 1, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 405);
+    ck_assert(has_header(&r, "Allow: GET, HEAD, POST\r\n"));
+    result_free(&r);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_body_too_large_by_content_length)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    CURL *h = curl_easy_init();
+    struct result r;
+    char *big = calloc(1, 4096);
+    memset(big, 'a', 4095);
+    ck_assert_int_eq(request(h, f.port, "POST", "/small", big, 1025, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_ptr_nonnull(strstr(r.body.p, "\"reason\":\"RequestEntityTooLarge\""));
+    ck_assert_ptr_nonnull(strstr(r.body.p, "\"code\":413"));
+    result_free(&r);
+    /* Exactly the limit is fine. */
+    ck_assert_int_eq(request(h, f.port, "POST", "/small", big, 1024, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, 1024);
+    result_free(&r);
+    free(big);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_body_too_large_chunked)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    CURL *h = curl_easy_init();
+    struct result r;
+    size_t n = 64 * 1024;
+    char *big = malloc(n);
+    memset(big, 'b', n);
+    CURLcode rc = request(h, f.port, "POST", "/small", big, n, true, &r);
+    /* The server answers before it has read everything; curl may report a
+     * send error after having received the answer. */
+    ck_assert(rc == CURLE_OK || rc == CURLE_SEND_ERROR);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_ptr_nonnull(r.body.p);
+    ck_assert_ptr_nonnull(strstr(r.body.p, "RequestEntityTooLarge"));
+    result_free(&r);
+    /* A chunked body within the limit works. */
+    ck_assert_int_eq(request(h, f.port, "POST", "/small", big, 1000, true, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, 1000);
+    result_free(&r);
+    free(big);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_large_bodies_within_limit)
+{
+    struct fixture f;
+    start_server(&f, 2);
+    CURL *h = curl_easy_init();
+    size_t n = 3 << 20;
+    char *big = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)('a' + i % 26);
+    struct result r;
+    ck_assert_int_eq(request(h, f.port, "POST", "/echo", big, n, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, n);
+    ck_assert(memcmp(r.body.p, big, n) == 0);
+    result_free(&r);
+    ck_assert_int_eq(request(h, f.port, "POST", "/echo", big, n, true, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, n);
+    ck_assert(memcmp(r.body.p, big, n) == 0);
+    result_free(&r);
+    free(big);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_keep_alive)
+{
+    struct fixture f;
+    start_server(&f, 2);
+    CURL *h = curl_easy_init();
+    long connects = 0;
+    for (int i = 0; i < 10; i++) {
+        struct result r;
+        ck_assert_int_eq(request(h, f.port, "POST", "/convert?timeout=10s", "{}", 2, false, &r),
+                         CURLE_OK);
+        ck_assert_int_eq(r.status, 200);
+        long c = -1;
+        curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &c);
+        connects += c;
+        result_free(&r);
+    }
+    ck_assert_int_eq(connects, 1);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+static int connect_local(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static int count_substr(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+START_TEST(test_http_pipelined_requests)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    int fd = connect_local(f.port);
+    const char req[] = "POST /echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\none"
+                       "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                       "Connection: close\r\n\r\nthree";
+    ck_assert_int_eq(send(fd, req, sizeof(req) - 1, 0), (ssize_t)(sizeof(req) - 1));
+    char buf[8192];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    close(fd);
+    ck_assert_int_eq(count_substr(buf, "HTTP/1.1 200"), 2);
+    ck_assert_int_eq(count_substr(buf, "HTTP/1.1 404"), 1);
+    const char *one = strstr(buf, "\r\n\r\none");
+    const char *nf = strstr(buf, "HTTP/1.1 404");
+    const char *three = strstr(buf, "\r\n\r\nthree");
+    ck_assert(one && nf && three && one < nf && nf < three);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_header_too_large)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    int fd = connect_local(f.port);
+    size_t n = 64 * 1024;
+    char *req = malloc(n + 128);
+    int off = snprintf(req, 128, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + off, 'a', n);
+    memcpy(req + off + n, "\r\n\r\n", 4);
+    /* The server may close before reading everything. */
+    (void)send(fd, req, (size_t)off + n + 4, MSG_NOSIGNAL);
+    free(req);
+    char buf[4096];
+    ssize_t got = recv(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    if (got > 0) {
+        buf[got] = '\0';
+        ck_assert_ptr_null(strstr(buf, "HTTP/1.1 200"));
+    }
+    /* Still serving, and no request left in flight. */
+    CURL *h = curl_easy_init();
+    struct result r;
+    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    result_free(&r);
+    curl_easy_cleanup(h);
+    ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 2000), 0);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_webhook_metrics)
+{
+    struct fixture f;
+    start_server(&f, 2);
+    CURL *h = curl_easy_init();
+    struct result r;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(request(h, f.port, "POST", "/convert?timeout=10s", "{}", 2, false, &r),
+                         CURLE_OK);
+        result_free(&r);
+    }
+    ck_assert_int_eq(request(h, f.port, "GET", "/convert", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 405);
+    result_free(&r);
+    /* Routes without webhook_name are not counted. */
+    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
+    result_free(&r);
+    curl_easy_cleanup(h);
+    /* Completion (in-flight decrement) runs after the response is sent. */
+    ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 2000), 0);
+
+    static const char *const l_wc[] = {"webhook", "code", NULL};
+    static const char *const l_w[] = {"webhook", NULL};
+    struct kop_metric_family *tot =
+        kop_metrics_register(f.metrics, KOP_METRIC_COUNTER,
+                             "controller_runtime_webhook_requests_total", "x", l_wc, NULL, 0);
+    struct kop_metric_family *lat =
+        kop_metrics_register(f.metrics, KOP_METRIC_HISTOGRAM,
+                             "controller_runtime_webhook_latency_seconds", "x", l_w, NULL, 0);
+    struct kop_metric_family *inf =
+        kop_metrics_register(f.metrics, KOP_METRIC_GAUGE,
+                             "controller_runtime_webhook_requests_in_flight", "x", l_w, NULL, 0);
+    ck_assert_ptr_nonnull(tot);
+    ck_assert_ptr_nonnull(lat);
+    ck_assert_ptr_nonnull(inf);
+    ck_assert_double_eq(kop_metric_value(kop_metric_child(tot, "/convert", "200")), 3);
+    ck_assert_double_eq(kop_metric_value(kop_metric_child(tot, "/convert", "405")), 1);
+    ck_assert_uint_eq(kop_histogram_count(kop_metric_child(lat, "/convert")), 4);
+    ck_assert_double_eq(kop_metric_value(kop_metric_child(inf, "/convert")), 0);
+    char *text = NULL;
+    size_t tl = 0;
+    ck_assert_int_eq(kop_metrics_render(f.metrics, &text, &tl), 0);
+    ck_assert_ptr_null(strstr(text, "webhook=\"/echo\""));
+    free(text);
+    stop_server(&f);
+}
+END_TEST
+
+struct slow_call {
+    uint16_t port;
+    long status;
+    CURLcode rc;
+};
+
+static void *slow_thread(void *arg)
+{
+    struct slow_call *sc = arg;
+    CURL *h = curl_easy_init();
+    struct result r;
+    sc->rc = request(h, sc->port, "GET", "/slow", NULL, 0, false, &r);
+    sc->status = r.status;
+    result_free(&r);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+START_TEST(test_http_graceful_shutdown_finishes_in_flight)
+{
+    struct fixture f;
+    start_server(&f, 2);
+    atomic_store(&slow_started, 0);
+    struct slow_call sc = {.port = f.port};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_thread, &sc), 0);
+    for (int i = 0; i < 500 && !atomic_load(&slow_started); i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(atomic_load(&slow_started));
+    ck_assert_uint_eq(kop_http_server_in_flight(f.srv), 1);
+    ck_assert_int_eq(kop_http_server_shutdown(f.srv, 5000), 0);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(sc.rc, CURLE_OK);
+    ck_assert_int_eq(sc.status, 200);
+    /* New connections are refused after the shutdown. */
+    CURL *h = curl_easy_init();
+    struct result r;
+    ck_assert_int_ne(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
+    result_free(&r);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+static void get_url(const char *url, long *status, char *peer, size_t peer_len)
+{
+    CURL *h = curl_easy_init();
+    struct result r = {0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r.head);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    *status = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    const char *p = r.head.p ? strstr(r.head.p, "X-Peer: ") : NULL;
+    snprintf(peer, peer_len, "%.*s", p ? (int)strcspn(p + 8, "\r") : 0, p ? p + 8 : "");
+    result_free(&r);
+    curl_easy_cleanup(h);
+}
+
+START_TEST(test_http_listen_addresses)
+{
+    struct kop_metrics *m = kop_metrics_new(false);
+    /* All addresses (dual stack when the host has IPv6). */
+    struct kop_http_server_options o = {.port = 0, .metrics = m};
+    struct kop_http_server *srv = NULL;
+    ck_assert_int_eq(kop_http_server_new(&o, test_routes, 1, &srv), 0);
+    ck_assert_int_eq(kop_http_server_start(srv), 0);
+    char url[128], peer[64];
+    long st;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/echo", (unsigned)kop_http_server_port(srv));
+    get_url(url, &st, peer, sizeof(peer));
+    ck_assert_int_eq(st, 200);
+    kop_http_server_free(srv);
+    /* An IPv6 host, written as in a bind address. */
+    struct kop_http_server_options o6 = {.host = "[::1]", .port = 0, .metrics = m};
+    ck_assert_int_eq(kop_http_server_new(&o6, test_routes, 1, &srv), 0);
+    if (kop_http_server_start(srv) == 0) {
+        snprintf(url, sizeof(url), "http://[::1]:%u/echo", (unsigned)kop_http_server_port(srv));
+        get_url(url, &st, peer, sizeof(peer));
+        ck_assert_int_eq(st, 200);
+        ck_assert_str_eq(peer, "::1");
+    }
+    kop_http_server_free(srv);
+    kop_metrics_free(m);
+}
+END_TEST
+
+START_TEST(test_http_status_body_escapes)
+{
+    struct kop_http_response resp = {0};
+    ck_assert_int_eq(kop_http_response_status(&resp, 400, "BadRequest", "bad \"x\"\n\\"), 0);
+    ck_assert_int_eq(resp.status, 400);
+    ck_assert_str_eq(resp.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                                "\"status\":\"Failure\",\"message\":\"bad \\\"x\\\"\\n\\\\\","
+                                "\"reason\":\"BadRequest\",\"code\":400}");
+    ck_assert_uint_eq(resp.body_len, strlen(resp.body));
+    free(resp.body);
+    ck_assert_int_eq(kop_http_response_header(&resp, "X-A", "a\r\nb"), -EINVAL);
+    for (int i = 0; i < KOP_HTTP_MAX_HEADERS; i++)
+        ck_assert_int_eq(kop_http_response_header(&resp, "X-A", "1"), 0);
+    ck_assert_int_eq(kop_http_response_header(&resp, "X-A", "1"), -ENOSPC);
+}
+END_TEST
+
+static Suite *http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_http_routes_on_path_with_query);
+    tcase_add_test(tc, test_http_unknown_path_404);
+    tcase_add_test(tc, test_http_wrong_method_405_with_allow);
+    tcase_add_test(tc, test_http_body_too_large_by_content_length);
+    tcase_add_test(tc, test_http_body_too_large_chunked);
+    tcase_add_test(tc, test_http_large_bodies_within_limit);
+    tcase_add_test(tc, test_http_keep_alive);
+    tcase_add_test(tc, test_http_pipelined_requests);
+    tcase_add_test(tc, test_http_header_too_large);
+    tcase_add_test(tc, test_http_webhook_metrics);
+    tcase_add_test(tc, test_http_graceful_shutdown_finishes_in_flight);
+    tcase_add_test(tc, test_http_listen_addresses);
+    tcase_add_test(tc, test_http_status_body_escapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = kop_test_run(http_suite());
+    curl_global_cleanup();
+    return rc;
+}

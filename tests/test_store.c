@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the shared object store: put/get/delete, indexes, stripping of
+ * managedFields and last-applied-configuration, gauges, concurrent readers
+ * and writers (run under TSan), and the memory cost per cached object.
+ */
+#include "kop/store.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kop/metrics.h"
+#include "testutil.h"
+
+static json_t *mkobj(const char *ns, const char *name, const char *owner_uid, int rv)
+{
+    char rvs[32];
+    snprintf(rvs, sizeof(rvs), "%d", rv);
+    json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:{s:i}}", "apiVersion", "v1", "kind",
+                          "ConfigMap", "metadata", "name", name, "namespace", ns, "resourceVersion",
+                          rvs, "data", "n", rv);
+    ck_assert_ptr_nonnull(o);
+    if (owner_uid) {
+        json_t *refs = json_pack("[{s:s, s:s, s:s, s:b}, {s:s, s:s, s:s}]", "kind", "MyResource",
+                                 "name", "x", "uid", owner_uid, "controller", 1, "kind", "Other",
+                                 "name", "y", "uid", "not-a-controller");
+        json_object_set_new(json_object_get(o, "metadata"), "ownerReferences", refs);
+    }
+    return o;
+}
+
+static struct kop_metrics *metrics;
+static struct kop_store *store;
+
+static void setup(void)
+{
+    metrics = kop_metrics_new(false);
+    ck_assert_ptr_nonnull(metrics);
+    ck_assert_int_eq(kop_store_new(metrics, &store), 0);
+}
+
+static void teardown(void)
+{
+    kop_store_free(store);
+    kop_metrics_free(metrics);
+    store = NULL;
+    metrics = NULL;
+}
+
+START_TEST(test_store_put_get_delete)
+{
+    json_t *old = NULL, *cur = NULL;
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", mkobj("ns1", "a", NULL, 1), &old, &cur), 0);
+    ck_assert_ptr_null(old);
+    ck_assert_ptr_nonnull(cur);
+    json_decref(cur);
+
+    json_t *v = kop_store_get(store, "ConfigMap", "ns1", "a");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(v, "metadata"), "resourceVersion")), "1");
+    ck_assert_ptr_null(kop_store_get(store, "ConfigMap", "ns2", "a"));
+    ck_assert_ptr_null(kop_store_get(store, "Secret", "ns1", "a"));
+    json_t *byk = kop_store_get_key(store, "ConfigMap/ns1/a");
+    ck_assert_ptr_eq(byk, v);
+    json_decref(byk);
+
+    /* Replace: the old value is handed back and stays valid for a reader
+     * that still holds it. */
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", mkobj("ns1", "a", NULL, 2), &old, NULL), 0);
+    ck_assert_ptr_eq(old, v);
+    json_decref(old);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(v, "data"), "n")), 1);
+    json_decref(v);
+    ck_assert_uint_eq(kop_store_count(store), 1);
+
+    ck_assert_int_eq(kop_store_delete(store, "ConfigMap", "ns1", "a", &old), 0);
+    ck_assert_ptr_nonnull(old);
+    json_decref(old);
+    ck_assert_int_eq(kop_store_delete(store, "ConfigMap", "ns1", "a", NULL), -ENOENT);
+    ck_assert_uint_eq(kop_store_count(store), 0);
+    ck_assert_uint_eq(kop_store_bytes(store), 0);
+}
+END_TEST
+
+START_TEST(test_store_bad_input)
+{
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", json_string("x"), NULL, NULL), -EINVAL);
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", json_pack("{s:{}}", "metadata"), NULL, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(kop_store_put(store, "Bad/Kind", mkobj("a", "b", NULL, 1), NULL, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(kop_store_put(store, NULL, mkobj("a", "b", NULL, 1), NULL, NULL), -EINVAL);
+    char buf[8];
+    ck_assert_int_eq(kop_store_key("Deployment", "ns", "name", buf, sizeof(buf)), -ENAMETOOLONG);
+    char big[64];
+    ck_assert_int_eq(kop_store_key("Namespace", NULL, "default", big, sizeof(big)), 0);
+    ck_assert_str_eq(big, "Namespace//default");
+}
+END_TEST
+
+START_TEST(test_store_cluster_scoped)
+{
+    json_t *ns = json_pack("{s:{s:s}}", "metadata", "name", "kube-system");
+    ck_assert_int_eq(kop_store_put(store, "Namespace", ns, NULL, NULL), 0);
+    json_t *v = kop_store_get_key(store, "Namespace//kube-system");
+    ck_assert_ptr_nonnull(v);
+    json_decref(v);
+    json_t *l = kop_store_list(store, NULL, "");
+    ck_assert_uint_eq(json_array_size(l), 1);
+    json_decref(l);
+}
+END_TEST
+
+START_TEST(test_store_indexes)
+{
+    ck_assert_int_eq(kop_store_put(store, "Deployment", mkobj("ns1", "a", "uid-1", 1), NULL, NULL),
+                     0);
+    ck_assert_int_eq(kop_store_put(store, "Service", mkobj("ns1", "a", "uid-1", 2), NULL, NULL), 0);
+    ck_assert_int_eq(kop_store_put(store, "Deployment", mkobj("ns2", "b", "uid-2", 3), NULL, NULL),
+                     0);
+    ck_assert_int_eq(kop_store_put(store, "Deployment", mkobj("ns2", "c", NULL, 4), NULL, NULL), 0);
+
+    json_t *l = kop_store_list(store, "Deployment", NULL);
+    ck_assert_uint_eq(json_array_size(l), 3);
+    json_decref(l);
+    l = kop_store_list(store, NULL, "ns1");
+    ck_assert_uint_eq(json_array_size(l), 2);
+    json_decref(l);
+    l = kop_store_list(store, "Deployment", "ns2");
+    ck_assert_uint_eq(json_array_size(l), 2);
+    json_decref(l);
+    l = kop_store_list(store, NULL, NULL);
+    ck_assert_uint_eq(json_array_size(l), 4);
+    json_decref(l);
+
+    l = kop_store_list_by_owner(store, "uid-1", NULL);
+    ck_assert_uint_eq(json_array_size(l), 2);
+    json_decref(l);
+    l = kop_store_list_by_owner(store, "uid-1", "Service");
+    ck_assert_uint_eq(json_array_size(l), 1);
+    json_decref(l);
+    /* A non-controller owner reference is not indexed. */
+    l = kop_store_list_by_owner(store, "not-a-controller", NULL);
+    ck_assert_uint_eq(json_array_size(l), 0);
+    json_decref(l);
+
+    /* Re-owning moves the entry between owner buckets. */
+    ck_assert_int_eq(kop_store_put(store, "Deployment", mkobj("ns1", "a", "uid-9", 5), NULL, NULL),
+                     0);
+    l = kop_store_list_by_owner(store, "uid-1", NULL);
+    ck_assert_uint_eq(json_array_size(l), 1);
+    json_decref(l);
+    l = kop_store_list_by_owner(store, "uid-9", "Deployment");
+    ck_assert_uint_eq(json_array_size(l), 1);
+    json_decref(l);
+
+    json_t *keys = kop_store_keys(store, "Deployment", "ns2");
+    ck_assert_uint_eq(json_object_size(keys), 2);
+    ck_assert_ptr_nonnull(json_object_get(keys, "Deployment/ns2/b"));
+    json_decref(keys);
+
+    ck_assert_int_eq(kop_store_delete(store, "Deployment", "ns2", "b", NULL), 0);
+    l = kop_store_list_by_owner(store, "uid-2", NULL);
+    ck_assert_uint_eq(json_array_size(l), 0);
+    json_decref(l);
+    l = kop_store_list(store, NULL, "ns2");
+    ck_assert_uint_eq(json_array_size(l), 1);
+    json_decref(l);
+}
+END_TEST
+
+START_TEST(test_store_strips_managed_fields)
+{
+    json_t *o = json_loads("{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\","
+                           "\"managedFields\":[{\"manager\":\"kubectl\"}],"
+                           "\"annotations\":{\"kubectl.kubernetes.io/last-applied-configuration\":"
+                           "\"{}\",\"keep\":\"me\"}},\"spec\":{\"x\":1}}",
+                           0, NULL);
+    ck_assert_ptr_nonnull(o);
+    json_incref(o); /* the caller keeps a reference: it must not be edited */
+    json_t *stored = NULL;
+    ck_assert_int_eq(kop_store_put(store, "Thing", o, NULL, &stored), 0);
+    json_t *meta = json_object_get(stored, "metadata");
+    ck_assert_ptr_null(json_object_get(meta, "managedFields"));
+    json_t *ann = json_object_get(meta, "annotations");
+    ck_assert_ptr_null(json_object_get(ann, "kubectl.kubernetes.io/last-applied-configuration"));
+    ck_assert_str_eq(json_string_value(json_object_get(ann, "keep")), "me");
+    /* The caller's value is untouched. */
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(o, "metadata"), "managedFields"));
+    ck_assert_ptr_nonnull(
+        json_object_get(json_object_get(json_object_get(o, "metadata"), "annotations"),
+                        "kubectl.kubernetes.io/last-applied-configuration"));
+    /* Unrelated subtrees are shared, not copied. */
+    ck_assert_ptr_eq(json_object_get(stored, "spec"), json_object_get(o, "spec"));
+    json_decref(stored);
+    json_decref(o);
+
+    /* Only the last-applied annotation: the annotations object disappears. */
+    o = json_loads("{\"metadata\":{\"name\":\"b\",\"annotations\":{"
+                   "\"kubectl.kubernetes.io/last-applied-configuration\":\"{}\"}}}",
+                   0, NULL);
+    ck_assert_int_eq(kop_store_put(store, "Thing", o, NULL, &stored), 0);
+    ck_assert_ptr_null(json_object_get(json_object_get(stored, "metadata"), "annotations"));
+    json_decref(stored);
+
+    /* Nothing to strip: the very same value is stored. */
+    o = mkobj("n", "c", NULL, 1);
+    json_incref(o);
+    ck_assert_int_eq(kop_store_put(store, "Thing", o, NULL, &stored), 0);
+    ck_assert_ptr_eq(stored, o);
+    json_decref(stored);
+    json_decref(o);
+}
+END_TEST
+
+START_TEST(test_store_gauges)
+{
+    struct kop_metric_family *fo =
+        kop_metrics_register(metrics, KOP_METRIC_GAUGE, "kop_store_objects", "x", NULL, NULL, 0);
+    struct kop_metric_family *fb =
+        kop_metrics_register(metrics, KOP_METRIC_GAUGE, "kop_store_bytes", "x", NULL, NULL, 0);
+    struct kop_metric *go = kop_metric_child(fo);
+    struct kop_metric *gb = kop_metric_child(fb);
+    json_t *o = mkobj("n", "a", NULL, 1);
+    size_t len = json_dumpb(o, NULL, 0, JSON_COMPACT);
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", o, NULL, NULL), 0);
+    ck_assert_int_eq((int)kop_metric_value(go), 1);
+    ck_assert_int_eq((int)kop_metric_value(gb), (int)len);
+    ck_assert_uint_eq(kop_store_bytes(store), len);
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", mkobj("n", "b", NULL, 1), NULL, NULL), 0);
+    ck_assert_int_eq((int)kop_metric_value(go), 2);
+    ck_assert_int_eq(kop_store_delete(store, "ConfigMap", "n", "a", NULL), 0);
+    ck_assert_int_eq(kop_store_delete(store, "ConfigMap", "n", "b", NULL), 0);
+    ck_assert_int_eq((int)kop_metric_value(go), 0);
+    ck_assert_int_eq((int)kop_metric_value(gb), 0);
+}
+END_TEST
+
+#define N_KEYS 64
+
+static atomic_bool stop_flag;
+
+static void *writer(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    for (int i = 0; i < 3000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "o%d", (i * 7 + id) % N_KEYS);
+        if (i % 5 == 4)
+            kop_store_delete(store, "ConfigMap", "ns", name, NULL);
+        else
+            kop_store_put(store, "ConfigMap", mkobj("ns", name, (i & 1) ? "u1" : "u2", i), NULL,
+                          NULL);
+    }
+    return NULL;
+}
+
+static void *reader(void *arg)
+{
+    long seen = 0;
+    while (!atomic_load(&stop_flag)) {
+        for (int k = 0; k < N_KEYS; k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "o%d", k);
+            json_t *v = kop_store_get(store, "ConfigMap", "ns", name);
+            if (v) {
+                /* Read deeply: a torn or freed value would crash or race. */
+                const char *n =
+                    json_string_value(json_object_get(json_object_get(v, "metadata"), "name"));
+                if (n && strcmp(n, name) == 0)
+                    seen++;
+                json_decref(v);
+            }
+        }
+        json_t *l = kop_store_list_by_owner(store, "u1", NULL);
+        seen += (long)json_array_size(l);
+        json_decref(l);
+        l = kop_store_list(store, "ConfigMap", "ns");
+        json_decref(l);
+    }
+    return (void *)(intptr_t)(seen > 0);
+}
+
+START_TEST(test_store_concurrent)
+{
+    atomic_store(&stop_flag, false);
+    pthread_t w[2], r[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&w[i], NULL, writer, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&r[i], NULL, reader, NULL), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(w[i], NULL);
+    atomic_store(&stop_flag, true);
+    for (int i = 0; i < 2; i++) {
+        void *res;
+        pthread_join(r[i], &res);
+        ck_assert(res != NULL);
+    }
+    json_t *l = kop_store_list(store, NULL, NULL);
+    ck_assert_uint_eq(json_array_size(l), kop_store_count(store));
+    json_decref(l);
+}
+END_TEST
+
+/* A Deployment as kop writes it and the apiserver returns it (defaults,
+ * status, ownerReference, managedFields that the store strips). */
+static json_t *deployment(int i)
+{
+    char name[64], uid[64], rv[32];
+    snprintf(name, sizeof(name), "myresource-%05d", i);
+    snprintf(uid, sizeof(uid), "6f1c2a3e-0000-4000-8000-%012d", i);
+    snprintf(rv, sizeof(rv), "%d", 100000 + i);
+    json_error_t err;
+    json_t *d = json_pack_ex(
+        &err, 0,
+        "{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:s, s:{s:s, s:s, s:s}, s:{s:s},"
+        " s:[{s:s, s:s, s:s, s:s, s:b, s:b}], s:[{s:s, s:s, s:s}]},"
+        " s:{s:i, s:{s:{s:s, s:s}}, s:{s:{s:{s:s, s:s}}, s:{s:[{s:s, s:s, s:[{s:s, s:i, s:s}],"
+        " s:{}, s:s, s:s, s:s}], s:s, s:i, s:s, s:{}, s:s}},"
+        " s:{s:s, s:{s:s, s:s}}, s:i, s:i, s:i},"
+        " s:{s:i, s:i, s:i, s:i, s:i, s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}",
+        "apiVersion", "apps/v1", "kind", "Deployment", "metadata", "name", name, "namespace",
+        "default", "uid", uid, "resourceVersion", rv, "generation", 1, "creationTimestamp",
+        "2026-06-15T04:14:53Z", "labels", "app.kubernetes.io/name", "myresource",
+        "app.kubernetes.io/instance", name, "app.kubernetes.io/managed-by", "kop", "annotations",
+        "deployment.kubernetes.io/revision", "1", "ownerReferences", "apiVersion",
+        "mygroup.example.com/v1", "kind", "MyResource", "name", name, "uid", uid, "controller", 1,
+        "blockOwnerDeletion", 1, "managedFields", "manager", "kop", "operation", "Update",
+        "apiVersion", "apps/v1", "spec", "replicas", 3, "selector", "matchLabels",
+        "app.kubernetes.io/name", "myresource", "app.kubernetes.io/instance", name, "template",
+        "metadata", "labels", "app.kubernetes.io/name", "myresource", "app.kubernetes.io/instance",
+        name, "spec", "containers", "name", "app", "image", "nginx:1.14.2", "ports", "name", "http",
+        "containerPort", 80, "protocol", "TCP", "resources", "terminationMessagePath",
+        "/dev/termination-log", "terminationMessagePolicy", "File", "imagePullPolicy",
+        "IfNotPresent", "restartPolicy", "Always", "terminationGracePeriodSeconds", 30, "dnsPolicy",
+        "ClusterFirst", "securityContext", "schedulerName", "default-scheduler", "strategy", "type",
+        "RollingUpdate", "rollingUpdate", "maxUnavailable", "25%", "maxSurge", "25%",
+        "revisionHistoryLimit", 10, "progressDeadlineSeconds", 600, "minReadySeconds", 0, "status",
+        "observedGeneration", 1, "replicas", 3, "updatedReplicas", 3, "readyReplicas", 3,
+        "availableReplicas", 3, "conditions", "type", "Available", "status", "True",
+        "lastUpdateTime", "2026-06-15T04:15:03Z", "lastTransitionTime", "2026-06-15T04:15:03Z",
+        "reason", "MinimumReplicasAvailable", "message", "Deployment has minimum availability.");
+    ck_assert_msg(d != NULL, "pack: %s", err.text);
+    return d;
+}
+
+START_TEST(test_store_memory_per_object)
+{
+    /* DESIGN §6 budget: < 2 KiB per cached child object. Measured with
+     * mallinfo2 around 10,000 inserts; reported, and bounded loosely here
+     * so a regression shows up. */
+    enum { N = 10000 };
+    size_t json_len = 0;
+    struct mallinfo2 before = mallinfo2();
+    for (int i = 0; i < N; i++) {
+        json_t *d = deployment(i);
+        ck_assert_int_eq(kop_store_put(store, "Deployment", d, NULL, NULL), 0);
+    }
+    struct mallinfo2 after = mallinfo2();
+    json_len = kop_store_bytes(store);
+    double per = (double)(after.uordblks - before.uordblks) / N;
+    fprintf(stderr, "store: %d Deployments, %.0f heap bytes/object, %.0f JSON bytes/object\n", N,
+            per, (double)json_len / N);
+    ck_assert_uint_eq(kop_store_count(store), N);
+    ck_assert_uint_gt(json_len, (size_t)N * 1000);
+    /* Sanitizer allocators do not feed mallinfo2: nothing to bound then. */
+    if (after.uordblks != before.uordblks)
+        ck_assert(per > 1000 && per < 16384);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_store_put_get_delete);
+    tcase_add_test(tc, test_store_bad_input);
+    tcase_add_test(tc, test_store_cluster_scoped);
+    tcase_add_test(tc, test_store_indexes);
+    tcase_add_test(tc, test_store_strips_managed_fields);
+    tcase_add_test(tc, test_store_gauges);
+    tcase_add_test(tc, test_store_concurrent);
+    tcase_add_test(tc, test_store_memory_per_object);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return kop_test_run(store_suite());
+}

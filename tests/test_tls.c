@@ -1,0 +1,726 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the TLS front: end-to-end requests through mbedTLS and MHD with
+ * libcurl clients verifying against the development CA, keep-alive under
+ * concurrency, certificate reload (good and bad pairs), protocol limits
+ * (TLS 1.1 refused, no h2), mutual TLS, the handshake timeout, garbage and
+ * per-address limits, and the graceful shutdown.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kop/clock.h"
+#include "kop/http.h"
+#include "kop/metrics.h"
+#include "kop/tls.h"
+#include "testutil.h"
+
+static atomic_int slow_started;
+
+static void echo_handler(void *userdata, const struct kop_http_request *req,
+                         struct kop_http_response *resp)
+{
+    char *b = malloc(req->body_len + 64);
+    if (!b)
+        return;
+    int n = snprintf(b, 64, "peer=%s;", req->peer);
+    memcpy(b + n, req->body, req->body_len);
+    resp->body = b;
+    resp->body_len = (size_t)n + req->body_len;
+    resp->content_type = "text/plain";
+}
+
+static void slow_handler(void *userdata, const struct kop_http_request *req,
+                         struct kop_http_response *resp)
+{
+    atomic_store(&slow_started, 1);
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    resp->body = strdup("slow");
+    resp->body_len = 4;
+}
+
+static void big_handler(void *userdata, const struct kop_http_request *req,
+                        struct kop_http_response *resp)
+{
+    size_t n = 4 << 20;
+    resp->body = malloc(n);
+    if (!resp->body)
+        return;
+    memset(resp->body, 'z', n);
+    resp->body_len = n;
+    resp->content_type = "text/plain";
+}
+
+static const struct kop_http_route routes[] = {
+    {.path = "/big", .methods = KOP_HTTP_GET, .fn = big_handler},
+    {.path = "/echo",
+     .methods = KOP_HTTP_GET | KOP_HTTP_POST,
+     .max_body = 1 << 20,
+     .fn = echo_handler},
+    {.path = "/slow", .methods = KOP_HTTP_GET, .fn = slow_handler},
+};
+
+struct fixture {
+    char *dir;
+    char ca[512];
+    struct kop_metrics *metrics;
+    struct kop_http_server *http;
+    struct kop_tls *tls;
+    uint16_t port;
+};
+
+static void run(const char *cmd)
+{
+    int rc = system(cmd);
+    ck_assert_msg(rc == 0, "command failed: %s", cmd);
+}
+
+static void gen_certs(const char *out, const char *cadir)
+{
+    const char *root = getenv("KOP_SOURCE_ROOT");
+    ck_assert_ptr_nonnull(root);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/gen-certs.sh' '%s' %s%s%s >/dev/null", root, out,
+             cadir ? "'" : "", cadir ? cadir : "", cadir ? "'" : "");
+    run(cmd);
+}
+
+static void fixture_start(struct fixture *f, bool mtls, int hs_timeout_ms, unsigned per_ip,
+                          int idle_ms)
+{
+    memset(f, 0, sizeof(*f));
+    f->dir = kop_test_tmpdir();
+    gen_certs(f->dir, NULL);
+    snprintf(f->ca, sizeof(f->ca), "%s/ca.crt", f->dir);
+    f->metrics = kop_metrics_new(false);
+    struct kop_http_server_options ho = {
+        .no_listen = true, .threads = 2, .name = "webhook", .metrics = f->metrics};
+    ck_assert_int_eq(kop_http_server_new(&ho, routes, sizeof(routes) / sizeof(routes[0]), &f->http),
+                     0);
+    ck_assert_int_eq(kop_http_server_start(f->http), 0);
+    struct kop_tls_options to = {
+        .host = "127.0.0.1",
+        .port = 0,
+        .cert_dir = f->dir,
+        .client_ca_file = mtls ? f->ca : NULL,
+        .handshake_timeout_ms = hs_timeout_ms,
+        .max_per_ip = per_ip,
+        .idle_timeout_ms = idle_ms,
+        .reload_interval_ms = 500,
+        .http = f->http,
+        .metrics = f->metrics,
+    };
+    ck_assert_int_eq(kop_tls_new(&to, &f->tls), 0);
+    ck_assert(!kop_tls_ready(f->tls));
+    ck_assert_int_eq(kop_tls_start(f->tls), 0);
+    ck_assert(kop_tls_ready(f->tls));
+    f->port = kop_tls_port(f->tls);
+    ck_assert_uint_ne(f->port, 0);
+}
+
+static void fixture_stop(struct fixture *f)
+{
+    ck_assert_int_eq(kop_tls_shutdown(f->tls, 2000), 0);
+    kop_tls_free(f->tls);
+    kop_http_server_free(f->http);
+    kop_metrics_free(f->metrics);
+    kop_test_rmdir(f->dir);
+    free(f->dir);
+}
+
+static double metric(struct fixture *f, enum kop_metric_type type, const char *name)
+{
+    return kop_metric_value(
+        kop_metric_child(kop_metrics_register(f->metrics, type, name, "x", NULL, NULL, 0)));
+}
+
+static double rejected(struct fixture *f, const char *reason)
+{
+    static const char *const l[] = {"reason", NULL};
+    return kop_metric_value(kop_metric_child(
+        kop_metrics_register(f->metrics, KOP_METRIC_COUNTER, "kop_tls_connections_rejected_total",
+                             "x", l, NULL, 0),
+        reason));
+}
+
+/* ---- curl helpers ------------------------------------------------------- */
+
+struct buf {
+    char *p;
+    size_t len;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
+{
+    struct buf *b = ud;
+    char *np = realloc(b->p, b->len + size * n + 1);
+    if (!np)
+        return 0;
+    b->p = np;
+    memcpy(b->p + b->len, ptr, size * n);
+    b->len += size * n;
+    b->p[b->len] = '\0';
+    return size * n;
+}
+
+static CURL *client(const struct fixture *f, const char *path)
+{
+    CURL *h = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", (unsigned)f->port, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, f->ca);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    return h;
+}
+
+static CURLcode perform(CURL *h, struct buf *b, long *status)
+{
+    memset(b, 0, sizeof(*b));
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+    CURLcode rc = curl_easy_perform(h);
+    *status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    return rc;
+}
+
+/* Serial number of the certificate served to a fresh handshake ("" on failure). */
+static void served_serial(const struct fixture *f, char *out, size_t len)
+{
+    out[0] = '\0';
+    CURL *h = client(f, "/echo");
+    curl_easy_setopt(h, CURLOPT_CERTINFO, 1L);
+    struct buf b;
+    long st;
+    if (perform(h, &b, &st) == CURLE_OK) {
+        struct curl_certinfo *ci = NULL;
+        curl_easy_getinfo(h, CURLINFO_CERTINFO, &ci);
+        for (struct curl_slist *s = ci && ci->num_of_certs ? ci->certinfo[0] : NULL; s;
+             s = s->next) {
+            if (strncmp(s->data, "Serial Number:", 14) == 0) {
+                snprintf(out, len, "%s", s->data + 14);
+                break;
+            }
+        }
+    }
+    free(b.p);
+    curl_easy_cleanup(h);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+START_TEST(test_tls_request_works)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    CURL *h = client(&f, "/echo?timeout=10s");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "hello");
+    struct buf b;
+    long st;
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    ck_assert_str_eq(b.p, "peer=127.0.0.1;hello");
+    free(b.p);
+    long ver = 0;
+    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
+    ck_assert_int_eq(ver, CURL_HTTP_VERSION_1_1);
+    curl_easy_cleanup(h);
+    ck_assert_double_eq(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total"), 1);
+    ck_assert(metric(&f, KOP_METRIC_GAUGE, "kop_serving_cert_expiry_seconds") >
+              (double)time(NULL) + 86400);
+    fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_tls_alpn_h2_falls_back_to_http11)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    CURL *h = client(&f, "/echo");
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    struct buf b;
+    long st;
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    long ver = 0;
+    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
+    ck_assert_int_eq(ver, CURL_HTTP_VERSION_1_1);
+    free(b.p);
+    curl_easy_cleanup(h);
+    /* A client offering only h2 still completes the handshake, without ALPN. */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "echo | timeout 10 openssl s_client -connect 127.0.0.1:%u -alpn h2 -CAfile '%s' "
+             "2>&1 | grep -q 'No ALPN negotiated'",
+             (unsigned)f.port, f.ca);
+    run(cmd);
+    fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_tls_old_versions_refused)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    CURL *h = client(&f, "/echo");
+    curl_easy_setopt(h, CURLOPT_SSLVERSION,
+                     (long)(CURL_SSLVERSION_TLSv1 | CURL_SSLVERSION_MAX_TLSv1_1));
+    struct buf b;
+    long st;
+    ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
+    free(b.p);
+    curl_easy_cleanup(h);
+    /* TLS 1.3-only clients cannot connect either (mbedTLS 2.28: 1.2 only). */
+    h = client(&f, "/echo");
+    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    free(b.p);
+    curl_easy_cleanup(h);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* ---- concurrency and reload --------------------------------------------- */
+
+struct worker {
+    const struct fixture *f;
+    atomic_bool *stop;
+    int min_requests;
+    int ok, failed;
+    long connects;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    CURL *h = client(w->f, "/echo");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"x\":1}");
+    for (int i = 0; i < w->min_requests || !atomic_load(w->stop); i++) {
+        struct buf b;
+        long st;
+        CURLcode rc = perform(h, &b, &st);
+        if (rc == CURLE_OK && st == 200 && b.p && strcmp(b.p, "peer=127.0.0.1;{\"x\":1}") == 0)
+            w->ok++;
+        else
+            w->failed++;
+        free(b.p);
+        long c = 0;
+        curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &c);
+        w->connects += c;
+        if (i > 100000)
+            break;
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+#define N_WORKERS 64
+
+START_TEST(test_tls_concurrent_keepalive_and_reload)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    char before[128], after[128];
+    served_serial(&f, before, sizeof(before));
+    ck_assert_str_ne(before, "");
+
+    atomic_bool stop = false;
+    static struct worker w[N_WORKERS];
+    pthread_t th[N_WORKERS];
+    for (int i = 0; i < N_WORKERS; i++) {
+        w[i] = (struct worker){.f = &f, .stop = &stop, .min_requests = 20};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    /* New serving certificate from the same CA, renamed over the old files. */
+    char *dir2 = kop_test_tmpdir();
+    gen_certs(dir2, f.dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "mv -f '%s/tls.key' '%s/tls.key' && mv -f '%s/tls.crt' '%s/tls.crt'",
+             dir2, f.dir, dir2, f.dir);
+    run(cmd);
+    int64_t t0 = kop_clock_now_ns();
+    bool changed = false;
+    while (kop_clock_now_ns() - t0 < 10 * KOP_NSEC_PER_SEC) {
+        served_serial(&f, after, sizeof(after));
+        if (after[0] && strcmp(after, before) != 0) {
+            changed = true;
+            break;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stop, true);
+    int ok = 0, failed = 0;
+    long connects = 0;
+    for (int i = 0; i < N_WORKERS; i++) {
+        pthread_join(th[i], NULL);
+        ok += w[i].ok;
+        failed += w[i].failed;
+        connects += w[i].connects;
+    }
+    ck_assert_msg(changed, "the new certificate was not served within 10 s");
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_ge(ok, N_WORKERS * 20);
+    ck_assert_int_eq(connects, N_WORKERS); /* one connection each: keep-alive */
+    ck_assert_double_eq(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total"),
+                        0);
+    ck_assert(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total") >= 2);
+    kop_test_rmdir(dir2);
+    free(dir2);
+    fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_tls_bad_pair_keeps_old)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    char before[128], after[128];
+    served_serial(&f, before, sizeof(before));
+    ck_assert_str_ne(before, "");
+    /* A key that does not match the certificate. */
+    char *dir2 = kop_test_tmpdir();
+    gen_certs(dir2, f.dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "mv -f '%s/tls.key' '%s/tls.key'", dir2, f.dir);
+    run(cmd);
+    int64_t t0 = kop_clock_now_ns();
+    while (metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total") < 1 &&
+           kop_clock_now_ns() - t0 < 5 * KOP_NSEC_PER_SEC) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_ge(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total"),
+                        1);
+    served_serial(&f, after, sizeof(after));
+    ck_assert_str_eq(after, before);
+    /* Garbage certificate: still the old pair. */
+    snprintf(cmd, sizeof(cmd), "echo garbage > '%s/x' && mv -f '%s/x' '%s/tls.crt'", dir2, dir2,
+             f.dir);
+    run(cmd);
+    double errs = metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total");
+    t0 = kop_clock_now_ns();
+    while (metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total") < errs + 1 &&
+           kop_clock_now_ns() - t0 < 5 * KOP_NSEC_PER_SEC) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_ge(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total"),
+                        errs + 1);
+    served_serial(&f, after, sizeof(after));
+    ck_assert_str_eq(after, before);
+    kop_test_rmdir(dir2);
+    free(dir2);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* ---- mutual TLS --------------------------------------------------------- */
+
+START_TEST(test_tls_client_certificate_required)
+{
+    struct fixture f;
+    fixture_start(&f, true, 0, 0, 0);
+    CURL *h = client(&f, "/echo");
+    struct buf b;
+    long st;
+    ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
+    free(b.p);
+    curl_easy_cleanup(h);
+
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && openssl ecparam -name prime256v1 -genkey -noout -out client.key && "
+             "openssl req -new -key client.key -subj /CN=kube-apiserver -out client.csr "
+             "2>/dev/null && printf 'extendedKeyUsage=clientAuth\\n' > client.ext && "
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-days 1 -extfile client.ext -out client.crt 2>/dev/null",
+             f.dir);
+    run(cmd);
+    char crt[600], key[600];
+    snprintf(crt, sizeof(crt), "%s/client.crt", f.dir);
+    snprintf(key, sizeof(key), "%s/client.key", f.dir);
+    h = client(&f, "/echo");
+    curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
+    curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    free(b.p);
+    curl_easy_cleanup(h);
+    ck_assert_double_ge(rejected(&f, "handshake_error"), 1);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* ---- hostile clients ---------------------------------------------------- */
+
+static int connect_local(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* Milliseconds until the server closes fd (reads and drops data), -1 after
+ * limit_ms. */
+static int ms_until_closed(int fd, int limit_ms)
+{
+    int64_t t0 = kop_clock_now_ns();
+    for (;;) {
+        int64_t el = (kop_clock_now_ns() - t0) / KOP_NSEC_PER_MSEC;
+        if (el >= limit_ms)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(limit_ms - el)) <= 0)
+            continue;
+        char buf[512];
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0)
+            return (int)((kop_clock_now_ns() - t0) / KOP_NSEC_PER_MSEC);
+    }
+}
+
+static void assert_serving(const struct fixture *f)
+{
+    CURL *h = client(f, "/echo");
+    struct buf b;
+    long st;
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    free(b.p);
+    curl_easy_cleanup(h);
+}
+
+START_TEST(test_tls_handshake_timeout_and_garbage)
+{
+    struct fixture f;
+    fixture_start(&f, false, 400, 0, 0);
+    int silent = connect_local(f.port);
+    int half = connect_local(f.port);
+    /* The first bytes of a ClientHello record, then silence. */
+    const unsigned char part[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01};
+    ck_assert_int_eq(send(half, part, sizeof(part), 0), (ssize_t)sizeof(part));
+    /* Others are served meanwhile. */
+    assert_serving(&f);
+    int garbage = connect_local(f.port);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ck_assert_int_eq(send(garbage, junk, sizeof(junk) - 1, 0), (ssize_t)(sizeof(junk) - 1));
+    int g = ms_until_closed(garbage, 3000);
+    ck_assert_int_ge(g, 0);
+    ck_assert_int_lt(g, 300); /* garbage is refused at once, not at the timeout */
+    ck_assert_int_ge(ms_until_closed(silent, 3000), 0);
+    ck_assert_int_ge(ms_until_closed(half, 3000), 0);
+    close(silent);
+    close(half);
+    close(garbage);
+    ck_assert_double_ge(rejected(&f, "handshake_timeout"), 2);
+    ck_assert_double_ge(rejected(&f, "handshake_error"), 1);
+    assert_serving(&f);
+    fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_tls_per_ip_limit)
+{
+    struct fixture f;
+    fixture_start(&f, false, 2000, 2, 0);
+    int a = connect_local(f.port);
+    int b = connect_local(f.port);
+    int c = connect_local(f.port);
+    /* The third is accepted and closed at once. */
+    int t = ms_until_closed(c, 1500);
+    ck_assert_int_ge(t, 0);
+    ck_assert_int_lt(t, 1000);
+    ck_assert_double_eq(rejected(&f, "per_ip"), 1);
+    close(a);
+    close(b);
+    close(c);
+    /* Slots are given back when connections close. */
+    int64_t t0 = kop_clock_now_ns();
+    double before = rejected(&f, "per_ip");
+    for (;;) {
+        CURL *h = client(&f, "/echo");
+        struct buf buf;
+        long st;
+        CURLcode rc = perform(h, &buf, &st);
+        free(buf.p);
+        curl_easy_cleanup(h);
+        if (rc == CURLE_OK) {
+            ck_assert_int_eq(st, 200);
+            break;
+        }
+        ck_assert(kop_clock_now_ns() - t0 < 3 * KOP_NSEC_PER_SEC);
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(rejected(&f, "per_ip") >= before);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* A client that stops reading a large response must not hold up others. */
+static atomic_int stalled;
+
+static size_t stall_write(char *ptr, size_t size, size_t n, void *ud)
+{
+    if (!atomic_exchange(&stalled, 1)) {
+        struct timespec ts = {1, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return size * n;
+}
+
+static void *stall_thread(void *arg)
+{
+    const struct fixture *f = arg;
+    CURL *h = client(f, "/big");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stall_write);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 1024L);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    return (void *)(intptr_t)rc;
+}
+
+START_TEST(test_tls_slow_reader_does_not_block_others)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    atomic_store(&stalled, 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, stall_thread, &f), 0);
+    while (!atomic_load(&stalled)) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* While the stalled client sleeps, others get answers quickly. */
+    int64_t t0 = kop_clock_now_ns();
+    for (int i = 0; i < 5; i++)
+        assert_serving(&f);
+    ck_assert_int_lt((kop_clock_now_ns() - t0) / KOP_NSEC_PER_MSEC, 1000);
+    void *ret = NULL;
+    pthread_join(th, &ret);
+    ck_assert_int_eq((int)(intptr_t)ret, CURLE_OK); /* and receives everything in the end */
+    fixture_stop(&f);
+}
+END_TEST
+
+START_TEST(test_tls_idle_timeout)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 300);
+    int fd = connect_local(f.port);
+    CURL *h = client(&f, "/echo");
+    struct buf b;
+    long st;
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    free(b.p);
+    /* The idle keep-alive connection is closed; curl reconnects. */
+    int64_t t0 = kop_clock_now_ns();
+    while (rejected(&f, "idle_timeout") < 1 && kop_clock_now_ns() - t0 < 3 * KOP_NSEC_PER_SEC) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_ge(rejected(&f, "idle_timeout"), 1);
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    long connects = 0;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
+    ck_assert_int_eq(connects, 1);
+    free(b.p);
+    curl_easy_cleanup(h);
+    close(fd);
+    fixture_stop(&f);
+}
+END_TEST
+
+struct slow_call {
+    const struct fixture *f;
+    CURLcode rc;
+    long status;
+};
+
+static void *slow_thread(void *arg)
+{
+    struct slow_call *sc = arg;
+    CURL *h = client(sc->f, "/slow");
+    struct buf b;
+    sc->rc = perform(h, &b, &sc->status);
+    free(b.p);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+START_TEST(test_tls_shutdown_finishes_in_flight)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    atomic_store(&slow_started, 0);
+    struct slow_call sc = {.f = &f};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_thread, &sc), 0);
+    for (int i = 0; i < 1000 && !atomic_load(&slow_started); i++) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(atomic_load(&slow_started));
+    ck_assert_int_eq(kop_tls_shutdown(f.tls, 5000), 0);
+    ck_assert(!kop_tls_ready(f.tls));
+    pthread_join(th, NULL);
+    ck_assert_int_eq(sc.rc, CURLE_OK);
+    ck_assert_int_eq(sc.status, 200);
+    /* Not accepting any more. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(f.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_ne(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd);
+    fixture_stop(&f);
+}
+END_TEST
+
+static Suite *tls_suite(void)
+{
+    Suite *s = suite_create("tls");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_tls_request_works);
+    tcase_add_test(tc, test_tls_alpn_h2_falls_back_to_http11);
+    tcase_add_test(tc, test_tls_old_versions_refused);
+    tcase_add_test(tc, test_tls_concurrent_keepalive_and_reload);
+    tcase_add_test(tc, test_tls_bad_pair_keeps_old);
+    tcase_add_test(tc, test_tls_client_certificate_required);
+    tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
+    tcase_add_test(tc, test_tls_per_ip_limit);
+    tcase_add_test(tc, test_tls_slow_reader_does_not_block_others);
+    tcase_add_test(tc, test_tls_idle_timeout);
+    tcase_add_test(tc, test_tls_shutdown_finishes_in_flight);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = kop_test_run(tls_suite());
+    curl_global_cleanup();
+    return rc;
+}
