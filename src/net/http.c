@@ -62,6 +62,7 @@ struct kop_http_server {
     atomic_uint in_flight;
     atomic_bool draining;
     atomic_bool stopped;
+    int quiesced_fd;      /* listen socket handed back by MHD_quiesce_daemon, -1 */
     pthread_mutex_t lock; /* guards mhd against stop racing add_connection/quiesce */
 };
 
@@ -606,6 +607,7 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     srv->opts.name = srv->name;
     srv->opts.host = NULL;
     pthread_mutex_init(&srv->lock, NULL);
+    srv->quiesced_fd = -1;
     int r = -ENOMEM;
     srv->routes = calloc(n_routes ? n_routes : 1, sizeof(*srv->routes));
     if (!srv->routes)
@@ -787,9 +789,14 @@ void kop_http_server_drain(struct kop_http_server *srv)
         return;
     pthread_mutex_lock(&srv->lock);
     if (!atomic_exchange(&srv->draining, true) && srv->mhd && !srv->opts.no_listen) {
+        /* MHD's thread may still be taking the socket out of its epoll
+         * set, so the descriptor is not closed until MHD has stopped;
+         * shutdown() already makes the kernel refuse new connections. */
         MHD_socket s = MHD_quiesce_daemon(srv->mhd);
-        if (s != MHD_INVALID_SOCKET)
-            close(s);
+        if (s != MHD_INVALID_SOCKET) {
+            shutdown(s, SHUT_RDWR);
+            srv->quiesced_fd = s;
+        }
     }
     pthread_mutex_unlock(&srv->lock);
 }
@@ -821,6 +828,10 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     pthread_mutex_unlock(&srv->lock);
     if (d)
         MHD_stop_daemon(d);
+    if (srv->quiesced_fd >= 0) {
+        close(srv->quiesced_fd);
+        srv->quiesced_fd = -1;
+    }
     return r;
 }
 
