@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim against its contract (DESIGN.md §5): a real kubesim process on a
+ * kernel-chosen port, spoken to over HTTPS with libcurl, the generated CA
+ * and a bearer token. Covers authentication, CRUD with the apiserver's
+ * Status bodies, optimistic concurrency, selectors and paging, watches
+ * (resume, bookmarks, selector transitions, 410 after compaction, dropped
+ * watches), garbage collection, finalizers, the status subresource, CRD
+ * registration with schema defaults, the Deployment controller, injected
+ * faults and request statistics.
+ */
+#include "testutil.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOKEN "kubesim-test-token"
+
+static struct kop_test_proc sim;
+static char *tmpdir;
+static char *ca_path;
+static char base_url[128];
+
+struct resp {
+    long code;
+    char *body;
+    size_t len;
+    char *headers;
+    size_t hlen;
+    CURLcode rc;
+};
+
+static size_t append(char *p, size_t s, size_t n, void *ud, bool headers)
+{
+    struct resp *r = ud;
+    char **buf = headers ? &r->headers : &r->body;
+    size_t *len = headers ? &r->hlen : &r->len;
+    char *nb = realloc(*buf, *len + s * n + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + *len, p, s * n);
+    *len += s * n;
+    nb[*len] = '\0';
+    *buf = nb;
+    return s * n;
+}
+
+static size_t on_body(char *p, size_t s, size_t n, void *ud)
+{
+    return append(p, s, n, ud, false);
+}
+
+static size_t on_header(char *p, size_t s, size_t n, void *ud)
+{
+    return append(p, s, n, ud, true);
+}
+
+static void resp_free(struct resp *r)
+{
+    free(r->body);
+    free(r->headers);
+    memset(r, 0, sizeof(*r));
+}
+
+static struct resp request(const char *method, const char *path, const char *ctype,
+                           const char *body, const char *token)
+{
+    struct resp r = {0};
+    char url[1024];
+    char auth[256];
+    char ct[128];
+    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token ? token : TOKEN);
+    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
+    CURL *h = curl_easy_init();
+    ck_assert_ptr_nonnull(h);
+    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
+    hdrs = curl_slist_append(hdrs, ct);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    r.rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.code);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (!r.body)
+        r.body = strdup("");
+    return r;
+}
+
+static json_t *request_json(const char *method, const char *path, const char *body, long want_code)
+{
+    struct resp r = request(method, path, NULL, body, NULL);
+    ck_assert_msg(r.code == want_code, "%s %s: got %ld want %ld: %s", method, path, r.code,
+                  want_code, r.body);
+    json_t *v = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(v);
+    resp_free(&r);
+    return v;
+}
+
+static const char *jpath(const json_t *v, const char *a, const char *b)
+{
+    const json_t *x = json_object_get(v, a);
+    if (b)
+        x = json_object_get(x, b);
+    return json_string_value(x);
+}
+
+static void start_sim(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    tmpdir = kop_test_tmpdir();
+    ck_assert_ptr_nonnull(tmpdir);
+    size_t n = strlen(tmpdir) + 16;
+    ca_path = malloc(n);
+    snprintf(ca_path, n, "%s/ca.pem", tmpdir);
+    char *kc = malloc(n + 8);
+    snprintf(kc, n + 8, "%s/kubeconfig", tmpdir);
+    char *argv[] = {(char *)kop_test_bin("kubesim"),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--kubeconfig-out",
+                    kc,
+                    "--ca-out",
+                    ca_path,
+                    "--token",
+                    TOKEN,
+                    "--deployment-ready-delay",
+                    "100ms",
+                    "--bookmark-interval",
+                    "200ms",
+                    "--seed",
+                    "7",
+                    NULL};
+    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
+    char *line = NULL;
+    long at = kop_test_wait_for(&sim, 0, "https://", 10000, &line);
+    ck_assert_msg(at > 0, "kubesim did not print its URL");
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl = '\0';
+    snprintf(base_url, sizeof(base_url), "%s", line);
+    free(line);
+    /* The kubeconfig has the server and the CA data. */
+    char *cfg = kop_test_read_file(kc, NULL);
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_ptr_nonnull(strstr(cfg, base_url));
+    ck_assert_ptr_nonnull(strstr(cfg, "certificate-authority-data: "));
+    ck_assert_ptr_nonnull(strstr(cfg, "token: " TOKEN));
+    free(cfg);
+    free(kc);
+}
+
+static void stop_sim(void)
+{
+    int st = kop_test_stop(&sim, SIGTERM, 5000);
+    ck_assert_msg(st == 0, "kubesim exit status %d", st);
+    kop_test_rmdir(tmpdir);
+    free(tmpdir);
+    free(ca_path);
+    curl_global_cleanup();
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+START_TEST(test_kubesim_unauthorized)
+{
+    struct resp r = request("GET", "/api/v1/namespaces", NULL, NULL, "wrong");
+    ck_assert_int_eq(r.code, 401);
+    ck_assert_str_eq(r.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                             "\"status\":\"Failure\",\"message\":\"Unauthorized\",\"reason\":"
+                             "\"Unauthorized\",\"code\":401}\n");
+    resp_free(&r);
+    r = request("GET", "/no/such/path", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 404);
+    ck_assert_str_eq(r.body, "404 page not found\n");
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_kubesim_discovery)
+{
+    json_t *v = request_json("GET", "/api/v1", NULL, 200);
+    ck_assert_str_eq(jpath(v, "kind", NULL), "APIResourceList");
+    ck_assert_ptr_null(json_object_get(v, "apiVersion"));
+    json_decref(v);
+    v = request_json("GET", "/apis/apps/v1", NULL, 200);
+    ck_assert_str_eq(jpath(v, "groupVersion", NULL), "apps/v1");
+    json_decref(v);
+    v = request_json("GET", "/version", NULL, 200);
+    ck_assert_str_eq(jpath(v, "gitVersion", NULL), "v1.32.3");
+    json_decref(v);
+    v = request_json("GET", "/api/v1/namespaces/kube-system", NULL, 200);
+    ck_assert_str_eq(jpath(v, "kind", NULL), "Namespace");
+    json_decref(v);
+}
+END_TEST
+
+START_TEST(test_kubesim_crud_and_conflicts)
+{
+    const char *cm =
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm1\"},"
+        "\"data\":{\"a\":\"1\"}}";
+    json_t *created = request_json("POST", "/api/v1/namespaces/default/configmaps", cm, 201);
+    const char *rv = jpath(created, "metadata", "resourceVersion");
+    ck_assert_ptr_nonnull(rv);
+    ck_assert_ptr_nonnull(jpath(created, "metadata", "uid"));
+    ck_assert_ptr_nonnull(jpath(created, "metadata", "creationTimestamp"));
+
+    struct resp r = request("POST", "/api/v1/namespaces/default/configmaps", NULL, cm, NULL);
+    ck_assert_int_eq(r.code, 409);
+    ck_assert_str_eq(r.body,
+                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
+                     "\"Failure\",\"message\":\"configmaps \\\"cm1\\\" already exists\","
+                     "\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"cm1\",\"kind\":"
+                     "\"configmaps\"},\"code\":409}\n");
+    resp_free(&r);
+
+    /* Stale resourceVersion -> 409 Conflict with the apiserver's message. */
+    json_t *upd = json_deep_copy(created);
+    json_object_set_new(json_object_get(upd, "data"), "a", json_string("2"));
+    char *body = json_dumps(upd, JSON_COMPACT); /* test-side serialization */
+    json_t *updated = request_json("PUT", "/api/v1/namespaces/default/configmaps/cm1", body, 200);
+    ck_assert_str_ne(jpath(updated, "metadata", "resourceVersion"), rv);
+    r = request("PUT", "/api/v1/namespaces/default/configmaps/cm1", NULL, body, NULL);
+    ck_assert_int_eq(r.code, 409);
+    ck_assert_ptr_nonnull(strstr(r.body,
+                                 "\"message\":\"Operation cannot be fulfilled on configmaps "
+                                 "\\\"cm1\\\": the object has been modified; please apply "
+                                 "your changes to the latest version and try again\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"Conflict\""));
+    resp_free(&r);
+    free(body);
+
+    /* A no-op merge patch does not bump the resourceVersion. */
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/cm1",
+                "application/merge-patch+json", "{\"data\":{\"a\":\"2\"}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, jpath(updated, "metadata", "resourceVersion")));
+    resp_free(&r);
+
+    r = request("GET", "/api/v1/namespaces/default/services/missing", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 404);
+    ck_assert_str_eq(r.body,
+                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
+                     "\"Failure\",\"message\":\"services \\\"missing\\\" not found\","
+                     "\"reason\":\"NotFound\",\"details\":{\"name\":\"missing\",\"kind\":"
+                     "\"services\"},\"code\":404}\n");
+    resp_free(&r);
+
+    r = request("POST", "/api/v1/namespaces/nope/configmaps", NULL, cm, NULL);
+    ck_assert_int_eq(r.code, 404);
+    ck_assert_ptr_nonnull(strstr(r.body, "namespaces \\\"nope\\\" not found"));
+    resp_free(&r);
+
+    r = request("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", NULL,
+                "{\"metadata\":{\"name\":\"test_\"},\"spec\":{}}", NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"message\":\"Lease.coordination.k8s.io \\\"test_\\\" is "
+                                         "invalid: metadata.name: Invalid value: \\\"test_\\\": a "
+                                         "lowercase RFC 1123 subdomain"));
+    resp_free(&r);
+
+    /* Delete answers a Success Status with the uid; preconditions conflict. */
+    r = request("DELETE", "/api/v1/namespaces/default/configmaps/cm1", NULL,
+                "{\"preconditions\":{\"uid\":\"x\"}}", NULL);
+    ck_assert_int_eq(r.code, 409);
+    ck_assert_ptr_nonnull(strstr(r.body, "Precondition failed: UID in precondition: x"));
+    resp_free(&r);
+    r = request("DELETE", "/api/v1/namespaces/default/configmaps/cm1", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\","
+             "\"details\":{\"name\":\"cm1\",\"kind\":\"configmaps\",\"uid\":\"%s\"}}\n",
+             jpath(created, "metadata", "uid"));
+    ck_assert_str_eq(r.body, want);
+    resp_free(&r);
+    json_decref(created);
+    json_decref(updated);
+    json_decref(upd);
+}
+END_TEST
+
+START_TEST(test_kubesim_selectors_and_paging)
+{
+    static const char *const tiers[] = {"a", "b", "c", "a", "b"};
+    for (int i = 0; i < 5; i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"metadata\":{\"name\":\"cm-%d\",\"labels\":{\"tier\":\"%s\"%s}}}", i, tiers[i],
+                 i == 0 ? ",\"env\":\"prod\"" : "");
+        json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+    }
+    json_t *l = request_json(
+        "GET", "/api/v1/namespaces/default/configmaps?labelSelector=tier%20in%20(a,b),env!=prod",
+        NULL, 200);
+    ck_assert_str_eq(jpath(l, "kind", NULL), "ConfigMapList");
+    ck_assert_int_eq(json_array_size(json_object_get(l, "items")), 3);
+    ck_assert_ptr_null(json_object_get(json_array_get(json_object_get(l, "items"), 0), "kind"));
+    json_decref(l);
+    l = request_json("GET", "/api/v1/configmaps?labelSelector=!env,tier", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(l, "items")), 4);
+    json_decref(l);
+    l = request_json("GET",
+                     "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dcm-2",
+                     NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(l, "items")), 1);
+    json_decref(l);
+    struct resp r = request("GET", "/api/v1/configmaps?labelSelector=a%20in%20b", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 400);
+    resp_free(&r);
+
+    /* limit/continue walks every item exactly once. */
+    char path[1024] = "/api/v1/namespaces/default/configmaps?limit=2";
+    int seen = 0, pages = 0;
+    for (;;) {
+        l = request_json("GET", path, NULL, 200);
+        seen += (int)json_array_size(json_object_get(l, "items"));
+        pages++;
+        const char *cont = jpath(l, "metadata", "continue");
+        if (!cont || !*cont) {
+            json_decref(l);
+            break;
+        }
+        char *esc = curl_easy_escape(NULL, cont, 0);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?limit=2&continue=%s",
+                 esc);
+        curl_free(esc);
+        json_decref(l);
+        ck_assert_int_lt(pages, 10);
+    }
+    ck_assert_int_eq(seen, 5);
+    ck_assert_int_eq(pages, 3);
+}
+END_TEST
+
+START_TEST(test_kubesim_watch_resume_bookmark_selector)
+{
+    json_t *l = request_json("GET", "/api/v1/namespaces/default/configmaps", NULL, 200);
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%s", jpath(l, "metadata", "resourceVersion"));
+    json_decref(l);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"w1\",\"labels\":{\"x\":\"y\"}}}", 201));
+    struct resp r =
+        request("PATCH", "/api/v1/namespaces/default/configmaps/w1", "application/merge-patch+json",
+                "{\"metadata\":{\"labels\":{\"x\":\"z\"}}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+
+    char path[256];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
+             "&allowWatchBookmarks=true&labelSelector=x%%3Dy",
+             rv);
+    r = request("GET", path, NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_int_eq(r.rc, CURLE_OK);
+    /* Entering the selector is ADDED, leaving it is DELETED, then bookmarks. */
+    char *added = strstr(r.body, "{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\"");
+    char *deleted = strstr(r.body, "{\"type\":\"DELETED\",\"object\":{\"kind\":\"ConfigMap\"");
+    char *bookmark = strstr(r.body, "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"ConfigMap\","
+                                    "\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"");
+    ck_assert_ptr_nonnull(added);
+    ck_assert_ptr_nonnull(deleted);
+    ck_assert_ptr_nonnull(bookmark);
+    ck_assert(added < deleted);
+    ck_assert(deleted < bookmark);
+    ck_assert_ptr_nonnull(strstr(r.headers, "chunked"));
+    resp_free(&r);
+
+    /* resourceVersion=0: synthetic ADDED for what exists. */
+    r = request("GET", "/api/v1/namespaces?watch=true&resourceVersion=0&timeoutSeconds=1", NULL,
+                NULL, NULL);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"name\":\"kube-system\""));
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_kubesim_watch_410_after_compaction)
+{
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"c1\"}}", 201));
+    json_decref(request_json("POST", "/_kubesim/faults", "{\"compact\":true}", 200));
+    struct resp r = request(
+        "GET", "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=2", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body,
+                                 "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\","
+                                 "\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
+                                 "\"Failure\",\"message\":\"too old resource version: 2 ("));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"Expired\",\"code\":410}}\n"));
+    resp_free(&r);
+}
+END_TEST
+
+struct watch_thread {
+    pthread_t t;
+    struct resp r;
+    double secs;
+};
+
+static void *watch_main(void *arg)
+{
+    struct watch_thread *w = arg;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    w->r = request("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=10", NULL,
+                   NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    w->secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    return NULL;
+}
+
+START_TEST(test_kubesim_dropped_watch)
+{
+    struct watch_thread w;
+    memset(&w, 0, sizeof(w));
+    ck_assert_int_eq(pthread_create(&w.t, NULL, watch_main, &w), 0);
+    sleep_ms(300);
+    json_decref(request_json("POST", "/_kubesim/faults", "{\"dropWatches\":true}", 200));
+    pthread_join(w.t, NULL);
+    ck_assert_msg(w.secs < 5.0, "watch was not dropped (%.1fs)", w.secs);
+    ck_assert_int_ne(w.r.rc, CURLE_OK);
+    resp_free(&w.r);
+}
+END_TEST
+
+START_TEST(test_kubesim_gc_cascade)
+{
+    json_t *owner = request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"own\"},\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\"}},"
+        "\"template\":{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":{\"containers\":[{\"name\":"
+        "\"c\",\"image\":\"nginx\"}]}}}}",
+        201);
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"dep\",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\","
+             "\"kind\":\"Deployment\",\"name\":\"own\",\"uid\":\"%s\",\"controller\":true}]}}",
+             jpath(owner, "metadata", "uid"));
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"free\"}}", 201));
+    struct resp r = request("DELETE", "/apis/apps/v1/namespaces/default/deployments/own", NULL,
+                            "{\"propagationPolicy\":\"Background\"}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"status\":\"Success\""));
+    resp_free(&r);
+    long code = 0;
+    for (int i = 0; i < 50 && code != 404; i++) {
+        sleep_ms(40);
+        r = request("GET", "/api/v1/namespaces/default/configmaps/dep", NULL, NULL, NULL);
+        code = r.code;
+        resp_free(&r);
+    }
+    ck_assert_int_eq(code, 404);
+    r = request("GET", "/api/v1/namespaces/default/configmaps/free", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    json_decref(owner);
+}
+END_TEST
+
+START_TEST(test_kubesim_finalizers)
+{
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"fin\",\"finalizers\":[\"example.com/x\"]}}",
+                             201));
+    json_t *v = request_json("DELETE", "/api/v1/namespaces/default/configmaps/fin", NULL, 200);
+    ck_assert_str_eq(jpath(v, "kind", NULL), "ConfigMap");
+    ck_assert_ptr_nonnull(jpath(v, "metadata", "deletionTimestamp"));
+    json_decref(v);
+    v = request_json("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, 200);
+    ck_assert_ptr_nonnull(jpath(v, "metadata", "deletionTimestamp"));
+    json_decref(v);
+    struct resp r =
+        request("PATCH", "/api/v1/namespaces/default/configmaps/fin",
+                "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+}
+END_TEST
+
+static const char test_crd[] =
+    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+    "\"metadata\":{\"name\":\"gizmos.test.example.com\"},\"spec\":{\"group\":\"test.example.com\","
+    "\"names\":{\"plural\":\"gizmos\",\"singular\":\"gizmo\",\"kind\":\"Gizmo\",\"listKind\":"
+    "\"GizmoList\"},\"scope\":\"Namespaced\",\"versions\":[{\"name\":\"v1\",\"served\":true,"
+    "\"storage\":true,\"subresources\":{\"status\":{}},\"schema\":{\"openAPIV3Schema\":{\"type\":"
+    "\"object\",\"properties\":{\"spec\":{\"type\":\"object\",\"default\":{},\"properties\":{"
+    "\"replicas\":{\"type\":\"integer\",\"default\":1},\"image\":{\"type\":\"string\",\"default\":"
+    "\"nginx:1.14.2\"}}},\"status\":{\"type\":\"object\",\"properties\":{\"ready\":{\"type\":"
+    "\"integer\"}}}}}}}]}}";
+
+START_TEST(test_kubesim_crd_defaults_and_status)
+{
+    json_t *crd = request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                               test_crd, 201);
+    ck_assert_str_eq(jpath(crd, "kind", NULL), "CustomResourceDefinition");
+    json_decref(crd);
+    struct resp d = request("GET", "/apis/test.example.com/v1", NULL, NULL, NULL);
+    ck_assert_int_eq(d.code, 200);
+    ck_assert_ptr_nonnull(strstr(d.body, "\"name\":\"gizmos/status\""));
+    resp_free(&d);
+
+    json_t *g = request_json("POST", "/apis/test.example.com/v1/namespaces/default/gizmos",
+                             "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Gizmo\","
+                             "\"metadata\":{\"name\":\"g1\"},\"spec\":{\"replicas\":3,\"junk\":1},"
+                             "\"status\":{\"ready\":9}}",
+                             201);
+    const json_t *spec = json_object_get(g, "spec");
+    ck_assert_int_eq(json_integer_value(json_object_get(spec, "replicas")), 3);
+    ck_assert_str_eq(json_string_value(json_object_get(spec, "image")), "nginx:1.14.2");
+    ck_assert_ptr_null(json_object_get(spec, "junk")); /* pruned */
+    ck_assert_ptr_null(json_object_get(g, "status"));  /* status ignored on create */
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(g, "metadata"), "generation")), 1);
+    json_decref(g);
+
+    /* /status changes only status; the main resource ignores status. */
+    struct resp r =
+        request("PATCH", "/apis/test.example.com/v1/namespaces/default/gizmos/g1/status",
+                "application/merge-patch+json",
+                "{\"spec\":{\"replicas\":7},\"status\":{\"ready\":2}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    g = json_loads(r.body, 0, NULL);
+    resp_free(&r);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(g, "status"), "ready")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(g, "spec"), "replicas")),
+                     3);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(g, "metadata"), "generation")), 1);
+    json_decref(g);
+    r = request("PATCH", "/apis/test.example.com/v1/namespaces/default/gizmos/g1",
+                "application/merge-patch+json",
+                "{\"spec\":{\"replicas\":4},\"status\":{\"ready\":5}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    g = json_loads(r.body, 0, NULL);
+    resp_free(&r);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(g, "status"), "ready")), 2);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(g, "metadata"), "generation")), 2);
+    json_decref(g);
+
+    /* CR list: sorted keys, continue written out. */
+    r = request("GET", "/apis/test.example.com/v1/namespaces/default/gizmos", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "],\"kind\":\"GizmoList\",\"metadata\":{\"continue\":\"\","
+                                         "\"resourceVersion\":\""));
+    resp_free(&r);
+
+    /* Schema validation: 422 with the apiserver's wording. */
+    r = request("POST", "/apis/test.example.com/v1/namespaces/default/gizmos", NULL,
+                "{\"metadata\":{\"name\":\"g2\"},\"spec\":{\"replicas\":\"x\"}}", NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "Gizmo.test.example.com \\\"g2\\\" is invalid: "
+                                         "spec.replicas: Invalid value: \\\"string\\\": "
+                                         "spec.replicas in body must be of type integer: "
+                                         "\\\"string\\\""));
+    resp_free(&r);
+
+    /* Deleting the CRD removes its resources. */
+    r = request("DELETE",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                "gizmos.test.example.com",
+                NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    r = request("GET", "/apis/test.example.com/v1/namespaces/default/gizmos", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_kubesim_deployment_controller_and_service)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"d1\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":"
+        "{\"a\":\"b\"}},\"template\":{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"nginx:1.2\"}]}}}}",
+        201));
+    json_int_t ready = 0;
+    json_t *d = NULL;
+    for (int i = 0; i < 50 && ready != 2; i++) {
+        sleep_ms(30);
+        json_decref(d);
+        d = request_json("GET", "/apis/apps/v1/namespaces/default/deployments/d1", NULL, 200);
+        ready = json_integer_value(json_object_get(json_object_get(d, "status"), "readyReplicas"));
+    }
+    ck_assert_int_eq(ready, 2);
+    const json_t *st = json_object_get(d, "status");
+    ck_assert_int_eq(json_integer_value(json_object_get(st, "observedGeneration")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(st, "availableReplicas")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(st, "conditions"), 0), "type")),
+                     "Available");
+    json_decref(d);
+
+    json_t *svc =
+        request_json("POST", "/api/v1/namespaces/default/services",
+                     "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"ports\":[{\"port\":80}],"
+                     "\"selector\":{\"a\":\"b\"}}}",
+                     201);
+    const char *ip = jpath(svc, "spec", "clusterIP");
+    ck_assert_ptr_nonnull(ip);
+    ck_assert_int_eq(strncmp(ip, "10.96.", 6), 0);
+    json_decref(svc);
+}
+END_TEST
+
+START_TEST(test_kubesim_faults)
+{
+    json_decref(request_json("POST", "/_kubesim/faults",
+                             "{\"rules\":[{\"verb\":\"list\",\"code\":429,\"rate\":1,"
+                             "\"retryAfter\":3}]}",
+                             200));
+    struct resp r = request("GET", "/api/v1/namespaces", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 429);
+    ck_assert_ptr_nonnull(strstr(r.headers, "Retry-After: 3"));
+    ck_assert_str_eq(r.body, "Too many requests, please try again later.\n");
+    resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+
+    json_decref(
+        request_json("POST", "/_kubesim/faults",
+                     "{\"seed\":7,\"rules\":[{\"verb\":\"get\",\"code\":500,\"rate\":0.5}]}", 200));
+    int errors = 0, ok = 0;
+    for (int i = 0; i < 40; i++) {
+        r = request("GET", "/api/v1/namespaces/default", NULL, NULL, NULL);
+        if (r.code == 500)
+            errors++;
+        else if (r.code == 200)
+            ok++;
+        resp_free(&r);
+    }
+    ck_assert_int_gt(errors, 5);
+    ck_assert_int_gt(ok, 5);
+    ck_assert_int_eq(errors + ok, 40);
+    json_decref(request_json("POST", "/_kubesim/faults", "{\"rules\":[]}", 200));
+    r = request("GET", "/api/v1/namespaces", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_kubesim_stats)
+{
+    struct resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"st\"}}", 201));
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/st", "application/merge-patch+json",
+                "{\"data\":{\"k\":\"v\"}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    json_decref(request_json("GET", "/api/v1/namespaces/default/configmaps/st", NULL, 200));
+    json_t *s = request_json("GET", "/_kubesim/stats", NULL, 200);
+    const json_t *w = json_object_get(json_object_get(s, "writes"), "configmaps");
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "create")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "patch")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "writeTotal")), 2);
+    const json_t *reqs = json_object_get(s, "requests");
+    ck_assert_int_eq(json_array_size(reqs), 3);
+    const json_t *last = json_array_get(reqs, 2);
+    ck_assert_str_eq(json_string_value(json_object_get(last, "verb")), "get");
+    ck_assert_str_eq(json_string_value(json_object_get(last, "namespace")), "default");
+    ck_assert_str_eq(json_string_value(json_object_get(last, "resource")), "configmaps");
+    json_decref(s);
+}
+END_TEST
+
+static Suite *kubesim_suite(void)
+{
+    Suite *s = suite_create("kubesim");
+    TCase *tc = tcase_create("api");
+    tcase_add_checked_fixture(tc, start_sim, stop_sim);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_kubesim_unauthorized);
+    tcase_add_test(tc, test_kubesim_discovery);
+    tcase_add_test(tc, test_kubesim_crud_and_conflicts);
+    tcase_add_test(tc, test_kubesim_selectors_and_paging);
+    tcase_add_test(tc, test_kubesim_watch_resume_bookmark_selector);
+    tcase_add_test(tc, test_kubesim_watch_410_after_compaction);
+    tcase_add_test(tc, test_kubesim_dropped_watch);
+    tcase_add_test(tc, test_kubesim_gc_cascade);
+    tcase_add_test(tc, test_kubesim_finalizers);
+    tcase_add_test(tc, test_kubesim_crd_defaults_and_status);
+    tcase_add_test(tc, test_kubesim_deployment_controller_and_service);
+    tcase_add_test(tc, test_kubesim_faults);
+    tcase_add_test(tc, test_kubesim_stats);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return kop_test_run(kubesim_suite());
+}

@@ -1,0 +1,666 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim as a webhook client: conversion and validating admission calls
+ * the way the kube-apiserver makes them, and the checks it applies to the
+ * replies. First against a small fake webhook (libmicrohttpd with TLS,
+ * certificates from scripts/gen-certs.sh) whose answers the test controls,
+ * then against `kop --webhook-only` (skipped with a note when the kop
+ * binary lacks that flag).
+ */
+#include "testutil.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOKEN "kubesim-webhook-token"
+
+/* ---- fake webhook ------------------------------------------------------------ */
+
+enum fake_mode { FAKE_OK, FAKE_BAD_UID, FAKE_WRONG_COUNT, FAKE_RENAME, FAKE_LABEL, FAKE_PATCH };
+
+static struct {
+    pthread_mutex_t lock;
+    enum fake_mode mode;
+    int conversions;
+    int admissions;
+    size_t last_objects;
+    char *last_review; /* last AdmissionReview request */
+    char *last_path;
+    char *last_agent;
+} fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+struct fake_conn {
+    char *body;
+    size_t len;
+};
+
+static json_t *fake_convert(json_t *req, enum fake_mode mode)
+{
+    json_t *request = json_object_get(req, "request");
+    const char *want = json_string_value(json_object_get(request, "desiredAPIVersion"));
+    json_t *objs = json_array();
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(request, "objects"), i, o)
+    {
+        json_t *c = json_deep_copy(o);
+        json_object_set_new(c, "apiVersion", json_string(want));
+        json_t *md = json_object_get(c, "metadata");
+        if (mode == FAKE_RENAME)
+            json_object_set_new(md, "name", json_string("renamed"));
+        if (mode == FAKE_LABEL) {
+            json_t *l = json_object();
+            json_object_set_new(l, "converted", json_string("yes"));
+            json_object_set_new(md, "labels", l);
+            json_object_set_new(md, "generation", json_integer(99)); /* restored */
+        }
+        json_array_append_new(objs, c);
+    }
+    if (mode == FAKE_WRONG_COUNT)
+        json_array_clear(objs);
+    const char *uid = json_string_value(json_object_get(request, "uid"));
+    return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o}}", "apiVersion",
+                     json_string_value(json_object_get(req, "apiVersion")), "kind",
+                     "ConversionReview", "response", "uid", mode == FAKE_BAD_UID ? "nope" : uid,
+                     "result", "status", "Success", "convertedObjects", objs);
+}
+
+static json_t *fake_validate(json_t *req, enum fake_mode mode)
+{
+    json_t *request = json_object_get(req, "request");
+    const json_t *obj = json_object_get(request, "object");
+    json_int_t replicas =
+        json_integer_value(json_object_get(json_object_get(obj, "spec"), "replicas"));
+    json_t *resp = json_pack("{s:s,s:b}", "uid", json_string_value(json_object_get(request, "uid")),
+                             "allowed", replicas <= 10);
+    if (replicas > 10)
+        json_object_set_new(resp, "status",
+                            json_pack("{s:i,s:s,s:s}", "code", 403, "reason", "Forbidden",
+                                      "message", "spec.replicas: too many"));
+    json_object_set_new(resp, "warnings", json_pack("[s]", "fake warning"));
+    if (mode == FAKE_PATCH) {
+        json_object_set_new(resp, "patch", json_string("W10="));
+        json_object_set_new(resp, "patchType", json_string("JSONPatch"));
+    }
+    return json_pack("{s:s,s:s,s:o}", "apiVersion", "admission.k8s.io/v1", "kind",
+                     "AdmissionReview", "response", resp);
+}
+
+static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **con_cls)
+{
+    struct fake_conn *c = *con_cls;
+    (void)cls;
+    (void)version;
+    (void)method;
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        *con_cls = c;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        char *nb = realloc(c->body, c->len + *upload_size + 1);
+        if (!nb)
+            return MHD_NO;
+        memcpy(nb + c->len, upload, *upload_size);
+        c->len += *upload_size;
+        nb[c->len] = '\0';
+        c->body = nb;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    json_t *req = c->body ? json_loads(c->body, 0, NULL) : NULL;
+    const char *timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
+    const char *agent = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent");
+    json_t *out = NULL;
+    pthread_mutex_lock(&fake.lock);
+    enum fake_mode mode = fake.mode;
+    free(fake.last_path);
+    free(fake.last_agent);
+    size_t n = strlen(url) + 32;
+    fake.last_path = malloc(n);
+    snprintf(fake.last_path, n, "%s?timeout=%s", url, timeout ? timeout : "");
+    fake.last_agent = strdup(agent ? agent : "");
+    if (strcmp(url, "/convert") == 0) {
+        fake.conversions++;
+        fake.last_objects =
+            json_array_size(json_object_get(json_object_get(req, "request"), "objects"));
+        out = fake_convert(req, mode);
+    } else {
+        fake.admissions++;
+        free(fake.last_review);
+        fake.last_review = strdup(c->body ? c->body : "");
+        out = fake_validate(req, mode);
+    }
+    pthread_mutex_unlock(&fake.lock);
+    char *txt = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    json_decref(req);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void fake_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct fake_conn *c = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (c) {
+        free(c->body);
+        free(c);
+    }
+    *con_cls = NULL;
+}
+
+/* ---- fixture ------------------------------------------------------------------- */
+
+static struct kop_test_proc sim;
+static struct MHD_Daemon *fake_daemon;
+static char *tmpdir;
+static char *ca_path;    /* kubesim's CA */
+static char *dev_ca_b64; /* webhook CA as caBundle */
+static char base_url[128];
+static unsigned int fake_port;
+
+struct resp {
+    long code;
+    char *body;
+    size_t len;
+    char *headers;
+    size_t hlen;
+};
+
+static size_t on_body(char *p, size_t s, size_t n, void *ud)
+{
+    struct resp *r = ud;
+    char *nb = realloc(r->body, r->len + s * n + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + r->len, p, s * n);
+    r->len += s * n;
+    nb[r->len] = '\0';
+    r->body = nb;
+    return s * n;
+}
+
+static size_t on_header(char *p, size_t s, size_t n, void *ud)
+{
+    struct resp *r = ud;
+    char *nb = realloc(r->headers, r->hlen + s * n + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + r->hlen, p, s * n);
+    r->hlen += s * n;
+    nb[r->hlen] = '\0';
+    r->headers = nb;
+    return s * n;
+}
+
+static struct resp request(const char *method, const char *path, const char *ctype,
+                           const char *body)
+{
+    struct resp r = {0};
+    char url[1024];
+    char ct[128];
+    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
+    CURL *h = curl_easy_init();
+    ck_assert_ptr_nonnull(h);
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
+    hdrs = curl_slist_append(hdrs, ct);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.code);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (!r.body)
+        r.body = strdup("");
+    if (!r.headers)
+        r.headers = strdup("");
+    return r;
+}
+
+static void resp_free(struct resp *r)
+{
+    free(r->body);
+    free(r->headers);
+}
+
+static void expect(const char *method, const char *path, const char *body, long code,
+                   const char *needle)
+{
+    struct resp r = request(method, path, NULL, body);
+    ck_assert_msg(r.code == code, "%s %s: %ld (want %ld): %s", method, path, r.code, code, r.body);
+    if (needle)
+        ck_assert_msg(strstr(r.body, needle) != NULL, "%s %s: no '%s' in %s", method, path, needle,
+                      r.body);
+    resp_free(&r);
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static void gen_certs(const char *dir)
+{
+    const char *root = getenv("KOP_SOURCE_ROOT");
+    ck_assert_ptr_nonnull(root);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void start_sim(const char *service)
+{
+    char *argv[] = {(char *)kop_test_bin("kubesim"),
+                    "--ca-out",
+                    ca_path,
+                    "--token",
+                    TOKEN,
+                    "--service",
+                    (char *)service,
+                    NULL};
+    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
+    char *line = NULL;
+    ck_assert_int_gt(kop_test_wait_for(&sim, 0, "https://", 10000, &line), 0);
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl = '\0';
+    snprintf(base_url, sizeof(base_url), "%s", line);
+    free(line);
+}
+
+static void setup(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    tmpdir = kop_test_tmpdir();
+    ck_assert_ptr_nonnull(tmpdir);
+    ca_path = path_in(tmpdir, "kubesim-ca.pem");
+    char *certs = path_in(tmpdir, "certs");
+    gen_certs(certs);
+    char *crt = path_in(certs, "tls.crt"), *key = path_in(certs, "tls.key");
+    char *ca = path_in(certs, "ca.crt");
+    char *crt_pem = kop_test_read_file(crt, NULL), *key_pem = kop_test_read_file(key, NULL);
+    size_t ca_len = 0;
+    char *ca_pem = kop_test_read_file(ca, &ca_len);
+    ck_assert_ptr_nonnull(crt_pem);
+    ck_assert_ptr_nonnull(key_pem);
+    ck_assert_ptr_nonnull(ca_pem);
+    /* base64 of the CA for caBundle */
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    dev_ca_b64 = calloc(1, 4 * ((ca_len + 2) / 3) + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < ca_len; i += 3) {
+        unsigned v = (unsigned char)ca_pem[i] << 16;
+        if (i + 1 < ca_len)
+            v |= (unsigned char)ca_pem[i + 1] << 8;
+        if (i + 2 < ca_len)
+            v |= (unsigned char)ca_pem[i + 2];
+        dev_ca_b64[o++] = tbl[(v >> 18) & 63];
+        dev_ca_b64[o++] = tbl[(v >> 12) & 63];
+        dev_ca_b64[o++] = i + 1 < ca_len ? tbl[(v >> 6) & 63] : '=';
+        dev_ca_b64[o++] = i + 2 < ca_len ? tbl[v & 63] : '=';
+    }
+    fake_daemon = MHD_start_daemon(
+        MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
+        NULL, fake_handler, NULL, MHD_OPTION_HTTPS_MEM_KEY, key_pem, MHD_OPTION_HTTPS_MEM_CERT,
+        crt_pem, MHD_OPTION_NOTIFY_COMPLETED, fake_done, NULL, MHD_OPTION_END);
+    ck_assert_ptr_nonnull(fake_daemon);
+    fake_port = MHD_get_daemon_info(fake_daemon, MHD_DAEMON_INFO_BIND_PORT)->port;
+    char service[128];
+    snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%u", fake_port);
+    start_sim(service);
+    fake.mode = FAKE_OK;
+    fake.conversions = fake.admissions = 0;
+    free(crt);
+    free(key);
+    free(ca);
+    free(crt_pem);
+    free(key_pem);
+    free(ca_pem);
+    free(certs);
+}
+
+static void teardown(void)
+{
+    kop_test_stop(&sim, SIGTERM, 5000);
+    if (fake_daemon)
+        MHD_stop_daemon(fake_daemon);
+    fake_daemon = NULL;
+    kop_test_rmdir(tmpdir);
+    free(tmpdir);
+    free(ca_path);
+    free(dev_ca_b64);
+    free(fake.last_review);
+    free(fake.last_path);
+    free(fake.last_agent);
+    fake.last_review = fake.last_path = fake.last_agent = NULL;
+    curl_global_cleanup();
+}
+
+/* A two-version CRD with webhook conversion, and a validating webhook. */
+static void install_widgets(const char *failure_policy)
+{
+    char *crd = NULL, *vwc = NULL;
+    int n = asprintf(
+        &crd,
+        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+        "\"metadata\":{\"name\":\"widgets.test.example.com\"},\"spec\":{\"group\":"
+        "\"test.example.com\",\"names\":{\"plural\":\"widgets\",\"singular\":\"widget\","
+        "\"kind\":\"Widget\"},\"scope\":\"Namespaced\",\"conversion\":{\"strategy\":\"Webhook\","
+        "\"webhook\":{\"conversionReviewVersions\":[\"v1\",\"v1beta1\"],\"clientConfig\":{"
+        "\"caBundle\":\"%s\",\"service\":{\"namespace\":\"kop-system\",\"name\":"
+        "\"kop-webhook-service\",\"path\":\"/convert\",\"port\":443}}}},\"versions\":[{\"name\":"
+        "\"v1\",\"served\":true,\"storage\":true,\"schema\":{\"openAPIV3Schema\":{\"type\":"
+        "\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}},{\"name\":\"v2\",\"served\":"
+        "true,\"storage\":false,\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\","
+        "\"x-kubernetes-preserve-unknown-fields\":true}}}]}}",
+        dev_ca_b64);
+    ck_assert_int_gt(n, 0);
+    n = asprintf(&vwc,
+                 "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+                 "\"ValidatingWebhookConfiguration\",\"metadata\":{\"name\":\"widgets\"},"
+                 "\"webhooks\":[{\"name\":\"vwidget.test.example.com\",\"admissionReviewVersions\":"
+                 "[\"v1\"],\"sideEffects\":\"None\",\"failurePolicy\":\"%s\",\"timeoutSeconds\":5,"
+                 "\"matchPolicy\":\"Equivalent\",\"clientConfig\":{\"caBundle\":\"%s\","
+                 "\"service\":{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\","
+                 "\"path\":\"/validate\",\"port\":443}},\"rules\":[{\"apiGroups\":["
+                 "\"test.example.com\"],\"apiVersions\":[\"v2\"],\"operations\":[\"CREATE\","
+                 "\"UPDATE\"],\"resources\":[\"widgets\"]}],\"namespaceSelector\":{"
+                 "\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":"
+                 "\"NotIn\",\"values\":[\"kube-system\"]}]}}]}",
+                 failure_policy, dev_ca_b64);
+    ck_assert_int_gt(n, 0);
+    expect("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201, NULL);
+    expect("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc,
+           201, NULL);
+    free(crd);
+    free(vwc);
+}
+
+static const char widget_v1[] = "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Widget\","
+                                "\"metadata\":{\"name\":\"w1\"},\"spec\":{\"replicas\":1}}";
+
+START_TEST(test_kubesim_webhooks_conversion_on_read_and_list)
+{
+    install_widgets("Fail");
+    expect("POST", "/apis/test.example.com/v1/namespaces/default/widgets", widget_v1, 201,
+           "\"apiVersion\":\"test.example.com/v1\"");
+    /* Only the admission call needed v2 (matchPolicy Equivalent); storing v1 did not. */
+    ck_assert_int_eq(fake.conversions, 1);
+    expect("GET", "/apis/test.example.com/v1/namespaces/default/widgets/w1", NULL, 200, NULL);
+    ck_assert_int_eq(fake.conversions, 1);
+    expect("GET", "/apis/test.example.com/v2/namespaces/default/widgets/w1", NULL, 200,
+           "\"apiVersion\":\"test.example.com/v2\"");
+    ck_assert_int_eq(fake.conversions, 2);
+    ck_assert_str_eq(fake.last_path, "/convert?timeout=30s");
+    ck_assert_str_eq(fake.last_agent, "kube-apiserver-admission");
+    for (int i = 2; i <= 3; i++) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"w%d\"},\"spec\":{}}", i);
+        expect("POST", "/apis/test.example.com/v1/namespaces/default/widgets", body, 201, NULL);
+    }
+    int before = fake.conversions;
+    expect("GET", "/apis/test.example.com/v2/namespaces/default/widgets", NULL, 200,
+           "\"kind\":\"WidgetList\"");
+    ck_assert_int_eq(fake.conversions, before + 1); /* one review per LIST */
+    ck_assert_int_eq((int)fake.last_objects, 3);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_conversion_reply_checks)
+{
+    install_widgets("Fail");
+    expect("POST", "/apis/test.example.com/v1/namespaces/default/widgets", widget_v1, 201, NULL);
+    const char *path = "/apis/test.example.com/v2/namespaces/default/widgets/w1";
+    fake.mode = FAKE_BAD_UID;
+    expect("GET", path, NULL, 500,
+           "conversion webhook for test.example.com/v1, Kind=Widget failed: expected "
+           "response.uid=");
+    fake.mode = FAKE_WRONG_COUNT;
+    expect("GET", path, NULL, 500,
+           "conversion webhook for test.example.com/v1, Kind=Widget returned 0 objects, "
+           "expected 1");
+    fake.mode = FAKE_RENAME;
+    expect("GET", path, NULL, 500, "must have the same name: w1 != renamed");
+    fake.mode = FAKE_LABEL; /* labels may change; other metadata is restored */
+    struct resp r = request("GET", path, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"converted\":\"yes\""));
+    ck_assert_ptr_null(strstr(r.body, "99"));
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_admission)
+{
+    install_widgets("Fail");
+    /* v1 is not in the rule: matchPolicy Equivalent converts to v2 first. */
+    expect("POST", "/apis/test.example.com/v1/namespaces/default/widgets",
+           "{\"metadata\":{\"name\":\"big\"},\"spec\":{\"replicas\":50}}", 403,
+           "\"message\":\"admission webhook \\\"vwidget.test.example.com\\\" denied the request: "
+           "spec.replicas: too many\",\"reason\":\"Forbidden\"");
+    ck_assert_int_eq(fake.admissions, 1);
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"kind\":{\"group\":\"test.example.com\","
+                                                   "\"version\":\"v2\",\"kind\":\"Widget\"}"));
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"requestKind\":{\"group\":"
+                                                   "\"test.example.com\",\"version\":\"v1\""));
+    ck_assert_str_eq(fake.last_path, "/validate?timeout=5s");
+    struct resp r = request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
+                            "{\"metadata\":{\"name\":\"ok\"},\"spec\":{\"replicas\":2}}");
+    ck_assert_int_eq(r.code, 201);
+    ck_assert_ptr_nonnull(strstr(r.headers, "Warning: 299 - \"fake warning\""));
+    resp_free(&r);
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"operation\":\"CREATE\""));
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"oldObject\":null"));
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"userInfo\":{"));
+    /* UPDATE carries oldObject; dryRun is passed on and nothing is stored. */
+    r = request("PATCH", "/apis/test.example.com/v2/namespaces/default/widgets/ok?dryRun=All",
+                "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}");
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"operation\":\"UPDATE\""));
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"dryRun\":true"));
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"oldObject\":{"));
+    expect("GET", "/apis/test.example.com/v2/namespaces/default/widgets/ok", NULL, 200,
+           "\"replicas\":2");
+    /* kube-system is excluded by the namespaceSelector. */
+    int before = fake.admissions;
+    expect("POST", "/apis/test.example.com/v2/namespaces/kube-system/widgets",
+           "{\"metadata\":{\"name\":\"sys\"},\"spec\":{\"replicas\":50}}", 201, NULL);
+    ck_assert_int_eq(fake.admissions, before);
+    /* A validating webhook may not patch. */
+    fake.mode = FAKE_PATCH;
+    expect("POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+           "{\"metadata\":{\"name\":\"p\"},\"spec\":{}}", 500,
+           "Internal error occurred: failed calling webhook \\\"vwidget.test.example.com\\\": "
+           "received invalid webhook response: validating webhook may not return a patch");
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_down)
+{
+    install_widgets("Fail");
+    expect("POST", "/apis/test.example.com/v1/namespaces/default/widgets", widget_v1, 201, NULL);
+    MHD_stop_daemon(fake_daemon);
+    fake_daemon = NULL;
+    expect("GET", "/apis/test.example.com/v2/namespaces/default/widgets/w1", NULL, 500,
+           "conversion webhook for test.example.com/v1, Kind=Widget failed: Post "
+           "\\\"https://kop-webhook-service.kop-system.svc:443/convert?timeout=30s\\\": dial tcp");
+    expect("POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+           "{\"metadata\":{\"name\":\"x\"},\"spec\":{}}", 500,
+           "failed calling webhook \\\"vwidget.test.example.com\\\": failed to call webhook: Post");
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_ignore_policy)
+{
+    install_widgets("Ignore");
+    fake.mode = FAKE_PATCH; /* an invalid reply is ignored under Ignore */
+    expect("POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+           "{\"metadata\":{\"name\":\"x\"},\"spec\":{}}", 201, NULL);
+}
+END_TEST
+
+/* ---- against kop --webhook-only ----------------------------------------------------- */
+
+static bool kop_has_webhook_only(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "'%s' --help 2>&1 | grep -q -- --webhook-only", kop_test_bin("kop"));
+    return system(cmd) == 0;
+}
+
+START_TEST(test_kubesim_webhooks_kop)
+{
+    if (!kop_has_webhook_only()) {
+        fprintf(stderr, "NOTE: kop lacks --webhook-only; kop-based webhook cases skipped\n");
+        return;
+    }
+    /* Reuse the fixture's certificates for kop; point kubesim at kop. */
+    kop_test_stop(&sim, SIGTERM, 5000);
+    MHD_stop_daemon(fake_daemon);
+    fake_daemon = NULL;
+    char *certs = path_in(tmpdir, "certs");
+    char *argv[] = {(char *)kop_test_bin("kop"),
+                    "--webhook-only",
+                    "--cert-dir",
+                    certs,
+                    "--webhook-port",
+                    "0",
+                    "--metrics-bind-address",
+                    "0",
+                    "--health-probe-bind-address",
+                    "0",
+                    NULL};
+    struct kop_test_proc kop;
+    ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
+    char *line = NULL;
+    ck_assert_int_gt(kop_test_wait_for(&kop, 0, "\"msg\":\"serving webhook\"", 10000, &line), 0);
+    long port = kop_test_json_int(line, "port");
+    free(line);
+    ck_assert_int_gt(port, 0);
+    char service[128];
+    snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%ld", port);
+    start_sim(service);
+
+    char *crd = NULL, *vwc = NULL;
+    int n = asprintf(
+        &crd,
+        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+        "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
+        "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":"
+        "\"myresource\",\"kind\":\"MyResource\",\"shortNames\":[\"myr\"]},\"scope\":"
+        "\"Namespaced\",\"conversion\":{\"strategy\":\"Webhook\",\"webhook\":{"
+        "\"conversionReviewVersions\":[\"v1\",\"v1beta1\"],\"clientConfig\":{\"caBundle\":"
+        "\"%s\",\"service\":{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\","
+        "\"path\":\"/convert\",\"port\":443}}}},\"versions\":[{\"name\":\"v1\",\"served\":true,"
+        "\"storage\":true,\"subresources\":{\"status\":{}},\"schema\":{\"openAPIV3Schema\":{"
+        "\"type\":\"object\",\"properties\":{\"spec\":{\"type\":\"object\",\"default\":{},"
+        "\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},\"image\":{\"type\":"
+        "\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\",\"default\":80},"
+        "\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},\"status\":{\"type\":"
+        "\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}},{\"name\":\"v2\","
+        "\"served\":true,\"storage\":false,\"subresources\":{\"status\":{}},\"schema\":{"
+        "\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":\"object\","
+        "\"x-kubernetes-preserve-unknown-fields\":true},\"status\":{\"type\":\"object\","
+        "\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}",
+        dev_ca_b64);
+    ck_assert_int_gt(n, 0);
+    n = asprintf(&vwc,
+                 "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+                 "\"ValidatingWebhookConfiguration\",\"metadata\":{\"name\":\"kop\"},\"webhooks\":"
+                 "[{\"name\":\"vmyresource.mygroup.example.com\",\"admissionReviewVersions\":["
+                 "\"v1\",\"v1beta1\"],\"sideEffects\":\"None\",\"failurePolicy\":\"Fail\","
+                 "\"timeoutSeconds\":5,\"matchPolicy\":\"Equivalent\",\"clientConfig\":{"
+                 "\"caBundle\":\"%s\",\"service\":{\"namespace\":\"kop-system\",\"name\":"
+                 "\"kop-webhook-service\",\"path\":\"/validate-mygroup-example-com-myresource\","
+                 "\"port\":443}},\"rules\":[{\"apiGroups\":[\"mygroup.example.com\"],"
+                 "\"apiVersions\":[\"v1\",\"v2\"],\"operations\":[\"CREATE\",\"UPDATE\"],"
+                 "\"resources\":[\"myresources\"]}]}]}",
+                 dev_ca_b64);
+    ck_assert_int_gt(n, 0);
+    expect("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201, NULL);
+    expect("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc,
+           201, NULL);
+    free(crd);
+    free(vwc);
+
+    /* The seed example in v1, read back as v2 through kop's converter. */
+    expect("POST", "/apis/mygroup.example.com/v1/namespaces/default/myresources",
+           "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":{"
+           "\"name\":\"example-resource\"},\"spec\":{\"replicas\":3}}",
+           201, "\"image\":\"nginx:1.14.2\"");
+    struct resp r = request(
+        "GET", "/apis/mygroup.example.com/v2/namespaces/default/myresources/example-resource", NULL,
+        NULL);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"apiVersion\":\"mygroup.example.com/v2\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"repository\":\"nginx\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"tag\":\"1.14.2\""));
+    resp_free(&r);
+
+    /* Admission denial carries kop's message. */
+    expect("POST", "/apis/mygroup.example.com/v2/namespaces/default/myresources",
+           "{\"metadata\":{\"name\":\"too-many\"},\"spec\":{\"replicas\":5000}}", 403,
+           "admission webhook \\\"vmyresource.mygroup.example.com\\\" denied the request: ");
+
+    /* Webhook down: reads in v2 and writes fail as the apiserver says. */
+    kop_test_stop(&kop, SIGTERM, 10000);
+    expect("GET", "/apis/mygroup.example.com/v2/namespaces/default/myresources/example-resource",
+           NULL, 500, "conversion webhook for mygroup.example.com/v1, Kind=MyResource failed: ");
+    expect("POST", "/apis/mygroup.example.com/v1/namespaces/default/myresources",
+           "{\"metadata\":{\"name\":\"other\"},\"spec\":{}}", 500,
+           "failed calling webhook \\\"vmyresource.mygroup.example.com\\\"");
+    free(certs);
+}
+END_TEST
+
+static Suite *kubesim_webhooks_suite(void)
+{
+    Suite *s = suite_create("kubesim_webhooks");
+    TCase *tc = tcase_create("webhooks");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, test_kubesim_webhooks_conversion_on_read_and_list);
+    tcase_add_test(tc, test_kubesim_webhooks_conversion_reply_checks);
+    tcase_add_test(tc, test_kubesim_webhooks_admission);
+    tcase_add_test(tc, test_kubesim_webhooks_down);
+    tcase_add_test(tc, test_kubesim_webhooks_ignore_policy);
+    tcase_add_test(tc, test_kubesim_webhooks_kop);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return kop_test_run(kubesim_webhooks_suite());
+}

@@ -1,0 +1,1589 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim verbs on resources: get, list (selectors, limit/continue),
+ * create, update (PUT), patch (merge, strategic, JSON, apply), delete
+ * (preconditions, propagationPolicy, finalizers), deletecollection, and
+ * the status subresource, with the apiserver's Status bodies.
+ *
+ * A write runs in three steps so that no webhook is called with the lock
+ * held: read the current object (lock), build and admit the new one
+ * (conversion and validating webhooks, no lock), commit (lock) if the
+ * object did not change meanwhile; otherwise retry (as the apiserver's
+ * GuaranteedUpdate does) or answer 409 when the client gave a
+ * resourceVersion.
+ */
+#include "kubesim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- replies ---------------------------------------------------------------- */
+
+void ks_reply_status(struct ks_reply *r, int code, const char *reason, const char *message,
+                     json_t *details)
+{
+    free(r->body);
+    r->code = (unsigned int)code;
+    r->body = ks_status_body(code, "Failure", reason, message, details, &r->len);
+    r->content_type = "application/json";
+}
+
+void ks_reply_json(struct ks_reply *r, unsigned int code, const json_t *v, bool sort_keys)
+{
+    free(r->body);
+    size_t len = 0;
+    char *txt = ks_dump(v, sort_keys, &len);
+    if (!txt)
+        abort();
+    char *out = realloc(txt, len + 2);
+    if (!out)
+        abort();
+    out[len] = '\n';
+    out[len + 1] = '\0';
+    r->code = code;
+    r->body = out;
+    r->len = len + 1;
+    r->content_type = "application/json";
+}
+
+char *ks_qualified(const struct ks_res *def)
+{
+    return def->group[0] ? ks_printf("%s.%s", def->plural, def->group) : ks_strdup(def->plural);
+}
+
+json_t *ks_details(const struct ks_res *def, const char *name)
+{
+    json_t *d = json_object();
+    if (name)
+        json_object_set_new(d, "name", json_string(name));
+    if (def->group[0])
+        json_object_set_new(d, "group", json_string(def->group));
+    json_object_set_new(d, "kind", json_string(def->plural));
+    return d;
+}
+
+static void reply_not_found(struct ks_reply *r, const struct ks_res *def, const char *name)
+{
+    char *q = ks_qualified(def);
+    char *msg = ks_printf("%s \"%s\" not found", q, name);
+    ks_reply_status(r, 404, "NotFound", msg, ks_details(def, name));
+    free(msg);
+    free(q);
+}
+
+static void reply_conflict(struct ks_reply *r, const struct ks_res *def, const char *name,
+                           const char *why)
+{
+    char *q = ks_qualified(def);
+    char *msg = ks_printf("Operation cannot be fulfilled on %s \"%s\": %s", q, name, why);
+    ks_reply_status(r, 409, "Conflict", msg, ks_details(def, name));
+    free(msg);
+    free(q);
+}
+
+static void reply_bad_request(struct ks_reply *r, const char *msg)
+{
+    ks_reply_status(r, 400, "BadRequest", msg, NULL);
+}
+
+static void reply_internal(struct ks_reply *r, const char *msg)
+{
+    /* An error that is not a StatusError: code 500, no reason. */
+    ks_reply_status(r, 500, NULL, msg, NULL);
+}
+
+/* 422 with causes (@ref steal causes). */
+static void reply_invalid(struct ks_reply *r, const struct ks_res *def, const char *name,
+                          json_t *causes)
+{
+    char *kind = def->group[0] ? ks_printf("%s.%s", def->kind, def->group) : ks_strdup(def->kind);
+    char *list = ks_strdup("");
+    size_t i;
+    json_t *c;
+    json_array_foreach(causes, i, c)
+    {
+        const char *field = json_string_value(json_object_get(c, "field"));
+        const char *m = json_string_value(json_object_get(c, "message"));
+        char *n = ks_printf("%s%s%s%s%s", list, i ? ", " : "", field ? field : "",
+                            field ? ": " : "", m ? m : "");
+        free(list);
+        list = n;
+    }
+    char *msg = json_array_size(causes) > 1
+                    ? ks_printf("%s \"%s\" is invalid: [%s]", kind, name, list)
+                    : ks_printf("%s \"%s\" is invalid: %s", kind, name, list);
+    json_t *details = json_object();
+    json_object_set_new(details, "name", json_string(name));
+    if (def->group[0])
+        json_object_set_new(details, "group", json_string(def->group));
+    json_object_set_new(details, "kind", json_string(def->kind));
+    json_object_set_new(details, "causes", causes);
+    ks_reply_status(r, 422, "Invalid", msg, details);
+    free(msg);
+    free(list);
+    free(kind);
+}
+
+static json_t *one_cause(const char *reason, const char *field, const char *message)
+{
+    return json_pack("[{s:s,s:s,s:s}]", "reason", reason, "message", message, "field", field);
+}
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+const char *ks_query(struct ks_api_req *q, const char *name)
+{
+    return MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static const char *str_or(const char *s, const char *dflt)
+{
+    return s ? s : dflt;
+}
+
+static const char *meta_str(const json_t *obj, const char *k)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), k));
+}
+
+static json_t *meta(json_t *obj)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md)) {
+        md = json_object();
+        json_object_set_new(obj, "metadata", md);
+    }
+    return md;
+}
+
+static bool dry_run(struct ks_api_req *q, const json_t *opts)
+{
+    if (ks_query(q, "dryRun"))
+        return true;
+    return json_array_size(json_object_get(opts, "dryRun")) > 0;
+}
+
+void ks_present(const struct ks_res *def, const char *version, json_t *obj)
+{
+    char *av = ks_api_version(def->group, version);
+    json_object_set_new(obj, "apiVersion", json_string(av));
+    json_object_set_new(obj, "kind", json_string(def->kind));
+    free(av);
+    if (def->typed)
+        ks_typed_order(obj);
+    /* The apiserver defaults what it reads, in the version it serves. */
+    const struct ks_version *v = def->crd ? ks_res_version(def, version) : NULL;
+    if (v && v->schema)
+        ks_schema_default(obj, v->schema);
+}
+
+/* Stored objects (array, @ref borrow) in "version", presented. @ref new */
+static int in_version(struct ks_server *ks, const struct ks_res *def, const json_t *objs,
+                      const char *version, json_t **ret, char **err)
+{
+    json_t *out = NULL;
+    int rc = ks_convert(ks, def, objs, version, &out, err);
+    if (rc != 0)
+        return rc;
+    size_t i;
+    json_t *o;
+    json_array_foreach(out, i, o)
+    {
+        ks_present(def, version, o);
+    }
+    *ret = out;
+    return 0;
+}
+
+static int one_in_version(struct ks_server *ks, const struct ks_res *def, const json_t *obj,
+                          const char *version, json_t **ret, char **err)
+{
+    json_t *arr = json_pack("[O]", obj);
+    json_t *out = NULL;
+    int rc = in_version(ks, def, arr, version, &out, err);
+    json_decref(arr);
+    if (rc != 0)
+        return rc;
+    *ret = json_incref(json_array_get(out, 0));
+    json_decref(out);
+    return 0;
+}
+
+static bool is_dns_label(const char *s, bool alpha_first)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-'))
+            return false;
+    }
+    if (s[0] == '-' || s[n - 1] == '-')
+        return false;
+    if (alpha_first && !islower((unsigned char)s[0]))
+        return false;
+    return true;
+}
+
+static bool is_dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return false;
+    char *copy = ks_strdup(s);
+    bool ok = true;
+    char *save = NULL;
+    if (s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
+        ok = false;
+    for (char *p = strtok_r(copy, ".", &save); ok && p; p = strtok_r(NULL, ".", &save))
+        if (!is_dns_label(p, false))
+            ok = false;
+    free(copy);
+    return ok;
+}
+
+/* Name check per type; causes array or NULL. @ref new */
+static json_t *check_name(const struct ks_res *def, const char *name)
+{
+    const char *msg = NULL;
+    char *full = NULL;
+    if (strcmp(def->key, "namespaces") == 0) {
+        if (!is_dns_label(name, false))
+            msg = "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                  "characters or '-', and must start and end with an alphanumeric character "
+                  "(e.g. 'my-name',  or '123-abc', regex used for validation is "
+                  "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+    } else if (strcmp(def->key, "services") == 0) {
+        if (!is_dns_label(name, true))
+            msg = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                  "start with an alphabetic character, and end with an alphanumeric character "
+                  "(e.g. 'my-name',  or 'abc-123', regex used for validation is "
+                  "'[a-z]([-a-z0-9]*[a-z0-9])?')";
+    } else if (strcmp(def->key, "events") != 0 && !is_dns_subdomain(name)) {
+        msg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+              "characters, '-' or '.', and must start and end with an alphanumeric character "
+              "(e.g. 'example.com', regex used for validation is "
+              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    }
+    if (!msg)
+        return NULL;
+    full = ks_printf("Invalid value: \"%s\": %s", name, msg);
+    json_t *c = one_cause("FieldValueInvalid", "metadata.name", full);
+    free(full);
+    return c;
+}
+
+/* Everything but metadata and status (what bumps generation). */
+static bool spec_changed(const json_t *a, const json_t *b)
+{
+    json_t *x = json_deep_copy(a);
+    json_t *y = json_deep_copy(b);
+    json_object_del(x, "metadata");
+    json_object_del(y, "metadata");
+    json_object_del(x, "status");
+    json_object_del(y, "status");
+    json_object_del(x, "apiVersion");
+    json_object_del(y, "apiVersion");
+    json_object_del(x, "kind");
+    json_object_del(y, "kind");
+    bool changed = !json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return changed;
+}
+
+/* Equal as stored, ignoring resourceVersion and managedFields. */
+static bool same_object(const json_t *a, const json_t *b)
+{
+    json_t *x = json_deep_copy(a);
+    json_t *y = json_deep_copy(b);
+    json_object_del(meta(x), "resourceVersion");
+    json_object_del(meta(y), "resourceVersion");
+    json_object_del(meta(x), "managedFields");
+    json_object_del(meta(y), "managedFields");
+    bool same = json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
+/* ---- built-in defaults ---------------------------------------------------- */
+
+static void set_default(json_t *obj, const char *k, json_t *v)
+{
+    if (!json_object_get(obj, k))
+        json_object_set_new(obj, k, v);
+    else
+        json_decref(v);
+}
+
+static json_t *ensure_obj(json_t *obj, const char *k)
+{
+    json_t *v = json_object_get(obj, k);
+    if (!json_is_object(v)) {
+        v = json_object();
+        json_object_set_new(obj, k, v);
+    }
+    return v;
+}
+
+static void default_containers(json_t *list)
+{
+    size_t i, j;
+    json_t *c, *p;
+    json_array_foreach(list, i, c)
+    {
+        set_default(c, "resources", json_object());
+        set_default(c, "terminationMessagePath", json_string("/dev/termination-log"));
+        set_default(c, "terminationMessagePolicy", json_string("File"));
+        const char *image = json_string_value(json_object_get(c, "image"));
+        const char *slash = image ? strrchr(image, '/') : NULL;
+        const char *colon = image ? strrchr(slash ? slash : image, ':') : NULL;
+        bool latest = image && !strchr(image, '@') && (!colon || strcmp(colon, ":latest") == 0);
+        set_default(c, "imagePullPolicy", json_string(latest ? "Always" : "IfNotPresent"));
+        json_array_foreach(json_object_get(c, "ports"), j, p)
+        {
+            set_default(p, "protocol", json_string("TCP"));
+        }
+    }
+}
+
+static void default_deployment(json_t *obj)
+{
+    json_t *spec = ensure_obj(obj, "spec");
+    set_default(spec, "replicas", json_integer(1));
+    set_default(spec, "strategy",
+                json_pack("{s:s,s:{s:s,s:s}}", "type", "RollingUpdate", "rollingUpdate",
+                          "maxUnavailable", "25%", "maxSurge", "25%"));
+    json_t *strategy = json_object_get(spec, "strategy");
+    if (json_is_object(strategy) &&
+        strcmp(str_or(json_string_value(json_object_get(strategy, "type")), "RollingUpdate"),
+               "RollingUpdate") == 0) {
+        set_default(strategy, "type", json_string("RollingUpdate"));
+        json_t *ru = ensure_obj(strategy, "rollingUpdate");
+        set_default(ru, "maxUnavailable", json_string("25%"));
+        set_default(ru, "maxSurge", json_string("25%"));
+    }
+    set_default(spec, "revisionHistoryLimit", json_integer(10));
+    set_default(spec, "progressDeadlineSeconds", json_integer(600));
+    json_t *tspec = ensure_obj(ensure_obj(spec, "template"), "spec");
+    set_default(tspec, "restartPolicy", json_string("Always"));
+    set_default(tspec, "terminationGracePeriodSeconds", json_integer(30));
+    set_default(tspec, "dnsPolicy", json_string("ClusterFirst"));
+    set_default(tspec, "securityContext", json_object());
+    set_default(tspec, "schedulerName", json_string("default-scheduler"));
+    default_containers(json_object_get(tspec, "containers"));
+    default_containers(json_object_get(tspec, "initContainers"));
+}
+
+static void default_service(struct ks_server *ks, json_t *obj, const json_t *old)
+{
+    json_t *spec = ensure_obj(obj, "spec");
+    const json_t *ospec = json_object_get(old, "spec");
+    set_default(spec, "type", json_string("ClusterIP"));
+    const char *type = str_or(json_string_value(json_object_get(spec, "type")), "ClusterIP");
+    bool node_ports = strcmp(type, "NodePort") == 0 || strcmp(type, "LoadBalancer") == 0;
+    /* Allocated values survive updates that do not mention them. */
+    static const char *const keep[] = {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",
+                                       NULL};
+    for (const char *const *k = keep; *k; k++)
+        if (!json_object_get(spec, *k) && json_object_get(ospec, *k))
+            json_object_set(spec, *k, json_object_get(ospec, *k));
+    if (strcmp(type, "ExternalName") != 0 && !json_object_get(spec, "clusterIP")) {
+        pthread_mutex_lock(&ks->lock);
+        uint32_t n = ks->next_ip++;
+        pthread_mutex_unlock(&ks->lock);
+        char ip[32];
+        snprintf(ip, sizeof(ip), "10.96.%u.%u", (n / 250) % 256, n % 250 + 2);
+        json_object_set_new(spec, "clusterIP", json_string(ip));
+    }
+    if (json_is_string(json_object_get(spec, "clusterIP")))
+        set_default(spec, "clusterIPs", json_pack("[O]", json_object_get(spec, "clusterIP")));
+    set_default(spec, "sessionAffinity", json_string("None"));
+    set_default(spec, "ipFamilies", json_pack("[s]", "IPv4"));
+    set_default(spec, "ipFamilyPolicy", json_string("SingleStack"));
+    set_default(spec, "internalTrafficPolicy", json_string("Cluster"));
+    if (node_ports) {
+        set_default(spec, "externalTrafficPolicy", json_string("Cluster"));
+        if (strcmp(type, "LoadBalancer") == 0)
+            set_default(spec, "allocateLoadBalancerNodePorts", json_true());
+    }
+    size_t i, j;
+    json_t *p, *op;
+    json_array_foreach(json_object_get(spec, "ports"), i, p)
+    {
+        set_default(p, "protocol", json_string("TCP"));
+        if (json_object_get(p, "port"))
+            set_default(p, "targetPort", json_deep_copy(json_object_get(p, "port")));
+        if (!node_ports || json_object_get(p, "nodePort"))
+            continue;
+        json_array_foreach(json_object_get(ospec, "ports"), j, op)
+        {
+            if (json_equal(json_object_get(op, "port"), json_object_get(p, "port")) &&
+                json_object_get(op, "nodePort"))
+                json_object_set(p, "nodePort", json_object_get(op, "nodePort"));
+        }
+        if (!json_object_get(p, "nodePort")) {
+            pthread_mutex_lock(&ks->lock);
+            uint32_t np = 30000 + (ks->next_node_port++ % 2768);
+            pthread_mutex_unlock(&ks->lock);
+            json_object_set_new(p, "nodePort", json_integer(np));
+        }
+    }
+    json_t *status = ensure_obj(obj, "status");
+    set_default(status, "loadBalancer", json_object());
+}
+
+static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, json_t *obj,
+                             const json_t *old)
+{
+    if (strcmp(def->key, "deployments.apps") == 0) {
+        default_deployment(obj);
+    } else if (strcmp(def->key, "services") == 0) {
+        default_service(ks, obj, old);
+    } else if (strcmp(def->key, "namespaces") == 0) {
+        json_t *labels = ensure_obj(meta(obj), "labels");
+        const char *name = meta_str(obj, "name");
+        json_object_set_new(labels, "kubernetes.io/metadata.name", json_string(str_or(name, "")));
+        set_default(ensure_obj(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
+        set_default(ensure_obj(obj, "status"), "phase", json_string("Active"));
+    } else if (strcmp(def->key, "secrets") == 0) {
+        set_default(obj, "type", json_string("Opaque"));
+    } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
+        json_t *spec = ensure_obj(obj, "spec");
+        set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));
+    }
+}
+
+/* Type-specific validation; causes or NULL. @ref new */
+static json_t *builtin_validate(const struct ks_res *def, const json_t *obj)
+{
+    if (strcmp(def->key, "deployments.apps") == 0) {
+        const json_t *spec = json_object_get(obj, "spec");
+        const json_t *sel = json_object_get(json_object_get(spec, "selector"), "matchLabels");
+        const json_t *labels = json_object_get(
+            json_object_get(json_object_get(spec, "template"), "metadata"), "labels");
+        if (!json_object_get(spec, "selector"))
+            return one_cause("FieldValueRequired", "spec.selector", "Required value");
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)sel, k, v)
+        {
+            if (!json_equal(json_object_get(labels, k), v))
+                return one_cause("FieldValueInvalid", "spec.template.metadata.labels",
+                                 "Invalid value: map[string]string{...}: `selector` does not "
+                                 "match template `labels`");
+        }
+        const json_t *cs = json_object_get(json_object_get(spec, "template"), "spec");
+        if (json_array_size(json_object_get(cs, "containers")) == 0)
+            return one_cause("FieldValueRequired", "spec.template.spec.containers",
+                             "Required value");
+    }
+    return NULL;
+}
+
+/* ---- namespace check ------------------------------------------------------- */
+
+/* Lock held. 0, or fills r with the apiserver's answer. */
+static int check_namespace(struct ks_server *ks, const char *ns, struct ks_reply *r)
+{
+    const json_t *nsobj = ks_store_get(ks, "namespaces", ns);
+    if (!nsobj) {
+        char *msg = ks_printf("namespaces \"%s\" not found", ns);
+        ks_reply_status(r, 404, "NotFound", msg,
+                        json_pack("{s:s,s:s}", "name", ns, "kind", "namespaces"));
+        free(msg);
+        return -ENOENT;
+    }
+    if (meta_str(nsobj, "deletionTimestamp")) {
+        char *msg = ks_printf("unable to create new content in namespace %s because it is being "
+                              "terminated",
+                              ns);
+        ks_reply_status(r, 403, "Forbidden", msg, NULL);
+        free(msg);
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* ---- request body ------------------------------------------------------------ */
+
+static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
+{
+    json_error_t jerr;
+    if (!q->body || q->body_len == 0) {
+        reply_bad_request(r, "the body of the request was empty");
+        return NULL;
+    }
+    json_t *v = json_loadb(q->body, q->body_len, 0, &jerr);
+    if (!v) {
+        char *msg =
+            ks_printf("the object provided is unrecognized (must be of type JSON): %s", jerr.text);
+        reply_bad_request(r, msg);
+        free(msg);
+        return NULL;
+    }
+    return v;
+}
+
+/* Check apiVersion/kind of a body against the URL; fill them when absent. */
+static int check_type(const struct ks_res *def, const char *version, json_t *obj,
+                      struct ks_reply *r)
+{
+    if (!json_is_object(obj)) {
+        reply_bad_request(r, "the object provided is unrecognized (must be a JSON object)");
+        return -EINVAL;
+    }
+    char *av = ks_api_version(def->group, version);
+    const char *got = json_string_value(json_object_get(obj, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    int rc = 0;
+    if (got && strcmp(got, av) != 0) {
+        char *msg = ks_printf("the API version in the data (%s) does not match the expected API "
+                              "version (%s)",
+                              got, av);
+        reply_bad_request(r, msg);
+        free(msg);
+        rc = -EINVAL;
+    } else if (kind && strcmp(kind, def->kind) != 0) {
+        char *msg = ks_printf("the kind in the data (%s) does not match the expected kind (%s)",
+                              kind, def->kind);
+        reply_bad_request(r, msg);
+        free(msg);
+        rc = -EINVAL;
+    } else {
+        json_object_set_new(obj, "apiVersion", json_string(av));
+        json_object_set_new(obj, "kind", json_string(def->kind));
+    }
+    free(av);
+    return rc;
+}
+
+/* CR defaults/pruning/validation for "version"; 0 or a 422 in r. */
+static int cr_schema(const struct ks_res *def, const char *version, json_t *obj, const char *name,
+                     struct ks_reply *r)
+{
+    if (!def->crd)
+        return 0;
+    const struct ks_version *v = ks_res_version(def, version);
+    if (!v || !v->schema)
+        return 0;
+    ks_schema_prune(obj, v->schema);
+    ks_schema_default(obj, v->schema);
+    json_t *causes = ks_schema_validate(obj, v->schema);
+    if (json_array_size(causes)) {
+        reply_invalid(r, def, name, causes);
+        return -EINVAL;
+    }
+    json_decref(causes);
+    return 0;
+}
+
+/* Request object (version) -> storage version, defaulted. @ref new */
+static int to_storage(struct ks_server *ks, const struct ks_res *def, const json_t *obj,
+                      const char *version, json_t **ret, struct ks_reply *r)
+{
+    json_t *out = NULL;
+    char *err = NULL;
+    if (strcmp(version, def->storage) == 0) {
+        out = json_deep_copy(obj);
+    } else if (ks_convert_one(ks, def, obj, def->storage, &out, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+        return -EIO;
+    }
+    if (def->crd) {
+        const struct ks_version *sv = ks_res_version(def, def->storage);
+        if (sv && sv->schema) {
+            ks_schema_prune(out, sv->schema);
+            ks_schema_default(out, sv->schema);
+        }
+    }
+    if (def->typed)
+        ks_typed_order(out);
+    *ret = out;
+    return 0;
+}
+
+static void respond_object(struct ks_server *ks, const struct ks_res *def, const json_t *stored,
+                           const char *version, unsigned int code, struct ks_reply *r)
+{
+    json_t *out = NULL;
+    char *err = NULL;
+    if (one_in_version(ks, def, stored, version, &out, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+        return;
+    }
+    ks_reply_json(r, code, out, !def->typed);
+    json_decref(out);
+}
+
+static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, const json_t *obj,
+                 const json_t *old, const char *name, bool dry, struct ks_reply *r)
+{
+    struct ks_admit_req ar = {
+        .def = def,
+        .version = q->version,
+        .operation = op,
+        .subresource = q->sub ? q->sub : "",
+        .ns = q->ns ? q->ns : "",
+        .name = name,
+        .obj = obj,
+        .old = old,
+        .dry_run = dry,
+        .field_manager = ks_query(q, "fieldManager"),
+    };
+    int code = 0;
+    char *body = NULL;
+    if (!r->warnings)
+        r->warnings = json_array();
+    if (ks_admit(q->ks, &ar, r->warnings, &code, &body) == 0)
+        return 0;
+    free(r->body);
+    r->code = (unsigned int)code;
+    r->body = body;
+    r->len = strlen(body);
+    r->content_type = "application/json";
+    return -EPERM;
+}
+
+/* ---- CRD status ---------------------------------------------------------------- */
+
+static json_t *crd_initial_status(const json_t *crd)
+{
+    const char *storage = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(json_object_get(crd, "spec"), "versions"), i, v)
+    {
+        if (json_is_true(json_object_get(v, "storage")))
+            storage = json_string_value(json_object_get(v, "name"));
+    }
+    return json_pack("{s:n,s:{s:s,s:s},s:[s]}", "conditions", "acceptedNames", "plural", "", "kind",
+                     "", "storedVersions", storage ? storage : "v1");
+}
+
+/* Lock held: the CRD controller's "Established" update. */
+static void crd_establish(struct ks_server *ks, const struct ks_res *crd_def, const char *name)
+{
+    const json_t *cur = ks_store_get(ks, crd_def->key, name);
+    if (!cur)
+        return;
+    json_t *obj = json_deep_copy(cur);
+    json_t *status = ensure_obj(obj, "status");
+    char now[32];
+    ks_now_rfc3339(now, sizeof(now));
+    json_object_set_new(status, "conditions",
+                        json_pack("[{s:s,s:s,s:s,s:s,s:s},{s:s,s:s,s:s,s:s,s:s}]", "type",
+                                  "NamesAccepted", "status", "True", "lastTransitionTime", now,
+                                  "reason", "NoConflicts", "message", "no conflicts found", "type",
+                                  "Established", "status", "True", "lastTransitionTime", now,
+                                  "reason", "InitialNamesAccepted", "message",
+                                  "the initial names have been accepted"));
+    json_t *names = json_deep_copy(json_object_get(json_object_get(obj, "spec"), "names"));
+    json_object_set_new(status, "acceptedNames", names ? names : json_object());
+    json_t *stored = json_object_get(status, "storedVersions");
+    if (!json_is_array(stored)) {
+        stored = json_array();
+        json_object_set_new(status, "storedVersions", stored);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(json_object_get(obj, "spec"), "versions"), i, v)
+    {
+        if (!json_is_true(json_object_get(v, "storage")))
+            continue;
+        bool have = false;
+        size_t j;
+        json_t *s;
+        json_array_foreach(stored, j, s)
+        {
+            if (json_equal(s, json_object_get(v, "name")))
+                have = true;
+        }
+        if (!have)
+            json_array_append(stored, json_object_get(v, "name"));
+    }
+    if (json_equal(obj, cur)) {
+        json_decref(obj);
+        return;
+    }
+    ks_store_put(ks, crd_def, name, obj);
+}
+
+static bool is_crd(const struct ks_res *def)
+{
+    return strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0;
+}
+
+/* ---- get / list ------------------------------------------------------------------- */
+
+static void do_get(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                   struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    pthread_mutex_lock(&ks->lock);
+    json_t *cur = json_incref(ks_store_get(ks, def->key, key));
+    pthread_mutex_unlock(&ks->lock);
+    if (!cur) {
+        reply_not_found(r, def, q->name);
+        return;
+    }
+    respond_object(ks, def, cur, q->version, 200, r);
+    json_decref(cur);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct list_opts {
+    struct ks_selector *labels;
+    struct ks_selector *fields;
+    long limit;
+    char *start; /* continue after this key */
+    uint64_t cont_rv;
+};
+
+static void list_opts_free(struct list_opts *o)
+{
+    ks_selector_free(o->labels);
+    ks_selector_free(o->fields);
+    free(o->start);
+}
+
+static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_reply *r)
+{
+    char *err = NULL;
+    memset(o, 0, sizeof(*o));
+    if (ks_selector_parse(ks_query(q, "labelSelector"), false, &o->labels, &err) != 0 ||
+        ks_selector_parse(ks_query(q, "fieldSelector"), true, &o->fields, &err) != 0) {
+        reply_bad_request(r, err);
+        free(err);
+        return -EINVAL;
+    }
+    const char *lim = ks_query(q, "limit");
+    if (lim && *lim) {
+        char *end = NULL;
+        o->limit = strtol(lim, &end, 10);
+        if (!end || *end || o->limit < 0)
+            o->limit = 0;
+    }
+    const char *cont = ks_query(q, "continue");
+    if (cont && *cont) {
+        size_t n = 0;
+        unsigned char *raw = ks_base64_decode(cont, &n);
+        json_t *tok = raw ? json_loadb((const char *)raw, n, 0, NULL) : NULL;
+        free(raw);
+        const char *start = json_string_value(json_object_get(tok, "start"));
+        if (!start || !json_is_integer(json_object_get(tok, "rv"))) {
+            json_decref(tok);
+            reply_bad_request(r, "continue key is not valid: illegal base64 data");
+            return -EINVAL;
+        }
+        o->start = ks_strdup(start);
+        o->cont_rv = (uint64_t)json_integer_value(json_object_get(tok, "rv"));
+        json_decref(tok);
+    }
+    return 0;
+}
+
+static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    struct list_opts o;
+    if (parse_list_opts(q, &o, r) != 0)
+        return;
+    json_t *items = json_array();
+    uint64_t rv;
+    char *next = NULL;
+    long remaining = 0;
+
+    pthread_mutex_lock(&ks->lock);
+    if (o.start && o.cont_rv < ks->hist_floor) {
+        pthread_mutex_unlock(&ks->lock);
+        ks_reply_status(r, 410, "Expired",
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue parameter.",
+                        NULL);
+        json_decref(items);
+        list_opts_free(&o);
+        return;
+    }
+    rv = o.start ? o.cont_rv : ks->rv;
+    json_t *map = ks_store_map(ks, def->key);
+    size_t n = json_object_size(map);
+    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    size_t k = 0;
+    const char *key;
+    json_t *obj;
+    json_object_foreach(map, key, obj)
+    {
+        keys[k++] = key;
+    }
+    qsort(keys, k, sizeof(*keys), cmp_str);
+    size_t prefix = q->ns ? strlen(q->ns) : 0;
+    for (size_t i = 0; i < k; i++) {
+        if (q->ns && (strncmp(keys[i], q->ns, prefix) != 0 || keys[i][prefix] != '/'))
+            continue;
+        if (o.start && strcmp(keys[i], o.start) <= 0)
+            continue;
+        obj = json_object_get(map, keys[i]);
+        if (!ks_selector_match(o.labels, obj) || !ks_selector_match(o.fields, obj))
+            continue;
+        if (o.limit > 0 && (long)json_array_size(items) >= o.limit) {
+            remaining++;
+            if (!next)
+                next = ks_strdup(keys[i - 1 < k ? i - 1 : 0]);
+            continue;
+        }
+        json_array_append(items, obj);
+    }
+    if (next) {
+        /* continue after the last returned key */
+        const json_t *last = json_array_get(items, json_array_size(items) - 1);
+        char lk[512];
+        ks_obj_key(lk, sizeof(lk), meta_str(last, "namespace"), str_or(meta_str(last, "name"), ""));
+        free(next);
+        next = ks_strdup(lk);
+    }
+    free(keys);
+    pthread_mutex_unlock(&ks->lock);
+
+    json_t *conv = NULL;
+    char *err = NULL;
+    if (in_version(ks, def, items, q->version, &conv, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+        json_decref(items);
+        free(next);
+        list_opts_free(&o);
+        return;
+    }
+    json_decref(items);
+    char rvs[32];
+    snprintf(rvs, sizeof(rvs), "%llu", (unsigned long long)rv);
+    char *token = NULL;
+    if (next) {
+        json_t *tok =
+            json_pack("{s:s,s:I,s:s}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv, "start", next);
+        char *raw = ks_dump(tok, false, NULL);
+        token = ks_base64_encode((const unsigned char *)raw, strlen(raw));
+        free(raw);
+        json_decref(tok);
+    }
+    json_t *list = json_object();
+    json_t *md = json_object();
+    if (def->typed) {
+        size_t i;
+        json_t *it;
+        json_array_foreach(conv, i, it)
+        {
+            json_object_del(it, "kind");
+            json_object_del(it, "apiVersion");
+        }
+        json_object_set_new(md, "resourceVersion", json_string(rvs));
+        if (token)
+            json_object_set_new(md, "continue", json_string(token));
+        if (token && remaining)
+            json_object_set_new(md, "remainingItemCount", json_integer(remaining));
+        json_object_set_new(list, "kind", json_string(def->list_kind));
+        char *av = ks_api_version(def->group, q->version);
+        json_object_set_new(list, "apiVersion", json_string(av));
+        free(av);
+        json_object_set_new(list, "metadata", md);
+        json_object_set_new(list, "items", conv);
+    } else {
+        json_object_set_new(md, "continue", json_string(token ? token : ""));
+        if (token && remaining)
+            json_object_set_new(md, "remainingItemCount", json_integer(remaining));
+        json_object_set_new(md, "resourceVersion", json_string(rvs));
+        char *av = ks_api_version(def->group, q->version);
+        json_object_set_new(list, "apiVersion", json_string(av));
+        free(av);
+        json_object_set_new(list, "items", conv);
+        json_object_set_new(list, "kind", json_string(def->list_kind));
+        json_object_set_new(list, "metadata", md);
+    }
+    ks_reply_json(r, 200, list, !def->typed);
+    json_decref(list);
+    free(token);
+    free(next);
+    list_opts_free(&o);
+}
+
+/* ---- create ---------------------------------------------------------------------- */
+
+static void random_suffix(char *buf, size_t n)
+{
+    static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
+    char uid[40];
+    ks_uuid(uid, sizeof(uid));
+    for (size_t i = 0; i + 1 < n; i++)
+        buf[i] = alnum[(unsigned char)uid[i * 2 % 32] % (sizeof(alnum) - 1)];
+    buf[n - 1] = '\0';
+}
+
+static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj, bool dry,
+                      struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    json_t *md = meta(obj);
+    const char *name = json_string_value(json_object_get(md, "name"));
+    const char *gen = json_string_value(json_object_get(md, "generateName"));
+    char *owned_name = NULL;
+    json_t *stored = NULL;
+
+    if ((!name || !*name) && gen && *gen) {
+        char sfx[6];
+        random_suffix(sfx, sizeof(sfx));
+        owned_name = ks_printf("%s%s", gen, sfx);
+        json_object_set_new(md, "name", json_string(owned_name));
+        name = owned_name;
+    }
+    if (!name || !*name) {
+        reply_invalid(r, def, "",
+                      one_cause("FieldValueRequired", "metadata.name",
+                                "Required value: name or generateName is required"));
+        goto out;
+    }
+    const char *body_ns = json_string_value(json_object_get(md, "namespace"));
+    if (def->namespaced) {
+        if (body_ns && *body_ns && strcmp(body_ns, q->ns) != 0) {
+            reply_bad_request(r, "the namespace of the provided object does not match the "
+                                 "namespace sent on the request");
+            goto out;
+        }
+        json_object_set_new(md, "namespace", json_string(q->ns));
+    } else {
+        json_object_del(md, "namespace");
+    }
+    json_t *causes = check_name(def, name);
+    if (causes) {
+        reply_invalid(r, def, name, causes);
+        goto out;
+    }
+    char uid[40], now[32];
+    ks_uuid(uid, sizeof(uid));
+    ks_now_rfc3339(now, sizeof(now));
+    json_object_set_new(md, "uid", json_string(uid));
+    json_object_set_new(md, "creationTimestamp", json_string(now));
+    json_object_del(md, "resourceVersion");
+    json_object_del(md, "deletionTimestamp");
+    json_object_del(md, "deletionGracePeriodSeconds");
+    json_object_del(md, "managedFields");
+    json_object_del(md, "selfLink");
+    if (def->generation)
+        json_object_set_new(md, "generation", json_integer(1));
+    const struct ks_version *ver = ks_res_version(def, q->version);
+    if (ver && ver->status)
+        json_object_del(obj, "status");
+    if (is_crd(def))
+        json_object_set_new(obj, "status", crd_initial_status(obj));
+    builtin_defaults(ks, def, obj, NULL);
+    causes = builtin_validate(def, obj);
+    if (causes) {
+        reply_invalid(r, def, name, causes);
+        goto out;
+    }
+    if (cr_schema(def, q->version, obj, name, r) != 0)
+        goto out;
+    if (def->typed)
+        ks_typed_order(obj);
+    if (admit(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
+        goto out;
+    if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
+        goto out;
+
+    char key[512];
+    ks_obj_key(key, sizeof(key), def->namespaced ? q->ns : NULL, name);
+    pthread_mutex_lock(&ks->lock);
+    if (def->namespaced && check_namespace(ks, q->ns, r) != 0) {
+        pthread_mutex_unlock(&ks->lock);
+        goto out;
+    }
+    const struct ks_res *cur_def = ks_res_find(ks, def->group, def->plural);
+    if (cur_def != def && (!cur_def || !ks_res_version(cur_def, q->version))) {
+        pthread_mutex_unlock(&ks->lock);
+        ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
+                        json_object());
+        goto out;
+    }
+    if (ks_store_get(ks, def->key, key)) {
+        pthread_mutex_unlock(&ks->lock);
+        char *qn = ks_qualified(def);
+        char *msg = ks_printf("%s \"%s\" already exists", qn, name);
+        ks_reply_status(r, 409, "AlreadyExists", msg, ks_details(def, name));
+        free(msg);
+        free(qn);
+        goto out;
+    }
+    if (is_crd(def)) {
+        char *err = NULL;
+        if (ks_res_register_crd(ks, stored, &err) != 0) {
+            pthread_mutex_unlock(&ks->lock);
+            reply_invalid(r, def, name, one_cause("FieldValueInvalid", "spec", err));
+            free(err);
+            goto out;
+        }
+        if (dry)
+            ks_res_unregister_crd(ks, name);
+    }
+    if (!dry) {
+        json_incref(stored);
+        ks_store_put(ks, def, key, stored);
+        if (is_crd(def))
+            crd_establish(ks, def, key);
+    } else {
+        json_object_set_new(meta(stored), "resourceVersion", json_string(""));
+    }
+    pthread_mutex_unlock(&ks->lock);
+    respond_object(ks, def, stored, q->version, 201, r);
+out:
+    json_decref(stored);
+    free(owned_name);
+}
+
+/* ---- update / patch ----------------------------------------------------------- */
+
+enum patch_kind { PATCH_NONE, PATCH_MERGE, PATCH_STRATEGIC, PATCH_JSON, PATCH_APPLY };
+
+static enum patch_kind patch_kind(const char *ct)
+{
+    if (!ct)
+        return PATCH_NONE;
+    if (strncmp(ct, "application/merge-patch+json", 28) == 0)
+        return PATCH_MERGE;
+    if (strncmp(ct, "application/strategic-merge-patch+json", 38) == 0)
+        return PATCH_STRATEGIC;
+    if (strncmp(ct, "application/json-patch+json", 27) == 0)
+        return PATCH_JSON;
+    if (strncmp(ct, "application/apply-patch+yaml", 28) == 0)
+        return PATCH_APPLY;
+    return PATCH_NONE;
+}
+
+static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
+                      enum patch_kind pk, bool dry, struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
+    const struct ks_version *ver = ks_res_version(def, q->version);
+    bool has_status = ver && ver->status;
+    const char *body_rv = NULL;
+
+    if (pk == PATCH_NONE) {
+        if (check_type(def, q->version, body, r) != 0)
+            return;
+        const char *bname = meta_str(body, "name");
+        if (!bname || strcmp(bname, q->name) != 0) {
+            char *msg = ks_printf("the name of the object (%s) does not match the name on the URL "
+                                  "(%s)",
+                                  str_or(bname, ""), q->name);
+            reply_bad_request(r, msg);
+            free(msg);
+            return;
+        }
+        const char *bns = meta_str(body, "namespace");
+        if (def->namespaced && bns && *bns && strcmp(bns, q->ns) != 0) {
+            reply_bad_request(r, "the namespace of the provided object does not match the "
+                                 "namespace sent on the request");
+            return;
+        }
+        body_rv = meta_str(body, "resourceVersion");
+        if (body_rv && !*body_rv)
+            body_rv = NULL;
+        if (!body_rv && def->crd) {
+            reply_invalid(r, def, q->name,
+                          one_cause("FieldValueInvalid", "metadata.resourceVersion",
+                                    "Invalid value: 0x0: must be specified for an update"));
+            return;
+        }
+    } else if (pk == PATCH_STRATEGIC && !def->typed) {
+        ks_reply_status(r, 415, "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted media types "
+                        "include: application/json-patch+json, application/merge-patch+json, "
+                        "application/apply-patch+yaml",
+                        NULL);
+        return;
+    }
+
+    for (int attempt = 0; attempt < 8; attempt++) {
+        json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL;
+        char *err = NULL;
+        bool done = true;
+
+        pthread_mutex_lock(&ks->lock);
+        cur = json_incref(ks_store_get(ks, def->key, key));
+        pthread_mutex_unlock(&ks->lock);
+        if (!cur) {
+            if (pk == PATCH_APPLY && !status_sub) {
+                json_t *obj = json_deep_copy(body);
+                if (check_type(def, q->version, obj, r) == 0) {
+                    json_object_set_new(meta(obj), "name", json_string(q->name));
+                    do_create(q, def, obj, dry, r);
+                }
+                json_decref(obj);
+                return;
+            }
+            reply_not_found(r, def, q->name);
+            return;
+        }
+        const char *cur_rv = meta_str(cur, "resourceVersion");
+        if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
+            reply_internal(r, err);
+            free(err);
+            goto next_attempt;
+        }
+
+        /* Build the new object in the request version. */
+        switch (pk) {
+        case PATCH_NONE:
+            next = json_deep_copy(body);
+            break;
+        case PATCH_MERGE:
+        case PATCH_APPLY:
+            next = ks_merge_patch(cur_v, body);
+            break;
+        case PATCH_STRATEGIC:
+            next = ks_strategic_patch(cur_v, body, &err);
+            break;
+        case PATCH_JSON:
+            next = ks_json_patch(cur_v, body, &err);
+            break;
+        }
+        if (!next) {
+            ks_reply_status(r, pk == PATCH_JSON ? 422 : 400,
+                            pk == PATCH_JSON ? "Invalid" : "BadRequest", err ? err : "bad patch",
+                            NULL);
+            free(err);
+            goto next_attempt;
+        }
+        if (pk != PATCH_NONE) {
+            const char *prv = meta_str(next, "resourceVersion");
+            if (prv && *prv && strcmp(prv, cur_rv) != 0)
+                body_rv = "patch";
+            if (check_type(def, q->version, next, r) != 0)
+                goto next_attempt;
+        }
+        if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
+            reply_conflict(r, def, q->name,
+                           "the object has been modified; please apply your changes to the "
+                           "latest version and try again");
+            goto next_attempt;
+        }
+        if (status_sub) {
+            /* Only status changes through /status. */
+            json_t *merged = json_deep_copy(cur_v);
+            json_t *st = json_object_get(next, "status");
+            if (st)
+                json_object_set(merged, "status", st);
+            else
+                json_object_del(merged, "status");
+            json_decref(next);
+            next = merged;
+        } else if (has_status) {
+            json_t *st = json_object_get(cur_v, "status");
+            if (st)
+                json_object_set(next, "status", st);
+            else
+                json_object_del(next, "status");
+        }
+        /* Metadata the client cannot change. */
+        json_t *nmd = meta(next);
+        json_t *cmd = json_object_get(cur_v, "metadata");
+        static const char *const fixed[] = {"name",
+                                            "namespace",
+                                            "uid",
+                                            "creationTimestamp",
+                                            "deletionTimestamp",
+                                            "deletionGracePeriodSeconds",
+                                            "generation",
+                                            "resourceVersion",
+                                            NULL};
+        for (const char *const *f = fixed; *f; f++) {
+            json_t *v = json_object_get(cmd, *f);
+            if (v)
+                json_object_set(nmd, *f, v);
+            else
+                json_object_del(nmd, *f);
+        }
+        json_object_del(nmd, "managedFields");
+        json_object_del(nmd, "selfLink");
+        if (is_crd(def)) {
+            json_t *st = json_object_get(cur_v, "status");
+            if (st && !status_sub)
+                json_object_set(next, "status", st);
+        }
+        builtin_defaults(ks, def, next, cur_v);
+        json_t *causes = builtin_validate(def, next);
+        if (causes) {
+            reply_invalid(r, def, q->name, causes);
+            goto next_attempt;
+        }
+        if (cr_schema(def, q->version, next, q->name, r) != 0)
+            goto next_attempt;
+        if (def->generation && spec_changed(cur_v, next))
+            json_object_set_new(
+                nmd, "generation",
+                json_integer(json_integer_value(json_object_get(cmd, "generation")) + 1));
+        if (def->typed)
+            ks_typed_order(next);
+        if (same_object(next, cur_v)) {
+            /* A no-op write does not bump the resourceVersion. */
+            ks_reply_json(r, 200, cur_v, !def->typed);
+            goto next_attempt;
+        }
+        if (admit(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
+            goto next_attempt;
+        if (to_storage(ks, def, next, q->version, &stored, r) != 0)
+            goto next_attempt;
+
+        pthread_mutex_lock(&ks->lock);
+        const json_t *now_obj = ks_store_get(ks, def->key, key);
+        if (!now_obj || strcmp(str_or(meta_str(now_obj, "resourceVersion"), ""), cur_rv) != 0) {
+            pthread_mutex_unlock(&ks->lock);
+            if (body_rv) {
+                reply_conflict(r, def, q->name,
+                               "the object has been modified; please apply your changes to the "
+                               "latest version and try again");
+            } else {
+                done = false;
+            }
+            goto next_attempt;
+        }
+        if (is_crd(def) && !dry) {
+            char *cerr = NULL;
+            if (ks_res_register_crd(ks, stored, &cerr) != 0) {
+                pthread_mutex_unlock(&ks->lock);
+                reply_invalid(r, def, q->name, one_cause("FieldValueInvalid", "spec", cerr));
+                free(cerr);
+                goto next_attempt;
+            }
+        }
+        bool deleting = meta_str(stored, "deletionTimestamp") &&
+                        json_array_size(json_object_get(json_object_get(stored, "metadata"),
+                                                        "finalizers")) == 0;
+        if (!dry) {
+            if (deleting) {
+                json_incref(stored);
+                ks_store_put(ks, def, key, stored);
+                ks_remove_object(ks, def, key);
+            } else {
+                json_incref(stored);
+                ks_store_put(ks, def, key, stored);
+                if (is_crd(def))
+                    crd_establish(ks, def, key);
+            }
+        }
+        pthread_mutex_unlock(&ks->lock);
+        respond_object(ks, def, stored, q->version, 200, r);
+    next_attempt:
+        json_decref(cur);
+        json_decref(cur_v);
+        json_decref(next);
+        json_decref(stored);
+        if (done)
+            return;
+    }
+    reply_conflict(r, def, q->name,
+                   "the object has been modified; please apply your changes to the latest "
+                   "version and try again");
+}
+
+/* ---- delete --------------------------------------------------------------------- */
+
+void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char *key)
+{
+    if (is_crd(def)) {
+        const json_t *crd = ks_store_get(ks, def->key, key);
+        const char *group =
+            json_string_value(json_object_get(json_object_get(crd, "spec"), "group"));
+        const char *plural = json_string_value(
+            json_object_get(json_object_get(json_object_get(crd, "spec"), "names"), "plural"));
+        const struct ks_res *cr = group && plural ? ks_res_find(ks, group, plural) : NULL;
+        if (cr && cr->crd) {
+            json_t *map = json_incref(ks_store_map(ks, cr->key));
+            const char *k;
+            json_t *o;
+            void *tmp;
+            json_object_foreach_safe(map, tmp, k, o)
+            {
+                ks_store_remove(ks, cr, k);
+            }
+            json_decref(map);
+        }
+        ks_res_unregister_crd(ks, key);
+    }
+    ks_store_remove(ks, def, key);
+}
+
+static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                      struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    json_t *opts = NULL;
+    if (q->body && q->body_len) {
+        opts = json_loadb(q->body, q->body_len, 0, NULL);
+        if (!json_is_object(opts)) {
+            json_decref(opts);
+            reply_bad_request(r, "the body of the request was in an unknown format");
+            return;
+        }
+    }
+    bool dry = dry_run(q, opts);
+    const char *policy = json_string_value(json_object_get(opts, "propagationPolicy"));
+    if (!policy)
+        policy = ks_query(q, "propagationPolicy");
+    if (json_is_true(json_object_get(opts, "orphanDependents")))
+        policy = "Orphan";
+    const json_t *pre = json_object_get(opts, "preconditions");
+    const char *pre_uid = json_string_value(json_object_get(pre, "uid"));
+    const char *pre_rv = json_string_value(json_object_get(pre, "resourceVersion"));
+
+    json_t *cur = NULL;
+    pthread_mutex_lock(&ks->lock);
+    cur = json_incref(ks_store_get(ks, def->key, key));
+    pthread_mutex_unlock(&ks->lock);
+    if (!cur) {
+        reply_not_found(r, def, q->name);
+        json_decref(opts);
+        return;
+    }
+    /* Validating webhooks registered for DELETE see the old object. */
+    json_t *cur_v = NULL;
+    char *err = NULL;
+    if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+        goto out;
+    }
+    if (admit(q, def, "DELETE", NULL, cur_v, q->name, dry, r) != 0)
+        goto out;
+
+    pthread_mutex_lock(&ks->lock);
+    json_decref(cur);
+    cur = json_incref(ks_store_get(ks, def->key, key));
+    if (!cur) {
+        pthread_mutex_unlock(&ks->lock);
+        reply_not_found(r, def, q->name);
+        goto out;
+    }
+    const char *uid = str_or(meta_str(cur, "uid"), "");
+    const char *rv = str_or(meta_str(cur, "resourceVersion"), "");
+    if (pre_uid && strcmp(pre_uid, uid) != 0) {
+        pthread_mutex_unlock(&ks->lock);
+        char *why = ks_printf("Precondition failed: UID in precondition: %s, UID in object meta: "
+                              "%s",
+                              pre_uid, uid);
+        reply_conflict(r, def, q->name, why);
+        free(why);
+        goto out;
+    }
+    if (pre_rv && strcmp(pre_rv, rv) != 0) {
+        pthread_mutex_unlock(&ks->lock);
+        char *why = ks_printf("Precondition failed: ResourceVersion in precondition: %s, "
+                              "ResourceVersion in object meta: %s",
+                              pre_rv, rv);
+        reply_conflict(r, def, q->name, why);
+        free(why);
+        goto out;
+    }
+    json_t *next = json_deep_copy(cur);
+    json_t *nmd = meta(next);
+    json_t *fin = json_object_get(nmd, "finalizers");
+    if (!json_is_array(fin)) {
+        fin = json_array();
+        json_object_set_new(nmd, "finalizers", fin);
+    }
+    bool is_ns = strcmp(def->key, "namespaces") == 0;
+    const char *extra = NULL;
+    if (policy && strcmp(policy, "Foreground") == 0)
+        extra = "foregroundDeletion";
+    else if (policy && strcmp(policy, "Orphan") == 0)
+        extra = "orphan";
+    if (extra && !meta_str(cur, "deletionTimestamp")) {
+        bool have = false;
+        size_t i;
+        json_t *f;
+        json_array_foreach(fin, i, f)
+        {
+            if (strcmp(str_or(json_string_value(f), ""), extra) == 0)
+                have = true;
+        }
+        if (!have)
+            json_array_append_new(fin, json_string(extra));
+    }
+    bool pending = json_array_size(fin) > 0 || is_ns;
+    if (json_array_size(fin) == 0)
+        json_object_del(nmd, "finalizers");
+    if (pending) {
+        if (!json_object_get(nmd, "deletionTimestamp")) {
+            char now[32];
+            ks_now_rfc3339(now, sizeof(now));
+            json_object_set_new(nmd, "deletionTimestamp", json_string(now));
+            json_object_set_new(nmd, "deletionGracePeriodSeconds", json_integer(0));
+            if (json_is_integer(json_object_get(nmd, "generation")))
+                json_object_set_new(
+                    nmd, "generation",
+                    json_integer(json_integer_value(json_object_get(nmd, "generation")) + 1));
+            if (is_ns)
+                json_object_set_new(ensure_obj(next, "status"), "phase",
+                                    json_string("Terminating"));
+            if (def->typed)
+                ks_typed_order(next);
+            if (!dry) {
+                json_incref(next);
+                ks_store_put(ks, def, key, next);
+                ks->gc_dirty = true;
+                pthread_cond_broadcast(&ks->changed);
+            }
+        }
+        pthread_mutex_unlock(&ks->lock);
+        respond_object(ks, def, next, q->version, 200, r);
+        json_decref(next);
+        goto out;
+    }
+    json_decref(next);
+    if (!dry)
+        ks_remove_object(ks, def, key);
+    pthread_mutex_unlock(&ks->lock);
+    if (is_crd(def)) {
+        respond_object(ks, def, cur, q->version, 200, r);
+        goto out;
+    }
+    json_t *details = ks_details(def, q->name);
+    json_object_set_new(details, "uid", json_string(uid));
+    free(r->body);
+    r->code = 200;
+    r->body = ks_status_body(0, "Success", NULL, NULL, details, &r->len);
+    r->content_type = "application/json";
+out:
+    json_decref(cur);
+    json_decref(cur_v);
+    json_decref(opts);
+}
+
+static void do_delete_collection(struct ks_api_req *q, const struct ks_res *def, struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    struct list_opts o;
+    if (parse_list_opts(q, &o, r) != 0)
+        return;
+    json_t *names = json_array();
+    pthread_mutex_lock(&ks->lock);
+    const char *key;
+    json_t *obj;
+    json_object_foreach(ks_store_map(ks, def->key), key, obj)
+    {
+        if (q->ns && strcmp(str_or(meta_str(obj, "namespace"), ""), q->ns) != 0)
+            continue;
+        if (ks_selector_match(o.labels, obj) && ks_selector_match(o.fields, obj))
+            json_array_append_new(names, json_string(str_or(meta_str(obj, "name"), "")));
+    }
+    pthread_mutex_unlock(&ks->lock);
+    list_opts_free(&o);
+    json_t *items = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n)
+    {
+        struct ks_reply one = {0};
+        char k[512];
+        ks_obj_key(k, sizeof(k), q->ns, json_string_value(n));
+        char *saved = q->name;
+        q->name = (char *)json_string_value(n);
+        do_delete(q, def, k, &one);
+        q->name = saved;
+        free(one.body);
+        json_decref(one.warnings);
+    }
+    json_decref(names);
+    json_t *list = json_pack("{s:s,s:s,s:{},s:o}", "kind", def->list_kind, "apiVersion",
+                             def->group[0] ? def->group : "v1", "metadata", "items", items);
+    char *av = ks_api_version(def->group, q->version);
+    json_object_set_new(list, "apiVersion", json_string(av));
+    free(av);
+    ks_reply_json(r, 200, list, !def->typed);
+    json_decref(list);
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    pthread_mutex_lock(&ks->lock);
+    const struct ks_res *def = ks_res_find(ks, q->group, q->plural);
+    const struct ks_version *ver = def ? ks_res_version(def, q->version) : NULL;
+    pthread_mutex_unlock(&ks->lock);
+
+    if (!def || !ver || !ver->served || (q->ns && !def->namespaced) ||
+        (q->sub && !(strcmp(q->sub, "status") == 0 && ver->status))) {
+        ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
+                        json_object());
+        return;
+    }
+    char key[512] = "";
+    if (q->name)
+        ks_obj_key(key, sizeof(key), def->namespaced ? q->ns : NULL, q->name);
+    if (ver->deprecation) {
+        if (!r->warnings)
+            r->warnings = json_array();
+        json_array_append_new(r->warnings, json_string(ver->deprecation));
+    }
+
+    if (strcmp(q->verb, "get") == 0) {
+        do_get(q, def, key, r);
+    } else if (strcmp(q->verb, "list") == 0) {
+        do_list(q, def, r);
+    } else if (strcmp(q->verb, "watch") == 0) {
+        ks_watch_start(q, def, r);
+    } else if (strcmp(q->verb, "create") == 0) {
+        if (def->namespaced && !q->ns) {
+            ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
+                            json_object());
+            return;
+        }
+        json_t *obj = parse_body(q, r);
+        if (!obj)
+            return;
+        if (check_type(def, q->version, obj, r) == 0)
+            do_create(q, def, obj, dry_run(q, NULL), r);
+        json_decref(obj);
+    } else if (strcmp(q->verb, "update") == 0 || strcmp(q->verb, "patch") == 0) {
+        enum patch_kind pk = PATCH_NONE;
+        if (strcmp(q->verb, "patch") == 0) {
+            pk = patch_kind(q->content_type);
+            if (pk == PATCH_NONE) {
+                ks_reply_status(r, 415, "UnsupportedMediaType",
+                                "the body of the request was in an unknown format - accepted "
+                                "media types include: application/json-patch+json, "
+                                "application/merge-patch+json, application/apply-patch+yaml",
+                                NULL);
+                return;
+            }
+        }
+        json_t *body = parse_body(q, r);
+        if (!body)
+            return;
+        do_update(q, def, key, body, pk, dry_run(q, NULL), r);
+        json_decref(body);
+    } else if (strcmp(q->verb, "delete") == 0) {
+        do_delete(q, def, key, r);
+    } else if (strcmp(q->verb, "deletecollection") == 0) {
+        do_delete_collection(q, def, r);
+    } else {
+        char *msg =
+            ks_printf("%s is not supported on resources of kind \"%s\"", q->method, def->kind);
+        ks_reply_status(r, 405, "MethodNotAllowed", msg, NULL);
+        free(msg);
+    }
+}

@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim HTTP front: libmicrohttpd with its own (GnuTLS) TLS, one thread
+ * per connection so a watch can block. Authenticates the bearer token
+ * (401 Status otherwise), applies injected faults and latency, records
+ * request statistics, routes discovery (/api, /apis, /apis/G, /apis/G/V,
+ * aggregated discovery on request, /version), resource paths
+ * (/api/v1/..., /apis/G/V/..., namespaced or not, subresources) and the
+ * test endpoints /_kubesim/stats and /_kubesim/faults. Unknown non-API
+ * paths get Go's text/plain "404 page not found".
+ */
+#include "kubesim.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KS_BODY_MAX (64u * 1024 * 1024)
+
+struct conn_ctx {
+    char *body;
+    size_t len, cap;
+    bool too_big;
+};
+
+static const char version_doc[] = "{\n"
+                                  "  \"major\": \"1\",\n"
+                                  "  \"minor\": \"32\",\n"
+                                  "  \"gitVersion\": \"v1.32.3\",\n"
+                                  "  \"gitCommit\": \"32cc146f75aad04beaaa245a7157eb35063a9f99\",\n"
+                                  "  \"gitTreeState\": \"clean\",\n"
+                                  "  \"buildDate\": \"2025-03-11T19:52:21Z\",\n"
+                                  "  \"goVersion\": \"go1.23.6\",\n"
+                                  "  \"compiler\": \"gc\",\n"
+                                  "  \"platform\": \"linux/amd64\"\n"
+                                  "}";
+
+static void reply_text(struct ks_reply *r, unsigned int code, const char *text)
+{
+    free(r->body);
+    r->code = code;
+    r->body = ks_strdup(text);
+    r->len = strlen(text);
+    r->content_type = "text/plain; charset=utf-8";
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *r)
+{
+    struct MHD_Response *resp = r->stream;
+    if (!resp) {
+        resp = MHD_create_response_from_buffer(r->len, r->body ? r->body : (char *)"",
+                                               r->body ? MHD_RESPMEM_MUST_FREE
+                                                       : MHD_RESPMEM_PERSISTENT);
+        r->body = NULL;
+    }
+    if (!resp)
+        return MHD_NO;
+    char audit[40];
+    ks_uuid(audit, sizeof(audit));
+    MHD_add_response_header(resp, "Audit-Id", audit);
+    MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            r->content_type ? r->content_type : "application/json");
+    if (r->content_type && strncmp(r->content_type, "text/plain", 10) == 0)
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%d", r->retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
+    size_t i;
+    json_t *w;
+    json_array_foreach(r->warnings, i, w)
+    {
+        char *h = ks_printf("299 - \"%s\"", json_string_value(w));
+        MHD_add_response_header(resp, "Warning", h);
+        free(h);
+    }
+    enum MHD_Result ret = MHD_queue_response(conn, r->code ? r->code : 500, resp);
+    MHD_destroy_response(resp);
+    r->stream = NULL;
+    return ret;
+}
+
+static bool authorized(struct ks_server *ks, struct MHD_Connection *conn)
+{
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+        return false;
+    const char *tok = auth + 7;
+    size_t a = strlen(tok), b = strlen(ks->token);
+    unsigned char diff = (unsigned char)(a != b);
+    for (size_t i = 0; i < a && i < b; i++)
+        diff |= (unsigned char)(tok[i] ^ ks->token[i]);
+    return diff == 0;
+}
+
+/* Split "/a/b/c" into at most max segments; returns count or -1. */
+static int split_path(const char *url, char **segs, int max)
+{
+    int n = 0;
+    const char *p = url;
+    while (*p == '/')
+        p++;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (n == max)
+            return -1;
+        segs[n] = strndup(p, len);
+        if (!segs[n])
+            abort();
+        n++;
+        p += len;
+        while (*p == '/')
+            p++;
+    }
+    return n;
+}
+
+static void kubesim_endpoint(struct ks_server *ks, const char *method, const char *what,
+                             const struct conn_ctx *ctx, struct ks_reply *r)
+{
+    if (strcmp(what, "stats") == 0) {
+        pthread_mutex_lock(&ks->lock);
+        if (strcmp(method, "DELETE") == 0) {
+            ks_stats_reset(ks);
+            pthread_mutex_unlock(&ks->lock);
+            json_t *empty = json_object();
+            ks_reply_json(r, 200, empty, false);
+            json_decref(empty);
+            return;
+        }
+        json_t *doc = ks_stats_json(ks);
+        ks_reply_json(r, 200, doc, false);
+        pthread_mutex_unlock(&ks->lock);
+        json_decref(doc);
+        return;
+    }
+    if (strcmp(what, "faults") == 0) {
+        json_t *doc = NULL;
+        char *err = NULL;
+        if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+            doc = ctx->len ? json_loadb(ctx->body, ctx->len, 0, NULL) : NULL;
+            pthread_mutex_lock(&ks->lock);
+            int rc = ks_faults_apply(ks, doc, &err);
+            pthread_mutex_unlock(&ks->lock);
+            json_decref(doc);
+            if (rc != 0) {
+                ks_reply_status(r, 400, "BadRequest", err, NULL);
+                free(err);
+                return;
+            }
+        }
+        pthread_mutex_lock(&ks->lock);
+        doc = ks_faults_describe(ks);
+        pthread_mutex_unlock(&ks->lock);
+        ks_reply_json(r, 200, doc, false);
+        json_decref(doc);
+        return;
+    }
+    reply_text(r, 404, "404 page not found\n");
+}
+
+static const char *verb_for(const char *method, bool named, bool watch)
+{
+    if (strcmp(method, "GET") == 0)
+        return watch ? "watch" : (named ? "get" : "list");
+    if (strcmp(method, "POST") == 0)
+        return named ? NULL : "create";
+    if (strcmp(method, "PUT") == 0)
+        return named ? "update" : NULL;
+    if (strcmp(method, "PATCH") == 0)
+        return named ? "patch" : NULL;
+    if (strcmp(method, "DELETE") == 0)
+        return named ? "delete" : "deletecollection";
+    return NULL;
+}
+
+static void inject_fault(struct ks_server *ks, unsigned int code, int retry, struct ks_reply *r)
+{
+    if (code == 429) {
+        reply_text(r, 429, "Too many requests, please try again later.\n");
+        r->retry_after = retry > 0 ? retry : 1;
+        return;
+    }
+    (void)ks;
+    if (code == 503) {
+        ks_reply_status(r, 503, "ServiceUnavailable", "injected fault: service unavailable",
+                        retry > 0 ? json_pack("{s:i}", "retryAfterSeconds", retry) : NULL);
+        r->retry_after = retry;
+        return;
+    }
+    if (code == 500) {
+        ks_reply_status(r, 500, "InternalError", "Internal error occurred: injected fault",
+                        json_pack("{s:[{s:s}]}", "causes", "message", "injected fault"));
+        return;
+    }
+    char *msg = ks_printf("injected fault %u", code);
+    ks_reply_status(r, (int)code, NULL, msg, NULL);
+    free(msg);
+    r->retry_after = retry;
+}
+
+static void route(struct ks_server *ks, struct MHD_Connection *conn, const char *method,
+                  const char *url, struct conn_ctx *ctx, struct ks_reply *r)
+{
+    char *segs[12] = {0};
+    int n = split_path(url, segs, 12);
+    struct ks_api_req q = {0};
+    const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+    bool aggregated = accept && strstr(accept, "as=APIGroupDiscoveryList");
+    json_t *doc = NULL;
+    int rest = 0;
+
+    if (n < 0) {
+        reply_text(r, 404, "404 page not found\n");
+        goto out;
+    }
+    if (n == 1 && (strcmp(segs[0], "healthz") == 0 || strcmp(segs[0], "livez") == 0 ||
+                   strcmp(segs[0], "readyz") == 0)) {
+        reply_text(r, 200, "ok");
+        goto out;
+    }
+    if (n == 1 && strcmp(segs[0], "version") == 0) {
+        reply_text(r, 200, version_doc);
+        r->content_type = "application/json";
+        goto out;
+    }
+    if (!authorized(ks, conn)) {
+        ks_reply_status(r, 401, "Unauthorized", "Unauthorized", NULL);
+        goto out;
+    }
+    if (n == 2 && strcmp(segs[0], "_kubesim") == 0) {
+        kubesim_endpoint(ks, method, segs[1], ctx, r);
+        goto out;
+    }
+    if (n >= 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v3") == 0) {
+        pthread_mutex_lock(&ks->lock);
+        if (n == 2)
+            doc = ks_openapi_root(ks);
+        else if (n == 4 && strcmp(segs[2], "api") == 0)
+            doc = ks_openapi_gv(ks, "", segs[3]);
+        else if (n == 5 && strcmp(segs[2], "apis") == 0)
+            doc = ks_openapi_gv(ks, segs[3], segs[4]);
+        pthread_mutex_unlock(&ks->lock);
+        if (doc)
+            ks_reply_json(r, 200, doc, false);
+        else
+            reply_text(r, 404, "404 page not found\n");
+        goto out;
+    }
+    if (n >= 1 && strcmp(segs[0], "api") == 0) {
+        if (n == 1) {
+            pthread_mutex_lock(&ks->lock);
+            doc = aggregated ? ks_discovery_aggregated(ks, true) : ks_discovery_api(ks);
+            pthread_mutex_unlock(&ks->lock);
+            ks_reply_json(r, 200, doc, false);
+            if (aggregated)
+                r->content_type = "application/json;g=apidiscovery.k8s.io;v=v2;"
+                                  "as=APIGroupDiscoveryList";
+            goto out;
+        }
+        if (strcmp(segs[1], "v1") != 0) {
+            reply_text(r, 404, "404 page not found\n");
+            goto out;
+        }
+        q.group = ks_strdup("");
+        q.version = ks_strdup("v1");
+        rest = 2;
+    } else if (n >= 1 && strcmp(segs[0], "apis") == 0) {
+        if (n == 1) {
+            pthread_mutex_lock(&ks->lock);
+            doc = aggregated ? ks_discovery_aggregated(ks, false) : ks_discovery_apis(ks);
+            pthread_mutex_unlock(&ks->lock);
+            ks_reply_json(r, 200, doc, false);
+            if (aggregated)
+                r->content_type = "application/json;g=apidiscovery.k8s.io;v=v2;"
+                                  "as=APIGroupDiscoveryList";
+            goto out;
+        }
+        if (n == 2) {
+            pthread_mutex_lock(&ks->lock);
+            doc = ks_discovery_group(ks, segs[1]);
+            pthread_mutex_unlock(&ks->lock);
+            if (doc)
+                ks_reply_json(r, 200, doc, false);
+            else
+                reply_text(r, 404, "404 page not found\n");
+            goto out;
+        }
+        q.group = ks_strdup(segs[1]);
+        q.version = ks_strdup(segs[2]);
+        rest = 3;
+    } else {
+        reply_text(r, 404, "404 page not found\n");
+        goto out;
+    }
+    if (n == rest) {
+        pthread_mutex_lock(&ks->lock);
+        doc = ks_discovery_resources(ks, q.group, q.version);
+        pthread_mutex_unlock(&ks->lock);
+        if (doc)
+            ks_reply_json(r, 200, doc, false);
+        else
+            reply_text(r, 404, "404 page not found\n");
+        goto out;
+    }
+    int left = n - rest;
+    char **s = segs + rest;
+    if (left >= 3 && strcmp(s[0], "namespaces") == 0 &&
+        !(left == 3 && (strcmp(s[2], "status") == 0 || strcmp(s[2], "finalize") == 0))) {
+        q.ns = ks_strdup(s[1]);
+        s += 2;
+        left -= 2;
+    }
+    if (left > 3) {
+        ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
+                        json_object());
+        goto out;
+    }
+    q.plural = ks_strdup(s[0]);
+    if (left >= 2)
+        q.name = ks_strdup(s[1]);
+    if (left == 3)
+        q.sub = ks_strdup(s[2]);
+    const char *w = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "watch");
+    bool watch = w && (strcmp(w, "1") == 0 || strcmp(w, "true") == 0);
+    q.verb = verb_for(method, q.name != NULL, watch);
+    if (!q.verb) {
+        char *msg = ks_printf("%s is not supported on resources of kind \"%s\"", method, q.plural);
+        ks_reply_status(r, 405, "MethodNotAllowed", msg, NULL);
+        free(msg);
+        goto out;
+    }
+    q.ks = ks;
+    q.conn = conn;
+    q.method = method;
+    q.body = ctx->body;
+    q.body_len = ctx->len;
+    q.content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+
+    int retry = 0;
+    pthread_mutex_lock(&ks->lock);
+    ks_stats_record(ks, q.verb, q.group, q.plural, q.ns, q.name, q.sub);
+    unsigned int fault = ks_faults_pick(ks, q.verb, &retry);
+    pthread_mutex_unlock(&ks->lock);
+    if (fault) {
+        inject_fault(ks, fault, retry, r);
+        goto out;
+    }
+    ks_handle_api(&q, r);
+out:
+    json_decref(doc);
+    free(q.group);
+    free(q.version);
+    free(q.plural);
+    free(q.ns);
+    free(q.name);
+    free(q.sub);
+    for (int i = 0; i < 12; i++)
+        free(segs[i]);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct ks_server *ks = cls;
+    struct conn_ctx *ctx = *con_cls;
+    (void)version;
+    if (!ctx) {
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+            return MHD_NO;
+        *con_cls = ctx;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        if (ctx->len + n > KS_BODY_MAX) {
+            ctx->too_big = true;
+        } else {
+            if (ctx->len + n + 1 > ctx->cap) {
+                size_t cap = ctx->cap ? ctx->cap : 4096;
+                while (cap < ctx->len + n + 1)
+                    cap *= 2;
+                char *nb = realloc(ctx->body, cap);
+                if (!nb)
+                    return MHD_NO;
+                ctx->body = nb;
+                ctx->cap = cap;
+            }
+            memcpy(ctx->body + ctx->len, upload_data, n);
+            ctx->len += n;
+            ctx->body[ctx->len] = '\0';
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    struct ks_reply r = {0};
+    long latency;
+    pthread_mutex_lock(&ks->lock);
+    latency = ks->latency_ms;
+    pthread_mutex_unlock(&ks->lock);
+    if (latency > 0 && strncmp(url, "/_kubesim", 9) != 0) {
+        struct timespec ts = {.tv_sec = latency / 1000, .tv_nsec = (latency % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (ctx->too_big)
+        ks_reply_status(&r, 413, "RequestEntityTooLarge",
+                        "Request entity too large: limit is 67108864", NULL);
+    else
+        route(ks, conn, method, url, ctx, &r);
+    if (ks->verbose)
+        fprintf(stderr, "kubesim: %s %s -> %u\n", method, url, r.code);
+    enum MHD_Result ret = send_reply(conn, &r);
+    free(r.body);
+    json_decref(r.warnings);
+    return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct conn_ctx *ctx = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (ctx) {
+        free(ctx->body);
+        free(ctx);
+    }
+    *con_cls = NULL;
+}
+
+int ks_http_start(struct ks_server *ks, const char *listen, const char *cert_pem,
+                  const char *key_pem, void **ret_daemon)
+{
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof(host))
+        return -EINVAL;
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (!end || *end || port < 0 || port > 65535)
+        return -EINVAL;
+    if (inet_pton(AF_INET, *host ? host : "127.0.0.1", &sa.sin_addr) != 1)
+        return -EINVAL;
+    sa.sin_port = htons((uint16_t)port);
+    unsigned int flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_TLS | MHD_USE_ITC;
+    if (ks->verbose)
+        flags |= MHD_USE_ERROR_LOG;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, ks, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_HTTPS_MEM_KEY, key_pem, MHD_OPTION_HTTPS_MEM_CERT, cert_pem,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, ks, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)0, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_END);
+    if (!d)
+        return -EADDRINUSE;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    char *url = ks_printf("https://%s:%u", *host ? host : "127.0.0.1",
+                          di ? (unsigned int)di->port : (unsigned int)port);
+    free(ks->url);
+    ks->url = url;
+    *ret_daemon = d;
+    return 0;
+}
+
+void ks_http_stop(void *daemon)
+{
+    if (daemon)
+        MHD_stop_daemon(daemon);
+}

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim: an in-memory Kubernetes API server for tests (DESIGN.md §5).
+ *
+ * This is the one internal header shared by kubesim's source files:
+ * http.c (MHD server, routing, auth), store.c (objects, resourceVersion,
+ * event history), watch.c (watch streams), resources.c (built-in types,
+ * CRD registration, discovery), handlers.c (the verbs), patch.c (merge,
+ * strategic merge and JSON patches), schema.c (structural defaults,
+ * pruning, validation), webhooks.c (conversion and validating admission
+ * calls), controllers.c (GC, namespaces, deployments, CRD status),
+ * faults.c (fault injection and request statistics), certs.c (CA, serving
+ * certificate, kubeconfig), util.c (JSON output, Status bodies, selectors).
+ *
+ * DESIGN (threads and locking):
+ *  - libmicrohttpd runs one thread per connection (a watch blocks its own
+ *    thread), plus the controller thread.
+ *  - One mutex, ks->lock, protects everything mutable: the object maps,
+ *    the resource definitions list, the resourceVersion counter, the event
+ *    history, faults and stats. ks->changed is broadcast after each commit.
+ *  - Stored objects are frozen json_t values: readers take a reference
+ *    under the lock and use it after unlocking; writers replace them.
+ *  - Resource definitions (struct ks_res) are immutable once published; a
+ *    CRD update publishes a new one and parks the old one in a graveyard
+ *    freed at exit, so a pointer taken under the lock stays valid.
+ *  - No webhook call (curl) and no blocking I/O happens with the lock held.
+ *
+ * Thread-safety: functions documented "lock held" require ks->lock; all
+ * others take it themselves or touch only their arguments.
+ */
+#ifndef KUBESIM_H
+#define KUBESIM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define KS_MAX_VERSIONS 8
+
+enum ks_event_type { KS_ADDED, KS_MODIFIED, KS_DELETED };
+
+/* One served version of a resource. */
+struct ks_version {
+    char *name;
+    bool served;
+    bool storage;
+    bool status;       /* status subresource */
+    bool scale;        /* scale subresource */
+    json_t *schema;    /* openAPIV3Schema or NULL, owned */
+    char *deprecation; /* warning text when deprecated, owned */
+};
+
+/* A resource definition (immutable once published). */
+struct ks_res {
+    char *group; /* "" for core */
+    char *plural;
+    char *singular;
+    char *kind;
+    char *list_kind;
+    char *key;           /* "plural.group" or "plural": the object map key */
+    json_t *short_names; /* array or NULL, owned */
+    json_t *categories;  /* array or NULL, owned */
+    bool namespaced;
+    bool typed;      /* built-in: struct key order, typed lists */
+    bool crd;        /* defined by a CustomResourceDefinition */
+    bool generation; /* metadata.generation maintained */
+    struct ks_version versions[KS_MAX_VERSIONS];
+    size_t nversions;
+    const char *storage;        /* name of the storage version */
+    const char *bookmark_extra; /* typed bookmark fields as JSON object text */
+    json_t *conversion;         /* CRD spec.conversion, NULL for None; owned */
+    char *crd_name;
+};
+
+/* A recorded change, for watches. */
+struct ks_event {
+    uint64_t rv;
+    enum ks_event_type type;
+    const char *key; /* interned resource key (struct ks_res.key of some def) */
+    json_t *obj;     /* object after the change (for DELETED: last state) */
+    json_t *old;     /* object before the change, NULL for ADDED */
+};
+
+struct ks_fault_rule {
+    char verb[24]; /* "" or "*" = any */
+    unsigned int code;
+    double rate;
+    int retry_after; /* seconds, for 429 */
+};
+
+struct ks_service_map {
+    char *ns;
+    char *name;
+    char *hostport; /* "HOST:PORT" */
+};
+
+struct ks_server {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    bool stopping;
+
+    /* configuration (read-only after start) */
+    char *token;
+    char *url;
+    char *ca_pem;
+    struct ks_service_map *services;
+    size_t nservices;
+    long ready_delay_ms;
+    long bookmark_ms;
+    size_t history_cap;
+    bool verbose;
+
+    /* lock held */
+    uint64_t rv;
+    struct ks_res **defs;
+    size_t ndefs, defs_cap;
+    struct ks_res **graveyard;
+    size_t ngrave, grave_cap;
+    json_t *objects; /* res key -> { "ns/name" -> object } */
+    struct ks_event *hist;
+    size_t hist_head, hist_len;
+    uint64_t hist_floor; /* every event with rv > hist_floor is in hist */
+    uint64_t drop_epoch; /* bumped to end all open watches */
+    uint32_t next_ip;
+    uint32_t next_node_port;
+
+    /* faults and stats, lock held */
+    struct ks_fault_rule *faults;
+    size_t nfaults;
+    long latency_ms;
+    uint64_t rng;
+    json_t *stats_writes;   /* "resource.group" -> { verb -> count } */
+    json_t *stats_requests; /* array of {verb, resource, ...} */
+    uint64_t stats_total;
+
+    /* controllers */
+    pthread_t controller;
+    bool gc_dirty;
+    json_t *pending_deploy; /* key -> due time (ms, monotonic) */
+};
+
+/* s, or "" when NULL. */
+static inline const char *ks_nz(const char *s)
+{
+    return s ? s : "";
+}
+
+/* ---- util.c ------------------------------------------------------------ */
+
+/* Serialize like Go's encoding/json (compact, <>& escaped). sort_keys for
+ * unstructured objects. Returns malloc'd text or NULL. @ref borrow v. */
+char *ks_dump(const json_t *v, bool sort_keys, size_t *ret_len);
+/* Current time as RFC 3339 seconds ("2024-01-02T03:04:05Z") into buf[32]. */
+void ks_now_rfc3339(char *buf, size_t len);
+/* Same with microseconds, for MicroTime fields. */
+void ks_now_rfc3339_micro(char *buf, size_t len);
+long long ks_mono_ms(void);
+void ks_uuid(char *buf, size_t len);
+char *ks_base64_encode(const unsigned char *data, size_t len);
+/* Decode base64; malloc'd, NUL-terminated; NULL on bad input. */
+unsigned char *ks_base64_decode(const char *s, size_t *ret_len);
+/* strdup that aborts on ENOMEM (a test tool without memory is done). */
+char *ks_strdup(const char *s);
+char *ks_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Status bodies (Go field order, trailing newline). @ref steal details. */
+char *ks_status_body(int code, const char *status, const char *reason, const char *message,
+                     json_t *details, size_t *ret_len);
+
+/* Label selectors and field selectors. */
+struct ks_selector;
+/* Parse; NULL string means "everything". On error returns -EINVAL and a
+ * malloc'd message in *ret_err. */
+int ks_selector_parse(const char *s, bool field, struct ks_selector **ret_sel, char **ret_err);
+bool ks_selector_match(const struct ks_selector *sel, const json_t *obj);
+void ks_selector_free(struct ks_selector *sel);
+
+/* "group/version" or "version" for core. malloc'd. */
+char *ks_api_version(const char *group, const char *version);
+/* Split "group/version" (or "v1") into parts; malloc'd. */
+void ks_split_api_version(const char *av, char **ret_group, char **ret_version);
+
+/* ---- store.c (lock held unless said otherwise) --------------------------- */
+
+int ks_store_init(struct ks_server *ks);
+void ks_store_cleanup(struct ks_server *ks);
+/* Object map of a resource (created when missing). @ref borrow */
+json_t *ks_store_map(struct ks_server *ks, const char *res_key);
+/* Stored object or NULL. @ref borrow */
+json_t *ks_store_get(struct ks_server *ks, const char *res_key, const char *obj_key);
+/* Store obj (fresh, not shared) under a new resourceVersion, record the
+ * event. @ref steal obj. Returns the new rv. */
+uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
+                      json_t *obj);
+/* Remove, recording DELETED with a new rv. Returns the new rv or 0. */
+uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const char *obj_key);
+/* Forget history up to now (watches from older versions get 410). */
+void ks_store_compact(struct ks_server *ks);
+/* "ns/name" or "name" into buf. */
+void ks_obj_key(char *buf, size_t len, const char *ns, const char *name);
+
+/* ---- resources.c ---------------------------------------------------------- */
+
+int ks_resources_init(struct ks_server *ks);
+/* Lock held. Current definition by group + plural (or kind when by_kind). */
+const struct ks_res *ks_res_find(struct ks_server *ks, const char *group, const char *plural);
+const struct ks_res *ks_res_find_kind(struct ks_server *ks, const char *group, const char *kind);
+const struct ks_version *ks_res_version(const struct ks_res *def, const char *version);
+/* Lock held. Publish/replace/remove the definitions of a CRD object. */
+int ks_res_register_crd(struct ks_server *ks, const json_t *crd, char **ret_err);
+void ks_res_unregister_crd(struct ks_server *ks, const char *crd_name);
+void ks_res_free(struct ks_res *def);
+/* Discovery documents (lock held). @ref new */
+json_t *ks_discovery_api(struct ks_server *ks);
+json_t *ks_discovery_apis(struct ks_server *ks);
+json_t *ks_discovery_group(struct ks_server *ks, const char *group);
+json_t *ks_discovery_resources(struct ks_server *ks, const char *group, const char *version);
+json_t *ks_discovery_aggregated(struct ks_server *ks, bool core);
+/* OpenAPI v3 root and group-version documents (lock held). @ref new */
+json_t *ks_openapi_root(struct ks_server *ks);
+json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *version);
+/* Normalize key order of a typed object (kind, apiVersion, metadata, spec,
+ * ..., status) in place; obj must not be shared. */
+void ks_typed_order(json_t *obj);
+
+/* ---- patch.c --------------------------------------------------------------- */
+
+/* RFC 7386 merge patch. @ref new result. */
+json_t *ks_merge_patch(const json_t *target, const json_t *patch);
+/* Strategic merge patch (kubectl's list-merge-by-key cases). @ref new */
+json_t *ks_strategic_patch(const json_t *target, const json_t *patch, char **ret_err);
+/* RFC 6902 JSON patch. @ref new, NULL with *ret_err on failure. */
+json_t *ks_json_patch(const json_t *target, const json_t *patch, char **ret_err);
+
+/* ---- schema.c -------------------------------------------------------------- */
+
+/* Apply structural defaults and prune unknown fields, in place. */
+void ks_schema_default(json_t *obj, const json_t *schema);
+void ks_schema_prune(json_t *obj, const json_t *schema);
+/* Validate; returns a causes array (@ref new, empty when valid). */
+json_t *ks_schema_validate(const json_t *obj, const json_t *schema);
+
+/* ---- webhooks.c (called WITHOUT the lock) ----------------------------------- */
+
+/* Convert objects (array, @ref borrow) to apiVersion "to" with the CRD's
+ * conversion webhook. *ret_out is a new array in the same order. On
+ * failure returns -EIO and the apiserver's error message in *ret_err. */
+int ks_convert(struct ks_server *ks, const struct ks_res *def, const json_t *objs, const char *to,
+               json_t **ret_out, char **ret_err);
+/* Convert one object; @ref new result. */
+int ks_convert_one(struct ks_server *ks, const struct ks_res *def, const json_t *obj,
+                   const char *to, json_t **ret_out, char **ret_err);
+
+struct ks_admit_req {
+    const struct ks_res *def;
+    const char *version; /* version of obj/old */
+    const char *operation;
+    const char *subresource;
+    const char *ns;
+    const char *name;
+    const json_t *obj; /* @ref borrow */
+    const json_t *old; /* @ref borrow, may be NULL */
+    bool dry_run;
+    const char *field_manager;
+};
+
+/* Run the matching validating webhooks. 0 = allowed; otherwise -EPERM
+ * with a Status body in *ret_body (malloc'd) and its code. Warnings are
+ * appended to warnings (array). */
+int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings, int *ret_code,
+             char **ret_body);
+
+/* ---- controllers.c ----------------------------------------------------------- */
+
+int ks_controllers_start(struct ks_server *ks);
+void ks_controllers_stop(struct ks_server *ks);
+/* Lock held: a deployment changed (schedule its status). */
+void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key);
+
+/* ---- faults.c ------------------------------------------------------------------ */
+
+/* Lock held. Decide a fault for verb: 0 = none, else the HTTP code. */
+unsigned int ks_faults_pick(struct ks_server *ks, const char *verb, int *ret_retry_after);
+/* Parse a --fault VERB:CODE:RATE[:RETRY] flag. */
+int ks_faults_add_flag(struct ks_server *ks, const char *spec);
+/* Apply a JSON fault document (POST /_kubesim/faults). Lock held. */
+int ks_faults_apply(struct ks_server *ks, const json_t *doc, char **ret_err);
+json_t *ks_faults_describe(struct ks_server *ks);
+/* Lock held. Record a request. */
+void ks_stats_record(struct ks_server *ks, const char *verb, const char *group,
+                     const char *resource, const char *ns, const char *name,
+                     const char *subresource);
+json_t *ks_stats_json(struct ks_server *ks);
+void ks_stats_reset(struct ks_server *ks);
+double ks_rand01(struct ks_server *ks);
+
+/* ---- certs.c ------------------------------------------------------------------- */
+
+/* Make a CA and a serving certificate for 127.0.0.1/localhost (PEM). */
+int ks_certs_generate(char **ret_ca_pem, char **ret_cert_pem, char **ret_key_pem);
+int ks_write_kubeconfig(const char *path, const char *url, const char *ca_pem, const char *token);
+
+/* ---- http.c -------------------------------------------------------------------- */
+
+int ks_http_start(struct ks_server *ks, const char *listen, const char *cert_pem,
+                  const char *key_pem, void **ret_daemon);
+void ks_http_stop(void *daemon);
+
+/* ---- handlers.c / watch.c -------------------------------------------------------- */
+
+struct MHD_Connection;
+struct MHD_Response;
+
+/* What a handler answers. */
+struct ks_reply {
+    unsigned int code;
+    char *body; /* malloc'd */
+    size_t len;
+    const char *content_type;
+    int retry_after;             /* > 0: Retry-After header */
+    json_t *warnings;            /* array of strings or NULL */
+    struct MHD_Response *stream; /* watch: body produced by a callback */
+};
+
+/* A parsed API request. */
+struct ks_api_req {
+    struct ks_server *ks;
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *verb; /* get list watch create update patch delete deletecollection */
+    char *group;
+    char *version;
+    char *plural;
+    char *ns;
+    char *name;
+    char *sub;
+    const char *body;
+    size_t body_len;
+    const char *content_type;
+};
+
+void ks_reply_status(struct ks_reply *r, int code, const char *reason, const char *message,
+                     json_t *details);
+void ks_reply_json(struct ks_reply *r, unsigned int code, const json_t *v, bool sort_keys);
+void ks_handle_api(struct ks_api_req *q, struct ks_reply *r);
+void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_reply *r);
+/* Query parameter or NULL. */
+const char *ks_query(struct ks_api_req *q, const char *name);
+/* Output form of a stored object for version "version": kind/apiVersion
+ * set, typed order. obj must be fresh (not shared). */
+void ks_present(const struct ks_res *def, const char *version, json_t *obj);
+/* Qualified resource name for messages ("deployments.apps"). malloc'd. */
+char *ks_qualified(const struct ks_res *def);
+/* Lock held: remove an object now (a CRD takes its resources along). */
+void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char *key);
+/* Details object for a Status. @ref new */
+json_t *ks_details(const struct ks_res *def, const char *name);
+
+#endif /* KUBESIM_H */

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim entry point: flags, the certificate and kubeconfig, the initial
+ * namespaces, the HTTPS server and the controller thread; prints the URL
+ * on stdout (one line) and runs until SIGTERM/SIGINT.
+ *
+ * Shutdown order: controllers stop (sets ks->stopping, which ends every
+ * watch stream), then the HTTP daemon (joins the connection threads),
+ * then the store is freed.
+ */
+#include "kubesim.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static const char usage[] =
+    "usage: kubesim [options]\n"
+    "  --listen HOST:PORT            address (default 127.0.0.1:0)\n"
+    "  --kubeconfig-out FILE         write a kubeconfig for the server\n"
+    "  --ca-out FILE                 write the CA certificate (PEM)\n"
+    "  --token TOKEN                 bearer token (default: random)\n"
+    "  --service NS/NAME=HOST:PORT   where webhook service references go (repeatable)\n"
+    "  --deployment-ready-delay DUR  Deployment status delay (default 200ms)\n"
+    "  --bookmark-interval DUR       watch bookmark period (default 1s)\n"
+    "  --history-size N              watch history length (default 10000)\n"
+    "  --seed N                      fault RNG seed (default 1)\n"
+    "  --fault VERB:CODE:RATE[:RETRY_AFTER]  inject errors (repeatable)\n"
+    "  --latency DUR                 add latency to every request\n"
+    "  --verbose                     log requests to stderr\n";
+
+/* "200ms", "1s", "2m" or plain milliseconds. -1 on error. */
+static long parse_ms(const char *s)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (!end || end == s || v < 0)
+        return -1;
+    if (*end == '\0' || strcmp(end, "ms") == 0)
+        return (long)v;
+    if (strcmp(end, "s") == 0)
+        return (long)(v * 1000);
+    if (strcmp(end, "m") == 0)
+        return (long)(v * 60000);
+    return -1;
+}
+
+static int add_service(struct ks_server *ks, const char *spec)
+{
+    const char *slash = strchr(spec, '/');
+    const char *eq = strchr(spec, '=');
+    if (!slash || !eq || eq < slash || !strchr(eq, ':'))
+        return -EINVAL;
+    struct ks_service_map *ns = realloc(ks->services, (ks->nservices + 1) * sizeof(*ns));
+    if (!ns)
+        return -ENOMEM;
+    ks->services = ns;
+    struct ks_service_map *m = &ks->services[ks->nservices++];
+    m->ns = strndup(spec, (size_t)(slash - spec));
+    m->name = strndup(slash + 1, (size_t)(eq - slash - 1));
+    m->hostport = ks_strdup(eq + 1);
+    if (!m->ns || !m->name)
+        return -ENOMEM;
+    return 0;
+}
+
+static void create_namespace(struct ks_server *ks, const char *name)
+{
+    const struct ks_res *def = ks_res_find(ks, "", "namespaces");
+    char uid[40], now[32];
+    ks_uuid(uid, sizeof(uid));
+    ks_now_rfc3339(now, sizeof(now));
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:{s:s}},s:{s:[s]},s:{s:s}}", "kind",
+                            "Namespace", "apiVersion", "v1", "metadata", "name", name, "uid", uid,
+                            "creationTimestamp", now, "labels", "kubernetes.io/metadata.name", name,
+                            "spec", "finalizers", "kubernetes", "status", "phase", "Active");
+    ks_typed_order(obj);
+    ks_store_put(ks, def, name, obj);
+}
+
+static int run(int argc, char **argv)
+{
+    struct ks_server ks_storage;
+    struct ks_server *ks = &ks_storage;
+    const char *listen = "127.0.0.1:0";
+    const char *kubeconfig = NULL;
+    const char *ca_out = NULL;
+    char *cert = NULL, *key = NULL;
+    void *daemon = NULL;
+    int rc = 1;
+    bool controllers = false;
+
+    memset(ks, 0, sizeof(*ks));
+    pthread_mutex_init(&ks->lock, NULL);
+    pthread_cond_init(&ks->changed, NULL);
+    ks->ready_delay_ms = 200;
+    ks->bookmark_ms = 1000;
+    ks->history_cap = 10000;
+    ks->rng = 1;
+    ks->next_ip = 1;
+    ks->stats_writes = json_object();
+    ks->stats_requests = json_array();
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = true;
+        int bad = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            rc = 0;
+            goto out;
+        } else if (strcmp(a, "--verbose") == 0) {
+            ks->verbose = true;
+            takes = false;
+        } else if (!v) {
+            bad = 1;
+        } else if (strcmp(a, "--listen") == 0) {
+            listen = v;
+        } else if (strcmp(a, "--kubeconfig-out") == 0) {
+            kubeconfig = v;
+        } else if (strcmp(a, "--ca-out") == 0) {
+            ca_out = v;
+        } else if (strcmp(a, "--token") == 0) {
+            free(ks->token);
+            ks->token = ks_strdup(v);
+        } else if (strcmp(a, "--service") == 0) {
+            bad = add_service(ks, v) != 0;
+        } else if (strcmp(a, "--deployment-ready-delay") == 0) {
+            ks->ready_delay_ms = parse_ms(v);
+            bad = ks->ready_delay_ms < 0;
+        } else if (strcmp(a, "--bookmark-interval") == 0) {
+            ks->bookmark_ms = parse_ms(v);
+            bad = ks->bookmark_ms <= 0;
+        } else if (strcmp(a, "--latency") == 0) {
+            ks->latency_ms = parse_ms(v);
+            bad = ks->latency_ms < 0;
+        } else if (strcmp(a, "--history-size") == 0) {
+            char *end = NULL;
+            long n = strtol(v, &end, 10);
+            bad = !end || *end || n < 16;
+            ks->history_cap = (size_t)n;
+        } else if (strcmp(a, "--seed") == 0) {
+            char *end = NULL;
+            ks->rng = strtoull(v, &end, 10);
+            bad = !end || *end;
+        } else if (strcmp(a, "--fault") == 0) {
+            bad = ks_faults_add_flag(ks, v) != 0;
+        } else {
+            fprintf(stderr, "kubesim: unknown flag %s\n%s", a, usage);
+            rc = 2;
+            goto out;
+        }
+        if (bad) {
+            fprintf(stderr, "kubesim: bad or missing value for %s\n", a);
+            rc = 2;
+            goto out;
+        }
+        if (takes)
+            i++;
+    }
+    if (!ks->token) {
+        unsigned char raw[16];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            fprintf(stderr, "kubesim: getrandom failed\n");
+            goto out;
+        }
+        ks->token = calloc(1, 33);
+        if (!ks->token)
+            goto out;
+        for (size_t i = 0; i < sizeof(raw); i++)
+            snprintf(ks->token + 2 * i, 3, "%02x", raw[i]);
+    }
+
+    /* Signals go to sigwait below, never to a worker thread. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    if (ks_store_init(ks) != 0 || ks_resources_init(ks) != 0) {
+        fprintf(stderr, "kubesim: out of memory\n");
+        goto out;
+    }
+    pthread_mutex_lock(&ks->lock);
+    create_namespace(ks, "default");
+    create_namespace(ks, "kube-node-lease");
+    create_namespace(ks, "kube-public");
+    create_namespace(ks, "kube-system");
+    pthread_mutex_unlock(&ks->lock);
+
+    if (ks_certs_generate(&ks->ca_pem, &cert, &key) != 0) {
+        fprintf(stderr, "kubesim: cannot generate certificates\n");
+        goto out;
+    }
+    if (ks_controllers_start(ks) != 0) {
+        fprintf(stderr, "kubesim: cannot start controllers\n");
+        goto out;
+    }
+    controllers = true;
+    if (ks_http_start(ks, listen, cert, key, &daemon) != 0) {
+        fprintf(stderr, "kubesim: cannot listen on %s\n", listen);
+        goto out;
+    }
+    if (kubeconfig && ks_write_kubeconfig(kubeconfig, ks->url, ks->ca_pem, ks->token) != 0) {
+        fprintf(stderr, "kubesim: cannot write %s\n", kubeconfig);
+        goto out;
+    }
+    if (ca_out) {
+        FILE *f = fopen(ca_out, "w");
+        if (!f || fputs(ks->ca_pem, f) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "kubesim: cannot write %s\n", ca_out);
+            goto out;
+        }
+    }
+    printf("%s\n", ks->url);
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    rc = 0;
+out:
+    if (controllers)
+        ks_controllers_stop(ks);
+    ks_http_stop(daemon);
+    pthread_mutex_lock(&ks->lock);
+    ks_store_cleanup(ks);
+    for (size_t i = 0; i < ks->ndefs; i++)
+        ks_res_free(ks->defs[i]);
+    for (size_t i = 0; i < ks->ngrave; i++)
+        ks_res_free(ks->graveyard[i]);
+    pthread_mutex_unlock(&ks->lock);
+    free(ks->defs);
+    free(ks->graveyard);
+    for (size_t i = 0; i < ks->nservices; i++) {
+        free(ks->services[i].ns);
+        free(ks->services[i].name);
+        free(ks->services[i].hostport);
+    }
+    free(ks->services);
+    free(ks->faults);
+    json_decref(ks->stats_writes);
+    json_decref(ks->stats_requests);
+    free(ks->token);
+    free(ks->url);
+    free(ks->ca_pem);
+    free(cert);
+    free(key);
+    curl_global_cleanup();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    return run(argc, argv);
+}

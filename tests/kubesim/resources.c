@@ -1,0 +1,717 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim resource definitions: the built-in types it serves (a static
+ * table), the resources a CustomResourceDefinition registers (published
+ * when the CRD is created or updated, removed when it is deleted), and the
+ * discovery documents built from them (/api, /apis, /apis/G, /api/v1,
+ * /apis/G/V, and the aggregated apidiscovery.k8s.io/v2 list).
+ */
+#include "kubesim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct builtin {
+    const char *group, *version, *plural, *singular, *kind, *shorts, *cats;
+    bool namespaced, status, scale, generation;
+    const char *bookmark;
+};
+
+static const struct builtin builtins[] = {
+    {"", "v1", "configmaps", "configmap", "ConfigMap", "cm", NULL, true, false, false, false, NULL},
+    {"", "v1", "events", "event", "Event", "ev", NULL, true, false, false, false,
+     "{\"involvedObject\":{},\"source\":{},\"firstTimestamp\":null,\"lastTimestamp\":null,"
+     "\"eventTime\":null,\"reportingComponent\":\"\",\"reportingInstance\":\"\"}"},
+    {"", "v1", "namespaces", "namespace", "Namespace", "ns", NULL, false, true, false, false,
+     "{\"spec\":{},\"status\":{}}"},
+    {"", "v1", "pods", "pod", "Pod", "po", "all", true, true, false, false,
+     "{\"spec\":{\"containers\":null},\"status\":{}}"},
+    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, true, false, false, false, NULL},
+    {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", "sa", NULL, true, false,
+     false, false, NULL},
+    {"", "v1", "services", "service", "Service", "svc", "all", true, true, false, false,
+     "{\"spec\":{},\"status\":{\"loadBalancer\":{}}}"},
+    {"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+     "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", NULL, "api-extensions", false,
+     false, false, true, NULL},
+    {"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+     "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", NULL, "api-extensions",
+     false, false, false, true, NULL},
+    {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
+     "CustomResourceDefinition", "crd,crds", "api-extensions", false, true, false, true,
+     "{\"spec\":{\"group\":\"\",\"names\":{\"plural\":\"\",\"kind\":\"\"},\"scope\":\"\","
+     "\"versions\":null},\"status\":{\"conditions\":null,\"acceptedNames\":{\"plural\":\"\","
+     "\"kind\":\"\"},\"storedVersions\":null}}"},
+    /* deployments/scale is not served, so discovery does not list it. */
+    {"apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", true, true, false,
+     true,
+     "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":null}},"
+     "\"strategy\":{}},\"status\":{}}"},
+    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, true, false, false, false,
+     "{\"spec\":{}}"},
+    {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb",
+     NULL, true, true, false, true,
+     "{\"spec\":{},\"status\":{\"disruptionsAllowed\":0,"
+     "\"currentHealthy\":0,\"desiredHealthy\":0,"
+     "\"expectedPods\":0}}"},
+    {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
+     "ClusterRoleBinding", NULL, NULL, false, false, false, false, NULL},
+    {"rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", NULL, NULL,
+     false, false, false, false, NULL},
+    {"rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", NULL, NULL,
+     true, false, false, false, NULL},
+    {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", NULL, NULL, true, false, false,
+     false, NULL},
+};
+
+static json_t *split_list(const char *csv)
+{
+    if (!csv)
+        return NULL;
+    json_t *a = json_array();
+    const char *p = csv;
+    while (*p) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        json_array_append_new(a, json_stringn(p, n));
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return a;
+}
+
+static char *res_key(const char *group, const char *plural)
+{
+    if (!group || !*group)
+        return ks_strdup(plural);
+    return ks_printf("%s.%s", plural, group);
+}
+
+void ks_res_free(struct ks_res *def)
+{
+    if (!def)
+        return;
+    free(def->group);
+    free(def->plural);
+    free(def->singular);
+    free(def->kind);
+    free(def->list_kind);
+    free(def->key);
+    free(def->crd_name);
+    json_decref(def->short_names);
+    json_decref(def->categories);
+    json_decref(def->conversion);
+    for (size_t i = 0; i < def->nversions; i++) {
+        free(def->versions[i].name);
+        free(def->versions[i].deprecation);
+        json_decref(def->versions[i].schema);
+    }
+    free(def);
+}
+
+static void publish(struct ks_server *ks, struct ks_res *def)
+{
+    if (ks->ndefs == ks->defs_cap) {
+        size_t cap = ks->defs_cap ? ks->defs_cap * 2 : 32;
+        struct ks_res **nd = realloc(ks->defs, cap * sizeof(*nd));
+        if (!nd)
+            abort();
+        ks->defs = nd;
+        ks->defs_cap = cap;
+    }
+    ks->defs[ks->ndefs++] = def;
+}
+
+static void bury(struct ks_server *ks, struct ks_res *def)
+{
+    if (ks->ngrave == ks->grave_cap) {
+        size_t cap = ks->grave_cap ? ks->grave_cap * 2 : 16;
+        struct ks_res **ng = realloc(ks->graveyard, cap * sizeof(*ng));
+        if (!ng)
+            abort();
+        ks->graveyard = ng;
+        ks->grave_cap = cap;
+    }
+    ks->graveyard[ks->ngrave++] = def;
+}
+
+int ks_resources_init(struct ks_server *ks)
+{
+    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+        const struct builtin *b = &builtins[i];
+        struct ks_res *def = calloc(1, sizeof(*def));
+        if (!def)
+            return -ENOMEM;
+        def->group = ks_strdup(b->group);
+        def->plural = ks_strdup(b->plural);
+        def->singular = ks_strdup(b->singular);
+        def->kind = ks_strdup(b->kind);
+        def->list_kind = ks_printf("%sList", b->kind);
+        def->key = res_key(b->group, b->plural);
+        def->short_names = split_list(b->shorts);
+        def->categories = split_list(b->cats);
+        def->namespaced = b->namespaced;
+        def->typed = true;
+        def->generation = b->generation;
+        def->versions[0].name = ks_strdup(b->version);
+        def->versions[0].served = true;
+        def->versions[0].storage = true;
+        def->versions[0].status = b->status;
+        def->versions[0].scale = b->scale;
+        def->nversions = 1;
+        def->storage = def->versions[0].name;
+        def->bookmark_extra = b->bookmark;
+        publish(ks, def);
+    }
+    return 0;
+}
+
+const struct ks_res *ks_res_find(struct ks_server *ks, const char *group, const char *plural)
+{
+    for (size_t i = 0; i < ks->ndefs; i++)
+        if (strcmp(ks->defs[i]->group, group) == 0 && strcmp(ks->defs[i]->plural, plural) == 0)
+            return ks->defs[i];
+    return NULL;
+}
+
+const struct ks_res *ks_res_find_kind(struct ks_server *ks, const char *group, const char *kind)
+{
+    for (size_t i = 0; i < ks->ndefs; i++)
+        if (strcmp(ks->defs[i]->group, group) == 0 && strcmp(ks->defs[i]->kind, kind) == 0)
+            return ks->defs[i];
+    return NULL;
+}
+
+const struct ks_version *ks_res_version(const struct ks_res *def, const char *version)
+{
+    for (size_t i = 0; i < def->nversions; i++)
+        if (strcmp(def->versions[i].name, version) == 0)
+            return &def->versions[i];
+    return NULL;
+}
+
+/* Kubernetes version priority: GA > beta > alpha, then higher numbers
+ * first; anything else sorts after, alphabetically. Returns <0 when a
+ * comes first. */
+static int version_cmp(const char *a, const char *b)
+{
+    long ma = 0, mb = 0, na = 0, nb = 0;
+    int ta = -1, tb = -1; /* 2 GA, 1 beta, 0 alpha, -1 other */
+    char sa[16] = "", sb[16] = "";
+    int ra = sscanf(a, "v%ld%15[a-z]%ld", &ma, sa, &na);
+    int rb = sscanf(b, "v%ld%15[a-z]%ld", &mb, sb, &nb);
+    if (ra == 1)
+        ta = 2;
+    else if (ra == 3 && strcmp(sa, "beta") == 0)
+        ta = 1;
+    else if (ra == 3 && strcmp(sa, "alpha") == 0)
+        ta = 0;
+    if (rb == 1)
+        tb = 2;
+    else if (rb == 3 && strcmp(sb, "beta") == 0)
+        tb = 1;
+    else if (rb == 3 && strcmp(sb, "alpha") == 0)
+        tb = 0;
+    if (ta != tb)
+        return tb - ta;
+    if (ta == -1)
+        return strcmp(a, b);
+    if (ma != mb)
+        return ma > mb ? -1 : 1;
+    if (na != nb)
+        return na > nb ? -1 : 1;
+    return 0;
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+int ks_res_register_crd(struct ks_server *ks, const json_t *crd, char **ret_err)
+{
+    const json_t *spec = json_object_get(crd, "spec");
+    const json_t *names = json_object_get(spec, "names");
+    const char *name = jstr(json_object_get(crd, "metadata"), "name");
+    const char *group = jstr(spec, "group");
+    const char *plural = jstr(names, "plural");
+    const char *kind = jstr(names, "kind");
+    const json_t *versions = json_object_get(spec, "versions");
+    char *expect = ks_printf("%s.%s", plural, group);
+    char *err = NULL;
+    size_t nstorage = 0;
+    size_t i;
+    json_t *v;
+
+    if (!*group || !*plural || !*kind)
+        err = ks_strdup("spec.names.plural, spec.names.kind and spec.group are required");
+    else if (strcmp(expect, name) != 0)
+        err = ks_printf("metadata.name: Invalid value: \"%s\": must be spec.names.plural+\".\"+"
+                        "spec.group",
+                        name);
+    else if (!json_is_array(versions) || json_array_size(versions) == 0 ||
+             json_array_size(versions) > KS_MAX_VERSIONS)
+        err = ks_strdup("spec.versions: Invalid value: must have at least one version");
+    json_array_foreach(versions, i, v)
+    {
+        if (json_is_true(json_object_get(v, "storage")))
+            nstorage++;
+    }
+    if (!err && nstorage != 1)
+        err = ks_strdup("spec.versions: Invalid value: must have exactly one version marked as "
+                        "storage version");
+    free(expect);
+    if (err) {
+        *ret_err = err;
+        return -EINVAL;
+    }
+
+    struct ks_res *def = calloc(1, sizeof(*def));
+    if (!def)
+        abort();
+    def->group = ks_strdup(group);
+    def->plural = ks_strdup(plural);
+    def->singular = ks_strdup(*jstr(names, "singular") ? jstr(names, "singular") : plural);
+    def->kind = ks_strdup(kind);
+    def->list_kind =
+        *jstr(names, "listKind") ? ks_strdup(jstr(names, "listKind")) : ks_printf("%sList", kind);
+    def->key = res_key(group, plural);
+    def->crd_name = ks_strdup(name);
+    def->short_names = json_incref(json_object_get(names, "shortNames"));
+    def->categories = json_incref(json_object_get(names, "categories"));
+    def->namespaced = strcmp(jstr(spec, "scope"), "Cluster") != 0;
+    def->crd = true;
+    def->generation = true;
+    const json_t *conv = json_object_get(spec, "conversion");
+    if (strcmp(jstr(conv, "strategy"), "Webhook") == 0)
+        def->conversion = json_deep_copy(conv);
+    /* Versions in priority order, as discovery lists them. */
+    json_array_foreach(versions, i, v)
+    {
+        struct ks_version *kv = &def->versions[def->nversions++];
+        kv->name = ks_strdup(jstr(v, "name"));
+        kv->served = json_is_true(json_object_get(v, "served"));
+        kv->storage = json_is_true(json_object_get(v, "storage"));
+        const json_t *sub = json_object_get(v, "subresources");
+        kv->status = json_object_get(sub, "status") != NULL;
+        kv->scale = json_object_get(sub, "scale") != NULL;
+        kv->schema =
+            json_deep_copy(json_object_get(json_object_get(v, "schema"), "openAPIV3Schema"));
+        if (json_is_true(json_object_get(v, "deprecated")))
+            kv->deprecation = *jstr(v, "deprecationWarning")
+                                  ? ks_strdup(jstr(v, "deprecationWarning"))
+                                  : ks_printf("%s/%s %s is deprecated", group, kv->name, kind);
+    }
+    for (size_t a = 1; a < def->nversions; a++)
+        for (size_t b = a;
+             b > 0 && version_cmp(def->versions[b - 1].name, def->versions[b].name) > 0; b--) {
+            struct ks_version tmp = def->versions[b - 1];
+            def->versions[b - 1] = def->versions[b];
+            def->versions[b] = tmp;
+        }
+    for (size_t a = 0; a < def->nversions; a++)
+        if (def->versions[a].storage)
+            def->storage = def->versions[a].name;
+
+    /* Replace the previous definition of this CRD (or of the same resource). */
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        struct ks_res *cur = ks->defs[d];
+        if (strcmp(cur->key, def->key) == 0 ||
+            (cur->crd_name && strcmp(cur->crd_name, name) == 0)) {
+            ks->defs[d] = def;
+            bury(ks, cur);
+            return 0;
+        }
+    }
+    publish(ks, def);
+    ks_store_map(ks, def->key);
+    return 0;
+}
+
+void ks_res_unregister_crd(struct ks_server *ks, const char *crd_name)
+{
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        struct ks_res *cur = ks->defs[d];
+        if (cur->crd_name && strcmp(cur->crd_name, crd_name) == 0) {
+            memmove(&ks->defs[d], &ks->defs[d + 1], (ks->ndefs - d - 1) * sizeof(ks->defs[0]));
+            ks->ndefs--;
+            json_object_del(ks->objects, cur->key);
+            bury(ks, cur);
+            return;
+        }
+    }
+}
+
+/* ---- discovery ------------------------------------------------------------ */
+
+static json_t *verbs(const struct ks_res *def)
+{
+    if (strcmp(def->key, "namespaces") == 0)
+        return json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update",
+                         "watch");
+    return json_pack("[s,s,s,s,s,s,s,s]", "create", "delete", "deletecollection", "get", "list",
+                     "patch", "update", "watch");
+}
+
+json_t *ks_discovery_api(struct ks_server *ks)
+{
+    const char *host = strstr(ks->url, "://");
+    json_t *doc = json_object();
+    json_object_set_new(doc, "kind", json_string("APIVersions"));
+    json_object_set_new(doc, "versions", json_pack("[s]", "v1"));
+    json_object_set_new(doc, "serverAddressByClientCIDRs",
+                        json_pack("[{s:s,s:s}]", "clientCIDR", "0.0.0.0/0", "serverAddress",
+                                  host ? host + 3 : ks->url));
+    return doc;
+}
+
+/* Versions served by group, in priority order (first = preferred). */
+static json_t *group_versions(struct ks_server *ks, const char *group)
+{
+    json_t *vs = json_array();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *def = ks->defs[d];
+        if (strcmp(def->group, group) != 0)
+            continue;
+        for (size_t i = 0; i < def->nversions; i++) {
+            if (!def->versions[i].served)
+                continue;
+            bool have = false;
+            size_t j;
+            json_t *x;
+            json_array_foreach(vs, j, x)
+            {
+                if (strcmp(json_string_value(x), def->versions[i].name) == 0)
+                    have = true;
+            }
+            if (!have)
+                json_array_append_new(vs, json_string(def->versions[i].name));
+        }
+    }
+    /* insertion sort by priority */
+    for (size_t a = 1; a < json_array_size(vs); a++)
+        for (size_t b = a; b > 0 && version_cmp(json_string_value(json_array_get(vs, b - 1)),
+                                                json_string_value(json_array_get(vs, b))) > 0;
+             b--) {
+            json_t *x = json_incref(json_array_get(vs, b - 1));
+            json_array_set(vs, b - 1, json_array_get(vs, b));
+            json_array_set_new(vs, b, x);
+        }
+    return vs;
+}
+
+static json_t *group_doc(struct ks_server *ks, const char *group, bool with_kind)
+{
+    json_t *vs = group_versions(ks, group);
+    if (json_array_size(vs) == 0) {
+        json_decref(vs);
+        return NULL;
+    }
+    json_t *g = json_object();
+    if (with_kind) {
+        json_object_set_new(g, "kind", json_string("APIGroup"));
+        json_object_set_new(g, "apiVersion", json_string("v1"));
+    }
+    json_object_set_new(g, "name", json_string(group));
+    json_t *list = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(vs, i, v)
+    {
+        char *gv = ks_printf("%s/%s", group, json_string_value(v));
+        json_array_append_new(
+            list, json_pack("{s:s,s:s}", "groupVersion", gv, "version", json_string_value(v)));
+        free(gv);
+    }
+    json_object_set_new(g, "versions", list);
+    json_object_set(g, "preferredVersion", json_array_get(list, 0));
+    json_decref(vs);
+    return g;
+}
+
+json_t *ks_discovery_apis(struct ks_server *ks)
+{
+    json_t *doc = json_object();
+    json_object_set_new(doc, "kind", json_string("APIGroupList"));
+    json_object_set_new(doc, "apiVersion", json_string("v1"));
+    json_t *groups = json_array();
+    json_t *seen = json_object();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const char *group = ks->defs[d]->group;
+        if (!*group || json_object_get(seen, group))
+            continue;
+        json_object_set_new(seen, group, json_true());
+        json_t *g = group_doc(ks, group, false);
+        if (g)
+            json_array_append_new(groups, g);
+    }
+    json_decref(seen);
+    json_object_set_new(doc, "groups", groups);
+    return doc;
+}
+
+json_t *ks_discovery_group(struct ks_server *ks, const char *group)
+{
+    return group_doc(ks, group, true);
+}
+
+static json_t *resource_entry(const struct ks_res *def, const char *name, bool sub,
+                              const char *kind, const char *sgroup, const char *sversion,
+                              json_t *vb)
+{
+    json_t *e = json_object();
+    json_object_set_new(e, "name", json_string(name));
+    json_object_set_new(e, "singularName", json_string(sub ? "" : def->singular));
+    json_object_set_new(e, "namespaced", json_boolean(def->namespaced));
+    if (sgroup) {
+        json_object_set_new(e, "group", json_string(sgroup));
+        json_object_set_new(e, "version", json_string(sversion));
+    }
+    json_object_set_new(e, "kind", json_string(kind));
+    json_object_set_new(e, "verbs", vb);
+    if (!sub && def->short_names && json_array_size(def->short_names))
+        json_object_set(e, "shortNames", def->short_names);
+    if (!sub && def->categories && json_array_size(def->categories))
+        json_object_set(e, "categories", def->categories);
+    return e;
+}
+
+json_t *ks_discovery_resources(struct ks_server *ks, const char *group, const char *version)
+{
+    json_t *list = json_array();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *def = ks->defs[d];
+        if (strcmp(def->group, group) != 0)
+            continue;
+        const struct ks_version *v = ks_res_version(def, version);
+        if (!v || !v->served)
+            continue;
+        json_array_append_new(
+            list, resource_entry(def, def->plural, false, def->kind, NULL, NULL, verbs(def)));
+        char *n;
+        if (v->scale) {
+            n = ks_printf("%s/scale", def->plural);
+            json_array_append_new(list,
+                                  resource_entry(def, n, true, "Scale", "autoscaling", "v1",
+                                                 json_pack("[s,s,s]", "get", "patch", "update")));
+            free(n);
+        }
+        if (v->status) {
+            n = ks_printf("%s/status", def->plural);
+            json_array_append_new(list,
+                                  resource_entry(def, n, true, def->kind, NULL, NULL,
+                                                 json_pack("[s,s,s]", "get", "patch", "update")));
+            free(n);
+        }
+    }
+    if (json_array_size(list) == 0) {
+        json_decref(list);
+        return NULL;
+    }
+    json_t *doc = json_object();
+    json_object_set_new(doc, "kind", json_string("APIResourceList"));
+    if (*group)
+        json_object_set_new(doc, "apiVersion", json_string("v1"));
+    char *gv = ks_api_version(group, version);
+    json_object_set_new(doc, "groupVersion", json_string(gv));
+    free(gv);
+    json_object_set_new(doc, "resources", list);
+    return doc;
+}
+
+static json_t *aggregated_resource(const struct ks_res *def, const struct ks_version *v)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "resource", json_string(def->plural));
+    json_object_set_new(r, "responseKind",
+                        json_pack("{s:s,s:s,s:s}", "group", "", "version", "", "kind", def->kind));
+    json_object_set_new(r, "scope", json_string(def->namespaced ? "Namespaced" : "Cluster"));
+    json_object_set_new(r, "singularResource", json_string(def->singular));
+    json_object_set_new(r, "verbs", verbs(def));
+    if (def->short_names && json_array_size(def->short_names))
+        json_object_set(r, "shortNames", def->short_names);
+    if (def->categories && json_array_size(def->categories))
+        json_object_set(r, "categories", def->categories);
+    json_t *subs = json_array();
+    if (v->scale)
+        json_array_append_new(subs,
+                              json_pack("{s:s,s:{s:s,s:s,s:s},s:[s,s,s]}", "subresource", "scale",
+                                        "responseKind", "group", "autoscaling", "version", "v1",
+                                        "kind", "Scale", "verbs", "get", "patch", "update"));
+    if (v->status)
+        json_array_append_new(subs,
+                              json_pack("{s:s,s:{s:s,s:s,s:s},s:[s,s,s]}", "subresource", "status",
+                                        "responseKind", "group", "", "version", "", "kind",
+                                        def->kind, "verbs", "get", "patch", "update"));
+    if (json_array_size(subs))
+        json_object_set_new(r, "subresources", subs);
+    else
+        json_decref(subs);
+    return r;
+}
+
+json_t *ks_discovery_aggregated(struct ks_server *ks, bool core)
+{
+    json_t *items = json_array();
+    json_t *seen = json_object();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const char *group = ks->defs[d]->group;
+        if ((*group == '\0') != core || json_object_get(seen, group))
+            continue;
+        json_object_set_new(seen, group, json_true());
+        json_t *vs = group_versions(ks, group);
+        json_t *versions = json_array();
+        size_t i;
+        json_t *vn;
+        json_array_foreach(vs, i, vn)
+        {
+            json_t *resources = json_array();
+            for (size_t e = 0; e < ks->ndefs; e++) {
+                const struct ks_res *def = ks->defs[e];
+                if (strcmp(def->group, group) != 0)
+                    continue;
+                const struct ks_version *v = ks_res_version(def, json_string_value(vn));
+                if (v && v->served)
+                    json_array_append_new(resources, aggregated_resource(def, v));
+            }
+            json_array_append_new(versions,
+                                  json_pack("{s:s,s:o,s:s}", "version", json_string_value(vn),
+                                            "resources", resources, "freshness", "Current"));
+        }
+        json_decref(vs);
+        json_t *item = json_object();
+        json_object_set_new(item, "metadata", json_pack("{s:s}", "name", group));
+        json_object_set_new(item, "versions", versions);
+        json_array_append_new(items, item);
+    }
+    json_decref(seen);
+    json_t *doc = json_object();
+    json_object_set_new(doc, "kind", json_string("APIGroupDiscoveryList"));
+    json_object_set_new(doc, "apiVersion", json_string("apidiscovery.k8s.io/v2"));
+    json_object_set_new(doc, "metadata", json_object());
+    json_object_set_new(doc, "items", items);
+    return doc;
+}
+
+/* ---- typed key order ------------------------------------------------------ */
+
+static void reorder(json_t *obj, const char *const *first, const char *const *last)
+{
+    json_t *copy = json_object();
+    for (const char *const *k = first; k && *k; k++) {
+        json_t *v = json_object_get(obj, *k);
+        if (v)
+            json_object_set(copy, *k, v);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        bool is_last = false;
+        for (const char *const *k = last; k && *k; k++)
+            if (strcmp(*k, key) == 0)
+                is_last = true;
+        if (!json_object_get(copy, key) && !is_last)
+            json_object_set(copy, key, v);
+    }
+    for (const char *const *k = last; k && *k; k++) {
+        json_t *lv = json_object_get(obj, *k);
+        if (lv)
+            json_object_set(copy, *k, lv);
+    }
+    json_object_clear(obj);
+    json_object_update(obj, copy);
+    json_decref(copy);
+}
+
+void ks_typed_order(json_t *obj)
+{
+    static const char *const top[] = {"kind", "apiVersion", "metadata", "spec", NULL};
+    static const char *const tail[] = {"status", NULL};
+    static const char *const meta[] = {"name",
+                                       "generateName",
+                                       "namespace",
+                                       "selfLink",
+                                       "uid",
+                                       "resourceVersion",
+                                       "generation",
+                                       "creationTimestamp",
+                                       "deletionTimestamp",
+                                       "deletionGracePeriodSeconds",
+                                       "labels",
+                                       "annotations",
+                                       "ownerReferences",
+                                       "finalizers",
+                                       "managedFields",
+                                       NULL};
+    reorder(obj, top, tail);
+    json_t *md = json_object_get(obj, "metadata");
+    if (json_is_object(md))
+        reorder(md, meta, NULL);
+}
+
+/* ---- OpenAPI v3 (just enough for kubectl) ---------------------------------- */
+
+json_t *ks_openapi_root(struct ks_server *ks)
+{
+    json_t *paths = json_object();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *def = ks->defs[d];
+        for (size_t i = 0; i < def->nversions; i++) {
+            if (!def->versions[i].served)
+                continue;
+            char *p = def->group[0] ? ks_printf("apis/%s/%s", def->group, def->versions[i].name)
+                                    : ks_printf("api/%s", def->versions[i].name);
+            char *url = ks_printf("/openapi/v3/%s?hash=%016llx", p, (unsigned long long)ks->rv);
+            json_object_set_new(paths, p, json_pack("{s:s}", "serverRelativeURL", url));
+            free(url);
+            free(p);
+        }
+    }
+    return json_pack("{s:o}", "paths", paths);
+}
+
+/*
+ * A spec3 document with one PATCH operation per resource that lists the
+ * fieldValidation query parameter: kubectl checks this to decide that the
+ * server validates (it then sends fieldValidation=Strict and skips its own
+ * schema validation). No schemas: kubectl falls back to its compiled-in
+ * types for strategic merge patches.
+ */
+json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *version)
+{
+    json_t *paths = json_object();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *def = ks->defs[d];
+        const struct ks_version *v = ks_res_version(def, version);
+        if (strcmp(def->group, group) != 0 || !v || !v->served)
+            continue;
+        char *base = def->group[0] ? ks_printf("/apis/%s/%s", def->group, version)
+                                   : ks_printf("/api/%s", version);
+        char *p = def->namespaced
+                      ? ks_printf("%s/namespaces/{namespace}/%s/{name}", base, def->plural)
+                      : ks_printf("%s/%s/{name}", base, def->plural);
+        json_t *op = json_pack(
+            "{s:{s:s,s:s,s:s},s:[{s:s,s:s,s:{s:s,s:b}},{s:s,s:s,s:{s:s,s:b}},"
+            "{s:s,s:s,s:{s:s,s:b}}],s:{s:{s:s}}}",
+            "x-kubernetes-group-version-kind", "group", def->group, "version", version, "kind",
+            def->kind, "parameters", "name", "dryRun", "in", "query", "schema", "type", "string",
+            "uniqueItems", 1, "name", "fieldManager", "in", "query", "schema", "type", "string",
+            "uniqueItems", 1, "name", "fieldValidation", "in", "query", "schema", "type", "string",
+            "uniqueItems", 1, "responses", "200", "description", "OK");
+        json_object_set_new(paths, p, json_pack("{s:o}", "patch", op));
+        free(p);
+        free(base);
+    }
+    if (json_object_size(paths) == 0) {
+        json_decref(paths);
+        return NULL;
+    }
+    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{}}}", "openapi", "3.0.0", "info", "title",
+                     "Kubernetes", "version", "v1.32.3", "paths", paths, "components", "schemas");
+}

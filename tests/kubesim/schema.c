@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim structural schemas (CRD openAPIV3Schema): defaulting as the
+ * apiserver does it (absent or non-nullable null fields get their
+ * default, then defaults apply inside defaulted values), pruning of
+ * unknown fields (unless x-kubernetes-preserve-unknown-fields), and the
+ * common validations with the apiserver's field-error wording (type,
+ * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern).
+ * metadata is never defaulted or pruned below its top level.
+ */
+#include "kubesim.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_true(const json_t *s, const char *k)
+{
+    return json_is_true(json_object_get(s, k));
+}
+
+static void apply_defaults(json_t *v, const json_t *s)
+{
+    if (!json_is_object(s))
+        return;
+    if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties");
+        const char *k;
+        json_t *ps;
+        json_object_foreach((json_t *)props, k, ps)
+        {
+            json_t *cur = json_object_get(v, k);
+            if (cur && json_is_null(cur) && !is_true(ps, "nullable")) {
+                json_object_del(v, k);
+                cur = NULL;
+            }
+            const json_t *def = json_object_get(ps, "default");
+            if (!cur && def) {
+                json_object_set_new(v, k, json_deep_copy(def));
+                cur = json_object_get(v, k);
+            }
+            if (cur)
+                apply_defaults(cur, ps);
+        }
+        const json_t *ap = json_object_get(s, "additionalProperties");
+        if (json_is_object(ap)) {
+            json_t *x;
+            json_object_foreach(v, k, x)
+            {
+                if (!json_object_get(props, k))
+                    apply_defaults(x, ap);
+            }
+        }
+    } else if (json_is_array(v)) {
+        const json_t *items = json_object_get(s, "items");
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            apply_defaults(x, items);
+        }
+    }
+}
+
+void ks_schema_default(json_t *obj, const json_t *schema)
+{
+    if (!json_is_object(obj) || !json_is_object(schema))
+        return;
+    const json_t *props = json_object_get(schema, "properties");
+    const char *k;
+    json_t *ps;
+    json_object_foreach((json_t *)props, k, ps)
+    {
+        if (strcmp(k, "metadata") == 0 || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0)
+            continue;
+        json_t *cur = json_object_get(obj, k);
+        const json_t *def = json_object_get(ps, "default");
+        if (!cur && def) {
+            json_object_set_new(obj, k, json_deep_copy(def));
+            cur = json_object_get(obj, k);
+        }
+        if (cur)
+            apply_defaults(cur, ps);
+    }
+}
+
+static void prune(json_t *v, const json_t *s)
+{
+    if (!json_is_object(s) || is_true(s, "x-kubernetes-preserve-unknown-fields") ||
+        is_true(s, "x-kubernetes-int-or-string"))
+        return;
+    if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties");
+        const json_t *ap = json_object_get(s, "additionalProperties");
+        bool embedded = is_true(s, "x-kubernetes-embedded-resource");
+        const char *k;
+        json_t *x;
+        void *tmp;
+        json_object_foreach_safe(v, tmp, k, x)
+        {
+            const json_t *ps = json_object_get(props, k);
+            if (ps) {
+                prune(x, ps);
+            } else if (json_is_object(ap)) {
+                prune(x, ap);
+            } else if (json_is_true(ap) ||
+                       (embedded && (strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0 ||
+                                     strcmp(k, "metadata") == 0))) {
+                continue;
+            } else {
+                json_object_del(v, k);
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            prune(x, json_object_get(s, "items"));
+        }
+    }
+}
+
+void ks_schema_prune(json_t *obj, const json_t *schema)
+{
+    if (!json_is_object(obj) || !json_is_object(schema))
+        return;
+    const json_t *props = json_object_get(schema, "properties");
+    const char *k;
+    json_t *x;
+    void *tmp;
+    json_object_foreach_safe(obj, tmp, k, x)
+    {
+        if (strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0 || strcmp(k, "metadata") == 0)
+            continue;
+        const json_t *ps = json_object_get(props, k);
+        if (ps)
+            prune(x, ps);
+        else if (!is_true(schema, "x-kubernetes-preserve-unknown-fields"))
+            json_object_del(obj, k);
+    }
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "boolean";
+    case JSON_NULL:
+    default:
+        return "null";
+    }
+}
+
+static char *render(const json_t *v)
+{
+    if (json_is_string(v))
+        return ks_printf("\"%s\"", json_string_value(v));
+    char *d = ks_dump(v, true, NULL);
+    return d ? d : ks_strdup("?");
+}
+
+static void cause(json_t *causes, const char *reason, const char *field, char *message)
+{
+    json_array_append_new(
+        causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message", message, "field", field));
+    free(message);
+}
+
+static bool type_ok(const json_t *v, const char *type)
+{
+    if (strcmp(type, "object") == 0)
+        return json_is_object(v);
+    if (strcmp(type, "array") == 0)
+        return json_is_array(v);
+    if (strcmp(type, "string") == 0)
+        return json_is_string(v);
+    if (strcmp(type, "integer") == 0)
+        return json_is_integer(v) ||
+               (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v));
+    if (strcmp(type, "number") == 0)
+        return json_is_number(v);
+    if (strcmp(type, "boolean") == 0)
+        return json_is_boolean(v);
+    return true;
+}
+
+static void validate(const json_t *v, const json_t *s, const char *path, json_t *causes)
+{
+    if (!json_is_object(s))
+        return;
+    if (json_is_null(v)) {
+        if (!is_true(s, "nullable") && json_object_get(s, "type"))
+            cause(causes, "FieldValueTypeInvalid", path,
+                  ks_printf("Invalid value: \"null\": %s in body must be of type %s: \"null\"",
+                            path, json_string_value(json_object_get(s, "type"))));
+        return;
+    }
+    if (is_true(s, "x-kubernetes-int-or-string")) {
+        if (!json_is_integer(v) && !json_is_string(v))
+            cause(causes, "FieldValueTypeInvalid", path,
+                  ks_printf("Invalid value: \"%s\": %s in body must be of type "
+                            "integer,string: \"%s\"",
+                            type_name(v), path, type_name(v)));
+        return;
+    }
+    const char *type = json_string_value(json_object_get(s, "type"));
+    if (type && !type_ok(v, type)) {
+        cause(causes, "FieldValueTypeInvalid", path,
+              ks_printf("Invalid value: \"%s\": %s in body must be of type %s: \"%s\"",
+                        type_name(v), path, type, type_name(v)));
+        return;
+    }
+    const json_t *en = json_object_get(s, "enum");
+    if (json_is_array(en)) {
+        bool ok = false;
+        size_t i;
+        json_t *x;
+        json_array_foreach(en, i, x)
+        {
+            if (json_equal(x, v))
+                ok = true;
+        }
+        if (!ok) {
+            char *list = ks_strdup("");
+            json_array_foreach(en, i, x)
+            {
+                char *r = render(x);
+                char *n = ks_printf("%s%s%s", list, i ? ", " : "", r);
+                free(r);
+                free(list);
+                list = n;
+            }
+            char *r = render(v);
+            cause(causes, "FieldValueNotSupported", path,
+                  ks_printf("Unsupported value: %s: supported values: %s", r, list));
+            free(r);
+            free(list);
+        }
+    }
+    if (json_is_number(v)) {
+        double d = json_number_value(v);
+        const json_t *mx = json_object_get(s, "maximum");
+        const json_t *mn = json_object_get(s, "minimum");
+        char *r = render(v);
+        if (json_is_number(mx) && (d > json_number_value(mx) ||
+                                   (is_true(s, "exclusiveMaximum") && d >= json_number_value(mx))))
+            cause(causes, "FieldValueInvalid", path,
+                  ks_printf("Invalid value: %s: %s in body should be less than %s%g", r, path,
+                            is_true(s, "exclusiveMaximum") ? "" : "or equal to ",
+                            json_number_value(mx)));
+        if (json_is_number(mn) && (d < json_number_value(mn) ||
+                                   (is_true(s, "exclusiveMinimum") && d <= json_number_value(mn))))
+            cause(causes, "FieldValueInvalid", path,
+                  ks_printf("Invalid value: %s: %s in body should be greater than %s%g", r, path,
+                            is_true(s, "exclusiveMinimum") ? "" : "or equal to ",
+                            json_number_value(mn)));
+        free(r);
+    }
+    if (json_is_string(v)) {
+        size_t len = json_string_length(v);
+        const json_t *mx = json_object_get(s, "maxLength");
+        const json_t *mn = json_object_get(s, "minLength");
+        if (json_is_integer(mx) && (json_int_t)len > json_integer_value(mx))
+            cause(causes, "FieldValueTooLong", path,
+                  ks_printf("Too long: may not be more than %lld bytes",
+                            (long long)json_integer_value(mx)));
+        if (json_is_integer(mn) && (json_int_t)len < json_integer_value(mn))
+            cause(causes, "FieldValueInvalid", path,
+                  ks_printf("Invalid value: \"%s\": %s in body should be at least %lld chars "
+                            "long",
+                            json_string_value(v), path, (long long)json_integer_value(mn)));
+        const char *pat = json_string_value(json_object_get(s, "pattern"));
+        regex_t re;
+        if (pat && regcomp(&re, pat, REG_EXTENDED | REG_NOSUB) == 0) {
+            if (regexec(&re, json_string_value(v), 0, NULL, 0) != 0)
+                cause(causes, "FieldValueInvalid", path,
+                      ks_printf("Invalid value: \"%s\": %s in body should match '%s'",
+                                json_string_value(v), path, pat));
+            regfree(&re);
+        }
+    }
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        const json_t *mx = json_object_get(s, "maxItems");
+        const json_t *mn = json_object_get(s, "minItems");
+        if (json_is_integer(mx) && (json_int_t)n > json_integer_value(mx))
+            cause(causes, "FieldValueTooMany", path,
+                  ks_printf("Too many: %zu: must have at most %lld items", n,
+                            (long long)json_integer_value(mx)));
+        if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn))
+            cause(causes, "FieldValueInvalid", path,
+                  ks_printf("Invalid value: %zu: %s in body should have at least %lld items", n,
+                            path, (long long)json_integer_value(mn)));
+        const json_t *items = json_object_get(s, "items");
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            char *p = ks_printf("%s[%zu]", path, i);
+            validate(x, items, p, causes);
+            free(p);
+        }
+    }
+    if (json_is_object(v)) {
+        const json_t *req = json_object_get(s, "required");
+        size_t i;
+        json_t *x;
+        json_array_foreach(req, i, x)
+        {
+            const char *rk = json_string_value(x);
+            if (rk && !json_object_get(v, rk)) {
+                char *p = ks_printf("%s%s%s", path, *path ? "." : "", rk);
+                cause(causes, "FieldValueRequired", p, ks_strdup("Required value"));
+                free(p);
+            }
+        }
+        const json_t *props = json_object_get(s, "properties");
+        const json_t *ap = json_object_get(s, "additionalProperties");
+        const char *k;
+        json_object_foreach((json_t *)v, k, x)
+        {
+            const json_t *ps = json_object_get(props, k);
+            if (!ps && json_is_object(ap))
+                ps = ap;
+            if (!ps)
+                continue;
+            char *p = ks_printf("%s%s%s", path, *path ? "." : "", k);
+            validate(x, ps, p, causes);
+            free(p);
+        }
+    }
+}
+
+json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
+{
+    json_t *causes = json_array();
+    if (!json_is_object(schema))
+        return causes;
+    const json_t *props = json_object_get(schema, "properties");
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)obj, k, x)
+    {
+        if (strcmp(k, "metadata") == 0 || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0)
+            continue;
+        const json_t *ps = json_object_get(props, k);
+        if (ps)
+            validate(x, ps, k, causes);
+    }
+    const json_t *req = json_object_get(schema, "required");
+    size_t i;
+    json_array_foreach(req, i, x)
+    {
+        const char *rk = json_string_value(x);
+        if (rk && !json_object_get(obj, rk))
+            cause(causes, "FieldValueRequired", rk, ks_strdup("Required value"));
+    }
+    return causes;
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim object store: one map per resource ("ns/name" -> frozen object,
+ * always in the storage version), the global resourceVersion counter, and
+ * the bounded event history the watches read. Every commit bumps the
+ * counter by one and records exactly one event, so the history is dense:
+ * all events with rv > hist_floor are present. Compaction (a fault) moves
+ * hist_floor to the current rv. All functions need ks->lock held.
+ */
+#include "kubesim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ks_store_init(struct ks_server *ks)
+{
+    ks->objects = json_object();
+    ks->hist = calloc(ks->history_cap, sizeof(*ks->hist));
+    if (!ks->objects || !ks->hist)
+        return -ENOMEM;
+    return 0;
+}
+
+static void event_clear(struct ks_event *e)
+{
+    json_decref(e->obj);
+    json_decref(e->old);
+    memset(e, 0, sizeof(*e));
+}
+
+void ks_store_cleanup(struct ks_server *ks)
+{
+    for (size_t i = 0; i < ks->hist_len; i++)
+        event_clear(&ks->hist[(ks->hist_head + i) % ks->history_cap]);
+    free(ks->hist);
+    ks->hist = NULL;
+    json_decref(ks->objects);
+    ks->objects = NULL;
+}
+
+json_t *ks_store_map(struct ks_server *ks, const char *res_key)
+{
+    json_t *m = json_object_get(ks->objects, res_key);
+    if (!m) {
+        m = json_object();
+        json_object_set_new(ks->objects, res_key, m);
+    }
+    return m;
+}
+
+json_t *ks_store_get(struct ks_server *ks, const char *res_key, const char *obj_key)
+{
+    return json_object_get(json_object_get(ks->objects, res_key), obj_key);
+}
+
+void ks_obj_key(char *buf, size_t len, const char *ns, const char *name)
+{
+    if (ns && *ns)
+        snprintf(buf, len, "%s/%s", ns, name);
+    else
+        snprintf(buf, len, "%s", name);
+}
+
+static void record(struct ks_server *ks, const struct ks_res *def, enum ks_event_type type,
+                   json_t *obj, json_t *old)
+{
+    if (ks->hist_len == ks->history_cap) {
+        struct ks_event *oldest = &ks->hist[ks->hist_head];
+        ks->hist_floor = oldest->rv;
+        event_clear(oldest);
+        ks->hist_head = (ks->hist_head + 1) % ks->history_cap;
+        ks->hist_len--;
+    }
+    struct ks_event *e = &ks->hist[(ks->hist_head + ks->hist_len) % ks->history_cap];
+    e->rv = ks->rv;
+    e->type = type;
+    e->key = def->key;
+    e->obj = json_incref(obj);
+    e->old = json_incref(old);
+    ks->hist_len++;
+    pthread_cond_broadcast(&ks->changed);
+}
+
+static void set_rv(json_t *obj, uint64_t rv)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md)) {
+        md = json_object();
+        json_object_set_new(obj, "metadata", md);
+    }
+    json_object_set_new(md, "resourceVersion", json_string(buf));
+}
+
+uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
+                      json_t *obj)
+{
+    json_t *map = ks_store_map(ks, def->key);
+    json_t *old = json_incref(json_object_get(map, obj_key));
+    ks->rv++;
+    set_rv(obj, ks->rv);
+    json_object_set(map, obj_key, obj);
+    record(ks, def, old ? KS_MODIFIED : KS_ADDED, obj, old);
+    json_decref(old);
+    json_decref(obj);
+    if (strcmp(def->key, "deployments.apps") == 0)
+        ks_controllers_deployment_changed(ks, obj_key);
+    return ks->rv;
+}
+
+uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const char *obj_key)
+{
+    json_t *map = ks_store_map(ks, def->key);
+    json_t *old = json_object_get(map, obj_key);
+    if (!old)
+        return 0;
+    ks->rv++;
+    json_t *last = json_deep_copy(old);
+    set_rv(last, ks->rv);
+    json_incref(old);
+    json_object_del(map, obj_key);
+    record(ks, def, KS_DELETED, last, old);
+    json_decref(old);
+    json_decref(last);
+    ks->gc_dirty = true;
+    return ks->rv;
+}
+
+void ks_store_compact(struct ks_server *ks)
+{
+    for (size_t i = 0; i < ks->hist_len; i++)
+        event_clear(&ks->hist[(ks->hist_head + i) % ks->history_cap]);
+    ks->hist_head = 0;
+    ks->hist_len = 0;
+    ks->hist_floor = ks->rv;
+}
