@@ -8,26 +8,42 @@
  * configured with (e.g. "Deployment"); the store does not read it from the
  * object, because list items of built-in types carry no kind.
  *
- * Values are frozen json_t objects: readers get a new reference
- * (json_incref under the read lock) and must never modify it; writers
- * replace whole entries. Before an object is stored, its
- * metadata.managedFields and the
+ * Representation. A cached object is not kept as a json_t tree (jansson's
+ * per-node hashtables cost ~8x the object's JSON text). Each entry is ONE
+ * allocation holding the key, the resourceVersion string and the object in
+ * a packed binary form of its JSON value: tagged values with varint
+ * lengths, where object keys and common string values found in a fixed
+ * table of Kubernetes field names ("metadata", "containerPort", "TCP",
+ * ...) take one or two bytes. The packed form is lossless (same members in
+ * the same order, same numbers and strings); a whole entry, overhead
+ * included, is typically well under half the object's compact JSON text,
+ * and decoding it builds a json_t several times faster than json_loads,
+ * because there is no text to scan (scripts/bench-store.sh measures both).
+ * The namespace and the controller owner uid live in the index buckets the
+ * entry is linked to, so the metadata accessors below need no decode.
+ *
+ * Values handed out are private: kop_store_get/list decode a fresh json_t
+ * (@ref new) that the caller owns and may modify; it is shared with no
+ * other thread and with the store. Entries are reference counted, so a
+ * reader holds the lock only to find the entry and take a reference; the
+ * decode runs after the lock is released and never blocks a writer.
+ *
+ * Before an object is stored, its metadata.managedFields and the
  * kubectl.kubernetes.io/last-applied-configuration annotation are removed
- * (on private shallow copies of the object, metadata and annotations, so a
- * caller's value is never edited).
+ * (on private shallow copies, so a caller's value is never edited).
  *
  * Indexes: by kind, by namespace, and by the uid of the controller owner
  * (the ownerReferences[] entry with controller == true).
  *
  * Metrics (gauges in the registry given to kop_store_new, default
  * kop_metrics_global()): kop_store_objects and kop_store_bytes. The byte
- * figure is the length of the compact JSON serialization of each stored
- * value, measured once on insert (json_dumpb with no buffer, which
- * allocates nothing); it is a proxy for, not the size of, the jansson
- * representation.
+ * figure is the heap the store holds: the entries (header, key,
+ * resourceVersion, packed value), the index buckets and the hash tables'
+ * arrays, counted from the sizes the store asks malloc for (allocator
+ * overhead not included). It is 0 again when the store is empty.
  *
- * Thread-safety: any thread (a pthread rwlock); kop_store_free only when
- * no thread uses the store.
+ * Thread-safety: any thread (a pthread rwlock plus per-entry atomic
+ * reference counts); kop_store_free only when no thread uses the store.
  */
 #ifndef KOP_STORE_H
 #define KOP_STORE_H
@@ -44,7 +60,7 @@ struct kop_store;
  * Returns 0 or -ENOMEM; *ret on success. */
 int kop_store_new(struct kop_metrics *metrics, struct kop_store **ret);
 
-/* Releases every stored reference. NULL-safe. */
+/* Frees every entry. NULL-safe. */
 void kop_store_free(struct kop_store *s);
 
 /* Write "kind/ns/name" (ns NULL or "" for cluster-scoped) into buf.
@@ -53,29 +69,53 @@ int kop_store_key(const char *kind, const char *ns, const char *name, char *buf,
 
 /*
  * Insert or replace the object under kind/metadata.namespace/metadata.name.
- * @ref steal obj (released on failure too); the caller must not modify it
- * afterwards. ret_old (may be NULL): the replaced value, @ref new, or NULL
- * when the key was absent. ret_new (may be NULL): the value as stored
- * (stripped), @ref new.
+ * @ref steal obj (released on failure too); the store keeps no reference
+ * to it (it packs a copy). ret_old (may be NULL): the replaced value,
+ * decoded, @ref new, or NULL when the key was absent (or, on ENOMEM, could
+ * not be decoded; the put itself succeeded). ret_new (may be
+ * NULL): the value as stored (the stripped object, which may share
+ * unstripped subtrees with obj), @ref new.
  * Returns 0, -EINVAL (not an object, no metadata.name, bad kind), -ENOMEM.
  */
 int kop_store_put(struct kop_store *s, const char *kind, json_t *obj, json_t **ret_old,
                   json_t **ret_new);
 
-/* Remove an entry. ret_old (may be NULL) gets the removed value, @ref new.
- * Returns 0 or -ENOENT. */
+/* Remove an entry. ret_old (may be NULL) gets the removed value, decoded,
+ * @ref new. Returns 0, -ENOENT, or -ENOMEM (entry removed, but ret_old
+ * could not be built). */
 int kop_store_delete(struct kop_store *s, const char *kind, const char *ns, const char *name,
                      json_t **ret_old);
 
-/* The stored value, @ref new (json_decref when done), or NULL. */
+/* The stored value, decoded: @ref new, private to the caller (modifying it
+ * does not affect the store), or NULL when absent or on ENOMEM. One decode
+ * per call; use the accessors below when only metadata is needed. */
 json_t *kop_store_get(struct kop_store *s, const char *kind, const char *ns, const char *name);
 
 /* By full key "kind/ns/name". @ref new or NULL. */
 json_t *kop_store_get_key(struct kop_store *s, const char *key);
 
 /*
- * Lists. Each returns a new JSON array (@ref new; its items are the frozen
- * stored values, read-only) or NULL on ENOMEM. Order is unspecified.
+ * Metadata without decoding the object (a hash lookup under the read lock).
+ *   kop_store_exists:              whether kind/ns/name is stored.
+ *   kop_store_resource_version:    metadata.resourceVersion ("" when the
+ *                                  object has none) copied into buf.
+ *   kop_store_resource_version_key: the same, by full key.
+ *   kop_store_controller_uid:      uid of the controller ownerReference
+ *                                  ("" when there is none) copied into buf.
+ * The int functions return 0, -ENOENT (no such entry), -ERANGE (buf too
+ * small, buf untouched) or -EINVAL.
+ */
+bool kop_store_exists(struct kop_store *s, const char *kind, const char *ns, const char *name);
+int kop_store_resource_version(struct kop_store *s, const char *kind, const char *ns,
+                               const char *name, char *buf, size_t len);
+int kop_store_resource_version_key(struct kop_store *s, const char *key, char *buf, size_t len);
+int kop_store_controller_uid(struct kop_store *s, const char *kind, const char *ns,
+                             const char *name, char *buf, size_t len);
+
+/*
+ * Lists. Each returns a new JSON array (@ref new; its items are freshly
+ * decoded values owned by the array) or NULL on ENOMEM. Order is
+ * unspecified. Costs one decode per item.
  *   kop_store_list:          kind (NULL = every kind) and namespace (NULL =
  *                            every namespace, "" = cluster-scoped only).
  *   kop_store_list_by_owner: entries whose controller owner has this uid,
@@ -85,10 +125,11 @@ json_t *kop_store_list(struct kop_store *s, const char *kind, const char *ns);
 json_t *kop_store_list_by_owner(struct kop_store *s, const char *owner_uid, const char *kind);
 
 /* Keys of one kind (and namespace when not NULL) as a JSON object used as
- * a set: key -> true. @ref new, NULL on ENOMEM. For informers' relists. */
+ * a set: key -> true. @ref new, NULL on ENOMEM. No decode. For informers'
+ * relists. */
 json_t *kop_store_keys(struct kop_store *s, const char *kind, const char *ns);
 
-/* Number of entries and the byte estimate (see above). */
+/* Number of entries and the heap bytes held (see above). */
 size_t kop_store_count(struct kop_store *s);
 size_t kop_store_bytes(struct kop_store *s);
 
