@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reconcile worker pool (see kop/workers.h).
+ *
+ * Each thread loops: wait while paused -> get a key (blocking) ->
+ * reconcile -> requeue by result -> done. Pausing is the pool's state,
+ * not the queue's: a worker that was already blocked in get() when the
+ * pool paused may still receive a key; it puts it back (add while
+ * processing marks it dirty, done() queues it again) without running it,
+ * then waits for resume. So after kop_workers_pause() returns 0 no
+ * reconcile runs, and at most one bounced key per thread moves to the
+ * queue's tail.
+ *
+ * w->lock guards paused, stopping and active; it is never held while
+ * calling into the queue or the reconcile callback.
+ */
+#include "kop/workers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "kop/clock.h"
+#include "kop/log.h"
+#include "kop/metrics.h"
+#include "kop/workqueue.h"
+
+#define LOGGER "controller"
+
+struct kop_workers {
+    char *controller;
+    int n;
+    struct kop_workqueue *queue;
+    kop_workers_reconcile_fn reconcile;
+    void *ud;
+
+    pthread_t *threads;
+    int started; /* threads created */
+    bool joined;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;      /* paused/stopping changed */
+    pthread_cond_t idle_cond; /* active reached 0; CLOCK_MONOTONIC */
+    bool paused, stopping;
+    int active;
+
+    struct kop_metric *m_success, *m_error, *m_requeue, *m_requeue_after, *m_errors, *m_time,
+        *m_max, *m_active;
+};
+
+int kop_workers_uuid(char *buf, size_t len)
+{
+    if (!buf || len < 37)
+        return -EINVAL;
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got < sizeof(b)) {
+        /* No kernel randomness (should not happen): an ID for logs only,
+         * so a clock-mixed value is good enough. */
+        uint64_t x =
+            (uint64_t)kop_clock_now_ns() ^ (uint64_t)kop_clock_wall_ns() ^ (uint64_t)(uintptr_t)buf;
+        for (size_t i = 0; i < sizeof(b); i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b[i] = (unsigned char)x;
+        }
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(buf, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+    return 0;
+}
+
+static void register_metrics(struct kop_workers *w, struct kop_metrics *m)
+{
+    static const char *const l_ctrl[] = {"controller", NULL};
+    static const char *const l_res[] = {"controller", "result", NULL};
+    /* controller-runtime's reconcile_time_seconds buckets. */
+    static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3,  0.35,
+                                     0.4,   0.45, 0.5,   0.6,  0.7, 0.8,  0.9, 1.0,  1.25, 1.5,
+                                     1.75,  2.0,  2.5,   3.0,  3.5, 4.0,  4.5, 5,    6,    7,
+                                     8,     9,    10,    15,   20,  25,   30,  40,   50,   60};
+    const char *c = w->controller;
+    struct kop_metric_family *f;
+
+    f = kop_metrics_register(m, KOP_METRIC_COUNTER, "controller_runtime_reconcile_total",
+                             "Total number of reconciliations per controller", l_res, NULL, 0);
+    if (f) {
+        /* Created up front so every result shows 0, as controller-runtime
+         * initialises them. */
+        w->m_error = kop_metric_child(f, c, "error");
+        w->m_requeue = kop_metric_child(f, c, "requeue");
+        w->m_requeue_after = kop_metric_child(f, c, "requeue_after");
+        w->m_success = kop_metric_child(f, c, "success");
+    }
+    f = kop_metrics_register(m, KOP_METRIC_COUNTER, "controller_runtime_reconcile_errors_total",
+                             "Total number of reconciliation errors per controller", l_ctrl, NULL,
+                             0);
+    w->m_errors = f ? kop_metric_child(f, c) : NULL;
+    f = kop_metrics_register(m, KOP_METRIC_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
+                             "Length of time per reconciliation per controller", l_ctrl, buckets,
+                             sizeof(buckets) / sizeof(buckets[0]));
+    w->m_time = f ? kop_metric_child(f, c) : NULL;
+    f = kop_metrics_register(m, KOP_METRIC_GAUGE, "controller_runtime_max_concurrent_reconciles",
+                             "Maximum number of concurrent reconciles per controller", l_ctrl, NULL,
+                             0);
+    w->m_max = f ? kop_metric_child(f, c) : NULL;
+    f = kop_metrics_register(m, KOP_METRIC_GAUGE, "controller_runtime_active_workers",
+                             "Number of currently used workers per controller", l_ctrl, NULL, 0);
+    w->m_active = f ? kop_metric_child(f, c) : NULL;
+    kop_gauge_set(w->m_max, w->n);
+    kop_gauge_set(w->m_active, 0);
+}
+
+int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **ret)
+{
+    if (!opt || !ret || !opt->controller || !opt->queue || !opt->reconcile)
+        return -EINVAL;
+    struct kop_workers *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->n = opt->max_concurrent > 0 ? opt->max_concurrent : 1;
+    w->controller = strdup(opt->controller);
+    w->threads = calloc((size_t)w->n, sizeof(*w->threads));
+    if (!w->controller || !w->threads) {
+        free(w->controller);
+        free(w->threads);
+        free(w);
+        return -ENOMEM;
+    }
+    w->queue = opt->queue;
+    w->reconcile = opt->reconcile;
+    w->ud = opt->ud;
+    pthread_mutex_init(&w->lock, NULL);
+    kop_clock_cond_init(&w->cond);
+    kop_clock_cond_init(&w->idle_cond);
+    struct kop_metrics *m = opt->metrics ? opt->metrics : kop_metrics_global();
+    if (m)
+        register_metrics(w, m);
+    *ret = w;
+    return 0;
+}
+
+static void log_error(struct kop_workers *w, const char *key, const char *id, int err)
+{
+    char buf[128];
+    const char *msg = strerror_r(err < 0 ? -err : err, buf, sizeof(buf));
+    kop_log(KOP_LOG_ERROR, LOGGER, "Reconciler error",
+            json_pack("{s:s, s:s, s:s, s:s, s:i}", "controller", w->controller, "key", key,
+                      "reconcileID", id, "error", msg, "errno", err));
+}
+
+static void reconcile_one(struct kop_workers *w, const char *key)
+{
+    char id[37];
+    kop_workers_uuid(id, sizeof(id));
+    int64_t t0 = kop_clock_now_ns();
+    struct kop_reconcile_result res = w->reconcile(w->ud, key, id);
+    kop_histogram_observe(w->m_time, (double)(kop_clock_now_ns() - t0) / 1e9);
+
+    if (res.error != 0) {
+        kop_workqueue_add_rate_limited(w->queue, key);
+        kop_counter_inc(w->m_errors);
+        kop_counter_inc(w->m_error);
+        log_error(w, key, id, res.error);
+    } else if (res.requeue_after_ns > 0) {
+        kop_workqueue_forget(w->queue, key);
+        kop_workqueue_add_after(w->queue, key, res.requeue_after_ns);
+        kop_counter_inc(w->m_requeue_after);
+    } else if (res.requeue) {
+        kop_workqueue_add_rate_limited(w->queue, key);
+        kop_counter_inc(w->m_requeue);
+    } else {
+        kop_workqueue_forget(w->queue, key);
+        kop_counter_inc(w->m_success);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct kop_workers *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        while (w->paused && !w->stopping)
+            pthread_cond_wait(&w->cond, &w->lock);
+        bool stop = w->stopping && w->paused;
+        pthread_mutex_unlock(&w->lock);
+        if (stop)
+            break;
+
+        const char *key = NULL;
+        int r = kop_workqueue_get(w->queue, -1, &key);
+        if (r == -ESHUTDOWN)
+            break;
+        if (r < 0)
+            continue;
+
+        pthread_mutex_lock(&w->lock);
+        bool bounce = w->paused;
+        if (!bounce)
+            w->active++;
+        pthread_mutex_unlock(&w->lock);
+        if (bounce) {
+            kop_workqueue_add(w->queue, key);
+            kop_workqueue_done(w->queue, key);
+            continue;
+        }
+
+        kop_gauge_add(w->m_active, 1);
+        reconcile_one(w, key);
+        kop_workqueue_done(w->queue, key);
+        kop_gauge_add(w->m_active, -1);
+
+        pthread_mutex_lock(&w->lock);
+        if (--w->active == 0)
+            pthread_cond_broadcast(&w->idle_cond);
+        pthread_mutex_unlock(&w->lock);
+    }
+    return NULL;
+}
+
+int kop_workers_start(struct kop_workers *w)
+{
+    if (!w)
+        return -EINVAL;
+    if (w->started > 0)
+        return -EALREADY;
+    for (int i = 0; i < w->n; i++) {
+        int e = pthread_create(&w->threads[i], NULL, worker_main, w);
+        if (e != 0)
+            return -e; /* the ones started are joined by stop/free */
+        w->started++;
+    }
+    return 0;
+}
+
+int kop_workers_pause(struct kop_workers *w, int64_t timeout_ms)
+{
+    if (!w)
+        return -EINVAL;
+    int r = 0;
+    pthread_mutex_lock(&w->lock);
+    w->paused = true;
+    struct timespec deadline = {0};
+    if (timeout_ms >= 0)
+        deadline = kop_clock_deadline_ms(timeout_ms);
+    while (w->active > 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&w->idle_cond, &w->lock);
+        } else if (pthread_cond_timedwait(&w->idle_cond, &w->lock, &deadline) == ETIMEDOUT) {
+            if (w->active > 0)
+                r = -ETIMEDOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+void kop_workers_resume(struct kop_workers *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->paused = false;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int kop_workers_active(struct kop_workers *w)
+{
+    if (!w)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    int a = w->active;
+    pthread_mutex_unlock(&w->lock);
+    return a;
+}
+
+int kop_workers_stop(struct kop_workers *w, int64_t timeout_ms)
+{
+    if (!w)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    w->stopping = true;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    int r = kop_workqueue_shutdown_with_drain(w->queue, timeout_ms);
+    if (r < 0)
+        return r;
+    if (!w->joined) {
+        for (int i = 0; i < w->started; i++)
+            pthread_join(w->threads[i], NULL);
+        w->joined = true;
+    }
+    return 0;
+}
+
+void kop_workers_free(struct kop_workers *w)
+{
+    if (!w)
+        return;
+    kop_workers_stop(w, -1);
+    pthread_cond_destroy(&w->cond);
+    pthread_cond_destroy(&w->idle_cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w->threads);
+    free(w->controller);
+    free(w);
+}
