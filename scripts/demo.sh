@@ -70,14 +70,14 @@ k() { echo "\$ kubectl $*"; kubectl --cache-dir "$work/cache" "$@"; }
 
 step "applying the CRD and the ValidatingWebhookConfiguration (caBundle = dev CA, as cainjector would)"
 ca=$(base64 -w0 certs/dev/ca.crt)
-sed "s|^        service:|        caBundle: $ca\n        service:|" manifests/crd.yaml >"$work/crd.yaml"
-sed "s|^      service:|      caBundle: $ca\n      service:|" manifests/webhook.yaml >"$work/webhook.yaml"
+sed "s|^        service:|        caBundle: $ca\n        service:|" manifests/base/crd.yaml >"$work/crd.yaml"
+sed "s|^      service:|      caBundle: $ca\n      service:|" manifests/base/webhook.yaml >"$work/webhook.yaml"
 k apply -f "$work/crd.yaml"
 k apply -f "$work/webhook.yaml"
 
 step "applying the seed MyResource (v1)"
-cat manifests/sample-myresource.yaml
-k apply -f manifests/sample-myresource.yaml
+cat manifests/samples/myresource.yaml
+k apply -f manifests/samples/myresource.yaml
 
 step "reading it back in v1 (storage version, defaults applied)"
 k get myresources.v1.mygroup.example.com example-resource -o yaml

@@ -23,6 +23,14 @@ done
 if ! command -v kubectl >/dev/null 2>&1; then
   missing+=(kubernetes-client)
 fi
+# Node.js and npm validate the manifests against the official schemas
+# (tests/manifests); any Node >= 14 with npm will do, Debian's included.
+if ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -68,12 +68,12 @@ k() { kubectl --cache-dir "$work/cache" "$@"; }
 
 # The CRD and webhook configuration with the dev CA injected.
 ca=$(base64 -w0 "$work/certs/ca.crt")
-crd=$root/manifests/crd.yaml
+crd=$root/manifests/base/crd.yaml
 [ -f "$crd" ] || fail "missing $crd"
 sed "s|^        service:|        caBundle: $ca\n        service:|" "$crd" >"$work/crd.yaml"
 k apply -f "$work/crd.yaml" >"$work/apply.log" 2>&1 || fail "apply crd"
-if [ -f "$root/manifests/webhook.yaml" ]; then
-  sed "s|^      service:|      caBundle: $ca\n      service:|" "$root/manifests/webhook.yaml" >"$work/webhook.yaml"
+if [ -f "$root/manifests/base/webhook.yaml" ]; then
+  sed "s|^      service:|      caBundle: $ca\n      service:|" "$root/manifests/base/webhook.yaml" >"$work/webhook.yaml"
   k apply -f "$work/webhook.yaml" >>"$work/apply.log" 2>&1 || fail "apply webhook configuration"
 fi
 

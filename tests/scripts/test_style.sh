@@ -7,7 +7,7 @@ set -uo pipefail
 root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$root"
 
-mapfile -t files < <(find src include tests -name '*.[ch]' -not -path '*/build*' | sort)
+mapfile -t files < <(find src include tests -name '*.[ch]' -not -path '*/build*' -not -path '*/node_modules/*' | sort)
 fail=0
 
 if ! command -v clang-format >/dev/null; then

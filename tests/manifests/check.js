@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Checks of kop's rendered manifests (the output of `kubectl kustomize`),
+// run by tests/scripts/test_manifests.sh:
+//
+//   node check.js schema FILE          every object against the official
+//                                      Kubernetes / cert-manager schemas
+//   node check.js install FILE         the default install hangs together
+//   node check.js self-signed FILE     the self-signed overlay does too
+//   node check.js selftest FILE        "schema" rejects broken copies of
+//                                      FILE's objects (the check can fail)
+//
+// "schema" uses two views of the same upstream OpenAPI definitions, as
+// packaged by kubernetes-models and @kubernetes-models/cert-manager:
+//   * the models' JSON-schema validators (types, required fields, enums,
+//     formats such as quantities and DNS names);
+//   * the models' TypeScript declarations, compiled with tsc against the
+//     object as a literal: excess-property checking rejects unknown fields
+//     at any depth (kubectl --validate=strict would, the validators do
+//     not) and a wrong type anywhere.
+// Custom resources whose CRD is in the same input (MyResource samples) have
+// no model: they are reported as skipped; kubesim checks them against the
+// CRD's structural schema.
+//
+// Output: one line per check, "PASS name" or "FAIL name: why" (the shell
+// test counts them); exit status 1 when any check failed, 2 on bad usage.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const YAML = require('yaml');
+
+let failed = 0;
+function pass(name) {
+    console.log(`PASS ${name}`);
+}
+function fail(name, why) {
+    failed++;
+    console.log(`FAIL ${name}: ${why}`);
+}
+function check(name, ok, why) {
+    if (ok) pass(name);
+    else fail(name, why);
+}
+
+function loadDocs(file) {
+    const docs = YAML.parseAllDocuments(fs.readFileSync(file, 'utf8'));
+    const out = [];
+    for (const d of docs) {
+        if (d.errors.length) throw new Error(`${file}: ${d.errors[0].message}`);
+        const v = d.toJS();
+        if (v !== null && v !== undefined) out.push(v);
+    }
+    return out;
+}
+
+function idOf(o) {
+    const md = o.metadata || {};
+    return `${o.kind}/${md.namespace ? md.namespace + '/' : ''}${md.name}`;
+}
+
+// ---- schema ----------------------------------------------------------------
+
+// The module (without the kind) that holds the model of an apiVersion.
+function modelModule(apiVersion) {
+    if (apiVersion === 'v1') return 'kubernetes-models/v1';
+    const [group, version] = apiVersion.split('/');
+    if (!version) return null;
+    if (group === 'cert-manager.io') return `@kubernetes-models/cert-manager/cert-manager.io/${version}`;
+    if (group.includes('.') && !group.endsWith('.k8s.io')) return null; // custom resource
+    return `kubernetes-models/${group}/${version}`;
+}
+
+function resolveModel(o) {
+    const mod = modelModule(String(o.apiVersion || ''));
+    if (!mod || !/^[A-Za-z0-9]+$/.test(String(o.kind || ''))) return null;
+    const file = `${mod}/${o.kind}`;
+    try {
+        require.resolve(file);
+    } catch (e) {
+        return null;
+    }
+    return {file, cls: require(file)[o.kind]};
+}
+
+function ajvMessage(err) {
+    const es = (err && err.errors) || [];
+    if (!es.length) return String(err && err.message);
+    return es
+        .slice(0, 5)
+        .map((e) => `${e.instancePath || '/'} ${e.message}`)
+        .join('; ');
+}
+
+// Compiles one TypeScript file that assigns every object, as a literal, to
+// its model's interface. Returns a map: object index -> [messages].
+function typeCheck(entries) {
+    const ts = require('typescript');
+    // One import per object, then one literal per object; owner[line] is
+    // the object a line of the generated text belongs to (-1: imports).
+    const chunks = entries.map((e, i) => `import type { I${e.kind} as T${i} } from ${JSON.stringify(e.file)};`);
+    entries.forEach((e, i) => chunks.push(`export const o${i}: T${i} = ${JSON.stringify(e.obj, null, 2)};`));
+    const text = chunks.join('\n') + '\n';
+    const owner = [];
+    chunks.forEach((chunk, idx) => {
+        const obj = idx >= entries.length ? idx - entries.length : -1;
+        for (let l = 0; l < chunk.split('\n').length; l++) owner.push(obj);
+    });
+
+    // A virtual source file next to node_modules, so module resolution finds
+    // the packages; nothing is written to disk.
+    const virt = path.join(__dirname, '__rendered__.ts');
+    const options = {
+        noEmit: true,
+        strict: true,
+        skipLibCheck: true,
+        types: [],
+        target: ts.ScriptTarget.ES2020,
+        module: ts.ModuleKind.CommonJS,
+        moduleResolution: ts.ModuleResolutionKind.Node10,
+    };
+    const host = ts.createCompilerHost(options);
+    const getSourceFile = host.getSourceFile.bind(host);
+    host.getSourceFile = (name, lang, onError) =>
+        name === virt ? ts.createSourceFile(name, text, lang) : getSourceFile(name, lang, onError);
+    const fileExists = host.fileExists.bind(host);
+    host.fileExists = (name) => name === virt || fileExists(name);
+    const readFile = host.readFile.bind(host);
+    host.readFile = (name) => (name === virt ? text : readFile(name));
+
+    const program = ts.createProgram([virt], options, host);
+    const result = new Map();
+    for (const d of ts.getPreEmitDiagnostics(program)) {
+        const msg = ts.flattenDiagnosticMessageText(d.messageText, ' ');
+        let obj = -1;
+        if (d.file && d.file.fileName === virt && d.start !== undefined) {
+            obj = owner[d.file.getLineAndCharacterOfPosition(d.start).line];
+        }
+        if (obj === undefined || obj < 0) obj = -1;
+        if (!result.has(obj)) result.set(obj, []);
+        result.get(obj).push(msg);
+    }
+    return result;
+}
+
+// Checks docs against their models. Returns one entry per object:
+// {name, error} where error is null (valid), 'skip' (custom resource whose
+// CRD is among docs) or the reason it is invalid.
+function schemaCheck(docs) {
+    const crdKinds = new Set(
+        docs
+            .filter((o) => o.kind === 'CustomResourceDefinition')
+            .map((o) => `${o.spec.group}/${o.spec.names.kind}`),
+    );
+    const out = [];
+    const typed = [];
+    for (const o of docs) {
+        const r = {name: `schema ${idOf(o)}`, error: null};
+        out.push(r);
+        const m = resolveModel(o);
+        if (!m) {
+            const group = String(o.apiVersion || '').split('/')[0];
+            r.error = crdKinds.has(`${group}/${o.kind}`) ? 'skip' : `no schema known for ${o.apiVersion} ${o.kind}`;
+            continue;
+        }
+        try {
+            new m.cls(o).validate();
+        } catch (e) {
+            r.error = ajvMessage(e);
+            continue;
+        }
+        typed.push({r, kind: o.kind, file: m.file, obj: o});
+    }
+    const errors = typeCheck(typed);
+    typed.forEach((e, i) => {
+        if (errors.has(i)) e.r.error = 'tsc: ' + errors.get(i).join(' | ');
+    });
+    if (errors.has(-1)) out.push({name: 'schema type check', error: errors.get(-1).join(' | ')});
+    return out;
+}
+
+function cmdSchema(file) {
+    for (const r of schemaCheck(loadDocs(file))) {
+        if (r.error === 'skip') console.log(`SKIP ${r.name}: custom resource (its CRD's schema is checked by kubesim)`);
+        else check(r.name, r.error === null, r.error);
+    }
+}
+
+// ---- consistency of the install ------------------------------------------
+
+function find(docs, kind, name) {
+    return docs.find((o) => o.kind === kind && o.metadata && o.metadata.name === name);
+}
+
+function labelsMatch(selector, labels) {
+    return Object.entries(selector || {}).every(([k, v]) => (labels || {})[k] === v);
+}
+
+function commonChecks(docs, mode) {
+    const ns = find(docs, 'Namespace', 'kop-system');
+    check('namespace kop-system', !!ns, 'missing');
+
+    for (const o of docs) {
+        const l = (o.metadata && o.metadata.labels) || {};
+        const want = {
+            'app.kubernetes.io/name': 'kop',
+            'app.kubernetes.io/part-of': 'kop',
+            'app.kubernetes.io/managed-by': 'kustomize',
+        };
+        const bad = Object.entries(want).filter(([k, v]) => l[k] !== v);
+        if (!l['app.kubernetes.io/component'] && o.kind !== 'CustomResourceDefinition' &&
+            o.kind !== 'ValidatingWebhookConfiguration')
+            bad.push(['app.kubernetes.io/component', '(any)']);
+        check(`labels ${idOf(o)}`, bad.length === 0, `missing ${bad.map((b) => b[0]).join(', ')}`);
+        if (o.metadata && o.metadata.namespace)
+            check(`namespace of ${idOf(o)}`, o.metadata.namespace === 'kop-system', 'not kop-system');
+    }
+
+    // CRD (DESIGN.md §1).
+    const crd = find(docs, 'CustomResourceDefinition', 'myresources.mygroup.example.com');
+    if (!crd) {
+        fail('crd', 'missing');
+    } else {
+        const s = crd.spec;
+        const vs = Object.fromEntries(s.versions.map((v) => [v.name, v]));
+        check('crd names', s.names.plural === 'myresources' && s.names.kind === 'MyResource' &&
+              s.names.singular === 'myresource' && (s.names.shortNames || []).includes('myr') &&
+              s.scope === 'Namespaced', JSON.stringify(s.names));
+        check('crd versions', vs.v1 && vs.v1.storage && vs.v1.served && vs.v2 && vs.v2.served &&
+              !vs.v2.storage && s.versions.filter((v) => v.storage).length === 1,
+              'v1 storage+served, v2 served');
+        check('crd status subresource', vs.v1 && vs.v2 && vs.v1.subresources &&
+              vs.v1.subresources.status && vs.v2.subresources && vs.v2.subresources.status, 'missing');
+        check('crd printer columns', vs.v1 && vs.v2 && (vs.v1.additionalPrinterColumns || []).length &&
+              (vs.v2.additionalPrinterColumns || []).length, 'missing');
+        const spec1 = vs.v1.schema.openAPIV3Schema.properties.spec.properties;
+        const spec2 = vs.v2.schema.openAPIV3Schema.properties.spec.properties;
+        check('crd v1 defaults', spec1.replicas.default === 1 && spec1.image.default === 'nginx:1.14.2' &&
+              spec1.port.default === 80 && spec1.serviceType.default === 'ClusterIP', 'DESIGN §1');
+        check('crd v2 defaults', spec2.replicas.default === 1 &&
+              JSON.stringify(spec2.image.default) === '{"repository":"nginx","tag":"1.14.2"}' &&
+              JSON.stringify(spec2.ports.default) === '[{"name":"http","port":80,"protocol":"TCP"}]' &&
+              spec2.ports.items.properties.protocol.default === 'TCP' &&
+              spec2.service.default.type === 'ClusterIP' && spec2.paused.default === false,
+              'DESIGN §1');
+        const conv = s.conversion || {};
+        const svc = (((conv.webhook || {}).clientConfig || {}).service) || {};
+        check('crd conversion webhook', conv.strategy === 'Webhook' && svc.name === 'kop-webhook-service' &&
+              svc.namespace === 'kop-system' && svc.path === '/convert' && svc.port === 443 &&
+              JSON.stringify(conv.webhook.conversionReviewVersions) === '["v1","v1beta1"]',
+              JSON.stringify(conv));
+    }
+
+    // Validating webhook (DESIGN.md §1).
+    const vwc = find(docs, 'ValidatingWebhookConfiguration', 'kop-validating-webhook');
+    if (!vwc) {
+        fail('validating webhook', 'missing');
+    } else {
+        const w = vwc.webhooks[0];
+        const svc = w.clientConfig.service || {};
+        const r = w.rules[0];
+        const nsSel = JSON.stringify(w.namespaceSelector);
+        check('validating webhook', vwc.webhooks.length === 1 && svc.name === 'kop-webhook-service' &&
+              svc.namespace === 'kop-system' && svc.port === 443 &&
+              svc.path === '/validate-mygroup-example-com-myresource' &&
+              w.sideEffects === 'None' && w.failurePolicy === 'Fail' && w.matchPolicy === 'Equivalent' &&
+              w.timeoutSeconds === 5 && JSON.stringify(r.operations) === '["CREATE","UPDATE"]' &&
+              JSON.stringify(r.apiVersions) === '["v1","v2"]' &&
+              JSON.stringify(r.resources) === '["myresources"]' &&
+              nsSel.includes('kube-system') && nsSel.includes('kop-system'), JSON.stringify(w));
+    }
+
+    // Services -> pods.
+    const dep = find(docs, 'Deployment', 'kop-controller-manager');
+    if (!dep) {
+        fail('deployment', 'missing');
+        return {};
+    }
+    const pod = dep.spec.template;
+    const c = pod.spec.containers[0];
+    const portNames = new Set((c.ports || []).map((p) => p.name));
+    check('deployment selector matches its pods', labelsMatch(dep.spec.selector.matchLabels, pod.metadata.labels),
+          'selector does not select the template');
+    const wsvc = find(docs, 'Service', 'kop-webhook-service');
+    check('webhook service 443 -> webhook-server (9443)', wsvc && labelsMatch(wsvc.spec.selector, pod.metadata.labels) &&
+          wsvc.spec.ports.some((p) => p.port === 443 && p.targetPort === 'webhook-server') &&
+          c.ports.some((p) => p.name === 'webhook-server' && p.containerPort === 9443),
+          'service, selector or ports wrong');
+    const msvc = find(docs, 'Service', 'kop-metrics-service');
+    check('metrics service 8080', msvc && labelsMatch(msvc.spec.selector, pod.metadata.labels) &&
+          msvc.spec.ports.some((p) => p.port === 8080 && portNames.has(p.targetPort)) &&
+          c.ports.some((p) => p.name === 'metrics' && p.containerPort === 8080), 'service, selector or ports wrong');
+
+    // Pod hardening (restricted Pod Security Standard and more).
+    const psc = pod.spec.securityContext || {};
+    const csc = c.securityContext || {};
+    check('pod security', psc.runAsNonRoot === true && psc.runAsUser === 65532 &&
+          (psc.seccompProfile || {}).type === 'RuntimeDefault' && csc.readOnlyRootFilesystem === true &&
+          csc.allowPrivilegeEscalation === false && JSON.stringify((csc.capabilities || {}).drop) === '["ALL"]' &&
+          !(csc.capabilities || {}).add && csc.privileged !== true && !pod.spec.hostNetwork &&
+          !pod.spec.hostPID && !pod.spec.hostIPC, JSON.stringify({psc, csc}));
+    const args = c.args || [];
+    for (const a of ['--leader-elect', '--cert-dir=/tmp/k8s-webhook-server/serving-certs',
+                     '--metrics-bind-address=:8080', '--health-probe-bind-address=:8081'])
+        check(`deployment arg ${a}`, args.includes(a), JSON.stringify(args));
+    check('probes on 8081', c.livenessProbe && c.livenessProbe.httpGet.path === '/healthz' &&
+          c.readinessProbe && c.readinessProbe.httpGet.path === '/readyz' &&
+          [c.livenessProbe.httpGet.port, c.readinessProbe.httpGet.port].every(
+              (p) => p === 8081 || c.ports.some((q) => q.name === p && q.containerPort === 8081)),
+          'liveness /healthz, readiness /readyz on 8081');
+    const env = Object.fromEntries((c.env || []).map((e) => [e.name, e]));
+    check('downward API env', env.POD_NAMESPACE && env.POD_NAMESPACE.valueFrom.fieldRef.fieldPath === 'metadata.namespace' &&
+          env.POD_NAME && env.POD_NAME.valueFrom.fieldRef.fieldPath === 'metadata.name', 'POD_NAMESPACE/POD_NAME');
+    const res = c.resources || {};
+    check('resources', res.requests && res.requests.memory === '32Mi' && res.requests.cpu === '10m' &&
+          res.limits && res.limits.memory === '128Mi', JSON.stringify(res));
+    check('termination grace above --shutdown-timeout (30s)', pod.spec.terminationGracePeriodSeconds > 30,
+          String(pod.spec.terminationGracePeriodSeconds));
+    check('image kop:0.1.0', c.image === 'kop:0.1.0', c.image);
+
+    // The API token: one projected source, in the manager container only.
+    const sa = find(docs, 'ServiceAccount', pod.spec.serviceAccountName);
+    check('service account kop', pod.spec.serviceAccountName === 'kop' && !!sa, 'missing');
+    const projected = (pod.spec.volumes || []).find((v) => v.projected &&
+        v.projected.sources.some((s) => s.serviceAccountToken));
+    check('api token mounted as needed', pod.spec.automountServiceAccountToken === true ||
+          (projected && (c.volumeMounts || []).some((m) => m.name === projected.name &&
+           m.mountPath === '/var/run/secrets/kubernetes.io/serviceaccount')), 'kop has no token');
+
+    // Cert dir.
+    const certMount = (c.volumeMounts || []).find((m) => m.mountPath === '/tmp/k8s-webhook-server/serving-certs');
+    const certVol = certMount && (pod.spec.volumes || []).find((v) => v.name === certMount.name);
+    check('cert dir mounted without subPath', !!certVol && !certMount.subPath, 'missing');
+
+    // RBAC wiring: every binding names an existing role and the kop account.
+    for (const b of docs.filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding')) {
+        const role = find(docs, b.roleRef.kind, b.roleRef.name);
+        check(`${idOf(b)} wiring`, !!role && b.subjects.length === 1 && b.subjects[0].kind === 'ServiceAccount' &&
+              b.subjects[0].name === 'kop' && b.subjects[0].namespace === 'kop-system' &&
+              (b.kind === 'ClusterRoleBinding' || role.metadata.namespace === b.metadata.namespace),
+              'role missing or subject wrong');
+    }
+    for (const r of docs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role')) {
+        const wild = r.rules.some((x) => [x.verbs, x.resources, x.apiGroups].some((l) => (l || []).includes('*')));
+        const secrets = r.rules.some((x) => (x.resources || []).includes('secrets'));
+        const del = r.rules.some((x) => (x.verbs || []).some((v) => v === 'delete' || v === 'deletecollection'));
+        check(`${idOf(r)} least privilege`, !wild && !secrets && !del, 'wildcard, secrets or delete granted');
+    }
+    return {dep, pod, c, certVol, certMount, crd, vwc};
+}
+
+function cmdInstall(file) {
+    const docs = loadDocs(file);
+    const {dep, pod, crd, vwc, certVol} = commonChecks(docs, 'install');
+    if (!dep) return;
+    check('2 replicas', dep.spec.replicas === 2, String(dep.spec.replicas));
+    const aff = ((pod.spec.affinity || {}).podAntiAffinity || {}).preferredDuringSchedulingIgnoredDuringExecution || [];
+    check('preferred anti-affinity on hostname', aff.some((t) => t.podAffinityTerm.topologyKey === 'kubernetes.io/hostname' &&
+          labelsMatch(t.podAffinityTerm.labelSelector.matchLabels, pod.metadata.labels)), 'missing');
+    const pdb = docs.find((o) => o.kind === 'PodDisruptionBudget');
+    check('pdb minAvailable 1 selects the pods', pdb && pdb.spec.minAvailable === 1 &&
+          labelsMatch(pdb.spec.selector.matchLabels, pod.metadata.labels), 'missing or wrong');
+
+    // cert-manager chain: selfSigned Issuer -> CA Certificate -> CA Issuer -> serving Certificate.
+    const serving = find(docs, 'Certificate', 'kop-serving-cert');
+    const caIssuer = serving && find(docs, 'Issuer', serving.spec.issuerRef.name);
+    const caSecret = caIssuer && caIssuer.spec.ca && caIssuer.spec.ca.secretName;
+    const caCert = docs.find((o) => o.kind === 'Certificate' && o.spec.secretName === caSecret);
+    const root = caCert && find(docs, 'Issuer', caCert.spec.issuerRef.name);
+    check('certificate chain', serving && caIssuer && caCert && caCert.spec.isCA === true && root &&
+          root.spec.selfSigned !== undefined, 'selfSigned Issuer -> CA Certificate -> CA Issuer -> serving cert');
+    if (serving) {
+        const sp = serving.spec;
+        check('serving cert names', JSON.stringify([...sp.dnsNames].sort()) ===
+              JSON.stringify(['kop-webhook-service.kop-system.svc', 'kop-webhook-service.kop-system.svc.cluster.local']),
+              JSON.stringify(sp.dnsNames));
+        check('serving cert ECDSA P-256', sp.privateKey && sp.privateKey.algorithm === 'ECDSA' && sp.privateKey.size === 256,
+              JSON.stringify(sp.privateKey));
+        const hours = (d) => Number((/^(\d+)h$/.exec(d || '') || [])[1]);
+        check('serving cert renewed before expiry', hours(sp.duration) > 0 && hours(sp.renewBefore) > 0 &&
+              hours(sp.renewBefore) < hours(sp.duration), `${sp.duration} / ${sp.renewBefore}`);
+        check('serving secret mounted', sp.secretName === 'kop-webhook-server-cert' && certVol && certVol.secret &&
+              certVol.secret.secretName === sp.secretName, 'cert volume is not the serving Secret');
+    }
+    for (const o of [crd, vwc].filter(Boolean))
+        check(`inject-ca-from on ${idOf(o)}`, ((o.metadata.annotations || {})['cert-manager.io/inject-ca-from']) ===
+              'kop-system/kop-serving-cert', 'missing');
+    const cr = find(docs, 'ClusterRole', 'kop-self-signed-certs-role');
+    check('no self-signed rights in the default install', !cr &&
+          !docs.some((o) => o.kind === 'ClusterRole' && o.rules.some((r) =>
+              (r.resources || []).some((x) => x === 'customresourcedefinitions' || x === 'validatingwebhookconfigurations'))),
+          'CRD/webhook-configuration rights granted');
+}
+
+function cmdSelfSigned(file) {
+    const docs = loadDocs(file);
+    const {dep, c, crd, vwc, certVol, certMount} = commonChecks(docs, 'self-signed');
+    if (!dep) return;
+    check('no cert-manager objects', !docs.some((o) => String(o.apiVersion).startsWith('cert-manager.io/')), 'still there');
+    for (const o of [crd, vwc].filter(Boolean))
+        check(`no inject-ca-from on ${idOf(o)}`, !((o.metadata.annotations || {})['cert-manager.io/inject-ca-from']),
+              'still there');
+    check('--self-signed-certs', (c.args || []).includes('--self-signed-certs'), JSON.stringify(c.args));
+    check('writable emptyDir cert dir', certVol && certVol.emptyDir && !certVol.secret && !certMount.readOnly,
+          JSON.stringify(certVol));
+    check('one replica, no PDB', dep.spec.replicas === 1 && !docs.some((o) => o.kind === 'PodDisruptionBudget'),
+          'each replica would generate its own CA');
+    const cr = find(docs, 'ClusterRole', 'kop-self-signed-certs-role');
+    // kop merge-patches the CRD, and GETs then PUTs the webhook configuration
+    // (a merge patch would replace its whole webhooks list).
+    const ok = cr && cr.rules.length === 2 && cr.rules.every((r) => (r.resourceNames || []).length === 1) &&
+        cr.rules.some((r) => r.resources[0] === 'customresourcedefinitions' &&
+                      r.resourceNames[0] === 'myresources.mygroup.example.com' &&
+                      JSON.stringify(r.verbs) === '["get","patch"]') &&
+        cr.rules.some((r) => r.resources[0] === 'validatingwebhookconfigurations' &&
+                      r.resourceNames[0] === 'kop-validating-webhook' &&
+                      JSON.stringify(r.verbs) === '["get","update"]');
+    check('self-signed ClusterRole: CRD get/patch, webhook configuration get/update, named objects only', ok,
+          JSON.stringify(cr && cr.rules));
+}
+
+// ---- the checker checks itself ---------------------------------------------
+
+// Each mutation breaks the rendered install in one way the schema check must
+// catch: an unknown field (deep and shallow), a wrong type, a bad enum, a
+// missing required field, a bad quantity.
+const MUTATIONS = [
+    ['unknown container field', 'Deployment', (o) => { o.spec.template.spec.containers[0].imagePullPolicyy = 'Always'; }],
+    ['unknown field in a probe', 'Deployment', (o) => { o.spec.template.spec.containers[0].livenessProbe.httpGet.paht = '/'; }],
+    ['wrong type', 'Service', (o) => { o.spec.ports[0].port = '443'; }],
+    ['missing required field', 'ClusterRoleBinding', (o) => { delete o.roleRef.name; }],
+    ['bad quantity', 'Deployment', (o) => { o.spec.template.spec.containers[0].resources.limits.memory = '128 MB'; }],
+    ['unknown Certificate field', 'Certificate', (o) => { o.spec.dnsName = ['kop.example']; }],
+    ['bad cert-manager enum', 'Certificate', (o) => { (o.spec.privateKey = o.spec.privateKey || {}).algorithm = 'DSA'; }],
+    ['unknown Issuer type', 'Issuer', (o) => { o.spec.selfsigned = {}; }],
+    ['unknown webhook field', 'ValidatingWebhookConfiguration', (o) => { o.webhooks[0].failPolicy = 'Fail'; }],
+    ['unknown CRD field', 'CustomResourceDefinition', (o) => { o.spec.versions[0].servedd = true; }],
+];
+
+function cmdSelftest(file) {
+    const docs = loadDocs(file);
+    const mutated = [];
+    for (const [what, kind, mutate] of MUTATIONS) {
+        const o = docs.find((d) => d.kind === kind);
+        if (!o) {
+            fail(`selftest ${what}`, `no ${kind} in ${file}`);
+            continue;
+        }
+        const copy = JSON.parse(JSON.stringify(o));
+        mutate(copy);
+        mutated.push([what, copy]);
+    }
+    const results = schemaCheck(mutated.map((m) => m[1]));
+    mutated.forEach(([what], i) => {
+        const e = results[i].error;
+        check(`selftest schema catches: ${what}`, e !== null && e !== 'skip', 'accepted');
+    });
+}
+
+function main(argv) {
+    const cmds = {schema: cmdSchema, install: cmdInstall, 'self-signed': cmdSelfSigned, selftest: cmdSelftest};
+    if (argv.length !== 2 || !cmds[argv[0]]) {
+        console.error('usage: node check.js schema|install|self-signed|selftest FILE');
+        return 2;
+    }
+    try {
+        cmds[argv[0]](argv[1]);
+    } catch (e) {
+        fail(`${argv[0]} ${argv[1]}`, e && e.stack ? e.stack : String(e));
+    }
+    return failed ? 1 : 0;
+}
+
+if (require.main === module) process.exitCode = main(process.argv.slice(2));
