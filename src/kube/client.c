@@ -62,6 +62,12 @@ struct kop_client {
     struct kop_ratelimit *rl;
     char *user_agent;
     char *host; /* host:port for metrics */
+    /* tls-server-name: URLs name this host (SNI and certificate check),
+     * CURLOPT_CONNECT_TO sends them to the real server, and the Host
+     * header still names the server. NULL when not configured. */
+    char *url_base;
+    char *host_header;
+    struct curl_slist *connect_to;
     int max_retries;
     int64_t max_retry_wait_ms;
     int64_t token_reread_ns;
@@ -403,6 +409,45 @@ static char *host_of(const char *server)
     return strndup(p, strcspn(p, "/"));
 }
 
+/* Set up the tls-server-name override (see struct kop_client). */
+static int server_name_override(struct kop_client *c)
+{
+    const char *hp = c->host;
+    const char *colon = NULL;
+    if (hp[0] == '[') {
+        const char *rb = strchr(hp, ']');
+        if (!rb)
+            return -EINVAL;
+        colon = rb[1] == ':' ? rb + 1 : NULL;
+    } else {
+        colon = strrchr(hp, ':');
+    }
+    size_t hlen = colon ? (size_t)(colon - hp) : strlen(hp);
+    bool https = strncmp(c->cfg.server, "http://", 7) != 0;
+    const char *port = colon ? colon + 1 : (https ? "443" : "80");
+    const char *name = c->cfg.tls_server_name;
+    if (!*name || strpbrk(name, ":/[]@?# \t\r\n"))
+        return -EINVAL;
+    const char *path = strstr(c->cfg.server, "://");
+    path = path ? path + 3 + strlen(hp) : "";
+    size_t n = strlen(name) + strlen(port) + strlen(path) + sizeof("https://:");
+    c->url_base = malloc(n);
+    size_t cn = strlen(name) + strlen(port) + hlen + strlen(port) + 4;
+    char *ct = malloc(cn);
+    size_t hn = strlen(hp) + sizeof("Host: ");
+    c->host_header = malloc(hn);
+    if (!c->url_base || !ct || !c->host_header) {
+        free(ct);
+        return -ENOMEM;
+    }
+    snprintf(c->url_base, n, "%s://%s:%s%s", https ? "https" : "http", name, port, path);
+    snprintf(ct, cn, "%s:%s:%.*s:%s", name, port, (int)hlen, hp, port);
+    snprintf(c->host_header, hn, "Host: %s", hp);
+    c->connect_to = curl_slist_append(NULL, ct);
+    free(ct);
+    return c->connect_to ? 0 : -ENOMEM;
+}
+
 int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret)
 {
     if (!opt || !opt->config || !opt->config->server || !ret)
@@ -437,6 +482,11 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
             snprintf(c->user_agent, n, "kop/%s (linux/%s)", KOP_VERSION, KOP_ARCH);
     }
     c->host = host_of(c->cfg.server);
+    if (c->host && c->cfg.tls_server_name) {
+        r = server_name_override(c);
+        if (r < 0)
+            goto out;
+    }
     if (c->cfg.token && !c->cfg.token_file)
         c->token = strdup(c->cfg.token);
     if (!c->user_agent || !c->host || (c->cfg.token && !c->cfg.token_file && !c->token)) {
@@ -477,6 +527,9 @@ void kop_client_free(struct kop_client *c)
     }
     free(c->user_agent);
     free(c->host);
+    free(c->url_base);
+    free(c->host_header);
+    curl_slist_free_all(c->connect_to);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->token_lock);
     free(c);
@@ -851,6 +904,8 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     } else if (k->key_file) {
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEY, k->key_file);
     }
+    if (c->connect_to)
+        bad |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
     if (k->insecure_skip_tls_verify) {
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -870,14 +925,16 @@ static int do_request(struct kop_client *c, const char *method, const char *path
     struct tstate *ts = tstate_get(c);
     if (!ts)
         return -ENOMEM;
-    size_t ulen = strlen(c->cfg.server) + strlen(path) + 1;
+    const char *base = c->url_base ? c->url_base : c->cfg.server;
+    size_t ulen = strlen(base) + strlen(path) + 1;
     char *url = malloc(ulen);
     if (!url)
         return -ENOMEM;
-    snprintf(url, ulen, "%s%s", c->cfg.server, path);
+    snprintf(url, ulen, "%s%s", base, path);
 
     int r = 0;
     bool reread_done = false;
+    int sent = 0; /* HTTP attempts, the token re-read retry included */
     char errbuf[CURL_ERROR_SIZE];
     struct xfer x = {0};
     for (int attempt = 0;; attempt++) {
@@ -889,7 +946,8 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         char ct[256];
         snprintf(ct, sizeof(ct), "Content-Type: %s",
                  content_type ? content_type : "application/json");
-        const char *fixed[] = {"Accept: application/json", "Expect:", body ? ct : NULL, auth};
+        const char *fixed[] = {"Accept: application/json", "Expect:", body ? ct : NULL, auth,
+                               c->host_header};
         bool oom = false;
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
             if (!fixed[i])
@@ -930,8 +988,9 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             explicit_bzero(p->data, strlen(p->data));
         curl_slist_free_all(h);
         count_request(c, method, r == 0 || code ? code : 0);
+        sent++;
         if (st) {
-            st->attempts = attempt + 1;
+            st->attempts = sent;
             st->code = (int)code;
             st->retry_after_s = x.retry_after_s;
         }

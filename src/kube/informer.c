@@ -8,9 +8,13 @@
  * client cancel, which aborts a LIST page or a WATCH in flight.
  *
  * States of run():
- *   LIST   -> paged LIST; success: replace the store view, remember the
- *             list resourceVersion, mark synced, go to WATCH; failure:
- *             back off, LIST again.
+ *   LIST   -> paged LIST; each page is applied to the store as it
+ *             arrives (only one decoded page is held: a 10,000-object
+ *             list as jansson trees would be ~150 MB); after the last
+ *             page, entries the LIST did not show are deleted, the list
+ *             resourceVersion is remembered, synced is set, go to WATCH.
+ *             Failure: back off, LIST again (a partly applied list is
+ *             completed by the next one).
  *   WATCH  -> stream events from rv. Clean end (server timeout): WATCH
  *             again at once. 410/Expired: LIST. Anything else (transport
  *             error, idle timeout, garbage line, ERROR event): back off,
@@ -265,9 +269,11 @@ static void apply_delete(struct kop_informer *inf, const char *ns, const char *n
 
 /* ---- LIST ---------------------------------------------------------------- */
 
-static void replace(struct kop_informer *inf, json_t *items)
+/* Apply one LIST page as it arrives (so only one decoded page is held at
+ * a time, not the whole list): store what changed and remember the keys
+ * seen in *seen. */
+static void apply_page(struct kop_informer *inf, json_t *items, json_t *seen)
 {
-    json_t *gone = kop_store_keys(inf->store, inf->kind, inf->ns);
     size_t i;
     json_t *item;
     json_array_foreach(items, i, item)
@@ -279,7 +285,7 @@ static void replace(struct kop_informer *inf, json_t *items)
         char key[1024];
         if (!name || kop_store_key(inf->kind, ns, name, key, sizeof(key)) < 0)
             continue;
-        json_object_del(gone, key);
+        json_object_set_new(seen, key, json_true());
         json_t *old = kop_store_get_key(inf->store, key);
         const char *orv = meta_str(old, "resourceVersion");
         const char *nrv = meta_str(item, "resourceVersion");
@@ -288,10 +294,18 @@ static void replace(struct kop_informer *inf, json_t *items)
         if (!same)
             apply_upsert(inf, item);
     }
+}
+
+/* After the last page: delete what the LIST did not show. */
+static void remove_unseen(struct kop_informer *inf, json_t *seen)
+{
+    json_t *gone = kop_store_keys(inf->store, inf->kind, inf->ns);
     const char *key;
     json_t *v;
     json_object_foreach(gone, key, v)
     {
+        if (json_object_get(seen, key))
+            continue;
         json_t *old = kop_store_get_key(inf->store, key);
         if (old) {
             char *ns = NULL, *name = NULL;
@@ -312,11 +326,11 @@ static void replace(struct kop_informer *inf, json_t *items)
 static int do_list(struct kop_informer *inf)
 {
     int r = 0;
-    json_t *items = json_array();
+    json_t *seen = json_object(); /* keys the LIST showed */
     char *cont = NULL;
     char list_rv[64] = "";
     int restarts = 0;
-    if (!items)
+    if (!seen)
         return -ENOMEM;
     for (;;) {
         struct kop_list_options lo = {.label_selector = inf->label_selector,
@@ -330,7 +344,7 @@ static int do_list(struct kop_informer *inf)
             /* The continue token expired: start the list over. */
             free(cont);
             cont = NULL;
-            json_array_clear(items);
+            json_object_clear(seen);
             continue;
         }
         if (r < 0) {
@@ -346,7 +360,7 @@ static int do_list(struct kop_informer *inf)
             r = -EBADMSG;
             goto out;
         }
-        json_array_extend(items, pitems);
+        apply_page(inf, pitems, seen);
         const char *prv = meta_str(page, "resourceVersion");
         if (prv)
             snprintf(list_rv, sizeof(list_rv), "%s", prv);
@@ -366,7 +380,7 @@ static int do_list(struct kop_informer *inf)
             goto out;
         }
     }
-    replace(inf, items);
+    remove_unseen(inf, seen);
     set_rv(inf, list_rv);
     pthread_mutex_lock(&inf->lock);
     inf->stats.lists++;
@@ -377,7 +391,7 @@ static int do_list(struct kop_informer *inf)
     pthread_mutex_unlock(&inf->lock);
 out:
     free(cont);
-    json_decref(items);
+    json_decref(seen);
     return r;
 }
 
