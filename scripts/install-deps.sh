@@ -10,7 +10,7 @@ packages=(
   clang libclang-rt-14-dev clang-format
   libmicrohttpd-dev libmbedtls-dev libjansson-dev libcurl4-openssl-dev
   libyaml-dev check
-  openssl curl ca-certificates procps
+  openssl curl ca-certificates procps jq
 )
 
 missing=()

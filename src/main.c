@@ -8,8 +8,20 @@
  *      every thread (main waits for them with sigwait), SIGPIPE ignored,
  *      curl_global_init, jansson's hash seed, the arena allocator hook,
  *      the metrics registry;
- *   3. metrics and health-probe servers (/readyz fails until ready);
- *   4. the webhook server (TLS front + HTTP), when not --controller-only.
+ *   3. when the reconciler runs (not --webhook-only): the API server
+ *      configuration (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config),
+ *      the token bucket (--kube-api-qps/--kube-api-burst), the client, the
+ *      shared store, the event recorder and the controller (informers,
+ *      queue, workers; created, not started);
+ *   4. metrics and health-probe servers (/readyz fails until ready: checks
+ *      "webhook" and "informers-synced");
+ *   5. the webhook server (TLS front + HTTP), when not --controller-only,
+ *      with admission rule 4 reading the controller's store;
+ *   6. the controller starts: informers list+watch, the resync timer, the
+ *      workers. LEADER ELECTION goes here (--leader-elect): the controller
+ *      is then created with .leading = false, and the lease callbacks call
+ *      kop_controller_set_leading(true/false); informers run either way so
+ *      the webhook's store stays warm.
  *
  * Shutdown order, on SIGTERM or SIGINT, each step bounded by what is left
  * of --shutdown-timeout (a second signal, or running out of time, exits at
@@ -17,11 +29,15 @@
  *   1. /readyz fails, so the Service stops sending new webhook calls here;
  *   2. the webhook listener stops accepting; in-flight requests are
  *      answered, idle keep-alive connections closed;
- *   3. metrics and probe servers stop;
- *   4. process-wide state is released; exit 0.
- * (The reconciler, informers and leader election join between steps 2
- * and 3 when they run: informers stop, workers drain, the lease is
- * released.)
+ *   3. the controller: informers stop (no new keys), the resync timer
+ *      stops, the queue shuts down and reconciles in flight finish (if
+ *      that runs out of time the token bucket is closed, so reconciles
+ *      waiting on it fail fast);
+ *   4. the event recorder sends what is queued (bounded), then stops;
+ *   5. (leader election: the lease is released here, after the last
+ *      reconcile, so the next leader never overlaps with this one);
+ *   6. the client and store are freed; metrics and probe servers stop;
+ *   7. process-wide state is released; exit 0.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -34,10 +50,16 @@
 
 #include "kop/arena.h"
 #include "kop/clock.h"
+#include "kop/client.h"
 #include "kop/config.h"
+#include "kop/controller.h"
+#include "kop/events.h"
+#include "kop/kubeconfig.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/probes.h"
+#include "kop/ratelimit.h"
+#include "kop/store.h"
 #include "kop/webhook.h"
 #include "kop_version.h"
 
@@ -80,23 +102,107 @@ static bool webhook_ready(void *ud)
     return kop_webhook_ready(ud);
 }
 
+static bool informers_synced(void *ud)
+{
+    return kop_controller_synced(ud);
+}
+
+/* The pieces of the reconciler, created in start step 3. */
+struct reconciler {
+    struct kop_kubeconfig kc;
+    struct kop_ratelimit *ratelimit;
+    struct kop_client *client;
+    struct kop_store *store;
+    struct kop_events *events;
+    struct kop_controller *controller;
+};
+
+static int reconciler_new(const struct kop_config *cfg, struct reconciler *rc)
+{
+    char err[128];
+    int r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &rc->kc);
+    if (r < 0) {
+        kop_log(KOP_LOG_ERROR, "setup", "cannot load the API server configuration",
+                json_pack("{s:s, s:s, s:i}", "kubeconfig", cfg->kubeconfig ? cfg->kubeconfig : "",
+                          "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+        return r;
+    }
+    r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &rc->ratelimit);
+    if (r < 0)
+        goto fail;
+    const struct kop_client_options copt = {.config = &rc->kc, .ratelimit = rc->ratelimit};
+    r = kop_client_new(&copt, &rc->client);
+    if (r < 0)
+        goto fail;
+    r = kop_store_new(NULL, &rc->store);
+    if (r < 0)
+        goto fail;
+    const struct kop_events_options eopt = {.client = rc->client, .component = "kop"};
+    r = kop_events_new(&eopt, &rc->events);
+    if (r < 0)
+        goto fail;
+    const struct kop_controller_options ctl = {
+        .client = rc->client,
+        .store = rc->store,
+        .events = rc->events,
+        .namespace = cfg->namespace,
+        .max_concurrent = cfg->max_concurrent_reconciles,
+        .sync_period_ms = cfg->sync_period_ms,
+        .leading = true, /* until leader election is wired, see the top comment */
+    };
+    r = kop_controller_new(&ctl, &rc->controller);
+    if (r < 0)
+        goto fail;
+    kop_log(KOP_LOG_INFO, "setup", "API server configured",
+            json_pack("{s:s, s:b, s:f, s:i}", "server", rc->kc.server ? rc->kc.server : "",
+                      "inCluster", rc->kc.in_cluster, "qps", cfg->kube_api_qps, "burst",
+                      cfg->kube_api_burst));
+    return 0;
+fail:
+    kop_log(KOP_LOG_ERROR, "setup", "cannot set up the reconciler",
+            json_pack("{s:s, s:i}", "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+    return r;
+}
+
+/* Shutdown steps 3-6 for the reconciler's pieces (NULL-safe). */
+static void reconciler_free(struct reconciler *rc, bool graceful)
+{
+    /* Informers first so no key is added, then the drain; when it runs out
+     * of time the bucket is closed so reconciles waiting on it return. */
+    if (rc->controller && kop_controller_stop(rc->controller, graceful ? remaining_ms() : 0) < 0) {
+        kop_log(KOP_LOG_WARN, "setup", "reconciles in flight cut short", NULL);
+        kop_ratelimit_close(rc->ratelimit);
+    }
+    kop_controller_free(rc->controller);
+    if (rc->events && graceful)
+        (void)kop_events_flush(rc->events, remaining_ms() / 2);
+    kop_events_free(rc->events);
+    kop_client_free(rc->client);
+    kop_ratelimit_free(rc->ratelimit);
+    kop_store_free(rc->store);
+    kop_kubeconfig_cleanup(&rc->kc);
+    memset(rc, 0, sizeof(*rc));
+}
+
 int main(int argc, char **argv)
 {
     struct kop_config cfg;
     struct kop_probes *probes = NULL;
     struct kop_webhook *webhook = NULL;
+    struct reconciler rec;
     int exit_code = 1;
     int r;
 
+    memset(&rec, 0, sizeof(rec));
     kop_config_defaults(&cfg);
     r = kop_config_parse(&cfg, argc, argv, environ, stdout, stderr);
     if (r != KOP_CONFIG_OK) {
         kop_config_cleanup(&cfg);
         return r == KOP_CONFIG_EXIT ? 0 : 2;
     }
-    if (!cfg.webhook_only) {
-        fprintf(stderr, "kop: the reconciler is not part of this build yet; run with "
-                        "--webhook-only\nRun 'kop --help' for usage.\n");
+    if (cfg.webhook_only && cfg.controller_only) {
+        fprintf(stderr, "kop: --webhook-only and --controller-only exclude each other\n"
+                        "Run 'kop --help' for usage.\n");
         kop_config_cleanup(&cfg);
         return 2;
     }
@@ -129,15 +235,24 @@ int main(int argc, char **argv)
             json_pack("{s:s, s:b, s:b}", "version", KOP_VERSION, "webhook", !cfg.controller_only,
                       "reconciler", !cfg.webhook_only));
 
+    if (!cfg.webhook_only && reconciler_new(&cfg, &rec) < 0)
+        goto out;
+
     r = kop_probes_new(&probes);
     if (r < 0)
         goto out;
+    if (rec.controller)
+        kop_probes_add_check(probes, "informers-synced", informers_synced, rec.controller);
     r = kop_probes_start(probes, &cfg);
     if (r < 0)
         goto out;
 
     if (!cfg.controller_only) {
-        const struct kop_webhook_options wopts = {.cfg = &cfg};
+        const struct kop_webhook_options wopts = {
+            .cfg = &cfg,
+            .child_lookup = rec.controller ? kop_controller_child_lookup : NULL,
+            .child_lookup_userdata = rec.controller,
+        };
         r = kop_webhook_start(&wopts, &webhook);
         if (r < 0) {
             char err[128];
@@ -147,6 +262,15 @@ int main(int argc, char **argv)
             goto out;
         }
         kop_probes_add_check(probes, "webhook", webhook_ready, webhook);
+    }
+
+    if (rec.controller) {
+        r = kop_controller_start(rec.controller);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start the controller",
+                    json_pack("{s:i}", "errno", -r));
+            goto out;
+        }
     }
 
     int sig = 0;
@@ -165,10 +289,13 @@ int main(int argc, char **argv)
     /* 2. webhook: stop accepting, finish in-flight requests */
     if (webhook && kop_webhook_shutdown(webhook, remaining_ms()) < 0)
         kop_log(KOP_LOG_WARN, "setup", "in-flight webhook requests cut short", NULL);
+    /* 3.-5. controller, events (and later the lease) */
+    reconciler_free(&rec, true);
     exit_code = 0;
 out:
-    /* 3. metrics and probe servers, 4. process-wide state */
+    /* 6. what is left, metrics and probe servers, 7. process-wide state */
     kop_webhook_free(webhook);
+    reconciler_free(&rec, false);
     kop_probes_free(probes, remaining_ms());
     if (exit_code == 0)
         kop_log(KOP_LOG_INFO, "setup", "stopped", NULL);

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MyResource controller: informers, work queue, worker pool, periodic
+ * resync and the reconcile function that drives the pure reconciler
+ * (kop/reconciler.h) against the API server (DESIGN §2).
+ *
+ * Informers (all on the shared store, limited to --namespace when set):
+ *   mygroup.example.com/v1 myresources   store kind "MyResource"
+ *   apps/v1 deployments                  store kind "Deployment"
+ *   core/v1 services                     store kind "Service"
+ * the two child informers with labelSelector app.kubernetes.io/managed-by=kop.
+ * A MyResource event enqueues "ns/name"; a child event enqueues the
+ * MyResource named by its controller ownerReference (kind MyResource,
+ * group mygroup.example.com).
+ *
+ * One reconcile of "ns/name" (a worker thread):
+ *   1. read the MyResource from the store (absent or being deleted: done;
+ *      garbage collection removes the children through their
+ *      ownerReferences, so there is no finalizer), convert a private copy
+ *      to v2 and read its spec;
+ *   2. unless paused, for the Deployment then the Service: absent from the
+ *      store -> create (AlreadyExists -> GET it, go on with what is
+ *      there, and requeue); present but not controlled by this MyResource
+ *      -> leave it, Degraded (OwnershipConflict), Warning event; else
+ *      merge-patch the owned fields that differ (none: no write);
+ *   3. compute the status and merge-patch /status only when it changed.
+ * Errors: 409 Conflict -> requeue with the per-key backoff; 429 / 5xx ->
+ * requeue after Retry-After (per-key backoff when none); anything else ->
+ * rate-limited requeue and the Degraded condition with a Warning event.
+ * Events: Created / Updated (Normal) per child write, CreateFailed /
+ * UpdateFailed / OwnershipConflict (Warning); the recorder deduplicates.
+ * Every reconcile logs with "MyResource":{"name","namespace"} and
+ * "reconcileID"; writes at info, the rest at debug.
+ *
+ * Leadership: informers (and so the store the admission webhook reads)
+ * run whether or not this replica leads; the workers hand out keys only
+ * while leading (kop_controller_set_leading).
+ *
+ * Thread-safety: new/start/stop/free from one thread; set_leading, the
+ * synced checks and kop_controller_child_lookup from any thread.
+ */
+#ifndef KOP_CONTROLLER_H
+#define KOP_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kop/admission.h"
+
+struct kop_client;
+struct kop_events;
+struct kop_metrics;
+struct kop_store;
+struct kop_controller;
+
+#define KOP_CONTROLLER_NAME "myresource"
+
+struct kop_controller_options {
+    struct kop_client *client;   /* borrowed; required */
+    struct kop_store *store;     /* borrowed; required */
+    struct kop_events *events;   /* borrowed; NULL: no events */
+    struct kop_metrics *metrics; /* NULL: kop_metrics_global() */
+    const char *namespace;       /* --namespace; NULL or "": all namespaces */
+    int max_concurrent;          /* --max-concurrent-reconciles; <= 0: 1 */
+    int64_t sync_period_ms;      /* --sync-period; <= 0: 10 h */
+    bool leading;                /* hand out keys from the start */
+};
+
+/* Returns 0, -EINVAL or -ENOMEM; *ret on success. Nothing runs yet. */
+int kop_controller_new(const struct kop_controller_options *opt, struct kop_controller **ret);
+
+/* Start the informers, the resync timer and the workers. Returns 0 or a
+ * negative errno (then call kop_controller_free). */
+int kop_controller_start(struct kop_controller *c);
+
+/* Workers hand out keys (true) or stop doing so and let reconciles in
+ * flight finish (false). For leader election. */
+void kop_controller_set_leading(struct kop_controller *c, bool leading);
+
+/* Every informer has listed once (/readyz "informers-synced"). */
+bool kop_controller_synced(struct kop_controller *c);
+
+/* Wait for kop_controller_synced. Returns 0, -ETIMEDOUT or -ECANCELED. */
+int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms);
+
+/*
+ * Stop in the shutdown order: informers stop (no new keys), the resync
+ * timer stops, the queue shuts down and reconciles in flight get up to
+ * timeout_ms. Returns 0 or -ETIMEDOUT. Idempotent.
+ */
+int kop_controller_stop(struct kop_controller *c, int64_t timeout_ms);
+
+/* Stops if needed. NULL-safe. */
+void kop_controller_free(struct kop_controller *c);
+
+/*
+ * Admission rule 4 from the store (kop_admission_child_lookup_fn;
+ * userdata is the controller): KOP_CHILD_NOT_SYNCED until the child
+ * informers synced, and for namespaces outside --namespace; else ABSENT /
+ * PRESENT with the controller uid. Objects without the managed-by label
+ * are not in the store (the informers select on it) and read as ABSENT.
+ */
+enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,
+                                                  const char *name, char *ret_controller_uid,
+                                                  size_t uid_size);
+
+#endif /* KOP_CONTROLLER_H */

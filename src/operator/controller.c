@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MyResource controller: wiring of informers, queue, workers and the
+ * resync timer, and the reconcile function (see kop/controller.h).
+ *
+ * Threads: three informer threads (their handlers only add keys to the
+ * queue), the queue's timer thread, the workers (reconcile), and the
+ * resync thread. The controller's own state after start is read-only
+ * except the resync thread's stop flag (under resync_lock). Lock order:
+ * resync_lock is never held while calling into another module.
+ */
+#include "kop/controller.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kop/client.h"
+#include "kop/clock.h"
+#include "kop/conversion.h"
+#include "kop/events.h"
+#include "kop/informer.h"
+#include "kop/json.h"
+#include "kop/log.h"
+#include "kop/myresource.h"
+#include "kop/reconciler.h"
+#include "kop/store.h"
+#include "kop/workers.h"
+#include "kop/workqueue.h"
+
+#define LOGGER "controller"
+#define KIND_MYR "MyResource"
+#define KIND_DEPLOYMENT "Deployment"
+#define KIND_SERVICE "Service"
+#define DEFAULT_SYNC_PERIOD_MS (10LL * 3600 * 1000)
+
+static const struct kop_resource res_myr = {KOP_MYRESOURCE_GROUP, "v1", KOP_MYRESOURCE_RESOURCE,
+                                            true};
+static const struct kop_resource res_deploy = {"apps", "v1", "deployments", true};
+static const struct kop_resource res_svc = {"", "v1", "services", true};
+
+struct kop_controller {
+    struct kop_client *client;
+    struct kop_store *store;
+    struct kop_events *events;
+    char *namespace; /* NULL: all */
+    int64_t sync_period_ms;
+    bool leading;
+
+    struct kop_workqueue *queue;
+    struct kop_workers *workers;
+    struct kop_informer *inf_myr, *inf_deploy, *inf_svc;
+
+    pthread_t resync;
+    bool resync_started;
+    pthread_mutex_t resync_lock;
+    pthread_cond_t resync_cond;
+    bool resync_stop;
+    bool stopped;
+};
+
+/* ---- event handlers -------------------------------------------------------------- */
+
+static void enqueue(struct kop_controller *c, const char *ns, const char *name)
+{
+    char key[512];
+    if (!ns || !name)
+        return;
+    int n = snprintf(key, sizeof(key), "%s/%s", ns, name);
+    if (n < 0 || (size_t)n >= sizeof(key))
+        return;
+    kop_workqueue_add(c->queue, key);
+}
+
+static void enqueue_self(struct kop_controller *c, const json_t *obj)
+{
+    enqueue(c, kop_json_path_str(obj, "metadata.namespace"),
+            kop_json_path_str(obj, "metadata.name"));
+}
+
+static void enqueue_owner(struct kop_controller *c, const json_t *child)
+{
+    enqueue(c, kop_json_path_str(child, "metadata.namespace"), kop_reconciler_owner_name(child));
+}
+
+static void on_myr_add(void *ud, json_t *obj)
+{
+    enqueue_self(ud, obj);
+}
+
+static void on_myr_update(void *ud, json_t *old_obj, json_t *new_obj)
+{
+    (void)old_obj;
+    enqueue_self(ud, new_obj);
+}
+
+static void on_child_add(void *ud, json_t *obj)
+{
+    enqueue_owner(ud, obj);
+}
+
+static void on_child_update(void *ud, json_t *old_obj, json_t *new_obj)
+{
+    const char *a = kop_reconciler_owner_name(old_obj);
+    const char *b = kop_reconciler_owner_name(new_obj);
+    if (a && (!b || strcmp(a, b) != 0))
+        enqueue_owner(ud, old_obj);
+    enqueue_owner(ud, new_obj);
+}
+
+/* ---- one reconcile ------------------------------------------------------------------ */
+
+struct rec {
+    struct kop_controller *c;
+    const char *ns;
+    const char *name;
+    const char *uid;
+    const char *reconcile_id;
+    struct kop_event_ref ref;
+    struct kop_reconcile_result result;
+    const char *error_reason; /* static string, Degraded */
+    char error_message[768];
+    json_t *deployment; /* live Deployment, @ref new, may be NULL */
+    bool had_status;    /* the MyResource was reconciled before */
+    int owner_state;    /* 0 unknown, 1 exists on the server, -1 gone */
+};
+
+static json_t *log_fields(const struct rec *r)
+{
+    return json_pack("{s:s, s:{s:s, s:s}, s:s}", "controller", KOP_CONTROLLER_NAME, "MyResource",
+                     "name", r->name, "namespace", r->ns, "reconcileID", r->reconcile_id);
+}
+
+static void log_rec(const struct rec *r, enum kop_log_level level, const char *msg, json_t *extra)
+{
+    if (!kop_log_enabled(level)) {
+        json_decref(extra);
+        return;
+    }
+    json_t *f = log_fields(r);
+    if (f && extra)
+        json_object_update(f, extra);
+    json_decref(extra);
+    kop_log(level, LOGGER, msg, f);
+}
+
+static void merge_result(struct rec *r, struct kop_reconcile_result add)
+{
+    if (add.error < 0 && r->result.error == 0)
+        r->result.error = add.error;
+    if (add.requeue)
+        r->result.requeue = true;
+    if (add.requeue_after_ns > 0 &&
+        (r->result.requeue_after_ns == 0 || add.requeue_after_ns < r->result.requeue_after_ns))
+        r->result.requeue_after_ns = add.requeue_after_ns;
+}
+
+static void set_degraded(struct rec *r, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_degraded(struct rec *r, const char *reason, const char *fmt, ...)
+{
+    if (r->error_reason)
+        return; /* keep the first error */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->error_message, sizeof(r->error_message), fmt, ap);
+    va_end(ap);
+    r->error_reason = reason;
+}
+
+/*
+ * Classify a failed API call (DESIGN §2 "Errors"). what: "creating
+ * Deployment default/web". reason: the Degraded / Warning reason.
+ */
+static void api_error(struct rec *r, int err, const struct kop_api_status *st, const char *reason,
+                      const char *what)
+{
+    char ebuf[96];
+    const char *msg = st->message[0] ? st->message : strerror_r(-err, ebuf, sizeof(ebuf));
+    struct kop_reconcile_result add = {0};
+    enum kop_log_level level = KOP_LOG_INFO;
+    if (err == -ECANCELED) {
+        add.error = err; /* shutting down */
+    } else if (err == -EBUSY) {
+        add.requeue = true; /* 409 Conflict: someone wrote first, try again */
+    } else if (err == -EAGAIN || err == -EIO || err == -ETIMEDOUT) {
+        if (st->retry_after_s > 0)
+            add.requeue_after_ns = (int64_t)st->retry_after_s * KOP_NSEC_PER_SEC;
+        else
+            add.requeue = true;
+        level = KOP_LOG_WARN;
+    } else {
+        add.error = err;
+        level = KOP_LOG_ERROR;
+        set_degraded(r, reason, "%s: %s", what, msg);
+        kop_events_recordf(r->c->events, &r->ref, KOP_EVENT_WARNING, reason, "%s: %s", what, msg);
+    }
+    merge_result(r, add);
+    log_rec(r, level, "API request failed",
+            json_pack("{s:s, s:s, s:i, s:s, s:i}", "action", what, "reason", reason, "code",
+                      st->code, "error", msg, "errno", -err));
+}
+
+enum child_kind { CHILD_DEPLOYMENT, CHILD_SERVICE };
+
+/*
+ * A child that was there before and is now missing is usually a deletion
+ * to undo; but when the MyResource itself was just deleted, the garbage
+ * collector removes the children before our MyResource informer has seen
+ * the deletion, and recreating them would be a wasted write (and a
+ * transient orphan). So before recreating, ask the server once whether
+ * the owner still exists. First creations (no status yet) skip this.
+ */
+static bool owner_exists(struct rec *r)
+{
+    if (r->owner_state == 0) {
+        struct kop_api_status st;
+        json_t *obj = NULL;
+        memset(&st, 0, sizeof(st));
+        int e = kop_client_get(r->c->client, &res_myr, r->ns, r->name, &st, &obj);
+        const char *uid = kop_json_path_str(obj, "metadata.uid");
+        if (e == -ENOENT || (e == 0 && (!uid || strcmp(uid, r->uid) != 0 ||
+                                        kop_json_path(obj, "metadata.deletionTimestamp"))))
+            r->owner_state = -1;
+        else
+            r->owner_state = 1; /* exists, or unknown: act as if it did */
+        json_decref(obj);
+    }
+    return r->owner_state > 0;
+}
+
+static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, enum child_kind kind)
+{
+    struct kop_controller *c = r->c;
+    const char *kname = kind == CHILD_DEPLOYMENT ? KIND_DEPLOYMENT : KIND_SERVICE;
+    const struct kop_resource *res = kind == CHILD_DEPLOYMENT ? &res_deploy : &res_svc;
+    const struct kop_reconciler_owner owner = {r->ns, r->name, r->uid};
+    struct kop_api_status st;
+    char what[384];
+    json_t *desired = kind == CHILD_DEPLOYMENT ? kop_reconciler_desired_deployment(&owner, spec)
+                                               : kop_reconciler_desired_service(&owner, spec);
+    json_t *live = NULL, *patch = NULL;
+    if (!desired) {
+        merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
+        return;
+    }
+    live = kop_store_get(c->store, kname, r->ns, r->name);
+    if (!live && r->had_status && !owner_exists(r)) {
+        log_rec(r, KOP_LOG_DEBUG, "MyResource gone from the server; not recreating its child",
+                json_pack("{s:s}", "kind", kname));
+        goto out;
+    }
+    if (!live) {
+        memset(&st, 0, sizeof(st));
+        snprintf(what, sizeof(what), "creating %s %s/%s", kname, r->ns, r->name);
+        int e = kop_client_create(c->client, res, r->ns, desired, &st, &live);
+        if (e == 0) {
+            log_rec(r, KOP_LOG_INFO, "created child",
+                    json_pack("{s:s, s:s}", "kind", kname, "name", r->name));
+            kop_events_recordf(c->events, &r->ref, KOP_EVENT_NORMAL, "Created", "Created %s %s/%s",
+                               kname, r->ns, r->name);
+            goto out;
+        }
+        if (e != -EEXIST) {
+            api_error(r, e, &st, "CreateFailed", what);
+            goto out;
+        }
+        /* Not in the store but on the server: store lag, or an object
+         * without our label. Look at it, then requeue either way. */
+        merge_result(r, (struct kop_reconcile_result){.requeue = true});
+        memset(&st, 0, sizeof(st));
+        snprintf(what, sizeof(what), "reading %s %s/%s", kname, r->ns, r->name);
+        e = kop_client_get(c->client, res, r->ns, r->name, &st, &live);
+        if (e < 0) {
+            if (e != -ENOENT) /* deleted meanwhile: the requeue creates it */
+                api_error(r, e, &st, "ReadFailed", what);
+            goto out;
+        }
+    }
+    if (!kop_reconciler_controlled_by(live, r->uid)) {
+        set_degraded(r, "OwnershipConflict",
+                     "%s %s/%s exists and is not controlled by this MyResource; kop leaves it "
+                     "alone",
+                     kname, r->ns, r->name);
+        kop_events_recordf(c->events, &r->ref, KOP_EVENT_WARNING, "OwnershipConflict",
+                           "%s %s/%s exists and is not controlled by this MyResource", kname, r->ns,
+                           r->name);
+        log_rec(r, KOP_LOG_WARN, "child not controlled by this MyResource",
+                json_pack("{s:s, s:s}", "kind", kname, "name", r->name));
+        /* Not ours: do not report it as our Deployment either. */
+        json_decref(live);
+        live = NULL;
+        merge_result(r, (struct kop_reconcile_result){.error = -EEXIST});
+        goto out;
+    }
+    int e = kind == CHILD_DEPLOYMENT ? kop_reconciler_deployment_patch(live, desired, &patch)
+                                     : kop_reconciler_service_patch(live, desired, &patch);
+    if (e < 0) {
+        merge_result(r, (struct kop_reconcile_result){.error = e});
+        goto out;
+    }
+    if (!patch)
+        goto out; /* converged: no write */
+    memset(&st, 0, sizeof(st));
+    snprintf(what, sizeof(what), "updating %s %s/%s", kname, r->ns, r->name);
+    json_t *updated = NULL;
+    e = kop_client_patch(c->client, res, r->ns, r->name, patch, &st, &updated);
+    if (e < 0) {
+        if (e == -ENOENT) /* deleted meanwhile: the delete event requeues */
+            merge_result(r, (struct kop_reconcile_result){.requeue = true});
+        else
+            api_error(r, e, &st, "UpdateFailed", what);
+        goto out;
+    }
+    json_decref(live);
+    live = updated;
+    log_rec(r, KOP_LOG_INFO, "updated child",
+            json_pack("{s:s, s:s, s:O}", "kind", kname, "name", r->name, "patch", patch));
+    kop_events_recordf(c->events, &r->ref, KOP_EVENT_NORMAL, "Updated", "Updated %s %s/%s", kname,
+                       r->ns, r->name);
+out:
+    if (kind == CHILD_DEPLOYMENT) {
+        json_decref(r->deployment);
+        r->deployment = live;
+        live = NULL;
+    }
+    json_decref(live);
+    json_decref(patch);
+    json_decref(desired);
+}
+
+static void write_status(struct rec *r, const json_t *old_status, int64_t generation,
+                         const struct kop_myresource_spec *spec)
+{
+    const struct kop_reconciler_observed obs = {
+        .generation = generation,
+        .spec_replicas = spec ? spec->replicas : 0,
+        .paused = spec && spec->paused,
+        .deployment = r->deployment,
+        .error_reason = r->error_reason,
+        .error_message = r->error_reason ? r->error_message : NULL,
+    };
+    json_t *status = kop_reconciler_status(old_status, &obs, kop_clock_wall_ns());
+    if (!status) {
+        merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
+        return;
+    }
+    if (!kop_reconciler_status_changed(old_status, status)) {
+        json_decref(status);
+        return;
+    }
+    json_t *patch = json_pack("{s:o}", "status", status);
+    if (!patch) {
+        merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
+        return;
+    }
+    struct kop_api_status st;
+    memset(&st, 0, sizeof(st));
+    int e = kop_client_patch_status(r->c->client, &res_myr, r->ns, r->name, patch, &st, NULL);
+    if (e == 0) {
+        log_rec(r, KOP_LOG_DEBUG, "status updated", json_pack("{s:O}", "status", status));
+    } else if (e != -ENOENT) { /* gone: nothing to report on */
+        char what[320];
+        snprintf(what, sizeof(what), "updating the status of MyResource %s/%s", r->ns, r->name);
+        api_error(r, e, &st, "StatusUpdateFailed", what);
+    }
+    json_decref(patch);
+}
+
+static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
+{
+    struct kop_controller *c = ud;
+    char ns[256], name[256];
+    const char *slash = strchr(key, '/');
+    struct rec r;
+    memset(&r, 0, sizeof(r));
+    r.c = c;
+    r.reconcile_id = reconcile_id;
+    if (!slash || (size_t)(slash - key) >= sizeof(ns) || strlen(slash + 1) >= sizeof(name))
+        return r.result; /* not a key this controller makes */
+    memcpy(ns, key, (size_t)(slash - key));
+    ns[slash - key] = '\0';
+    snprintf(name, sizeof(name), "%s", slash + 1);
+    r.ns = ns;
+    r.name = name;
+
+    json_t *obj = kop_store_get(c->store, KIND_MYR, ns, name);
+    json_t *old_status = NULL;
+    if (!obj) {
+        log_rec(&r, KOP_LOG_DEBUG, "MyResource not found; nothing to do", NULL);
+        return r.result;
+    }
+    if (kop_json_path(obj, "metadata.deletionTimestamp")) {
+        log_rec(&r, KOP_LOG_DEBUG, "MyResource is being deleted; nothing to do", NULL);
+        goto out;
+    }
+    r.uid = kop_json_path_str(obj, "metadata.uid");
+    const json_t *gen = kop_json_path(obj, "metadata.generation");
+    int64_t generation = json_is_integer(gen) ? json_integer_value(gen) : 0;
+    r.ref = (struct kop_event_ref){
+        .api_version = KOP_MYRESOURCE_V1,
+        .kind = KOP_MYRESOURCE_KIND,
+        .namespace = ns,
+        .name = name,
+        .uid = r.uid,
+        .resource_version = kop_json_path_str(obj, "metadata.resourceVersion"),
+    };
+    log_rec(&r, KOP_LOG_DEBUG, "reconciling", NULL);
+    /* The status as stored (v1 shape), before the in-place conversion. */
+    if (json_is_object(json_object_get(obj, "status")))
+        old_status = json_deep_copy(json_object_get(obj, "status"));
+    r.had_status = json_array_size(json_object_get(old_status, "conditions")) > 0;
+    /* obj is our private copy (kop_store_get decodes a fresh value). */
+    int e = kop_conversion_to_v2(obj);
+    struct kop_myresource_spec spec;
+    if (e == 0)
+        e = kop_myresource_spec_read(obj, &spec);
+    if (e < 0) {
+        /* Admission keeps such objects out; one that got in (webhook
+         * bypassed) is reported, not retried: a spec change requeues. */
+        set_degraded(&r, "InvalidSpec", "the spec cannot be read (%s)",
+                     e == -EINVAL ? "a field has the wrong type or is out of range"
+                                  : "out of memory");
+        kop_events_record(c->events, &r.ref, KOP_EVENT_WARNING, "InvalidSpec", r.error_message);
+        r.deployment = kop_store_get(c->store, KIND_DEPLOYMENT, ns, name);
+        write_status(&r, old_status, generation, NULL);
+        goto out;
+    }
+    if (spec.paused) {
+        r.deployment = kop_store_get(c->store, KIND_DEPLOYMENT, ns, name);
+        if (r.deployment && !kop_reconciler_controlled_by(r.deployment, r.uid)) {
+            json_decref(r.deployment);
+            r.deployment = NULL;
+        }
+    } else {
+        sync_child(&r, &spec, CHILD_DEPLOYMENT);
+        sync_child(&r, &spec, CHILD_SERVICE);
+    }
+    if (r.result.error != -ECANCELED)
+        write_status(&r, old_status, generation, &spec);
+    log_rec(&r, KOP_LOG_DEBUG, "reconciled",
+            json_pack("{s:i, s:b, s:I}", "errno", -r.result.error, "requeue", r.result.requeue,
+                      "requeueAfterMs",
+                      (json_int_t)(r.result.requeue_after_ns / KOP_NSEC_PER_MSEC)));
+out:
+    json_decref(r.deployment);
+    json_decref(old_status);
+    json_decref(obj);
+    return r.result;
+}
+
+/* ---- resync ------------------------------------------------------------------------- */
+
+static void resync_all(struct kop_controller *c)
+{
+    json_t *keys = kop_store_keys(c->store, KIND_MYR, c->namespace);
+    const char *k;
+    json_t *v;
+    size_t plen = strlen(KIND_MYR "/");
+    size_t n = 0;
+    json_object_foreach(keys, k, v)
+    {
+        if (strncmp(k, KIND_MYR "/", plen) == 0 && kop_workqueue_add(c->queue, k + plen) == 0)
+            n++;
+    }
+    json_decref(keys);
+    kop_log(KOP_LOG_DEBUG, LOGGER, "periodic resync",
+            json_pack("{s:s, s:I}", "controller", KOP_CONTROLLER_NAME, "enqueued", (json_int_t)n));
+}
+
+static void *resync_main(void *arg)
+{
+    struct kop_controller *c = arg;
+    pthread_mutex_lock(&c->resync_lock);
+    while (!c->resync_stop) {
+        struct timespec deadline = kop_clock_deadline_ms(c->sync_period_ms);
+        int e = 0;
+        while (!c->resync_stop && e != ETIMEDOUT)
+            e = pthread_cond_timedwait(&c->resync_cond, &c->resync_lock, &deadline);
+        if (c->resync_stop)
+            break;
+        pthread_mutex_unlock(&c->resync_lock);
+        resync_all(c);
+        pthread_mutex_lock(&c->resync_lock);
+    }
+    pthread_mutex_unlock(&c->resync_lock);
+    return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------ */
+
+static int informer(struct kop_controller *c, const struct kop_resource *res, const char *kind,
+                    const char *selector, bool child, struct kop_informer **ret)
+{
+    const struct kop_informer_options o = {
+        .client = c->client,
+        .store = c->store,
+        .resource = *res,
+        .kind = kind,
+        .namespace = c->namespace,
+        .label_selector = selector,
+        .on_add = child ? on_child_add : on_myr_add,
+        .on_update = child ? on_child_update : on_myr_update,
+        .on_delete = child ? on_child_add : on_myr_add,
+        .ud = c,
+    };
+    return kop_informer_new(&o, ret);
+}
+
+int kop_controller_new(const struct kop_controller_options *opt, struct kop_controller **ret)
+{
+    if (!opt || !opt->client || !opt->store)
+        return -EINVAL;
+    struct kop_controller *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    int r = -ENOMEM;
+    c->client = opt->client;
+    c->store = opt->store;
+    c->events = opt->events;
+    c->sync_period_ms = opt->sync_period_ms > 0 ? opt->sync_period_ms : DEFAULT_SYNC_PERIOD_MS;
+    c->leading = opt->leading;
+    pthread_mutex_init(&c->resync_lock, NULL);
+    if (kop_clock_cond_init(&c->resync_cond) != 0) {
+        pthread_mutex_destroy(&c->resync_lock);
+        free(c);
+        return -ENOMEM;
+    }
+    if (opt->namespace && *opt->namespace) {
+        c->namespace = strdup(opt->namespace);
+        if (!c->namespace)
+            goto fail;
+    }
+    const struct kop_workqueue_options qo = {
+        .name = KOP_CONTROLLER_NAME,
+        .metrics = opt->metrics,
+    };
+    r = kop_workqueue_new(&qo, &c->queue);
+    if (r < 0)
+        goto fail;
+    const struct kop_workers_options wo = {
+        .controller = KOP_CONTROLLER_NAME,
+        .max_concurrent = opt->max_concurrent > 0 ? opt->max_concurrent : 1,
+        .queue = c->queue,
+        .reconcile = reconcile,
+        .ud = c,
+        .metrics = opt->metrics,
+    };
+    r = kop_workers_new(&wo, &c->workers);
+    if (r < 0)
+        goto fail;
+    r = informer(c, &res_myr, KIND_MYR, NULL, false, &c->inf_myr);
+    if (r == 0)
+        r = informer(c, &res_deploy, KIND_DEPLOYMENT, KOP_RECONCILER_CHILD_SELECTOR, true,
+                     &c->inf_deploy);
+    if (r == 0)
+        r = informer(c, &res_svc, KIND_SERVICE, KOP_RECONCILER_CHILD_SELECTOR, true, &c->inf_svc);
+    if (r < 0)
+        goto fail;
+    *ret = c;
+    return 0;
+fail:
+    kop_controller_free(c);
+    return r;
+}
+
+int kop_controller_start(struct kop_controller *c)
+{
+    int r = kop_informer_start(c->inf_deploy);
+    if (r == 0)
+        r = kop_informer_start(c->inf_svc);
+    if (r == 0)
+        r = kop_informer_start(c->inf_myr);
+    if (r == 0) {
+        r = -pthread_create(&c->resync, NULL, resync_main, c);
+        c->resync_started = r == 0;
+    }
+    if (r == 0)
+        r = kop_workers_start(c->workers);
+    if (r == 0 && !c->leading)
+        (void)kop_workers_pause(c->workers, 0); /* nothing runs yet */
+    if (r == 0)
+        kop_log(KOP_LOG_INFO, LOGGER, "starting controller",
+                json_pack("{s:s, s:s?, s:b, s:I}", "controller", KOP_CONTROLLER_NAME, "namespace",
+                          c->namespace, "leading", c->leading, "syncPeriodMs",
+                          (json_int_t)c->sync_period_ms));
+    return r;
+}
+
+void kop_controller_set_leading(struct kop_controller *c, bool leading)
+{
+    if (!c)
+        return;
+    if (leading)
+        kop_workers_resume(c->workers);
+    else
+        kop_workers_pause(c->workers, -1);
+}
+
+bool kop_controller_synced(struct kop_controller *c)
+{
+    return c && kop_informer_has_synced(c->inf_myr) && kop_informer_has_synced(c->inf_deploy) &&
+           kop_informer_has_synced(c->inf_svc);
+}
+
+int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms)
+{
+    int64_t deadline = kop_clock_now_ns() + timeout_ms * KOP_NSEC_PER_MSEC;
+    struct kop_informer *infs[] = {c->inf_myr, c->inf_deploy, c->inf_svc};
+    for (size_t i = 0; i < 3; i++) {
+        int64_t left = (deadline - kop_clock_now_ns()) / KOP_NSEC_PER_MSEC;
+        int r = kop_informer_wait_synced(infs[i], left > 0 ? left : 0);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int kop_controller_stop(struct kop_controller *c, int64_t timeout_ms)
+{
+    if (!c || c->stopped)
+        return 0;
+    c->stopped = true;
+    /* 1. no new keys: informers stop, the resync timer stops */
+    kop_informer_stop(c->inf_myr);
+    kop_informer_stop(c->inf_deploy);
+    kop_informer_stop(c->inf_svc);
+    if (c->resync_started) {
+        pthread_mutex_lock(&c->resync_lock);
+        c->resync_stop = true;
+        pthread_cond_broadcast(&c->resync_cond);
+        pthread_mutex_unlock(&c->resync_lock);
+        pthread_join(c->resync, NULL);
+        c->resync_started = false;
+    }
+    /* 2. the queue shuts down, reconciles in flight finish */
+    int r = kop_workers_stop(c->workers, timeout_ms);
+    kop_log(KOP_LOG_INFO, LOGGER, "controller stopped",
+            json_pack("{s:s, s:b}", "controller", KOP_CONTROLLER_NAME, "drained", r == 0));
+    return r;
+}
+
+void kop_controller_free(struct kop_controller *c)
+{
+    if (!c)
+        return;
+    kop_controller_stop(c, -1);
+    kop_informer_free(c->inf_myr);
+    kop_informer_free(c->inf_deploy);
+    kop_informer_free(c->inf_svc);
+    kop_workers_free(c->workers);
+    kop_workqueue_free(c->queue);
+    pthread_cond_destroy(&c->resync_cond);
+    pthread_mutex_destroy(&c->resync_lock);
+    free(c->namespace);
+    free(c);
+}
+
+enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,
+                                                  const char *name, char *ret_controller_uid,
+                                                  size_t uid_size)
+{
+    struct kop_controller *c = userdata;
+    if (!c || !kop_informer_has_synced(c->inf_deploy) || !kop_informer_has_synced(c->inf_svc))
+        return KOP_CHILD_NOT_SYNCED;
+    if (!kind || !ns || !name)
+        return KOP_CHILD_ABSENT;
+    if (c->namespace && strcmp(c->namespace, ns) != 0)
+        return KOP_CHILD_NOT_SYNCED; /* a namespace this replica does not watch */
+    if (strcmp(kind, KIND_DEPLOYMENT) != 0 && strcmp(kind, KIND_SERVICE) != 0)
+        return KOP_CHILD_ABSENT;
+    char uid[128];
+    int r = kop_store_controller_uid(c->store, kind, ns, name, uid, sizeof(uid));
+    if (r == -ENOENT)
+        return KOP_CHILD_ABSENT;
+    if (r < 0)
+        uid[0] = '\0';
+    if (ret_controller_uid && uid_size)
+        snprintf(ret_controller_uid, uid_size, "%s", uid);
+    return KOP_CHILD_PRESENT;
+}
