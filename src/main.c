@@ -16,12 +16,16 @@
  *   4. metrics and health-probe servers (/readyz fails until ready: checks
  *      "webhook" and "informers-synced");
  *   5. the webhook server (TLS front + HTTP), when not --controller-only,
- *      with admission rule 4 reading the controller's store;
+ *      with admission rule 4 reading the controller's store; with
+ *      --self-signed-certs the serving pair is generated (or reused) in
+ *      --cert-dir first, and its CA is patched into the caBundles of the
+ *      CRD and the ValidatingWebhookConfiguration once the server listens;
  *   6. the controller starts: informers list+watch, the resync timer, the
- *      workers. LEADER ELECTION goes here (--leader-elect): the controller
- *      is then created with .leading = false, and the lease callbacks call
- *      kop_controller_set_leading(true/false); informers run either way so
- *      the webhook's store stays warm.
+ *      workers. With --leader-elect the workers start paused and the
+ *      elector (Lease --leader-election-id) resumes them while this
+ *      replica leads and pauses them at once when the lease is lost (the
+ *      replica competes again; its webhooks and informers keep running, so
+ *      the webhook's store stays warm).
  *
  * Shutdown order, on SIGTERM or SIGINT, each step bounded by what is left
  * of --shutdown-timeout (a second signal, or running out of time, exits at
@@ -34,8 +38,8 @@
  *      that runs out of time the token bucket is closed, so reconciles
  *      waiting on it fail fast);
  *   4. the event recorder sends what is queued (bounded), then stops;
- *   5. (leader election: the lease is released here, after the last
- *      reconcile, so the next leader never overlaps with this one);
+ *   5. the lease is released (--leader-elect), after the last reconcile,
+ *      so the next leader never overlaps with this one;
  *   6. the client and store are freed; metrics and probe servers stop;
  *   7. process-wide state is released; exit 0.
  */
@@ -55,10 +59,12 @@
 #include "kop/controller.h"
 #include "kop/events.h"
 #include "kop/kubeconfig.h"
+#include "kop/leader.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/probes.h"
 #include "kop/ratelimit.h"
+#include "kop/selfsigned.h"
 #include "kop/store.h"
 #include "kop/webhook.h"
 #include "kop_version.h"
@@ -115,7 +121,40 @@ struct reconciler {
     struct kop_store *store;
     struct kop_events *events;
     struct kop_controller *controller;
+    struct kop_leader *leader;
 };
+
+static void on_started_leading(void *ud)
+{
+    kop_log(KOP_LOG_INFO, "leader", "became leader, reconciling", NULL);
+    kop_controller_set_leading(ud, true);
+}
+
+static void on_stopped_leading(void *ud)
+{
+    kop_log(KOP_LOG_WARN, "leader", "lost the lease, reconciling stopped", NULL);
+    kop_controller_set_leading(ud, false);
+}
+
+static void on_new_leader(void *ud, const char *identity)
+{
+    (void)ud;
+    kop_log(KOP_LOG_INFO, "leader", "leader observed",
+            json_pack("{s:s}", "holder", identity && identity[0] ? identity : "(none)"));
+}
+
+/* The Lease's namespace: the flag, else the pod's (POD_NAMESPACE from the
+ * downward API, or the service account's namespace file in-cluster). */
+static const char *lease_namespace(const struct kop_config *cfg, struct kop_client *client)
+{
+    if (cfg->leader_election_namespace && cfg->leader_election_namespace[0])
+        return cfg->leader_election_namespace;
+    const char *ns = getenv("POD_NAMESPACE");
+    if (ns && ns[0])
+        return ns;
+    ns = kop_client_namespace(client);
+    return ns && ns[0] ? ns : NULL;
+}
 
 static int reconciler_new(const struct kop_config *cfg, struct reconciler *rc)
 {
@@ -148,11 +187,47 @@ static int reconciler_new(const struct kop_config *cfg, struct reconciler *rc)
         .namespace = cfg->namespace,
         .max_concurrent = cfg->max_concurrent_reconciles,
         .sync_period_ms = cfg->sync_period_ms,
-        .leading = true, /* until leader election is wired, see the top comment */
+        .leading = !cfg->leader_elect,
     };
     r = kop_controller_new(&ctl, &rc->controller);
     if (r < 0)
         goto fail;
+    if (cfg->leader_elect) {
+        const char *ns = lease_namespace(cfg, rc->client);
+        if (!ns) {
+            kop_log(KOP_LOG_ERROR, "setup",
+                    "leader election needs a namespace: not running in-cluster; set "
+                    "--leader-election-namespace or POD_NAMESPACE",
+                    NULL);
+            r = -EINVAL;
+            goto fail;
+        }
+        const struct kop_leader_options lopt = {
+            .client = rc->client,
+            .namespace = ns,
+            .name = cfg->leader_election_id,
+            .lease_duration_ms = cfg->leader_lease_duration_ms,
+            .renew_deadline_ms = cfg->leader_renew_deadline_ms,
+            .retry_period_ms = cfg->leader_retry_period_ms,
+            .on_started_leading = on_started_leading,
+            .on_stopped_leading = on_stopped_leading,
+            .on_new_leader = on_new_leader,
+            .ud = rc->controller,
+        };
+        r = kop_leader_new(&lopt, &rc->leader);
+        if (r == -EINVAL) {
+            kop_log(KOP_LOG_ERROR, "setup",
+                    "leader election durations must satisfy lease-duration > renew-deadline > "
+                    "1.2 * retry-period > 0",
+                    NULL);
+            goto fail;
+        }
+        if (r < 0)
+            goto fail;
+        kop_log(KOP_LOG_INFO, "setup", "leader election enabled",
+                json_pack("{s:s, s:s, s:s}", "lease", cfg->leader_election_id, "namespace", ns,
+                          "identity", kop_leader_identity(rc->leader)));
+    }
     kop_log(KOP_LOG_INFO, "setup", "API server configured",
             json_pack("{s:s, s:b, s:f, s:i}", "server", rc->kc.server ? rc->kc.server : "",
                       "inCluster", rc->kc.in_cluster, "qps", cfg->kube_api_qps, "burst",
@@ -173,15 +248,53 @@ static void reconciler_free(struct reconciler *rc, bool graceful)
         kop_log(KOP_LOG_WARN, "setup", "reconciles in flight cut short", NULL);
         kop_ratelimit_close(rc->ratelimit);
     }
-    kop_controller_free(rc->controller);
     if (rc->events && graceful)
         (void)kop_events_flush(rc->events, remaining_ms() / 2);
+    /* After the last reconcile: release the lease so another replica takes
+     * over at once instead of waiting for it to expire. */
+    if (rc->leader)
+        (void)kop_leader_stop(rc->leader, graceful);
+    kop_leader_free(rc->leader);
+    kop_controller_free(rc->controller);
     kop_events_free(rc->events);
     kop_client_free(rc->client);
     kop_ratelimit_free(rc->ratelimit);
     kop_store_free(rc->store);
     kop_kubeconfig_cleanup(&rc->kc);
     memset(rc, 0, sizeof(*rc));
+}
+
+/*
+ * --self-signed-certs: publish the CA in the caBundles. With --webhook-only
+ * there is no controller client, so a short-lived one is made for this.
+ * A failure ends start-up (exit 1): the kubelet restarts kop with backoff,
+ * which also covers a CRD applied after kop started.
+ */
+static int inject_ca_bundles(const struct kop_config *cfg, struct kop_client *client,
+                             const struct kop_selfsigned_options *ss)
+{
+    struct kop_kubeconfig kc;
+    struct kop_client *c = client;
+    int r = 0;
+    memset(&kc, 0, sizeof(kc));
+    if (!c) {
+        r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &kc);
+        if (r == 0) {
+            const struct kop_client_options copt = {.config = &kc};
+            r = kop_client_new(&copt, &c);
+        }
+        if (r < 0) {
+            char err[128];
+            kop_log(KOP_LOG_ERROR, "setup", "cannot reach the API server to publish the CA",
+                    json_pack("{s:s}", "error", strerror_r(-r, err, sizeof(err))));
+        }
+    }
+    if (r == 0)
+        r = kop_selfsigned_inject(c, ss);
+    if (c != client)
+        kop_client_free(c);
+    kop_kubeconfig_cleanup(&kc);
+    return r;
 }
 
 int main(int argc, char **argv)
@@ -206,9 +319,9 @@ int main(int argc, char **argv)
         kop_config_cleanup(&cfg);
         return 2;
     }
-    if (cfg.self_signed_certs) {
-        fprintf(stderr, "kop: --self-signed-certs is not part of this build yet; use "
-                        "--cert-dir with scripts/gen-certs.sh or cert-manager\n");
+    if (cfg.self_signed_certs && cfg.controller_only) {
+        fprintf(stderr, "kop: --self-signed-certs needs the webhook server; it does not go with "
+                        "--controller-only\nRun 'kop --help' for usage.\n");
         kop_config_cleanup(&cfg);
         return 2;
     }
@@ -247,6 +360,18 @@ int main(int argc, char **argv)
     if (r < 0)
         goto out;
 
+    const struct kop_selfsigned_options ss = {.cert_dir = cfg.cert_dir};
+    if (cfg.self_signed_certs) {
+        r = kop_selfsigned_prepare(&ss);
+        if (r < 0) {
+            char err[128];
+            kop_log(KOP_LOG_ERROR, "setup", "cannot prepare self-signed certificates",
+                    json_pack("{s:s, s:s}", "certDir", cfg.cert_dir ? cfg.cert_dir : "", "error",
+                              strerror_r(-r, err, sizeof(err))));
+            goto out;
+        }
+    }
+
     if (!cfg.controller_only) {
         const struct kop_webhook_options wopts = {
             .cfg = &cfg,
@@ -264,10 +389,21 @@ int main(int argc, char **argv)
         kop_probes_add_check(probes, "webhook", webhook_ready, webhook);
     }
 
+    if (cfg.self_signed_certs && inject_ca_bundles(&cfg, rec.client, &ss) < 0)
+        goto out;
+
     if (rec.controller) {
         r = kop_controller_start(rec.controller);
         if (r < 0) {
             kop_log(KOP_LOG_ERROR, "setup", "cannot start the controller",
+                    json_pack("{s:i}", "errno", -r));
+            goto out;
+        }
+    }
+    if (rec.leader) {
+        r = kop_leader_start(rec.leader);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start leader election",
                     json_pack("{s:i}", "errno", -r));
             goto out;
         }

@@ -112,6 +112,9 @@ START_TEST(test_config_defaults)
     ck_assert(!cfg.leader_elect);
     ck_assert_str_eq(cfg.leader_election_id, "kop-leader");
     ck_assert_ptr_null(cfg.leader_election_namespace);
+    ck_assert_int_eq(cfg.leader_lease_duration_ms, 15000);
+    ck_assert_int_eq(cfg.leader_renew_deadline_ms, 10000);
+    ck_assert_int_eq(cfg.leader_retry_period_ms, 2000);
     ck_assert_int_eq(cfg.max_concurrent_reconciles, 2);
     ck_assert(cfg.kube_api_qps == 20);
     ck_assert_int_eq(cfg.kube_api_burst, 30);

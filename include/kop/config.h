@@ -50,9 +50,12 @@ struct kop_config {
     struct kop_bind_address health_bind;  /* --health-probe-bind-address, ":8081" */
 
     /* leader election */
-    bool leader_elect;               /* --leader-elect, false */
-    char *leader_election_id;        /* --leader-election-id, "kop-leader" */
-    char *leader_election_namespace; /* --leader-election-namespace, NULL = pod namespace */
+    bool leader_elect;                /* --leader-elect, false */
+    char *leader_election_id;         /* --leader-election-id, "kop-leader" */
+    char *leader_election_namespace;  /* --leader-election-namespace, NULL = pod namespace */
+    int64_t leader_lease_duration_ms; /* --leader-election-lease-duration, 15s */
+    int64_t leader_renew_deadline_ms; /* --leader-election-renew-deadline, 10s */
+    int64_t leader_retry_period_ms;   /* --leader-election-retry-period, 2s */
 
     /* reconciler and client */
     int max_concurrent_reconciles; /* --max-concurrent-reconciles, 2 */

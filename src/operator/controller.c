@@ -595,10 +595,13 @@ void kop_controller_set_leading(struct kop_controller *c, bool leading)
 {
     if (!c)
         return;
+    /* Losing the lease stops reconciling at once: no key is handed out
+     * from now on, and the caller (the elector's thread) does not wait for
+     * reconciles in flight, which may be stuck on a hung API server. */
     if (leading)
         kop_workers_resume(c->workers);
     else
-        kop_workers_pause(c->workers, -1);
+        (void)kop_workers_pause(c->workers, 0);
 }
 
 bool kop_controller_synced(struct kop_controller *c)
