@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The token bucket in real time (DESIGN.md §6: over 10 s at qps=50/burst=100
+# the request count is within 2% of 600): threads call the blocking wait as
+# fast as they can; prints machine, date, command and the grant count.
+#
+#   scripts/bench-ratelimit.sh [QPS [BURST [SECONDS [THREADS]]]]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+scripts/install-deps.sh
+build=${BUILD_DIR:-build}
+[ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
+ninja -C "$build" tests/bench_ratelimit >/dev/null
+echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+echo "command: scripts/bench-ratelimit.sh $*"
+"$build/tests/bench_ratelimit" "$@"
