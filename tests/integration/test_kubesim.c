@@ -68,8 +68,18 @@ static void resp_free(struct resp *r)
     memset(r, 0, sizeof(*r));
 }
 
+static struct resp request_ex(const char *method, const char *path, const char *ctype,
+                              const char *body, const char *token, const char *extra);
+
 static struct resp request(const char *method, const char *path, const char *ctype,
                            const char *body, const char *token)
+{
+    return request_ex(method, path, ctype, body, token, NULL);
+}
+
+/* extra: one more request header ("Accept: ..."), or NULL. */
+static struct resp request_ex(const char *method, const char *path, const char *ctype,
+                              const char *body, const char *token, const char *extra)
 {
     struct resp r = {0};
     char url[1024];
@@ -82,6 +92,8 @@ static struct resp request(const char *method, const char *path, const char *cty
     ck_assert_ptr_nonnull(h);
     struct curl_slist *hdrs = curl_slist_append(NULL, auth);
     hdrs = curl_slist_append(hdrs, ct);
+    if (extra)
+        hdrs = curl_slist_append(hdrs, extra);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -464,6 +476,26 @@ START_TEST(test_kubesim_gc_cascade)
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
                              "{\"metadata\":{\"name\":\"free\"}}", 201));
+    /* Two owners, one of them gone: only the dangling reference goes. */
+    json_t *freecm = request_json("GET", "/api/v1/namespaces/default/configmaps/free", NULL, 200);
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"two\",\"ownerReferences\":[{\"apiVersion\":\"v1\","
+             "\"kind\":\"ConfigMap\",\"name\":\"ghost\",\"uid\":\"no-such-uid\"},{\"apiVersion\":"
+             "\"v1\",\"kind\":\"ConfigMap\",\"name\":\"free\",\"uid\":\"%s\"}]}}",
+             jpath(freecm, "metadata", "uid"));
+    json_decref(freecm);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+    size_t nrefs = 2;
+    for (int i = 0; i < 50 && nrefs != 1; i++) {
+        sleep_ms(40);
+        json_t *two = request_json("GET", "/api/v1/namespaces/default/configmaps/two", NULL, 200);
+        const json_t *refs = json_object_get(json_object_get(two, "metadata"), "ownerReferences");
+        nrefs = json_array_size(refs);
+        if (nrefs == 1)
+            ck_assert_str_eq(jpath(json_array_get(refs, 0), "name", NULL), "free");
+        json_decref(two);
+    }
+    ck_assert_int_eq(nrefs, 1);
     struct resp r = request("DELETE", "/apis/apps/v1/namespaces/default/deployments/own", NULL,
                             "{\"propagationPolicy\":\"Background\"}", NULL);
     ck_assert_int_eq(r.code, 200);
@@ -699,6 +731,338 @@ START_TEST(test_kubesim_stats)
 }
 END_TEST
 
+/* GET path; the continue token of the reply, or NULL. @ref new list */
+static json_t *list_page(const char *base, const char *cont)
+{
+    char path[1024];
+    if (cont) {
+        char *esc = curl_easy_escape(NULL, cont, 0);
+        snprintf(path, sizeof(path), "%s&continue=%s", base, esc);
+        curl_free(esc);
+    } else {
+        snprintf(path, sizeof(path), "%s", base);
+    }
+    return request_json("GET", path, NULL, 200);
+}
+
+static const char *item_name(const json_t *list, size_t i)
+{
+    return jpath(json_array_get(json_object_get(list, "items"), i), "metadata", "name");
+}
+
+START_TEST(test_kubesim_list_snapshot)
+{
+    for (int i = 0; i < 6; i++) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"cm-%d\"},\"data\":{\"v\":\"0\"}}",
+                 i);
+        json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+    }
+    const char *base = "/api/v1/namespaces/default/configmaps?limit=2";
+    json_t *p1 = list_page(base, NULL);
+    const char *rv1 = jpath(p1, "metadata", "resourceVersion");
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(p1, "metadata"), "remainingItemCount")),
+        4);
+    ck_assert_str_eq(item_name(p1, 0), "cm-0");
+    ck_assert_str_eq(item_name(p1, 1), "cm-1");
+
+    /* Change what the later pages hold: update, create, delete. */
+    struct resp pr = request("PATCH", "/api/v1/namespaces/default/configmaps/cm-2",
+                             "application/merge-patch+json", "{\"data\":{\"v\":\"1\"}}", NULL);
+    ck_assert_int_eq(pr.code, 200);
+    resp_free(&pr);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"cm-2a\"}}", 201));
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/configmaps/cm-4", NULL, 200));
+
+    /* The rest is served as of page 1: the snapshot, at page 1's RV. */
+    json_t *p2 = list_page(base, jpath(p1, "metadata", "continue"));
+    ck_assert_str_eq(jpath(p2, "metadata", "resourceVersion"), rv1);
+    ck_assert_int_eq(json_array_size(json_object_get(p2, "items")), 2);
+    ck_assert_str_eq(item_name(p2, 0), "cm-2");
+    ck_assert_str_eq(item_name(p2, 1), "cm-3");
+    ck_assert_str_eq(
+        jpath(json_object_get(json_array_get(json_object_get(p2, "items"), 0), "data"), "v", NULL),
+        "0");
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(p2, "metadata"), "remainingItemCount")),
+        2);
+    json_t *p3 = list_page(base, jpath(p2, "metadata", "continue"));
+    ck_assert_str_eq(jpath(p3, "metadata", "resourceVersion"), rv1);
+    ck_assert_int_eq(json_array_size(json_object_get(p3, "items")), 2);
+    ck_assert_str_eq(item_name(p3, 0), "cm-4"); /* deleted since, still in the snapshot */
+    ck_assert_str_eq(item_name(p3, 1), "cm-5");
+    ck_assert_ptr_null(jpath(p3, "metadata", "continue"));
+    ck_assert_ptr_null(json_object_get(json_object_get(p3, "metadata"), "remainingItemCount"));
+
+    /* resourceVersionMatch=Exact reads the same snapshot. */
+    char path[256];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?resourceVersion=%s&resourceVersionMatch=Exact",
+             rv1);
+    json_t *ex = request_json("GET", path, NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(ex, "items")), 6);
+    ck_assert_str_eq(jpath(ex, "metadata", "resourceVersion"), rv1);
+    json_decref(ex);
+
+    /* After compaction: 410 Expired with a token that continues, inconsistently. */
+    json_decref(request_json("POST", "/_kubesim/faults", "{\"compact\":true}", 200));
+    char *esc = curl_easy_escape(NULL, jpath(p1, "metadata", "continue"), 0);
+    snprintf(path, sizeof(path), "%s&continue=%s", base, esc);
+    curl_free(esc);
+    struct resp r = request("GET", path, NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 410);
+    json_t *st = json_loads(r.body, 0, NULL);
+    ck_assert_str_eq(jpath(st, "reason", NULL), "Expired");
+    ck_assert_str_eq(jpath(st, "message", NULL),
+                     "The provided continue parameter is too old to display a consistent list "
+                     "result. You can start a new list without the continue parameter, or use "
+                     "the continue token in this response to retrieve the remainder of the "
+                     "results. Continuing with the provided token results in an inconsistent "
+                     "list - objects that were created, modified, or deleted between the time "
+                     "the first chunk was returned and now may show up in the list.");
+    ck_assert_ptr_nonnull(strstr(r.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":"
+                                         "{\"continue\":\""));
+    json_t *rest = list_page(base, jpath(st, "metadata", "continue"));
+    ck_assert_str_ne(jpath(rest, "metadata", "resourceVersion"), rv1);
+    ck_assert_str_eq(item_name(rest, 0), "cm-2");
+    ck_assert_str_eq(item_name(rest, 1), "cm-2a"); /* the current state now */
+    json_decref(rest);
+    json_decref(st);
+    resp_free(&r);
+
+    /* A continue token with a resourceVersion is a 400. */
+    snprintf(path, sizeof(path), "%s&resourceVersion=5&continue=%s", base,
+             "eyJ2IjoibWV0YS5rOHMu"
+             "aW8vdjEiLCJydiI6Mywic3"
+             "RhcnQiOiJ4In0=");
+    r = request("GET", path, NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 400);
+    ck_assert_ptr_nonnull(strstr(r.body, "specifying resource version is not allowed when using "
+                                         "continue"));
+    resp_free(&r);
+    json_decref(p1);
+    json_decref(p2);
+    json_decref(p3);
+}
+END_TEST
+
+#define TABLE_ACCEPT                                                                               \
+    "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"    \
+    "g=meta.k8s.io,application/json"
+
+static json_t *get_table(const char *path)
+{
+    struct resp r = request_ex("GET", path, NULL, NULL, NULL, TABLE_ACCEPT);
+    ck_assert_msg(r.code == 200, "GET %s: %ld %s", path, r.code, r.body);
+    json_t *t = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_str_eq(jpath(t, "kind", NULL), "Table");
+    ck_assert_str_eq(jpath(t, "apiVersion", NULL), "meta.k8s.io/v1");
+    resp_free(&r);
+    return t;
+}
+
+static const char *col_name(const json_t *t, size_t i)
+{
+    return jpath(json_array_get(json_object_get(t, "columnDefinitions"), i), "name", NULL);
+}
+
+static const json_t *cell(const json_t *t, size_t row, size_t i)
+{
+    return json_array_get(json_object_get(json_array_get(json_object_get(t, "rows"), row), "cells"),
+                          i);
+}
+
+static const char widget_crd[] =
+    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+    "\"metadata\":{\"name\":\"widgets.test.example.com\"},\"spec\":{\"group\":\"test.example.com\","
+    "\"names\":{\"plural\":\"widgets\",\"singular\":\"widget\",\"kind\":\"Widget\"},"
+    "\"scope\":\"Namespaced\",\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":true,"
+    "\"additionalPrinterColumns\":[{\"name\":\"Replicas\",\"type\":\"integer\",\"jsonPath\":"
+    "\".spec.replicas\"},{\"name\":\"Ready\",\"type\":\"string\",\"jsonPath\":"
+    "\".status.conditions[?(@.type==\\\"Ready\\\")].status\",\"description\":\"is it\"},"
+    "{\"name\":\"Missing\",\"type\":\"string\",\"jsonPath\":\".spec.nope\",\"priority\":1},"
+    "{\"name\":\"Age\",\"type\":\"date\",\"jsonPath\":\".metadata.creationTimestamp\"}],"
+    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":"
+    "true}}}]}}";
+
+START_TEST(test_kubesim_table_output)
+{
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"t1\"},\"data\":{\"a\":\"1\",\"b\":\"2\"}}",
+                             201));
+    json_t *t = get_table("/api/v1/namespaces/default/configmaps");
+    ck_assert_str_eq(col_name(t, 0), "Name");
+    ck_assert_str_eq(col_name(t, 1), "Data");
+    ck_assert_str_eq(col_name(t, 2), "Age");
+    const json_t *c0 = json_array_get(json_object_get(t, "columnDefinitions"), 0);
+    ck_assert_str_eq(jpath(c0, "format", NULL), "name");
+    ck_assert_int_eq(json_integer_value(json_object_get(c0, "priority")), 0);
+    ck_assert_ptr_nonnull(jpath(c0, "description", NULL));
+    ck_assert_ptr_nonnull(jpath(t, "metadata", "resourceVersion"));
+    ck_assert_str_eq(json_string_value(cell(t, 0, 0)), "t1");
+    ck_assert_int_eq(json_integer_value(cell(t, 0, 1)), 2);
+    const char *age = json_string_value(cell(t, 0, 2));
+    ck_assert_ptr_nonnull(age);
+    ck_assert_int_eq(age[strlen(age) - 1], 's');
+    const json_t *obj = json_object_get(json_array_get(json_object_get(t, "rows"), 0), "object");
+    ck_assert_str_eq(jpath(obj, "kind", NULL), "PartialObjectMetadata");
+    ck_assert_str_eq(jpath(obj, "apiVersion", NULL), "meta.k8s.io/v1");
+    ck_assert_str_eq(jpath(obj, "metadata", "name"), "t1");
+    ck_assert_ptr_null(json_object_get(obj, "data"));
+    json_decref(t);
+    /* includeObject=Object carries the whole object; a GET is a one-row table. */
+    t = get_table("/api/v1/namespaces/default/configmaps/t1?includeObject=Object");
+    ck_assert_int_eq(json_array_size(json_object_get(t, "rows")), 1);
+    obj = json_object_get(json_array_get(json_object_get(t, "rows"), 0), "object");
+    ck_assert_str_eq(jpath(obj, "kind", NULL), "ConfigMap");
+    ck_assert_str_eq(jpath(obj, "data", "b"), "2");
+    json_decref(t);
+
+    /* Built-in printers: Deployment and Service. */
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}",
+        201));
+    t = get_table("/apis/apps/v1/namespaces/default/deployments");
+    static const char *const dcols[] = {"Name", "Ready",      "Up-to-date", "Available",
+                                        "Age",  "Containers", "Images",     "Selector"};
+    for (size_t i = 0; i < 8; i++)
+        ck_assert_str_eq(col_name(t, i), dcols[i]);
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "0/3");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 7)), "app=web");
+    json_decref(t);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/services",
+                             "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"selector\":{\"app\":"
+                             "\"web\"},\"ports\":[{\"port\":80},{\"port\":53,\"protocol\":"
+                             "\"UDP\"}]}}",
+                             201));
+    t = get_table("/api/v1/namespaces/default/services/web");
+    ck_assert_str_eq(col_name(t, 3), "External-IP");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "ClusterIP");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 3)), "<none>");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 4)), "80/TCP,53/UDP");
+    json_decref(t);
+
+    /* CRD columns: typed cells, a filter path, a missing value, the default Name. */
+    json_decref(request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                             widget_crd, 201));
+    json_decref(request_json("POST", "/apis/test.example.com/v1/namespaces/default/widgets",
+                             "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Widget\","
+                             "\"metadata\":{\"name\":\"w1\"},\"spec\":{\"replicas\":2},"
+                             "\"status\":{\"conditions\":[{\"type\":\"Synced\",\"status\":"
+                             "\"False\"},{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+                             201));
+    t = get_table("/apis/test.example.com/v1/namespaces/default/widgets");
+    ck_assert_str_eq(col_name(t, 0), "Name");
+    ck_assert_str_eq(col_name(t, 1), "Replicas");
+    const json_t *ready = json_array_get(json_object_get(t, "columnDefinitions"), 2);
+    ck_assert_str_eq(jpath(ready, "description", NULL), "is it");
+    const json_t *rep = json_array_get(json_object_get(t, "columnDefinitions"), 1);
+    ck_assert_str_eq(jpath(rep, "description", NULL),
+                     "Custom resource definition column (in JSONPath format): .spec.replicas");
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(t, "columnDefinitions"), 3), "priority")),
+                     1);
+    ck_assert_str_eq(json_string_value(cell(t, 0, 0)), "w1");
+    ck_assert_int_eq(json_integer_value(cell(t, 0, 1)), 2);
+    ck_assert_str_eq(json_string_value(cell(t, 0, 2)), "True");
+    ck_assert(json_is_null(cell(t, 0, 3)));
+    ck_assert_ptr_nonnull(json_string_value(cell(t, 0, 4)));
+    json_decref(t);
+
+    /* A watch that asks for a Table gets one-row Tables, headers first only. */
+    struct resp w =
+        request_ex("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", NULL,
+                   NULL, NULL, TABLE_ACCEPT);
+    ck_assert_int_eq(w.code, 200);
+    ck_assert_ptr_nonnull(strstr(w.body, "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Table\","
+                                         "\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{"
+                                         "\"resourceVersion\":\""));
+    ck_assert_ptr_nonnull(strstr(w.body, "\"columnDefinitions\":[{\"name\":\"Name\""));
+    resp_free(&w);
+}
+END_TEST
+
+START_TEST(test_kubesim_deployment_scale)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"web\",\"tier\":\"fe\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":"
+        "\"web\",\"tier\":\"fe\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"nginx\"}]}}}}",
+        201));
+    struct resp d = request("GET", "/apis/apps/v1", NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(strstr(d.body, "\"name\":\"deployments/scale\""));
+    resp_free(&d);
+    const char *path = "/apis/apps/v1/namespaces/default/deployments/web/scale";
+    json_t *sc = request_json("GET", path, NULL, 200);
+    ck_assert_str_eq(jpath(sc, "kind", NULL), "Scale");
+    ck_assert_str_eq(jpath(sc, "apiVersion", NULL), "autoscaling/v1");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(sc, "spec"), "replicas")),
+                     3);
+    ck_assert_str_eq(jpath(sc, "status", "selector"), "app=web,tier=fe");
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"kind\":\"Scale\",\"apiVersion\":\"autoscaling/v1\",\"metadata\":{\"name\":"
+             "\"web\",\"namespace\":\"default\",\"resourceVersion\":\"%s\"},\"spec\":{"
+             "\"replicas\":5}}",
+             jpath(sc, "metadata", "resourceVersion"));
+    json_t *put = request_json("PUT", path, body, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(put, "spec"), "replicas")),
+                     5);
+    json_decref(put);
+    /* The same resourceVersion again is stale now. */
+    struct resp r = request("PUT", path, NULL, body, NULL);
+    ck_assert_int_eq(r.code, 409);
+    ck_assert_ptr_nonnull(strstr(r.body, "Operation cannot be fulfilled on deployments.apps "
+                                         "\\\"web\\\""));
+    resp_free(&r);
+    r = request("PATCH", path, "application/merge-patch+json", "{\"spec\":{\"replicas\":-1}}",
+                NULL);
+    ck_assert_int_eq(r.code, 422);
+    resp_free(&r);
+    r = request("PATCH", path, "application/merge-patch+json", "{\"spec\":{\"replicas\":1}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    json_t *dep =
+        request_json("GET", "/apis/apps/v1/namespaces/default/deployments/web", NULL, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(dep, "spec"), "replicas")),
+                     1);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(dep, "metadata"), "generation")), 3);
+    json_decref(dep);
+    json_decref(sc);
+    r = request("GET", "/apis/apps/v1/namespaces/default/deployments/nope/scale", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_kubesim_protobuf_rejected)
+{
+    /* kubectl create sends protobuf for built-in types; kubesim reads JSON only. */
+    struct resp r = request("POST", "/api/v1/namespaces", "application/vnd.kubernetes.protobuf",
+                            "k8s\x01", NULL);
+    ck_assert_int_eq(r.code, 415);
+    ck_assert_str_eq(r.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                             "\"status\":\"Failure\",\"message\":\"the body of the request was "
+                             "in an unknown format - accepted media types include: "
+                             "application/json\",\"reason\":\"UnsupportedMediaType\","
+                             "\"code\":415}\n");
+    resp_free(&r);
+    r = request("POST", "/api/v1/namespaces", "application/json; charset=utf-8",
+                "{\"metadata\":{\"name\":\"pb\"}}", NULL);
+    ck_assert_int_eq(r.code, 201);
+    resp_free(&r);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -718,6 +1082,10 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_deployment_controller_and_service);
     tcase_add_test(tc, test_kubesim_faults);
     tcase_add_test(tc, test_kubesim_stats);
+    tcase_add_test(tc, test_kubesim_list_snapshot);
+    tcase_add_test(tc, test_kubesim_table_output);
+    tcase_add_test(tc, test_kubesim_deployment_scale);
+    tcase_add_test(tc, test_kubesim_protobuf_rejected);
     suite_add_tcase(s, tc);
     return s;
 }

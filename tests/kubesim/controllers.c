@@ -82,7 +82,8 @@ static void drop_finalizer(struct ks_server *ks, const struct ks_res *def, const
 struct action {
     const struct ks_res *def;
     char *key;
-    int what; /* 0 delete, 1 drop foreground, 2 drop orphan (and strip refs), 3 namespace done */
+    int what; /* 0 delete, 1 drop foreground, 2 drop orphan (and strip refs), 3 namespace done,
+               * 4 delete namespace contents, 5 delete dependents, 6 drop dangling refs */
 };
 
 static void run_gc(struct ks_server *ks)
@@ -139,7 +140,7 @@ static void run_gc(struct ks_server *ks)
             const json_t *refs = json_object_get(md, "ownerReferences");
             const char *uid = meta_str(obj, "uid");
             if (json_array_size(refs) && !meta_str(obj, "deletionTimestamp")) {
-                bool all_missing = true;
+                bool all_missing = true, some_missing = false;
                 size_t i;
                 json_t *ref;
                 json_array_foreach(refs, i, ref)
@@ -147,9 +148,13 @@ static void run_gc(struct ks_server *ks)
                     const char *u = json_string_value(json_object_get(ref, "uid"));
                     if (u && json_object_get(uids, u))
                         all_missing = false;
+                    else
+                        some_missing = true;
                 }
                 if (all_missing)
                     what = 0;
+                else if (some_missing)
+                    what = 6; /* solid owners remain: drop the dangling references */
             }
             const char *ns_name = strcmp(rk, "namespaces") == 0 ? key : NULL;
             /* Dependents of an owner being deleted with foreground/orphan policy. */
@@ -262,6 +267,20 @@ static void run_gc(struct ks_server *ks)
             if (json_array_size(json_object_get(json_object_get(next, "metadata"), "finalizers")) ==
                 0)
                 ks_remove_object(ks, def, k);
+            break;
+        }
+        case 6: {
+            /* As the garbage collector does when some owners remain. */
+            json_t *next = json_deep_copy(cur);
+            json_t *refs = json_object_get(json_object_get(next, "metadata"), "ownerReferences");
+            for (size_t r = json_array_size(refs); r > 0; r--) {
+                const char *u =
+                    json_string_value(json_object_get(json_array_get(refs, r - 1), "uid"));
+                if (!u || !json_object_get(uids, u))
+                    json_array_remove(refs, r - 1);
+            }
+            if (next)
+                ks_store_put(ks, def, k, next);
             break;
         }
         case 4:
@@ -401,12 +420,16 @@ static void *controller_main(void *arg)
     struct ks_server *ks = arg;
     pthread_mutex_lock(&ks->lock);
     while (!ks->stopping) {
-        if (ks->gc_dirty) {
-            ks->gc_dirty = false;
-            run_gc(ks);
-        }
         long long now = ks_mono_ms();
+        if (ks->gc_dirty || (ks->gc_lazy && now >= ks->gc_next_ms)) {
+            ks->gc_dirty = false;
+            ks->gc_lazy = false;
+            run_gc(ks);
+            ks->gc_next_ms = now + 100;
+        }
         long long wake = now + 1000;
+        if (ks->gc_lazy && ks->gc_next_ms < wake)
+            wake = ks->gc_next_ms;
         json_t *due = json_array();
         const char *key;
         json_t *when;

@@ -724,6 +724,12 @@ static bool is_crd(const struct ks_res *def)
 
 /* ---- get / list ------------------------------------------------------------------- */
 
+/* The Table version the client asks for, or NULL. */
+static const char *table_version(struct ks_api_req *q)
+{
+    return ks_table_accept(MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept"));
+}
+
 static void do_get(struct ks_api_req *q, const struct ks_res *def, const char *key,
                    struct ks_reply *r)
 {
@@ -735,7 +741,29 @@ static void do_get(struct ks_api_req *q, const struct ks_res *def, const char *k
         reply_not_found(r, def, q->name);
         return;
     }
-    respond_object(ks, def, cur, q->version, 200, r);
+    const char *tv = table_version(q);
+    if (!tv) {
+        respond_object(ks, def, cur, q->version, 200, r);
+        json_decref(cur);
+        return;
+    }
+    json_t *objs = NULL;
+    char *err = NULL;
+    json_t *one = json_pack("[O]", cur);
+    if (in_version(ks, def, one, q->version, &objs, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+    } else {
+        json_t *md =
+            json_pack("{s:s}", "resourceVersion", str_or(meta_str(cur, "resourceVersion"), ""));
+        json_t *table = ks_table_build(def, q->version, objs, md, tv,
+                                       ks_table_include(ks_query(q, "includeObject")), true);
+        ks_reply_json(r, 200, table, false);
+        json_decref(table);
+        json_decref(md);
+        json_decref(objs);
+    }
+    json_decref(one);
     json_decref(cur);
 }
 
@@ -747,9 +775,11 @@ static int cmp_str(const void *a, const void *b)
 struct list_opts {
     struct ks_selector *labels;
     struct ks_selector *fields;
+    bool filtered; /* a label or field selector was given */
     long limit;
-    char *start; /* continue after this key */
-    uint64_t cont_rv;
+    char *start;       /* continue after this key */
+    bool cont;         /* a continue token was given */
+    long long cont_rv; /* its resourceVersion; -1: the latest (inconsistent) */
 };
 
 static void list_opts_free(struct list_opts *o)
@@ -763,8 +793,11 @@ static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_
 {
     char *err = NULL;
     memset(o, 0, sizeof(*o));
-    if (ks_selector_parse(ks_query(q, "labelSelector"), false, &o->labels, &err) != 0 ||
-        ks_selector_parse(ks_query(q, "fieldSelector"), true, &o->fields, &err) != 0) {
+    const char *ls = ks_query(q, "labelSelector");
+    const char *fs = ks_query(q, "fieldSelector");
+    o->filtered = (ls && *ls) || (fs && *fs);
+    if (ks_selector_parse(ls, false, &o->labels, &err) != 0 ||
+        ks_selector_parse(fs, true, &o->fields, &err) != 0) {
         reply_bad_request(r, err);
         free(err);
         return -EINVAL;
@@ -783,15 +816,108 @@ static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_
         json_t *tok = raw ? json_loadb((const char *)raw, n, 0, NULL) : NULL;
         free(raw);
         const char *start = json_string_value(json_object_get(tok, "start"));
-        if (!start || !json_is_integer(json_object_get(tok, "rv"))) {
+        json_t *trv = json_object_get(tok, "rv");
+        if (!start || !json_is_integer(trv) || json_integer_value(trv) < -1 ||
+            json_integer_value(trv) == 0) {
             json_decref(tok);
             reply_bad_request(r, "continue key is not valid: illegal base64 data");
             return -EINVAL;
         }
         o->start = ks_strdup(start);
-        o->cont_rv = (uint64_t)json_integer_value(json_object_get(tok, "rv"));
+        o->cont = true;
+        o->cont_rv = (long long)json_integer_value(trv);
         json_decref(tok);
+        const char *rvq = ks_query(q, "resourceVersion");
+        if (rvq && *rvq && strcmp(rvq, "0") != 0) {
+            reply_bad_request(r, "specifying resource version is not allowed when using continue");
+            list_opts_free(o);
+            return -EINVAL;
+        }
     }
+    return 0;
+}
+
+static char *continue_token(long long rv, const char *start)
+{
+    json_t *tok =
+        json_pack("{s:s,s:I,s:s}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv, "start", start);
+    char *raw = ks_dump(tok, false, NULL);
+    char *token = ks_base64_encode((const unsigned char *)raw, strlen(raw));
+    free(raw);
+    json_decref(tok);
+    return token;
+}
+
+/* Lock held. Which state a list reads: the current one, the snapshot a
+ * continue token names, or resourceVersionMatch=Exact. The map (@ref new)
+ * and its resourceVersion, or -1 with the answer in r. */
+static int list_source(struct ks_api_req *q, const struct ks_res *def, const struct list_opts *o,
+                       json_t **ret_map, uint64_t *ret_rv, struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    uint64_t at = ks->rv;
+    bool snapshot = false;
+    const char *rvq = ks_query(q, "resourceVersion");
+    const char *match = ks_query(q, "resourceVersionMatch");
+    if (o->cont && o->cont_rv > 0) {
+        /* Every page is served at the resourceVersion of the first. */
+        if ((uint64_t)o->cont_rv > ks->rv) {
+            reply_bad_request(r, "continue key is not valid: illegal base64 data");
+            return -1;
+        }
+        if ((uint64_t)o->cont_rv < ks->hist_floor) {
+            /* As the apiserver does after an etcd compaction: 410 with a
+             * token that continues from the latest state. */
+            char *tok = continue_token(-1, o->start);
+            json_t *st = json_pack(
+                "{s:s,s:s,s:{s:s},s:s,s:s,s:s,s:i}", "kind", "Status", "apiVersion", "v1",
+                "metadata", "continue", tok, "status", "Failure", "message",
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter, or use the "
+                "continue token in this response to retrieve the remainder of the results. "
+                "Continuing with the provided token results in an inconsistent list - objects "
+                "that were created, modified, or deleted between the time the first chunk was "
+                "returned and now may show up in the list.",
+                "reason", "Expired", "code", 410);
+            free(tok);
+            ks_reply_json(r, 410, st, false);
+            json_decref(st);
+            return -1;
+        }
+        at = (uint64_t)o->cont_rv;
+        snapshot = true;
+    } else if (!o->cont && match && strcmp(match, "Exact") == 0 && rvq && *rvq) {
+        char *end = NULL;
+        unsigned long long v = strtoull(rvq, &end, 10);
+        if (!end || *end || rvq[0] == '-') {
+            char *msg = ks_printf("resourceVersion: Invalid value: \"%s\": must be a valid "
+                                  "resourceVersion",
+                                  rvq);
+            reply_bad_request(r, msg);
+            free(msg);
+            return -1;
+        }
+        if (v > ks->rv) {
+            char *msg = ks_printf("Too large resource version: %llu, current: %llu", v,
+                                  (unsigned long long)ks->rv);
+            ks_reply_status(r, 504, "Timeout", msg,
+                            json_pack("{s:[{s:s,s:s}],s:i}", "causes", "reason",
+                                      "ResourceVersionTooLarge", "message",
+                                      "Too large resource version", "retryAfterSeconds", 1));
+            free(msg);
+            return -1;
+        }
+        if (v < ks->hist_floor) {
+            ks_reply_status(r, 410, "Expired",
+                            "The resourceVersion for the provided list is too old.", NULL);
+            return -1;
+        }
+        at = v;
+        snapshot = true;
+    }
+    *ret_map =
+        snapshot ? ks_store_snapshot(ks, def->key, at) : json_incref(ks_store_map(ks, def->key));
+    *ret_rv = at;
     return 0;
 }
 
@@ -802,25 +928,22 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     if (parse_list_opts(q, &o, r) != 0)
         return;
     json_t *items = json_array();
-    uint64_t rv;
+    json_t *map = NULL;
+    uint64_t rv = 0;
     char *next = NULL;
     long remaining = 0;
 
     pthread_mutex_lock(&ks->lock);
-    if (o.start && o.cont_rv < ks->hist_floor) {
+    if (list_source(q, def, &o, &map, &rv, r) != 0) {
         pthread_mutex_unlock(&ks->lock);
-        ks_reply_status(r, 410, "Expired",
-                        "The provided continue parameter is too old to display a consistent "
-                        "list result. You can start a new list without the continue parameter.",
-                        NULL);
         json_decref(items);
         list_opts_free(&o);
         return;
     }
-    rv = o.start ? o.cont_rv : ks->rv;
-    json_t *map = ks_store_map(ks, def->key);
     size_t n = json_object_size(map);
     const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    if (!keys)
+        abort();
     size_t k = 0;
     const char *key;
     json_t *obj;
@@ -836,14 +959,16 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
         if (o.start && strcmp(keys[i], o.start) <= 0)
             continue;
         obj = json_object_get(map, keys[i]);
-        if (!ks_selector_match(o.labels, obj) || !ks_selector_match(o.fields, obj))
-            continue;
         if (o.limit > 0 && (long)json_array_size(items) >= o.limit) {
+            /* The apiserver counts the keys left in the range, matching
+             * or not (and reports nothing when a selector filters). */
             remaining++;
-            if (!next)
-                next = ks_strdup(keys[i - 1 < k ? i - 1 : 0]);
+            if (!next && ks_selector_match(o.labels, obj) && ks_selector_match(o.fields, obj))
+                next = ks_strdup("");
             continue;
         }
+        if (!ks_selector_match(o.labels, obj) || !ks_selector_match(o.fields, obj))
+            continue;
         json_array_append(items, obj);
     }
     if (next) {
@@ -856,6 +981,7 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     }
     free(keys);
     pthread_mutex_unlock(&ks->lock);
+    json_decref(map);
 
     json_t *conv = NULL;
     char *err = NULL;
@@ -870,14 +996,27 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     json_decref(items);
     char rvs[32];
     snprintf(rvs, sizeof(rvs), "%llu", (unsigned long long)rv);
-    char *token = NULL;
-    if (next) {
-        json_t *tok =
-            json_pack("{s:s,s:I,s:s}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv, "start", next);
-        char *raw = ks_dump(tok, false, NULL);
-        token = ks_base64_encode((const unsigned char *)raw, strlen(raw));
-        free(raw);
-        json_decref(tok);
+    /* An inconsistent continuation stays inconsistent (rv -1). */
+    char *token = next ? continue_token(o.cont && o.cont_rv < 0 ? -1 : (long long)rv, next) : NULL;
+    if (o.filtered)
+        remaining = 0;
+    const char *tv = table_version(q);
+    if (tv) {
+        json_t *tmd = json_pack("{s:s}", "resourceVersion", rvs);
+        if (token)
+            json_object_set_new(tmd, "continue", json_string(token));
+        if (token && remaining)
+            json_object_set_new(tmd, "remainingItemCount", json_integer(remaining));
+        json_t *table = ks_table_build(def, q->version, conv, tmd, tv,
+                                       ks_table_include(ks_query(q, "includeObject")), true);
+        ks_reply_json(r, 200, table, false);
+        json_decref(table);
+        json_decref(tmd);
+        json_decref(conv);
+        free(token);
+        free(next);
+        list_opts_free(&o);
+        return;
     }
     json_t *list = json_object();
     json_t *md = json_object();
@@ -1515,6 +1654,238 @@ static void do_delete_collection(struct ks_api_req *q, const struct ks_res *def,
     json_decref(list);
 }
 
+/* kubesim reads JSON only: a create or update in another media type (the
+ * protobuf kubectl sends for built-in types, YAML, CBOR) gets the 415 the
+ * apiserver gives for a media type it has no serializer for. */
+static bool json_body(struct ks_api_req *q, struct ks_reply *r)
+{
+    const char *ct = q->content_type;
+    size_t n = strlen("application/json");
+    if (!ct || !*ct || (strncmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';')))
+        return true;
+    ks_reply_status(r, 415, "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json",
+                    NULL);
+    return false;
+}
+
+/* ---- deployments/scale ------------------------------------------------------------ */
+
+/* The autoscaling/v1 Scale of a stored Deployment. @ref new */
+static json_t *scale_of(const json_t *dep)
+{
+    const json_t *md = json_object_get(dep, "metadata");
+    json_t *smd = json_object();
+    static const char *const keep[] = {
+        "name", "namespace", "uid", "resourceVersion", "creationTimestamp", NULL};
+    for (const char *const *k = keep; *k; k++)
+        if (json_object_get(md, *k))
+            json_object_set(smd, *k, json_object_get(md, *k));
+    const json_t *spec = json_object_get(dep, "spec");
+    json_int_t want = json_integer_value(json_object_get(spec, "replicas"));
+    json_t *sspec = json_object();
+    if (want) /* replicas is omitempty in Scale */
+        json_object_set_new(sspec, "replicas", json_integer(want));
+    /* The selector as text: matchLabels k=v (sorted), matchExpressions. */
+    const json_t *sel = json_object_get(spec, "selector");
+    const json_t *ml = json_object_get(sel, "matchLabels");
+    size_t n = json_object_size(ml), k = 0;
+    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    if (!keys)
+        abort();
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)ml, key, v)
+    {
+        keys[k++] = key;
+    }
+    qsort(keys, k, sizeof(*keys), cmp_str);
+    char *text = ks_strdup("");
+    for (size_t i = 0; i < k; i++) {
+        char *nt = ks_printf("%s%s%s=%s", text, *text ? "," : "", keys[i],
+                             str_or(json_string_value(json_object_get(ml, keys[i])), ""));
+        free(text);
+        text = nt;
+    }
+    free(keys);
+    size_t i;
+    json_array_foreach(json_object_get(sel, "matchExpressions"), i, v)
+    {
+        const char *op = str_or(json_string_value(json_object_get(v, "operator")), "");
+        const char *ek = str_or(json_string_value(json_object_get(v, "key")), "");
+        char *vals = ks_strdup("");
+        size_t j;
+        json_t *x;
+        json_array_foreach(json_object_get(v, "values"), j, x)
+        {
+            char *nv = ks_printf("%s%s%s", vals, j ? "," : "", str_or(json_string_value(x), ""));
+            free(vals);
+            vals = nv;
+        }
+        char *term = strcmp(op, "Exists") == 0         ? ks_strdup(ek)
+                     : strcmp(op, "DoesNotExist") == 0 ? ks_printf("!%s", ek)
+                     : strcmp(op, "NotIn") == 0        ? ks_printf("%s notin (%s)", ek, vals)
+                                                       : ks_printf("%s in (%s)", ek, vals);
+        char *nt = ks_printf("%s%s%s", text, *text ? "," : "", term);
+        free(term);
+        free(vals);
+        free(text);
+        text = nt;
+    }
+    json_t *status =
+        json_pack("{s:I,s:s}", "replicas",
+                  json_integer_value(json_object_get(json_object_get(dep, "status"), "replicas")),
+                  "selector", text);
+    free(text);
+    return json_pack("{s:s,s:s,s:o,s:o,s:o}", "kind", "Scale", "apiVersion", "autoscaling/v1",
+                     "metadata", smd, "spec", sspec, "status", status);
+}
+
+static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                     struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    bool get = strcmp(q->verb, "get") == 0;
+    enum patch_kind pk = PATCH_NONE;
+    json_t *body = NULL;
+    if (!get) {
+        if (strcmp(q->verb, "patch") == 0) {
+            pk = patch_kind(q->content_type);
+            if (pk == PATCH_NONE || pk == PATCH_APPLY) {
+                ks_reply_status(r, 415, "UnsupportedMediaType",
+                                "the body of the request was in an unknown format - accepted "
+                                "media types include: application/json-patch+json, "
+                                "application/merge-patch+json, "
+                                "application/strategic-merge-patch+json",
+                                NULL);
+                return;
+            }
+        } else if (strcmp(q->verb, "update") != 0) {
+            char *msg = ks_printf("%s is not supported on resources of kind \"Scale\"", q->method);
+            ks_reply_status(r, 405, "MethodNotAllowed", msg, NULL);
+            free(msg);
+            return;
+        } else if (!json_body(q, r)) {
+            return;
+        }
+        body = parse_body(q, r);
+        if (!body)
+            return;
+    }
+    for (int attempt = 0; attempt < 8; attempt++) {
+        pthread_mutex_lock(&ks->lock);
+        json_t *cur = json_incref(ks_store_get(ks, def->key, key));
+        pthread_mutex_unlock(&ks->lock);
+        if (!cur) {
+            reply_not_found(r, def, q->name);
+            break;
+        }
+        json_t *scale = scale_of(cur);
+        json_t *next = NULL;
+        char *err = NULL;
+        bool retry = false;
+        if (get) {
+            ks_reply_json(r, 200, scale, false);
+            goto next_attempt;
+        }
+        switch (pk) {
+        case PATCH_NONE:
+            next = json_deep_copy(body);
+            break;
+        case PATCH_MERGE:
+        case PATCH_APPLY:
+            next = ks_merge_patch(scale, body);
+            break;
+        case PATCH_STRATEGIC:
+            next = ks_strategic_patch(scale, body, &err);
+            break;
+        case PATCH_JSON:
+            next = ks_json_patch(scale, body, &err);
+            break;
+        }
+        if (!json_is_object(next)) {
+            ks_reply_status(r, pk == PATCH_JSON ? 422 : 400,
+                            pk == PATCH_JSON ? "Invalid" : "BadRequest",
+                            err ? err : "the object provided is unrecognized", NULL);
+            free(err);
+            goto next_attempt;
+        }
+        const char *av = json_string_value(json_object_get(next, "apiVersion"));
+        const char *kind = json_string_value(json_object_get(next, "kind"));
+        if ((av && strcmp(av, "autoscaling/v1") != 0) || (kind && strcmp(kind, "Scale") != 0)) {
+            char *msg = ks_printf("the API version in the data (%s) does not match the expected "
+                                  "API version (autoscaling/v1)",
+                                  str_or(av, ""));
+            reply_bad_request(r, msg);
+            free(msg);
+            goto next_attempt;
+        }
+        const json_t *want = json_object_get(json_object_get(next, "spec"), "replicas");
+        json_int_t replicas = want ? json_integer_value(want) : 0;
+        if ((want && !json_is_integer(want)) || replicas < 0 || replicas > INT32_MAX) {
+            char *m = ks_printf("Invalid value: %lld: must be greater than or equal to 0",
+                                (long long)replicas);
+            json_t *causes = one_cause("FieldValueInvalid", "spec.replicas", m);
+            free(m);
+            char *msg = ks_printf("Scale.autoscaling \"%s\" is invalid: spec.replicas: "
+                                  "Invalid value: %lld: must be greater than or equal to 0",
+                                  q->name, (long long)replicas);
+            json_t *details = json_pack("{s:s,s:s,s:s,s:o}", "name", q->name, "group",
+                                        "autoscaling", "kind", "Scale", "causes", causes);
+            ks_reply_status(r, 422, "Invalid", msg, details);
+            free(msg);
+            goto next_attempt;
+        }
+        const char *want_rv = meta_str(next, "resourceVersion");
+        const char *cur_rv = str_or(meta_str(cur, "resourceVersion"), "");
+        if (want_rv && *want_rv && strcmp(want_rv, cur_rv) != 0) {
+            reply_conflict(r, def, q->name,
+                           "the object has been modified; please apply your changes to the "
+                           "latest version and try again");
+            goto next_attempt;
+        }
+        json_t *dep = json_deep_copy(cur);
+        json_t *spec = ensure_obj(dep, "spec");
+        if (json_integer_value(json_object_get(spec, "replicas")) != replicas) {
+            json_object_set_new(spec, "replicas", json_integer(replicas));
+            json_t *md = meta(dep);
+            json_object_set_new(
+                md, "generation",
+                json_integer(json_integer_value(json_object_get(md, "generation")) + 1));
+        }
+        bool dry = dry_run(q, NULL);
+        pthread_mutex_lock(&ks->lock);
+        const json_t *now = ks_store_get(ks, def->key, key);
+        if (!now || strcmp(str_or(meta_str(now, "resourceVersion"), ""), cur_rv) != 0) {
+            pthread_mutex_unlock(&ks->lock);
+            json_decref(dep);
+            retry = true;
+            goto next_attempt;
+        }
+        if (!dry && !json_equal(dep, cur)) {
+            json_incref(dep);
+            ks_store_put(ks, def, key, dep);
+        }
+        pthread_mutex_unlock(&ks->lock);
+        json_t *out = scale_of(dep);
+        ks_reply_json(r, 200, out, false);
+        json_decref(out);
+        json_decref(dep);
+    next_attempt:
+        json_decref(cur);
+        json_decref(scale);
+        json_decref(next);
+        if (!retry)
+            break;
+        if (attempt == 7)
+            reply_conflict(r, def, q->name,
+                           "the object has been modified; please apply your changes to the "
+                           "latest version and try again");
+    }
+    json_decref(body);
+}
+
 /* ---- dispatch ------------------------------------------------------------------- */
 
 void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
@@ -1525,8 +1896,10 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
     const struct ks_version *ver = def ? ks_res_version(def, q->version) : NULL;
     pthread_mutex_unlock(&ks->lock);
 
+    bool scale = q->sub && strcmp(q->sub, "scale") == 0 &&
+                 strcmp(def ? def->key : "", "deployments.apps") == 0;
     if (!def || !ver || !ver->served || (q->ns && !def->namespaced) ||
-        (q->sub && !(strcmp(q->sub, "status") == 0 && ver->status))) {
+        (q->sub && !scale && !(strcmp(q->sub, "status") == 0 && ver->status))) {
         ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
                         json_object());
         return;
@@ -1540,7 +1913,9 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
         json_array_append_new(r->warnings, json_string(ver->deprecation));
     }
 
-    if (strcmp(q->verb, "get") == 0) {
+    if (scale) {
+        do_scale(q, def, key, r);
+    } else if (strcmp(q->verb, "get") == 0) {
         do_get(q, def, key, r);
     } else if (strcmp(q->verb, "list") == 0) {
         do_list(q, def, r);
@@ -1552,6 +1927,8 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
                             json_object());
             return;
         }
+        if (!json_body(q, r))
+            return;
         json_t *obj = parse_body(q, r);
         if (!obj)
             return;
@@ -1570,6 +1947,8 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
                                 NULL);
                 return;
             }
+        } else if (!json_body(q, r)) {
+            return;
         }
         json_t *body = parse_body(q, r);
         if (!body)

@@ -50,6 +50,7 @@ struct ks_version {
     bool status;       /* status subresource */
     bool scale;        /* scale subresource */
     json_t *schema;    /* openAPIV3Schema or NULL, owned */
+    json_t *columns;   /* CRD additionalPrinterColumns or NULL, owned */
     char *deprecation; /* warning text when deprecated, owned */
 };
 
@@ -138,7 +139,9 @@ struct ks_server {
 
     /* controllers */
     pthread_t controller;
-    bool gc_dirty;
+    bool gc_dirty;          /* run the garbage collector now */
+    bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
+    long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
 };
 
@@ -197,6 +200,11 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
                       json_t *obj);
 /* Remove, recording DELETED with a new rv. Returns the new rv or 0. */
 uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const char *obj_key);
+/* The object map of res_key as it was at resourceVersion rv: a new map
+ * holding references to the frozen objects, rebuilt from the current one by
+ * undoing the recorded events newer than rv (memory stays bounded by the
+ * history). NULL when rv is older than the retained history. @ref new */
+json_t *ks_store_snapshot(struct ks_server *ks, const char *res_key, uint64_t rv);
 /* Forget history up to now (watches from older versions get 410). */
 void ks_store_compact(struct ks_server *ks);
 /* "ns/name" or "name" into buf. */
@@ -272,6 +280,25 @@ struct ks_admit_req {
  * appended to warnings (array). */
 int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings, int *ret_code,
              char **ret_body);
+
+/* ---- table.c ----------------------------------------------------------------- */
+
+enum ks_include { KS_INCLUDE_METADATA, KS_INCLUDE_OBJECT, KS_INCLUDE_NONE };
+
+/* The meta.k8s.io Table version an Accept header asks for ("v1" or
+ * "v1beta1"), or NULL when it does not ask for a Table. */
+const char *ks_table_accept(const char *accept);
+/* includeObject query parameter (NULL: Metadata, the default). */
+enum ks_include ks_table_include(const char *query);
+/* Age text as the apiserver prints it ("45s", "3m20s", "2d"). malloc'd */
+char *ks_human_duration(long long secs);
+/* A Table of objects (array of presented objects in "version", @ref
+ * borrow); list_md (@ref borrow, copied) becomes its metadata. Without
+ * headers, columnDefinitions is null (later watch events). @ref new.
+ * Lock not needed; def must stay valid (see the graveyard). */
+json_t *ks_table_build(const struct ks_res *def, const char *version, const json_t *objs,
+                       const json_t *list_md, const char *table_version, enum ks_include inc,
+                       bool headers);
 
 /* ---- controllers.c ----------------------------------------------------------- */
 

@@ -45,8 +45,7 @@ static const struct builtin builtins[] = {
      "{\"spec\":{\"group\":\"\",\"names\":{\"plural\":\"\",\"kind\":\"\"},\"scope\":\"\","
      "\"versions\":null},\"status\":{\"conditions\":null,\"acceptedNames\":{\"plural\":\"\","
      "\"kind\":\"\"},\"storedVersions\":null}}"},
-    /* deployments/scale is not served, so discovery does not list it. */
-    {"apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", true, true, false,
+    {"apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", true, true, true,
      true,
      "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":null}},"
      "\"strategy\":{}},\"status\":{}}"},
@@ -109,6 +108,7 @@ void ks_res_free(struct ks_res *def)
         free(def->versions[i].name);
         free(def->versions[i].deprecation);
         json_decref(def->versions[i].schema);
+        json_decref(def->versions[i].columns);
     }
     free(def);
 }
@@ -302,6 +302,8 @@ int ks_res_register_crd(struct ks_server *ks, const json_t *crd, char **ret_err)
         kv->scale = json_object_get(sub, "scale") != NULL;
         kv->schema =
             json_deep_copy(json_object_get(json_object_get(v, "schema"), "openAPIV3Schema"));
+        if (json_is_array(json_object_get(v, "additionalPrinterColumns")))
+            kv->columns = json_deep_copy(json_object_get(v, "additionalPrinterColumns"));
         if (json_is_true(json_object_get(v, "deprecated")))
             kv->deprecation = *jstr(v, "deprecationWarning")
                                   ? ks_strdup(jstr(v, "deprecationWarning"))

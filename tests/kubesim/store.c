@@ -104,6 +104,12 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     set_rv(obj, ks->rv);
     json_object_set(map, obj_key, obj);
     record(ks, def, old ? KS_MODIFIED : KS_ADDED, obj, old);
+    /* The garbage collector also looks at objects whose owners changed
+     * (dangling or missing owners), batched: a pass costs all objects. */
+    const json_t *refs = json_object_get(json_object_get(obj, "metadata"), "ownerReferences");
+    if (json_array_size(refs) &&
+        !json_equal(refs, json_object_get(json_object_get(old, "metadata"), "ownerReferences")))
+        ks->gc_lazy = true;
     json_decref(old);
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
@@ -136,4 +142,33 @@ void ks_store_compact(struct ks_server *ks)
     ks->hist_head = 0;
     ks->hist_len = 0;
     ks->hist_floor = ks->rv;
+}
+
+json_t *ks_store_snapshot(struct ks_server *ks, const char *res_key, uint64_t rv)
+{
+    if (rv < ks->hist_floor)
+        return NULL;
+    json_t *snap = json_object();
+    if (!snap)
+        abort();
+    json_t *cur = json_object_get(ks->objects, res_key);
+    if (cur)
+        json_object_update(snap, cur);
+    /* Undo, newest first, every change made after rv. */
+    for (size_t i = ks->hist_len; i > 0; i--) {
+        const struct ks_event *e = &ks->hist[(ks->hist_head + i - 1) % ks->history_cap];
+        if (e->rv <= rv)
+            break;
+        if (strcmp(e->key, res_key) != 0)
+            continue;
+        const json_t *md = json_object_get(e->obj, "metadata");
+        char key[512];
+        ks_obj_key(key, sizeof(key), json_string_value(json_object_get(md, "namespace")),
+                   ks_nz(json_string_value(json_object_get(md, "name"))));
+        if (e->type == KS_ADDED)
+            json_object_del(snap, key);
+        else
+            json_object_set(snap, key, e->old);
+    }
+    return snap;
 }

@@ -40,6 +40,9 @@ struct watcher {
     size_t len, off;
     bool finished;
     int fd;
+    const char *table; /* Table version asked for (static string) or NULL */
+    enum ks_include include;
+    bool table_headers; /* columnDefinitions already sent */
 };
 
 static void watcher_free(void *cls)
@@ -131,7 +134,29 @@ static void emit_batch(struct watcher *w, const struct ks_res *def, json_t *type
     json_array_foreach(conv, i, o)
     {
         ks_present(def, w->version, o);
-        emit(w, def, json_string_value(json_array_get(types, i)), o);
+        const char *type = json_string_value(json_array_get(types, i));
+        if (w->table) {
+            /* Each event carries a one-row Table; only the first has headers. */
+            json_t *one = json_pack("[O]", o);
+            json_t *md = json_pack("{s:s}", "resourceVersion",
+                                   ks_nz(json_string_value(json_object_get(
+                                       json_object_get(o, "metadata"), "resourceVersion"))));
+            json_t *t =
+                ks_table_build(def, w->version, one, md, w->table, w->include, !w->table_headers);
+            w->table_headers = true;
+            char *txt = ks_dump(t, false, NULL);
+            if (!txt)
+                abort();
+            char *line = ks_printf("{\"type\":\"%s\",\"object\":%s}\n", type, txt);
+            out_append(w, line, strlen(line));
+            free(line);
+            free(txt);
+            json_decref(t);
+            json_decref(md);
+            json_decref(one);
+            continue;
+        }
+        emit(w, def, type, o);
     }
     json_decref(conv);
 }
@@ -320,6 +345,8 @@ void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     w->version = ks_strdup(q->version);
     w->ns = q->ns ? ks_strdup(q->ns) : NULL;
     w->fd = -1;
+    w->table = ks_table_accept(MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept"));
+    w->include = ks_table_include(ks_query(q, "includeObject"));
     if (ks_selector_parse(ks_query(q, "labelSelector"), false, &w->labels, &err) != 0 ||
         ks_selector_parse(ks_query(q, "fieldSelector"), true, &w->fields, &err) != 0) {
         ks_reply_status(r, 400, "BadRequest", err, NULL);

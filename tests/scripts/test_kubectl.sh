@@ -120,6 +120,48 @@ k patch myresources.v1.mygroup.example.com example-resource --type merge \
 wait_for "$work/watch.log" 'MODIFIED' || fail "watch saw no MODIFIED event: $(cat "$work/watch.log")"
 kill "$watch_pid" 2>/dev/null || true
 
+# kubectl get prints the server's columns (Table output).
+k get myresources.v1.mygroup.example.com >"$work/table.log" 2>&1 || fail "get table"
+grep -Eq '^NAME +REPLICAS +READY +IMAGE +AGE' "$work/table.log" ||
+  fail "no printer columns: $(cat "$work/table.log")"
+grep -Eq '^example-resource +4 ' "$work/table.log" || fail "bad row: $(cat "$work/table.log")"
+k get namespaces >"$work/table.log" 2>&1 || fail "get namespaces"
+grep -Eq '^default +Active +[0-9]+[smhd]' "$work/table.log" ||
+  fail "bad namespace row: $(cat "$work/table.log")"
+
+# kubectl scale goes through deployments/scale.
+cat >"$work/deploy.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers: [{name: web, image: nginx}]
+EOF
+k apply -f "$work/deploy.yaml" >>"$work/apply.log" 2>&1 || fail "apply deployment"
+k scale deployment web --replicas=3 >>"$work/apply.log" 2>&1 || fail "scale: $(tail -3 "$work/apply.log")"
+[ "$(k get deployment web -o jsonpath='{.spec.replicas}')" = 3 ] || fail "scale did not set replicas"
+k get deployment web >"$work/table.log" 2>&1 || fail "get deployment"
+grep -Eq '^NAME +READY +UP-TO-DATE +AVAILABLE +AGE' "$work/table.log" ||
+  fail "no deployment columns: $(cat "$work/table.log")"
+
+# kubesim reads JSON only: kubectl create for built-in types sends protobuf
+# and gets the apiserver's 415; create -f (JSON) works.
+if k create namespace pb >"$work/pb.log" 2>&1; then
+  fail "protobuf create accepted"
+fi
+grep -q 'unknown format' "$work/pb.log" || fail "no 415 message: $(cat "$work/pb.log")"
+k create namespace pb --dry-run=client -o json | k create -f - >>"$work/apply.log" 2>&1 ||
+  fail "create -f namespace: $(tail -3 "$work/apply.log")"
+
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
 if k get myresources.v1.mygroup.example.com example-resource >/dev/null 2>&1; then

@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim Table output (meta.k8s.io/v1 Table), what `kubectl get` asks for
+ * with "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,...": the
+ * column definitions and one row of cells per object. Built-in types get
+ * the apiserver's printer columns (Deployment, Service, Namespace,
+ * ConfigMap, Secret, Event, Lease; Name and Age for the rest); custom
+ * resources get Name plus the CRD's additionalPrinterColumns (or Age when
+ * it has none), evaluated with a small JSONPath subset: .a.b, [N], ['k']
+ * and [?(@.k=="v")]. Dates are shown as ages the way the apiserver rounds
+ * them ("5s", "3m20s", "2d"). Rows carry the object as
+ * PartialObjectMetadata (includeObject=Metadata, the default), the whole
+ * object (Object) or nothing (None).
+ */
+#include "kubesim.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char name_desc[] =
+    "Name must be unique within a namespace. Is required when creating resources, although "
+    "some resources may allow a client to request the generation of an appropriate name "
+    "automatically. Name is primarily intended for creation idempotence and configuration "
+    "definition. Cannot be updated. More info: "
+    "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
+static const char age_desc[] =
+    "CreationTimestamp is a timestamp representing the server time when this object was "
+    "created. It is not guaranteed to be set in happens-before order across separate "
+    "operations. Clients may not set this value. It is represented in RFC3339 form and is in "
+    "UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/"
+    "api-conventions.md#metadata";
+
+const char *ks_table_accept(const char *accept)
+{
+    /* The first acceptable Table entry wins; kubectl lists v1 first. */
+    const char *p = accept;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char entry[256];
+        if (n < sizeof(entry)) {
+            memcpy(entry, p, n);
+            entry[n] = '\0';
+            if (strstr(entry, "as=Table") && strstr(entry, "g=meta.k8s.io")) {
+                if (strstr(entry, "v=v1beta1"))
+                    return "v1beta1";
+                if (strstr(entry, "v=v1"))
+                    return "v1";
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+enum ks_include ks_table_include(const char *query)
+{
+    if (query && strcmp(query, "Object") == 0)
+        return KS_INCLUDE_OBJECT;
+    if (query && strcmp(query, "None") == 0)
+        return KS_INCLUDE_NONE;
+    return KS_INCLUDE_METADATA;
+}
+
+/* ---- ages ------------------------------------------------------------------ */
+
+static bool parse_time(const char *s, time_t *ret)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (!s)
+        return false;
+    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end)
+        return false;
+    if (*end == '.') {
+        end++;
+        while (isdigit((unsigned char)*end))
+            end++;
+    }
+    if (strcmp(end, "Z") != 0)
+        return false;
+    *ret = timegm(&tm);
+    return true;
+}
+
+char *ks_human_duration(long long secs)
+{
+    if (secs < -1)
+        return ks_strdup("<invalid>");
+    if (secs < 0)
+        return ks_strdup("0s");
+    if (secs < 120)
+        return ks_printf("%llds", secs);
+    long long minutes = secs / 60;
+    if (minutes < 10)
+        return secs % 60 ? ks_printf("%lldm%llds", minutes, secs % 60)
+                         : ks_printf("%lldm", minutes);
+    if (minutes < 180)
+        return ks_printf("%lldm", minutes);
+    long long hours = secs / 3600;
+    if (hours < 8)
+        return minutes % 60 ? ks_printf("%lldh%lldm", hours, minutes % 60)
+                            : ks_printf("%lldh", hours);
+    if (hours < 48)
+        return ks_printf("%lldh", hours);
+    if (hours < 24 * 8)
+        return hours % 24 ? ks_printf("%lldd%lldh", hours / 24, hours % 24)
+                          : ks_printf("%lldd", hours / 24);
+    if (hours < 24 * 365 * 2)
+        return ks_printf("%lldd", hours / 24);
+    if (hours < 24 * 365 * 8) {
+        long long days = (hours / 24) % 365;
+        return days ? ks_printf("%lldy%lldd", hours / 24 / 365, days)
+                    : ks_printf("%lldy", hours / 24 / 365);
+    }
+    return ks_printf("%lldy", hours / 24 / 365);
+}
+
+/* Age of an RFC 3339 timestamp; "<unknown>" when absent. @ref new */
+static json_t *age_cell(const char *ts)
+{
+    time_t t;
+    if (!ts || !*ts)
+        return json_string("<unknown>");
+    if (!parse_time(ts, &t))
+        return json_string("<invalid>");
+    char *s = ks_human_duration((long long)(time(NULL) - t));
+    json_t *v = json_string(s);
+    free(s);
+    return v;
+}
+
+/* ---- JSONPath subset ---------------------------------------------------------- */
+
+/* Evaluate path on obj; the value (@ref borrow) or NULL when missing or
+ * the path is beyond the subset. */
+static const json_t *eval_path(const json_t *obj, const char *path)
+{
+    const json_t *cur = obj;
+    const char *p = path;
+    if (*p == '{') /* "{.a.b}" */
+        p++;
+    while (cur && *p && *p != '}') {
+        if (*p == '.') {
+            p++;
+            size_t n = strcspn(p, ".[}");
+            if (n == 0)
+                return NULL;
+            char key[256];
+            if (n >= sizeof(key))
+                return NULL;
+            memcpy(key, p, n);
+            key[n] = '\0';
+            cur = json_object_get(cur, key);
+            p += n;
+        } else if (*p == '[') {
+            p++;
+            const char *close = strchr(p, ']');
+            if (!close)
+                return NULL;
+            char inner[256];
+            size_t n = (size_t)(close - p);
+            if (n >= sizeof(inner))
+                return NULL;
+            memcpy(inner, p, n);
+            inner[n] = '\0';
+            p = close + 1;
+            if (inner[0] == '\'' || inner[0] == '"') {
+                if (n < 2 || inner[n - 1] != inner[0])
+                    return NULL;
+                inner[n - 1] = '\0';
+                cur = json_object_get(cur, inner + 1);
+            } else if (strncmp(inner, "?(@.", 4) == 0 && n > 5 && inner[n - 1] == ')') {
+                /* [?(@.key=="value")]: the first element that matches */
+                inner[n - 1] = '\0';
+                char *eq = strstr(inner + 4, "==");
+                if (!eq)
+                    return NULL;
+                *eq = '\0';
+                char *val = eq + 2;
+                size_t vl = strlen(val);
+                if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
+                    val[vl - 1] = '\0';
+                    val++;
+                }
+                const json_t *found = NULL;
+                size_t i;
+                const json_t *el;
+                json_array_foreach(cur, i, el)
+                {
+                    const char *s = json_string_value(json_object_get(el, inner + 4));
+                    if (s && strcmp(s, val) == 0) {
+                        found = el;
+                        break;
+                    }
+                }
+                cur = found;
+            } else {
+                char *end = NULL;
+                long idx = strtol(inner, &end, 10);
+                if (!end || *end || end == inner)
+                    return NULL;
+                if (idx < 0)
+                    idx += (long)json_array_size(cur);
+                cur = idx >= 0 ? json_array_get(cur, (size_t)idx) : NULL;
+            }
+        } else {
+            return NULL;
+        }
+    }
+    return cur;
+}
+
+/* A CRD column's cell as the apiserver types it. @ref new */
+static json_t *crd_cell(const char *type, const json_t *v)
+{
+    if (!v || json_is_null(v))
+        return json_null();
+    if (strcmp(type, "integer") == 0) {
+        if (json_is_integer(v))
+            return json_integer(json_integer_value(v));
+        if (json_is_real(v))
+            return json_integer((json_int_t)json_real_value(v));
+        return json_null();
+    }
+    if (strcmp(type, "number") == 0)
+        return json_is_number(v) ? json_real(json_number_value(v)) : json_null();
+    if (strcmp(type, "boolean") == 0)
+        return json_is_boolean(v) ? json_incref((json_t *)v) : json_null();
+    if (strcmp(type, "date") == 0)
+        return json_is_string(v) ? age_cell(json_string_value(v)) : json_null();
+    if (strcmp(type, "string") == 0) {
+        /* JSONPath prints whatever it finds as text. */
+        if (json_is_string(v))
+            return json_incref((json_t *)v);
+        char *txt = ks_dump(v, true, NULL);
+        json_t *s = json_string(txt ? txt : "");
+        free(txt);
+        return s;
+    }
+    return json_null();
+}
+
+/* ---- built-in printers -------------------------------------------------------- */
+
+static const char *str_at(const json_t *obj, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(obj, a);
+    if (b)
+        v = json_object_get(v, b);
+    return json_string_value(v);
+}
+
+static json_int_t int_at(const json_t *obj, const char *a, const char *b)
+{
+    return json_integer_value(json_object_get(json_object_get(obj, a), b));
+}
+
+static json_t *col(const char *name, const char *type, const char *format, const char *desc,
+                   int priority)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:i}", "name", name, "type", type, "format",
+                     format ? format : "", "description", desc, "priority", priority);
+}
+
+/* "k=v,k2=v2" of a string map, keys sorted; NULL when empty. malloc'd */
+static char *join_map(const json_t *m)
+{
+    if (json_object_size(m) == 0)
+        return NULL;
+    size_t n = json_object_size(m), k = 0;
+    const char **keys = calloc(n, sizeof(*keys));
+    if (!keys)
+        abort();
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)m, key, v)
+    {
+        keys[k++] = key;
+    }
+    for (size_t a = 1; a < k; a++)
+        for (size_t b = a; b > 0 && strcmp(keys[b - 1], keys[b]) > 0; b--) {
+            const char *t = keys[b - 1];
+            keys[b - 1] = keys[b];
+            keys[b] = t;
+        }
+    char *out = ks_strdup("");
+    for (size_t i = 0; i < k; i++) {
+        char *next = ks_printf("%s%s%s=%s", out, i ? "," : "", keys[i],
+                               ks_nz(json_string_value(json_object_get(m, keys[i]))));
+        free(out);
+        out = next;
+    }
+    free(keys);
+    return out;
+}
+
+static json_t *str_cell_owned(char *s, const char *dflt)
+{
+    json_t *v = json_string(s ? s : dflt);
+    free(s);
+    return v;
+}
+
+/* Names or images of a pod template's containers, comma-joined. @ref new */
+static json_t *containers_cell(const json_t *obj, const char *field)
+{
+    const json_t *cs = json_object_get(
+        json_object_get(json_object_get(json_object_get(obj, "spec"), "template"), "spec"),
+        "containers");
+    char *out = ks_strdup("");
+    size_t i;
+    const json_t *c;
+    json_array_foreach(cs, i, c)
+    {
+        char *next = ks_printf("%s%s%s", out, i ? "," : "",
+                               ks_nz(json_string_value(json_object_get(c, field))));
+        free(out);
+        out = next;
+    }
+    return str_cell_owned(out, "");
+}
+
+static json_t *service_ports(const json_t *spec)
+{
+    const json_t *ports = json_object_get(spec, "ports");
+    if (json_array_size(ports) == 0)
+        return json_string("<none>");
+    char *out = ks_strdup("");
+    size_t i;
+    const json_t *p;
+    json_array_foreach(ports, i, p)
+    {
+        json_int_t port = json_integer_value(json_object_get(p, "port"));
+        json_int_t np = json_integer_value(json_object_get(p, "nodePort"));
+        const char *proto = json_string_value(json_object_get(p, "protocol"));
+        char *next = np ? ks_printf("%s%s%lld:%lld/%s", out, i ? "," : "", (long long)port,
+                                    (long long)np, proto ? proto : "TCP")
+                        : ks_printf("%s%s%lld/%s", out, i ? "," : "", (long long)port,
+                                    proto ? proto : "TCP");
+        free(out);
+        out = next;
+    }
+    return str_cell_owned(out, "");
+}
+
+static json_t *service_external(const json_t *obj)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *type = ks_nz(json_string_value(json_object_get(spec, "type")));
+    const json_t *ext = json_object_get(spec, "externalIPs");
+    char *out = ks_strdup("");
+    size_t i;
+    const json_t *v;
+    if (strcmp(type, "ExternalName") == 0) {
+        free(out);
+        return json_string(ks_nz(json_string_value(json_object_get(spec, "externalName"))));
+    }
+    if (strcmp(type, "LoadBalancer") == 0) {
+        const json_t *ing = json_object_get(
+            json_object_get(json_object_get(obj, "status"), "loadBalancer"), "ingress");
+        json_array_foreach(ing, i, v)
+        {
+            const char *ip = json_string_value(json_object_get(v, "ip"));
+            if (!ip)
+                ip = json_string_value(json_object_get(v, "hostname"));
+            char *next = ks_printf("%s%s%s", out, *out ? "," : "", ks_nz(ip));
+            free(out);
+            out = next;
+        }
+    }
+    json_array_foreach(ext, i, v)
+    {
+        char *next = ks_printf("%s%s%s", out, *out ? "," : "", ks_nz(json_string_value(v)));
+        free(out);
+        out = next;
+    }
+    if (*out)
+        return str_cell_owned(out, "");
+    free(out);
+    return json_string(strcmp(type, "LoadBalancer") == 0 ? "<pending>" : "<none>");
+}
+
+static json_t *event_last_seen(const json_t *obj)
+{
+    const char *last = str_at(obj, "lastTimestamp", NULL);
+    if (!last || !*last)
+        last = str_at(obj, "eventTime", NULL);
+    json_t *age = age_cell(last);
+    json_int_t count = json_integer_value(json_object_get(obj, "count"));
+    if (count > 1) {
+        json_t *first = age_cell(str_at(obj, "firstTimestamp", NULL));
+        char *s = ks_printf("%s (x%lld over %s)", json_string_value(age), (long long)count,
+                            json_string_value(first));
+        json_decref(first);
+        json_decref(age);
+        return str_cell_owned(s, "");
+    }
+    return age;
+}
+
+/* Columns (when cols is not NULL) and cells of built-in kinds. */
+static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *cols, json_t *cells)
+{
+    const char *name = ks_nz(str_at(obj, "metadata", "name"));
+    const char *created = str_at(obj, "metadata", "creationTimestamp");
+    const json_t *spec = json_object_get(obj, "spec");
+    if (strcmp(def->key, "deployments.apps") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(
+                cols, col("Ready", "string", NULL, "Number of the pod with ready state", 0));
+            json_array_append_new(cols, col("Up-to-date", "integer", NULL,
+                                            "Total number of non-terminating pods targeted by "
+                                            "this deployment that have the desired template "
+                                            "spec.",
+                                            0));
+            json_array_append_new(cols, col("Available", "integer", NULL,
+                                            "Total number of available non-terminating pods "
+                                            "(ready for at least minReadySeconds) targeted by "
+                                            "this deployment.",
+                                            0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+            json_array_append_new(cols, col("Containers", "string", NULL,
+                                            "Names of each container in the template.", 1));
+            json_array_append_new(cols, col("Images", "string", NULL,
+                                            "Images referenced by each container in the "
+                                            "template.",
+                                            1));
+            json_array_append_new(cols, col("Selector", "string", NULL,
+                                            "Label selector for pods. Existing ReplicaSets "
+                                            "whose pods are selected by this will be the ones "
+                                            "affected by this deployment. It must match the "
+                                            "pod template's labels.",
+                                            1));
+        }
+        json_t *replicas = json_object_get(spec, "replicas");
+        char *ready = ks_printf("%lld/%lld", (long long)int_at(obj, "status", "readyReplicas"),
+                                (long long)(replicas ? json_integer_value(replicas) : 1));
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, str_cell_owned(ready, ""));
+        json_array_append_new(cells, json_integer(int_at(obj, "status", "updatedReplicas")));
+        json_array_append_new(cells, json_integer(int_at(obj, "status", "availableReplicas")));
+        json_array_append_new(cells, age_cell(created));
+        json_array_append_new(cells, containers_cell(obj, "name"));
+        json_array_append_new(cells, containers_cell(obj, "image"));
+        json_array_append_new(
+            cells, str_cell_owned(
+                       join_map(json_object_get(json_object_get(spec, "selector"), "matchLabels")),
+                       "<none>"));
+    } else if (strcmp(def->key, "services") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Type", "string", NULL,
+                                            "type determines how the Service is exposed.", 0));
+            json_array_append_new(cols, col("Cluster-IP", "string", NULL,
+                                            "clusterIP is the IP address of the service.", 0));
+            json_array_append_new(cols, col("External-IP", "string", NULL,
+                                            "externalIPs is a list of IP addresses for which "
+                                            "nodes in the cluster will also accept traffic for "
+                                            "this service.",
+                                            0));
+            json_array_append_new(cols,
+                                  col("Port(s)", "string", NULL,
+                                      "The list of ports that are exposed by this service.", 0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+            json_array_append_new(cols, col("Selector", "string", NULL,
+                                            "Route service traffic to pods with label keys and "
+                                            "values matching this selector.",
+                                            1));
+        }
+        const char *ip = str_at(spec, "clusterIP", NULL);
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_string(ks_nz(str_at(spec, "type", NULL))));
+        json_array_append_new(cells, json_string(ip && *ip ? ip : "<none>"));
+        json_array_append_new(cells, service_external(obj));
+        json_array_append_new(cells, service_ports(spec));
+        json_array_append_new(cells, age_cell(created));
+        json_array_append_new(
+            cells, str_cell_owned(join_map(json_object_get(spec, "selector")), "<none>"));
+    } else if (strcmp(def->key, "namespaces") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols,
+                                  col("Status", "string", NULL, "The status of the namespace", 0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_string(ks_nz(str_at(obj, "status", "phase"))));
+        json_array_append_new(cells, age_cell(created));
+    } else if (strcmp(def->key, "configmaps") == 0 || strcmp(def->key, "secrets") == 0) {
+        bool secret = strcmp(def->key, "secrets") == 0;
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            if (secret)
+                json_array_append_new(cols, col("Type", "string", NULL,
+                                                "Used to facilitate programmatic handling of "
+                                                "secret data.",
+                                                0));
+            json_array_append_new(cols, col("Data", "string", NULL,
+                                            secret ? "Data contains the secret data."
+                                                   : "Data contains the configuration data.",
+                                            0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        if (secret)
+            json_array_append_new(cells, json_string(ks_nz(str_at(obj, "type", NULL))));
+        json_array_append_new(
+            cells,
+            json_integer((json_int_t)(json_object_size(json_object_get(obj, "data")) +
+                                      json_object_size(json_object_get(obj, "binaryData")))));
+        json_array_append_new(cells, age_cell(created));
+    } else if (strcmp(def->key, "events") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Last Seen", "string", NULL,
+                                            "The time at which the most recent occurrence of "
+                                            "this event was recorded.",
+                                            0));
+            json_array_append_new(
+                cols, col("Type", "string", NULL,
+                          "Type of this event (Normal, Warning), new types could be added in "
+                          "the future",
+                          0));
+            json_array_append_new(cols, col("Reason", "string", NULL,
+                                            "This should be a short, machine understandable "
+                                            "string that gives the reason for the transition "
+                                            "into the object's current status.",
+                                            0));
+            json_array_append_new(
+                cols, col("Object", "string", NULL, "The object that this event is about.", 0));
+            json_array_append_new(cols, col("Subobject", "string", NULL,
+                                            "The subobject that this event is about.", 1));
+            json_array_append_new(cols, col("Source", "string", NULL,
+                                            "The component reporting this event. Should be a "
+                                            "short machine understandable string.",
+                                            1));
+            json_array_append_new(cols, col("Message", "string", NULL,
+                                            "A human-readable description of the status of "
+                                            "this operation.",
+                                            0));
+            json_array_append_new(cols, col("First Seen", "string", NULL,
+                                            "The time at which the event was first recorded. "
+                                            "(Time of server receipt is in TypeMeta.)",
+                                            1));
+            json_array_append_new(cols, col("Count", "string", NULL,
+                                            "The number of times this event has occurred.", 1));
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 1));
+        }
+        const json_t *io = json_object_get(obj, "involvedObject");
+        char *kind = ks_strdup(ks_nz(str_at(io, "kind", NULL)));
+        for (char *k = kind; *k; k++)
+            *k = (char)tolower((unsigned char)*k);
+        char *object = ks_printf("%s/%s", kind, ks_nz(str_at(io, "name", NULL)));
+        free(kind);
+        const char *comp = str_at(obj, "source", "component");
+        const char *host = str_at(obj, "source", "host");
+        if (!comp || !*comp)
+            comp = str_at(obj, "reportingComponent", NULL);
+        char *source =
+            host && *host ? ks_printf("%s, %s", ks_nz(comp), host) : ks_strdup(ks_nz(comp));
+        json_int_t count = json_integer_value(json_object_get(obj, "count"));
+        json_array_append_new(cells, event_last_seen(obj));
+        json_array_append_new(cells, json_string(ks_nz(str_at(obj, "type", NULL))));
+        json_array_append_new(cells, json_string(ks_nz(str_at(obj, "reason", NULL))));
+        json_array_append_new(cells, str_cell_owned(object, ""));
+        json_array_append_new(cells, json_string(ks_nz(str_at(io, "fieldPath", NULL))));
+        json_array_append_new(cells, str_cell_owned(source, ""));
+        json_array_append_new(cells, json_string(ks_nz(str_at(obj, "message", NULL))));
+        json_array_append_new(cells, age_cell(str_at(obj, "firstTimestamp", NULL)));
+        json_array_append_new(cells, str_cell_owned(ks_printf("%lld", (long long)count), ""));
+        json_array_append_new(cells, json_string(name));
+    } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Holder", "string", NULL,
+                                            "holderIdentity contains the identity of the holder "
+                                            "of a current lease.",
+                                            0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_string(ks_nz(str_at(spec, "holderIdentity", NULL))));
+        json_array_append_new(cells, age_cell(created));
+    } else {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, age_cell(created));
+    }
+}
+
+/* The CRD's columns for a version (default: Age). @ref borrow or NULL */
+static json_t *crd_columns(const struct ks_res *def, const char *version)
+{
+    const struct ks_version *v = ks_res_version(def, version);
+    return v && json_array_size(v->columns) ? v->columns : NULL;
+}
+
+static void crd_row(const struct ks_res *def, const char *version, const json_t *obj, json_t *cols,
+                    json_t *cells)
+{
+    const json_t *extra = crd_columns(def, version);
+    if (cols)
+        json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+    json_array_append_new(cells, json_string(ks_nz(str_at(obj, "metadata", "name"))));
+    if (!extra) {
+        if (cols)
+            json_array_append_new(cols, col("Age", "date", NULL, age_desc, 0));
+        json_array_append_new(cells, age_cell(str_at(obj, "metadata", "creationTimestamp")));
+        return;
+    }
+    size_t i;
+    const json_t *c;
+    json_array_foreach(extra, i, c)
+    {
+        const char *path = ks_nz(str_at(c, "jsonPath", NULL));
+        const char *type = ks_nz(str_at(c, "type", NULL));
+        if (cols) {
+            const char *desc = str_at(c, "description", NULL);
+            char *d =
+                desc && *desc
+                    ? ks_strdup(desc)
+                    : ks_printf("Custom resource definition column (in JSONPath format): %s", path);
+            json_array_append_new(
+                cols, col(ks_nz(str_at(c, "name", NULL)), type, str_at(c, "format", NULL), d,
+                          (int)json_integer_value(json_object_get(c, "priority"))));
+            free(d);
+        }
+        json_array_append_new(cells, crd_cell(type, eval_path(obj, path)));
+    }
+}
+
+/* The row's object as includeObject asks. @ref new or NULL */
+static json_t *row_object(const json_t *obj, const char *table_version, enum ks_include inc)
+{
+    if (inc == KS_INCLUDE_NONE)
+        return NULL;
+    if (inc == KS_INCLUDE_OBJECT)
+        return json_deep_copy(obj);
+    json_t *md = json_deep_copy(json_object_get(obj, "metadata"));
+    json_t *p = json_object();
+    json_t *wrap = json_pack("{s:o}", "metadata", md ? md : json_object());
+    ks_typed_order(wrap); /* ObjectMeta field order */
+    char *av = ks_printf("meta.k8s.io/%s", table_version);
+    json_object_set_new(p, "kind", json_string("PartialObjectMetadata"));
+    json_object_set_new(p, "apiVersion", json_string(av));
+    json_object_set(p, "metadata", json_object_get(wrap, "metadata"));
+    free(av);
+    json_decref(wrap);
+    return p;
+}
+
+json_t *ks_table_build(const struct ks_res *def, const char *version, const json_t *objs,
+                       const json_t *list_md, const char *table_version, enum ks_include inc,
+                       bool headers)
+{
+    json_t *table = json_object();
+    char *av = ks_printf("meta.k8s.io/%s", table_version);
+    json_object_set_new(table, "kind", json_string("Table"));
+    json_object_set_new(table, "apiVersion", json_string(av));
+    free(av);
+    json_object_set_new(table, "metadata", list_md ? json_deep_copy(list_md) : json_object());
+    json_t *cols = json_array();
+    json_t *rows = json_array();
+    size_t i;
+    const json_t *o;
+    json_array_foreach(objs, i, o)
+    {
+        json_t *cells = json_array();
+        json_t *want_cols = i == 0 ? cols : NULL;
+        if (def->crd)
+            crd_row(def, version, o, want_cols, cells);
+        else
+            builtin_row(def, o, want_cols, cells);
+        json_t *row = json_pack("{s:o}", "cells", cells);
+        json_t *ro = row_object(o, table_version, inc);
+        json_object_set_new(row, "object", ro ? ro : json_null());
+        json_array_append_new(rows, row);
+    }
+    if (json_array_size(objs) == 0) {
+        /* Headers do not depend on an object. */
+        json_t *cells = json_array();
+        json_t *empty = json_pack("{s:{}}", "metadata");
+        if (def->crd)
+            crd_row(def, version, empty, cols, cells);
+        else
+            builtin_row(def, empty, cols, cells);
+        json_decref(empty);
+        json_decref(cells);
+    }
+    if (headers)
+        json_object_set_new(table, "columnDefinitions", cols);
+    else {
+        json_decref(cols);
+        json_object_set_new(table, "columnDefinitions", json_null());
+    }
+    json_object_set_new(table, "rows", rows);
+    return table;
+}
