@@ -142,20 +142,28 @@ static void *fifo_thread(void *arg)
 
 START_TEST(test_ratelimit_wait_fifo_threads)
 {
-    /* qps 100, burst 1: threads that queue up one after the other leave in
-     * the order they arrived. */
+    /* qps 20, burst 1: threads that queue up one after the other leave in
+     * the order they arrived, 50 ms apart. */
     struct fifo_ctx ctx = {.n = 0};
     pthread_mutex_init(&ctx.lock, NULL);
-    ck_assert_int_eq(kop_ratelimit_new(100, 1, &ctx.rl), 0);
+    ck_assert_int_eq(kop_ratelimit_new(20, 1, &ctx.rl), 0);
     ck_assert_int_eq(kop_ratelimit_wait(ctx.rl), 0); /* empty the bucket */
     pthread_t th[8];
     struct fifo_arg args[8];
     for (int i = 0; i < 8; i++) {
         args[i] = (struct fifo_arg){&ctx, i};
         ck_assert_int_eq(pthread_create(&th[i], NULL, fifo_thread, &args[i]), 0);
-        /* Let thread i take its ticket before thread i+1 starts. */
-        struct timespec ts = {0, 3000000};
-        nanosleep(&ts, NULL);
+        /* Thread i has its ticket before thread i+1 starts (the first ones
+         * may already have left: count those too). */
+        for (int spin = 0; spin < 10000; spin++) {
+            pthread_mutex_lock(&ctx.lock);
+            int left = ctx.n;
+            pthread_mutex_unlock(&ctx.lock);
+            if (left + (int)kop_ratelimit_waiters(ctx.rl) >= i + 1)
+                break;
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
     }
     for (int i = 0; i < 8; i++)
         pthread_join(th[i], NULL);
@@ -224,6 +232,19 @@ START_TEST(test_ratelimit_wait_many_threads)
 }
 END_TEST
 
+START_TEST(test_ratelimit_huge_burst_no_overflow)
+{
+    /* --kube-api-qps=0.1 --kube-api-burst=1000000001: (burst - 1) * 10 s in
+     * nanoseconds does not fit in 64 bits. The bucket must still let the
+     * first callers go at once, not wrap the tolerance into a huge wait. */
+    struct kop_ratelimit *rl;
+    ck_assert_int_eq(kop_ratelimit_new(0.1, 1000000001, &rl), 0);
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(kop_ratelimit_reserve(rl, 0), 0);
+    kop_ratelimit_free(rl);
+}
+END_TEST
+
 static Suite *ratelimit_suite(void)
 {
     Suite *s = suite_create("ratelimit");
@@ -236,6 +257,7 @@ static Suite *ratelimit_suite(void)
     tcase_add_test(tc, test_ratelimit_wait_fifo_threads);
     tcase_add_test(tc, test_ratelimit_close_wakes_waiters);
     tcase_add_test(tc, test_ratelimit_wait_many_threads);
+    tcase_add_test(tc, test_ratelimit_huge_burst_no_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

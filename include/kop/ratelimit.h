@@ -58,6 +58,10 @@ bool kop_ratelimit_try(struct kop_ratelimit *rl, int64_t now_ns);
  */
 int kop_ratelimit_wait(struct kop_ratelimit *rl);
 
+/* Callers currently inside kop_ratelimit_wait() (tickets taken and not yet
+ * granted). NULL: 0. */
+unsigned kop_ratelimit_waiters(struct kop_ratelimit *rl);
+
 /* Wake every waiter with -ECANCELED; later waits fail at once. */
 void kop_ratelimit_close(struct kop_ratelimit *rl);
 

@@ -286,11 +286,12 @@ static void apply_page(struct kop_informer *inf, json_t *items, json_t *seen)
         if (!name || kop_store_key(inf->kind, ns, name, key, sizeof(key)) < 0)
             continue;
         json_object_set_new(seen, key, json_true());
-        json_t *old = kop_store_get_key(inf->store, key);
-        const char *orv = meta_str(old, "resourceVersion");
+        /* Compare resourceVersions without decoding the stored object. */
+        char orv[128];
         const char *nrv = meta_str(item, "resourceVersion");
-        bool same = old && orv && nrv && strcmp(orv, nrv) == 0;
-        json_decref(old);
+        bool same = nrv && nrv[0] &&
+                    kop_store_resource_version_key(inf->store, key, orv, sizeof(orv)) == 0 &&
+                    strcmp(orv, nrv) == 0;
         if (!same)
             apply_upsert(inf, item);
     }

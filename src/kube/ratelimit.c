@@ -15,6 +15,8 @@
  */
 #include "kop/ratelimit.h"
 
+#include <limits.h>
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -64,7 +66,12 @@ int kop_ratelimit_new(double qps, int burst, struct kop_ratelimit **ret)
             t = 1e15;
         rl->enabled = true;
         rl->interval_ns = (int64_t)llround(t);
-        rl->tolerance_ns = (int64_t)(burst - 1) * rl->interval_ns;
+        /* A huge burst at a low rate does not fit in 64 bits: clamp (it
+         * means "no practical limit on the burst" either way). */
+        if ((int64_t)(burst - 1) > (INT64_MAX / 2) / rl->interval_ns)
+            rl->tolerance_ns = INT64_MAX / 2;
+        else
+            rl->tolerance_ns = (int64_t)(burst - 1) * rl->interval_ns;
     }
     rl->tat_ns = INT64_MIN;
     rl->last_now_ns = INT64_MIN;
@@ -172,4 +179,14 @@ void kop_ratelimit_close(struct kop_ratelimit *rl)
     rl->closed = true;
     pthread_cond_broadcast(&rl->cond);
     pthread_mutex_unlock(&rl->lock);
+}
+
+unsigned kop_ratelimit_waiters(struct kop_ratelimit *rl)
+{
+    if (!rl)
+        return 0;
+    pthread_mutex_lock(&rl->lock);
+    uint64_t n = rl->next_ticket - rl->serving;
+    pthread_mutex_unlock(&rl->lock);
+    return n > UINT_MAX ? UINT_MAX : (unsigned)n;
 }
