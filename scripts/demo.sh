@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The quick start: installs what is missing, builds, starts kubesim (the
-# project's in-memory API server) and kop on loopback, applies the CRD, the
-# webhook configuration and the seed MyResource with kubectl, and shows
-# what happened.
+# The quick start: installs what is missing, builds, and runs the full
+# operator the way a cluster would: two kop replicas with leader election
+# against kubesim (the project's in-memory API server), using the real
+# manifests, with the caBundles filled from the dev CA the way cert-manager's
+# cainjector would. Then, with kubectl:
 #
-# What runs today: kop serves the conversion and validating webhooks
-# (--webhook-only); kubesim calls them exactly as a kube-apiserver would.
-# The reconciler (Deployment + Service per MyResource) is not part of this
-# build yet, so no children are created.
+#   - the seed MyResource (manifests/samples/myresource.yaml) applied, read
+#     back in v1 and in v2 (kubesim calls kop's conversion webhook);
+#   - the Deployment and Service kop made for it, with their ownerReference;
+#   - its status reaching Available with 3 ready replicas;
+#   - the Lease holder, and which replica leads (their /metrics);
+#   - the validating webhook denying a bad object (every mistake in one
+#     message);
+#   - someone deletes the Service: kop puts it back;
+#   - the leader stops (SIGTERM): it releases the Lease and the other
+#     replica takes over at once.
+#
+# Wiring: kubesim must know at start where the webhook Service
+# (kop-system/kop-webhook-service) goes (--service), and kop needs the
+# kubeconfig kubesim writes. So a free loopback port is picked first (a
+# throwaway listener on port 0, closed at once), kubesim sends the Service
+# there, and replica kop-a listens on it. Another process could take that
+# port in between (a small race; the demo says so and stops if it happens).
+# Both replicas serve the webhooks (kop-b on a port the kernel picks); the
+# Service points at kop-a, as a Service with one ready endpoint would.
 #
 #   scripts/demo.sh          run, show, stop everything
-#   scripts/demo.sh --keep   leave kubesim and kop running (prints how to stop)
+#   scripts/demo.sh --keep   leave kubesim and both replicas running
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,13 +36,19 @@ cd "$top"
 keep=false
 [ "${1:-}" = "--keep" ] && keep=true
 
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+bold=$'\033[1m' off=$'\033[0m'
+[ -t 1 ] || { bold='' off=''; }
+step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$off"; }
+
+# The build directory (KOP_DEMO_BUILD_DIR to use another one).
+build=${KOP_DEMO_BUILD_DIR:-build}
 
 step "installing what is missing and building"
 scripts/install-deps.sh
-[ -f build/build.ninja ] || meson setup build >/dev/null
-ninja -C build kop tests/kubesim/kubesim >/dev/null
+[ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
+ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 scripts/gen-certs.sh certs/dev >/dev/null
+echo "built $build/kop and $build/tests/kubesim/kubesim; dev certificates in certs/dev/"
 
 work=$(mktemp -d)
 pids=()
@@ -39,51 +61,146 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() { # FILE PATTERN
-  for _ in $(seq 200); do
+die() {
+  echo "demo: $*" >&2
+  for f in "$work"/*.log; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 10 "$f" >&2; }
+  done
+  exit 1
+}
+wait_for() { # FILE PATTERN [TRIES of 50 ms]
+  for _ in $(seq "${3:-200}"); do
     grep -q "$2" "$1" 2>/dev/null && return 0
     sleep 0.05
   done
-  echo "demo: timed out waiting for '$2' in $1:" >&2
-  cat "$1" >&2
-  exit 1
+  return 1
+}
+# The "port" field of a kop log line with this msg.
+log_port() { # FILE MSG
+  grep -o "\"msg\":\"$2\"[^}]*" "$1" | grep -o '"port":[0-9]*' | head -n 1 | cut -d: -f2
+}
+show() { # print a kubectl command line
+  local shown=kubectl a
+  for a in "$@"; do
+    case $a in *[\ \"\{\}\(\)\$]*) shown+=" '$a'" ;; *) shown+=" $a" ;; esac
+  done
+  echo "\$ $shown"
+}
+k() { # kubectl, showing the command first
+  show "$@"
+  kubectl --cache-dir "$work/cache" "$@"
+}
+kq() { kubectl --cache-dir "$work/cache" "$@"; } # quiet: no echo of the command
+# Until COMMAND prints WANT (every 0.2 s, at most TRIES times).
+poll() { # TRIES WANT COMMAND...
+  local tries=$1 want=$2 got=
+  shift 2
+  for _ in $(seq "$tries"); do
+    got=$("$@" 2>/dev/null || true)
+    [ "$got" = "$want" ] && return 0
+    sleep 0.2
+  done
+  echo "(still '$got', wanted '$want')"
+  return 1
 }
 
-step "starting kop --webhook-only (TLS on a port the kernel picks)"
-build/kop --webhook-only --cert-dir certs/dev --webhook-host 127.0.0.1 --webhook-port 0 \
-  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
-  >"$work/kop.log" 2>&1 &
+step "starting kubesim; the webhook Service kop-system/kop-webhook-service goes to replica kop-a"
+port=$(node -e 'const s = require("net").createServer();
+  s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });')
+"$build/tests/kubesim/kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" \
+  --service "kop-system/kop-webhook-service=127.0.0.1:$port" \
+  --deployment-ready-delay 1s >"$work/kubesim.log" 2>&1 &
 pids+=($!)
-wait_for "$work/kop.log" '"msg":"serving webhook"'
-port=$(grep -o '"msg":"serving webhook"[^}]*' "$work/kop.log" | grep -o '"port":[0-9]*' | cut -d: -f2)
-mport=$(grep -o '"msg":"serving metrics"[^}]*' "$work/kop.log" | grep -o '"port":[0-9]*' | cut -d: -f2)
-cat "$work/kop.log"
-
-step "starting kubesim, which sends kop-system/kop-webhook-service to 127.0.0.1:$port"
-build/tests/kubesim/kubesim --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" \
-  --service "kop-system/kop-webhook-service=127.0.0.1:$port" >"$work/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for "$work/kubesim.log" '^https://'
-echo "kubesim at $(head -n 1 "$work/kubesim.log")"
+wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
+echo "kubesim at $(head -n 1 "$work/kubesim.log"); kop-a's webhook port will be $port"
 export KUBECONFIG=$work/kubeconfig
-k() { echo "\$ kubectl $*"; kubectl --cache-dir "$work/cache" "$@"; }
 
-step "applying the CRD and the ValidatingWebhookConfiguration (caBundle = dev CA, as cainjector would)"
+step "applying the namespace, the CRD and the ValidatingWebhookConfiguration from manifests/base"
+echo "(caBundle = certs/dev/ca.crt, as cert-manager's cainjector would fill it in)"
 ca=$(base64 -w0 certs/dev/ca.crt)
 sed "s|^        service:|        caBundle: $ca\n        service:|" manifests/base/crd.yaml >"$work/crd.yaml"
 sed "s|^      service:|      caBundle: $ca\n      service:|" manifests/base/webhook.yaml >"$work/webhook.yaml"
-k apply -f "$work/crd.yaml"
-k apply -f "$work/webhook.yaml"
+k apply -f manifests/base/namespace.yaml -f "$work/crd.yaml" -f "$work/webhook.yaml"
 
-step "applying the seed MyResource (v1)"
-cat manifests/samples/myresource.yaml
+step "starting two kop replicas (webhooks + reconciler, --leader-elect, Lease in kop-system)"
+start_replica() { # NAME WEBHOOK_PORT
+  POD_NAME=$1 "$build/kop" --kubeconfig "$work/kubeconfig" --cert-dir certs/dev \
+    --webhook-host 127.0.0.1 --webhook-port "$2" \
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+    --leader-elect --leader-election-namespace kop-system \
+    --leader-election-lease-duration 15s --leader-election-renew-deadline 10s \
+    --leader-election-retry-period 1s >"$work/$1.log" 2>&1 &
+  pids+=($!)
+  pid[$1]=$!
+}
+declare -A pid
+start_replica kop-a "$port"
+start_replica kop-b 0
+for r in kop-a kop-b; do
+  if ! wait_for "$work/$r.log" '"msg":"serving webhook"' 100; then
+    if grep -q 'cannot start the webhook server' "$work/$r.log"; then
+      die "port $port was taken between picking it and starting kop-a (the race described at the top of this script); run the demo again"
+    fi
+    die "$r did not start"
+  fi
+done
+declare -A mport hport
+for r in kop-a kop-b; do
+  mport[$r]=$(log_port "$work/$r.log" "serving metrics")
+  hport[$r]=$(log_port "$work/$r.log" "serving health probes")
+  echo "$r: webhook :$(log_port "$work/$r.log" "serving webhook"), metrics :${mport[$r]}, probes :${hport[$r]}"
+done
+for r in kop-a kop-b; do
+  poll 100 200 curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${hport[$r]}/readyz" >/dev/null ||
+    die "$r not ready"
+done
+for _ in $(seq 300); do
+  grep -q '"msg":"became leader, reconciling"' "$work/kop-a.log" "$work/kop-b.log" && break
+  sleep 0.05
+done
+echo "both replicas ready (/readyz 200)"
+
+step "applying the seed MyResource (v1; the validating webhook admits it)"
+sed -n '/^apiVersion/,$p' manifests/samples/myresource.yaml
 k apply -f manifests/samples/myresource.yaml
 
-step "reading it back in v1 (storage version, defaults applied)"
-k get myresources.v1.mygroup.example.com example-resource -o yaml
+step "waiting for its status: Available, 3 ready replicas"
+if poll 100 "True 3" kq get myresources.v1.mygroup.example.com example-resource \
+  -o jsonpath='{.status.conditions[?(@.type=="Available")].status} {.status.readyReplicas}'; then
+  k get myresources.v1.mygroup.example.com example-resource
+  k get myresources.v1.mygroup.example.com example-resource -o jsonpath='readyReplicas: {.status.readyReplicas}  conditions: {range .status.conditions[*]}{.type}={.status} {end}{"\n"}'
+else
+  die "the MyResource did not become Available"
+fi
 
-step "reading it in v2: kubesim calls kop's conversion webhook"
-k get myresources.v2.mygroup.example.com example-resource -o yaml
+step "the MyResource in v1 (storage version, defaults applied) and in v2 (through kop's conversion webhook)"
+for v in v1 v2; do
+  show get myresources.$v.mygroup.example.com example-resource -o yaml | sed 's/$/   # apiVersion and spec/'
+  kq get myresources.$v.mygroup.example.com example-resource -o yaml 2>/dev/null |
+    sed -n '/^apiVersion/p; /^spec:/,/^status:/p' | sed '$d'
+done
+
+step "the Deployment and Service kop created for it"
+k get deploy,svc -o wide
+show get deploy,svc example-resource -o yaml | sed 's/$/   # ownerReferences/'
+kq get deploy example-resource -o yaml | sed -n '/^  ownerReferences:/,/^    uid:/p' | sed 's/^/deployment: /'
+kq get svc example-resource -o yaml | sed -n '/^  ownerReferences:/,/^    uid:/p' | sed 's/^/service:    /'
+
+step "leader election: the Lease and each replica's leader_election_master_status"
+k get lease -n kop-system kop-leader -o jsonpath='holder: {.spec.holderIdentity}  transitions: {.spec.leaseTransitions}{"\n"}'
+leader=
+for r in kop-a kop-b; do
+  s=$(curl -s "http://127.0.0.1:${mport[$r]}/metrics" | grep '^leader_election_master_status' || true)
+  echo "$r: ${s:-leader_election_master_status (absent)}"
+  case $s in *' 1') leader=$r ;; esac
+  n=$(curl -s "http://127.0.0.1:${mport[$r]}/metrics" |
+    awk '/^controller_runtime_reconcile_total/ {n += $NF} END {print n + 0}')
+  echo "$r: reconciles so far: $n"
+done
+[ -n "$leader" ] || die "no replica reports leading"
+follower=kop-a
+[ "$leader" = kop-a ] && follower=kop-b
+echo "=> $leader leads and reconciles; $follower serves webhooks and keeps its cache warm"
 
 step "the validating webhook at work: a v2 object with several mistakes"
 cat >"$work/bad.yaml" <<'YAML'
@@ -102,16 +219,40 @@ spec:
     type: External
 YAML
 cat "$work/bad.yaml"
-k apply -f "$work/bad.yaml" || true
+k apply -f "$work/bad.yaml" 2>&1 | fold -s -w 100 || true
 
-step "kop's metrics (webhook requests so far)"
-curl -s "http://127.0.0.1:$mport/metrics" | grep -E '^controller_runtime_webhook_requests_total|^kop_serving_cert_expiry_seconds|^process_resident_memory_bytes'
+step "someone deletes the Service; kop puts it back"
+old=$(kq get svc example-resource -o jsonpath='{.metadata.uid}')
+k delete svc example-resource
+if poll 50 yes sh -c "u=\$(kubectl --cache-dir '$work/cache' get svc example-resource -o jsonpath='{.metadata.uid}' 2>/dev/null) && [ -n \"\$u\" ] && [ \"\$u\" != '$old' ] && echo yes"; then
+  k get svc example-resource -o wide
+  echo "(uid was $old, now $(kq get svc example-resource -o jsonpath='{.metadata.uid}'))"
+else
+  die "the Service did not come back"
+fi
+k get events --field-selector involvedObject.name=example-resource 2>/dev/null | tail -n 4 || true
+
+step "the leader ($leader) gets SIGTERM: it releases the Lease and $follower takes over"
+t0=$(date +%s%N)
+kill -TERM "${pid[$leader]}"
+rc=0
+wait "${pid[$leader]}" 2>/dev/null || rc=$?
+echo "$leader exited with status $rc"
+for i in "${!pids[@]}"; do [ "${pids[$i]}" = "${pid[$leader]}" ] && unset 'pids[i]'; done
+pids=("${pids[@]}")
+grep -o '"msg":"released lease"[^}]*' "$work/$leader.log" | head -n 1 || true
+wait_for "$work/$follower.log" '"msg":"became leader, reconciling"' 200 ||
+  die "$follower did not take over"
+ms=$((($(date +%s%N) - t0) / 1000000))
+echo "$follower leads $ms ms after the SIGTERM (an expired lease would take 15 s)"
+k get lease -n kop-system kop-leader -o jsonpath='holder: {.spec.holderIdentity}  transitions: {.spec.leaseTransitions}{"\n"}'
 
 step "done"
-echo "kop served the conversion and admission webhooks for kubectl through kubesim."
-echo "The reconciler (Deployment + Service per MyResource) is not part of this build yet."
+echo "Two kop replicas served the conversion and admission webhooks through kubesim;"
+echo "the leader turned the seed MyResource into a Deployment and a Service, restored the"
+echo "deleted Service, and handed the Lease over on SIGTERM."
 if $keep; then
   echo
   echo "Still running (pids ${pids[*]}):  export KUBECONFIG=$work/kubeconfig"
-  echo "Stop with: kill ${pids[*]}"
+  echo "Logs: $work/*.log   Stop with: kill ${pids[*]}"
 fi

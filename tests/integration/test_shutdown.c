@@ -1,0 +1,707 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Graceful shutdown (DESIGN §4) of kop as a real process.
+ *
+ * A webhook request is held "in flight" by a libcurl POST whose body is
+ * sent in two halves: the read callback hands out the first half, then
+ * blocks until the test lets it go on. kop has the headers and half the
+ * body (controller_runtime_webhook_requests_in_flight is 1) when the test
+ * sends SIGTERM and waits for the "shutting down" log line.
+ *
+ * Covers, with `kop --webhook-only` (dev certificates from
+ * scripts/gen-certs.sh in a temporary directory):
+ *  - the in-flight ConversionReview still gets its complete, correct
+ *    answer, and kop exits 0 within --shutdown-timeout;
+ *  - while it drains, new connections are refused (connect fails or the
+ *    handshake is cut), and /readyz answers 503;
+ *  - a second SIGTERM during a slow shutdown exits at once with 1;
+ *  - --shutdown-timeout 1s with a request that never completes: kop exits
+ *    within about a second of the deadline;
+ * and with the full operator (reconciler + webhooks + --leader-elect
+ * against kubesim): SIGTERM -> exit 0 and the Lease released.
+ */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct kop_under_test {
+    struct kop_test_proc proc;
+    bool running;
+    char *dir;
+    char cert_dir[512];
+    char ca[600];
+    long port, metrics_port, health_port;
+};
+
+static struct kop_under_test K;
+static struct kop_test_proc sim; /* kubesim, for the full operator */
+static bool sim_running;
+
+/* ---- time -------------------------------------------------------------------------------------
+ */
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- kop
+ * ------------------------------------------------------------------------------------------ */
+
+static long port_from(struct kop_test_proc *p, const char *msg)
+{
+    char needle[128];
+    char *line = NULL;
+    snprintf(needle, sizeof(needle), "\"msg\":\"%s\"", msg);
+    long r = kop_test_wait_for(p, 0, needle, 15000, &line);
+    ck_assert_msg(r >= 0, "kop did not log %s", msg);
+    long port = kop_test_json_int(line, "port");
+    free(line);
+    ck_assert_int_gt(port, 0);
+    return port;
+}
+
+static void gen_certs(void)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1",
+             getenv("KOP_SOURCE_ROOT"), K.cert_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* kop --webhook-only with the given --shutdown-timeout. */
+static void start_webhook_kop(const char *shutdown_timeout)
+{
+    char *argv[] = {(char *)kop_test_bin("kop"),
+                    "--webhook-only",
+                    "--cert-dir",
+                    K.cert_dir,
+                    "--webhook-host=127.0.0.1",
+                    "--webhook-port=0",
+                    "--metrics-bind-address=127.0.0.1:0",
+                    "--health-probe-bind-address=127.0.0.1:0",
+                    "--shutdown-timeout",
+                    (char *)shutdown_timeout,
+                    NULL};
+    ck_assert_int_eq(kop_test_spawn(&K.proc, argv), 0);
+    K.running = true;
+    K.port = port_from(&K.proc, "serving webhook");
+    K.metrics_port = port_from(&K.proc, "serving metrics");
+    K.health_port = port_from(&K.proc, "serving health probes");
+}
+
+static void setup(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    memset(&K, 0, sizeof(K));
+    K.dir = kop_test_tmpdir();
+    snprintf(K.cert_dir, sizeof(K.cert_dir), "%s/certs", K.dir);
+    snprintf(K.ca, sizeof(K.ca), "%s/ca.crt", K.cert_dir);
+    gen_certs();
+}
+
+static void teardown(void)
+{
+    if (K.running) {
+        K.running = false;
+        kop_test_stop(&K.proc, SIGKILL, 5000);
+    }
+    if (sim_running) {
+        sim_running = false;
+        kop_test_stop(&sim, SIGTERM, 5000);
+    }
+    kop_test_rmdir(K.dir);
+    free(K.dir);
+    curl_global_cleanup();
+}
+
+/* Wait for the process to exit by itself; returns the wait status. */
+static int wait_exit(struct kop_test_proc *p, int timeout_ms)
+{
+    return kop_test_stop(p, 0, timeout_ms);
+}
+
+/* ---- HTTP
+ * ----------------------------------------------------------------------------------------- */
+
+struct buf {
+    char *p;
+    size_t n;
+};
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct buf *b = ud;
+    size_t n = size * nmemb;
+    char *np = realloc(b->p, b->n + n + 1);
+    if (!np)
+        return 0;
+    b->p = np;
+    memcpy(b->p + b->n, ptr, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return n;
+}
+
+/* Plain HTTP GET on 127.0.0.1:port; returns the code (0: transport error). */
+static long http_get(long port, const char *path, char **ret_body)
+{
+    char url[256];
+    struct buf b = {0};
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld%s", port, path);
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    if (ret_body)
+        *ret_body = b.p ? b.p : strdup("");
+    else
+        free(b.p);
+    return code;
+}
+
+/* A gauge or counter sample "name{labels} value" in /metrics; -1 if absent. */
+static double metric_value(const char *name_and_labels)
+{
+    char *out = NULL;
+    double v = -1;
+    if (http_get(K.metrics_port, "/metrics", &out) == 200) {
+        size_t nl = strlen(name_and_labels);
+        for (char *line = out; line && *line;) {
+            char *next = strchr(line, '\n');
+            if (strncmp(line, name_and_labels, nl) == 0 && line[nl] == ' ')
+                v = strtod(line + nl + 1, NULL);
+            line = next ? next + 1 : NULL;
+        }
+    }
+    free(out);
+    return v;
+}
+
+/* A fresh TLS connection and request to the webhook port. Returns the
+ * curl result (CURLE_OK: an HTTP answer came back). */
+static CURLcode fresh_request(long *ret_code)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%ld/convert", K.port);
+    CURL *h = curl_easy_init();
+    struct buf b = {0};
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(h);
+    long code = 0;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    *ret_code = code;
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    free(b.p);
+    return rc;
+}
+
+/* Raw TCP connect to the webhook port: 0 when it connects, else -errno. */
+static int tcp_connect(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)K.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+    close(fd);
+    return r;
+}
+
+/* ---- the slow request
+ * ------------------------------------------------------------------------------ */
+
+/* Two MyResources v1 -> v2: enough body to cut in half. */
+static const char review[] =
+    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"ConversionReview\",\"request\":{"
+    "\"uid\":\"0f6bd5b4-2f0c-4c8e-9d43-5a1c1f6f0a11\",\"desiredAPIVersion\":"
+    "\"mygroup.example.com/v2\",\"objects\":["
+    "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":{"
+    "\"name\":\"slow-a\",\"namespace\":\"default\",\"uid\":\"11111111-2222-3333-4444-"
+    "555555555555\",\"resourceVersion\":\"10\",\"generation\":1},\"spec\":{\"replicas\":3,"
+    "\"image\":\"registry.example.com/team/app:1.25.3\",\"port\":8080,\"serviceType\":"
+    "\"NodePort\"}},"
+    "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":{"
+    "\"name\":\"slow-b\",\"namespace\":\"default\",\"uid\":\"66666666-7777-8888-9999-"
+    "000000000000\",\"resourceVersion\":\"11\",\"generation\":2},\"spec\":{\"replicas\":1,"
+    "\"image\":\"nginx@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\","
+    "\"port\":80,\"serviceType\":\"ClusterIP\"}}]}}";
+
+struct slow_req {
+    const char *path;
+    const char *body;
+    size_t len, sent;
+    atomic_bool half_sent; /* the first half is on its way */
+    atomic_bool go;        /* the test lets the rest go */
+    atomic_bool abandon;   /* give up (kop is gone) */
+    pthread_t thread;
+    CURLcode rc;
+    long code;
+    struct buf resp;
+};
+
+static size_t slow_read(char *dst, size_t size, size_t nmemb, void *ud)
+{
+    struct slow_req *s = ud;
+    size_t room = size * nmemb;
+    size_t half = s->len / 2;
+    if (s->sent >= half && !atomic_load(&s->go)) {
+        atomic_store(&s->half_sent, true);
+        while (!atomic_load(&s->go)) {
+            if (atomic_load(&s->abandon))
+                return CURL_READFUNC_ABORT;
+            sleep_ms(5);
+        }
+    }
+    size_t limit = atomic_load(&s->go) ? s->len : half;
+    size_t n = limit - s->sent;
+    if (n > room)
+        n = room;
+    memcpy(dst, s->body + s->sent, n);
+    s->sent += n;
+    return n;
+}
+
+static void *slow_main(void *arg)
+{
+    struct slow_req *s = arg;
+    char url[256];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%ld%s", K.port, s->path);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->len);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, slow_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, s);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s->resp);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    s->rc = curl_easy_perform(h);
+    if (s->rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->code);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* Start the POST and wait until kop counts it in flight. */
+static void slow_start(struct slow_req *s, const char *path, const char *body)
+{
+    memset(s, 0, sizeof(*s));
+    s->path = path;
+    s->body = body;
+    s->len = strlen(body);
+    ck_assert_int_eq(pthread_create(&s->thread, NULL, slow_main, s), 0);
+    long end = now_ms() + 10000;
+    while (!atomic_load(&s->half_sent)) {
+        ck_assert_msg(now_ms() < end, "the first half was never sent");
+        sleep_ms(5);
+    }
+    char gauge[128];
+    snprintf(gauge, sizeof(gauge), "controller_runtime_webhook_requests_in_flight{webhook=\"%s\"}",
+             path);
+    while (metric_value(gauge) != 1) {
+        ck_assert_msg(now_ms() < end, "kop does not count the request in flight");
+        sleep_ms(20);
+    }
+}
+
+static void slow_finish(struct slow_req *s)
+{
+    atomic_store(&s->go, true);
+    pthread_join(s->thread, NULL);
+}
+
+static void slow_abandon(struct slow_req *s)
+{
+    atomic_store(&s->abandon, true);
+    atomic_store(&s->go, true);
+    pthread_join(s->thread, NULL);
+    free(s->resp.p);
+    s->resp.p = NULL;
+}
+
+/* SIGTERM and wait for the "shutting down" line; returns the send time. */
+static long sigterm_and_wait(void)
+{
+    long t0 = now_ms();
+    ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"shutting down\"", 5000, NULL) > 0,
+                  "kop did not log shutting down");
+    return t0;
+}
+
+static void check_converted(const struct slow_req *s)
+{
+    ck_assert_msg(s->rc == CURLE_OK, "in-flight request failed: %s", curl_easy_strerror(s->rc));
+    ck_assert_int_eq(s->code, 200);
+    json_error_t err;
+    json_t *v = json_loads(s->resp.p ? s->resp.p : "", 0, &err);
+    ck_assert_msg(v != NULL, "not JSON: %s", err.text);
+    json_t *resp = json_object_get(v, "response");
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "uid")),
+                     "0f6bd5b4-2f0c-4c8e-9d43-5a1c1f6f0a11");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(resp, "result"), "status")),
+                     "Success");
+    json_t *objs = json_object_get(resp, "convertedObjects");
+    ck_assert_uint_eq(json_array_size(objs), 2);
+    json_t *a = json_array_get(objs, 0), *b = json_array_get(objs, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(a, "apiVersion")), "mygroup.example.com/v2");
+    ck_assert_str_eq(json_string_value(json_object_get(b, "apiVersion")), "mygroup.example.com/v2");
+    json_t *am = json_object_get(a, "metadata"), *bm = json_object_get(b, "metadata");
+    ck_assert_str_eq(json_string_value(json_object_get(am, "uid")),
+                     "11111111-2222-3333-4444-555555555555");
+    ck_assert_str_eq(json_string_value(json_object_get(bm, "name")), "slow-b");
+    json_t *as = json_object_get(a, "spec"), *bs = json_object_get(b, "spec");
+    json_t *img = json_object_get(as, "image");
+    ck_assert_str_eq(json_string_value(json_object_get(img, "repository")),
+                     "registry.example.com/team/app");
+    ck_assert_str_eq(json_string_value(json_object_get(img, "tag")), "1.25.3");
+    ck_assert_int_eq(json_integer_value(
+                         json_object_get(json_array_get(json_object_get(as, "ports"), 0), "port")),
+                     8080);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(as, "service"), "type")),
+                     "NodePort");
+    ck_assert_int_eq(json_integer_value(json_object_get(as, "replicas")), 3);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(bs, "image"), "digest")),
+                     "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    json_decref(v);
+}
+
+/* ---- tests: kop --webhook-only
+ * ------------------------------------------------------------------- */
+
+START_TEST(test_shutdown_inflight_request_answered)
+{
+    start_webhook_kop("10s");
+    struct slow_req s;
+    slow_start(&s, "/convert", review);
+    long t0 = sigterm_and_wait();
+    /* kop waits for the request: still running a while later. */
+    sleep_ms(500);
+    ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0);
+    slow_finish(&s);
+    check_converted(&s);
+    free(s.resp.p);
+    K.running = false;
+    int st = wait_exit(&K.proc, 10000);
+    long took = now_ms() - t0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    ck_assert_msg(took < 10000, "exit after %ld ms, past --shutdown-timeout", took);
+}
+END_TEST
+
+START_TEST(test_shutdown_refuses_new_connections)
+{
+    start_webhook_kop("10s");
+    long code = 0;
+    ck_assert_int_eq(fresh_request(&code), CURLE_OK); /* served before */
+    ck_assert_int_eq(code, 400);
+    struct slow_req s;
+    slow_start(&s, "/convert", review);
+    sigterm_and_wait();
+    /* The listener closes right after the log line. */
+    long end = now_ms() + 3000;
+    int r = 0;
+    while ((r = tcp_connect()) == 0 && now_ms() < end)
+        sleep_ms(10);
+    ck_assert_msg(r == -ECONNREFUSED, "connect after SIGTERM: %d", r);
+    for (int i = 0; i < 3; i++) {
+        CURLcode rc = fresh_request(&code);
+        ck_assert_msg(rc != CURLE_OK, "a new connection was served (%ld) while draining", code);
+    }
+    /* ... while the one in flight is still answered in full. */
+    slow_finish(&s);
+    check_converted(&s);
+    free(s.resp.p);
+    K.running = false;
+    int st = wait_exit(&K.proc, 10000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+}
+END_TEST
+
+START_TEST(test_shutdown_readyz_fails_while_draining)
+{
+    start_webhook_kop("10s");
+    long end = now_ms() + 5000;
+    while (http_get(K.health_port, "/readyz", NULL) != 200) {
+        ck_assert_msg(now_ms() < end, "kop never became ready");
+        sleep_ms(10);
+    }
+    struct slow_req s;
+    slow_start(&s, "/convert", review);
+    sigterm_and_wait();
+    end = now_ms() + 2000;
+    long code = 0;
+    while ((code = http_get(K.health_port, "/readyz", NULL)) == 200 && now_ms() < end)
+        sleep_ms(10);
+    ck_assert_msg(code == 503, "/readyz answered %ld while shutting down", code);
+    /* Liveness is another matter: the process is healthy, just leaving. */
+    ck_assert_int_eq(http_get(K.health_port, "/healthz", NULL), 200);
+    char *body = NULL;
+    ck_assert_int_eq(http_get(K.health_port, "/readyz?verbose", &body), 503);
+    ck_assert_ptr_nonnull(strstr(body, "readyz check failed"));
+    free(body);
+    slow_finish(&s);
+    check_converted(&s);
+    free(s.resp.p);
+    K.running = false;
+    int st = wait_exit(&K.proc, 10000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+}
+END_TEST
+
+START_TEST(test_shutdown_second_signal_exits_at_once)
+{
+    start_webhook_kop("30s");
+    struct slow_req s;
+    slow_start(&s, "/convert", review);
+    sigterm_and_wait();
+    sleep_ms(300);
+    ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0); /* still draining */
+    long t0 = now_ms();
+    ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
+    K.running = false;
+    int st = wait_exit(&K.proc, 5000);
+    long took = now_ms() - t0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d after a second signal",
+                  st);
+    ck_assert_msg(took < 1500, "second signal: exit after %ld ms", took);
+    slow_abandon(&s);
+    ck_assert(s.rc != CURLE_OK); /* the request was cut, not answered */
+}
+END_TEST
+
+START_TEST(test_shutdown_timeout_cuts_hung_request)
+{
+    start_webhook_kop("1s");
+    struct slow_req s;
+    slow_start(&s, "/convert", review);
+    long t0 = sigterm_and_wait();
+    K.running = false;
+    int st = wait_exit(&K.proc, 5000);
+    long took = now_ms() - t0;
+    ck_assert_msg(st >= 0 && WIFEXITED(st), "kop did not exit by itself (%d)", st);
+    ck_assert_msg(took >= 900 && took < 2500, "exit %ld ms after SIGTERM with a 1s timeout", took);
+    /* Out of time: not a clean shutdown (README: running out of time exits 1). */
+    ck_assert_msg(WEXITSTATUS(st) == 1, "exit status %d after running out of time",
+                  WEXITSTATUS(st));
+    slow_abandon(&s);
+    ck_assert(s.rc != CURLE_OK);
+}
+END_TEST
+
+/* ---- test: the full operator
+ * ------------------------------------------------------------------------ */
+
+#define TOKEN "shutdown-test-token"
+#define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/default/leases/kop-leader"
+
+static const char crd[] =
+    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
+    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","
+    "\"kind\":\"MyResource\"},\"scope\":\"Namespaced\",\"versions\":[{"
+    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"
+    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
+    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},"
+    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\","
+    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
+    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
+
+static char sim_url[128], sim_ca[600];
+
+/* A request to kubesim; returns the code, *ret_body malloc'd. */
+static long sim_req(const char *method, const char *path, const char *body, char **ret_body)
+{
+    char url[512];
+    struct buf b = {0};
+    snprintf(url, sizeof(url), "%s%s", sim_url, path);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, sim_ca);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (ret_body)
+        *ret_body = b.p ? b.p : strdup("");
+    else
+        free(b.p);
+    return code;
+}
+
+START_TEST(test_shutdown_operator_releases_lease)
+{
+    char kc[600];
+    snprintf(kc, sizeof(kc), "%s/kubeconfig", K.dir);
+    snprintf(sim_ca, sizeof(sim_ca), "%s/sim-ca.pem", K.dir);
+    char *sargv[] = {(char *)kop_test_bin("kubesim"),
+                     "--listen",
+                     "127.0.0.1:0",
+                     "--kubeconfig-out",
+                     kc,
+                     "--ca-out",
+                     sim_ca,
+                     "--token",
+                     TOKEN,
+                     "--deployment-ready-delay",
+                     "100ms",
+                     NULL};
+    ck_assert_int_eq(kop_test_spawn(&sim, sargv), 0);
+    sim_running = true;
+    char *line = NULL;
+    ck_assert_msg(kop_test_wait_for(&sim, 0, "https://", 10000, &line) > 0, "kubesim URL");
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(sim_url, sizeof(sim_url), "%s", line);
+    free(line);
+    ck_assert_int_eq(
+        sim_req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, NULL), 201);
+
+    /* The whole operator: webhooks, reconciler, leader election. */
+    char *argv[] = {(char *)kop_test_bin("kop"),
+                    "--kubeconfig",
+                    kc,
+                    "--cert-dir",
+                    K.cert_dir,
+                    "--webhook-host=127.0.0.1",
+                    "--webhook-port=0",
+                    "--metrics-bind-address=127.0.0.1:0",
+                    "--health-probe-bind-address=127.0.0.1:0",
+                    "--leader-elect",
+                    "--leader-election-namespace",
+                    "default",
+                    "--leader-election-lease-duration",
+                    "15s",
+                    "--leader-election-retry-period",
+                    "500ms",
+                    "--shutdown-timeout",
+                    "10s",
+                    NULL};
+    ck_assert_int_eq(kop_test_spawn(&K.proc, argv), 0);
+    K.running = true;
+    K.port = port_from(&K.proc, "serving webhook");
+    K.health_port = port_from(&K.proc, "serving health probes");
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "became leader, reconciling", 10000, NULL) > 0,
+                  "kop did not lead");
+    ck_assert_int_eq(sim_req("POST", "/apis/mygroup.example.com/v1/namespaces/default/myresources",
+                             "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\","
+                             "\"metadata\":{\"name\":\"full\"},\"spec\":{\"replicas\":2}}",
+                             NULL),
+                     201);
+    long end = now_ms() + 15000;
+    while (sim_req("GET", "/apis/apps/v1/namespaces/default/deployments/full", NULL, NULL) != 200) {
+        ck_assert_msg(now_ms() < end, "the operator did not reconcile");
+        sleep_ms(20);
+    }
+    end = now_ms() + 10000;
+    while (http_get(K.health_port, "/readyz", NULL) != 200) {
+        ck_assert_msg(now_ms() < end, "the operator never became ready");
+        sleep_ms(20);
+    }
+    char *body = NULL;
+    ck_assert_int_eq(sim_req("GET", LEASE_PATH, NULL, &body), 200);
+    ck_assert_ptr_nonnull(strstr(body, "\"holderIdentity\":\""));
+    ck_assert_ptr_null(strstr(body, "\"holderIdentity\":\"\""));
+    free(body);
+
+    long t0 = now_ms();
+    ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"released lease\"", 10000, NULL) > 0,
+                  "no lease release logged");
+    ck_assert(kop_test_wait_for(&K.proc, 0, "\"msg\":\"stopped\"", 10000, NULL) > 0);
+    K.running = false;
+    int st = wait_exit(&K.proc, 10000);
+    long took = now_ms() - t0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    ck_assert_msg(took < 10000, "exit after %ld ms", took);
+
+    body = NULL;
+    ck_assert_int_eq(sim_req("GET", LEASE_PATH, NULL, &body), 200);
+    json_t *lease = json_loads(body, 0, NULL);
+    free(body);
+    json_t *spec = json_object_get(lease, "spec");
+    ck_assert_str_eq(json_string_value(json_object_get(spec, "holderIdentity")), "");
+    ck_assert_int_eq(json_integer_value(json_object_get(spec, "leaseDurationSeconds")), 1);
+    json_decref(lease);
+    sim_running = false;
+    ck_assert_int_eq(kop_test_stop(&sim, SIGTERM, 10000), 0);
+}
+END_TEST
+
+static Suite *shutdown_suite(void)
+{
+    Suite *s = suite_create("shutdown");
+    TCase *tc = tcase_create("sigterm");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_shutdown_inflight_request_answered);
+    tcase_add_test(tc, test_shutdown_refuses_new_connections);
+    tcase_add_test(tc, test_shutdown_readyz_fails_while_draining);
+    tcase_add_test(tc, test_shutdown_second_signal_exits_at_once);
+    tcase_add_test(tc, test_shutdown_timeout_cuts_hung_request);
+    tcase_add_test(tc, test_shutdown_operator_releases_lease);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return kop_test_run(shutdown_suite());
+}

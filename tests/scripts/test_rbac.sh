@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# kop's default RBAC (manifests/, rendered with `kubectl kustomize`) covers
+# every request the full operator makes, and grants nothing more.
+#
+#   1. kubesim starts; kubectl applies the CRD and the kop-system
+#      namespace; kubesim's request statistics are reset;
+#   2. the full operator runs (webhooks + reconciler + --leader-elect in
+#      kop-system + events) through a scenario driven with curl: the seed
+#      MyResource created and Available, scaled and given a new port, its
+#      Service deleted by someone and restored, a name taken by a foreign
+#      Deployment and Service (kop reads them after AlreadyExists), paused,
+#      deleted (garbage collection), and SIGTERM (the Lease released);
+#   3. kubesim's /_kubesim/stats lists every API request it served; the
+#      test's own curl requests are logged as they are made and taken out
+#      (kubesim does not record who sent a request), so what is left is
+#      kop's; tests/manifests/rbac.js checks them against the rules bound
+#      to kop's ServiceAccount: a request no rule allows fails, and so does
+#      a grant kop never used (except the documented exemption: update on
+#      myresources/finalizers, for OwnerReferencesPermissionEnforcement).
+#
+# The webhook configurations are not installed: the webhooks are called by
+# the apiserver and make no API requests, so they add nothing to check.
+# Prints PASS/FAIL lines and exits non-zero on a failure.
+set -euo pipefail
+
+root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+build=${KOP_BUILD_ROOT:-$root/build}
+kubesim=$build/tests/kubesim/kubesim
+kop=${KOP_BIN:-$build/kop}
+checks=$root/tests/manifests
+token=rbac-test-token
+ns=default
+
+for tool in kubectl node npm curl; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "rbac: $tool not installed, skipping"
+    exit 77
+  fi
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+pass() {
+  passed=$((passed + 1))
+  echo "PASS $*"
+}
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL $*"
+}
+# A step the rest depends on failed: show the logs and stop.
+die() {
+  fail "$*"
+  for f in "$work"/*.log; do
+    [ -f "$f" ] && { echo "--- $(basename "$f")"; tail -n 15 "$f"; }
+  done
+  echo "$passed passed, $failed failed"
+  exit 1
+}
+wait_for() { # file pattern
+  for _ in $(seq 100); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+k() { kubectl --cache-dir "$work/cache" "$@"; }
+
+# ---- npm packages for rbac.js (as test_manifests.sh installs them) -------------
+want=$(sha256sum "$checks/package-lock.json" | cut -d' ' -f1)
+have=$(cat "$checks/node_modules/.kop-lock-sha256" 2>/dev/null || true)
+if [ "$want" != "$have" ]; then
+  if (cd "$checks" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1; then
+    echo "$want" >"$checks/node_modules/.kop-lock-sha256"
+  else
+    die "npm ci in tests/manifests: $(tail -n 5 "$work/npm.log")"
+  fi
+fi
+if [ ! -x "$kubesim" ] || [ ! -x "$kop" ]; then
+  die "kubesim or kop not built ($kubesim, $kop)"
+fi
+
+# ---- 1. kubesim, CRD, namespace --------------------------------------------------
+k kustomize "$root/manifests" >"$work/default.yaml" 2>"$work/kustomize.log" ||
+  die "kubectl kustomize manifests/"
+"$kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" --token "$token" \
+  --deployment-ready-delay 100ms >"$work/kubesim.log" 2>&1 &
+pids+=($!)
+wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
+url=$(head -n 1 "$work/kubesim.log")
+export KUBECONFIG=$work/kubeconfig
+k apply -f "$root/manifests/base/crd.yaml" -f "$root/manifests/base/namespace.yaml" \
+  >"$work/apply.log" 2>&1 || die "kubectl apply of the CRD and namespace"
+
+# The test's own API requests go through api(), which logs "METHOD PATH"
+# so they can be told apart from kop's.
+: >"$work/mine.txt"
+api() { # METHOD PATH [BODY] -> body on stdout, HTTP code in $work/code
+  local ctype=application/json
+  [ "$1" = PATCH ] && ctype=application/merge-patch+json
+  echo "$1 $2" >>"$work/mine.txt"
+  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" -H "Content-Type: $ctype" \
+    -X "$1" ${3:+--data-binary "$3"} -o "$work/body" -w '%{http_code}' "$url$2" >"$work/code" || true
+  cat "$work/body"
+}
+# kubesim's CA, from the kubeconfig it wrote.
+grep -o 'certificate-authority-data: .*' "$work/kubeconfig" | cut -d' ' -f2 | base64 -d >"$work/ca.pem" ||
+  die "no CA in kubesim's kubeconfig"
+curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" -X DELETE \
+  "$url/_kubesim/stats" >/dev/null || die "reset kubesim's stats"
+
+# Poll: until CHECK (a node expression on the JSON body "o") holds for GET PATH.
+# CHECK may use o === null for a 404.
+until_json() { # timeout_s PATH CHECK
+  local end=$((SECONDS + $1)) body
+  while [ $SECONDS -lt "$end" ]; do
+    body=$(api GET "$2")
+    [ "$(cat "$work/code")" = 200 ] || body=null
+    if printf '%s' "$body" | node -e '
+      const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
+      const cond = (t) => ((o && o.status && o.status.conditions) || []).find((c) => c.type === t) || {};
+      process.exit((() => '"$3"')() ? 0 : 1);' 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+
+myr=/apis/mygroup.example.com/v1/namespaces/$ns/myresources
+dep=/apis/apps/v1/namespaces/$ns/deployments
+svc=/api/v1/namespaces/$ns/services
+lease=/apis/coordination.k8s.io/v1/namespaces/kop-system/leases/kop-leader
+
+# ---- 2. the full operator through a scenario -------------------------------------
+bash "$root/scripts/gen-certs.sh" "$work/certs" >/dev/null 2>&1 || die "gen-certs.sh"
+"$kop" --kubeconfig "$work/kubeconfig" --cert-dir "$work/certs" \
+  --webhook-host 127.0.0.1 --webhook-port 0 \
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --leader-elect --leader-election-namespace kop-system \
+  --leader-election-retry-period 500ms >"$work/kop.log" 2>&1 &
+kop_pid=$!
+pids+=("$kop_pid")
+wait_for "$work/kop.log" '"msg":"became leader, reconciling"' || die "kop did not lead"
+pass "kop (webhooks, reconciler, leader election) runs and leads"
+
+seed=$(node -e 'const Y = require(process.argv[1]); const fs = require("fs");
+  process.stdout.write(JSON.stringify(Y.parse(fs.readFileSync(process.argv[2], "utf8"))));' \
+  "$checks/node_modules/yaml" "$root/manifests/samples/myresource.yaml")
+api POST "$myr" "$seed" >/dev/null
+[ "$(cat "$work/code")" = 201 ] || die "create the seed MyResource: $(cat "$work/body")"
+if until_json 20 "$myr/example-resource" \
+  'o && o.status && o.status.readyReplicas === 3 && cond("Available").status === "True"'; then
+  pass "seed MyResource Available with 3 ready replicas"
+else
+  die "seed MyResource not Available"
+fi
+
+# A new port changes both children: both are patched.
+api PATCH "$myr/example-resource" '{"spec":{"replicas":4,"port":8080}}' >/dev/null
+if until_json 20 "$dep/example-resource" 'o && o.spec.replicas === 4' &&
+  until_json 20 "$svc/example-resource" 'o && o.spec.ports[0].port === 8080'; then
+  pass "update: the Deployment and the Service follow the spec"
+else
+  fail "update: the children did not follow"
+fi
+
+old_uid=$(api GET "$svc/example-resource" | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0,"utf8")).metadata.uid)')
+api DELETE "$svc/example-resource" >/dev/null
+if until_json 20 "$svc/example-resource" "o && o.metadata.uid !== '$old_uid'"; then
+  pass "a deleted Service is restored"
+else
+  fail "the deleted Service was not restored"
+fi
+
+# A name already taken by objects kop does not control (no managed-by label,
+# so not in kop's cache): create -> AlreadyExists -> kop reads them.
+api POST "$dep" '{"metadata":{"name":"taken"},"spec":{"replicas":1,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}}}}' >/dev/null
+api POST "$svc" '{"metadata":{"name":"taken"},"spec":{"ports":[{"port":80}]}}' >/dev/null
+api POST "$myr" '{"apiVersion":"mygroup.example.com/v1","kind":"MyResource","metadata":{"name":"taken"},"spec":{}}' >/dev/null
+if until_json 20 "$myr/taken" 'cond("Degraded").reason === "OwnershipConflict"'; then
+  pass "a foreign Deployment/Service of the same name is left alone (OwnershipConflict)"
+else
+  fail "no OwnershipConflict for a foreign child"
+fi
+
+api PATCH "$myr/example-resource" \
+  '{"metadata":{"annotations":{"mygroup.example.com/v2-extras":"{\"paused\":true}"}}}' >/dev/null
+if until_json 20 "$myr/example-resource" 'cond("Paused").status === "True"'; then
+  pass "paused: condition Paused=True"
+else
+  fail "paused: no Paused condition"
+fi
+
+api DELETE "$myr/example-resource" >/dev/null
+if until_json 20 "$dep/example-resource" 'o === null'; then
+  pass "delete: the children are garbage-collected"
+else
+  fail "delete: the Deployment is still there"
+fi
+sleep 1 # events of the last reconciles are sent
+
+kill -TERM "$kop_pid"
+rc=0
+wait "$kop_pid" || rc=$?
+if [ "$rc" -eq 0 ] && grep -q '"msg":"released lease"' "$work/kop.log"; then
+  pass "SIGTERM: kop exits 0 and releases the Lease"
+else
+  fail "SIGTERM: exit $rc; $(grep -c 'released lease' "$work/kop.log") release lines"
+fi
+if until_json 5 "$lease" 'o && o.spec.holderIdentity === ""'; then
+  pass "the Lease is free after the shutdown"
+else
+  fail "the Lease is still held after the shutdown"
+fi
+
+# ---- 3. kop's requests against the RBAC ------------------------------------------
+curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" "$url/_kubesim/stats" \
+  >"$work/stats-all.json" || die "GET /_kubesim/stats"
+# Take out one recorded request per request the test made.
+node -e '
+  const fs = require("fs");
+  const stats = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+  const mine = fs.readFileSync(process.argv[2], "utf8").split("\n").filter(Boolean);
+  const key = (r) => [r.verb, r.group || "", r.resource, r.namespace || "", r.name || "",
+                      r.subresource || ""].join("|");
+  const toRemove = new Map();
+  for (const line of mine) {
+    const [method, path] = line.split(" ");
+    const p = path.split("?")[0].split("/").filter(Boolean);
+    const [group, rest] = p[0] === "api" ? ["", p.slice(2)] : [p[1], p.slice(3)];
+    const [nsv, res, name, sub] = rest[0] === "namespaces" && rest.length > 2
+        ? [rest[1], rest[2], rest[3], rest[4]] : ["", rest[0], rest[1], rest[2]];
+    const verb = {GET: name ? "get" : "list", POST: "create", PATCH: "patch", PUT: "update",
+                  DELETE: name ? "delete" : "deletecollection"}[method];
+    const k = key({verb, group, resource: res, namespace: nsv, name, subresource: sub});
+    toRemove.set(k, (toRemove.get(k) || 0) + 1);
+  }
+  const kept = [];
+  for (const r of stats.requests) {
+    const k = key(r);
+    if (toRemove.get(k) > 0) toRemove.set(k, toRemove.get(k) - 1);
+    else kept.push(r);
+  }
+  const missing = [...toRemove].filter(([, n]) => n > 0);
+  if (missing.length) {
+    console.error("test requests not found in the stats: " + JSON.stringify(missing));
+    process.exit(1);
+  }
+  fs.writeFileSync(process.argv[3], JSON.stringify({requests: kept}, null, 1));
+  console.log(stats.requests.length + " requests, " + mine.length + " by the test, " +
+              kept.length + " by kop");
+' "$work/stats-all.json" "$work/mine.txt" "$work/stats.json" >"$work/split.log" 2>&1 ||
+  die "separating the test's requests from kop's: $(cat "$work/split.log")"
+echo "     $(cat "$work/split.log")"
+if node -e 'process.exit(JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).requests.length > 20 ? 0 : 1)' \
+  "$work/stats.json"; then
+  pass "kubesim recorded kop's requests"
+else
+  die "too few requests recorded for kop"
+fi
+# Summary of what kop asked for (verb group/resource[/sub] [namespace]).
+node -e '
+  const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const seen = new Map();
+  for (const r of s.requests) {
+    const k = `${r.verb} ${r.group || "core"}/${r.resource}${r.subresource ? "/" + r.subresource : ""}` +
+              `${r.namespace ? " in " + r.namespace : ""}`;
+    seen.set(k, (seen.get(k) || 0) + 1);
+  }
+  for (const [k, n] of [...seen].sort()) console.log(`     ${String(n).padStart(5)}  ${k}`);
+' "$work/stats.json"
+
+rc=0
+node "$checks/rbac.js" "$work/stats.json" "$work/default.yaml" >"$work/rbac.out" 2>&1 || rc=$?
+passed=$((passed + $(grep -c '^PASS ' "$work/rbac.out" || true)))
+failed=$((failed + $(grep -c '^FAIL ' "$work/rbac.out" || true)))
+cat "$work/rbac.out"
+if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$work/rbac.out"; then
+  fail "rbac.js: exit $rc"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
