@@ -62,8 +62,12 @@ if [ -z "${KOP_TEST_QUICK:-}" ]; then
   # Concurrent modules under TSan.
   # Concurrent modules under TSan (those that exist in this tree).
   tsan_tests=()
-  for t in metrics log ratelimit store informer workqueue tls http; do
+  for t in metrics log ratelimit store informer workqueue events client leader tls http; do
     [ -f "tests/test_$t.c" ] && tsan_tests+=("$t")
+  done
+  # In-process integration suites whose threads are kop's own.
+  for t in informer leader; do
+    [ -f "tests/integration/test_$t.c" ] && tsan_tests+=("integration_$t")
   done
   if [ ${#tsan_tests[@]} -gt 0 ]; then
     CC=clang CK_FORK=no run tsan build-tsan "-Db_sanitize=thread -Db_lundef=false" \
