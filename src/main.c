@@ -103,14 +103,41 @@ static int remaining_ms(void)
     return left > 0 ? (int)left : 0;
 }
 
+/*
+ * What the readiness checks look at. The probe server runs from start step 4
+ * to the very end, longer than the webhook and the controller, so its checks
+ * never hold their own pointers: main publishes each piece once it exists
+ * and withdraws it (under ready_lock) before freeing it. A withdrawn piece
+ * reads as not ready.
+ */
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kop_webhook *ready_webhook;
+static struct kop_controller *ready_controller;
+
+static void publish_ready(struct kop_webhook *w, struct kop_controller *c)
+{
+    pthread_mutex_lock(&ready_lock);
+    ready_webhook = w;
+    ready_controller = c;
+    pthread_mutex_unlock(&ready_lock);
+}
+
 static bool webhook_ready(void *ud)
 {
-    return kop_webhook_ready(ud);
+    (void)ud;
+    pthread_mutex_lock(&ready_lock);
+    bool ok = kop_webhook_ready(ready_webhook);
+    pthread_mutex_unlock(&ready_lock);
+    return ok;
 }
 
 static bool informers_synced(void *ud)
 {
-    return kop_controller_synced(ud);
+    (void)ud;
+    pthread_mutex_lock(&ready_lock);
+    bool ok = kop_controller_synced(ready_controller);
+    pthread_mutex_unlock(&ready_lock);
+    return ok;
 }
 
 /* The pieces of the reconciler, created in start step 3. */
@@ -354,8 +381,13 @@ int main(int argc, char **argv)
     r = kop_probes_new(&probes);
     if (r < 0)
         goto out;
+    /* Checks are registered before the probe server starts (its handlers
+     * read the list unlocked); the webhook is published once it serves. */
+    publish_ready(NULL, rec.controller);
     if (rec.controller)
-        kop_probes_add_check(probes, "informers-synced", informers_synced, rec.controller);
+        kop_probes_add_check(probes, "informers-synced", informers_synced, NULL);
+    if (!cfg.controller_only)
+        kop_probes_add_check(probes, "webhook", webhook_ready, NULL);
     r = kop_probes_start(probes, &cfg);
     if (r < 0)
         goto out;
@@ -386,7 +418,7 @@ int main(int argc, char **argv)
                               "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
             goto out;
         }
-        kop_probes_add_check(probes, "webhook", webhook_ready, webhook);
+        publish_ready(webhook, rec.controller);
     }
 
     if (cfg.self_signed_certs && inject_ca_bundles(&cfg, rec.client, &ss) < 0)
@@ -420,8 +452,9 @@ int main(int argc, char **argv)
     if (pthread_create(&watcher, NULL, second_signal_main, NULL) == 0)
         pthread_detach(watcher);
 
-    /* 1. readiness false */
+    /* 1. readiness false; the checks let go of what is freed below */
     kop_probes_set_shutting_down(probes);
+    publish_ready(NULL, NULL);
     /* 2. webhook: stop accepting, finish in-flight requests */
     if (webhook && kop_webhook_shutdown(webhook, remaining_ms()) < 0)
         kop_log(KOP_LOG_WARN, "setup", "in-flight webhook requests cut short", NULL);
@@ -430,6 +463,7 @@ int main(int argc, char **argv)
     exit_code = 0;
 out:
     /* 6. what is left, metrics and probe servers, 7. process-wide state */
+    publish_ready(NULL, NULL);
     kop_webhook_free(webhook);
     reconciler_free(&rec, false);
     kop_probes_free(probes, remaining_ms());

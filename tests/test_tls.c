@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -432,6 +433,34 @@ START_TEST(test_tls_bad_pair_keeps_old)
 }
 END_TEST
 
+/* A FIFO where tls.crt should be (a mistake, or a hostile volume): the
+ * reload must not open it, since that blocks until someone writes. */
+START_TEST(test_tls_fifo_cert_keeps_old)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    char before[128], after[128];
+    served_serial(&f, before, sizeof(before));
+    ck_assert_str_ne(before, "");
+    char fifo[600], crt[600];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", f.dir);
+    snprintf(crt, sizeof(crt), "%s/tls.crt", f.dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(rename(fifo, crt), 0);
+    int64_t t0 = kop_clock_now_ns();
+    while (metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total") < 1 &&
+           kop_clock_now_ns() - t0 < 5 * KOP_NSEC_PER_SEC) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_ge(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total"),
+                        1);
+    served_serial(&f, after, sizeof(after));
+    ck_assert_str_eq(after, before);
+    fixture_stop(&f);
+}
+END_TEST
+
 /* ---- mutual TLS --------------------------------------------------------- */
 
 START_TEST(test_tls_client_certificate_required)
@@ -707,6 +736,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_old_versions_refused);
     tcase_add_test(tc, test_tls_concurrent_keepalive_and_reload);
     tcase_add_test(tc, test_tls_bad_pair_keeps_old);
+    tcase_add_test(tc, test_tls_fifo_cert_keeps_old);
     tcase_add_test(tc, test_tls_client_certificate_required);
     tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
     tcase_add_test(tc, test_tls_per_ip_limit);

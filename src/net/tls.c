@@ -138,6 +138,7 @@ struct filesig {
     off_t size;
     struct timespec mtime;
     int err; /* -errno when stat failed */
+    bool regular;
 };
 
 struct ipent {
@@ -337,6 +338,7 @@ static void file_sig(const char *path, struct filesig *s)
     s->ino = st.st_ino;
     s->size = st.st_size;
     s->mtime = st.st_mtim;
+    s->regular = S_ISREG(st.st_mode);
 }
 
 static bool sig_eq(const struct filesig *a, const struct filesig *b)
@@ -358,7 +360,15 @@ static int certs_check(struct kop_tls *t, bool force)
     kop_counter_inc(t->m_reads);
     struct certgen *g = NULL;
     char why[128] = "";
-    int r = certgen_load(t, &g, why, sizeof(why));
+    int r;
+    if ((!c.err && !c.regular) || (!k.err && !k.regular)) {
+        /* Opening a FIFO would block the loop thread, and with it every
+         * connection, until someone writes to it. */
+        r = -EBADMSG;
+        snprintf(why, sizeof(why), "tls.crt and tls.key must be regular files");
+    } else {
+        r = certgen_load(t, &g, why, sizeof(why));
+    }
     if (r < 0) {
         kop_counter_inc(t->m_read_errors);
         t->bad_crt = c;

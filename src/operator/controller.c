@@ -223,7 +223,7 @@ static bool owner_exists(struct rec *r)
         memset(&st, 0, sizeof(st));
         int e = kop_client_get(r->c->client, &res_myr, r->ns, r->name, &st, &obj);
         const char *uid = kop_json_path_str(obj, "metadata.uid");
-        if (e == -ENOENT || (e == 0 && (!uid || strcmp(uid, r->uid) != 0 ||
+        if (e == -ENOENT || (e == 0 && (!uid || !r->uid || strcmp(uid, r->uid) != 0 ||
                                         kop_json_path(obj, "metadata.deletionTimestamp"))))
             r->owner_state = -1;
         else

@@ -107,7 +107,7 @@ static void on_readyz(void *ud, const struct kop_http_request *req, struct kop_h
         off = sizeof(text) - 1;
     text[off] = '\0';
     if (ok) {
-        if (verbose && off + 16 < sizeof(text)) {
+        if (verbose && off + sizeof("readyz check passed\n") <= sizeof(text)) {
             memcpy(text + off, "readyz check passed\n", sizeof("readyz check passed\n"));
             set_text(resp, 200, text);
         } else {

@@ -7,6 +7,7 @@
 #include "kop/webhook.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -136,6 +137,12 @@ static void on_validate(void *ud, const struct kop_http_request *req,
     serve(ud, false, req, resp);
 }
 
+/* The TLS front takes int milliseconds; flags allow longer durations. */
+static int clamp_ms(int64_t ms)
+{
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
 int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook **ret)
 {
     const struct kop_config *cfg = opts->cfg;
@@ -171,7 +178,9 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .no_listen = true,
         .threads = (unsigned)cfg->webhook_threads,
         .max_header_size = cfg->max_header_bytes,
-        .timeout_s = idle_s > 0 ? (unsigned)idle_s : 1,
+        .timeout_s = idle_s > UINT_MAX ? UINT_MAX
+                     : idle_s > 0      ? (unsigned)idle_s
+                                       : 1,
         .max_connections = (unsigned)cfg->max_connections,
         .name = "webhook",
     };
@@ -187,8 +196,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .port = (uint16_t)cfg->webhook_port,
         .cert_dir = cfg->cert_dir,
         .client_ca_file = cfg->client_ca_file,
-        .handshake_timeout_ms = (int)cfg->tls_handshake_timeout_ms,
-        .idle_timeout_ms = (int)cfg->idle_timeout_ms,
+        .handshake_timeout_ms = clamp_ms(cfg->tls_handshake_timeout_ms),
+        .idle_timeout_ms = clamp_ms(cfg->idle_timeout_ms),
         .max_connections = (unsigned)cfg->max_connections,
         .max_per_ip = (unsigned)cfg->max_connections_per_ip,
         .http = w->http,

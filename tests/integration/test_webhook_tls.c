@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -476,6 +479,80 @@ START_TEST(test_webhook_tls_concurrent_clients_and_cert_rotation)
 }
 END_TEST
 
+static int connect_local(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/*
+ * The probe server outlives the webhook during a graceful stop: a scrape
+ * that is still in flight holds the metrics server (it gets what is left of
+ * --shutdown-timeout), and meanwhile /readyz keeps being answered. It must
+ * answer 503 without touching the webhook that was already freed (under
+ * ASan a use-after-free aborts kop here).
+ */
+START_TEST(test_webhook_tls_readyz_during_shutdown)
+{
+    start_kop("--shutdown-timeout=20s", NULL);
+    char url[256];
+    char *body = NULL;
+    CURL *h = curl_easy_init();
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/readyz?verbose", K.health_port);
+    /* Ready a moment after "serving webhook" is logged. */
+    long code = 0;
+    for (int i = 0; i < 100 && code != 200; i++) {
+        free(body);
+        body = NULL;
+        code = request(h, "GET", url, NULL, NULL, 0, &body);
+        if (code != 200)
+            usleep(20 * 1000);
+    }
+    ck_assert_int_eq(code, 200);
+    ck_assert_ptr_nonnull(strstr(body, "[+]webhook ok"));
+    free(body);
+
+    /* A scrape whose request line is in but whose headers never end. */
+    int scrape = connect_local(K.metrics_port);
+    ck_assert_int_ge(scrape, 0);
+    static const char partial[] = "GET /metrics HTTP/1.1\r\n";
+    ck_assert_int_eq(write(scrape, partial, sizeof(partial) - 1), (ssize_t)(sizeof(partial) - 1));
+    usleep(100 * 1000);
+
+    kill(K.proc.pid, SIGTERM);
+    ck_assert_int_ge(kop_test_wait_for(&K.proc, 0, "\"msg\":\"shutting down\"", 10000, NULL), 0);
+    /* The webhook listener closes first; the webhook is freed right after. */
+    for (int i = 0; i < 200; i++) {
+        int fd = connect_local(K.port);
+        if (fd < 0)
+            break;
+        close(fd);
+        usleep(10 * 1000);
+    }
+    for (int i = 0; i < 20; i++) {
+        body = NULL;
+        code = request(h, "GET", url, NULL, NULL, 0, &body);
+        ck_assert_msg(code == 503, "/readyz during shutdown: HTTP %ld: %s", code, body ? body : "");
+        ck_assert_ptr_nonnull(strstr(body, "[-]webhook failed"));
+        free(body);
+        usleep(50 * 1000);
+    }
+    curl_easy_cleanup(h);
+    close(scrape);
+    int st = kop_test_stop(&K.proc, 0, 15000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kop did not exit 0 (%d)", st);
+    kop_test_rmdir(K.dir);
+    free(K.dir);
+}
+END_TEST
+
 static Suite *webhook_tls_suite(void)
 {
     Suite *s = suite_create("webhook_tls");
@@ -485,6 +562,7 @@ static Suite *webhook_tls_suite(void)
     tcase_add_test(tc, test_webhook_tls_admission);
     tcase_add_test(tc, test_webhook_tls_bad_input_answered);
     tcase_add_test(tc, test_webhook_tls_concurrent_clients_and_cert_rotation);
+    tcase_add_test(tc, test_webhook_tls_readyz_during_shutdown);
     suite_add_tcase(s, tc);
     return s;
 }
