@@ -75,6 +75,13 @@ if [ -z "${KOP_TEST_QUICK:-}" ]; then
   fi
 fi
 
+# Optional coverage-guided fuzzing (libFuzzer, clang), e.g.
+# KOP_FUZZ_SECONDS=30 scripts/test.sh. The corpus in tests/fuzz/corpus is
+# replayed by the fuzz_corpus suite in every run above.
+if [ -n "${KOP_FUZZ_SECONDS:-}" ]; then
+  scripts/fuzz.sh "$KOP_FUZZ_SECONDS" || failed_runs+=("fuzz")
+fi
+
 echo
 if [ ${#failed_runs[@]} -ne 0 ]; then
   echo "test.sh: FAILED: ${failed_runs[*]}"

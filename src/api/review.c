@@ -60,6 +60,27 @@ static void put_msg(char *msg, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Messages quote the request (jansson's parse error shows the bytes near the
+ * error, "%.100s" may cut a character in two), so they are not always valid
+ * UTF-8, which json_string() refuses. Such a message goes out with every
+ * non-ASCII byte replaced by '?': the client still gets its 400, not a 500.
+ * @ref new, NULL on ENOMEM. */
+static json_t *message_string(const char *m)
+{
+    json_t *s = json_string(m);
+    if (s || !m)
+        return s;
+    char *copy = strdup(m);
+    if (!copy)
+        return NULL;
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    s = json_string(copy);
+    free(copy);
+    return s;
+}
+
 static const char *str_or_empty(const json_t *v)
 {
     return json_is_string(v) ? json_string_value(v) : "";
@@ -449,8 +470,8 @@ out:
 static json_t *conversion_failure(const char *version, const char *uid, int code,
                                   const char *message)
 {
-    json_t *result =
-        json_pack("{s:{}, s:s, s:s}", "metadata", "status", "Failure", "message", message);
+    json_t *result = json_pack("{s:{}, s:s, s:o}", "metadata", "status", "Failure", "message",
+                               message_string(message));
     if (result && code && json_object_set_new(result, "code", json_integer(code)) < 0) {
         json_decref(result);
         return NULL;
@@ -601,7 +622,7 @@ static json_t *admission_reply(const char *version, const char *uid, bool allowe
     json_t *resp = NULL;
     if (!status)
         return NULL;
-    if ((message && json_object_set_new(status, "message", json_string(message)) < 0) ||
+    if ((message && json_object_set_new(status, "message", message_string(message)) < 0) ||
         (reason && json_object_set_new(status, "reason", json_string(reason)) < 0) ||
         json_object_set_new(status, "code", json_integer(code)) < 0) {
         json_decref(status);

@@ -314,6 +314,8 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     size_t n = strlen(kc->server);
     while (n > 0 && kc->server[n - 1] == '/')
         kc->server[--n] = '\0';
+    if (n == 0)
+        return -EINVAL; /* "server: /" names no server */
     r = dup_field(str_at(ctx, "namespace"), &kc->namespace);
     if (r == 0)
         r = path_field(dir, str_at(cluster, "certificate-authority"), &kc->ca_file);
