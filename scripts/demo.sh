@@ -18,14 +18,10 @@
 #   - the leader stops (SIGTERM): it releases the Lease and the other
 #     replica takes over at once.
 #
-# Wiring: kubesim must know at start where the webhook Service
-# (kop-system/kop-webhook-service) goes (--service), and kop needs the
-# kubeconfig kubesim writes. So a free loopback port is picked first (a
-# throwaway listener on port 0, closed at once), kubesim sends the Service
-# there, and replica kop-a listens on it. Another process could take that
-# port in between (a small race; the demo says so and stops if it happens).
-# Both replicas serve the webhooks (kop-b on a port the kernel picks); the
-# Service points at kop-a, as a Service with one ready endpoint would.
+# Wiring: kubesim starts first and writes the kubeconfig; both replicas
+# serve the webhooks on ports the kernel picks; then kubesim is told where
+# the webhook Service (kop-system/kop-webhook-service) goes, with POST
+# /_kubesim/services: to kop-a, as a Service with one ready endpoint would.
 #
 #   scripts/demo.sh          run, show, stop everything
 #   scripts/demo.sh --keep   leave kubesim and both replicas running
@@ -104,15 +100,15 @@ poll() { # TRIES WANT COMMAND...
   return 1
 }
 
-step "starting kubesim; the webhook Service kop-system/kop-webhook-service goes to replica kop-a"
-port=$(node -e 'const s = require("net").createServer();
-  s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });')
+step "starting kubesim"
+token=demo-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 "$build/tests/kubesim/kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" \
-  --service "kop-system/kop-webhook-service=127.0.0.1:$port" \
+  --ca-out "$work/kubesim-ca.pem" --token "$token" \
   --deployment-ready-delay 1s >"$work/kubesim.log" 2>&1 &
 pids+=($!)
 wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
-echo "kubesim at $(head -n 1 "$work/kubesim.log"); kop-a's webhook port will be $port"
+url=$(head -n 1 "$work/kubesim.log")
+echo "kubesim at $url"
 export KUBECONFIG=$work/kubeconfig
 
 step "applying the namespace, the CRD and the ValidatingWebhookConfiguration from manifests/base"
@@ -134,15 +130,10 @@ start_replica() { # NAME WEBHOOK_PORT
   pid[$1]=$!
 }
 declare -A pid
-start_replica kop-a "$port"
+start_replica kop-a 0
 start_replica kop-b 0
 for r in kop-a kop-b; do
-  if ! wait_for "$work/$r.log" '"msg":"serving webhook"' 100; then
-    if grep -q 'cannot start the webhook server' "$work/$r.log"; then
-      die "port $port was taken between picking it and starting kop-a (the race described at the top of this script); run the demo again"
-    fi
-    die "$r did not start"
-  fi
+  wait_for "$work/$r.log" '"msg":"serving webhook"' 100 || die "$r did not start"
 done
 declare -A mport hport
 for r in kop-a kop-b; do
@@ -159,6 +150,15 @@ for _ in $(seq 300); do
   sleep 0.05
 done
 echo "both replicas ready (/readyz 200)"
+
+step "the webhook Service kop-system/kop-webhook-service goes to kop-a (POST /_kubesim/services)"
+port=$(log_port "$work/kop-a.log" "serving webhook")
+[ -n "$port" ] || die "no webhook port in kop-a's log"
+mapping="{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":\"127.0.0.1:$port\"}"
+echo "\$ curl -X POST $url/_kubesim/services -d '$mapping'"
+curl -sS --fail --cacert "$work/kubesim-ca.pem" -H "Authorization: Bearer $token" \
+  -H 'Content-Type: application/json' -X POST --data-binary "$mapping" \
+  "$url/_kubesim/services" || die "POST /_kubesim/services"
 
 step "applying the seed MyResource (v1; the validating webhook admits it)"
 sed -n '/^apiVersion/,$p' manifests/samples/myresource.yaml

@@ -7,16 +7,22 @@
  * (resume, bookmarks, selector transitions, 410 after compaction, dropped
  * watches), garbage collection, finalizers, the status subresource, CRD
  * registration with schema defaults, the Deployment controller, injected
- * faults and request statistics.
+ * faults (with resource, group and namespace filters), request statistics
+ * (filtered by User-Agent), the run-time webhook service map
+ * (/_kubesim/services, against two small TLS webhooks) and metadata-only
+ * lists, gets and watches (PartialObjectMetadata).
  */
 #include "testutil.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
+#include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1063,6 +1069,689 @@ START_TEST(test_kubesim_protobuf_rejected)
 }
 END_TEST
 
+/* ---- run-time webhook service map ------------------------------------------------ */
+
+/* A validating webhook that admits everything and counts its calls. */
+struct hook {
+    struct MHD_Daemon *d;
+    unsigned int port;
+    pthread_mutex_t lock;
+    int calls;
+};
+
+struct hook_conn {
+    char *body;
+    size_t len;
+};
+
+static enum MHD_Result hook_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **con_cls)
+{
+    struct hook *h = cls;
+    struct hook_conn *c = *con_cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        *con_cls = c;
+        return c ? MHD_YES : MHD_NO;
+    }
+    if (*upload_size) {
+        char *nb = realloc(c->body, c->len + *upload_size + 1);
+        if (!nb)
+            return MHD_NO;
+        memcpy(nb + c->len, upload, *upload_size);
+        c->len += *upload_size;
+        nb[c->len] = '\0';
+        c->body = nb;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    json_t *req = c->body ? json_loads(c->body, 0, NULL) : NULL;
+    const char *uid = json_string_value(json_object_get(json_object_get(req, "request"), "uid"));
+    json_t *out = json_pack("{s:s,s:s,s:{s:s,s:b}}", "apiVersion", "admission.k8s.io/v1", "kind",
+                            "AdmissionReview", "response", "uid", uid ? uid : "", "allowed", 1);
+    char *txt = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    json_decref(req);
+    pthread_mutex_lock(&h->lock);
+    h->calls++;
+    pthread_mutex_unlock(&h->lock);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void hook_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct hook_conn *c = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (c) {
+        free(c->body);
+        free(c);
+    }
+    *con_cls = NULL;
+}
+
+static int hook_calls(struct hook *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int n = h->calls;
+    pthread_mutex_unlock(&h->lock);
+    return n;
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static char *base64(const char *data, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)(unsigned char)data[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned)(unsigned char)data[i + 1] << 8;
+        if (i + 2 < len)
+            v |= (unsigned char)data[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    return out;
+}
+
+/* Create a labelled ConfigMap (the webhook's objectSelector); the code. */
+static long create_hooked(const char *name)
+{
+    char body[256];
+    snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"hook\":\"yes\"}}}",
+             name);
+    struct resp r = request("POST", "/api/v1/namespaces/default/configmaps", NULL, body, NULL);
+    long code = r.code;
+    if (code != 201 && code != 500)
+        ck_abort_msg("create %s: %ld %s", name, code, r.body);
+    if (code == 500)
+        ck_assert_msg(strstr(r.body, "failed calling webhook") != NULL, "%s", r.body);
+    resp_free(&r);
+    return code;
+}
+
+static void post_service(const char *method, const char *body, long want, const char *want_text)
+{
+    struct resp r = request(method, "/_kubesim/services", NULL, body, NULL);
+    ck_assert_msg(r.code == want, "%s %s: %ld %s", method, body, r.code, r.body);
+    if (want_text)
+        ck_assert_msg(strstr(r.body, want_text) != NULL, "%s: no %s in %s", body, want_text,
+                      r.body);
+    resp_free(&r);
+}
+
+START_TEST(test_kubesim_service_map_runtime)
+{
+    /* Two webhooks with the same certificate, on kernel-chosen ports. */
+    char *certs = path_in(tmpdir, "certs");
+    const char *root = getenv("KOP_SOURCE_ROOT");
+    ck_assert_ptr_nonnull(root);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
+    ck_assert_int_eq(system(cmd), 0);
+    char *crt = path_in(certs, "tls.crt"), *key = path_in(certs, "tls.key");
+    char *ca = path_in(certs, "ca.crt");
+    char *crt_pem = kop_test_read_file(crt, NULL), *key_pem = kop_test_read_file(key, NULL);
+    size_t ca_len = 0;
+    char *ca_pem = kop_test_read_file(ca, &ca_len);
+    ck_assert_ptr_nonnull(crt_pem);
+    ck_assert_ptr_nonnull(key_pem);
+    ck_assert_ptr_nonnull(ca_pem);
+    char *bundle = base64(ca_pem, ca_len);
+    struct hook hooks[2];
+    memset(hooks, 0, sizeof(hooks));
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&hooks[i].lock, NULL);
+        hooks[i].d = MHD_start_daemon(
+            MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
+            NULL, hook_handler, &hooks[i], MHD_OPTION_HTTPS_MEM_KEY, key_pem,
+            MHD_OPTION_HTTPS_MEM_CERT, crt_pem, MHD_OPTION_NOTIFY_COMPLETED, hook_done, NULL,
+            MHD_OPTION_END);
+        ck_assert_ptr_nonnull(hooks[i].d);
+        hooks[i].port = MHD_get_daemon_info(hooks[i].d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    }
+
+    /* No --service at start: the list is empty and the Service unknown. */
+    json_t *l = request_json("GET", "/_kubesim/services", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(l, "services")), 0);
+    json_decref(l);
+    char *vwc = NULL;
+    int n = asprintf(&vwc,
+                     "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+                     "\"ValidatingWebhookConfiguration\",\"metadata\":{\"name\":\"cm\"},"
+                     "\"webhooks\":[{\"name\":\"cm.test.example.com\",\"admissionReviewVersions\":"
+                     "[\"v1\"],\"sideEffects\":\"None\",\"failurePolicy\":\"Fail\","
+                     "\"timeoutSeconds\":5,\"clientConfig\":{\"caBundle\":\"%s\",\"service\":{"
+                     "\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"path\":"
+                     "\"/validate\",\"port\":443}},\"rules\":[{\"apiGroups\":[\"\"],"
+                     "\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":["
+                     "\"configmaps\"]}],\"objectSelector\":{\"matchLabels\":{\"hook\":\"yes\"}}}]}",
+                     bundle);
+    ck_assert_int_gt(n, 0);
+    json_decref(request_json(
+        "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc, 201));
+    struct resp r = request("POST", "/api/v1/namespaces/default/configmaps", NULL,
+                            "{\"metadata\":{\"name\":\"h0\",\"labels\":{\"hook\":\"yes\"}}}", NULL);
+    ck_assert_int_eq(r.code, 500);
+    ck_assert_ptr_nonnull(strstr(r.body, "service \\\"kop-webhook-service\\\" not found"));
+    resp_free(&r);
+
+    /* POST sends the Service to webhook A... */
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":"
+             "\"127.0.0.1:%u\"}",
+             hooks[0].port);
+    l = request_json("POST", "/_kubesim/services", body, 200);
+    const json_t *svcs = json_object_get(l, "services");
+    ck_assert_int_eq(json_array_size(svcs), 1);
+    char want[64];
+    snprintf(want, sizeof(want), "127.0.0.1:%u", hooks[0].port);
+    ck_assert_str_eq(jpath(json_array_get(svcs, 0), "target", NULL), want);
+    ck_assert_str_eq(jpath(json_array_get(svcs, 0), "namespace", NULL), "kop-system");
+    ck_assert_str_eq(jpath(json_array_get(svcs, 0), "name", NULL), "kop-webhook-service");
+    json_decref(l);
+    ck_assert_int_eq(create_hooked("h1"), 201);
+    ck_assert_int_eq(hook_calls(&hooks[0]), 1);
+    ck_assert_int_eq(hook_calls(&hooks[1]), 0);
+
+    /* ...a second POST replaces the target: the next call goes to B. */
+    snprintf(body, sizeof(body),
+             "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":"
+             "\"127.0.0.1:%u\"}",
+             hooks[1].port);
+    json_decref(request_json("POST", "/_kubesim/services", body, 200));
+    post_service("POST", "{\"namespace\":\"other\",\"name\":\"svc\",\"target\":\"127.0.0.1:1\"}",
+                 200, "\"other\"");
+    l = request_json("GET", "/_kubesim/services", NULL, 200);
+    svcs = json_object_get(l, "services");
+    ck_assert_int_eq(json_array_size(svcs), 2);
+    snprintf(want, sizeof(want), "127.0.0.1:%u", hooks[1].port);
+    ck_assert_str_eq(jpath(json_array_get(svcs, 0), "target", NULL), want);
+    json_decref(l);
+    ck_assert_int_eq(create_hooked("h2"), 201);
+    ck_assert_int_eq(create_hooked("h3"), 201);
+    ck_assert_int_eq(hook_calls(&hooks[0]), 1);
+    ck_assert_int_eq(hook_calls(&hooks[1]), 2);
+
+    /* Bad documents are refused and change nothing. */
+    post_service("POST", "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\"}", 400,
+                 "target must be HOST:PORT");
+    post_service("POST",
+                 "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":"
+                 "\"127.0.0.1:99999\"}",
+                 400, "HOST:PORT");
+    post_service("POST", "{\"namespace\":\"Bad_NS\",\"name\":\"x\",\"target\":\"h:1\"}", 400,
+                 "DNS labels");
+    post_service("POST", "[1]", 400, "JSON object");
+    post_service("POST", NULL, 400, "JSON object");
+    post_service("DELETE", "{\"namespace\":\"kop-system\",\"name\":\"nope\"}", 404,
+                 "no service mapping for kop-system/nope");
+    post_service("PATCH", "{}", 405, NULL);
+    ck_assert_int_eq(create_hooked("h4"), 201);
+    ck_assert_int_eq(hook_calls(&hooks[1]), 3);
+
+    /* DELETE removes it: failurePolicy Fail makes the create fail. */
+    post_service("DELETE", "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\"}", 200,
+                 "\"other\"");
+    l = request_json("GET", "/_kubesim/services", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(l, "services")), 1);
+    json_decref(l);
+    ck_assert_int_eq(create_hooked("h5"), 500);
+    ck_assert_int_eq(hook_calls(&hooks[0]) + hook_calls(&hooks[1]), 4);
+
+    for (int i = 0; i < 2; i++) {
+        MHD_stop_daemon(hooks[i].d);
+        pthread_mutex_destroy(&hooks[i].lock);
+    }
+    free(vwc);
+    free(bundle);
+    free(crt);
+    free(key);
+    free(ca);
+    free(crt_pem);
+    free(key_pem);
+    free(ca_pem);
+    free(certs);
+}
+END_TEST
+
+/* ---- statistics by User-Agent ------------------------------------------------------- */
+
+START_TEST(test_kubesim_stats_user_agent)
+{
+    struct resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    const char *kop_ua = "User-Agent: kop/0.1.0 (linux/amd64)";
+    r = request_ex("POST", "/api/v1/namespaces/default/configmaps", NULL,
+                   "{\"metadata\":{\"name\":\"ua\"}}", NULL, kop_ua);
+    ck_assert_int_eq(r.code, 201);
+    resp_free(&r);
+    r = request_ex("PATCH", "/api/v1/namespaces/default/configmaps/ua",
+                   "application/merge-patch+json", "{\"data\":{\"k\":\"v\"}}", NULL, kop_ua);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    r = request_ex("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases", NULL, NULL,
+                   NULL, kop_ua);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    /* Someone else: a test client and a kubectl. */
+    r = request_ex("PATCH", "/api/v1/namespaces/default/configmaps/ua",
+                   "application/merge-patch+json", "{\"data\":{\"k\":\"w\"}}", NULL,
+                   "User-Agent: kubectl/v1.32.3 (linux/amd64) kubernetes/32cc146");
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/configmaps/ua", NULL, 200));
+
+    json_t *all = request_json("GET", "/_kubesim/stats", NULL, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(all, "total")), 5);
+    ck_assert_int_eq(json_integer_value(json_object_get(all, "writeTotal")), 4);
+    const json_t *reqs = json_object_get(all, "requests");
+    ck_assert_str_eq(jpath(json_array_get(reqs, 0), "userAgent", NULL), "kop/0.1.0 (linux/amd64)");
+    ck_assert_str_eq(jpath(json_array_get(reqs, 3), "userAgent", NULL),
+                     "kubectl/v1.32.3 (linux/amd64) kubernetes/32cc146");
+    /* libcurl sends none unless told: an empty userAgent. */
+    ck_assert_str_eq(jpath(json_array_get(reqs, 4), "userAgent", NULL), "");
+    json_decref(all);
+
+    json_t *mine = request_json("GET", "/_kubesim/stats?userAgent=kop%2F", NULL, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(mine, "total")), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(mine, "writeTotal")), 2);
+    ck_assert_str_eq(jpath(mine, "userAgent", NULL), "kop/");
+    const json_t *w = json_object_get(json_object_get(mine, "writes"), "configmaps");
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "create")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "patch")), 1);
+    ck_assert_ptr_null(json_object_get(w, "delete"));
+    reqs = json_object_get(mine, "requests");
+    ck_assert_int_eq(json_array_size(reqs), 3);
+    ck_assert_str_eq(jpath(json_array_get(reqs, 2), "verb", NULL), "list");
+    ck_assert_str_eq(jpath(json_array_get(reqs, 2), "group", NULL), "coordination.k8s.io");
+    json_decref(mine);
+
+    json_t *none = request_json("GET", "/_kubesim/stats?userAgent=nobody", NULL, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(none, "total")), 0);
+    ck_assert_int_eq(json_array_size(json_object_get(none, "requests")), 0);
+    ck_assert_int_eq(json_object_size(json_object_get(none, "writes")), 0);
+    json_decref(none);
+}
+END_TEST
+
+/* ---- fault filters -------------------------------------------------------------------- */
+
+static long lease_update(const char *ns)
+{
+    char path[256], body[256];
+    snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", ns);
+    snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"l-%s\"},\"spec\":{}}", ns);
+    struct resp r = request("POST", path, NULL, body, NULL);
+    long code = r.code;
+    resp_free(&r);
+    return code;
+}
+
+START_TEST(test_kubesim_fault_filters)
+{
+    json_decref(request_json("POST", "/api/v1/namespaces",
+                             "{\"metadata\":{\"name\":\"kop-system\"}}", 201));
+    /* Leases in kop-system only. */
+    json_t *d = request_json("POST", "/_kubesim/faults",
+                             "{\"rules\":[{\"verb\":\"create\",\"code\":500,\"rate\":1,"
+                             "\"resource\":\"leases\",\"group\":\"coordination.k8s.io\","
+                             "\"namespace\":\"kop-system\"}]}",
+                             200);
+    const json_t *rule = json_array_get(json_object_get(d, "rules"), 0);
+    ck_assert_str_eq(jpath(rule, "resource", NULL), "leases");
+    ck_assert_str_eq(jpath(rule, "group", NULL), "coordination.k8s.io");
+    ck_assert_str_eq(jpath(rule, "namespace", NULL), "kop-system");
+    json_decref(d);
+    ck_assert_int_eq(lease_update("kop-system"), 500);
+    ck_assert_int_eq(lease_update("default"), 201);
+    json_decref(request_json("POST", "/api/v1/namespaces/kop-system/configmaps",
+                             "{\"metadata\":{\"name\":\"f1\"}}", 201));
+
+    /* group "" is the core group: configmaps fail, leases do not. */
+    json_decref(request_json("POST", "/_kubesim/faults",
+                             "{\"rules\":[{\"code\":503,\"group\":\"\"}]}", 200));
+    struct resp r = request("GET", "/api/v1/namespaces/kop-system/configmaps/f1", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 503);
+    resp_free(&r);
+    r = request("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/l-default", NULL,
+                NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+
+    /* A subresource is matched only by "resource/sub" (as in RBAC); and
+     * a namespace filter never matches cluster-scoped requests. */
+    json_decref(
+        request_json("POST", "/_kubesim/faults",
+                     "{\"rules\":[{\"code\":500,\"resource\":\"namespaces/status\"},"
+                     "{\"code\":409,\"resource\":\"namespaces\",\"namespace\":\"default\"}]}",
+                     200));
+    r = request("GET", "/api/v1/namespaces/kop-system", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/kop-system/status", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 500);
+    resp_free(&r);
+
+    /* A bad rule is refused and the rules in force stay. */
+    r = request("POST", "/_kubesim/faults", NULL, "{\"rules\":[{\"code\":500,\"resource\":7}]}",
+                NULL);
+    ck_assert_int_eq(r.code, 400);
+    resp_free(&r);
+    d = request_json("GET", "/_kubesim/faults", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(d, "rules")), 2);
+    json_decref(d);
+    json_decref(request_json("POST", "/_kubesim/faults", "{\"rules\":[]}", 200));
+}
+END_TEST
+
+/* kubesim's --fault flag takes the same filters. */
+START_TEST(test_kubesim_fault_flag_filters)
+{
+    char *ca2 = path_in(tmpdir, "ca2.pem");
+    char *argv[] = {(char *)kop_test_bin("kubesim"),
+                    "--ca-out",
+                    ca2,
+                    "--token",
+                    TOKEN,
+                    "--fault",
+                    "create:500:1:resource=leases:group=coordination.k8s.io:namespace=default",
+                    "--fault",
+                    "get:429:1:2:resource=configmaps:group=",
+                    NULL};
+    struct kop_test_proc sim2;
+    ck_assert_int_eq(kop_test_spawn(&sim2, argv), 0);
+    char *line = NULL;
+    ck_assert_int_gt(kop_test_wait_for(&sim2, 0, "https://", 10000, &line), 0);
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl = '\0';
+    char saved_url[sizeof(base_url)];
+    char *saved_ca = ca_path;
+    memcpy(saved_url, base_url, sizeof(base_url));
+    snprintf(base_url, sizeof(base_url), "%s", line);
+    free(line);
+    ca_path = ca2;
+
+    json_t *d = request_json("GET", "/_kubesim/faults", NULL, 200);
+    const json_t *rules = json_object_get(d, "rules");
+    ck_assert_int_eq(json_array_size(rules), 2);
+    ck_assert_str_eq(jpath(json_array_get(rules, 0), "resource", NULL), "leases");
+    ck_assert_str_eq(jpath(json_array_get(rules, 0), "namespace", NULL), "default");
+    ck_assert_str_eq(jpath(json_array_get(rules, 1), "group", NULL), "");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(rules, 1), "retryAfter")),
+                     2);
+    json_decref(d);
+    ck_assert_int_eq(lease_update("default"), 500);
+    ck_assert_int_eq(lease_update("kube-system"), 201);
+    struct resp r = request("GET", "/api/v1/namespaces/default/configmaps/x", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 429);
+    ck_assert_ptr_nonnull(strstr(r.headers, "Retry-After: 2"));
+    resp_free(&r);
+
+    memcpy(base_url, saved_url, sizeof(base_url));
+    ca_path = saved_ca;
+    ck_assert_int_eq(kop_test_stop(&sim2, SIGTERM, 5000), 0);
+
+    /* A malformed filter is a usage error (exit 2). */
+    char *bad[] = {(char *)kop_test_bin("kubesim"), "--fault", "get:500:1:colour=red", NULL};
+    ck_assert_int_eq(kop_test_spawn(&sim2, bad), 0);
+    /* Wait for the exit (the output ends), then read the status. */
+    ck_assert_int_eq(kop_test_wait_for(&sim2, 0, "no such line", 5000, NULL), -EPIPE);
+    char *out = kop_test_output(&sim2);
+    ck_assert_ptr_nonnull(strstr(out, "bad or missing value for --fault"));
+    free(out);
+    int st = kop_test_stop(&sim2, SIGTERM, 5000);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    free(ca2);
+}
+END_TEST
+
+/* ---- metadata-only lists, gets and watches ---------------------------------------- */
+
+#define PARTIAL_LIST_ACCEPT                                                                        \
+    "Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;"      \
+    "v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define PARTIAL_ACCEPT                                                                             \
+    "Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"     \
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+static json_t *get_with(const char *path, const char *accept, long want)
+{
+    struct resp r = request_ex("GET", path, NULL, NULL, NULL, accept);
+    ck_assert_msg(r.code == want, "GET %s: %ld %s", path, r.code, r.body);
+    json_t *v = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(v);
+    resp_free(&r);
+    return v;
+}
+
+static void check_partial(const json_t *item)
+{
+    ck_assert_str_eq(jpath(item, "kind", NULL), "PartialObjectMetadata");
+    ck_assert_str_eq(jpath(item, "apiVersion", NULL), "meta.k8s.io/v1");
+    ck_assert_int_eq(json_object_size(item), 3);
+    ck_assert_ptr_nonnull(jpath(item, "metadata", "uid"));
+    ck_assert_ptr_nonnull(jpath(item, "metadata", "resourceVersion"));
+    ck_assert_ptr_nonnull(jpath(item, "metadata", "creationTimestamp"));
+}
+
+START_TEST(test_kubesim_metadata_only)
+{
+    for (int i = 0; i < 5; i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"metadata\":{\"name\":\"pm-%d\",\"labels\":{\"z\":\"1\",\"tier\":\"%s\"},"
+                 "\"annotations\":{\"b\":\"2\",\"a\":\"1\"}},\"data\":{\"secret\":\"x\"}}",
+                 i, i % 2 ? "odd" : "even");
+        json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+    }
+
+    /* LIST: a PartialObjectMetadataList of full metadata, no data. */
+    struct resp r = request_ex("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, NULL,
+                               PARTIAL_LIST_ACCEPT);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_null(strstr(r.body, "secret"));
+    static const char head[] = "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":"
+                               "\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"";
+    ck_assert_msg(strncmp(r.body, head, strlen(head)) == 0, "%s", r.body);
+    /* ObjectMeta order, sorted maps. */
+    ck_assert_ptr_nonnull(strstr(r.body, "\"items\":[{\"kind\":\"PartialObjectMetadata\","
+                                         "\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"name\":"
+                                         "\"pm-0\",\"namespace\":\"default\",\"uid\":\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"labels\":{\"tier\":\"even\",\"z\":\"1\"},"
+                                         "\"annotations\":{\"a\":\"1\",\"b\":\"2\"}"));
+    json_t *l = json_loads(r.body, 0, NULL);
+    resp_free(&r);
+    const json_t *items = json_object_get(l, "items");
+    ck_assert_int_eq(json_array_size(items), 5);
+    for (size_t i = 0; i < 5; i++)
+        check_partial(json_array_get(items, i));
+    ck_assert_ptr_null(json_object_get(json_object_get(l, "metadata"), "continue"));
+    json_decref(l);
+
+    /* Paging: limit/continue walk every item once, remainingItemCount set. */
+    char path[1024] = "/api/v1/namespaces/default/configmaps?limit=2";
+    int seen = 0, pages = 0;
+    for (;;) {
+        l = get_with(path, PARTIAL_LIST_ACCEPT, 200);
+        ck_assert_str_eq(jpath(l, "kind", NULL), "PartialObjectMetadataList");
+        seen += (int)json_array_size(json_object_get(l, "items"));
+        pages++;
+        const char *cont = jpath(l, "metadata", "continue");
+        if (!cont) {
+            json_decref(l);
+            break;
+        }
+        json_int_t left = json_integer_value(
+            json_object_get(json_object_get(l, "metadata"), "remainingItemCount"));
+        ck_assert_int_eq(left, 5 - seen);
+        char *esc = curl_easy_escape(NULL, cont, 0);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?limit=2&continue=%s",
+                 esc);
+        curl_free(esc);
+        json_decref(l);
+        ck_assert_int_lt(pages, 10);
+    }
+    ck_assert_int_eq(seen, 5);
+    ck_assert_int_eq(pages, 3);
+
+    /* Selectors; an empty result has items null (Go's nil slice). */
+    l = get_with("/api/v1/namespaces/default/configmaps?labelSelector=tier%3Dodd",
+                 PARTIAL_LIST_ACCEPT, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(l, "items")), 2);
+    json_decref(l);
+    r = request_ex("GET", "/api/v1/namespaces/default/configmaps?labelSelector=tier%3Dnone", NULL,
+                   NULL, NULL, PARTIAL_LIST_ACCEPT);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "},\"items\":null}\n"));
+    resp_free(&r);
+
+    /* GET of one object. */
+    l = get_with("/api/v1/namespaces/default/configmaps/pm-3", PARTIAL_ACCEPT, 200);
+    check_partial(l);
+    ck_assert_str_eq(jpath(l, "metadata", "name"), "pm-3");
+    ck_assert_ptr_null(json_object_get(l, "data"));
+    json_decref(l);
+
+    /* The kind must fit: 406 NotAcceptable as the apiserver answers. */
+    r = request_ex("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, NULL,
+                   "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+    ck_assert_int_eq(r.code, 406);
+    ck_assert_ptr_nonnull(strstr(r.body, "you requested PartialObjectMetadata, but the requested "
+                                         "object is a list"));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"NotAcceptable\""));
+    resp_free(&r);
+    r = request_ex("GET", "/api/v1/namespaces/default/configmaps/pm-1", NULL, NULL, NULL,
+                   "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+    ck_assert_int_eq(r.code, 406);
+    resp_free(&r);
+    /* A version kubesim cannot serve falls back to the next entry. */
+    l = get_with("/api/v1/namespaces/default/configmaps",
+                 "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v9,"
+                 "application/json",
+                 200);
+    ck_assert_str_eq(jpath(l, "kind", NULL), "ConfigMapList");
+    json_decref(l);
+
+    /* WATCH: PartialObjectMetadata events, bookmarks too, selector applies. */
+    l = request_json("GET", "/api/v1/namespaces/default/configmaps", NULL, 200);
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%s", jpath(l, "metadata", "resourceVersion"));
+    json_decref(l);
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/pm-1",
+                "application/merge-patch+json", "{\"data\":{\"secret\":\"y\"}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/pm-2",
+                "application/merge-patch+json", "{\"data\":{\"secret\":\"y\"}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
+             "&allowWatchBookmarks=true&labelSelector=tier%%3Dodd",
+             rv);
+    r = request_ex("GET", path, NULL, NULL, NULL, PARTIAL_ACCEPT);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_null(strstr(r.body, "secret"));
+    ck_assert_ptr_null(strstr(r.body, "pm-2"));
+    ck_assert_ptr_nonnull(strstr(r.body, "{\"type\":\"MODIFIED\",\"object\":{\"kind\":"
+                                         "\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/"
+                                         "v1\",\"metadata\":{\"name\":\"pm-1\","));
+    ck_assert_ptr_nonnull(strstr(r.body, "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":"
+                                         "\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/"
+                                         "v1\",\"metadata\":{\"resourceVersion\":\""));
+    resp_free(&r);
+    /* Initial events (no resourceVersion) are ADDED PartialObjectMetadata. */
+    r = request_ex("GET",
+                   "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1&labelSelector="
+                   "tier%3Deven",
+                   NULL, NULL, NULL, PARTIAL_ACCEPT);
+    int added = 0;
+    for (const char *p = r.body; (p = strstr(p, "{\"type\":\"ADDED\",\"object\":{\"kind\":"
+                                                "\"PartialObjectMetadata\",")) != NULL;
+         p++)
+        added++;
+    ck_assert_int_eq(added, 3);
+    ck_assert_ptr_null(strstr(r.body, "secret"));
+    resp_free(&r);
+    /* A watch asked for lists: 406 before any event. */
+    r = request_ex("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", NULL,
+                   NULL, NULL,
+                   "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+    ck_assert_int_eq(r.code, 406);
+    resp_free(&r);
+}
+END_TEST
+
+/* Custom resources too (unstructured, sorted keys in the full form). */
+START_TEST(test_kubesim_metadata_only_custom_resource)
+{
+    json_decref(
+        request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                     "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":"
+                     "\"CustomResourceDefinition\",\"metadata\":{\"name\":\"gadgets.t.example."
+                     "com\"},\"spec\":{\"group\":\"t.example.com\",\"names\":{\"plural\":"
+                     "\"gadgets\",\"singular\":\"gadget\",\"kind\":\"Gadget\"},\"scope\":"
+                     "\"Namespaced\",\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":"
+                     "true,\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\","
+                     "\"x-kubernetes-preserve-unknown-fields\":true}}}]}}",
+                     201));
+    struct resp r = {0};
+    for (int i = 0; i < 50; i++) { /* established asynchronously? retry briefly */
+        r = request("POST", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL,
+                    "{\"apiVersion\":\"t.example.com/v1\",\"kind\":\"Gadget\",\"metadata\":{"
+                    "\"name\":\"g1\",\"finalizers\":[\"t.example.com/keep\"]},\"spec\":{\"a\":1}}",
+                    NULL);
+        if (r.code != 404)
+            break;
+        resp_free(&r);
+        sleep_ms(50);
+    }
+    ck_assert_int_eq(r.code, 201);
+    resp_free(&r);
+    r = request_ex("GET", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL, NULL, NULL,
+                   PARTIAL_LIST_ACCEPT);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_ptr_null(strstr(r.body, "spec"));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"metadata\":{\"name\":\"g1\",\"namespace\":\"default\","
+                                         "\"uid\":"));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"finalizers\":[\"t.example.com/keep\"]"));
+    resp_free(&r);
+    r = request_ex("GET", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL, NULL, NULL,
+                   "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+    ck_assert_int_eq(r.code, 406);
+    ck_assert_ptr_nonnull(strstr(r.body, "(*unstructured.UnstructuredList)"));
+    resp_free(&r);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -1086,6 +1775,12 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
     tcase_add_test(tc, test_kubesim_protobuf_rejected);
+    tcase_add_test(tc, test_kubesim_service_map_runtime);
+    tcase_add_test(tc, test_kubesim_stats_user_agent);
+    tcase_add_test(tc, test_kubesim_fault_filters);
+    tcase_add_test(tc, test_kubesim_fault_flag_filters);
+    tcase_add_test(tc, test_kubesim_metadata_only);
+    tcase_add_test(tc, test_kubesim_metadata_only_custom_resource);
     suite_add_tcase(s, tc);
     return s;
 }

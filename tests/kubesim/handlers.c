@@ -730,6 +730,20 @@ static const char *table_version(struct ks_api_req *q)
     return ks_table_accept(MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept"));
 }
 
+/* The metadata-only form the client asks for (partial.c), or NONE. */
+static enum ks_partial partial_kind(struct ks_api_req *q, const char **ret_version)
+{
+    return ks_partial_accept(MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept"),
+                             ret_version);
+}
+
+static void reply_not_acceptable(struct ks_reply *r, const struct ks_res *def, enum ks_partial want)
+{
+    char *msg = ks_partial_mismatch(def, want);
+    ks_reply_status(r, 406, "NotAcceptable", msg, NULL);
+    free(msg);
+}
+
 static void do_get(struct ks_api_req *q, const struct ks_res *def, const char *key,
                    struct ks_reply *r)
 {
@@ -742,6 +756,28 @@ static void do_get(struct ks_api_req *q, const struct ks_res *def, const char *k
         return;
     }
     const char *tv = table_version(q);
+    const char *pv = NULL;
+    enum ks_partial pk = tv ? KS_PARTIAL_NONE : partial_kind(q, &pv);
+    if (pk == KS_PARTIAL_LIST) {
+        reply_not_acceptable(r, def, pk);
+        json_decref(cur);
+        return;
+    }
+    if (pk == KS_PARTIAL_OBJECT) {
+        json_t *out = NULL;
+        char *err = NULL;
+        if (one_in_version(ks, def, cur, q->version, &out, &err) != 0) {
+            reply_internal(r, err);
+            free(err);
+        } else {
+            json_t *p = ks_partial_object(out, pv);
+            ks_reply_json(r, 200, p, false);
+            json_decref(p);
+            json_decref(out);
+        }
+        json_decref(cur);
+        return;
+    }
     if (!tv) {
         respond_object(ks, def, cur, q->version, 200, r);
         json_decref(cur);
@@ -1001,6 +1037,22 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     if (o.filtered)
         remaining = 0;
     const char *tv = table_version(q);
+    const char *pv = NULL;
+    enum ks_partial pk = tv ? KS_PARTIAL_NONE : partial_kind(q, &pv);
+    if (pk != KS_PARTIAL_NONE) {
+        if (pk == KS_PARTIAL_OBJECT) {
+            reply_not_acceptable(r, def, pk);
+        } else {
+            json_t *pl = ks_partial_list(conv, pv, rvs, token, remaining);
+            ks_reply_json(r, 200, pl, false);
+            json_decref(pl);
+        }
+        json_decref(conv);
+        free(token);
+        free(next);
+        list_opts_free(&o);
+        return;
+    }
     if (tv) {
         json_t *tmd = json_pack("{s:s}", "resourceVersion", rvs);
         if (token)

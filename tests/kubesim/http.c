@@ -6,7 +6,7 @@
  * request statistics, routes discovery (/api, /apis, /apis/G, /apis/G/V,
  * aggregated discovery on request, /version), resource paths
  * (/api/v1/..., /apis/G/V/..., namespaced or not, subresources) and the
- * test endpoints /_kubesim/stats and /_kubesim/faults. Unknown non-API
+ * test endpoints /_kubesim/stats, /_kubesim/faults and /_kubesim/services. Unknown non-API
  * paths get Go's text/plain "404 page not found".
  */
 #include "kubesim.h"
@@ -125,8 +125,54 @@ static int split_path(const char *url, char **segs, int max)
     return n;
 }
 
-static void kubesim_endpoint(struct ks_server *ks, const char *method, const char *what,
-                             const struct conn_ctx *ctx, struct ks_reply *r)
+/* /_kubesim/services: GET lists, POST adds or replaces, DELETE removes. */
+static void services_endpoint(struct ks_server *ks, const char *method, const struct conn_ctx *ctx,
+                              struct ks_reply *r)
+{
+    bool post = strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0;
+    bool del = strcmp(method, "DELETE") == 0;
+    if (!post && !del && strcmp(method, "GET") != 0) {
+        ks_reply_status(r, 405, "MethodNotAllowed", "use GET, POST or DELETE", NULL);
+        return;
+    }
+    json_t *doc = NULL;
+    if (post || del) {
+        doc = ctx->len ? json_loadb(ctx->body, ctx->len, 0, NULL) : NULL;
+        if (!json_is_object(doc)) {
+            json_decref(doc);
+            ks_reply_status(r, 400, "BadRequest",
+                            "body must be a JSON object {\"namespace\",\"name\",\"target\"}", NULL);
+            return;
+        }
+    }
+    const char *ns = json_string_value(json_object_get(doc, "namespace"));
+    const char *name = json_string_value(json_object_get(doc, "name"));
+    const char *target = json_string_value(json_object_get(doc, "target"));
+    char *err = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&ks->lock);
+    if (post)
+        rc = ks_services_set(ks, ns, name, target, &err);
+    else if (del)
+        rc = ks_services_remove(ks, ns, name);
+    json_t *list = rc == 0 ? ks_services_describe(ks) : NULL;
+    pthread_mutex_unlock(&ks->lock);
+    if (rc == -ENOENT) {
+        char *msg = ks_printf("no service mapping for %s/%s", ks_nz(ns), ks_nz(name));
+        ks_reply_status(r, 404, "NotFound", msg, NULL);
+        free(msg);
+    } else if (rc != 0) {
+        ks_reply_status(r, 400, "BadRequest", err ? err : "invalid service mapping", NULL);
+    } else {
+        ks_reply_json(r, 200, list, false);
+    }
+    free(err);
+    json_decref(list);
+    json_decref(doc);
+}
+
+static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, const char *method,
+                             const char *what, const struct conn_ctx *ctx, struct ks_reply *r)
 {
     if (strcmp(what, "stats") == 0) {
         pthread_mutex_lock(&ks->lock);
@@ -138,10 +184,15 @@ static void kubesim_endpoint(struct ks_server *ks, const char *method, const cha
             json_decref(empty);
             return;
         }
-        json_t *doc = ks_stats_json(ks);
+        const char *ua = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "userAgent");
+        json_t *doc = ks_stats_json(ks, ua);
         ks_reply_json(r, 200, doc, false);
         pthread_mutex_unlock(&ks->lock);
         json_decref(doc);
+        return;
+    }
+    if (strcmp(what, "services") == 0) {
+        services_endpoint(ks, method, ctx, r);
         return;
     }
     if (strcmp(what, "faults") == 0) {
@@ -239,7 +290,7 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         goto out;
     }
     if (n == 2 && strcmp(segs[0], "_kubesim") == 0) {
-        kubesim_endpoint(ks, method, segs[1], ctx, r);
+        kubesim_endpoint(ks, conn, method, segs[1], ctx, r);
         goto out;
     }
     if (n >= 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v3") == 0) {
@@ -348,9 +399,18 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     q.content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 
     int retry = 0;
+    struct ks_req_info ri = {
+        .verb = q.verb,
+        .group = q.group,
+        .resource = q.plural,
+        .ns = q.ns,
+        .name = q.name,
+        .subresource = q.sub,
+        .user_agent = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent"),
+    };
     pthread_mutex_lock(&ks->lock);
-    ks_stats_record(ks, q.verb, q.group, q.plural, q.ns, q.name, q.sub);
-    unsigned int fault = ks_faults_pick(ks, q.verb, &retry);
+    ks_stats_record(ks, &ri);
+    unsigned int fault = ks_faults_pick(ks, &ri, &retry);
     pthread_mutex_unlock(&ks->lock);
     if (fault) {
         inject_fault(ks, fault, retry, r);

@@ -9,15 +9,18 @@
  * strategic merge and JSON patches), schema.c (structural defaults,
  * pruning, validation), webhooks.c (conversion and validating admission
  * calls), controllers.c (GC, namespaces, deployments, CRD status),
- * faults.c (fault injection and request statistics), certs.c (CA, serving
- * certificate, kubeconfig), util.c (JSON output, Status bodies, selectors).
+ * faults.c (fault injection and request statistics), services.c (where
+ * webhook Service references go), partial.c (metadata-only answers:
+ * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
+ * util.c (JSON output, Status bodies, selectors).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
  *    thread), plus the controller thread.
  *  - One mutex, ks->lock, protects everything mutable: the object maps,
  *    the resource definitions list, the resourceVersion counter, the event
- *    history, faults and stats. ks->changed is broadcast after each commit.
+ *    history, faults, stats and the webhook service map. ks->changed is
+ *    broadcast after each commit.
  *  - Stored objects are frozen json_t values: readers take a reference
  *    under the lock and use it after unlocking; writers replace them.
  *  - Resource definitions (struct ks_res) are immutable once published; a
@@ -85,8 +88,14 @@ struct ks_event {
     json_t *old;     /* object before the change, NULL for ADDED */
 };
 
+/* Fault rule filters: "*" matches anything; group "" is the core group. A
+ * resource "plural" matches requests without a subresource, "plural/sub"
+ * that subresource (as RBAC rules do). */
 struct ks_fault_rule {
     char verb[24]; /* "" or "*" = any */
+    char resource[128];
+    char group[256];
+    char ns[64];
     unsigned int code;
     double rate;
     int retry_after; /* seconds, for 429 */
@@ -107,8 +116,6 @@ struct ks_server {
     char *token;
     char *url;
     char *ca_pem;
-    struct ks_service_map *services;
-    size_t nservices;
     long ready_delay_ms;
     long bookmark_ms;
     size_t history_cap;
@@ -127,6 +134,8 @@ struct ks_server {
     uint64_t drop_epoch; /* bumped to end all open watches */
     uint32_t next_ip;
     uint32_t next_node_port;
+    struct ks_service_map *services; /* --service and /_kubesim/services */
+    size_t nservices;
 
     /* faults and stats, lock held */
     struct ks_fault_rule *faults;
@@ -309,20 +318,77 @@ void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key
 
 /* ---- faults.c ------------------------------------------------------------------ */
 
-/* Lock held. Decide a fault for verb: 0 = none, else the HTTP code. */
-unsigned int ks_faults_pick(struct ks_server *ks, const char *verb, int *ret_retry_after);
-/* Parse a --fault VERB:CODE:RATE[:RETRY] flag. */
+/* A request, as faults and stats see it. */
+struct ks_req_info {
+    const char *verb;
+    const char *group; /* "" for core */
+    const char *resource;
+    const char *ns;          /* NULL when cluster-scoped */
+    const char *name;        /* NULL for collections */
+    const char *subresource; /* NULL for the main resource */
+    const char *user_agent;  /* NULL when the client sent none */
+};
+
+/* Lock held. Decide a fault for a request: 0 = none, else the HTTP code. */
+unsigned int ks_faults_pick(struct ks_server *ks, const struct ks_req_info *ri,
+                            int *ret_retry_after);
+/* Parse a --fault VERB:CODE:RATE[:RETRY][:resource=R][:group=G][:namespace=N]
+ * flag. */
 int ks_faults_add_flag(struct ks_server *ks, const char *spec);
 /* Apply a JSON fault document (POST /_kubesim/faults). Lock held. */
 int ks_faults_apply(struct ks_server *ks, const json_t *doc, char **ret_err);
 json_t *ks_faults_describe(struct ks_server *ks);
 /* Lock held. Record a request. */
-void ks_stats_record(struct ks_server *ks, const char *verb, const char *group,
-                     const char *resource, const char *ns, const char *name,
-                     const char *subresource);
-json_t *ks_stats_json(struct ks_server *ks);
+void ks_stats_record(struct ks_server *ks, const struct ks_req_info *ri);
+/* Lock held. The statistics; with ua_prefix, only the requests whose
+ * User-Agent starts with it (counts and writes too). @ref new */
+json_t *ks_stats_json(struct ks_server *ks, const char *ua_prefix);
 void ks_stats_reset(struct ks_server *ks);
 double ks_rand01(struct ks_server *ks);
+
+/* ---- services.c ---------------------------------------------------------------- */
+
+/* Where webhook clientConfig.service references go: NAMESPACE/NAME ->
+ * HOST:PORT, set by --service at start and by /_kubesim/services at run
+ * time. Lock held (or before any thread starts). Add or replace; -EINVAL
+ * with a message in *ret_err for a bad namespace, name or target. */
+int ks_services_set(struct ks_server *ks, const char *ns, const char *name, const char *target,
+                    char **ret_err);
+/* Lock held. Remove; -ENOENT when there is no such mapping. */
+int ks_services_remove(struct ks_server *ks, const char *ns, const char *name);
+/* Parse a --service NS/NAME=HOST:PORT flag (before threads start). */
+int ks_services_add_flag(struct ks_server *ks, const char *spec);
+/* Lock held. {"services":[{"namespace","name","target"}]} @ref new */
+json_t *ks_services_describe(struct ks_server *ks);
+/* Takes the lock: a copy of the target (malloc'd) or NULL. */
+char *ks_services_lookup(struct ks_server *ks, const char *ns, const char *name);
+/* At exit. */
+void ks_services_free(struct ks_server *ks);
+
+/* ---- partial.c --------------------------------------------------------------------- */
+
+/* What an Accept header asks for: a PartialObjectMetadata (object), a
+ * PartialObjectMetadataList (list), or neither (plain JSON). */
+enum ks_partial { KS_PARTIAL_NONE, KS_PARTIAL_OBJECT, KS_PARTIAL_LIST };
+
+/* Walk the Accept entries in order: the first one kubesim can serve wins
+ * (a JSON PartialObjectMetadata[List] of meta.k8s.io v1 or v1beta1, or
+ * plain JSON); protobuf and unknown entries are skipped. *ret_version is
+ * "v1" or "v1beta1" (static) for a partial answer. */
+enum ks_partial ks_partial_accept(const char *accept, const char **ret_version);
+/* The PartialObjectMetadata of a presented object: kind, apiVersion
+ * meta.k8s.io/VERSION and the whole metadata in ObjectMeta field order
+ * (label and annotation keys sorted). @ref new */
+json_t *ks_partial_object(const json_t *obj, const char *version);
+/* A PartialObjectMetadataList of presented objects (@ref borrow; items is
+ * null when empty, as Go encodes the nil slice), list metadata from rv,
+ * continue token (NULL or "": none) and remaining count (0: none). @ref new */
+json_t *ks_partial_list(const json_t *objs, const char *version, const char *rv, const char *cont,
+                        long remaining);
+/* The 406 message when the kind asked for does not fit the request
+ * ("you requested PartialObjectMetadata, but the requested object is a
+ * list (*v1.ConfigMapList)"). malloc'd */
+char *ks_partial_mismatch(const struct ks_res *def, enum ks_partial want);
 
 /* ---- certs.c ------------------------------------------------------------------- */
 

@@ -24,12 +24,14 @@ static const char usage[] =
     "  --kubeconfig-out FILE         write a kubeconfig for the server\n"
     "  --ca-out FILE                 write the CA certificate (PEM)\n"
     "  --token TOKEN                 bearer token (default: random)\n"
-    "  --service NS/NAME=HOST:PORT   where webhook service references go (repeatable)\n"
+    "  --service NS/NAME=HOST:PORT   where webhook service references go (repeatable;\n"
+    "                                also POST/DELETE /_kubesim/services at run time)\n"
     "  --deployment-ready-delay DUR  Deployment status delay (default 200ms)\n"
     "  --bookmark-interval DUR       watch bookmark period (default 1s)\n"
     "  --history-size N              watch history length (default 10000)\n"
     "  --seed N                      fault RNG seed (default 1)\n"
-    "  --fault VERB:CODE:RATE[:RETRY_AFTER]  inject errors (repeatable)\n"
+    "  --fault VERB:CODE:RATE[:RETRY_AFTER][:resource=R][:group=G][:namespace=N]\n"
+    "                                inject errors (repeatable; group= is core)\n"
     "  --latency DUR                 add latency to every request\n"
     "  --verbose                     log requests to stderr\n";
 
@@ -47,25 +49,6 @@ static long parse_ms(const char *s)
     if (strcmp(end, "m") == 0)
         return (long)(v * 60000);
     return -1;
-}
-
-static int add_service(struct ks_server *ks, const char *spec)
-{
-    const char *slash = strchr(spec, '/');
-    const char *eq = strchr(spec, '=');
-    if (!slash || !eq || eq < slash || !strchr(eq, ':'))
-        return -EINVAL;
-    struct ks_service_map *ns = realloc(ks->services, (ks->nservices + 1) * sizeof(*ns));
-    if (!ns)
-        return -ENOMEM;
-    ks->services = ns;
-    struct ks_service_map *m = &ks->services[ks->nservices++];
-    m->ns = strndup(spec, (size_t)(slash - spec));
-    m->name = strndup(slash + 1, (size_t)(eq - slash - 1));
-    m->hostport = ks_strdup(eq + 1);
-    if (!m->ns || !m->name)
-        return -ENOMEM;
-    return 0;
 }
 
 static void create_namespace(struct ks_server *ks, const char *name)
@@ -129,7 +112,7 @@ static int run(int argc, char **argv)
             free(ks->token);
             ks->token = ks_strdup(v);
         } else if (strcmp(a, "--service") == 0) {
-            bad = add_service(ks, v) != 0;
+            bad = ks_services_add_flag(ks, v) != 0;
         } else if (strcmp(a, "--deployment-ready-delay") == 0) {
             ks->ready_delay_ms = parse_ms(v);
             bad = ks->ready_delay_ms < 0;
@@ -239,12 +222,7 @@ out:
     pthread_mutex_unlock(&ks->lock);
     free(ks->defs);
     free(ks->graveyard);
-    for (size_t i = 0; i < ks->nservices; i++) {
-        free(ks->services[i].ns);
-        free(ks->services[i].name);
-        free(ks->services[i].hostport);
-    }
-    free(ks->services);
+    ks_services_free(ks);
     free(ks->faults);
     json_decref(ks->stats_writes);
     json_decref(ks->stats_requests);

@@ -646,17 +646,7 @@ static json_t *row_object(const json_t *obj, const char *table_version, enum ks_
         return NULL;
     if (inc == KS_INCLUDE_OBJECT)
         return json_deep_copy(obj);
-    json_t *md = json_deep_copy(json_object_get(obj, "metadata"));
-    json_t *p = json_object();
-    json_t *wrap = json_pack("{s:o}", "metadata", md ? md : json_object());
-    ks_typed_order(wrap); /* ObjectMeta field order */
-    char *av = ks_printf("meta.k8s.io/%s", table_version);
-    json_object_set_new(p, "kind", json_string("PartialObjectMetadata"));
-    json_object_set_new(p, "apiVersion", json_string(av));
-    json_object_set(p, "metadata", json_object_get(wrap, "metadata"));
-    free(av);
-    json_decref(wrap);
-    return p;
+    return ks_partial_object(obj, table_version);
 }
 
 json_t *ks_table_build(const struct ks_res *def, const char *version, const json_t *objs,

@@ -8,6 +8,8 @@
  * them. Label/field selectors turn transitions into ADDED (enters) and
  * DELETED (leaves). A start resourceVersion older than the retained
  * history gets HTTP 200 and an ERROR event with a 410 Expired Status.
+ * Event objects are Table rows or PartialObjectMetadata when the Accept
+ * header asks for them (table.c, partial.c); ERROR Status objects never.
  */
 #include "kubesim.h"
 
@@ -40,7 +42,8 @@ struct watcher {
     size_t len, off;
     bool finished;
     int fd;
-    const char *table; /* Table version asked for (static string) or NULL */
+    const char *table;   /* Table version asked for (static string) or NULL */
+    const char *partial; /* PartialObjectMetadata version (static) or NULL */
     enum ks_include include;
     bool table_headers; /* columnDefinitions already sent */
 };
@@ -75,6 +78,19 @@ static void out_append(struct watcher *w, const char *s, size_t n)
 
 static void emit(struct watcher *w, const struct ks_res *def, const char *type, const json_t *obj)
 {
+    if (w->partial) {
+        /* A struct: field order, not sorted keys. */
+        json_t *p = ks_partial_object(obj, w->partial);
+        char *txt = ks_dump(p, false, NULL);
+        json_decref(p);
+        if (!txt)
+            abort();
+        char *line = ks_printf("{\"type\":\"%s\",\"object\":%s}\n", type, txt);
+        out_append(w, line, strlen(line));
+        free(line);
+        free(txt);
+        return;
+    }
     char *txt = ks_dump(obj, !def->typed, NULL);
     if (!txt)
         abort();
@@ -345,7 +361,22 @@ void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     w->version = ks_strdup(q->version);
     w->ns = q->ns ? ks_strdup(q->ns) : NULL;
     w->fd = -1;
-    w->table = ks_table_accept(MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept"));
+    const char *accept = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept");
+    w->table = ks_table_accept(accept);
+    if (!w->table) {
+        const char *pv = NULL;
+        enum ks_partial pk = ks_partial_accept(accept, &pv);
+        if (pk == KS_PARTIAL_LIST) {
+            /* Every event object is a single object, never a list. */
+            char *msg = ks_partial_mismatch(def, pk);
+            ks_reply_status(r, 406, "NotAcceptable", msg, NULL);
+            free(msg);
+            watcher_free(w);
+            return;
+        }
+        if (pk == KS_PARTIAL_OBJECT)
+            w->partial = pv;
+    }
     w->include = ks_table_include(ks_query(q, "includeObject"));
     if (ks_selector_parse(ks_query(q, "labelSelector"), false, &w->labels, &err) != 0 ||
         ks_selector_parse(ks_query(q, "fieldSelector"), true, &w->fields, &err) != 0) {

@@ -21,8 +21,9 @@
  *
  * Transport: libcurl, HTTPS, caBundle as CURLOPT_CAINFO_BLOB, the host
  * name (and SNI) is NAME.NAMESPACE.svc, CURLOPT_CONNECT_TO sends it to the
- * --service HOST:PORT; POST path?timeout=Ns, Content-Type
- * application/json, User-Agent kube-apiserver-admission.
+ * HOST:PORT the service map names at the time of the call (services.c);
+ * POST path?timeout=Ns, Content-Type application/json, User-Agent
+ * kube-apiserver-admission.
  */
 #include "kubesim.h"
 
@@ -87,9 +88,7 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
                         : 443;
         url = ks_printf("https://%s.%s.svc:%ld%s%s?timeout=%lds", name, ns, port,
                         *path == '/' ? "" : "/", path, timeout_s);
-        for (size_t i = 0; i < ks->nservices; i++)
-            if (strcmp(ks->services[i].ns, ns) == 0 && strcmp(ks->services[i].name, name) == 0)
-                target = ks_strdup(ks->services[i].hostport);
+        target = ks_services_lookup(ks, ns, name);
         if (!target) {
             *ret_err = ks_printf("Post \"%s\": service \"%s\" not found", url, name);
             goto out;

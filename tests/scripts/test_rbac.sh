@@ -12,12 +12,12 @@
 #      Service deleted by someone and restored, a name taken by a foreign
 #      Deployment and Service (kop reads them after AlreadyExists), paused,
 #      deleted (garbage collection), and SIGTERM (the Lease released);
-#   3. kubesim's /_kubesim/stats lists every API request it served; the
-#      test's own curl requests are logged as they are made and taken out
-#      (kubesim does not record who sent a request), so what is left is
-#      kop's; tests/manifests/rbac.js checks them against the rules bound
-#      to kop's ServiceAccount: a request no rule allows fails, and so does
-#      a grant kop never used (except the documented exemption: update on
+#   3. kubesim's /_kubesim/stats?userAgent=kop/ lists every API request
+#      it served to a client whose User-Agent starts with "kop/" (kop's
+#      own; the test's curl and kubectl requests are left out);
+#      tests/manifests/rbac.js checks them against the rules bound to kop's
+#      ServiceAccount: a request no rule allows fails, and so does a grant
+#      kop never used (except the documented exemption: update on
 #      myresources/finalizers, for OwnerReferencesPermissionEnforcement).
 #
 # The webhook configurations are not installed: the webhooks are called by
@@ -107,15 +107,14 @@ export KUBECONFIG=$work/kubeconfig
 k apply -f "$root/manifests/base/crd.yaml" -f "$root/manifests/base/namespace.yaml" \
   >"$work/apply.log" 2>&1 || die "kubectl apply of the CRD and namespace"
 
-# The test's own API requests go through api(), which logs "METHOD PATH"
-# so they can be told apart from kop's.
-: >"$work/mine.txt"
+# The test's own API requests go through api(), with a User-Agent of its
+# own (kubesim records each request's User-Agent).
 api() { # METHOD PATH [BODY] -> body on stdout, HTTP code in $work/code
   local ctype=application/json
   [ "$1" = PATCH ] && ctype=application/merge-patch+json
-  echo "$1 $2" >>"$work/mine.txt"
   curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" -H "Content-Type: $ctype" \
-    -X "$1" ${3:+--data-binary "$3"} -o "$work/body" -w '%{http_code}' "$url$2" >"$work/code" || true
+    -A "test-rbac/1" -X "$1" ${3:+--data-binary "$3"} -o "$work/body" -w '%{http_code}' \
+    "$url$2" >"$work/code" || true
   cat "$work/body"
 }
 # kubesim's CA, from the kubeconfig it wrote.
@@ -232,41 +231,27 @@ fi
 # ---- 3. kop's requests against the RBAC ------------------------------------------
 curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" "$url/_kubesim/stats" \
   >"$work/stats-all.json" || die "GET /_kubesim/stats"
-# Take out one recorded request per request the test made.
+curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" \
+  "$url/_kubesim/stats?userAgent=kop%2F" >"$work/stats.json" || die "GET /_kubesim/stats?userAgent=kop/"
+# Every request is either kop's or the test's own (curl, kubectl): kop
+# sent no request under another User-Agent.
 node -e '
   const fs = require("fs");
-  const stats = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
-  const mine = fs.readFileSync(process.argv[2], "utf8").split("\n").filter(Boolean);
-  const key = (r) => [r.verb, r.group || "", r.resource, r.namespace || "", r.name || "",
-                      r.subresource || ""].join("|");
-  const toRemove = new Map();
-  for (const line of mine) {
-    const [method, path] = line.split(" ");
-    const p = path.split("?")[0].split("/").filter(Boolean);
-    const [group, rest] = p[0] === "api" ? ["", p.slice(2)] : [p[1], p.slice(3)];
-    const [nsv, res, name, sub] = rest[0] === "namespaces" && rest.length > 2
-        ? [rest[1], rest[2], rest[3], rest[4]] : ["", rest[0], rest[1], rest[2]];
-    const verb = {GET: name ? "get" : "list", POST: "create", PATCH: "patch", PUT: "update",
-                  DELETE: name ? "delete" : "deletecollection"}[method];
-    const k = key({verb, group, resource: res, namespace: nsv, name, subresource: sub});
-    toRemove.set(k, (toRemove.get(k) || 0) + 1);
+  const all = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+  const kop = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+  const agents = new Map();
+  for (const r of all.requests) {
+    const a = (r.userAgent || "(none)").split(" ")[0];
+    agents.set(a, (agents.get(a) || 0) + 1);
   }
-  const kept = [];
-  for (const r of stats.requests) {
-    const k = key(r);
-    if (toRemove.get(k) > 0) toRemove.set(k, toRemove.get(k) - 1);
-    else kept.push(r);
-  }
-  const missing = [...toRemove].filter(([, n]) => n > 0);
-  if (missing.length) {
-    console.error("test requests not found in the stats: " + JSON.stringify(missing));
-    process.exit(1);
-  }
-  fs.writeFileSync(process.argv[3], JSON.stringify({requests: kept}, null, 1));
-  console.log(stats.requests.length + " requests, " + mine.length + " by the test, " +
-              kept.length + " by kop");
-' "$work/stats-all.json" "$work/mine.txt" "$work/stats.json" >"$work/split.log" 2>&1 ||
-  die "separating the test's requests from kop's: $(cat "$work/split.log")"
+  const mine = all.requests.filter((r) => (r.userAgent || "").startsWith("test-rbac/")).length;
+  const other = all.requests.length - mine - kop.requests.length;
+  console.log(all.requests.length + " requests, " + mine + " by the test, " +
+              kop.requests.length + " by kop (" +
+              [...agents].map(([a, n]) => a + " " + n).join(", ") + ")");
+  process.exit(other === 0 && kop.total === kop.requests.length ? 0 : 1);
+' "$work/stats-all.json" "$work/stats.json" >"$work/split.log" 2>&1 ||
+  die "requests by an unknown client: $(cat "$work/split.log")"
 echo "     $(cat "$work/split.log")"
 if node -e 'process.exit(JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).requests.length > 20 ? 0 : 1)' \
   "$work/stats.json"; then
