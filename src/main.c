@@ -458,7 +458,7 @@ int main(int argc, char **argv)
     /* 2. webhook: stop accepting, finish in-flight requests */
     if (webhook && kop_webhook_shutdown(webhook, remaining_ms()) < 0)
         kop_log(KOP_LOG_WARN, "setup", "in-flight webhook requests cut short", NULL);
-    /* 3.-5. controller, events (and later the lease) */
+    /* 3.-5. controller (informers, queue, workers), events, the lease */
     reconciler_free(&rec, true);
     exit_code = 0;
 out:
