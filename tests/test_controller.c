@@ -4,11 +4,25 @@
  * reconcile paths run against kubesim in tests/integration/test_operator.c):
  * argument checks, admission rule 4 before the caches synced, and a start
  * against a refused address that neither syncs nor blocks stop/free.
+ * Rule 4 after sync, against the in-test fake server: the lookup sees
+ * Deployments and Services without kop's label (the metadata informers
+ * list everything), answers NOT_SYNCED / ABSENT / PRESENT with the
+ * controller uid, stores only the cut-down metadata, never enqueues a
+ * reconcile for them, and costs well under the 2 KiB per object budget.
  */
 #include "testutil.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "fakesrv.h"
 
 #include "kop/client.h"
 #include "kop/clock.h"
@@ -98,6 +112,213 @@ START_TEST(test_controller_lookup_not_synced_then_stop)
 }
 END_TEST
 
+/* ---- rule 4 after sync, against a fake API server ----------------------------------- */
+
+#define N_DEPLOY 500
+
+static char *deploy_list; /* the unlabelled LIST of deployments in team-a */
+
+/* N_DEPLOY copies of a real Deployment (kube-system/coredns, with its
+ * managedFields and annotations), renamed; every other one controlled by a
+ * MyResource, all with a second, non-controller ownerReference. */
+static char *make_deploy_list(void)
+{
+    char *path = kop_test_data_path("vectors/apiserver/deployment_list_kube_system_v1.36.json");
+    json_t *src = json_load_file(path, 0, NULL);
+    free(path);
+    ck_assert_ptr_nonnull(src);
+    json_t *proto = json_array_get(json_object_get(src, "items"), 0);
+    ck_assert_ptr_nonnull(proto);
+    json_t *items = json_array();
+    for (int i = 0; i < N_DEPLOY; i++) {
+        json_t *d = json_deep_copy(proto);
+        json_t *md = json_object_get(d, "metadata");
+        char name[32], uid[64], rv[32];
+        snprintf(name, sizeof(name), "dep-%d", i);
+        snprintf(uid, sizeof(uid), "6f0a3c2e-0000-4000-8000-%012d", i);
+        snprintf(rv, sizeof(rv), "%d", 1000 + i);
+        json_object_set_new(md, "name", json_string(name));
+        json_object_set_new(md, "namespace", json_string("team-a"));
+        json_object_set_new(md, "uid", json_string(uid));
+        json_object_set_new(md, "resourceVersion", json_string(rv));
+        json_t *refs = json_pack("[{s:s, s:s, s:s, s:s}]", "apiVersion", "v1", "kind", "ConfigMap",
+                                 "name", "other", "uid", "not-the-controller");
+        if (i % 2 == 0)
+            json_array_append_new(refs, json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion",
+                                                  "mygroup.example.com/v1", "kind", "MyResource",
+                                                  "name", name, "uid", "owner-uid", "controller", 1,
+                                                  "blockOwnerDeletion", 1));
+        json_object_set_new(md, "ownerReferences", refs);
+        json_array_append_new(items, d);
+    }
+    json_t *list = json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", "DeploymentList", "apiVersion",
+                             "apps/v1", "metadata", "resourceVersion", "2000", "items", items);
+    char *txt = json_dumps(list, JSON_COMPACT);
+    json_decref(list);
+    json_decref(src);
+    return txt;
+}
+
+static const char svc_list[] =
+    "{\"kind\":\"ServiceList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"2000\"},"
+    "\"items\":[{\"metadata\":{\"name\":\"web\",\"namespace\":\"team-a\",\"uid\":\"svc-uid\","
+    "\"resourceVersion\":\"7\",\"labels\":{\"app\":\"web\"}},\"spec\":{\"type\":\"ClusterIP\","
+    "\"ports\":[{\"port\":80}]}}]}";
+static const char empty_list[] =
+    "{\"kind\":\"List\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"2000\"},"
+    "\"items\":[]}";
+
+/* LIST: labelled lists (kop's own children) and MyResources are empty,
+ * unlabelled ones hold the objects above. WATCH: held open, silent. */
+static bool api_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    if (strstr(req->path, "watch=true")) {
+        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+        if (!fsrv_write(fd, head, strlen(head)))
+            return false;
+        char b[256];
+        while (!atomic_load(&s->stop)) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 20) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
+                break;
+        }
+        return false;
+    }
+    const char *body = empty_list;
+    if (!strstr(req->path, "labelSelector=")) {
+        if (strncmp(req->path, "/apis/apps/v1/namespaces/team-a/deployments", 43) == 0)
+            body = deploy_list;
+        else if (strncmp(req->path, "/api/v1/namespaces/team-a/services", 34) == 0)
+            body = svc_list;
+    }
+    return fsrv_reply(fd, 200, NULL, NULL, body);
+}
+
+/* The value of the first sample of a metric family in the text format
+ * (0 when absent). */
+static double metric_value(struct kop_metrics *m, const char *family)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(kop_metrics_render(m, &txt, &len), 0);
+    double v = 0;
+    size_t fl = strlen(family);
+    for (char *line = txt; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (strncmp(line, family, fl) == 0 && (line[fl] == '{' || line[fl] == ' ')) {
+            char *sp = strrchr(line, ' ');
+            if (sp && (!next || sp < next))
+                v = strtod(sp + 1, NULL);
+            break;
+        }
+        line = next ? next + 1 : NULL;
+    }
+    free(txt);
+    return v;
+}
+
+START_TEST(test_controller_lookup_sees_unlabelled_children)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    deploy_list = make_deploy_list();
+    struct fsrv srv;
+    fsrv_start(&srv, api_handler, NULL);
+    struct kop_metrics *metrics = kop_metrics_new(false);
+    char *url = fsrv_url(&srv);
+    struct kop_kubeconfig kc = {.server = url};
+    const struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *client = NULL;
+    struct kop_store *store = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &client), 0);
+    ck_assert_int_eq(kop_store_new(metrics, &store), 0);
+    struct kop_controller *c = NULL;
+    const struct kop_controller_options o = {
+        .client = client,
+        .store = store,
+        .metrics = metrics,
+        .namespace = "team-a",
+        .leading = true,
+    };
+    ck_assert_int_eq(kop_controller_new(&o, &c), 0);
+    char uid[64] = "untouched";
+    ck_assert_int_eq(
+        kop_controller_child_lookup(c, "Deployment", "team-a", "dep-1", uid, sizeof(uid)),
+        KOP_CHILD_NOT_SYNCED);
+    ck_assert_int_eq(kop_controller_start(c), 0);
+    ck_assert_int_eq(kop_controller_wait_synced(c, 10000), 0);
+    ck_assert(kop_controller_synced(c));
+
+    /* Without kop's label, with and without a controller. */
+    ck_assert_int_eq(
+        kop_controller_child_lookup(c, "Deployment", "team-a", "dep-1", uid, sizeof(uid)),
+        KOP_CHILD_PRESENT);
+    ck_assert_str_eq(uid, "");
+    ck_assert_int_eq(
+        kop_controller_child_lookup(c, "Deployment", "team-a", "dep-2", uid, sizeof(uid)),
+        KOP_CHILD_PRESENT);
+    ck_assert_str_eq(uid, "owner-uid");
+    ck_assert_int_eq(kop_controller_child_lookup(c, "Service", "team-a", "web", uid, sizeof(uid)),
+                     KOP_CHILD_PRESENT);
+    ck_assert_str_eq(uid, "");
+    snprintf(uid, sizeof(uid), "untouched");
+    ck_assert_int_eq(kop_controller_child_lookup(c, "Service", "team-a", "dep-1", uid, sizeof(uid)),
+                     KOP_CHILD_ABSENT);
+    ck_assert_int_eq(
+        kop_controller_child_lookup(c, "Deployment", "team-a", "nothing", uid, sizeof(uid)),
+        KOP_CHILD_ABSENT);
+    ck_assert_str_eq(uid, "untouched");
+    ck_assert_int_eq(kop_controller_child_lookup(c, "ConfigMap", "team-a", "web", uid, sizeof(uid)),
+                     KOP_CHILD_ABSENT);
+    /* A namespace this replica does not watch. */
+    ck_assert_int_eq(kop_controller_child_lookup(c, "Service", "team-b", "web", uid, sizeof(uid)),
+                     KOP_CHILD_NOT_SYNCED);
+
+    /* The reconciler's labelled view is untouched: nothing of this is kop's. */
+    ck_assert(!kop_store_exists(store, "Deployment", "team-a", "dep-1"));
+    ck_assert(!kop_store_exists(store, "Service", "team-a", "web"));
+    /* Only the cut-down metadata is kept. */
+    json_t *d = kop_store_get(store, "Deployment.meta", "team-a", "dep-2");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(json_object_size(d), 3);
+    ck_assert_str_eq(json_string_value(json_object_get(d, "apiVersion")), "apps/v1");
+    ck_assert_str_eq(json_string_value(json_object_get(d, "kind")), "Deployment");
+    json_t *md = json_object_get(d, "metadata");
+    ck_assert_int_eq(json_object_size(md), 5);
+    ck_assert_str_eq(json_string_value(json_object_get(md, "resourceVersion")), "1002");
+    json_t *refs = json_object_get(md, "ownerReferences");
+    ck_assert_int_eq(json_array_size(refs), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(refs, 0), "uid")),
+                     "owner-uid");
+    json_decref(d);
+    d = kop_store_get(store, "Deployment.meta", "team-a", "dep-1");
+    ck_assert_int_eq(json_object_size(json_object_get(d, "metadata")), 4); /* no owner refs */
+    json_decref(d);
+
+    /* Memory: the store holds N_DEPLOY + 1 metadata entries and nothing else. */
+    size_t n = kop_store_count(store);
+    size_t bytes = kop_store_bytes(store);
+    ck_assert_uint_eq(n, N_DEPLOY + 1);
+    printf("rule-4 metadata cache: %zu objects, %zu bytes, %zu bytes/object\n", n, bytes,
+           bytes / n);
+    ck_assert_uint_lt(bytes / n, 2048); /* DESIGN §6: < 2 KiB per cached child */
+
+    /* None of it made a reconcile. */
+    ck_assert(metric_value(metrics, "workqueue_adds_total") == 0);
+
+    ck_assert_int_eq(kop_controller_stop(c, 5000), 0);
+    kop_controller_free(c);
+    fsrv_stop(&srv);
+    kop_client_free(client);
+    kop_store_free(store);
+    kop_metrics_free(metrics);
+    free(url);
+    free(deploy_list);
+    deploy_list = NULL;
+    curl_global_cleanup();
+}
+END_TEST
+
 static Suite *controller_suite(void)
 {
     Suite *s = suite_create("controller");
@@ -105,6 +326,10 @@ static Suite *controller_suite(void)
     tcase_add_test(tc, test_controller_new_rejects_missing_parts);
     tcase_add_test(tc, test_controller_lookup_not_synced_then_stop);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("rule4");
+    tcase_set_timeout(tr, 60);
+    tcase_add_test(tr, test_controller_lookup_sees_unlabelled_children);
+    suite_add_tcase(s, tr);
     return s;
 }
 

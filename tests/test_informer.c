@@ -5,16 +5,24 @@
  * garbage lines): handlers see a consistent add/update/delete sequence,
  * relists synthesize the right events, and the store ends equal to the
  * server's state. (kubesim-based integration tests come later.)
+ * The transform hook (what the store and the handlers get, dropped
+ * objects) and the metadata-only Accept headers of LIST and WATCH.
  */
 #include "kop/informer.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -251,7 +259,8 @@ static bool sim_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
 /* ---- handler recorder ---------------------------------------------------- */
 
 static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
-static json_t *rec_present; /* name -> true while added */
+static json_t *rec_present;  /* name -> true while added */
+static json_t *last_deleted; /* last object a delete handler got (transform tests) */
 static int n_add, n_update, n_delete, n_violations;
 static char last_event[256];
 
@@ -371,6 +380,8 @@ static void teardown(void)
     kop_store_free(store);
     kop_metrics_free(metrics);
     json_decref(rec_present);
+    json_decref(last_deleted);
+    last_deleted = NULL;
     json_decref(sim_objs);
     json_decref(sim_history);
     sim_objs = sim_history = NULL;
@@ -600,6 +611,357 @@ START_TEST(test_informer_not_synced_and_stop)
 }
 END_TEST
 
+/* ---- transform ----------------------------------------------------------- */
+
+static atomic_int n_transformed;
+
+/* Keep kind, apiVersion and metadata {name, namespace, resourceVersion},
+ * add "t": true; drop objects whose name starts with "skip". */
+static json_t *cut(void *ud, json_t *obj)
+{
+    (void)ud;
+    json_t *out = NULL;
+    const char *name = kop_json_path_str(obj, "metadata.name");
+    n_transformed++; /* the informer thread only */
+    if (name && strncmp(name, "skip", 4) != 0)
+        out = json_pack("{s:O, s:O, s:{s:O, s:O, s:O}, s:b}", "kind", json_object_get(obj, "kind"),
+                        "apiVersion", json_object_get(obj, "apiVersion"), "metadata", "name",
+                        kop_json_path(obj, "metadata.name"), "namespace",
+                        kop_json_path(obj, "metadata.namespace"), "resourceVersion",
+                        kop_json_path(obj, "metadata.resourceVersion"), "t", 1);
+    json_decref(obj); /* stolen */
+    return out;
+}
+
+static void rec_delete_keep(void *ud, json_t *obj)
+{
+    rec_delete(ud, obj);
+    pthread_mutex_lock(&rec_lock);
+    json_decref(last_deleted);
+    last_deleted = json_incref(obj);
+    pthread_mutex_unlock(&rec_lock);
+}
+
+static void new_transform_informer(void)
+{
+    kop_informer_free(inf);
+    struct kop_informer_options io = {
+        .client = client,
+        .store = store,
+        .resource = {"", "v1", "configmaps", true},
+        .kind = "ConfigMap",
+        .namespace = "ns",
+        .page_size = 2,
+        .backoff_initial_ms = 20,
+        .backoff_max_ms = 100,
+        .idle_timeout_ms = 2000,
+        .on_add = rec_add,
+        .on_update = rec_update,
+        .on_delete = rec_delete_keep,
+        .transform = cut,
+    };
+    ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
+}
+
+static bool transformed_in_store(const char *name, json_int_t *ret_v)
+{
+    json_t *o = kop_store_get(store, "ConfigMap", "ns", name);
+    bool ok = o && json_is_true(json_object_get(o, "t")) && !json_object_get(o, "data") &&
+              strcmp(kop_json_path_str(o, "kind"), "ConfigMap") == 0;
+    if (ret_v)
+        *ret_v = o ? json_integer_value(kop_json_path(o, "data.v")) : -1;
+    json_decref(o);
+    return ok;
+}
+
+static bool has_new_one(void *arg)
+{
+    (void)arg;
+    return transformed_in_store("new-one", NULL);
+}
+
+static bool deleted_seen(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&rec_lock);
+    bool ok = last_deleted != NULL;
+    pthread_mutex_unlock(&rec_lock);
+    return ok;
+}
+
+START_TEST(test_informer_transform_stores_and_hands_out_its_result)
+{
+    n_transformed = 0;
+    new_transform_informer();
+    sim_put("skip-me", 1);
+    start_synced(3);
+    /* Every list item went through the transform (kind filled in first). */
+    ck_assert_int_eq(kop_store_count(store), 3);
+    ck_assert(transformed_in_store("cm-00", NULL));
+    ck_assert(transformed_in_store("cm-02", NULL));
+    ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "skip-me"));
+    struct kop_informer_stats st;
+    kop_informer_stats(inf, &st);
+    ck_assert_uint_eq(st.dropped, 1);
+    int a, u, d;
+    ck_assert_int_eq(counts(&a, &u, &d), 0); /* handlers got typed objects */
+    ck_assert_int_eq(a, 3);
+
+    /* Watch events too, and the final state of a deleted object. */
+    int one = 1;
+    ck_assert(eventually(watching, &one));
+    sim_put("new-one", 7);
+    sim_put("skip-too", 8);
+    ck_assert(eventually(has_new_one, NULL));
+    sim_del("cm-01");
+    ck_assert(eventually(deleted_seen, NULL));
+    pthread_mutex_lock(&rec_lock);
+    ck_assert(json_is_true(json_object_get(last_deleted, "t")));
+    ck_assert_ptr_null(json_object_get(last_deleted, "data"));
+    ck_assert_str_eq(kop_json_path_str(last_deleted, "metadata.name"), "cm-01");
+    json_decref(last_deleted);
+    last_deleted = NULL;
+    pthread_mutex_unlock(&rec_lock);
+    ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "cm-01"));
+    ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "skip-too"));
+    kop_informer_stop(inf);
+    kop_informer_stats(inf, &st);
+    ck_assert_uint_eq(st.dropped, 2);
+    ck_assert_int_ge(n_transformed, 7); /* 4 listed, 2 added, 1 deleted */
+    ck_assert_int_eq(counts(&a, &u, &d), 0);
+    ck_assert_int_eq(a, 4);
+    ck_assert_int_eq(d, 1);
+}
+END_TEST
+
+START_TEST(test_informer_transform_relist_keeps_unchanged)
+{
+    n_transformed = 0;
+    new_transform_informer();
+    start_synced(2);
+    int one = 1;
+    ck_assert(eventually(watching, &one));
+    int before = n_transformed;
+    ck_assert_int_eq(before, 2);
+    /* A relist: unchanged objects (same resourceVersion, which the
+     * transform kept) are neither transformed again nor re-stored. */
+    pthread_mutex_lock(&sim_lock);
+    sim_silent = true;
+    pthread_mutex_unlock(&sim_lock);
+    sim_put("cm-01", 5);
+    sim_knob(&sim_expire);
+    ck_assert(eventually(store_matches, NULL));
+    kop_informer_stop(inf);
+    ck_assert_int_eq(n_transformed, before + 1);
+    int a, u, d;
+    ck_assert_int_eq(counts(&a, &u, &d), 0);
+    ck_assert_int_eq(u, 1);
+}
+END_TEST
+
+/* ---- metadata only: the Accept headers ------------------------------------ */
+
+/* fakesrv does not keep request headers other than a few, so this test
+ * runs its own minimal server: one connection at a time (the informer is
+ * one thread), GET only, keep-alive; it records the Accept header of the
+ * first LIST and the first WATCH and answers as an apiserver serving
+ * PartialObjectMetadata does. */
+struct msrv {
+    int lfd, port;
+    pthread_t thread;
+    atomic_bool stop;
+    pthread_mutex_t lock;
+    char list_accept[512], watch_accept[512];
+    int lists, watches;
+};
+
+static const char meta_list[] =
+    "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{"
+    "\"resourceVersion\":\"50\"},\"items\":[{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":"
+    "\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"uid\":\"u-a\","
+    "\"resourceVersion\":\"41\",\"labels\":{\"x\":\"y\"}}}]}";
+static const char meta_event[] =
+    "{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":"
+    "\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"b\",\"namespace\":\"ns\",\"uid\":\"u-b\","
+    "\"resourceVersion\":\"51\"}}}\n";
+
+static void msrv_header(const char *head, const char *name, char *out, size_t len)
+{
+    for (const char *l = strstr(head, "\r\n"); l; l = strstr(l + 2, "\r\n")) {
+        const char *line = l + 2;
+        size_t nl = strlen(name);
+        if (strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+            const char *v = line + nl + 1;
+            while (*v == ' ')
+                v++;
+            snprintf(out, len, "%.*s", (int)strcspn(v, "\r\n"), v);
+            return;
+        }
+    }
+}
+
+static void msrv_conn(struct msrv *m, int fd)
+{
+    char buf[8192];
+    size_t have = 0;
+    while (!atomic_load(&m->stop)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + have, sizeof(buf) - have - 1, 0);
+        if (n <= 0)
+            return;
+        have += (size_t)n;
+        buf[have] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (!end)
+            continue;
+        char accept[512] = "";
+        msrv_header(buf, "Accept", accept, sizeof(accept));
+        bool watch = strstr(buf, "watch=true") != NULL && strstr(buf, "watch=true") < end;
+        pthread_mutex_lock(&m->lock);
+        if (watch && m->watches++ == 0)
+            snprintf(m->watch_accept, sizeof(m->watch_accept), "%s", accept);
+        if (!watch && m->lists++ == 0)
+            snprintf(m->list_accept, sizeof(m->list_accept), "%s", accept);
+        pthread_mutex_unlock(&m->lock);
+        size_t used = (size_t)(end - buf) + 4;
+        memmove(buf, buf + used, have - used);
+        have -= used;
+        if (!watch) {
+            if (!fsrv_reply(fd, 200, NULL, NULL, meta_list))
+                return;
+            continue;
+        }
+        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+        if (!fsrv_write(fd, head, strlen(head)) ||
+            !fsrv_chunk(fd, meta_event, sizeof(meta_event) - 1))
+            return;
+        /* Hold the watch open until the client goes away or we stop. */
+        while (!atomic_load(&m->stop)) {
+            struct pollfd q = {.fd = fd, .events = POLLIN};
+            if (poll(&q, 1, 20) > 0 && recv(fd, buf, sizeof(buf), 0) <= 0)
+                return;
+        }
+        return;
+    }
+}
+
+static void *msrv_main(void *arg)
+{
+    struct msrv *m = arg;
+    while (!atomic_load(&m->stop)) {
+        struct pollfd p = {.fd = m->lfd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(m->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        msrv_conn(m, fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+static bool meta_watched(void *arg)
+{
+    struct msrv *m = arg;
+    pthread_mutex_lock(&m->lock);
+    bool ok = m->watches > 0;
+    pthread_mutex_unlock(&m->lock);
+    return ok && kop_store_exists(store, "Thing", "ns", "b");
+}
+
+START_TEST(test_informer_metadata_only_accept_headers)
+{
+    struct msrv m;
+    memset(&m, 0, sizeof(m));
+    pthread_mutex_init(&m.lock, NULL);
+    m.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(m.lfd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(m.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(m.lfd, 8), 0);
+    socklen_t sl = sizeof(sa);
+    ck_assert_int_eq(getsockname(m.lfd, (struct sockaddr *)&sa, &sl), 0);
+    m.port = ntohs(sa.sin_port);
+    ck_assert_int_eq(pthread_create(&m.thread, NULL, msrv_main, &m), 0);
+
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", m.port);
+    struct kop_kubeconfig kc = {.server = url};
+    struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *mc = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &mc), 0);
+    struct kop_informer *mi = NULL;
+    struct kop_informer_options io = {
+        .client = mc,
+        .store = store,
+        .resource = {"example.com", "v1", "things", true},
+        .kind = "Thing",
+        .namespace = "ns",
+        .backoff_initial_ms = 20,
+        .idle_timeout_ms = 2000,
+        .metadata_only = true,
+    };
+    ck_assert_int_eq(kop_informer_new(&io, &mi), 0);
+    ck_assert_int_eq(kop_informer_start(mi), 0);
+    ck_assert_int_eq(kop_informer_wait_synced(mi, 5000), 0);
+    ck_assert(eventually(meta_watched, &m));
+    kop_informer_free(mi);
+
+    pthread_mutex_lock(&m.lock);
+    ck_assert_str_eq(m.list_accept, KOP_INFORMER_ACCEPT_META_LIST);
+    ck_assert_str_eq(m.watch_accept, KOP_INFORMER_ACCEPT_META_WATCH);
+    ck_assert_str_eq(m.list_accept, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;"
+                                    "v=v1,application/json");
+    ck_assert_str_eq(
+        m.watch_accept,
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
+    pthread_mutex_unlock(&m.lock);
+    /* Without a transform the objects are stored as the server sent them. */
+    json_t *a = kop_store_get(store, "Thing", "ns", "a");
+    ck_assert_str_eq(kop_json_path_str(a, "kind"), "PartialObjectMetadata");
+    ck_assert_str_eq(kop_json_path_str(a, "metadata.uid"), "u-a");
+    json_decref(a);
+
+    atomic_store(&m.stop, true);
+    pthread_join(m.thread, NULL);
+    close(m.lfd);
+    pthread_mutex_destroy(&m.lock);
+    kop_client_free(mc);
+}
+END_TEST
+
+static int no_data(void *ud, const char *data, size_t len)
+{
+    (void)ud;
+    (void)data;
+    (void)len;
+    return 0;
+}
+
+START_TEST(test_informer_plain_accept_unchanged)
+{
+    /* Without metadata_only the client asks for plain JSON (the fake
+     * server answers list and watch as before). */
+    start_synced(1);
+    struct kop_informer_stats st;
+    kop_informer_stats(inf, &st);
+    ck_assert_uint_eq(st.dropped, 0);
+    ck_assert(store_matches(NULL));
+    /* A header value with a line break is refused before anything is sent. */
+    struct kop_api_status as;
+    ck_assert_int_eq(
+        kop_client_watch_accept(client, "/x", "a\r\nX-Evil: 1", no_data, NULL, NULL, 0, &as),
+        -EINVAL);
+    const struct kop_request rq = {.method = "GET", .path = "/x", .accept = "a\nb"};
+    ck_assert_int_eq(kop_client_request(client, &rq, &as, NULL), -EINVAL);
+    ck_assert_int_eq(as.attempts, 0);
+}
+END_TEST
+
 static Suite *informer_suite(void)
 {
     Suite *s = suite_create("informer");
@@ -613,6 +975,10 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_http_410_on_resume);
     tcase_add_test(tc, test_informer_garbage_reconnects);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
+    tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
+    tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);
+    tcase_add_test(tc, test_informer_metadata_only_accept_headers);
+    tcase_add_test(tc, test_informer_plain_accept_unchanged);
     suite_add_tcase(s, tc);
     return s;
 }

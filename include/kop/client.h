@@ -20,6 +20,9 @@
  * -EBADMSG. The Kubernetes Status (code, reason, message) is copied into a
  * struct kop_api_status for logs.
  *
+ * Requests send "Accept: application/json" unless the caller names another
+ * value (metadata-only lists and watches ask for PartialObjectMetadata).
+ *
  * 429 and 5xx answers that carry Retry-After are retried up to
  * max_retries times, waiting Retry-After seconds (capped). A 401 with a
  * token file re-reads the file once and retries. The token file is
@@ -119,6 +122,8 @@ struct kop_request {
     const char *content_type;         /* of body; NULL: application/json */
     const json_t *body;               /* @ref borrow; NULL: none */
     struct kop_client_cancel *cancel; /* NULL: not cancellable */
+    const char *accept;               /* Accept header value; NULL: application/json.
+                                         CR or LF in it: -EINVAL */
 };
 
 /*
@@ -134,6 +139,9 @@ struct kop_list_options {
     long limit;                 /* 0: no limit */
     const char *continue_token; /* NULL or "": first page */
     const char *resource_version;
+    const char *accept; /* Accept header value; NULL: application/json (e.g.
+                           "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,
+                           application/json" for metadata only) */
 };
 
 /* Typed verbs. Every json_t in is @ref borrow, every *ret_obj @ref new. */
@@ -186,5 +194,12 @@ typedef int (*kop_client_data_fn)(void *ud, const char *data, size_t len);
 int kop_client_watch(struct kop_client *c, const char *path, kop_client_data_fn on_data, void *ud,
                      struct kop_client_cancel *cancel, int64_t idle_timeout_ms,
                      struct kop_api_status *status);
+
+/* kop_client_watch with an Accept header value (NULL: application/json),
+ * e.g. "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
+ * application/json" for a metadata-only watch. CR or LF in accept: -EINVAL. */
+int kop_client_watch_accept(struct kop_client *c, const char *path, const char *accept,
+                            kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
+                            int64_t idle_timeout_ms, struct kop_api_status *status);
 
 #endif /* KOP_CLIENT_H */

@@ -12,6 +12,14 @@
  * A MyResource event enqueues "ns/name"; a child event enqueues the
  * MyResource named by its controller ownerReference (kind MyResource,
  * group mygroup.example.com).
+ * For admission rule 4, two more informers see every Deployment and
+ * Service (no label selector), metadata only (PartialObjectMetadata
+ * lists and watches), each object cut down by an informer transform to
+ *   {apiVersion, kind, metadata: {name, namespace, uid, resourceVersion,
+ *    ownerReferences: [the controller reference only]}}
+ * under the store kinds "Deployment.meta" and "Service.meta"; they have
+ * no handlers and never enqueue a reconcile. The reconciler still works
+ * only on the labelled, full objects.
  *
  * One reconcile of "ns/name" (a worker thread):
  *   1. read the MyResource from the store (absent or being deleted: done;
@@ -78,7 +86,8 @@ int kop_controller_start(struct kop_controller *c);
  * flight finish (false). For leader election. */
 void kop_controller_set_leading(struct kop_controller *c, bool leading);
 
-/* Every informer has listed once (/readyz "informers-synced"). */
+/* Every informer (the two metadata ones included) has listed once
+ * (/readyz "informers-synced"). */
 bool kop_controller_synced(struct kop_controller *c);
 
 /* Wait for kop_controller_synced. Returns 0, -ETIMEDOUT or -ECANCELED. */
@@ -96,10 +105,12 @@ void kop_controller_free(struct kop_controller *c);
 
 /*
  * Admission rule 4 from the store (kop_admission_child_lookup_fn;
- * userdata is the controller): KOP_CHILD_NOT_SYNCED until the child
- * informers synced, and for namespaces outside --namespace; else ABSENT /
- * PRESENT with the controller uid. Objects without the managed-by label
- * are not in the store (the informers select on it) and read as ABSENT.
+ * userdata is the controller), read from the metadata entries
+ * ("Deployment.meta" / "Service.meta"), so every same-named object counts,
+ * labelled or not: KOP_CHILD_NOT_SYNCED until both metadata informers
+ * synced, and for namespaces outside --namespace; else ABSENT, or PRESENT
+ * with the uid of the controller ownerReference ("" when none). No API
+ * call, no decode (a hash lookup under the store's read lock).
  */
 enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,
                                                   const char *name, char *ret_controller_uid,

@@ -23,6 +23,26 @@
  * One informer per (kind, store): the relist diff works on every store
  * entry of the kind (within the informer's namespace).
  *
+ * Transform (optional, like client-go's SetTransform): every object the
+ * server sends (LIST items, ADDED/MODIFIED objects, the final state of a
+ * DELETED one) goes through it after kind/apiVersion were filled in and
+ * before it is stored or a handler sees it, so the store and the handlers
+ * only ever hold what it returns. It runs on the informer thread. It
+ * should keep metadata.name, metadata.namespace and
+ * metadata.resourceVersion (the relist diff compares the resourceVersion
+ * the server sent with the stored one). Returning NULL drops the object
+ * (and is what an ENOMEM inside it does): nothing is stored for that event
+ * and a stored entry under its key stays as it was (a relist does not
+ * delete it either); a DELETED event still removes the entry, and its
+ * handler then gets the last stored value.
+ *
+ * Metadata only (metadata_only): LIST and WATCH ask for
+ * PartialObjectMetadata(List) in the Accept header, with application/json
+ * as the fallback, so an apiserver sends only apiVersion, kind and
+ * metadata (kind PartialObjectMetadata, apiVersion meta.k8s.io/v1); a
+ * server that ignores it sends whole objects. A transform that keeps what
+ * it needs works with both.
+ *
  * Thread-safety: new/free from one thread; start/stop from the owner;
  * has_synced/wait_synced/stats from any thread.
  */
@@ -46,6 +66,17 @@ typedef void (*kop_informer_add_fn)(void *ud, json_t *obj);
 typedef void (*kop_informer_update_fn)(void *ud, json_t *old_obj, json_t *new_obj);
 typedef void (*kop_informer_delete_fn)(void *ud, json_t *obj);
 
+/* @ref steal obj (a value private to the informer thread: it may be
+ * modified and returned); returns @ref new, the object to store (obj or a
+ * new value), or NULL to drop it (see above). */
+typedef json_t *(*kop_informer_transform_fn)(void *ud, json_t *obj);
+
+/* Accept header values of a metadata-only LIST and WATCH. */
+#define KOP_INFORMER_ACCEPT_META_LIST                                                              \
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define KOP_INFORMER_ACCEPT_META_WATCH                                                             \
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
 struct kop_informer_options {
     struct kop_client *client; /* borrowed */
     struct kop_store *store;   /* borrowed */
@@ -66,7 +97,9 @@ struct kop_informer_options {
     kop_informer_add_fn on_add; /* each may be NULL */
     kop_informer_update_fn on_update;
     kop_informer_delete_fn on_delete;
-    void *ud;
+    kop_informer_transform_fn transform; /* NULL: store objects as sent */
+    void *ud;                            /* for the handlers and the transform */
+    bool metadata_only;                  /* ask for PartialObjectMetadata */
 };
 
 struct kop_informer_stats {
@@ -74,6 +107,7 @@ struct kop_informer_stats {
     unsigned long pages;       /* LIST pages fetched */
     unsigned long watches;     /* WATCH requests started */
     unsigned long errors;      /* failed requests and bad streams */
+    unsigned long dropped;     /* objects the transform dropped */
     char resource_version[64]; /* last seen */
 };
 

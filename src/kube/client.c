@@ -37,6 +37,7 @@
 #define LOGGER "kube-client"
 #define MAX_BODY ((size_t)512 << 20)
 #define MAX_ERROR_BODY ((size_t)1 << 20)
+#define MAX_ACCEPT 480 /* longest Accept header value sent */
 
 #if defined(__x86_64__)
 #define KOP_ARCH "amd64"
@@ -915,12 +916,16 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
 
 /* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
 static int do_request(struct kop_client *c, const char *method, const char *path,
-                      const char *content_type, const char *body, size_t body_len,
-                      struct kop_client_cancel *cc, kop_client_data_fn on_data, void *ud,
-                      int64_t idle_ms, struct kop_api_status *st, char **ret_body, size_t *ret_len)
+                      const char *content_type, const char *accept, const char *body,
+                      size_t body_len, struct kop_client_cancel *cc, kop_client_data_fn on_data,
+                      void *ud, int64_t idle_ms, struct kop_api_status *st, char **ret_body,
+                      size_t *ret_len)
 {
     status_clear(st);
     if (!c || !method || !path || path[0] != '/')
+        return -EINVAL;
+    /* A header value with a line break would inject headers. */
+    if (accept && (accept[strcspn(accept, "\r\n")] != '\0' || strlen(accept) > MAX_ACCEPT))
         return -EINVAL;
     struct tstate *ts = tstate_get(c);
     if (!ts)
@@ -943,11 +948,11 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             break;
         char *auth = auth_header(c, false);
         struct curl_slist *h = NULL, *t;
-        char ct[256];
+        char ct[256], ac[MAX_ACCEPT + 16];
         snprintf(ct, sizeof(ct), "Content-Type: %s",
                  content_type ? content_type : "application/json");
-        const char *fixed[] = {"Accept: application/json", "Expect:", body ? ct : NULL, auth,
-                               c->host_header};
+        snprintf(ac, sizeof(ac), "Accept: %s", accept ? accept : "application/json");
+        const char *fixed[] = {ac, "Expect:", body ? ct : NULL, auth, c->host_header};
         bool oom = false;
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
             if (!fixed[i])
@@ -1055,8 +1060,8 @@ int kop_client_request(struct kop_client *c, const struct kop_request *req,
     }
     char *resp = NULL;
     size_t resp_len = 0;
-    int r = do_request(c, req->method, req->path, req->content_type, body, body_len, req->cancel,
-                       NULL, NULL, 0, status, &resp, &resp_len);
+    int r = do_request(c, req->method, req->path, req->content_type, req->accept, body, body_len,
+                       req->cancel, NULL, NULL, 0, status, &resp, &resp_len);
     free(body);
     if (r < 0)
         return r;
@@ -1137,7 +1142,7 @@ int kop_client_list(struct kop_client *c, const struct kop_resource *res, const 
         if (r < 0)
             return r;
     }
-    struct kop_request req = {.method = "GET", .path = path};
+    struct kop_request req = {.method = "GET", .path = path, .accept = o ? o->accept : NULL};
     return kop_client_request(c, &req, status, ret_list);
 }
 
@@ -1227,8 +1232,15 @@ int kop_client_watch(struct kop_client *c, const char *path, kop_client_data_fn 
                      struct kop_client_cancel *cancel, int64_t idle_timeout_ms,
                      struct kop_api_status *status)
 {
+    return kop_client_watch_accept(c, path, NULL, on_data, ud, cancel, idle_timeout_ms, status);
+}
+
+int kop_client_watch_accept(struct kop_client *c, const char *path, const char *accept,
+                            kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
+                            int64_t idle_timeout_ms, struct kop_api_status *status)
+{
     if (!on_data)
         return -EINVAL;
-    return do_request(c, "GET", path, NULL, NULL, 0, cancel, on_data, ud, idle_timeout_ms, status,
-                      NULL, NULL);
+    return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, idle_timeout_ms,
+                      status, NULL, NULL);
 }

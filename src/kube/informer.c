@@ -19,6 +19,9 @@
  *             again at once. 410/Expired: LIST. Anything else (transport
  *             error, idle timeout, garbage line, ERROR event): back off,
  *             WATCH again from rv.
+ * Every object passes ensure_type then the optional transform (prepare())
+ * before it is stored or handed to a handler; metadata_only only changes
+ * the Accept header of LIST and WATCH.
  * Invariants: the store is updated before a handler runs; handlers run
  * only on this thread; rv only moves forward with events and bookmarks
  * (never past an event that was not applied).
@@ -50,7 +53,9 @@ struct kop_informer {
     kop_informer_add_fn on_add;
     kop_informer_update_fn on_update;
     kop_informer_delete_fn on_delete;
+    kop_informer_transform_fn transform;
     void *ud;
+    bool metadata_only;
 
     struct kop_client_cancel *cancel;
     struct kop_watch_parser *parser;
@@ -165,7 +170,9 @@ int kop_informer_new(const struct kop_informer_options *o, struct kop_informer *
     inf->on_add = o->on_add;
     inf->on_update = o->on_update;
     inf->on_delete = o->on_delete;
+    inf->transform = o->transform;
     inf->ud = o->ud;
+    inf->metadata_only = o->metadata_only;
     inf->cancel = kop_client_cancel_new();
     inf->parser = kop_watch_parser_new(0);
     inf->rng = (uint64_t)now_ns() ^ (uint64_t)(uintptr_t)inf ^ UINT64_C(0x9e3779b97f4a7c15);
@@ -233,12 +240,30 @@ static const char *meta_str(const json_t *obj, const char *key)
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
 }
 
+/* The object to store for obj (@ref borrow, private to this thread):
+ * kind/apiVersion filled in, then the transform. @ref new, or NULL when
+ * the transform dropped it. */
+static json_t *prepare(struct kop_informer *inf, json_t *obj)
+{
+    ensure_type(inf, obj);
+    if (!inf->transform)
+        return json_incref(obj);
+    json_t *t = inf->transform(inf->ud, json_incref(obj));
+    if (!t) {
+        stat_add(inf, &inf->stats.dropped);
+        kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: transform dropped an object", inf->name);
+    }
+    return t;
+}
+
 /* Store obj (@ref borrow, private) and call add/update. */
 static void apply_upsert(struct kop_informer *inf, json_t *obj)
 {
     json_t *old = NULL, *cur = NULL;
-    ensure_type(inf, obj);
-    int r = kop_store_put(inf->store, inf->kind, json_incref(obj), &old, &cur);
+    json_t *t = prepare(inf, obj);
+    if (!t)
+        return;
+    int r = kop_store_put(inf->store, inf->kind, t, &old, &cur);
     if (r < 0) {
         kop_logf(KOP_LOG_WARN, LOGGER, "%s: cannot store object: %d", inf->name, r);
         return;
@@ -260,7 +285,9 @@ static void apply_delete(struct kop_informer *inf, const char *ns, const char *n
     if (kop_store_delete(inf->store, inf->kind, ns, name, &old) < 0)
         return; /* never seen or already gone: no event */
     if (inf->on_delete) {
-        json_t *last = final_state ? kop_store_strip(final_state) : NULL;
+        json_t *t = final_state ? prepare(inf, final_state) : NULL;
+        json_t *last = t ? kop_store_strip(t) : NULL;
+        json_decref(t);
         inf->on_delete(inf->ud, last ? last : old);
         json_decref(last);
     }
@@ -337,7 +364,9 @@ static int do_list(struct kop_informer *inf)
         struct kop_list_options lo = {.label_selector = inf->label_selector,
                                       .field_selector = inf->field_selector,
                                       .limit = inf->page_size,
-                                      .continue_token = cont};
+                                      .continue_token = cont,
+                                      .accept = inf->metadata_only ? KOP_INFORMER_ACCEPT_META_LIST
+                                                                   : NULL};
         json_t *page = NULL;
         struct kop_api_status st;
         r = kop_client_list(inf->client, &inf->res, inf->ns, &lo, &st, &page);
@@ -470,7 +499,9 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
     kop_watch_parser_reset(inf->parser);
     struct watch_ctx w = {.inf = inf};
     struct kop_api_status st;
-    r = kop_client_watch(inf->client, path, on_data, &w, inf->cancel, inf->idle_timeout_ms, &st);
+    r = kop_client_watch_accept(inf->client, path,
+                                inf->metadata_only ? KOP_INFORMER_ACCEPT_META_WATCH : NULL, on_data,
+                                &w, inf->cancel, inf->idle_timeout_ms, &st);
     if (r == 0)
         r = kop_watch_parser_finish(inf->parser, on_event, &w);
     *ret_events = w.events;

@@ -3,8 +3,9 @@
  * The MyResource controller: wiring of informers, queue, workers and the
  * resync timer, and the reconcile function (see kop/controller.h).
  *
- * Threads: three informer threads (their handlers only add keys to the
- * queue), the queue's timer thread, the workers (reconcile), and the
+ * Threads: five informer threads (the three of the reconciler only add
+ * keys to the queue from their handlers; the two metadata-only ones for
+ * admission rule 4 have no handlers), the queue's timer thread, the workers (reconcile), and the
  * resync thread. The controller's own state after start is read-only
  * except the resync thread's stop flag (under resync_lock). Lock order:
  * resync_lock is never held while calling into another module.
@@ -35,6 +36,8 @@
 #define KIND_MYR "MyResource"
 #define KIND_DEPLOYMENT "Deployment"
 #define KIND_SERVICE "Service"
+#define KIND_DEPLOYMENT_META "Deployment.meta"
+#define KIND_SERVICE_META "Service.meta"
 #define DEFAULT_SYNC_PERIOD_MS (10LL * 3600 * 1000)
 
 static const struct kop_resource res_myr = {KOP_MYRESOURCE_GROUP, "v1", KOP_MYRESOURCE_RESOURCE,
@@ -53,6 +56,7 @@ struct kop_controller {
     struct kop_workqueue *queue;
     struct kop_workers *workers;
     struct kop_informer *inf_myr, *inf_deploy, *inf_svc;
+    struct kop_informer *inf_deploy_meta, *inf_svc_meta; /* rule 4: every object, metadata */
 
     pthread_t resync;
     bool resync_started;
@@ -491,23 +495,112 @@ static void *resync_main(void *arg)
     return NULL;
 }
 
+/* ---- metadata of every Deployment and Service (admission rule 4) ---------------------- */
+
+struct meta_type {
+    const char *api_version;
+    const char *kind;
+};
+
+static struct meta_type meta_deploy = {"apps/v1", KIND_DEPLOYMENT};
+static struct meta_type meta_svc = {"v1", KIND_SERVICE};
+
+static int set_str(json_t *dst, const char *key, const json_t *src)
+{
+    const char *v = json_string_value(json_object_get(src, key));
+    return v ? json_object_set_new(dst, key, json_string(v)) : 0;
+}
+
+/* The controller ownerReference of md as [{apiVersion, kind, name, uid,
+ * controller: true}] (@ref new), json_null() when there is none, NULL on
+ * ENOMEM. */
+static json_t *controller_ref(const json_t *md)
+{
+    size_t i;
+    json_t *ref;
+    json_array_foreach(json_object_get(md, "ownerReferences"), i, ref)
+    {
+        if (!json_is_true(json_object_get(ref, "controller")))
+            continue;
+        json_t *r = json_object();
+        json_t *arr = json_array();
+        if (!r || !arr || set_str(r, "apiVersion", ref) < 0 || set_str(r, "kind", ref) < 0 ||
+            set_str(r, "name", ref) < 0 || set_str(r, "uid", ref) < 0 ||
+            json_object_set_new(r, "controller", json_true()) < 0 ||
+            json_array_append_new(arr, r) < 0) {
+            if (!arr)
+                json_decref(r);
+            json_decref(arr);
+            return NULL;
+        }
+        return arr;
+    }
+    return json_null();
+}
+
+/*
+ * Informer transform of the metadata informers: keep {apiVersion, kind,
+ * metadata: {name, namespace, uid, resourceVersion, ownerReferences (the
+ * controller one only)}}. The same whether the server sent
+ * PartialObjectMetadata or, ignoring the Accept header, the whole object.
+ * @ref steal obj; @ref new, NULL on ENOMEM (the informer drops it).
+ */
+static json_t *meta_transform(void *ud, json_t *obj)
+{
+    const struct meta_type *t = ud;
+    const json_t *md = json_object_get(obj, "metadata");
+    json_t *m = json_object();
+    json_t *out = json_object();
+    if (!m || !out || set_str(m, "name", md) < 0 || set_str(m, "namespace", md) < 0 ||
+        set_str(m, "uid", md) < 0 || set_str(m, "resourceVersion", md) < 0)
+        goto fail;
+    json_t *refs = controller_ref(md); /* json_null() (none) needs no release */
+    if (!refs || (json_is_array(refs) && json_object_set_new(m, "ownerReferences", refs) < 0))
+        goto fail;
+    if (json_object_set_new(out, "apiVersion", json_string(t->api_version)) < 0 ||
+        json_object_set_new(out, "kind", json_string(t->kind)) < 0 ||
+        json_object_set_new(out, "metadata", m) < 0) {
+        m = NULL; /* stolen */
+        goto fail;
+    }
+    json_decref(obj);
+    return out;
+fail:
+    json_decref(m);
+    json_decref(out);
+    json_decref(obj);
+    return NULL;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
+enum inf_role { ROLE_MYR, ROLE_CHILD, ROLE_META };
+
 static int informer(struct kop_controller *c, const struct kop_resource *res, const char *kind,
-                    const char *selector, bool child, struct kop_informer **ret)
+                    const char *selector, enum inf_role role, struct kop_informer **ret)
 {
-    const struct kop_informer_options o = {
+    struct kop_informer_options o = {
         .client = c->client,
         .store = c->store,
         .resource = *res,
         .kind = kind,
         .namespace = c->namespace,
         .label_selector = selector,
-        .on_add = child ? on_child_add : on_myr_add,
-        .on_update = child ? on_child_update : on_myr_update,
-        .on_delete = child ? on_child_add : on_myr_add,
+        .on_add = role == ROLE_CHILD ? on_child_add : on_myr_add,
+        .on_update = role == ROLE_CHILD ? on_child_update : on_myr_update,
+        .on_delete = role == ROLE_CHILD ? on_child_add : on_myr_add,
         .ud = c,
     };
+    if (role == ROLE_META) {
+        /* No handlers: these never enqueue a reconcile. */
+        o.on_add = NULL;
+        o.on_update = NULL;
+        o.on_delete = NULL;
+        o.transform = meta_transform;
+        o.ud = res == &res_deploy ? &meta_deploy : &meta_svc;
+        o.metadata_only = true;
+        o.name = res == &res_deploy ? "deployments (metadata)" : "services (metadata)";
+    }
     return kop_informer_new(&o, ret);
 }
 
@@ -553,12 +646,17 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     r = kop_workers_new(&wo, &c->workers);
     if (r < 0)
         goto fail;
-    r = informer(c, &res_myr, KIND_MYR, NULL, false, &c->inf_myr);
+    r = informer(c, &res_myr, KIND_MYR, NULL, ROLE_MYR, &c->inf_myr);
     if (r == 0)
-        r = informer(c, &res_deploy, KIND_DEPLOYMENT, KOP_RECONCILER_CHILD_SELECTOR, true,
+        r = informer(c, &res_deploy, KIND_DEPLOYMENT, KOP_RECONCILER_CHILD_SELECTOR, ROLE_CHILD,
                      &c->inf_deploy);
     if (r == 0)
-        r = informer(c, &res_svc, KIND_SERVICE, KOP_RECONCILER_CHILD_SELECTOR, true, &c->inf_svc);
+        r = informer(c, &res_svc, KIND_SERVICE, KOP_RECONCILER_CHILD_SELECTOR, ROLE_CHILD,
+                     &c->inf_svc);
+    if (r == 0)
+        r = informer(c, &res_deploy, KIND_DEPLOYMENT_META, NULL, ROLE_META, &c->inf_deploy_meta);
+    if (r == 0)
+        r = informer(c, &res_svc, KIND_SERVICE_META, NULL, ROLE_META, &c->inf_svc_meta);
     if (r < 0)
         goto fail;
     *ret = c;
@@ -573,6 +671,10 @@ int kop_controller_start(struct kop_controller *c)
     int r = kop_informer_start(c->inf_deploy);
     if (r == 0)
         r = kop_informer_start(c->inf_svc);
+    if (r == 0)
+        r = kop_informer_start(c->inf_deploy_meta);
+    if (r == 0)
+        r = kop_informer_start(c->inf_svc_meta);
     if (r == 0)
         r = kop_informer_start(c->inf_myr);
     if (r == 0) {
@@ -607,14 +709,16 @@ void kop_controller_set_leading(struct kop_controller *c, bool leading)
 bool kop_controller_synced(struct kop_controller *c)
 {
     return c && kop_informer_has_synced(c->inf_myr) && kop_informer_has_synced(c->inf_deploy) &&
-           kop_informer_has_synced(c->inf_svc);
+           kop_informer_has_synced(c->inf_svc) && kop_informer_has_synced(c->inf_deploy_meta) &&
+           kop_informer_has_synced(c->inf_svc_meta);
 }
 
 int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms)
 {
     int64_t deadline = kop_clock_now_ns() + timeout_ms * KOP_NSEC_PER_MSEC;
-    struct kop_informer *infs[] = {c->inf_myr, c->inf_deploy, c->inf_svc};
-    for (size_t i = 0; i < 3; i++) {
+    struct kop_informer *infs[] = {c->inf_myr, c->inf_deploy, c->inf_svc, c->inf_deploy_meta,
+                                   c->inf_svc_meta};
+    for (size_t i = 0; i < sizeof(infs) / sizeof(infs[0]); i++) {
         int64_t left = (deadline - kop_clock_now_ns()) / KOP_NSEC_PER_MSEC;
         int r = kop_informer_wait_synced(infs[i], left > 0 ? left : 0);
         if (r < 0)
@@ -632,6 +736,8 @@ int kop_controller_stop(struct kop_controller *c, int64_t timeout_ms)
     kop_informer_stop(c->inf_myr);
     kop_informer_stop(c->inf_deploy);
     kop_informer_stop(c->inf_svc);
+    kop_informer_stop(c->inf_deploy_meta);
+    kop_informer_stop(c->inf_svc_meta);
     if (c->resync_started) {
         pthread_mutex_lock(&c->resync_lock);
         c->resync_stop = true;
@@ -655,6 +761,8 @@ void kop_controller_free(struct kop_controller *c)
     kop_informer_free(c->inf_myr);
     kop_informer_free(c->inf_deploy);
     kop_informer_free(c->inf_svc);
+    kop_informer_free(c->inf_deploy_meta);
+    kop_informer_free(c->inf_svc_meta);
     kop_workers_free(c->workers);
     kop_workqueue_free(c->queue);
     pthread_cond_destroy(&c->resync_cond);
@@ -668,16 +776,20 @@ enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *ki
                                                   size_t uid_size)
 {
     struct kop_controller *c = userdata;
-    if (!c || !kop_informer_has_synced(c->inf_deploy) || !kop_informer_has_synced(c->inf_svc))
+    if (!c || !kop_informer_has_synced(c->inf_deploy_meta) ||
+        !kop_informer_has_synced(c->inf_svc_meta))
         return KOP_CHILD_NOT_SYNCED;
     if (!kind || !ns || !name)
         return KOP_CHILD_ABSENT;
     if (c->namespace && strcmp(c->namespace, ns) != 0)
         return KOP_CHILD_NOT_SYNCED; /* a namespace this replica does not watch */
-    if (strcmp(kind, KIND_DEPLOYMENT) != 0 && strcmp(kind, KIND_SERVICE) != 0)
+    const char *meta_kind = strcmp(kind, KIND_DEPLOYMENT) == 0 ? KIND_DEPLOYMENT_META
+                            : strcmp(kind, KIND_SERVICE) == 0  ? KIND_SERVICE_META
+                                                               : NULL;
+    if (!meta_kind)
         return KOP_CHILD_ABSENT;
     char uid[128];
-    int r = kop_store_controller_uid(c->store, kind, ns, name, uid, sizeof(uid));
+    int r = kop_store_controller_uid(c->store, meta_kind, ns, name, uid, sizeof(uid));
     if (r == -ENOENT)
         return KOP_CHILD_ABSENT;
     if (r < 0)
