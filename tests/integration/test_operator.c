@@ -743,12 +743,14 @@ START_TEST(test_operator_converges_under_faults)
     json_decref(api("POST", "/_kubesim/faults", "{\"dropWatches\":true}", 200));
     sleep_ms(300);
     json_decref(api("POST", "/_kubesim/faults", "{\"compact\":true,\"dropWatches\":true}", 200));
-    /* Someone scales one while the faults go on. */
+    /* Someone scales one while the faults go on (once kop has created it:
+     * under load that can take longer than the sleeps above). */
+    struct want_field r1 = {DEP_PATH, "f-0", "spec.replicas", NULL, 1};
+    ck_assert_msg(eventually(field_is, &r1, 30000), "f-0 was never created");
     json_decref(api("PATCH", DEP_PATH "/f-0", "{\"spec\":{\"replicas\":9}}", 200));
     json_decref(api("POST", "/_kubesim/faults", "{\"compact\":true,\"dropWatches\":true}", 200));
     ck_assert_msg(eventually(all_converged, &n, 45000), "did not converge under faults");
-    struct want_field r1 = {DEP_PATH, "f-0", "spec.replicas", NULL, 1};
-    ck_assert(eventually(field_is, &r1, 15000));
+    ck_assert_msg(eventually(field_is, &r1, 15000), "the scaled f-0 was not restored");
     json_decref(api("POST", "/_kubesim/faults", "{\"rules\":[]}", 200));
 }
 END_TEST
