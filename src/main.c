@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,11 +457,18 @@ int main(int argc, char **argv)
     kop_probes_set_shutting_down(probes);
     publish_ready(NULL, NULL);
     /* 2. webhook: stop accepting, finish in-flight requests */
-    if (webhook && kop_webhook_shutdown(webhook, remaining_ms()) < 0)
+    bool cut_short = false;
+    if (webhook && kop_webhook_shutdown(webhook, remaining_ms()) < 0) {
         kop_log(KOP_LOG_WARN, "setup", "in-flight webhook requests cut short", NULL);
+        cut_short = true;
+    }
     /* 3.-5. controller (informers, queue, workers), events, the lease */
     reconciler_free(&rec, true);
-    exit_code = 0;
+    /* Running out of --shutdown-timeout is not a clean stop: exit 1, as the
+     * watcher thread would, whichever of the two gets there first. */
+    exit_code = cut_short || remaining_ms() == 0 ? 1 : 0;
+    if (exit_code)
+        kop_log(KOP_LOG_ERROR, "setup", "shutdown timed out", NULL);
 out:
     /* 6. what is left, metrics and probe servers, 7. process-wide state */
     publish_ready(NULL, NULL);

@@ -47,13 +47,16 @@ static void echo_handler(void *userdata, const struct kop_http_request *req,
 }
 
 static atomic_int slow_started;
+static atomic_bool slow_release; /* the slow handler answers once set (10 s at most) */
 
 static void slow_handler(void *userdata, const struct kop_http_request *req,
                          struct kop_http_response *resp)
 {
     atomic_store(&slow_started, 1);
-    struct timespec ts = {0, 300 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    for (int i = 0; i < 5000 && !atomic_load(&slow_release); i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     resp->body = strdup("{\"slow\":true}");
     resp->body_len = resp->body ? strlen(resp->body) : 0;
 }
@@ -514,21 +517,35 @@ static void *slow_thread(void *arg)
     return NULL;
 }
 
+/* Lets the slow handler answer a moment after the shutdown has begun. */
+static void *release_thread(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    atomic_store(&slow_release, true);
+    return NULL;
+}
+
 START_TEST(test_http_graceful_shutdown_finishes_in_flight)
 {
     struct fixture f;
     start_server(&f, 2);
     atomic_store(&slow_started, 0);
+    atomic_store(&slow_release, false);
     struct slow_call sc = {.port = f.port};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, slow_thread, &sc), 0);
-    for (int i = 0; i < 500 && !atomic_load(&slow_started); i++) {
+    for (int i = 0; i < 10000 && !atomic_load(&slow_started); i++) {
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     ck_assert(atomic_load(&slow_started));
     ck_assert_uint_eq(kop_http_server_in_flight(f.srv), 1);
-    ck_assert_int_eq(kop_http_server_shutdown(f.srv, 5000), 0);
+    pthread_t rel;
+    ck_assert_int_eq(pthread_create(&rel, NULL, release_thread, NULL), 0);
+    ck_assert_int_eq(kop_http_server_shutdown(f.srv, 15000), 0);
+    pthread_join(rel, NULL);
     pthread_join(th, NULL);
     ck_assert_int_eq(sc.rc, CURLE_OK);
     ck_assert_int_eq(sc.status, 200);

@@ -358,7 +358,7 @@ START_TEST(test_tls_concurrent_keepalive_and_reload)
     run(cmd);
     int64_t t0 = kop_clock_now_ns();
     bool changed = false;
-    while (kop_clock_now_ns() - t0 < 10 * KOP_NSEC_PER_SEC) {
+    while (kop_clock_now_ns() - t0 < 20 * KOP_NSEC_PER_SEC) {
         served_serial(&f, after, sizeof(after));
         if (after[0] && strcmp(after, before) != 0) {
             changed = true;
@@ -376,12 +376,14 @@ START_TEST(test_tls_concurrent_keepalive_and_reload)
         failed += w[i].failed;
         connects += w[i].connects;
     }
-    ck_assert_msg(changed, "the new certificate was not served within 10 s");
+    ck_assert_msg(changed, "the new certificate was not served within 20 s");
     ck_assert_int_eq(failed, 0);
     ck_assert_int_ge(ok, N_WORKERS * 20);
     ck_assert_int_eq(connects, N_WORKERS); /* one connection each: keep-alive */
-    ck_assert_double_eq(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total"),
-                        0);
+    /* The pair is replaced by two renames (key, then certificate): on a
+     * slow machine a reload may run between them, see a key that does not
+     * match, count an error and keep the old pair; the next reload then
+     * takes the new one (served, checked above). */
     ck_assert(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total") >= 2);
     kop_test_rmdir(dir2);
     free(dir2);
@@ -404,7 +406,7 @@ START_TEST(test_tls_bad_pair_keeps_old)
     run(cmd);
     int64_t t0 = kop_clock_now_ns();
     while (metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total") < 1 &&
-           kop_clock_now_ns() - t0 < 5 * KOP_NSEC_PER_SEC) {
+           kop_clock_now_ns() - t0 < 20 * KOP_NSEC_PER_SEC) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -419,7 +421,7 @@ START_TEST(test_tls_bad_pair_keeps_old)
     double errs = metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total");
     t0 = kop_clock_now_ns();
     while (metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total") < errs + 1 &&
-           kop_clock_now_ns() - t0 < 5 * KOP_NSEC_PER_SEC) {
+           kop_clock_now_ns() - t0 < 20 * KOP_NSEC_PER_SEC) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -449,7 +451,7 @@ START_TEST(test_tls_fifo_cert_keeps_old)
     ck_assert_int_eq(rename(fifo, crt), 0);
     int64_t t0 = kop_clock_now_ns();
     while (metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total") < 1 &&
-           kop_clock_now_ns() - t0 < 5 * KOP_NSEC_PER_SEC) {
+           kop_clock_now_ns() - t0 < 20 * KOP_NSEC_PER_SEC) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -542,7 +544,7 @@ static void assert_serving(const struct fixture *f)
 START_TEST(test_tls_handshake_timeout_and_garbage)
 {
     struct fixture f;
-    fixture_start(&f, false, 400, 0, 0);
+    fixture_start(&f, false, 2000, 0, 0);
     int silent = connect_local(f.port);
     int half = connect_local(f.port);
     /* The first bytes of a ClientHello record, then silence. */
@@ -553,11 +555,11 @@ START_TEST(test_tls_handshake_timeout_and_garbage)
     int garbage = connect_local(f.port);
     const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     ck_assert_int_eq(send(garbage, junk, sizeof(junk) - 1, 0), (ssize_t)(sizeof(junk) - 1));
-    int g = ms_until_closed(garbage, 3000);
+    int g = ms_until_closed(garbage, 10000);
     ck_assert_int_ge(g, 0);
-    ck_assert_int_lt(g, 300); /* garbage is refused at once, not at the timeout */
-    ck_assert_int_ge(ms_until_closed(silent, 3000), 0);
-    ck_assert_int_ge(ms_until_closed(half, 3000), 0);
+    ck_assert_int_lt(g, 1500); /* garbage is refused at once, not at the 2 s timeout */
+    ck_assert_int_ge(ms_until_closed(silent, 10000), 0);
+    ck_assert_int_ge(ms_until_closed(half, 10000), 0);
     close(silent);
     close(half);
     close(garbage);
@@ -571,14 +573,15 @@ END_TEST
 START_TEST(test_tls_per_ip_limit)
 {
     struct fixture f;
-    fixture_start(&f, false, 2000, 2, 0);
+    fixture_start(&f, false, 10000, 2, 0);
     int a = connect_local(f.port);
     int b = connect_local(f.port);
     int c = connect_local(f.port);
-    /* The third is accepted and closed at once. */
-    int t = ms_until_closed(c, 1500);
+    /* The third is accepted and closed at once, not at the 10 s handshake
+     * timeout. */
+    int t = ms_until_closed(c, 8000);
     ck_assert_int_ge(t, 0);
-    ck_assert_int_lt(t, 1000);
+    ck_assert_int_lt(t, 5000);
     ck_assert_double_eq(rejected(&f, "per_ip"), 1);
     close(a);
     close(b);
@@ -597,7 +600,7 @@ START_TEST(test_tls_per_ip_limit)
             ck_assert_int_eq(st, 200);
             break;
         }
-        ck_assert(kop_clock_now_ns() - t0 < 3 * KOP_NSEC_PER_SEC);
+        ck_assert(kop_clock_now_ns() - t0 < 20 * KOP_NSEC_PER_SEC);
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -608,12 +611,23 @@ END_TEST
 
 /* A client that stops reading a large response must not hold up others. */
 static atomic_int stalled;
+static atomic_bool stall_release; /* the test lets the stalled client go on */
+static atomic_bool stall_capped;  /* ... or it gave up waiting for that */
 
 static size_t stall_write(char *ptr, size_t size, size_t n, void *ud)
 {
     if (!atomic_exchange(&stalled, 1)) {
-        struct timespec ts = {1, 500 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        /* Stalled until the test is done (30 s at most, so a failed test
+         * does not leave the thread hanging). */
+        int64_t t0 = kop_clock_now_ns();
+        while (!atomic_load(&stall_release)) {
+            if (kop_clock_now_ns() - t0 > 30 * KOP_NSEC_PER_SEC) {
+                atomic_store(&stall_capped, true);
+                break;
+            }
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
     }
     return size * n;
 }
@@ -624,6 +638,7 @@ static void *stall_thread(void *arg)
     CURL *h = client(f, "/big");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stall_write);
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 1024L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L); /* the stall counts too */
     CURLcode rc = curl_easy_perform(h);
     curl_easy_cleanup(h);
     return (void *)(intptr_t)rc;
@@ -634,17 +649,19 @@ START_TEST(test_tls_slow_reader_does_not_block_others)
     struct fixture f;
     fixture_start(&f, false, 0, 0, 0);
     atomic_store(&stalled, 0);
+    atomic_store(&stall_release, false);
+    atomic_store(&stall_capped, false);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, stall_thread, &f), 0);
     while (!atomic_load(&stalled)) {
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    /* While the stalled client sleeps, others get answers quickly. */
-    int64_t t0 = kop_clock_now_ns();
+    /* While the client stalls (until released below), others get answers. */
     for (int i = 0; i < 5; i++)
         assert_serving(&f);
-    ck_assert_int_lt((kop_clock_now_ns() - t0) / KOP_NSEC_PER_MSEC, 1000);
+    ck_assert_msg(!atomic_load(&stall_capped), "others were served only after the stall ended");
+    atomic_store(&stall_release, true);
     void *ret = NULL;
     pthread_join(th, &ret);
     ck_assert_int_eq((int)(intptr_t)ret, CURLE_OK); /* and receives everything in the end */
@@ -664,7 +681,7 @@ START_TEST(test_tls_idle_timeout)
     free(b.p);
     /* The idle keep-alive connection is closed; curl reconnects. */
     int64_t t0 = kop_clock_now_ns();
-    while (rejected(&f, "idle_timeout") < 1 && kop_clock_now_ns() - t0 < 3 * KOP_NSEC_PER_SEC) {
+    while (rejected(&f, "idle_timeout") < 1 && kop_clock_now_ns() - t0 < 20 * KOP_NSEC_PER_SEC) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

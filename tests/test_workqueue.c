@@ -280,11 +280,12 @@ END_TEST
 START_TEST(test_workqueue_add_after_ordering)
 {
     struct kop_workqueue *q = new_queue(NULL, NULL, 0);
+    /* Before the adds: "c" is due no earlier than t0 + 90 ms. */
+    int64_t t0 = kop_clock_now_ns();
     ck_assert_int_eq(kop_workqueue_add_after(q, "c", 90 * MS), 0);
     ck_assert_int_eq(kop_workqueue_add_after(q, "a", 30 * MS), 0);
     ck_assert_int_eq(kop_workqueue_add_after(q, "b", 60 * MS), 0);
     ck_assert_uint_eq(kop_workqueue_len(q), 0);
-    int64_t t0 = kop_clock_now_ns();
     const char *want[] = {"a", "b", "c"};
     for (int i = 0; i < 3; i++) {
         const char *k = NULL;

@@ -981,8 +981,13 @@ START_TEST(test_informer_client_retry_after)
      * after Retry-After succeeds. */
     struct bg_get g = {.c = cclient};
     pthread_t th;
+    double seen429 = metric(cmetrics, "429", "GET", csim.host);
     ck_assert_int_eq(pthread_create(&th, NULL, bg_get_main, &g), 0);
-    sleep_ms(300);
+    /* Lift it once the first attempt got its 429 (the client counts it
+     * before waiting out Retry-After). */
+    for (int64_t end = mono_ms() + 30000;
+         metric(cmetrics, "429", "GET", csim.host) <= seen429 && mono_ms() < end;)
+        sleep_ms(10);
     sim_faults(c, "{\"rules\":[]}");
     pthread_join(th, NULL);
     ck_assert_int_eq(g.r, 0);

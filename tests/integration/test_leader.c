@@ -79,7 +79,7 @@ static void stop_sim(void)
 {
     kop_client_free(client);
     client = NULL;
-    int st = kop_test_stop(&sim, SIGTERM, 5000);
+    int st = kop_test_stop(&sim, SIGTERM, 15000);
     ck_assert_msg(st == 0, "kubesim exit status %d", st);
     kop_test_rmdir(tmpdir);
     free(tmpdir);
@@ -229,8 +229,8 @@ static void assert_micro_time(const json_t *lease, const char *field)
 START_TEST(test_leader_exactly_one_and_lease_fields)
 {
     struct cand a, b;
-    cand_init(&a, "one", NULL, 2000, 1000, 200);
-    cand_init(&b, "one", "cand-b", 2000, 1000, 200);
+    cand_init(&a, "one", NULL, 6000, 4000, 200);
+    cand_init(&b, "one", "cand-b", 6000, 4000, 200);
     struct cand *cs[] = {&a, &b};
     struct cand *lead = wait_leader(cs, 2, 10000);
     struct cand *other = lead == &a ? &b : &a;
@@ -261,14 +261,22 @@ START_TEST(test_leader_exactly_one_and_lease_fields)
     /* The Lease as client-go writes it. */
     json_t *l1 = get_lease("one");
     ck_assert_str_eq(kop_json_path_str(l1, "spec.holderIdentity"), lid);
-    ck_assert_int_eq(json_integer_value(kop_json_path(l1, "spec.leaseDurationSeconds")), 2);
+    ck_assert_int_eq(json_integer_value(kop_json_path(l1, "spec.leaseDurationSeconds")), 6);
     ck_assert(json_is_integer(kop_json_path(l1, "spec.leaseTransitions")));
     ck_assert_int_eq(json_integer_value(kop_json_path(l1, "spec.leaseTransitions")), 0);
     assert_micro_time(l1, "acquireTime");
     assert_micro_time(l1, "renewTime");
-    /* Renewals move renewTime, never acquireTime. */
-    sleep_ms(600);
-    json_t *l2 = get_lease("one");
+    /* Renewals (every 200 ms) move renewTime, never acquireTime. */
+    json_t *l2 = NULL;
+    for (int64_t end = kop_clock_now_ns() + 10000 * MS;;) {
+        sleep_ms(100);
+        l2 = get_lease("one");
+        if (strcmp(kop_json_path_str(l2, "spec.renewTime"),
+                   kop_json_path_str(l1, "spec.renewTime")) != 0 ||
+            kop_clock_now_ns() >= end)
+            break;
+        json_decref(l2);
+    }
     ck_assert_str_eq(kop_json_path_str(l2, "spec.holderIdentity"), lid);
     ck_assert_str_eq(kop_json_path_str(l2, "spec.acquireTime"),
                      kop_json_path_str(l1, "spec.acquireTime"));
@@ -295,7 +303,7 @@ START_TEST(test_leader_release_hands_over)
     /* A long lease, so a take-over before it expires can only come from
      * the release. */
     struct cand a, b, c;
-    cand_init(&a, "rel", "cand-a", 6000, 3000, 200);
+    cand_init(&a, "rel", "cand-a", 30000, 20000, 200);
     struct cand *ca[] = {&a};
     ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
     ck_assert_int_eq(kop_leader_stop(a.l, true), 0);
@@ -310,25 +318,25 @@ START_TEST(test_leader_release_hands_over)
     json_decref(lease);
 
     /* A released lease is taken at the first try. */
-    cand_init(&b, "rel", "cand-b", 6000, 3000, 200);
+    cand_init(&b, "rel", "cand-b", 30000, 20000, 200);
     struct cand *cb[] = {&b};
-    ck_assert_ptr_eq(wait_leader(cb, 1, 3000), &b);
+    ck_assert_ptr_eq(wait_leader(cb, 1, 15000), &b);
     lease = get_lease("rel");
     ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-b");
     ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseTransitions")), 1);
-    ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseDurationSeconds")), 6);
+    ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseDurationSeconds")), 30);
     json_decref(lease);
 
     /* Leader to waiting candidate: c waits, then takes over soon after b's
-     * release, well before the 6 s lease would expire. */
-    cand_init(&c, "rel", "cand-c", 6000, 3000, 200);
+     * release, well before the 30 s lease would expire. */
+    cand_init(&c, "rel", "cand-c", 30000, 20000, 200);
     sleep_ms(500);
     ck_assert(!kop_leader_is_leader(c.l));
     int64_t t0 = kop_clock_now_ns();
     ck_assert_int_eq(kop_leader_stop(b.l, true), 0);
     struct cand *cc[] = {&c};
-    ck_assert_ptr_eq(wait_leader(cc, 1, 4000), &c);
-    ck_assert_int_lt(kop_clock_now_ns() - t0, 4000 * MS);
+    ck_assert_ptr_eq(wait_leader(cc, 1, 15000), &c);
+    ck_assert_int_lt(kop_clock_now_ns() - t0, 15000 * MS);
     lease = get_lease("rel");
     ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-c");
     ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseTransitions")), 2);
@@ -382,26 +390,26 @@ END_TEST
 START_TEST(test_leader_lost_renewal_stops_at_once)
 {
     struct cand a, b;
-    cand_init(&a, "lost", "cand-a", 4000, 1000, 200);
+    cand_init(&a, "lost", "cand-a", 8000, 1000, 200);
     struct cand *ca[] = {&a};
     ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
-    cand_init(&b, "lost", "cand-b", 4000, 1000, 200);
+    cand_init(&b, "lost", "cand-b", 8000, 1000, 200);
     sleep_ms(300);
     ck_assert(gauge(&a, "lost") == 1);
 
     int64_t t0 = kop_clock_now_ns();
     faults("{\"rules\":[{\"verb\":\"update\",\"code\":500}]}");
-    int64_t end = t0 + 6000 * MS;
+    int64_t end = t0 + 15000 * MS;
     while (atomic_load(&a.stopped) == 0 && kop_clock_now_ns() < end)
         sleep_ms(10);
     ck_assert_int_eq(atomic_load(&a.stopped), 1);
     ck_assert(!atomic_load(&a.leader_at_stop));
     ck_assert(!kop_leader_is_leader(a.l));
     ck_assert(gauge(&a, "lost") == 0);
-    /* Stopped about the renew deadline after the last renewal: before the
-     * 4 s lease could expire for anyone else. */
+    /* Stopped about the renew deadline (1 s) after the last renewal: well
+     * before the 8 s lease could expire for anyone else. */
     int64_t took = atomic_load(&a.stopped_ns) - t0;
-    ck_assert_msg(took < 3500 * MS, "stopped leading after %lld ms", (long long)(took / MS));
+    ck_assert_msg(took < 7000 * MS, "stopped leading after %lld ms", (long long)(took / MS));
     ck_assert_int_eq(atomic_load(&b.started), 0);
 
     /* Service restored: someone leads again, and only one. */
@@ -419,25 +427,26 @@ END_TEST
 START_TEST(test_leader_hung_server_aborted_at_deadline)
 {
     struct cand a;
-    cand_init(&a, "hung", "cand-a", 4000, 1000, 200);
+    cand_init(&a, "hung", "cand-a", 8000, 1000, 200);
     struct cand *ca[] = {&a};
     ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
 
-    /* Every API request now takes 3 s. */
+    /* Every API request now takes 5 s. */
     int64_t t0 = kop_clock_now_ns();
-    faults("{\"latencyMs\":3000}");
-    int64_t end = t0 + 8000 * MS;
+    faults("{\"latencyMs\":5000}");
+    int64_t end = t0 + 15000 * MS;
     while (atomic_load(&a.stopped) == 0 && kop_clock_now_ns() < end)
         sleep_ms(10);
     ck_assert_int_eq(atomic_load(&a.stopped), 1);
+    /* At the 1 s renew deadline, not when the 5 s renewal comes back. */
     int64_t took = atomic_load(&a.stopped_ns) - t0;
-    ck_assert_msg(took < 2500 * MS, "stopped leading after %lld ms", (long long)(took / MS));
+    ck_assert_msg(took < 4000 * MS, "stopped leading after %lld ms", (long long)(took / MS));
 
     /* stop() aborts the hung request instead of waiting for it. */
     sleep_ms(300);
     int64_t s0 = kop_clock_now_ns();
     ck_assert_int_eq(kop_leader_stop(a.l, true), 0);
-    ck_assert_int_lt(kop_clock_now_ns() - s0, 1500 * MS);
+    ck_assert_int_lt(kop_clock_now_ns() - s0, 3500 * MS);
     faults("{\"latencyMs\":0}");
     cand_free(&a);
 }
@@ -450,7 +459,7 @@ START_TEST(test_leader_once_stops_competing)
     struct cand *ca[] = {&a};
     ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
     faults("{\"rules\":[{\"verb\":\"update\",\"code\":500}]}");
-    int64_t end = kop_clock_now_ns() + 6000 * MS;
+    int64_t end = kop_clock_now_ns() + 15000 * MS;
     while (atomic_load(&a.stopped) == 0 && kop_clock_now_ns() < end)
         sleep_ms(10);
     ck_assert_int_eq(atomic_load(&a.stopped), 1);

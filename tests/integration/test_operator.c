@@ -694,13 +694,28 @@ START_TEST(test_operator_resync_zero_writes)
     size_t n = 200;
     create_many(n, "r");
     ck_assert_msg(eventually(all_converged, &n, 40000), "200 did not converge");
-    sleep_ms(500); /* let the last events settle */
+    /* Let the last writes of the convergence (Events are sent by their own
+     * thread) settle: no write for a second. */
     json_t *s1 = stats();
+    for (long end = now_ms() + 30000; now_ms() < end;) {
+        sleep_ms(1000);
+        json_t *s = stats();
+        bool quiet = jint(s, "writeTotal") == jint(s1, "writeTotal");
+        json_decref(s1);
+        s1 = s;
+        if (quiet)
+            break;
+    }
     double rec1 = metric_sum("controller_runtime_reconcile_total");
-    sleep_ms(2600); /* more than --sync-period */
-    json_t *s2 = stats();
-    double rec2 = metric_sum("controller_runtime_reconcile_total");
+    /* A resync (--sync-period 2s) reconciles every object again; wait for
+     * all of them to be done rather than for a fixed time. */
+    double rec2 = rec1;
+    for (long end = now_ms() + 30000; rec2 - rec1 < (double)n && now_ms() < end;) {
+        sleep_ms(100);
+        rec2 = metric_sum("controller_runtime_reconcile_total");
+    }
     ck_assert_msg(rec2 - rec1 >= (double)n, "no resync seen: %g reconciles", rec2 - rec1);
+    json_t *s2 = stats();
     ck_assert_msg(jint(s2, "writeTotal") == jint(s1, "writeTotal"),
                   "converged set wrote %lld times",
                   (long long)(jint(s2, "writeTotal") - jint(s1, "writeTotal")));

@@ -371,7 +371,7 @@ static long sigterm_and_wait(void)
 {
     long t0 = now_ms();
     ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
-    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"shutting down\"", 5000, NULL) > 0,
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"shutting down\"", 10000, NULL) > 0,
                   "kop did not log shutting down");
     return t0;
 }
@@ -446,7 +446,7 @@ START_TEST(test_shutdown_refuses_new_connections)
     slow_start(&s, "/convert", review);
     sigterm_and_wait();
     /* The listener closes right after the log line. */
-    long end = now_ms() + 3000;
+    long end = now_ms() + 10000;
     int r = 0;
     while ((r = tcp_connect()) == 0 && now_ms() < end)
         sleep_ms(10);
@@ -476,7 +476,7 @@ START_TEST(test_shutdown_readyz_fails_while_draining)
     struct slow_req s;
     slow_start(&s, "/convert", review);
     sigterm_and_wait();
-    end = now_ms() + 2000;
+    end = now_ms() + 10000;
     long code = 0;
     while ((code = http_get(K.health_port, "/readyz", NULL)) == 200 && now_ms() < end)
         sleep_ms(10);
@@ -507,11 +507,12 @@ START_TEST(test_shutdown_second_signal_exits_at_once)
     long t0 = now_ms();
     ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
     K.running = false;
-    int st = wait_exit(&K.proc, 5000);
+    int st = wait_exit(&K.proc, 15000);
     long took = now_ms() - t0;
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d after a second signal",
                   st);
-    ck_assert_msg(took < 1500, "second signal: exit after %ld ms", took);
+    /* Long before the 30 s drain would end. */
+    ck_assert_msg(took < 15000, "second signal: exit after %ld ms", took);
     slow_abandon(&s);
     ck_assert(s.rc != CURLE_OK); /* the request was cut, not answered */
 }
@@ -524,10 +525,12 @@ START_TEST(test_shutdown_timeout_cuts_hung_request)
     slow_start(&s, "/convert", review);
     long t0 = sigterm_and_wait();
     K.running = false;
-    int st = wait_exit(&K.proc, 5000);
+    int st = wait_exit(&K.proc, 15000);
     long took = now_ms() - t0;
     ck_assert_msg(st >= 0 && WIFEXITED(st), "kop did not exit by itself (%d)", st);
-    ck_assert_msg(took >= 900 && took < 2500, "exit %ld ms after SIGTERM with a 1s timeout", took);
+    /* Not before the timeout; the hung request alone would hold it for the
+     * client's 60 s (a slow machine only makes the exit later). */
+    ck_assert_msg(took >= 900 && took < 15000, "exit %ld ms after SIGTERM with a 1s timeout", took);
     /* Out of time: not a clean shutdown (README: running out of time exits 1). */
     ck_assert_msg(WEXITSTATUS(st) == 1, "exit status %d after running out of time",
                   WEXITSTATUS(st));

@@ -41,7 +41,7 @@ fail() {
 }
 
 wait_for() { # file pattern
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     grep -q "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
@@ -110,7 +110,7 @@ fi
 grep -q 'denied the request' "$work/deny.log" || fail "no denial message: $(cat "$work/deny.log")"
 
 # A watch sees a change.
-timeout 10 kubectl --cache-dir "$work/cache" get myresources.v1.mygroup.example.com -w \
+timeout 120 kubectl --cache-dir "$work/cache" get myresources.v1.mygroup.example.com -w \
   --output-watch-events >"$work/watch.log" 2>&1 &
 watch_pid=$!
 pids+=($watch_pid)

@@ -86,7 +86,7 @@ run_check() { # name command...
   fi
 }
 wait_for() { # file pattern
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     grep -q "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done

@@ -34,7 +34,7 @@ check() { # check NAME COND...
   --metrics-bind-address 0 --health-probe-bind-address 0 >"$tmp/kop.log" 2>&1 &
 pid=$!
 port=
-for _ in $(seq 1 200); do
+for _ in $(seq 1 600); do
   port=$(grep -o '"msg":"serving webhook"[^}]*' "$tmp/kop.log" 2>/dev/null |
     grep -o '"port":[0-9]*' | head -n 1 | cut -d: -f2)
   [ -n "$port" ] && break

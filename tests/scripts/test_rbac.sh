@@ -73,7 +73,7 @@ die() {
   exit 1
 }
 wait_for() { # file pattern
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     grep -q "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
@@ -212,7 +212,11 @@ if until_json 20 "$dep/example-resource" 'o === null'; then
 else
   fail "delete: the Deployment is still there"
 fi
-sleep 1 # events of the last reconciles are sent
+# Events are sent by their own thread: wait until kop has created and
+# patched (a repeated event) some before stopping it, not a fixed time.
+until_json 30 "/_kubesim/stats?userAgent=kop%2F" \
+  'o && o.writes && o.writes.events && o.writes.events.create > 0 && o.writes.events.patch > 0' ||
+  echo "     (kop sent no Event create and patch yet)"
 
 kill -TERM "$kop_pid"
 rc=0
