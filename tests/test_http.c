@@ -21,6 +21,7 @@
 
 #include "kop/http.h"
 #include "kop/metrics.h"
+#include "kubetest.h"
 #include "testutil.h"
 
 /* ---- handlers ----------------------------------------------------------- */
@@ -108,24 +109,6 @@ static void stop_server(struct fixture *f)
 
 /* ---- a small curl client ------------------------------------------------ */
 
-struct buf {
-    char *p;
-    size_t len;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
-{
-    struct buf *b = ud;
-    char *np = realloc(b->p, b->len + size * n + 1);
-    if (!np)
-        return 0;
-    b->p = np;
-    memcpy(b->p + b->len, ptr, size * n);
-    b->len += size * n;
-    b->p[b->len] = '\0';
-    return size * n;
-}
-
 struct upload {
     const char *data;
     size_t len, off;
@@ -144,7 +127,7 @@ static size_t on_read(char *ptr, size_t size, size_t n, void *ud)
 
 struct result {
     long status;
-    struct buf body, head;
+    struct kop_test_buf body, head;
 };
 
 static void result_free(struct result *r)
@@ -163,9 +146,9 @@ static CURLcode request(CURL *h, uint16_t port, const char *method, const char *
     snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port, path);
     memset(r, 0, sizeof(*r));
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->head);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
     struct curl_slist *hdr = NULL;
@@ -564,9 +547,9 @@ static void get_url(const char *url, long *status, char *peer, size_t peer_len)
     CURL *h = curl_easy_init();
     struct result r = {0};
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r.head);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
     *status = 0;

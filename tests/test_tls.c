@@ -27,6 +27,7 @@
 #include "kop/http.h"
 #include "kop/metrics.h"
 #include "kop/tls.h"
+#include "kubetest.h"
 #include "testutil.h"
 
 static atomic_int slow_started;
@@ -160,24 +161,6 @@ static double rejected(struct fixture *f, const char *reason)
 
 /* ---- curl helpers ------------------------------------------------------- */
 
-struct buf {
-    char *p;
-    size_t len;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
-{
-    struct buf *b = ud;
-    char *np = realloc(b->p, b->len + size * n + 1);
-    if (!np)
-        return 0;
-    b->p = np;
-    memcpy(b->p + b->len, ptr, size * n);
-    b->len += size * n;
-    b->p[b->len] = '\0';
-    return size * n;
-}
-
 static CURL *client(const struct fixture *f, const char *path)
 {
     CURL *h = curl_easy_init();
@@ -185,13 +168,13 @@ static CURL *client(const struct fixture *f, const char *path)
     snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", (unsigned)f->port, path);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CAINFO, f->ca);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     return h;
 }
 
-static CURLcode perform(CURL *h, struct buf *b, long *status)
+static CURLcode perform(CURL *h, struct kop_test_buf *b, long *status)
 {
     memset(b, 0, sizeof(*b));
     curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
@@ -207,7 +190,7 @@ static void served_serial(const struct fixture *f, char *out, size_t len)
     out[0] = '\0';
     CURL *h = client(f, "/echo");
     curl_easy_setopt(h, CURLOPT_CERTINFO, 1L);
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     if (perform(h, &b, &st) == CURLE_OK) {
         struct curl_certinfo *ci = NULL;
@@ -232,7 +215,7 @@ START_TEST(test_tls_request_works)
     fixture_start(&f, false, 0, 0, 0);
     CURL *h = client(&f, "/echo?timeout=10s");
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "hello");
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
     ck_assert_int_eq(st, 200);
@@ -255,7 +238,7 @@ START_TEST(test_tls_alpn_h2_falls_back_to_http11)
     fixture_start(&f, false, 0, 0, 0);
     CURL *h = client(&f, "/echo");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
     ck_assert_int_eq(st, 200);
@@ -282,7 +265,7 @@ START_TEST(test_tls_old_versions_refused)
     CURL *h = client(&f, "/echo");
     curl_easy_setopt(h, CURLOPT_SSLVERSION,
                      (long)(CURL_SSLVERSION_TLSv1 | CURL_SSLVERSION_MAX_TLSv1_1));
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
     free(b.p);
@@ -314,7 +297,7 @@ static void *worker_main(void *arg)
     CURL *h = client(w->f, "/echo");
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"x\":1}");
     for (int i = 0; i < w->min_requests || !atomic_load(w->stop); i++) {
-        struct buf b;
+        struct kop_test_buf b;
         long st;
         CURLcode rc = perform(h, &b, &st);
         if (rc == CURLE_OK && st == 200 && b.p && strcmp(b.p, "peer=127.0.0.1;{\"x\":1}") == 0)
@@ -470,7 +453,7 @@ START_TEST(test_tls_client_certificate_required)
     struct fixture f;
     fixture_start(&f, true, 0, 0, 0);
     CURL *h = client(&f, "/echo");
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
     free(b.p);
@@ -533,7 +516,7 @@ static int ms_until_closed(int fd, int limit_ms)
 static void assert_serving(const struct fixture *f)
 {
     CURL *h = client(f, "/echo");
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
     ck_assert_int_eq(st, 200);
@@ -591,7 +574,7 @@ START_TEST(test_tls_per_ip_limit)
     double before = rejected(&f, "per_ip");
     for (;;) {
         CURL *h = client(&f, "/echo");
-        struct buf buf;
+        struct kop_test_buf buf;
         long st;
         CURLcode rc = perform(h, &buf, &st);
         free(buf.p);
@@ -675,7 +658,7 @@ START_TEST(test_tls_idle_timeout)
     fixture_start(&f, false, 0, 0, 300);
     int fd = connect_local(f.port);
     CURL *h = client(&f, "/echo");
-    struct buf b;
+    struct kop_test_buf b;
     long st;
     ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
     free(b.p);
@@ -708,7 +691,7 @@ static void *slow_thread(void *arg)
 {
     struct slow_call *sc = arg;
     CURL *h = client(sc->f, "/slow");
-    struct buf b;
+    struct kop_test_buf b;
     sc->rc = perform(h, &b, &sc->status);
     free(b.p);
     curl_easy_cleanup(h);

@@ -26,6 +26,7 @@
  * falls on, with seconds of slack; other waits poll for the condition
  * with generous deadlines, so a slow machine only makes the run longer.
  */
+#include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
@@ -82,84 +83,31 @@ struct node {
 
 #define MAX_NODES 3
 static struct node nodes[MAX_NODES];
-static struct kop_test_proc sim;
+static struct kop_test_kubesim sim;
 static bool sim_running;
 static char *tmpdir;
 static char ca_path[512], kc_path[512];
-static char base_url[128];
 static CURL *curl;
 
-/* ---- time ------------------------------------------------------------------------------- */
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
 /* ---- HTTP ---------------------------------------------------------------------------------- */
-
-struct buf {
-    char *p;
-    size_t n;
-};
-
-static size_t on_body(char *p, size_t s, size_t n, void *ud)
-{
-    struct buf *b = ud;
-    char *nb = realloc(b->p, b->n + s * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + b->n, p, s * n);
-    b->n += s * n;
-    nb[b->n] = '\0';
-    b->p = nb;
-    return s * n;
-}
 
 /* One request; returns the HTTP code (0: transport error), *ret_body malloc'd. */
 static long http(const char *method, const char *url, const char *ctype, const char *body,
                  char **ret_body)
 {
-    struct buf b = {0};
-    char ct[128];
-    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-    struct curl_slist *h = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
-    h = curl_slist_append(h, ct);
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_CAINFO, ca_path);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    if (body)
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-    long code = 0;
-    if (curl_easy_perform(curl) == CURLE_OK)
-        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-    curl_slist_free_all(h);
-    if (ret_body)
-        *ret_body = b.p ? b.p : strdup("");
-    else
-        free(b.p);
-    return code;
+    const struct kop_test_http_options o = {.handle = curl,
+                                            .ca = ca_path,
+                                            .token = TOKEN,
+                                            .ctype = ctype ? ctype : "application/json",
+                                            .timeout_s = 10};
+    return kop_test_http(&o, method, url, body, ret_body);
 }
 
 static json_t *api(const char *method, const char *path, const char *body, long want)
 {
     char url[1024];
     char *out = NULL;
-    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
     const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json" : NULL;
     long code = http(method, url, ctype, body, &out);
     ck_assert_msg(code == want, "%s %s: got %ld want %ld: %.400s", method, path, code, want, out);
@@ -173,7 +121,7 @@ static json_t *get(const char *path)
 {
     char url[1024];
     char *out = NULL;
-    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
     long code = http("GET", url, NULL, NULL, &out);
     ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code, out);
     json_t *v = code == 200 ? json_loads(out, 0, NULL) : NULL;
@@ -190,20 +138,7 @@ static double metric(const struct node *n, const char *name, const char *label)
     snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", n->metrics_port);
     long code = http("GET", url, "text/plain", NULL, &out);
     ck_assert_msg(code == 200, "GET /metrics on port %ld: %ld", n->metrics_port, code);
-    double sum = -1;
-    size_t nl = strlen(name);
-    for (char *line = out; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next)
-            *next = '\0';
-        if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ') &&
-            (!label || strstr(line, label))) {
-            char *sp = strrchr(line, ' ');
-            if (sp)
-                sum = (sum < 0 ? 0 : sum) + strtod(sp + 1, NULL);
-        }
-        line = next ? next + 1 : NULL;
-    }
+    double sum = kop_test_metric_sum(out, name, label);
     free(out);
     return sum;
 }
@@ -232,11 +167,11 @@ static double writes(const struct node *n)
  * counter moves when a reconcile ends, after its writes). */
 static bool wait_reconciles(const struct node *n, double want, long timeout_ms)
 {
-    long end = now_ms() + timeout_ms;
+    long end = kop_test_now_ms() + timeout_ms;
     while (reconciles(n) < want) {
-        if (now_ms() >= end)
+        if (kop_test_now_ms() >= end)
             return false;
-        sleep_ms(50);
+        kop_test_sleep_ms(50);
     }
     return true;
 }
@@ -261,29 +196,14 @@ static bool lease_holder(char *buf, size_t len, json_int_t *ret_transitions)
 
 static void start_sim(void)
 {
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--kubeconfig-out",
-                    kc_path,
-                    "--ca-out",
-                    ca_path,
-                    "--token",
-                    TOKEN,
-                    "--deployment-ready-delay",
-                    "100ms",
-                    "--bookmark-interval",
-                    "500ms",
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
+    char *args[] = {"--deployment-ready-delay", "100ms", "--bookmark-interval", "500ms", NULL};
+    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
+                                               .kubeconfig = kc_path,
+                                               .ca = ca_path,
+                                               .token = TOKEN,
+                                               .args = args};
+    kop_test_kubesim_start(&sim, &o);
     sim_running = true;
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&sim, 0, "https://", 10000, &line) > 0, "kubesim URL");
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
-    snprintf(base_url, sizeof(base_url), "%s", line);
-    free(line);
     json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201));
     json_decref(
         api("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"" LEASE_NS "\"}}", 201));
@@ -390,7 +310,7 @@ static void teardown(void)
             stop_node(&nodes[i], SIGKILL);
     if (sim_running) {
         sim_running = false;
-        kop_test_stop(&sim, SIGTERM, 10000);
+        kop_test_kubesim_stop(&sim, SIGTERM, 10000);
     }
     curl_easy_cleanup(curl);
     curl = NULL;
@@ -403,7 +323,7 @@ static void teardown(void)
  * (the others 0); returns its index. */
 static int wait_one_leader(int count, long timeout_ms)
 {
-    long end = now_ms() + timeout_ms;
+    long end = kop_test_now_ms() + timeout_ms;
     for (;;) {
         int leader = -1, leaders = 0, followers = 0;
         for (int i = 0; i < count; i++) {
@@ -418,8 +338,8 @@ static int wait_one_leader(int count, long timeout_ms)
         ck_assert_msg(leaders <= 1, "%d replicas report leading at once", leaders);
         if (leaders == 1 && followers == count - 1)
             return leader;
-        ck_assert_msg(now_ms() < end, "no single leader after %ld ms", timeout_ms);
-        sleep_ms(50);
+        ck_assert_msg(kop_test_now_ms() < end, "no single leader after %ld ms", timeout_ms);
+        kop_test_sleep_ms(50);
     }
 }
 
@@ -447,11 +367,11 @@ static bool deployment_is(const char *name, int replicas)
 
 static bool wait_deployment(const char *name, int replicas, long timeout_ms)
 {
-    long end = now_ms() + timeout_ms;
+    long end = kop_test_now_ms() + timeout_ms;
     while (!deployment_is(name, replicas)) {
-        if (now_ms() >= end)
+        if (kop_test_now_ms() >= end)
             return false;
-        sleep_ms(50);
+        kop_test_sleep_ms(50);
     }
     return true;
 }
@@ -491,7 +411,7 @@ START_TEST(test_ha_exactly_one_leader_reconciles)
     /* A change goes through the leader too. */
     json_decref(api("PATCH", MYR_PATH "/one-0", "{\"spec\":{\"replicas\":4}}", 200));
     ck_assert(wait_deployment("one-0", 4, 15000));
-    sleep_ms(500);
+    kop_test_sleep_ms(500);
 
     ck_assert_msg(wait_reconciles(leader, l_rec + 6, 5000), "leader reconciled %g times",
                   reconciles(leader) - l_rec);
@@ -521,7 +441,7 @@ START_TEST(test_ha_leader_killed_follower_takes_over_after_expiry)
     ck_assert_str_eq(holder, leader->identity);
 
     size_t from = output_len(&follower->proc);
-    long t0 = now_ms();
+    long t0 = kop_test_now_ms();
     int st = stop_node(leader, SIGKILL);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     /* Nobody leads now: this one waits for the follower. */
@@ -529,7 +449,7 @@ START_TEST(test_ha_leader_killed_follower_takes_over_after_expiry)
 
     long r = kop_test_wait_for(&follower->proc, from, "became leader, reconciling",
                                (int)(mid.lease_ms + 25000), NULL);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(r > 0, "the follower did not take over within %ld ms", mid.lease_ms + 25000);
     /* Not before the lease could expire: the follower dates the lease from
      * the last renewal it saw, at most one jittered poll (2.2 retry periods)
@@ -581,11 +501,11 @@ START_TEST(test_ha_sigterm_releases_lease)
 
     /* A restarted replica takes the free Lease at once (an unreleased one
      * would keep it waiting for the 30 s lease duration). */
-    long t0 = now_ms();
+    long t0 = kop_test_now_ms();
     start_node(&nodes[2], t);
     r = kop_test_wait_for(&nodes[2].proc, 0, "became leader, reconciling", (int)(t->lease_ms / 2),
                           NULL);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(r > 0, "the restarted replica did not lead within %ld ms of its start", took);
     ck_assert(lease_holder(holder, sizeof(holder), NULL));
     ck_assert_str_eq(holder, nodes[2].identity);
@@ -607,14 +527,14 @@ START_TEST(test_ha_lost_lease_stops_reconciling)
      * attempts to take over; kubesim filters faults by verb only, and kop
      * writes its children and status with patch and create, never update). */
     size_t from = output_len(&leader->proc);
-    long t0 = now_ms();
+    long t0 = kop_test_now_ms();
     json_decref(api("POST", "/_kubesim/faults",
                     "{\"rules\":[{\"verb\":\"update\",\"code\":500,\"rate\":1}]}", 200));
     /* It stops at the renew deadline (2 s after its last renewal), before
      * the 6 s lease could expire for anyone else. */
     long r = kop_test_wait_for(&leader->proc, from, "lost the lease, reconciling stopped",
                                (int)lost.lease_ms, NULL);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(r > 0, "the leader kept leading without renewals for %ld ms", took);
     ck_assert_msg(took < lost.lease_ms,
                   "the leader stopped only after %ld ms, past the lease duration", took);
@@ -624,7 +544,7 @@ START_TEST(test_ha_lost_lease_stops_reconciling)
     double rec_leader = reconciles(leader), rec_follower = reconciles(follower);
     json_decref(api("PATCH", MYR_PATH "/steady", "{\"spec\":{\"replicas\":5}}", 200));
     create_myr("orphan", 2);
-    sleep_ms(2000);
+    kop_test_sleep_ms(2000);
     ck_assert_msg(reconciles(leader) == rec_leader, "the deposed leader reconciled %g times",
                   reconciles(leader) - rec_leader);
     ck_assert_msg(reconciles(follower) == rec_follower, "the follower reconciled %g times",

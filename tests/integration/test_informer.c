@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kubetest.h"
 #include "testutil.h"
 
 #define TOKEN "informer-test-token"
@@ -56,12 +57,6 @@ static int64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -87,11 +82,10 @@ static unsigned long long rv_num(const char *rv)
 /* ---- kubesim process ------------------------------------------------------ */
 
 struct sim {
-    struct kop_test_proc proc;
+    struct kop_test_kubesim ks; /* ks.url: the server */
     char *dir;
     char kubeconfig[512];
     char ca[512];
-    char url[128];
     char host[128]; /* host:port, the metrics label */
 };
 
@@ -102,35 +96,21 @@ static void sim_start(struct sim *s, const char *seed)
     ck_assert_ptr_nonnull(s->dir);
     snprintf(s->kubeconfig, sizeof(s->kubeconfig), "%s/kubeconfig", s->dir);
     snprintf(s->ca, sizeof(s->ca), "%s/ca.pem", s->dir);
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--kubeconfig-out",
-                    s->kubeconfig,
-                    "--ca-out",
-                    s->ca,
-                    "--token",
-                    TOKEN,
-                    "--bookmark-interval",
-                    "200ms",
-                    "--deployment-ready-delay",
-                    "50ms",
-                    "--seed",
-                    (char *)seed,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&s->proc, argv), 0);
-    char *line = NULL;
-    long at = kop_test_wait_for(&s->proc, 0, "https://", 20000, &line);
-    ck_assert_msg(at > 0, "kubesim did not print its URL");
-    line[strcspn(line, "\r\n")] = '\0';
-    snprintf(s->url, sizeof(s->url), "%s", line);
-    snprintf(s->host, sizeof(s->host), "%s", s->url + strlen("https://"));
-    free(line);
+    char *args[] = {"--bookmark-interval", "200ms", "--deployment-ready-delay", "50ms", "--seed",
+                    (char *)seed,          NULL};
+    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
+                                               .kubeconfig = s->kubeconfig,
+                                               .ca = s->ca,
+                                               .token = TOKEN,
+                                               .args = args,
+                                               .timeout_ms = 20000};
+    kop_test_kubesim_start(&s->ks, &o);
+    snprintf(s->host, sizeof(s->host), "%s", s->ks.url + strlen("https://"));
 }
 
 static void sim_stop(struct sim *s)
 {
-    int st = kop_test_stop(&s->proc, SIGTERM, 10000);
+    int st = kop_test_kubesim_stop(&s->ks, SIGTERM, 10000);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kubesim exit status %d", st);
     kop_test_rmdir(s->dir);
     free(s->dir);
@@ -145,7 +125,7 @@ static struct kop_client *sim_client(struct sim *s, struct kop_ratelimit *rl, st
     ck_assert_int_eq(kop_kubeconfig_load_file(s->kubeconfig, NULL, &kc), 0);
     ck_assert_ptr_nonnull(kc.ca_data);
     ck_assert_ptr_nonnull(kc.token);
-    ck_assert_str_eq(kc.server, s->url);
+    ck_assert_str_eq(kc.server, s->ks.url);
     struct kop_client_options o = {.config = &kc,
                                    .ratelimit = rl,
                                    .metrics = m,
@@ -416,7 +396,7 @@ static bool wait_caught_up(struct kop_client *c, struct kop_store *s, const char
             return false;
         }
         json_decref(want);
-        sleep_ms(50);
+        kop_test_sleep_ms(50);
     }
 }
 
@@ -614,7 +594,7 @@ static void run_seed(unsigned seed, long max_ops, int64_t budget_ms)
     uint64_t rng = seed * UINT64_C(7919) + 1;
     unsigned long drops = 0, compacts = 0;
     while (mono_ms() < w->deadline_ms + 200) {
-        sleep_ms(60 + (long)(xorshift(&rng) % 80));
+        kop_test_sleep_ms(60 + (long)(xorshift(&rng) % 80));
         if (xorshift(&rng) % 2) {
             sim_faults(ctl, "{\"dropWatches\":true}");
             drops++;
@@ -904,7 +884,7 @@ END_TEST
 START_TEST(test_informer_client_unauthorized)
 {
     client_setup();
-    struct kop_kubeconfig kc = {.server = csim.url, .ca_file = csim.ca, .token = "wrong-token"};
+    struct kop_kubeconfig kc = {.server = csim.ks.url, .ca_file = csim.ca, .token = "wrong-token"};
     struct kop_client *c = NULL;
     struct kop_client_options o = {.config = &kc, .metrics = cmetrics};
     ck_assert_int_eq(kop_client_new(&o, &c), 0);
@@ -922,7 +902,7 @@ START_TEST(test_informer_client_unauthorized)
     ck_assert_ptr_nonnull(f);
     fputs("wrong-token\n", f);
     fclose(f);
-    struct kop_kubeconfig kf = {.server = csim.url, .ca_file = csim.ca, .token_file = tf};
+    struct kop_kubeconfig kf = {.server = csim.ks.url, .ca_file = csim.ca, .token_file = tf};
     struct kop_client *c2 = NULL;
     o.config = &kf;
     ck_assert_int_eq(kop_client_new(&o, &c2), 0);
@@ -987,7 +967,7 @@ START_TEST(test_informer_client_retry_after)
      * before waiting out Retry-After). */
     for (int64_t end = mono_ms() + 30000;
          metric(cmetrics, "429", "GET", csim.host) <= seen429 && mono_ms() < end;)
-        sleep_ms(10);
+        kop_test_sleep_ms(10);
     sim_faults(c, "{\"rules\":[]}");
     pthread_join(th, NULL);
     ck_assert_int_eq(g.r, 0);
@@ -1051,25 +1031,25 @@ START_TEST(test_informer_client_tls)
                                "    user: u\n"
                                "current-context: c\n";
     /* insecure-skip-tls-verify: no CA at all, still talks. */
-    snprintf(yaml, sizeof(yaml), tmpl, csim.url, "    insecure-skip-tls-verify: true\n");
+    snprintf(yaml, sizeof(yaml), tmpl, csim.ks.url, "    insecure-skip-tls-verify: true\n");
     ck_assert_int_eq(try_config(yaml, csim.dir, &st), 0);
     ck_assert_int_eq(st.code, 200);
     /* The same without the flag: the system CAs do not know kubesim's. */
-    snprintf(yaml, sizeof(yaml), tmpl, csim.url, "");
+    snprintf(yaml, sizeof(yaml), tmpl, csim.ks.url, "");
     ck_assert_int_eq(try_config(yaml, csim.dir, &st), -EPROTO);
     ck_assert_int_eq(st.code, 0);
     ck_assert_str_ne(st.message, "");
     /* kubesim's CA as a file relative to the kubeconfig's directory. */
-    snprintf(yaml, sizeof(yaml), tmpl, csim.url, "    certificate-authority: ca.pem\n");
+    snprintf(yaml, sizeof(yaml), tmpl, csim.ks.url, "    certificate-authority: ca.pem\n");
     ck_assert_int_eq(try_config(yaml, csim.dir, &st), 0);
     /* tls-server-name: the certificate is checked against that name (SNI
      * too) while the connection still goes to the server's address. */
-    snprintf(yaml, sizeof(yaml), tmpl, csim.url,
+    snprintf(yaml, sizeof(yaml), tmpl, csim.ks.url,
              "    certificate-authority: ca.pem\n    tls-server-name: localhost\n");
     ck_assert_int_eq(try_config(yaml, csim.dir, &st), 0);
     ck_assert_int_eq(st.code, 200);
     /* The right CA but a name the certificate does not carry. */
-    snprintf(yaml, sizeof(yaml), tmpl, csim.url,
+    snprintf(yaml, sizeof(yaml), tmpl, csim.ks.url,
              "    certificate-authority: ca.pem\n    tls-server-name: wrong.example.com\n");
     ck_assert_int_eq(try_config(yaml, csim.dir, &st), -EPROTO);
     ck_assert_ptr_nonnull(strstr(st.message, "wrong.example.com"));
@@ -1083,7 +1063,7 @@ START_TEST(test_informer_client_tls)
     ck_assert_int_eq(system(cmd), 0);
     char ca[1024];
     snprintf(ca, sizeof(ca), "    certificate-authority: %s/ca.crt\n", other);
-    snprintf(yaml, sizeof(yaml), tmpl, csim.url, ca);
+    snprintf(yaml, sizeof(yaml), tmpl, csim.ks.url, ca);
     ck_assert_int_eq(try_config(yaml, csim.dir, &st), -EPROTO);
     ck_assert_int_eq(st.code, 0);
     ck_assert_ptr_nonnull(strcasestr(st.message, "certificate"));
@@ -1208,7 +1188,7 @@ START_TEST(test_informer_client_threads_share_bucket)
         pthread_mutex_unlock(&t.lock);
         if (dels >= (unsigned long)(STRESS_THREADS * STRESS_OBJECTS) || mono_ms() > end)
             break;
-        sleep_ms(20);
+        kop_test_sleep_ms(20);
     }
     kop_informer_free(inf);
     ck_assert_uint_eq(kop_store_count(store), 0);

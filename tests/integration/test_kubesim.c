@@ -12,6 +12,7 @@
  * (/_kubesim/services, against two small TLS webhooks) and metadata-only
  * lists, gets and watches (PartialObjectMetadata).
  */
+#include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
@@ -29,7 +30,7 @@
 
 #define TOKEN "kubesim-test-token"
 
-static struct kop_test_proc sim;
+static struct kop_test_kubesim sim;
 static char *tmpdir;
 static char *ca_path;
 static char base_url[128];
@@ -150,31 +151,12 @@ static void start_sim(void)
     snprintf(ca_path, n, "%s/ca.pem", tmpdir);
     char *kc = malloc(n + 8);
     snprintf(kc, n + 8, "%s/kubeconfig", tmpdir);
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--kubeconfig-out",
-                    kc,
-                    "--ca-out",
-                    ca_path,
-                    "--token",
-                    TOKEN,
-                    "--deployment-ready-delay",
-                    "100ms",
-                    "--bookmark-interval",
-                    "200ms",
-                    "--seed",
-                    "7",
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
-    char *line = NULL;
-    long at = kop_test_wait_for(&sim, 0, "https://", 10000, &line);
-    ck_assert_msg(at > 0, "kubesim did not print its URL");
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
-    snprintf(base_url, sizeof(base_url), "%s", line);
-    free(line);
+    char *args[] = {
+        "--deployment-ready-delay", "100ms", "--bookmark-interval", "200ms", "--seed", "7", NULL};
+    const struct kop_test_kubesim_options o = {
+        .listen = "127.0.0.1:0", .kubeconfig = kc, .ca = ca_path, .token = TOKEN, .args = args};
+    kop_test_kubesim_start(&sim, &o);
+    snprintf(base_url, sizeof(base_url), "%s", sim.url);
     /* The kubeconfig has the server and the CA data. */
     char *cfg = kop_test_read_file(kc, NULL);
     ck_assert_ptr_nonnull(cfg);
@@ -187,7 +169,7 @@ static void start_sim(void)
 
 static void stop_sim(void)
 {
-    int st = kop_test_stop(&sim, SIGTERM, 5000);
+    int st = kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     ck_assert_msg(st == 0, "kubesim exit status %d", st);
     kop_test_rmdir(tmpdir);
     free(tmpdir);
@@ -1483,28 +1465,16 @@ END_TEST
 START_TEST(test_kubesim_fault_flag_filters)
 {
     char *ca2 = path_in(tmpdir, "ca2.pem");
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--ca-out",
-                    ca2,
-                    "--token",
-                    TOKEN,
-                    "--fault",
+    char *args[] = {"--fault",
                     "create:500:1:resource=leases:group=coordination.k8s.io:namespace=default",
-                    "--fault",
-                    "get:429:1:2:resource=configmaps:group=",
-                    NULL};
-    struct kop_test_proc sim2;
-    ck_assert_int_eq(kop_test_spawn(&sim2, argv), 0);
-    char *line = NULL;
-    ck_assert_int_gt(kop_test_wait_for(&sim2, 0, "https://", 10000, &line), 0);
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
+                    "--fault", "get:429:1:2:resource=configmaps:group=", NULL};
+    const struct kop_test_kubesim_options o = {.ca = ca2, .token = TOKEN, .args = args};
+    struct kop_test_kubesim sim2;
+    kop_test_kubesim_start(&sim2, &o);
     char saved_url[sizeof(base_url)];
     char *saved_ca = ca_path;
     memcpy(saved_url, base_url, sizeof(base_url));
-    snprintf(base_url, sizeof(base_url), "%s", line);
-    free(line);
+    snprintf(base_url, sizeof(base_url), "%s", sim2.url);
     ca_path = ca2;
 
     json_t *d = request_json("GET", "/_kubesim/faults", NULL, 200);
@@ -1525,17 +1495,17 @@ START_TEST(test_kubesim_fault_flag_filters)
 
     memcpy(base_url, saved_url, sizeof(base_url));
     ca_path = saved_ca;
-    ck_assert_int_eq(kop_test_stop(&sim2, SIGTERM, 5000), 0);
+    ck_assert_int_eq(kop_test_kubesim_stop(&sim2, SIGTERM, 5000), 0);
 
     /* A malformed filter is a usage error (exit 2). */
     char *bad[] = {(char *)kop_test_bin("kubesim"), "--fault", "get:500:1:colour=red", NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim2, bad), 0);
+    ck_assert_int_eq(kop_test_spawn(&sim2.proc, bad), 0);
     /* Wait for the exit (the output ends), then read the status. */
-    ck_assert_int_eq(kop_test_wait_for(&sim2, 0, "no such line", 5000, NULL), -EPIPE);
-    char *out = kop_test_output(&sim2);
+    ck_assert_int_eq(kop_test_wait_for(&sim2.proc, 0, "no such line", 5000, NULL), -EPIPE);
+    char *out = kop_test_output(&sim2.proc);
     ck_assert_ptr_nonnull(strstr(out, "bad or missing value for --fault"));
     free(out);
-    int st = kop_test_stop(&sim2, SIGTERM, 5000);
+    int st = kop_test_stop(&sim2.proc, SIGTERM, 5000);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     free(ca2);
 }

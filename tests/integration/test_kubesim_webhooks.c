@@ -7,6 +7,7 @@
  * then against `kop --webhook-only` (skipped with a note when the kop
  * binary lacks that flag).
  */
+#include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
@@ -168,12 +169,11 @@ static void fake_done(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- fixture ------------------------------------------------------------------- */
 
-static struct kop_test_proc sim;
+static struct kop_test_kubesim sim;
 static struct MHD_Daemon *fake_daemon;
 static char *tmpdir;
 static char *ca_path;    /* kubesim's CA */
 static char *dev_ca_b64; /* webhook CA as caBundle */
-static char base_url[128];
 static unsigned int fake_port;
 
 struct resp {
@@ -216,7 +216,7 @@ static struct resp request(const char *method, const char *path, const char *cty
     struct resp r = {0};
     char url[1024];
     char ct[128];
-    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
     snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
     CURL *h = curl_easy_init();
     ck_assert_ptr_nonnull(h);
@@ -280,22 +280,9 @@ static void gen_certs(const char *dir)
 
 static void start_sim(const char *service)
 {
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--ca-out",
-                    ca_path,
-                    "--token",
-                    TOKEN,
-                    "--service",
-                    (char *)service,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
-    char *line = NULL;
-    ck_assert_int_gt(kop_test_wait_for(&sim, 0, "https://", 10000, &line), 0);
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
-    snprintf(base_url, sizeof(base_url), "%s", line);
-    free(line);
+    char *args[] = {"--service", (char *)service, NULL};
+    const struct kop_test_kubesim_options o = {.ca = ca_path, .token = TOKEN, .args = args};
+    kop_test_kubesim_start(&sim, &o);
 }
 
 static void setup(void)
@@ -351,7 +338,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    kop_test_stop(&sim, SIGTERM, 5000);
+    kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     if (fake_daemon)
         MHD_stop_daemon(fake_daemon);
     fake_daemon = NULL;
@@ -546,7 +533,7 @@ START_TEST(test_kubesim_webhooks_kop)
         return;
     }
     /* Reuse the fixture's certificates for kop; point kubesim at kop. */
-    kop_test_stop(&sim, SIGTERM, 5000);
+    kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     MHD_stop_daemon(fake_daemon);
     fake_daemon = NULL;
     char *certs = path_in(tmpdir, "certs");

@@ -28,6 +28,7 @@
  * other names are admitted; objects created or deleted after the caches
  * synced are seen through the metadata watches.
  */
+#include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
@@ -58,82 +59,35 @@ static const char crd[] =
     "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
     "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
 
-static struct kop_test_proc sim, kop;
+static struct kop_test_kubesim sim;
+static struct kop_test_proc kop;
 static bool kop_running;
 static char *tmpdir;
 static char ca_path[512], kc_path[512];
-static char base_url[128];
 static long metrics_port;
 static CURL *curl;
 
 /* ---- HTTP -------------------------------------------------------------------------- */
-
-struct buf {
-    char *p;
-    size_t n;
-};
-
-static size_t on_body(char *p, size_t s, size_t n, void *ud)
-{
-    struct buf *b = ud;
-    char *nb = realloc(b->p, b->n + s * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + b->n, p, s * n);
-    b->n += s * n;
-    nb[b->n] = '\0';
-    b->p = nb;
-    return s * n;
-}
 
 /* One request on the kept-alive handle; retried on 5xx/429 (the fault
  * tests inject them). Returns the HTTP code; *ret_body malloc'd. */
 static long http(const char *method, const char *url, const char *ctype, const char *body,
                  char **ret_body)
 {
-    long code = 0;
-    for (int attempt = 0; attempt < 20; attempt++) {
-        struct buf b = {0};
-        char auth[128], ct[128];
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", TOKEN);
-        snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-        struct curl_slist *h = curl_slist_append(NULL, auth);
-        h = curl_slist_append(h, ct);
-        curl_easy_reset(curl);
-        curl_easy_setopt(curl, CURLOPT_URL, url);
-        curl_easy_setopt(curl, CURLOPT_CAINFO, ca_path);
-        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
-        if (body)
-            curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-        CURLcode rc = curl_easy_perform(curl);
-        curl_slist_free_all(h);
-        code = 0;
-        if (rc == CURLE_OK)
-            curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-        if (code != 0 && code != 429 && code < 500) {
-            if (ret_body)
-                *ret_body = b.p ? b.p : strdup("");
-            else
-                free(b.p);
-            return code;
-        }
-        free(b.p);
-        usleep(50000);
-    }
-    if (ret_body)
-        *ret_body = strdup("");
-    return code;
+    const struct kop_test_http_options o = {.handle = curl,
+                                            .ca = ca_path,
+                                            .token = TOKEN,
+                                            .ctype = ctype ? ctype : "application/json",
+                                            .timeout_s = 30,
+                                            .attempts = 20};
+    return kop_test_http(&o, method, url, body, ret_body);
 }
 
 static json_t *api(const char *method, const char *path, const char *body, long want)
 {
     char url[1024];
     char *out = NULL;
-    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
     const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json" : NULL;
     long code = http(method, url, ctype, body, &out);
     ck_assert_msg(code == want, "%s %s: got %ld want %ld: %.400s", method, path, code, want, out);
@@ -147,7 +101,7 @@ static json_t *get(const char *path)
 {
     char url[1024];
     char *out = NULL;
-    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
     long code = http("GET", url, NULL, NULL, &out);
     json_t *v = code == 200 ? json_loads(out, 0, NULL) : NULL;
     ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code, out);
@@ -198,59 +152,23 @@ static const char *cond(const json_t *myr, const char *type, const char *field)
     return "";
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Poll pred(arg) every 50 ms until true or timeout. */
-static bool eventually(bool (*pred)(const void *), const void *arg, long timeout_ms)
-{
-    long end = now_ms() + timeout_ms;
-    do {
-        if (pred(arg))
-            return true;
-        sleep_ms(50);
-    } while (now_ms() < end);
-    return pred(arg);
-}
-
 /* ---- processes ------------------------------------------------------------------------ */
 
 static void start_sim_bare(void)
 {
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--kubeconfig-out",
-                    kc_path,
-                    "--ca-out",
-                    ca_path,
-                    "--token",
-                    TOKEN,
-                    "--deployment-ready-delay",
+    char *args[] = {"--deployment-ready-delay",
                     "100ms",
                     "--bookmark-interval",
                     "500ms",
                     "--history-size",
                     "100000",
                     NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&sim, 0, "https://", 10000, &line) > 0, "kubesim URL");
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
-    snprintf(base_url, sizeof(base_url), "%s", line);
-    free(line);
+    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
+                                               .kubeconfig = kc_path,
+                                               .ca = ca_path,
+                                               .token = TOKEN,
+                                               .args = args};
+    kop_test_kubesim_start(&sim, &o);
 }
 
 static void start_sim(void)
@@ -318,7 +236,7 @@ static void teardown(void)
         kop_running = false;
         ck_assert_msg(st == 0, "kop exit status %d", st);
     }
-    ck_assert_int_eq(kop_test_stop(&sim, SIGTERM, 10000), 0);
+    ck_assert_int_eq(kop_test_kubesim_stop(&sim, SIGTERM, 10000), 0);
     curl_easy_cleanup(curl);
     curl = NULL;
     kop_test_rmdir(tmpdir);
@@ -396,6 +314,8 @@ static double metric_sum(const char *name)
     size_t nl = strlen(name);
     for (char *line = out; line && *line;) {
         char *next = strchr(line, '\n');
+        if (next)
+            *next = '\0'; /* the value is the last field of this line */
         if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
             char *sp = strrchr(line, ' ');
             if (sp)
@@ -458,7 +378,8 @@ static void create_many(size_t n, const char *prefix)
 START_TEST(test_operator_seed)
 {
     create_myr("example-resource", "{\"replicas\":3}", NULL);
-    ck_assert_msg(eventually(myr_available, "example-resource", 15000), "seed not Available");
+    ck_assert_msg(kop_test_eventually(myr_available, "example-resource", 15000),
+                  "seed not Available");
     json_t *m = get_named(MYR_PATH, "example-resource");
     json_t *d = get_named(DEP_PATH, "example-resource");
     json_t *s = get_named(SVC_PATH, "example-resource");
@@ -517,7 +438,7 @@ END_TEST
 START_TEST(test_operator_children_follow_changes)
 {
     create_myr("web", "{\"replicas\":2}", NULL);
-    ck_assert(eventually(myr_available, "web", 15000));
+    ck_assert(kop_test_eventually(myr_available, "web", 15000));
     json_t *svc = get_named(SVC_PATH, "web");
     char cluster_ip[64];
     snprintf(cluster_ip, sizeof(cluster_ip), "%s", jstr(svc, "spec.clusterIP"));
@@ -526,7 +447,7 @@ START_TEST(test_operator_children_follow_changes)
     json_decref(api("PATCH", MYR_PATH "/web", "{\"spec\":{\"image\":\"nginx:1.25.3\"}}", 200));
     struct want_field img = {DEP_PATH, "web", "spec.template.spec.containers.0.image",
                              "nginx:1.25.3", 0};
-    ck_assert_msg(eventually(field_is, &img, 15000), "image did not follow");
+    ck_assert_msg(kop_test_eventually(field_is, &img, 15000), "image did not follow");
 
     /* A second port, through the v2-extras annotation of the v1 object. */
     json_decref(api("PATCH", MYR_PATH "/web",
@@ -535,11 +456,11 @@ START_TEST(test_operator_children_follow_changes)
                     "\\\"port\\\":9090}]}\"}}}",
                     200));
     struct want_field p2 = {SVC_PATH, "web", "spec.ports.1.port", NULL, 9090};
-    ck_assert_msg(eventually(field_is, &p2, 15000), "second service port missing");
+    ck_assert_msg(kop_test_eventually(field_is, &p2, 15000), "second service port missing");
     struct want_field c2 = {DEP_PATH, "web", "spec.template.spec.containers.0.ports.1.name",
                             "metrics", 0};
-    ck_assert_msg(eventually(field_is, &c2, 15000), "second container port missing");
-    ck_assert(eventually(myr_available, "web", 15000));
+    ck_assert_msg(kop_test_eventually(field_is, &c2, 15000), "second container port missing");
+    ck_assert(kop_test_eventually(myr_available, "web", 15000));
     svc = get_named(SVC_PATH, "web");
     ck_assert_str_eq(jstr(svc, "spec.ports.1.targetPort"), "metrics");
     ck_assert_str_eq(jstr(svc, "spec.clusterIP"), cluster_ip); /* others' field kept */
@@ -555,15 +476,15 @@ END_TEST
 START_TEST(test_operator_restores_children)
 {
     create_myr("keep", "{\"replicas\":3}", NULL);
-    ck_assert(eventually(myr_available, "keep", 15000));
+    ck_assert(kop_test_eventually(myr_available, "keep", 15000));
     /* Someone scales the Deployment and annotates it. */
     json_decref(api("PATCH", DEP_PATH "/keep",
                     "{\"metadata\":{\"annotations\":{\"someone\":\"else\"}},\"spec\":{"
                     "\"replicas\":7}}",
                     200));
     struct want_field r3 = {DEP_PATH, "keep", "spec.replicas", NULL, 3};
-    sleep_ms(200);
-    ck_assert_msg(eventually(field_is, &r3, 15000), "replicas not restored");
+    kop_test_sleep_ms(200);
+    ck_assert_msg(kop_test_eventually(field_is, &r3, 15000), "replicas not restored");
     json_t *d = get_named(DEP_PATH, "keep");
     ck_assert_str_eq(json_string_value(json_object_get(at(d, "metadata.annotations"), "someone")),
                      "else");
@@ -574,14 +495,14 @@ START_TEST(test_operator_restores_children)
     old_uid = strdup(jstr(s, "metadata.uid"));
     json_decref(s);
     json_decref(api("DELETE", SVC_PATH "/keep", NULL, 200));
-    long end = now_ms() + 15000;
+    long end = kop_test_now_ms() + 15000;
     bool back = false;
-    while (!back && now_ms() < end) {
+    while (!back && kop_test_now_ms() < end) {
         s = get_named(SVC_PATH, "keep");
         back = s && strcmp(jstr(s, "metadata.uid"), old_uid) != 0;
         json_decref(s);
         if (!back)
-            sleep_ms(50);
+            kop_test_sleep_ms(50);
     }
     free(old_uid);
     ck_assert_msg(back, "service not recreated");
@@ -591,13 +512,13 @@ END_TEST
 START_TEST(test_operator_delete_gc)
 {
     create_myr("tmp", "{\"replicas\":1}", NULL);
-    ck_assert(eventually(myr_available, "tmp", 15000));
+    ck_assert(kop_test_eventually(myr_available, "tmp", 15000));
     json_decref(api("DELETE", MYR_PATH "/tmp", NULL, 200));
     const char *dep[] = {DEP_PATH, "tmp"}, *svc[] = {SVC_PATH, "tmp"};
-    ck_assert_msg(eventually(gone, dep, 15000), "deployment not collected");
-    ck_assert_msg(eventually(gone, svc, 15000), "service not collected");
+    ck_assert_msg(kop_test_eventually(gone, dep, 15000), "deployment not collected");
+    ck_assert_msg(kop_test_eventually(gone, svc, 15000), "service not collected");
     /* Nothing is recreated afterwards. */
-    sleep_ms(500);
+    kop_test_sleep_ms(500);
     ck_assert(gone(dep));
 }
 END_TEST
@@ -616,21 +537,21 @@ START_TEST(test_operator_paused)
     /* Paused from the start: nothing is created. */
     create_myr("idle", "{\"replicas\":2}",
                "{\"mygroup.example.com/v2-extras\":\"{\\\"paused\\\":true}\"}");
-    ck_assert_msg(eventually(paused_cond, "idle", 15000), "no Paused condition");
+    ck_assert_msg(kop_test_eventually(paused_cond, "idle", 15000), "no Paused condition");
     const char *dep[] = {DEP_PATH, "idle"}, *svc[] = {SVC_PATH, "idle"};
     ck_assert(gone(dep));
     ck_assert(gone(svc));
 
     /* Running, then paused: a scaled Deployment stays scaled. */
     create_myr("live", "{\"replicas\":2}", NULL);
-    ck_assert(eventually(myr_available, "live", 15000));
+    ck_assert(kop_test_eventually(myr_available, "live", 15000));
     json_decref(api("PATCH", MYR_PATH "/live",
                     "{\"metadata\":{\"annotations\":{\"mygroup.example.com/v2-extras\":"
                     "\"{\\\"paused\\\":true}\"}},\"spec\":{\"replicas\":4}}",
                     200));
-    ck_assert(eventually(paused_cond, "live", 15000));
+    ck_assert(kop_test_eventually(paused_cond, "live", 15000));
     json_decref(api("PATCH", DEP_PATH "/live", "{\"spec\":{\"replicas\":5}}", 200));
-    sleep_ms(1000);
+    kop_test_sleep_ms(1000);
     json_t *d = get_named(DEP_PATH, "live");
     ck_assert_int_eq(jint(d, "spec.replicas"), 5);
     json_decref(d);
@@ -639,7 +560,7 @@ START_TEST(test_operator_paused)
                     "{\"metadata\":{\"annotations\":{\"mygroup.example.com/v2-extras\":null}}}",
                     200));
     struct want_field r4 = {DEP_PATH, "live", "spec.replicas", NULL, 4};
-    ck_assert_msg(eventually(field_is, &r4, 15000), "not reconciled after unpausing");
+    ck_assert_msg(kop_test_eventually(field_is, &r4, 15000), "not reconciled after unpausing");
 }
 END_TEST
 
@@ -661,7 +582,7 @@ START_TEST(test_operator_foreign_child_untouched)
             "\"b\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"busybox:1\"}]}}}}",
             201));
     create_myr("taken", "{\"replicas\":3}", NULL);
-    ck_assert_msg(eventually(degraded_conflict, "taken", 15000), "no OwnershipConflict");
+    ck_assert_msg(kop_test_eventually(degraded_conflict, "taken", 15000), "no OwnershipConflict");
     json_t *d = get_named(DEP_PATH, "taken");
     ck_assert_int_eq(jint(d, "spec.replicas"), 1);
     ck_assert_str_eq(jstr(d, "spec.template.spec.containers.0.image"), "busybox:1");
@@ -693,12 +614,12 @@ START_TEST(test_operator_resync_zero_writes)
 {
     size_t n = 200;
     create_many(n, "r");
-    ck_assert_msg(eventually(all_converged, &n, 40000), "200 did not converge");
+    ck_assert_msg(kop_test_eventually(all_converged, &n, 40000), "200 did not converge");
     /* Let the last writes of the convergence (Events are sent by their own
      * thread) settle: no write for a second. */
     json_t *s1 = stats();
-    for (long end = now_ms() + 30000; now_ms() < end;) {
-        sleep_ms(1000);
+    for (long end = kop_test_now_ms() + 30000; kop_test_now_ms() < end;) {
+        kop_test_sleep_ms(1000);
         json_t *s = stats();
         bool quiet = jint(s, "writeTotal") == jint(s1, "writeTotal");
         json_decref(s1);
@@ -710,8 +631,9 @@ START_TEST(test_operator_resync_zero_writes)
     /* A resync (--sync-period 2s) reconciles every object again; wait for
      * all of them to be done rather than for a fixed time. */
     double rec2 = rec1;
-    for (long end = now_ms() + 30000; rec2 - rec1 < (double)n && now_ms() < end;) {
-        sleep_ms(100);
+    for (long end = kop_test_now_ms() + 30000;
+         rec2 - rec1 < (double)n && kop_test_now_ms() < end;) {
+        kop_test_sleep_ms(100);
         rec2 = metric_sum("controller_runtime_reconcile_total");
     }
     ck_assert_msg(rec2 - rec1 >= (double)n, "no resync seen: %g reconciles", rec2 - rec1);
@@ -728,7 +650,7 @@ START_TEST(test_operator_thousand_at_once)
 {
     size_t n = 1000;
     create_many(n, "k");
-    ck_assert_msg(eventually(all_converged, &n, 60000), "1000 did not converge");
+    ck_assert_msg(kop_test_eventually(all_converged, &n, 60000), "1000 did not converge");
     json_t *s = stats();
     const json_t *w = json_object_get(s, "writes");
     /* Every child was created. A reconcile that runs before the informer
@@ -754,18 +676,18 @@ START_TEST(test_operator_converges_under_faults)
                     "{\"verb\":\"patch\",\"code\":429,\"rate\":0.03,\"retryAfter\":1}]}",
                     200));
     create_many(n, "f");
-    sleep_ms(300);
+    kop_test_sleep_ms(300);
     json_decref(api("POST", "/_kubesim/faults", "{\"dropWatches\":true}", 200));
-    sleep_ms(300);
+    kop_test_sleep_ms(300);
     json_decref(api("POST", "/_kubesim/faults", "{\"compact\":true,\"dropWatches\":true}", 200));
     /* Someone scales one while the faults go on (once kop has created it:
      * under load that can take longer than the sleeps above). */
     struct want_field r1 = {DEP_PATH, "f-0", "spec.replicas", NULL, 1};
-    ck_assert_msg(eventually(field_is, &r1, 30000), "f-0 was never created");
+    ck_assert_msg(kop_test_eventually(field_is, &r1, 30000), "f-0 was never created");
     json_decref(api("PATCH", DEP_PATH "/f-0", "{\"spec\":{\"replicas\":9}}", 200));
     json_decref(api("POST", "/_kubesim/faults", "{\"compact\":true,\"dropWatches\":true}", 200));
-    ck_assert_msg(eventually(all_converged, &n, 45000), "did not converge under faults");
-    ck_assert_msg(eventually(field_is, &r1, 15000), "the scaled f-0 was not restored");
+    ck_assert_msg(kop_test_eventually(all_converged, &n, 45000), "did not converge under faults");
+    ck_assert_msg(kop_test_eventually(field_is, &r1, 15000), "the scaled f-0 was not restored");
     json_decref(api("POST", "/_kubesim/faults", "{\"rules\":[]}", 200));
 }
 END_TEST
@@ -783,8 +705,8 @@ START_TEST(test_operator_namespace_flag)
     create_myr("not-mine", "{\"replicas\":1}", NULL);
     struct want_field w = {"/apis/apps/v1/namespaces/team-a/deployments", "mine", "spec.replicas",
                            NULL, 1};
-    ck_assert_msg(eventually(field_is, &w, 15000), "team-a not reconciled");
-    sleep_ms(500);
+    ck_assert_msg(kop_test_eventually(field_is, &w, 15000), "team-a not reconciled");
+    kop_test_sleep_ms(500);
     const char *dep[] = {DEP_PATH, "not-mine"};
     ck_assert_msg(gone(dep), "a namespace outside --namespace was reconciled");
     json_t *m = get_named(MYR_PATH, "not-mine");
@@ -924,7 +846,7 @@ static bool dry_create_is(const void *arg)
 {
     const struct dry *d = arg;
     char url[1024], body[512];
-    snprintf(url, sizeof(url), "%s%s?dryRun=All", base_url, MYR_PATH);
+    snprintf(url, sizeof(url), "%s%s?dryRun=All", sim.url, MYR_PATH);
     snprintf(body, sizeof(body),
              "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":{"
              "\"name\":\"%s\"},\"spec\":{\"image\":\"nginx:1.14.2\"}}",
@@ -1014,7 +936,7 @@ static void setup_admission(void)
     apply_with_ca("webhook.yaml", ca_b64);
     free(ca_b64);
     /* informers-synced (the metadata informers included). */
-    ck_assert_msg(eventually(readyz, NULL, 15000), "kop not ready");
+    ck_assert_msg(kop_test_eventually(readyz, NULL, 15000), "kop not ready");
 }
 
 START_TEST(test_operator_rule4_denies_unlabelled_namesake)
@@ -1048,7 +970,7 @@ START_TEST(test_operator_rule4_denies_unlabelled_namesake)
     rc = kubectl_create_myr("fresh", &out);
     ck_assert_msg(rc == 0, "MyResource fresh was not admitted: %s", out);
     free(out);
-    ck_assert_msg(eventually(myr_available, "fresh", 15000), "fresh not Available");
+    ck_assert_msg(kop_test_eventually(myr_available, "fresh", 15000), "fresh not Available");
     json_decref(api("PATCH", MYR_PATH "/fresh", "{\"spec\":{\"replicas\":2}}", 200));
 }
 END_TEST
@@ -1064,7 +986,7 @@ START_TEST(test_operator_rule4_follows_watch)
     json_decref(api("POST", SVC_PATH,
                     "{\"metadata\":{\"name\":\"api\"},\"spec\":{\"ports\":[{\"port\":80}]}}", 201));
     struct dry deny_api = {"api", 403};
-    ck_assert_msg(eventually(dry_create_is, &deny_api, 10000), "Service api not seen");
+    ck_assert_msg(kop_test_eventually(dry_create_is, &deny_api, 10000), "Service api not seen");
     char *out = NULL;
     int rc = kubectl_create_myr("api", &out);
     ck_assert_msg(rc != 0 && strstr(out, "a Service named \"api\" already exists"),
@@ -1073,11 +995,12 @@ START_TEST(test_operator_rule4_follows_watch)
     /* Its deletion too: then the name is free. */
     json_decref(api("DELETE", SVC_PATH "/api", NULL, 200));
     struct dry allow_api = {"api", 201};
-    ck_assert_msg(eventually(dry_create_is, &allow_api, 10000), "Service api deletion not seen");
+    ck_assert_msg(kop_test_eventually(dry_create_is, &allow_api, 10000),
+                  "Service api deletion not seen");
     rc = kubectl_create_myr("api", &out);
     ck_assert_msg(rc == 0, "MyResource api not admitted after the Service went: %s", out);
     free(out);
-    ck_assert_msg(eventually(myr_available, "api", 15000), "api not Available");
+    ck_assert_msg(kop_test_eventually(myr_available, "api", 15000), "api not Available");
 }
 END_TEST
 

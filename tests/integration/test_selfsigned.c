@@ -9,6 +9,7 @@
  * work through kubesim's verification against the patched bundles. A
  * rotated pair (new CA) is injected and picked up by kop without restart.
  */
+#include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
@@ -37,7 +38,8 @@ static const struct kop_resource myr_v2 = {"mygroup.example.com", "v2", "myresou
 
 static char *tmpdir;
 static char certs[1024], kubeconfig[1024];
-static struct kop_test_proc kop, sim;
+static struct kop_test_proc kop;
+static struct kop_test_kubesim sim;
 static bool kop_running, sim_running;
 static struct kop_kubeconfig kc;
 static struct kop_client *client;
@@ -65,7 +67,7 @@ static void teardown(void)
     if (kop_running)
         kop_test_stop(&kop, SIGTERM, 10000);
     if (sim_running)
-        kop_test_stop(&sim, SIGTERM, 5000);
+        kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     kop_running = sim_running = false;
     kop_test_rmdir(tmpdir);
     free(tmpdir);
@@ -99,15 +101,10 @@ static void start_sim(long kop_port)
 {
     char service[128];
     snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%ld", kop_port);
-    char *argv[] = {(char *)kop_test_bin("kubesim"),
-                    "--kubeconfig-out",
-                    kubeconfig,
-                    "--service",
-                    service,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim, argv), 0);
+    char *args[] = {"--service", service, NULL};
+    const struct kop_test_kubesim_options o = {.kubeconfig = kubeconfig, .args = args};
+    kop_test_kubesim_start(&sim, &o);
     sim_running = true;
-    ck_assert_int_gt(kop_test_wait_for(&sim, 0, "https://", 10000, NULL), 0);
     ck_assert_int_eq(kop_kubeconfig_load_file(kubeconfig, NULL, &kc), 0);
     const struct kop_client_options co = {.config = &kc, .max_retries = -1};
     ck_assert_int_eq(kop_client_new(&co, &client), 0);

@@ -20,6 +20,7 @@
  * and with the full operator (reconciler + webhooks + --leader-elect
  * against kubesim): SIGTERM -> exit 0 and the Lease released.
  */
+#include "kubetest.h"
 #include "testutil.h"
 
 #include <arpa/inet.h>
@@ -48,24 +49,8 @@ struct kop_under_test {
 };
 
 static struct kop_under_test K;
-static struct kop_test_proc sim; /* kubesim, for the full operator */
+static struct kop_test_kubesim sim; /* kubesim, for the full operator */
 static bool sim_running;
-
-/* ---- time -------------------------------------------------------------------------------------
- */
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- kop
  * ------------------------------------------------------------------------------------------ */
@@ -130,7 +115,7 @@ static void teardown(void)
     }
     if (sim_running) {
         sim_running = false;
-        kop_test_stop(&sim, SIGTERM, 5000);
+        kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     }
     kop_test_rmdir(K.dir);
     free(K.dir);
@@ -146,46 +131,13 @@ static int wait_exit(struct kop_test_proc *p, int timeout_ms)
 /* ---- HTTP
  * ----------------------------------------------------------------------------------------- */
 
-struct buf {
-    char *p;
-    size_t n;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct buf *b = ud;
-    size_t n = size * nmemb;
-    char *np = realloc(b->p, b->n + n + 1);
-    if (!np)
-        return 0;
-    b->p = np;
-    memcpy(b->p + b->n, ptr, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
-
 /* Plain HTTP GET on 127.0.0.1:port; returns the code (0: transport error). */
 static long http_get(long port, const char *path, char **ret_body)
 {
     char url[256];
-    struct buf b = {0};
     snprintf(url, sizeof(url), "http://127.0.0.1:%ld%s", port, path);
-    CURL *h = curl_easy_init();
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    long code = 0;
-    if (curl_easy_perform(h) == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(h);
-    if (ret_body)
-        *ret_body = b.p ? b.p : strdup("");
-    else
-        free(b.p);
-    return code;
+    const struct kop_test_http_options o = {.timeout_s = 5};
+    return kop_test_http(&o, NULL, url, NULL, ret_body);
 }
 
 /* A gauge or counter sample "name{labels} value" in /metrics; -1 if absent. */
@@ -193,15 +145,8 @@ static double metric_value(const char *name_and_labels)
 {
     char *out = NULL;
     double v = -1;
-    if (http_get(K.metrics_port, "/metrics", &out) == 200) {
-        size_t nl = strlen(name_and_labels);
-        for (char *line = out; line && *line;) {
-            char *next = strchr(line, '\n');
-            if (strncmp(line, name_and_labels, nl) == 0 && line[nl] == ' ')
-                v = strtod(line + nl + 1, NULL);
-            line = next ? next + 1 : NULL;
-        }
-    }
+    if (http_get(K.metrics_port, "/metrics", &out) == 200)
+        v = kop_test_metric_value(out, name_and_labels);
     free(out);
     return v;
 }
@@ -213,13 +158,13 @@ static CURLcode fresh_request(long *ret_code)
     char url[256];
     snprintf(url, sizeof(url), "https://127.0.0.1:%ld/convert", K.port);
     CURL *h = curl_easy_init();
-    struct buf b = {0};
+    struct kop_test_buf b = {0};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
@@ -277,7 +222,7 @@ struct slow_req {
     pthread_t thread;
     CURLcode rc;
     long code;
-    struct buf resp;
+    struct kop_test_buf resp;
 };
 
 static size_t slow_read(char *dst, size_t size, size_t nmemb, void *ud)
@@ -290,7 +235,7 @@ static size_t slow_read(char *dst, size_t size, size_t nmemb, void *ud)
         while (!atomic_load(&s->go)) {
             if (atomic_load(&s->abandon))
                 return CURL_READFUNC_ABORT;
-            sleep_ms(5);
+            kop_test_sleep_ms(5);
         }
     }
     size_t limit = atomic_load(&s->go) ? s->len : half;
@@ -317,7 +262,7 @@ static void *slow_main(void *arg)
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->len);
     curl_easy_setopt(h, CURLOPT_READFUNCTION, slow_read);
     curl_easy_setopt(h, CURLOPT_READDATA, s);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &s->resp);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -337,17 +282,17 @@ static void slow_start(struct slow_req *s, const char *path, const char *body)
     s->body = body;
     s->len = strlen(body);
     ck_assert_int_eq(pthread_create(&s->thread, NULL, slow_main, s), 0);
-    long end = now_ms() + 10000;
+    long end = kop_test_now_ms() + 10000;
     while (!atomic_load(&s->half_sent)) {
-        ck_assert_msg(now_ms() < end, "the first half was never sent");
-        sleep_ms(5);
+        ck_assert_msg(kop_test_now_ms() < end, "the first half was never sent");
+        kop_test_sleep_ms(5);
     }
     char gauge[128];
     snprintf(gauge, sizeof(gauge), "controller_runtime_webhook_requests_in_flight{webhook=\"%s\"}",
              path);
     while (metric_value(gauge) != 1) {
-        ck_assert_msg(now_ms() < end, "kop does not count the request in flight");
-        sleep_ms(20);
+        ck_assert_msg(kop_test_now_ms() < end, "kop does not count the request in flight");
+        kop_test_sleep_ms(20);
     }
 }
 
@@ -369,7 +314,7 @@ static void slow_abandon(struct slow_req *s)
 /* SIGTERM and wait for the "shutting down" line; returns the send time. */
 static long sigterm_and_wait(void)
 {
-    long t0 = now_ms();
+    long t0 = kop_test_now_ms();
     ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
     ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"shutting down\"", 10000, NULL) > 0,
                   "kop did not log shutting down");
@@ -423,14 +368,14 @@ START_TEST(test_shutdown_inflight_request_answered)
     slow_start(&s, "/convert", review);
     long t0 = sigterm_and_wait();
     /* kop waits for the request: still running a while later. */
-    sleep_ms(500);
+    kop_test_sleep_ms(500);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0);
     slow_finish(&s);
     check_converted(&s);
     free(s.resp.p);
     K.running = false;
     int st = wait_exit(&K.proc, 10000);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
     ck_assert_msg(took < 10000, "exit after %ld ms, past --shutdown-timeout", took);
 }
@@ -446,10 +391,10 @@ START_TEST(test_shutdown_refuses_new_connections)
     slow_start(&s, "/convert", review);
     sigterm_and_wait();
     /* The listener closes right after the log line. */
-    long end = now_ms() + 10000;
+    long end = kop_test_now_ms() + 10000;
     int r = 0;
-    while ((r = tcp_connect()) == 0 && now_ms() < end)
-        sleep_ms(10);
+    while ((r = tcp_connect()) == 0 && kop_test_now_ms() < end)
+        kop_test_sleep_ms(10);
     ck_assert_msg(r == -ECONNREFUSED, "connect after SIGTERM: %d", r);
     for (int i = 0; i < 3; i++) {
         CURLcode rc = fresh_request(&code);
@@ -468,18 +413,18 @@ END_TEST
 START_TEST(test_shutdown_readyz_fails_while_draining)
 {
     start_webhook_kop("10s");
-    long end = now_ms() + 5000;
+    long end = kop_test_now_ms() + 5000;
     while (http_get(K.health_port, "/readyz", NULL) != 200) {
-        ck_assert_msg(now_ms() < end, "kop never became ready");
-        sleep_ms(10);
+        ck_assert_msg(kop_test_now_ms() < end, "kop never became ready");
+        kop_test_sleep_ms(10);
     }
     struct slow_req s;
     slow_start(&s, "/convert", review);
     sigterm_and_wait();
-    end = now_ms() + 10000;
+    end = kop_test_now_ms() + 10000;
     long code = 0;
-    while ((code = http_get(K.health_port, "/readyz", NULL)) == 200 && now_ms() < end)
-        sleep_ms(10);
+    while ((code = http_get(K.health_port, "/readyz", NULL)) == 200 && kop_test_now_ms() < end)
+        kop_test_sleep_ms(10);
     ck_assert_msg(code == 503, "/readyz answered %ld while shutting down", code);
     /* Liveness is another matter: the process is healthy, just leaving. */
     ck_assert_int_eq(http_get(K.health_port, "/healthz", NULL), 200);
@@ -502,13 +447,13 @@ START_TEST(test_shutdown_second_signal_exits_at_once)
     struct slow_req s;
     slow_start(&s, "/convert", review);
     sigterm_and_wait();
-    sleep_ms(300);
+    kop_test_sleep_ms(300);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0); /* still draining */
-    long t0 = now_ms();
+    long t0 = kop_test_now_ms();
     ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
     K.running = false;
     int st = wait_exit(&K.proc, 15000);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d after a second signal",
                   st);
     /* Long before the 30 s drain would end. */
@@ -526,7 +471,7 @@ START_TEST(test_shutdown_timeout_cuts_hung_request)
     long t0 = sigterm_and_wait();
     K.running = false;
     int st = wait_exit(&K.proc, 15000);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(st >= 0 && WIFEXITED(st), "kop did not exit by itself (%d)", st);
     /* Not before the timeout; the hung request alone would hold it for the
      * client's 60 s (a slow machine only makes the exit later). */
@@ -557,37 +502,16 @@ static const char crd[] =
     "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
     "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
 
-static char sim_url[128], sim_ca[600];
+static char sim_ca[600];
 
 /* A request to kubesim; returns the code, *ret_body malloc'd. */
 static long sim_req(const char *method, const char *path, const char *body, char **ret_body)
 {
     char url[512];
-    struct buf b = {0};
-    snprintf(url, sizeof(url), "%s%s", sim_url, path);
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
-    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CAINFO, sim_ca);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (body)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    long code = 0;
-    if (curl_easy_perform(h) == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    if (ret_body)
-        *ret_body = b.p ? b.p : strdup("");
-    else
-        free(b.p);
-    return code;
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
+    const struct kop_test_http_options o = {
+        .ca = sim_ca, .token = TOKEN, .ctype = "application/json", .timeout_s = 10};
+    return kop_test_http(&o, method, url, body, ret_body);
 }
 
 START_TEST(test_shutdown_operator_releases_lease)
@@ -595,25 +519,11 @@ START_TEST(test_shutdown_operator_releases_lease)
     char kc[600];
     snprintf(kc, sizeof(kc), "%s/kubeconfig", K.dir);
     snprintf(sim_ca, sizeof(sim_ca), "%s/sim-ca.pem", K.dir);
-    char *sargv[] = {(char *)kop_test_bin("kubesim"),
-                     "--listen",
-                     "127.0.0.1:0",
-                     "--kubeconfig-out",
-                     kc,
-                     "--ca-out",
-                     sim_ca,
-                     "--token",
-                     TOKEN,
-                     "--deployment-ready-delay",
-                     "100ms",
-                     NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim, sargv), 0);
+    char *sargs[] = {"--deployment-ready-delay", "100ms", NULL};
+    const struct kop_test_kubesim_options so = {
+        .listen = "127.0.0.1:0", .kubeconfig = kc, .ca = sim_ca, .token = TOKEN, .args = sargs};
+    kop_test_kubesim_start(&sim, &so);
     sim_running = true;
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&sim, 0, "https://", 10000, &line) > 0, "kubesim URL");
-    line[strcspn(line, "\n")] = '\0';
-    snprintf(sim_url, sizeof(sim_url), "%s", line);
-    free(line);
     ck_assert_int_eq(
         sim_req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, NULL), 201);
 
@@ -648,15 +558,15 @@ START_TEST(test_shutdown_operator_releases_lease)
                              "\"metadata\":{\"name\":\"full\"},\"spec\":{\"replicas\":2}}",
                              NULL),
                      201);
-    long end = now_ms() + 15000;
+    long end = kop_test_now_ms() + 15000;
     while (sim_req("GET", "/apis/apps/v1/namespaces/default/deployments/full", NULL, NULL) != 200) {
-        ck_assert_msg(now_ms() < end, "the operator did not reconcile");
-        sleep_ms(20);
+        ck_assert_msg(kop_test_now_ms() < end, "the operator did not reconcile");
+        kop_test_sleep_ms(20);
     }
-    end = now_ms() + 10000;
+    end = kop_test_now_ms() + 10000;
     while (http_get(K.health_port, "/readyz", NULL) != 200) {
-        ck_assert_msg(now_ms() < end, "the operator never became ready");
-        sleep_ms(20);
+        ck_assert_msg(kop_test_now_ms() < end, "the operator never became ready");
+        kop_test_sleep_ms(20);
     }
     char *body = NULL;
     ck_assert_int_eq(sim_req("GET", LEASE_PATH, NULL, &body), 200);
@@ -664,14 +574,14 @@ START_TEST(test_shutdown_operator_releases_lease)
     ck_assert_ptr_null(strstr(body, "\"holderIdentity\":\"\""));
     free(body);
 
-    long t0 = now_ms();
+    long t0 = kop_test_now_ms();
     ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
     ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"released lease\"", 10000, NULL) > 0,
                   "no lease release logged");
     ck_assert(kop_test_wait_for(&K.proc, 0, "\"msg\":\"stopped\"", 10000, NULL) > 0);
     K.running = false;
     int st = wait_exit(&K.proc, 10000);
-    long took = now_ms() - t0;
+    long took = kop_test_now_ms() - t0;
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
     ck_assert_msg(took < 10000, "exit after %ld ms", took);
 
@@ -684,7 +594,7 @@ START_TEST(test_shutdown_operator_releases_lease)
     ck_assert_int_eq(json_integer_value(json_object_get(spec, "leaseDurationSeconds")), 1);
     json_decref(lease);
     sim_running = false;
-    ck_assert_int_eq(kop_test_stop(&sim, SIGTERM, 10000), 0);
+    ck_assert_int_eq(kop_test_kubesim_stop(&sim, SIGTERM, 10000), 0);
 }
 END_TEST
 

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kubetest.h"
 #include "testutil.h"
 
 struct kop_under_test {
@@ -96,30 +97,11 @@ static void stop_kop(void)
     free(K.dir);
 }
 
-struct buf {
-    char *p;
-    size_t n;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct buf *b = ud;
-    size_t n = size * nmemb;
-    char *np = realloc(b->p, b->n + n + 1);
-    if (!np)
-        return 0;
-    b->p = np;
-    memcpy(b->p + b->n, ptr, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
-
 /* One request; returns the HTTP status (0 on transport failure) and the body. */
 static long request(CURL *h, const char *method, const char *url, const char *ctype,
                     const char *body, size_t len, char **ret_body)
 {
-    struct buf b = {0};
+    struct kop_test_buf b = {0};
     struct curl_slist *hdrs = NULL;
     char ct[256];
     if (ctype) {
@@ -132,7 +114,7 @@ static long request(CURL *h, const char *method, const char *url, const char *ct
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers shared by the integration tests that talk to kubesim and kop over
+ * HTTP: starting kubesim as a child process and reading back its URL,
+ * kubeconfig, CA and token; one libcurl request with an optional bearer
+ * token and CA, retried on 5xx/429 when asked; a curl write callback that
+ * collects a body into a growing buffer; reading samples from Prometheus
+ * /metrics text; and polling a condition until it holds.
+ *
+ * Failures to start a process abort the running test (ck_assert), like the
+ * rest of testutil.
+ *
+ * Thread-safety: kop_test_http with a NULL handle, kop_test_buf_write and the
+ * metric readers may be called from any thread; a kop_test_kubesim and a
+ * reused CURL handle belong to one thread.
+ */
+#ifndef KOP_KUBETEST_H
+#define KOP_KUBETEST_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "testutil.h"
+
+/* ---- time ------------------------------------------------------------------------------ */
+
+/* CLOCK_MONOTONIC in milliseconds. */
+long kop_test_now_ms(void);
+
+/* Sleep ms milliseconds. */
+void kop_test_sleep_ms(long ms);
+
+/* A condition for kop_test_eventually. */
+typedef bool (*kop_test_cond_fn)(const void *arg);
+
+/*
+ * Poll cond(arg) every 50 ms until it returns true or timeout_ms has passed;
+ * the condition is checked once more at the deadline. Returns its last
+ * result.
+ */
+bool kop_test_eventually(kop_test_cond_fn cond, const void *arg, long timeout_ms);
+
+/* ---- kubesim ----------------------------------------------------------------------------- */
+
+struct kop_test_kubesim_options {
+    const char *listen;     /* --listen value, NULL: option not passed */
+    const char *kubeconfig; /* --kubeconfig-out path, NULL: not passed */
+    const char *ca;         /* --ca-out path, NULL: not passed */
+    const char *token;      /* --token value, NULL: not passed */
+    char *const *args;      /* further arguments, NULL-terminated, or NULL */
+    int timeout_ms;         /* wait for the URL line; 0: 10000 */
+};
+
+struct kop_test_kubesim {
+    struct kop_test_proc proc;
+    char url[128];         /* "https://127.0.0.1:PORT", the line kubesim prints */
+    char kubeconfig[1024]; /* the options' paths and token, "" when not given */
+    char ca[1024];
+    char token[256];
+};
+
+/*
+ * Start kubesim (kop_test_bin("kubesim")) with the options' arguments, in
+ * the order --listen, --kubeconfig-out, --ca-out, --token, then args, and
+ * wait for the line holding its "https://" URL, which is stored in ks->url
+ * without the line end. Aborts the test when kubesim cannot be started or
+ * prints no URL in time.
+ */
+void kop_test_kubesim_start(struct kop_test_kubesim *ks, const struct kop_test_kubesim_options *o);
+
+/* Send sig and wait up to timeout_ms (kop_test_stop); returns the wait status. */
+int kop_test_kubesim_stop(struct kop_test_kubesim *ks, int sig, int timeout_ms);
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+/* A body collected by kop_test_buf_write: NUL-terminated, malloc'd, or NULL. */
+struct kop_test_buf {
+    char *p;
+    size_t len;
+};
+
+/* CURLOPT_WRITEFUNCTION appending to the struct kop_test_buf in userdata. */
+size_t kop_test_buf_write(char *data, size_t size, size_t nmemb, void *userdata);
+
+struct kop_test_http_options {
+    CURL *handle;      /* reused after curl_easy_reset; NULL: a fresh handle */
+    const char *ca;    /* CURLOPT_CAINFO, NULL: curl's default */
+    const char *token; /* "Authorization: Bearer <token>", NULL: none */
+    const char *ctype; /* "Content-Type: <ctype>", NULL: none */
+    long timeout_s;    /* CURLOPT_TIMEOUT, 0: none */
+    /*
+     * 0: one attempt, its answer returned as it is. N > 0: up to N attempts,
+     * 50 ms apart, while the answer is no answer (0), 429 or 5xx; when all of
+     * them fail that way the last code is returned with an empty body.
+     */
+    int attempts;
+};
+
+/*
+ * One request: method (NULL: curl's default, GET or POST with a body) on
+ * url, body as the request body when not NULL. CURLOPT_NOSIGNAL is set.
+ * Returns the HTTP code, 0 on a transport error. *ret_body (when ret_body is
+ * not NULL) gets the response body, malloc'd, "" when there was none.
+ */
+long kop_test_http(const struct kop_test_http_options *o, const char *method, const char *url,
+                   const char *body, char **ret_body);
+
+/* ---- Prometheus text ------------------------------------------------------------------------ */
+
+/*
+ * The value of the sample line "name_with_labels value" in Prometheus text
+ * format (name_with_labels is matched exactly, e.g. `kop_up{a="b"}`; the last
+ * such line wins). -1 when there is none.
+ */
+double kop_test_metric_value(const char *text, const char *name_with_labels);
+
+/*
+ * Sum of the samples of the metric family name (lines "name{...} v" and
+ * "name v") whose line contains label (NULL: every sample). -1 when there is
+ * no such sample.
+ */
+double kop_test_metric_sum(const char *text, const char *name, const char *label);
+
+#endif /* KOP_KUBETEST_H */
