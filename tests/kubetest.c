@@ -216,3 +216,37 @@ double kop_test_metric_sum(const char *text, const char *name, const char *label
     }
     return sum;
 }
+
+json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, const char *method,
+                     const char *path, const char *body, long want)
+{
+    char url[1024];
+    char *out = NULL;
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    struct kop_test_http_options po = *o;
+    if (strcmp(method, "PATCH") == 0)
+        po.ctype = "application/merge-patch+json";
+    else if (!po.ctype)
+        po.ctype = "application/json";
+    long code = kop_test_http(&po, method, url, body, &out);
+    ck_assert_msg(code == want, "%s %s: got %ld want %ld: %.400s", method, path, code, want,
+                  out ? out : "");
+    json_t *v = json_loads(out ? out : "", 0, NULL);
+    free(out);
+    return v;
+}
+
+json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base, const char *path)
+{
+    char url[1024];
+    char *out = NULL;
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    struct kop_test_http_options po = *o;
+    if (!po.ctype)
+        po.ctype = "application/json";
+    long code = kop_test_http(&po, "GET", url, NULL, &out);
+    ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code, out ? out : "");
+    json_t *v = code == 200 ? json_loads(out ? out : "", 0, NULL) : NULL;
+    free(out);
+    return v;
+}

@@ -18,6 +18,7 @@
 #define KOP_KUBETEST_H
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -105,6 +106,18 @@ struct kop_test_http_options {
  */
 long kop_test_http(const struct kop_test_http_options *o, const char *method, const char *url,
                    const char *body, char **ret_body);
+
+/*
+ * A JSON request to base+path with o's settings (PATCH bodies are sent as
+ * merge patches): the test fails unless the answer is "want". Returns the
+ * parsed body (@ref new, NULL when it is not JSON).
+ */
+json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, const char *method,
+                     const char *path, const char *body, long want);
+
+/* GET base+path: the parsed object (@ref new), NULL on 404; any other
+ * answer fails the test. */
+json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base, const char *path);
 
 /* ---- Prometheus text ------------------------------------------------------------------------ */
 

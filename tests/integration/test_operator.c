@@ -83,30 +83,28 @@ static long http(const char *method, const char *url, const char *ctype, const c
     return kop_test_http(&o, method, url, body, ret_body);
 }
 
-static json_t *api(const char *method, const char *path, const char *body, long want)
+static const struct kop_test_http_options *api_opts(void)
 {
-    char url[1024];
-    char *out = NULL;
-    snprintf(url, sizeof(url), "%s%s", sim.url, path);
-    const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json" : NULL;
-    long code = http(method, url, ctype, body, &out);
-    ck_assert_msg(code == want, "%s %s: got %ld want %ld: %.400s", method, path, code, want, out);
-    json_t *v = json_loads(out, 0, NULL);
-    free(out);
-    return v;
+    static struct kop_test_http_options o;
+    o = (struct kop_test_http_options){
+        .handle = curl,
+        .ca = ca_path,
+        .token = TOKEN,
+        .timeout_s = 30,
+        .attempts = 20,
+    };
+    return &o;
 }
 
-/* GET returning NULL on 404. */
+static json_t *api(const char *method, const char *path, const char *body, long want)
+{
+    return kop_test_api(api_opts(), sim.url, method, path, body, want);
+}
+
+/* GET; NULL on 404. */
 static json_t *get(const char *path)
 {
-    char url[1024];
-    char *out = NULL;
-    snprintf(url, sizeof(url), "%s%s", sim.url, path);
-    long code = http("GET", url, NULL, NULL, &out);
-    json_t *v = code == 200 ? json_loads(out, 0, NULL) : NULL;
-    ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code, out);
-    free(out);
-    return v;
+    return kop_test_api_get(api_opts(), sim.url, path);
 }
 
 static const json_t *at(const json_t *v, const char *dotted)
