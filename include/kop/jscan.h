@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A strict JSON scanner over a complete buffer: validates one value without
+ * building a tree, and reports where the members of the root object (and of
+ * its object-valued members) start and end, so a caller can decode only the
+ * parts it needs and copy the rest byte for byte.
+ *
+ * What it accepts is what jansson's json_loadb(JSON_REJECT_DUPLICATES |
+ * JSON_DECODE_ANY) accepts, checked differentially by tests and a fuzzer:
+ * RFC 8259 grammar, whitespace " \t\n\r", strings of valid UTF-8 without
+ * control characters, escapes with paired surrogates and no \u0000,
+ * integers that fit int64, reals that do not overflow a double, no
+ * duplicate key in any object (keys compared after unescaping), and a value
+ * depth of at most KOP_JSCAN_MAX_DEPTH counted from the document's root
+ * (base_depth says how deep the scanned value sits).
+ *
+ * The scanner is linear in the input: duplicate keys of an object are found
+ * by sorting its keys when it has more than a few. Its memory is its key
+ * stack (bounded by the keys of the open objects) and a fixed depth table.
+ *
+ * Thread-safety: a scanner is owned by one thread at a time.
+ */
+#ifndef KOP_JSCAN_H
+#define KOP_JSCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* jansson's JSON_PARSER_MAX_DEPTH */
+#define KOP_JSCAN_MAX_DEPTH 2048
+
+enum kop_jscan_flags {
+    KOP_JSCAN_MEMBERS = 1u << 0, /* record the members (see kop_jscan_member) */
+};
+
+struct kop_jscan_member {
+    unsigned level;  /* 1: member of the root object, 2: of an object-valued root member */
+    unsigned parent; /* level 2: index (in the member array) of its level-1 member */
+    const char *key; /* the unescaped key (valid until the next scan) */
+    size_t key_len;
+    size_t key_off;          /* offset of the key's opening quote */
+    size_t val_off, val_len; /* the value's bytes */
+};
+
+struct kop_jscan;
+
+/* A scanner with its scratch memory. NULL on ENOMEM. */
+struct kop_jscan *kop_jscan_new(void);
+
+/* NULL-safe. */
+void kop_jscan_free(struct kop_jscan *s);
+
+/*
+ * Validate p[0..n): optional whitespace, one JSON value, optional
+ * whitespace, nothing else. base_depth: the number of containers around
+ * the value in its document (0 for a whole document). Returns 0,
+ * -EINVAL (invalid; kop_jscan_error() says why and where) or -ENOMEM.
+ */
+int kop_jscan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
+                    unsigned flags);
+
+/* The members found by the last successful scan with KOP_JSCAN_MEMBERS, in
+ * document order (a level-2 member follows its parent). */
+const struct kop_jscan_member *kop_jscan_members(const struct kop_jscan *s, size_t *ret_n);
+
+/* Values (scalars and containers) seen by the last scan. */
+size_t kop_jscan_values(const struct kop_jscan *s);
+
+/* The last error: a message (for instance "invalid UTF-8") and the offset
+ * of the byte where it was found. */
+const char *kop_jscan_error(const struct kop_jscan *s, size_t *ret_off);
+
+/*
+ * Unescape a JSON string token p[0..n) (with its quotes) that the scanner
+ * accepted, into a malloc'd NUL-terminated string. Returns 0 or -ENOMEM,
+ * -EINVAL when p is not a string token.
+ */
+int kop_jscan_string(const char *p, size_t n, char **ret, size_t *ret_len);
+
+#endif /* KOP_JSCAN_H */
