@@ -111,4 +111,16 @@ enum kop_conversion_check kop_review_check_conversion(const json_t *request_revi
 int kop_review_check_object_meta(const json_t *original, const json_t *converted, char *msg,
                                  size_t msg_size);
 
+/*
+ * One entry of metadata.labels (label true) or metadata.annotations, by the
+ * rules above: key a qualified name, val a string (NULL: it was not one),
+ * for labels a valid label value. key is NUL-terminated; val need not be.
+ * Returns 0 or -EINVAL with msg set. The annotations' total size is the
+ * caller's to add up (key plus value bytes, at most KOP_REVIEW_ANNOTATIONS_MAX).
+ */
+int kop_review_check_meta_entry(bool label, const char *key, const char *val, size_t val_len,
+                                char *msg, size_t msg_size);
+
+#define KOP_REVIEW_ANNOTATIONS_MAX (256 * 1024)
+
 #endif /* KOP_REVIEW_H */

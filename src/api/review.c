@@ -12,38 +12,21 @@
 #include "kop/review.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "kop/conversion.h"
+#include "kop/convstream.h"
 #include "kop/json.h"
-#include "kop/metrics.h"
 #include "kop/myresource.h"
 
 #define CONV_V1 "apiextensions.k8s.io/v1"
 #define CONV_V1BETA1 "apiextensions.k8s.io/v1beta1"
 #define ADM_V1 "admission.k8s.io/v1"
 #define ADM_V1BETA1 "admission.k8s.io/v1beta1"
-#define ANNOTATIONS_MAX (256 * 1024)
-
-/* ---- metric -------------------------------------------------------------- */
-
-static pthread_once_t metric_once = PTHREAD_ONCE_INIT;
-static struct kop_metric *violations_metric;
-
-static void metric_init(void)
-{
-    struct kop_metric_family *f = kop_metrics_register(
-        kop_metrics_global(), KOP_METRIC_COUNTER, "kop_conversion_reply_violations_total",
-        "ConversionReview replies that broke a kube-apiserver rule (kop "
-        "answered Failure instead).",
-        NULL, NULL, 0);
-    violations_metric = f ? kop_metric_child(f) : NULL;
-}
+#define ANNOTATIONS_MAX KOP_REVIEW_ANNOTATIONS_MAX
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -262,6 +245,26 @@ static bool qualified_name(const char *s)
     return dns1123_subdomain(s, (size_t)(slash - s)) && name_part(slash + 1, strlen(slash + 1));
 }
 
+int kop_review_check_meta_entry(bool label, const char *key, const char *val, size_t val_len,
+                                char *msg, size_t msg_size)
+{
+    const char *what = label ? "labels" : "annotations";
+    if (!val) {
+        put_msg(msg, msg_size, "metadata.%s[%s]: must be a string", what, key);
+        return -EINVAL;
+    }
+    if (!qualified_name(key)) {
+        put_msg(msg, msg_size, "metadata.%s: Invalid value: \"%s\": invalid %s", what, key,
+                label ? "label key" : "key");
+        return -EINVAL;
+    }
+    if (label && val_len > 0 && !name_part(val, val_len)) {
+        put_msg(msg, msg_size, "metadata.labels: Invalid value: invalid label value for %s", key);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int kop_review_check_object_meta(const json_t *original, const json_t *converted, char *msg,
                                  size_t msg_size)
 {
@@ -286,21 +289,9 @@ int kop_review_check_object_meta(const json_t *original, const json_t *converted
         }
         json_object_foreach((json_t *)labels, key, v)
         {
-            if (!json_is_string(v)) {
-                put_msg(msg, msg_size, "metadata.labels[%s]: must be a string", key);
+            if (kop_review_check_meta_entry(true, key, json_string_value(v), json_string_length(v),
+                                            msg, msg_size) < 0)
                 return -EINVAL;
-            }
-            if (!qualified_name(key)) {
-                put_msg(msg, msg_size, "metadata.labels: Invalid value: \"%s\": invalid label key",
-                        key);
-                return -EINVAL;
-            }
-            size_t n = json_string_length(v);
-            if (n > 0 && !name_part(json_string_value(v), n)) {
-                put_msg(msg, msg_size, "metadata.labels: Invalid value: invalid label value for %s",
-                        key);
-                return -EINVAL;
-            }
         }
     }
     const json_t *ann = json_object_get(meta, "annotations");
@@ -312,15 +303,9 @@ int kop_review_check_object_meta(const json_t *original, const json_t *converted
         }
         json_object_foreach((json_t *)ann, key, v)
         {
-            if (!json_is_string(v)) {
-                put_msg(msg, msg_size, "metadata.annotations[%s]: must be a string", key);
+            if (kop_review_check_meta_entry(false, key, json_string_value(v), json_string_length(v),
+                                            msg, msg_size) < 0)
                 return -EINVAL;
-            }
-            if (!qualified_name(key)) {
-                put_msg(msg, msg_size, "metadata.annotations: Invalid value: \"%s\": invalid key",
-                        key);
-                return -EINVAL;
-            }
             total += strlen(key) + json_string_length(v);
         }
         if (total > ANNOTATIONS_MAX) {
@@ -467,149 +452,21 @@ out:
 
 /* ---- ConversionReview -------------------------------------------------------- */
 
-static json_t *conversion_failure(const char *version, const char *uid, int code,
-                                  const char *message)
-{
-    json_t *result = json_pack("{s:{}, s:s, s:o}", "metadata", "status", "Failure", "message",
-                               message_string(message));
-    if (result && code && json_object_set_new(result, "code", json_integer(code)) < 0) {
-        json_decref(result);
-        return NULL;
-    }
-    if (!result)
-        return NULL;
-    return json_pack("{s:s, s:s, s:{s:s, s:o}}", "apiVersion", version ? version : CONV_V1, "kind",
-                     "ConversionReview", "response", "uid", uid ? uid : "", "result", result);
-}
-
-static int conversion_error(struct kop_review_result *r, int status, const char *version,
-                            const char *uid, const char *msg)
-{
-    copy_cut(r->message, sizeof(r->message), msg);
-    r->success = false;
-    return finish(r, status, conversion_failure(version, uid, status, msg));
-}
-
 int kop_review_convert_http(const char *content_type, const char *body, size_t len,
                             const struct kop_convert_options *opts, struct kop_review_result *ret)
 {
-    char msg[512];
-    int status = 400, rc = 0;
-    struct kop_review_result r;
-    struct ident *ids = NULL;
-    size_t n = 0;
-    json_t *root = NULL;
+    struct kop_convstream *cs = NULL;
     if (!ret)
         return -EINVAL;
-    result_init(&r, KOP_REVIEW_CONVERSION);
-    /* registered on first use so /metrics shows it at 0 */
-    pthread_once(&metric_once, metric_init);
-    root = parse_body(content_type, body, len, &status, msg, sizeof(msg));
-    if (!root) {
-        rc = conversion_error(&r, status, NULL, "", msg);
-        goto out;
-    }
-    const char *version = review_version(root, CONV_V1, CONV_V1BETA1);
-    const json_t *kind = json_object_get(root, "kind");
-    if (!version || (kind && !str_eq(kind, "ConversionReview"))) {
-        snprintf(msg, sizeof(msg),
-                 "unsupported review %s, Kind=%s; expected %s or %s, "
-                 "Kind=ConversionReview",
-                 str_or_empty(json_object_get(root, "apiVersion")), str_or_empty(kind), CONV_V1,
-                 CONV_V1BETA1);
-        rc = conversion_error(&r, 400, NULL, "", msg);
-        goto out;
-    }
-    json_t *req = json_object_get(root, "request");
-    const char *uid = str_or_empty(json_object_get(req, "uid"));
-    set_uid(&r, uid);
-    if (!json_is_object(req)) {
-        rc = conversion_error(&r, 400, version, "", "ConversionReview has no request");
-        goto out;
-    }
-    const char *desired_s = str_or_empty(json_object_get(req, "desiredAPIVersion"));
-    enum kop_myresource_version desired = kop_myresource_version_parse(desired_s);
-    json_t *objs = json_object_get(req, "objects");
-    if (json_is_null(objs))
-        objs = NULL;
-    n = json_array_size(objs);
-    r.n_objects = n;
-    if (desired == KOP_MYRESOURCE_VERSION_UNKNOWN) {
-        snprintf(msg, sizeof(msg),
-                 "unsupported desiredAPIVersion \"%.200s\": this webhook converts %s and %s",
-                 desired_s, KOP_MYRESOURCE_V1, KOP_MYRESOURCE_V2);
-        rc = conversion_error(&r, 200, version, uid, msg);
-        goto out;
-    }
-    if (objs && !json_is_array(objs)) {
-        rc = conversion_error(&r, 200, version, uid, "request.objects must be a list");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const json_t *o = json_array_get(objs, i);
-        if (kop_myresource_version_of(o) == KOP_MYRESOURCE_VERSION_UNKNOWN) {
-            snprintf(msg, sizeof(msg),
-                     "objects[%zu]: unsupported %.100s, Kind=%.100s: this webhook converts %s, "
-                     "Kind=%s and %s",
-                     i, str_or_empty(json_object_get(o, "apiVersion")),
-                     str_or_empty(json_object_get(o, "kind")), KOP_MYRESOURCE_V1,
-                     KOP_MYRESOURCE_KIND, KOP_MYRESOURCE_V2);
-            rc = conversion_error(&r, 200, version, uid, msg);
-            goto out;
-        }
-    }
-    bool check = !(opts && opts->skip_self_check);
-    if (check && n > 0) {
-        ids = calloc(n, sizeof(*ids));
-        if (!ids) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++)
-            ident_take(&ids[i], json_array_get(objs, i));
-    }
-    for (size_t i = 0; i < n; i++) {
-        rc = kop_conversion_convert(json_array_get(objs, i), desired);
-        if (rc < 0)
-            goto out; /* only -ENOMEM is possible after the checks above */
-    }
-    json_t *converted = objs ? json_incref(objs) : json_array();
-    json_t *reply = json_pack("{s:s, s:s, s:{s:s, s:{s:{}, s:s}, s:o}}", "apiVersion", version,
-                              "kind", "ConversionReview", "response", "uid", uid, "result",
-                              "metadata", "status", "Success", "convertedObjects", converted);
-    if (!reply) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    if (check) {
-        struct check c = {.msg = msg, .size = sizeof(msg)};
-        msg[0] = '\0';
-        check_reply(version, uid, desired_s, ids, NULL, n, reply, true, &c);
-        if (c.violations > 0) {
-            kop_counter_add(violations_metric, c.violations);
-            r.violations = c.violations;
-            json_decref(reply);
-            char m2[600];
-            snprintf(m2, sizeof(m2), "conversion failed its self-check: %s", msg);
-            rc = conversion_error(&r, 200, version, uid, m2);
-            goto out;
-        }
-    }
-    r.success = true;
-    rc = finish(&r, 200, reply);
-out:
-    if (ids) {
-        for (size_t i = 0; i < n; i++)
-            ident_release(&ids[i]);
-        free(ids);
-    }
-    json_decref(root);
-    if (rc < 0) {
-        kop_review_result_cleanup(&r);
-        return rc;
-    }
-    *ret = r;
-    return 0;
+    int rc = kop_convstream_new(content_type, opts, &cs);
+    if (rc == 0)
+        rc = kop_convstream_expect(cs, len);
+    if (rc == 0 && len > 0)
+        rc = kop_convstream_feed(cs, body, len);
+    if (rc == 0)
+        rc = kop_convstream_finish(cs, ret);
+    kop_convstream_free(cs);
+    return rc;
 }
 
 /* ---- AdmissionReview ---------------------------------------------------------- */

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A ConversionReview that streams through kop (DESIGN §6): the body is fed
+ * in the pieces the HTTP server receives; each element of request.objects
+ * is converted as soon as it is complete and its input bytes are dropped.
+ * A request therefore holds its response, one object and a small scanner
+ * state, never a tree of the whole body.
+ *
+ * Of each object only apiVersion, kind, spec, status and
+ * metadata.labels/annotations are decoded (jansson); every other member is
+ * copied byte for byte, in its place. The reply is written as it goes:
+ * {"apiVersion":...,"kind":"ConversionReview","response":
+ *  {"convertedObjects":[...],"uid":...,"result":{...}}} ("apiVersion" and
+ * "kind" come last when the request had not said its version before its
+ * first object: member order is free in JSON).
+ *
+ * The answers are those of kop/review.h (same HTTP codes, same Failure
+ * results, same self-check per object): a syntax error anywhere in the
+ * body wins over everything else, so the reply is decided only at the end.
+ * Objects that arrive before request.desiredAPIVersion are kept (raw) until
+ * it is known: correct for any member order, streaming for the apiserver's.
+ *
+ * Thread-safety: a stream is owned by one thread at a time.
+ */
+#ifndef KOP_CONVSTREAM_H
+#define KOP_CONVSTREAM_H
+
+#include <stddef.h>
+
+#include "kop/review.h"
+
+struct kop_convstream;
+
+/*
+ * Start a stream for a request with this Content-Type (NULL when absent;
+ * a wrong one makes the stream skip the body and answer 415). opts may be
+ * NULL. Returns 0 or -ENOMEM.
+ */
+int kop_convstream_new(const char *content_type, const struct kop_convert_options *opts,
+                       struct kop_convstream **ret);
+
+/* Feed the next piece of the body. Returns 0, or -ENOMEM (the request
+ * cannot be answered: the HTTP layer answers 500). */
+int kop_convstream_feed(struct kop_convstream *cs, const char *p, size_t n);
+
+/* The body's length is known (Content-Length): size the reply once
+ * instead of growing it. Returns 0 or -ENOMEM. */
+int kop_convstream_expect(struct kop_convstream *cs, size_t body_len);
+
+/* Bytes the stream holds now (its buffers), for the in-flight budget. */
+size_t kop_convstream_memory(const struct kop_convstream *cs);
+
+/*
+ * The body has ended: fill *ret (release with kop_review_result_cleanup).
+ * Returns 0 or -ENOMEM. The stream can only be freed afterwards.
+ */
+int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *ret);
+
+/* NULL-safe. */
+void kop_convstream_free(struct kop_convstream *cs);
+
+#endif /* KOP_CONVSTREAM_H */

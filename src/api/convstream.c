@@ -1,0 +1,1378 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The streaming ConversionReview (see kop/convstream.h).
+ *
+ * DESIGN. Two machines share the bytes.
+ *
+ * The framer walks the envelope, three container levels deep: the review
+ * object (level 1), request (level 2) and request.objects (level 3). It
+ * knows punctuation and keys; every value it does not descend into (a key,
+ * apiVersion, uid, an unknown member, "response", one element of objects)
+ * is *captured*: its bytes are collected until its end is found by a cheap
+ * boundary finder (string and escape state plus a nesting counter), then
+ * the whole value is validated by the strict scanner (kop/jscan.h, with its
+ * depth counted from the document's root) and handed to the step that
+ * needs it. Captures are the only buffering: at most one value at a time.
+ *
+ * An element of objects is converted as soon as it is captured: the scanner
+ * gives the spans of its members and of metadata's members; apiVersion,
+ * kind, spec, status, metadata.labels and metadata.annotations are decoded
+ * with jansson into a small skeleton object, converted by kop/conversion.h
+ * (the same code the reconciler uses), checked (kop_review_check_object_meta,
+ * the apiserver's rules), and the element is written out member by member:
+ * converted members dumped in their original place, everything else copied
+ * from the input. jansson allocations of one element come from the stream's
+ * arena, reset after each element.
+ *
+ * Every decision that depends on the whole body (a syntax error at the end
+ * wins over a Failure at the start) is taken in finish(): during the feed
+ * only the first problem of each kind is remembered.
+ */
+#include "kop/convstream.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kop/arena.h"
+#include "kop/conversion.h"
+#include "kop/jscan.h"
+#include "kop/json.h"
+#include "kop/metrics.h"
+#include "kop/myresource.h"
+
+#define CONV_V1 "apiextensions.k8s.io/v1"
+#define CONV_V1BETA1 "apiextensions.k8s.io/v1beta1"
+#define ARENA_CHUNK (64u * 1024u)
+#define KEEP_CAPTURE (256u * 1024u) /* a larger capture buffer is freed after use */
+
+/* ---- metric ---------------------------------------------------------------- */
+
+static pthread_once_t metric_once = PTHREAD_ONCE_INIT;
+static struct kop_metric *violations_metric;
+
+static void metric_init(void)
+{
+    struct kop_metric_family *f = kop_metrics_register(
+        kop_metrics_global(), KOP_METRIC_COUNTER, "kop_conversion_reply_violations_total",
+        "ConversionReview replies that broke a kube-apiserver rule (kop "
+        "answered Failure instead).",
+        NULL, NULL, 0);
+    violations_metric = f ? kop_metric_child(f) : NULL;
+}
+
+/* ---- growable buffer ---------------------------------------------------------- */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static int buf_reserve(struct buf *b, size_t more)
+{
+    if (b->cap - b->len >= more)
+        return 0;
+    if (more > SIZE_MAX / 2 - b->len)
+        return -ENOMEM;
+    /* doubling while small, then half again: a large reply should not
+     * reserve twice its size */
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < more)
+        cap += cap < (1u << 20) ? cap : cap / 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return -ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(struct buf *b, const void *p, size_t n)
+{
+    int r = buf_reserve(b, n);
+    if (r < 0)
+        return r;
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_str(struct buf *b, const char *s)
+{
+    return buf_put(b, s, strlen(s));
+}
+
+static void buf_free(struct buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static int dump_cb(const char *p, size_t n, void *ud)
+{
+    return buf_put(ud, p, n) < 0 ? -1 : 0;
+}
+
+/* Dump a jansson value (compact, member order kept) onto b. */
+static int buf_json(struct buf *b, const json_t *v)
+{
+    return json_dump_callback(v, dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY) < 0 ? -ENOMEM : 0;
+}
+
+/* ---- keys seen at one envelope level ---------------------------------------------- */
+
+/* A hash set of the keys of one envelope object (duplicates are a 400 at
+ * every level kop reads). Seeded per process so key choice cannot force
+ * collisions. */
+struct keyset {
+    char **slot;
+    size_t n, cap;
+};
+
+static uint64_t hash_seed;
+static pthread_once_t seed_once = PTHREAD_ONCE_INIT;
+
+static void seed_init(void)
+{
+    uint64_t s = (uint64_t)(uintptr_t)&hash_seed;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&s, sizeof(s), 1, f) != 1)
+            s ^= (uint64_t)(uintptr_t)f;
+        fclose(f);
+    }
+    hash_seed = s | 1;
+}
+
+static uint64_t key_hash(const char *k, size_t n)
+{
+    uint64_t h = hash_seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)k[i];
+        h *= 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Returns 1 when added, 0 when already there, -ENOMEM. Takes k (malloc'd)
+ * when added. */
+static int keyset_add(struct keyset *s, char *k, size_t n)
+{
+    if (s->n * 2 >= s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        char **slot = calloc(cap, sizeof(*slot));
+        if (!slot)
+            return -ENOMEM;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slot[i])
+                continue;
+            size_t j = key_hash(s->slot[i], strlen(s->slot[i])) & (cap - 1);
+            while (slot[j])
+                j = (j + 1) & (cap - 1);
+            slot[j] = s->slot[i];
+        }
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    size_t j = key_hash(k, n) & (s->cap - 1);
+    while (s->slot[j]) {
+        if (strcmp(s->slot[j], k) == 0)
+            return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->slot[j] = k;
+    s->n++;
+    return 1;
+}
+
+static void keyset_free(struct keyset *s)
+{
+    for (size_t i = 0; i < s->cap; i++)
+        free(s->slot[i]);
+    free(s->slot);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ---- the stream ------------------------------------------------------------------ */
+
+enum fstate {
+    F_START,       /* before the root value */
+    F_KEY_OR_END,  /* just after '{' */
+    F_KEY,         /* after ',' in an object */
+    F_COLON,       /* after a key */
+    F_VALUE,       /* after ':' */
+    F_AFTER,       /* after a value */
+    F_ELEM_OR_END, /* just after '[' of objects */
+    F_ELEM,        /* after ',' in objects */
+    F_END,         /* after the root value */
+    F_ERROR,       /* syntax error: skip the rest */
+};
+
+enum role { ROLE_ROOT, ROLE_KEY, ROLE_VALUE, ROLE_ELEM };
+
+enum key_id { K_OTHER, K_APIVERSION, K_KIND, K_REQUEST, K_UID, K_DESIRED, K_OBJECTS };
+
+struct capture {
+    bool on;
+    enum role role;
+    char kind; /* '{' container, '"' string, 'b' bare scalar */
+    size_t depth;
+    bool in_str, esc;
+    struct buf b;
+};
+
+struct kop_convstream {
+    struct kop_convert_options opts;
+    bool ct_present, ct_ok;
+    char ct_msg[300];
+    size_t total; /* bytes fed */
+    enum fstate state;
+    unsigned level;  /* open envelope containers (0..3) */
+    enum key_id key; /* key of the value being read */
+    struct keyset keys[3];
+    struct capture cap;
+    struct kop_jscan *scan;  /* the value being captured */
+    struct kop_jscan *scan2; /* a labels or annotations map being checked */
+    struct kop_arena *arena;
+    char syntax[200]; /* first syntax error, "" when none */
+
+    /* envelope */
+    bool root_not_object;
+    bool have_apiversion, apiversion_ok, have_kind, kind_ok;
+    const char *review_version;  /* CONV_V1 / CONV_V1BETA1 (static), NULL: unsupported or absent */
+    char *apiversion_s, *kind_s; /* decoded, for messages */
+    bool have_request, request_ok;
+    bool have_uid;
+    char *uid;          /* decoded uid, "" when absent or not a string */
+    struct buf uid_raw; /* the uid token as it came, when a string */
+    bool have_desired;
+    char *desired_s;
+    enum kop_myresource_version desired;
+    bool objects_not_list;
+
+    /* objects */
+    size_t n_objects;
+    char fail[512];        /* first object problem (Failure), "" when none */
+    unsigned violations;   /* self-check violations */
+    char check_msg[400];   /* first violation */
+    struct buf out;        /* the reply so far */
+    bool prefix_versioned; /* the prefix named apiVersion and kind */
+    size_t n_out;          /* objects written */
+    struct buf pending;    /* elements waiting for desiredAPIVersion */
+    size_t *pending_len;
+    size_t n_pending, cap_pending;
+};
+
+int kop_convstream_new(const char *content_type, const struct kop_convert_options *opts,
+                       struct kop_convstream **ret)
+{
+    pthread_once(&metric_once, metric_init);
+    pthread_once(&seed_once, seed_init);
+    struct kop_convstream *cs = calloc(1, sizeof(*cs));
+    if (!cs)
+        return -ENOMEM;
+    cs->scan = kop_jscan_new();
+    cs->scan2 = kop_jscan_new();
+    cs->arena = kop_arena_new(ARENA_CHUNK);
+    if (!cs->scan || !cs->scan2 || !cs->arena) {
+        kop_convstream_free(cs);
+        return -ENOMEM;
+    }
+    if (opts)
+        cs->opts = *opts;
+    cs->ct_present = content_type != NULL;
+    cs->ct_ok = kop_review_content_type_ok(content_type);
+    snprintf(cs->ct_msg, sizeof(cs->ct_msg), "contentType=%.200s, expected application/json",
+             content_type ? content_type : "");
+    cs->desired = KOP_MYRESOURCE_VERSION_UNKNOWN;
+    *ret = cs;
+    return 0;
+}
+
+void kop_convstream_free(struct kop_convstream *cs)
+{
+    if (!cs)
+        return;
+    for (int i = 0; i < 3; i++)
+        keyset_free(&cs->keys[i]);
+    buf_free(&cs->cap.b);
+    buf_free(&cs->out);
+    buf_free(&cs->pending);
+    buf_free(&cs->uid_raw);
+    free(cs->pending_len);
+    free(cs->apiversion_s);
+    free(cs->kind_s);
+    free(cs->uid);
+    free(cs->desired_s);
+    kop_jscan_free(cs->scan);
+    kop_jscan_free(cs->scan2);
+    kop_arena_free(cs->arena);
+    free(cs);
+}
+
+int kop_convstream_expect(struct kop_convstream *cs, size_t body_len)
+{
+    /* v1 -> v2 grows an object by about a tenth; other replies are smaller */
+    if (cs->out.cap || body_len > SIZE_MAX / 2)
+        return 0;
+    return buf_reserve(&cs->out, body_len + body_len / 8 + 4096);
+}
+
+size_t kop_convstream_memory(const struct kop_convstream *cs)
+{
+    return cs->cap.b.cap + cs->out.cap + cs->pending.cap + cs->uid_raw.cap +
+           cs->cap_pending * sizeof(size_t);
+}
+
+__attribute__((format(printf, 2, 3))) static void syntax_error(struct kop_convstream *cs,
+                                                               const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cs->syntax, sizeof(cs->syntax), fmt, ap);
+    va_end(ap);
+    cs->state = F_ERROR;
+    cs->cap.on = false;
+}
+
+__attribute__((format(printf, 2, 3))) static void object_failure(struct kop_convstream *cs,
+                                                                 const char *fmt, ...)
+{
+    if (cs->fail[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cs->fail, sizeof(cs->fail), fmt, ap);
+    va_end(ap);
+}
+
+/* The string value of a scanned token, or NULL when it is not a string. */
+static char *token_string(const char *p, size_t n)
+{
+    char *s = NULL;
+    if (n < 2 || p[0] != '"' || kop_jscan_string(p, n, &s, NULL) < 0)
+        return NULL;
+    return s;
+}
+
+/* ---- converting one element ------------------------------------------------------ */
+
+static const struct kop_jscan_member *find_member(const struct kop_jscan_member *m, size_t n,
+                                                  unsigned level, size_t parent, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].level == level && (level == 1 || m[i].parent == parent) && m[i].key_len == kl &&
+            memcmp(m[i].key, key, kl) == 0)
+            return &m[i];
+    }
+    return NULL;
+}
+
+static bool key_is(const struct kop_jscan_member *m, const char *key)
+{
+    size_t kl = strlen(key);
+    return m->key_len == kl && memcmp(m->key, key, kl) == 0;
+}
+
+/* One element being converted: its bytes and the members the scanner found. */
+struct elem {
+    const char *p;
+    size_t n;
+    const struct kop_jscan_member *mem;
+    size_t n_mem;
+    const struct kop_jscan_member *av, *kind, *meta, *spec, *status, *labels, *ann;
+};
+
+/* The members of spec and status that conversion reads or writes (see
+ * kop/conversion.h); the others are copied as they came. */
+static const char *const spec_keys[] = {"image",   "port",   "serviceType", "ports",
+                                        "service", "paused", NULL};
+static const char *const status_keys[] = {"replicas", "readyReplicas", NULL};
+
+static int key_index(const struct kop_jscan_member *m, const char *const *keys)
+{
+    for (int i = 0; keys[i]; i++) {
+        if (key_is(m, keys[i]))
+            return i;
+    }
+    return -1;
+}
+
+static bool is_object_value(const struct elem *e, const struct kop_jscan_member *m)
+{
+    return m && e->p[m->val_off] == '{';
+}
+
+static json_t *decode_span(const char *p, const struct kop_jscan_member *m)
+{
+    return json_loadb(p + m->val_off, m->val_len, JSON_DECODE_ANY, NULL);
+}
+
+static int set_decoded(json_t *obj, const char *key, const char *p,
+                       const struct kop_jscan_member *m)
+{
+    if (!m)
+        return 0;
+    json_t *v = decode_span(p, m);
+    if (!v || json_object_set_new(obj, key, v) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Set obj[key] to the members of the object-valued m named in keys, decoded. */
+static int set_partial(json_t *obj, const char *key, const struct elem *e,
+                       const struct kop_jscan_member *m, const char *const *keys)
+{
+    if (!is_object_value(e, m))
+        return 0; /* conversion leaves a non-object alone */
+    json_t *o = json_object();
+    if (!o || json_object_set_new(obj, key, o) < 0)
+        return -ENOMEM;
+    size_t idx = (size_t)(m - e->mem);
+    for (size_t j = idx + 1; j < e->n_mem && e->mem[j].level == 2; j++) {
+        int ki = key_index(&e->mem[j], keys);
+        if (ki >= 0 && set_decoded(o, keys[ki], e->p, &e->mem[j]) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Separator between members written by emit_*. */
+static int sep(struct buf *b, bool *first)
+{
+    if (*first) {
+        *first = false;
+        return 0;
+    }
+    return buf_put(b, ",", 1);
+}
+
+/* Write "key":value: the key token as it came, then v dumped. */
+static int emit_member(struct buf *b, const char *p, const struct kop_jscan_member *m,
+                       const json_t *v)
+{
+    size_t key_end = m->key_off + 1;
+    while (p[key_end] != '"') { /* the key token was validated: find its closing quote */
+        if (p[key_end] == '\\')
+            key_end++;
+        key_end++;
+    }
+    key_end++;
+    int r = buf_put(b, p + m->key_off, key_end - m->key_off);
+    if (r == 0)
+        r = buf_put(b, ":", 1);
+    if (r == 0)
+        r = buf_json(b, v);
+    return r;
+}
+
+static int emit_raw_member(struct buf *b, const char *p, const struct kop_jscan_member *m)
+{
+    return buf_put(b, p + m->key_off, m->val_off + m->val_len - m->key_off);
+}
+
+static int emit_new_member(struct buf *b, bool *first, const char *key, const json_t *v)
+{
+    int r = sep(b, first);
+    if (r == 0)
+        r = buf_put(b, "\"", 1);
+    if (r == 0)
+        r = buf_str(b, key);
+    if (r == 0)
+        r = buf_put(b, "\":", 2);
+    if (r == 0)
+        r = buf_json(b, v);
+    return r;
+}
+
+/*
+ * Write the object-valued member m: its members named in keys from the
+ * converted v (where v still has them; members v gained come last), every
+ * other member as it came.
+ */
+static int emit_partial(struct buf *b, const struct elem *e, const struct kop_jscan_member *m,
+                        const json_t *v, const char *const *keys)
+{
+    unsigned done = 0;
+    bool first = true;
+    size_t idx = (size_t)(m - e->mem);
+    int r = buf_put(b, e->p + m->key_off, m->val_off - m->key_off);
+    if (r == 0)
+        r = buf_put(b, "{", 1);
+    for (size_t j = idx + 1; r == 0 && j < e->n_mem && e->mem[j].level == 2; j++) {
+        const struct kop_jscan_member *mm = &e->mem[j];
+        int ki = key_index(mm, keys);
+        if (ki < 0) {
+            r = sep(b, &first);
+            if (r == 0)
+                r = emit_raw_member(b, e->p, mm);
+            continue;
+        }
+        done |= 1u << ki;
+        const json_t *x = json_object_get(v, keys[ki]);
+        if (!x)
+            continue;
+        r = sep(b, &first);
+        if (r == 0)
+            r = emit_member(b, e->p, mm, x);
+    }
+    for (int ki = 0; r == 0 && keys[ki]; ki++) {
+        const json_t *x = json_object_get(v, keys[ki]);
+        if (!(done & (1u << ki)) && x)
+            r = emit_new_member(b, &first, keys[ki], x);
+    }
+    if (r == 0)
+        r = buf_put(b, "}", 1);
+    return r;
+}
+
+static const char *const meta_keys[] = {"annotations", NULL};
+
+/* Write the converted element: members in their original order. */
+static int emit_converted(struct buf *b, const struct elem *e, const json_t *obj, bool ann_decoded)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    bool first = true;
+    int r = buf_put(b, "{", 1);
+    for (size_t i = 0; r == 0 && i < e->n_mem; i++) {
+        const struct kop_jscan_member *m = &e->mem[i];
+        if (m->level != 1)
+            continue;
+        r = sep(b, &first);
+        if (r < 0)
+            break;
+        if (m == e->av)
+            r = emit_member(b, e->p, m, json_object_get(obj, "apiVersion"));
+        else if (m == e->spec && is_object_value(e, m))
+            r = emit_partial(b, e, m, json_object_get(obj, "spec"), spec_keys);
+        else if (m == e->status && is_object_value(e, m))
+            r = emit_partial(b, e, m, json_object_get(obj, "status"), status_keys);
+        else if (m == e->meta && is_object_value(e, m) && ann_decoded)
+            r = emit_partial(b, e, m, meta, meta_keys);
+        else if (m == e->meta && is_object_value(e, m) && json_object_get(meta, "annotations"))
+            r = emit_partial(b, e, m, meta, meta_keys); /* conversion added annotations */
+        else
+            r = emit_raw_member(b, e->p, m);
+    }
+    if (r == 0 && !e->meta && meta) /* conversion created metadata for the extras */
+        r = emit_new_member(b, &first, "metadata", meta);
+    if (r == 0)
+        r = buf_put(b, "}", 1);
+    return r;
+}
+
+/*
+ * The metadata rules (kop_review_check_object_meta) on a labels or
+ * annotations map that is copied as it came: checked from its bytes.
+ */
+static int check_map_raw(struct kop_convstream *cs, const char *p, const struct kop_jscan_member *m,
+                         bool label, char *msg, size_t size)
+{
+    const char *what = label ? "labels" : "annotations";
+    if (!m)
+        return 0;
+    const char *v = p + m->val_off;
+    if (m->val_len == 4 && memcmp(v, "null", 4) == 0)
+        return 0;
+    if (v[0] != '{') {
+        snprintf(msg, size, "metadata.%s: must be a map of strings", what);
+        return -EINVAL;
+    }
+    int r = kop_jscan_value(cs->scan2, v, m->val_len, 0, KOP_JSCAN_MEMBERS);
+    if (r < 0)
+        return r == -ENOMEM ? r : -EINVAL;
+    size_t n, total = 0;
+    const struct kop_jscan_member *ent = kop_jscan_members(cs->scan2, &n);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (ent[i].level != 1)
+            continue;
+        char kbuf[384], *key = kbuf, *dec = NULL;
+        if (ent[i].key_len >= sizeof(kbuf))
+            key = malloc(ent[i].key_len + 1);
+        if (!key)
+            return -ENOMEM;
+        memcpy(key, ent[i].key, ent[i].key_len);
+        key[ent[i].key_len] = '\0';
+        const char *val = NULL;
+        size_t vlen = 0;
+        const char *tok = v + ent[i].val_off;
+        if (tok[0] == '"') {
+            val = tok + 1;
+            vlen = ent[i].val_len - 2;
+            if (memchr(val, '\\', vlen)) {
+                r = kop_jscan_string(tok, ent[i].val_len, &dec, &vlen);
+                val = dec;
+            }
+        }
+        if (r == 0 && kop_review_check_meta_entry(label, key, val, vlen, msg, size) < 0)
+            r = -EINVAL;
+        total += ent[i].key_len + vlen;
+        free(dec);
+        if (key != kbuf)
+            free(key);
+    }
+    if (r == 0 && !label && total > KOP_REVIEW_ANNOTATIONS_MAX) {
+        snprintf(msg, size, "metadata.annotations: Too long: must have at most %d bytes",
+                 KOP_REVIEW_ANNOTATIONS_MAX);
+        r = -EINVAL;
+    }
+    return r;
+}
+
+/* The apiserver's checks of one converted object (kop_review_check_object_meta
+ * and the apiVersion), counted in cs->violations. Returns 0 or -ENOMEM. */
+static int self_check(struct kop_convstream *cs, size_t idx, const struct elem *e,
+                      const json_t *obj, bool ann_decoded)
+{
+    char m[256] = "";
+    int r = 0;
+    const char *got = obj ? json_string_value(json_object_get(obj, "apiVersion")) : cs->desired_s;
+    if (!got || strcmp(got, cs->desired_s) != 0) {
+        if (cs->violations++ == 0)
+            snprintf(cs->check_msg, sizeof(cs->check_msg),
+                     "invalid converted object at index %zu: expected apiVersion %s, got %s", idx,
+                     cs->desired_s, got ? got : "");
+    }
+    const json_t *meta = obj ? json_object_get(obj, "metadata") : NULL;
+    if (!e->meta && !meta) {
+        snprintf(m, sizeof(m), "converted object has no metadata");
+        r = -EINVAL;
+    } else if (e->meta && !is_object_value(e, e->meta)) {
+        snprintf(m, sizeof(m), "invalid metadata of type %s",
+                 e->p[e->meta->val_off] == '[' ? "array" : "non-object");
+        r = -EINVAL;
+    } else {
+        r = check_map_raw(cs, e->p, e->labels, true, m, sizeof(m));
+        if (r == 0 && ann_decoded) {
+            json_t *probe = json_pack("{s:{s:O?}}", "metadata", "annotations",
+                                      json_object_get(meta, "annotations"));
+            if (!probe)
+                return -ENOMEM;
+            if (kop_review_check_object_meta(NULL, probe, m, sizeof(m)) < 0)
+                r = -EINVAL;
+            json_decref(probe);
+        } else if (r == 0 && meta && json_object_get(meta, "annotations") && !e->ann) {
+            /* annotations created by conversion: built by kop, checked anyway */
+            json_t *probe = json_pack("{s:O}", "metadata", meta);
+            if (!probe)
+                return -ENOMEM;
+            if (kop_review_check_object_meta(NULL, probe, m, sizeof(m)) < 0)
+                r = -EINVAL;
+            json_decref(probe);
+        } else if (r == 0) {
+            r = check_map_raw(cs, e->p, e->ann, false, m, sizeof(m));
+        }
+    }
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0 && cs->violations++ == 0)
+        snprintf(cs->check_msg, sizeof(cs->check_msg), "invalid converted object at index %zu: %s",
+                 idx, m);
+    return 0;
+}
+
+static int write_prefix(struct kop_convstream *cs)
+{
+    if (cs->n_out++ > 0)
+        return buf_put(&cs->out, ",", 1);
+    if (cs->have_apiversion && cs->review_version) {
+        cs->prefix_versioned = true;
+        int r = buf_str(&cs->out, "{\"apiVersion\":\"");
+        if (r == 0)
+            r = buf_str(&cs->out, cs->review_version);
+        if (r == 0)
+            r = buf_str(&cs->out, "\",\"kind\":\"ConversionReview\",\"response\":{"
+                                  "\"convertedObjects\":[");
+        return r;
+    }
+    return buf_str(&cs->out, "{\"response\":{\"convertedObjects\":[");
+}
+
+/*
+ * Convert one element p[0..n) (validated by the scanner, members recorded)
+ * and write it out. Returns 0 or -ENOMEM; problems with the object are
+ * remembered in cs->fail / cs->violations.
+ */
+static int convert_elem(struct kop_convstream *cs, size_t idx, const char *p, size_t n)
+{
+    struct elem e = {.p = p, .n = n};
+    char *av = NULL, *kind = NULL;
+    json_t *obj = NULL;
+    struct kop_arena *prev = NULL;
+    bool bound = false, ann_decoded = false;
+    int r = 0;
+
+    e.mem = kop_jscan_members(cs->scan, &e.n_mem);
+    if (n > 0 && p[0] == '{') {
+        e.av = find_member(e.mem, e.n_mem, 1, 0, "apiVersion");
+        e.kind = find_member(e.mem, e.n_mem, 1, 0, "kind");
+        e.meta = find_member(e.mem, e.n_mem, 1, 0, "metadata");
+        e.spec = find_member(e.mem, e.n_mem, 1, 0, "spec");
+        e.status = find_member(e.mem, e.n_mem, 1, 0, "status");
+        if (is_object_value(&e, e.meta)) {
+            size_t mi = (size_t)(e.meta - e.mem);
+            e.labels = find_member(e.mem, e.n_mem, 2, mi, "labels");
+            e.ann = find_member(e.mem, e.n_mem, 2, mi, "annotations");
+        }
+        if (e.av)
+            av = token_string(p + e.av->val_off, e.av->val_len);
+        if (e.kind)
+            kind = token_string(p + e.kind->val_off, e.kind->val_len);
+    }
+    enum kop_myresource_version have = KOP_MYRESOURCE_VERSION_UNKNOWN;
+    if (kind && strcmp(kind, KOP_MYRESOURCE_KIND) == 0)
+        have = kop_myresource_version_parse(av);
+    if (have == KOP_MYRESOURCE_VERSION_UNKNOWN) {
+        object_failure(cs,
+                       "objects[%zu]: unsupported %.100s, Kind=%.100s: this webhook converts %s, "
+                       "Kind=%s and %s",
+                       idx, av ? av : "", kind ? kind : "", KOP_MYRESOURCE_V1, KOP_MYRESOURCE_KIND,
+                       KOP_MYRESOURCE_V2);
+        goto out;
+    }
+    if (cs->fail[0])
+        goto out; /* the reply is a Failure: no need to convert */
+    if (have == cs->desired) {
+        /* returned unchanged, byte for byte */
+        if (!cs->opts.skip_self_check)
+            r = self_check(cs, idx, &e, NULL, false);
+        if (r == 0 && cs->violations == 0)
+            r = write_prefix(cs);
+        if (r == 0 && cs->violations == 0)
+            r = buf_put(&cs->out, p, n);
+        goto out;
+    }
+
+    /* The skeleton: only what conversion reads and changes. Annotations
+     * matter to conversion only through the v2-extras annotation: to v2
+     * they are decoded only when that key may be among them (a backslash
+     * may spell it with escapes). */
+    prev = kop_arena_json_bind(cs->arena);
+    bound = true;
+    obj = json_object();
+    if (!obj || json_object_set_new(obj, "apiVersion", json_string(av)) < 0 ||
+        json_object_set_new(obj, "kind", json_string(kind)) < 0) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = set_partial(obj, "spec", &e, e.spec, spec_keys);
+    if (r == 0)
+        r = set_partial(obj, "status", &e, e.status, status_keys);
+    if (r == 0 && is_object_value(&e, e.meta)) {
+        json_t *meta = json_object();
+        if (!meta || json_object_set_new(obj, "metadata", meta) < 0)
+            r = -ENOMEM;
+        const char *as = e.ann ? p + e.ann->val_off : NULL;
+        if (r == 0 && e.ann &&
+            (cs->desired == KOP_MYRESOURCE_VERSION_V1 ||
+             memmem(as, e.ann->val_len, "v2-extras", 9) || memchr(as, '\\', e.ann->val_len))) {
+            ann_decoded = true;
+            r = set_decoded(meta, "annotations", p, e.ann);
+        }
+    } else if (r == 0 && e.meta) {
+        r = set_decoded(obj, "metadata", p, e.meta);
+    }
+    if (r == 0)
+        r = kop_conversion_convert(obj, cs->desired);
+    if (r == 0 && !cs->opts.skip_self_check)
+        r = self_check(cs, idx, &e, obj, ann_decoded);
+    if (r == 0 && cs->violations == 0) {
+        r = write_prefix(cs);
+        if (r == 0)
+            r = emit_converted(&cs->out, &e, obj, ann_decoded);
+    }
+    if (r == -EINVAL)
+        r = -ENOMEM; /* only allocation can fail after the version check */
+out:
+    json_decref(obj);
+    if (bound) {
+        kop_arena_json_bind(prev);
+        kop_arena_reset(cs->arena);
+    }
+    free(av);
+    free(kind);
+    return r;
+}
+
+static int keep_pending(struct kop_convstream *cs, const char *p, size_t n)
+{
+    if (cs->n_pending == cs->cap_pending) {
+        size_t cap = cs->cap_pending ? cs->cap_pending * 2 : 64;
+        size_t *l = realloc(cs->pending_len, cap * sizeof(*l));
+        if (!l)
+            return -ENOMEM;
+        cs->pending_len = l;
+        cs->cap_pending = cap;
+    }
+    int r = buf_put(&cs->pending, p, n);
+    if (r == 0)
+        cs->pending_len[cs->n_pending++] = n;
+    return r;
+}
+
+/* desiredAPIVersion is known now: convert the objects that came before it. */
+static int flush_pending(struct kop_convstream *cs)
+{
+    size_t off = 0;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < cs->n_pending; i++) {
+        const char *p = cs->pending.p + off;
+        size_t n = cs->pending_len[i];
+        off += n;
+        r = kop_jscan_value(cs->scan, p, n, 3, KOP_JSCAN_MEMBERS);
+        if (r == 0)
+            r = convert_elem(cs, i, p, n);
+        else if (r == -EINVAL)
+            r = -ENOMEM; /* it was valid when it was captured */
+    }
+    buf_free(&cs->pending);
+    free(cs->pending_len);
+    cs->pending_len = NULL;
+    cs->n_pending = cs->cap_pending = 0;
+    return r;
+}
+
+/* ---- captured values --------------------------------------------------------------- */
+
+static enum key_id key_of(unsigned level, const char *k)
+{
+    if (level == 1) {
+        if (strcmp(k, "apiVersion") == 0)
+            return K_APIVERSION;
+        if (strcmp(k, "kind") == 0)
+            return K_KIND;
+        if (strcmp(k, "request") == 0)
+            return K_REQUEST;
+    } else if (level == 2) {
+        if (strcmp(k, "uid") == 0)
+            return K_UID;
+        if (strcmp(k, "desiredAPIVersion") == 0)
+            return K_DESIRED;
+        if (strcmp(k, "objects") == 0)
+            return K_OBJECTS;
+    }
+    return K_OTHER;
+}
+
+static int envelope_value(struct kop_convstream *cs, const char *p, size_t n)
+{
+    char *s = NULL;
+    switch (cs->key) {
+    case K_APIVERSION:
+        cs->have_apiversion = true;
+        s = token_string(p, n);
+        if (s && strcmp(s, CONV_V1) == 0)
+            cs->review_version = CONV_V1;
+        else if (s && strcmp(s, CONV_V1BETA1) == 0)
+            cs->review_version = CONV_V1BETA1;
+        cs->apiversion_s = s;
+        break;
+    case K_KIND:
+        cs->have_kind = true;
+        cs->kind_s = token_string(p, n);
+        cs->kind_ok = cs->kind_s && strcmp(cs->kind_s, "ConversionReview") == 0;
+        break;
+    case K_REQUEST:
+        cs->have_request = true; /* not an object ('{' is descended into) */
+        break;
+    case K_UID:
+        cs->have_uid = true;
+        s = token_string(p, n);
+        if (s) {
+            cs->uid = s;
+            if (buf_put(&cs->uid_raw, p, n) < 0)
+                return -ENOMEM;
+        }
+        break;
+    case K_DESIRED:
+        cs->have_desired = true;
+        s = token_string(p, n);
+        cs->desired_s = s ? s : strdup("");
+        if (!cs->desired_s)
+            return -ENOMEM;
+        cs->desired = kop_myresource_version_parse(cs->desired_s);
+        if (cs->desired != KOP_MYRESOURCE_VERSION_UNKNOWN)
+            return flush_pending(cs);
+        break;
+    case K_OBJECTS:
+        if (!(n == 4 && memcmp(p, "null", 4) == 0))
+            cs->objects_not_list = true;
+        break;
+    case K_OTHER:
+        break;
+    }
+    return 0;
+}
+
+static int element(struct kop_convstream *cs, const char *p, size_t n)
+{
+    size_t idx = cs->n_objects++;
+    if (!cs->have_desired)
+        return keep_pending(cs, p, n);
+    if (cs->desired == KOP_MYRESOURCE_VERSION_UNKNOWN)
+        return 0; /* the reply is a Failure whatever the objects are */
+    return convert_elem(cs, idx, p, n);
+}
+
+/* A capture is complete: validate it and act on it. */
+static int captured(struct kop_convstream *cs)
+{
+    struct capture *c = &cs->cap;
+    const char *p = c->b.p;
+    size_t n = c->b.len;
+    int r;
+    unsigned base = c->role == ROLE_ROOT ? 0 : cs->level;
+    c->on = false;
+    r = kop_jscan_value(cs->scan, p, n, base, c->role == ROLE_ELEM ? KOP_JSCAN_MEMBERS : 0);
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0) {
+        size_t off;
+        const char *m = kop_jscan_error(cs->scan, &off);
+        syntax_error(cs, "%s at byte %zu", m, cs->total - c->b.len + off);
+        r = 0;
+        goto out;
+    }
+    switch (c->role) {
+    case ROLE_ROOT:
+        cs->root_not_object = true;
+        cs->state = F_END;
+        break;
+    case ROLE_KEY: {
+        char *k = token_string(p, n);
+        if (!k)
+            return -ENOMEM;
+        cs->key = key_of(cs->level, k);
+        r = keyset_add(&cs->keys[cs->level - 1], k, strlen(k));
+        if (r < 0) {
+            free(k);
+            return r;
+        }
+        if (r == 0) {
+            syntax_error(cs, "duplicate object key \"%.64s\"", k);
+            free(k);
+            r = 0;
+            goto out;
+        }
+        cs->state = F_COLON;
+        break;
+    }
+    case ROLE_VALUE:
+        r = envelope_value(cs, p, n);
+        cs->state = F_AFTER;
+        break;
+    case ROLE_ELEM:
+        r = element(cs, p, n);
+        cs->state = F_AFTER;
+        break;
+    }
+out:
+    c->b.len = 0;
+    if (c->b.cap > KEEP_CAPTURE)
+        buf_free(&c->b);
+    return r < 0 ? r : 0;
+}
+
+static bool delimiter(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':' || c == '}' ||
+           c == ']' || c == '{' || c == '[' || c == '"';
+}
+
+static void start_capture(struct kop_convstream *cs, enum role role, unsigned char first)
+{
+    struct capture *c = &cs->cap;
+    c->on = true;
+    c->role = role;
+    c->kind = first == '{' || first == '[' ? '{' : first == '"' ? '"' : 'b';
+    c->depth = 0;
+    c->in_str = false;
+    c->esc = false;
+    c->b.len = 0;
+}
+
+/* Bytes that matter outside strings in a container capture. */
+static const unsigned char structural[256] = {
+    ['"'] = 1, ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1,
+};
+
+/*
+ * Find the end of the captured value in p[0..n): returns how many bytes
+ * belong to it and sets *done when it is complete.
+ */
+static size_t capture_scan(struct capture *c, const unsigned char *p, size_t n, bool *done)
+{
+    size_t j = 0;
+    *done = false;
+    if (c->kind == 'b') {
+        while (j < n && !delimiter(p[j]))
+            j++;
+        *done = j < n;
+        return j;
+    }
+    while (j < n) {
+        if (c->esc) {
+            c->esc = false;
+            j++;
+            continue;
+        }
+        if (c->in_str) {
+            while (j < n && p[j] != '"' && p[j] != '\\')
+                j++;
+            if (j >= n)
+                break;
+            if (p[j] == '\\') {
+                c->esc = true;
+                j++;
+                continue;
+            }
+            c->in_str = false;
+            j++;
+            if (c->kind == '"') {
+                *done = true;
+                return j;
+            }
+            continue;
+        }
+        while (j < n && !structural[p[j]])
+            j++;
+        if (j >= n)
+            break;
+        unsigned char ch = p[j++];
+        if (ch == '"') {
+            c->in_str = true;
+        } else if (ch == '{' || ch == '[') {
+            c->depth++;
+        } else if (c->depth > 0) {
+            c->depth--;
+            if (c->depth == 0) {
+                *done = true;
+                return j;
+            }
+        } else {
+            /* a closing bracket with nothing open: the scanner rejects it */
+            *done = true;
+            return j;
+        }
+    }
+    return j;
+}
+
+int kop_convstream_feed(struct kop_convstream *cs, const char *data, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i = 0;
+    int r;
+    cs->total += n;
+    if (!cs->ct_ok || cs->state == F_ERROR)
+        return 0;
+    while (i < n) {
+        if (cs->cap.on) {
+            bool done;
+            size_t used = capture_scan(&cs->cap, p + i, n - i, &done);
+            r = buf_put(&cs->cap.b, p + i, used);
+            if (r < 0)
+                return r;
+            i += used;
+            if (!done)
+                break;
+            /* cs->total counts the whole piece: step back to this byte */
+            size_t saved = cs->total;
+            cs->total -= n - i;
+            r = captured(cs);
+            cs->total = saved;
+            if (r < 0)
+                return r;
+            if (cs->state == F_ERROR)
+                return 0;
+            continue;
+        }
+        unsigned char c = p[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            i++;
+            continue;
+        }
+        switch (cs->state) {
+        case F_START:
+            if (c == '{') {
+                cs->level = 1;
+                cs->state = F_KEY_OR_END;
+                i++;
+            } else {
+                start_capture(cs, ROLE_ROOT, c);
+            }
+            break;
+        case F_KEY_OR_END:
+        case F_KEY:
+            if (c == '"') {
+                start_capture(cs, ROLE_KEY, c);
+            } else if (c == '}' && cs->state == F_KEY_OR_END) {
+                cs->level--;
+                cs->state = cs->level ? F_AFTER : F_END;
+                i++;
+            } else {
+                syntax_error(cs, "string or '}' expected at byte %zu", cs->total - (n - i));
+                return 0;
+            }
+            break;
+        case F_COLON:
+            if (c != ':') {
+                syntax_error(cs, "':' expected at byte %zu", cs->total - (n - i));
+                return 0;
+            }
+            cs->state = F_VALUE;
+            i++;
+            break;
+        case F_VALUE:
+            if (cs->level == 1 && cs->key == K_REQUEST && c == '{') {
+                cs->have_request = cs->request_ok = true;
+                cs->level = 2;
+                cs->state = F_KEY_OR_END;
+                i++;
+            } else if (cs->level == 2 && cs->key == K_OBJECTS && c == '[') {
+                cs->level = 3;
+                cs->state = F_ELEM_OR_END;
+                i++;
+            } else {
+                start_capture(cs, ROLE_VALUE, c);
+            }
+            break;
+        case F_ELEM_OR_END:
+        case F_ELEM:
+            if (c == ']' && cs->state == F_ELEM_OR_END) {
+                cs->level = 2;
+                cs->state = F_AFTER;
+                i++;
+            } else {
+                start_capture(cs, ROLE_ELEM, c);
+            }
+            break;
+        case F_AFTER:
+            if (c == ',') {
+                cs->state = cs->level == 3 ? F_ELEM : F_KEY;
+                i++;
+            } else if (cs->level == 3 && c == ']') {
+                cs->level = 2;
+                i++;
+            } else if (cs->level < 3 && c == '}') {
+                keyset_free(&cs->keys[cs->level - 1]);
+                cs->level--;
+                cs->state = cs->level ? F_AFTER : F_END;
+                i++;
+            } else {
+                syntax_error(cs, "',' or '%c' expected at byte %zu", cs->level == 3 ? ']' : '}',
+                             cs->total - (n - i));
+                return 0;
+            }
+            break;
+        case F_END:
+            syntax_error(cs, "end of file expected at byte %zu", cs->total - (n - i));
+            return 0;
+        case F_ERROR:
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- the reply ------------------------------------------------------------------------ */
+
+static void copy_cut(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src ? src : "");
+}
+
+static int finish_json(struct kop_review_result *r, int status, json_t *reply)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (!reply)
+        return -ENOMEM;
+    int rc = kop_json_dump(reply, JSON_COMPACT, &buf, &len);
+    json_decref(reply);
+    if (rc < 0)
+        return rc;
+    char *nb = realloc(buf, len + 2);
+    if (!nb) {
+        free(buf);
+        return -ENOMEM;
+    }
+    nb[len] = '\n';
+    nb[len + 1] = '\0';
+    r->http_status = status;
+    r->body = nb;
+    r->body_len = len + 1;
+    return 0;
+}
+
+/* Messages may quote the request and so hold bytes that are not UTF-8:
+ * those are replaced by '?' so the client still gets its answer. */
+static json_t *message_string(const char *m)
+{
+    json_t *s = json_string(m);
+    if (s || !m)
+        return s;
+    char *copy = strdup(m);
+    if (!copy)
+        return NULL;
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    s = json_string(copy);
+    free(copy);
+    return s;
+}
+
+static int failure(struct kop_review_result *r, int status, const char *version, const char *uid,
+                   const char *message)
+{
+    copy_cut(r->message, sizeof(r->message), message);
+    r->success = false;
+    json_t *result = json_pack("{s:{}, s:s, s:o}", "metadata", "status", "Failure", "message",
+                               message_string(message));
+    if (result && status && json_object_set_new(result, "code", json_integer(status)) < 0) {
+        json_decref(result);
+        result = NULL;
+    }
+    if (!result)
+        return -ENOMEM;
+    return finish_json(r, status,
+                       json_pack("{s:s, s:s, s:{s:s, s:o}}", "apiVersion",
+                                 version ? version : CONV_V1, "kind", "ConversionReview",
+                                 "response", "uid", uid ? uid : "", "result", result));
+}
+
+static int success(struct kop_convstream *cs, struct kop_review_result *r)
+{
+    struct buf *b = &cs->out;
+    int rc = 0;
+    if (cs->n_out == 0) {
+        cs->n_out = 0;
+        rc = write_prefix(cs);
+    }
+    if (rc == 0)
+        rc = buf_str(b, "],\"uid\":");
+    if (rc == 0)
+        rc = cs->uid_raw.len ? buf_put(b, cs->uid_raw.p, cs->uid_raw.len) : buf_str(b, "\"\"");
+    if (rc == 0)
+        rc = buf_str(b, ",\"result\":{\"metadata\":{},\"status\":\"Success\"}}");
+    if (rc == 0 && !cs->prefix_versioned) {
+        rc = buf_str(b, ",\"kind\":\"ConversionReview\",\"apiVersion\":\"");
+        if (rc == 0)
+            rc = buf_str(b, cs->review_version ? cs->review_version : CONV_V1);
+        if (rc == 0)
+            rc = buf_str(b, "\"");
+    }
+    if (rc == 0)
+        rc = buf_put(b, "}\n", 3); /* with the NUL */
+    if (rc < 0)
+        return rc;
+    r->http_status = 200;
+    r->success = true;
+    r->body_len = b->len - 1;
+    /* give back what doubling reserved beyond the reply */
+    char *shrunk = realloc(b->p, b->len);
+    r->body = shrunk ? shrunk : b->p;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return 0;
+}
+
+int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *ret)
+{
+    struct kop_review_result r;
+    char msg[700];
+    int rc;
+    memset(&r, 0, sizeof(r));
+    r.type = KOP_REVIEW_CONVERSION;
+
+    /* the end of the body completes a bare scalar at the root */
+    if (cs->cap.on && cs->cap.kind == 'b' && cs->cap.role == ROLE_ROOT) {
+        rc = captured(cs);
+        if (rc < 0)
+            return rc;
+    }
+    /* the order of the checks is the one answered before streaming */
+    if (cs->ct_present && !cs->ct_ok) {
+        rc = failure(&r, 415, NULL, "", cs->ct_msg);
+        goto out;
+    }
+    if (cs->total == 0) {
+        rc = failure(&r, 400, NULL, "", "request body is empty");
+        goto out;
+    }
+    if (!cs->ct_ok) {
+        rc = failure(&r, 415, NULL, "", cs->ct_msg);
+        goto out;
+    }
+    if (cs->state != F_ERROR && cs->state != F_END)
+        syntax_error(cs, "unexpected end of JSON input");
+    if (cs->state == F_ERROR) {
+        snprintf(msg, sizeof(msg), "couldn't get version/kind; json parse error: %s", cs->syntax);
+        rc = failure(&r, 400, NULL, "", msg);
+        goto out;
+    }
+    if (cs->root_not_object) {
+        rc = failure(&r, 400, NULL, "",
+                     "couldn't get version/kind; json parse error: expected a JSON object");
+        goto out;
+    }
+    const char *version = cs->have_apiversion ? cs->review_version : CONV_V1;
+    if (!version || (cs->have_kind && !cs->kind_ok)) {
+        snprintf(msg, sizeof(msg),
+                 "unsupported review %.200s, Kind=%.200s; expected %s or %s, "
+                 "Kind=ConversionReview",
+                 cs->apiversion_s ? cs->apiversion_s : "", cs->kind_s ? cs->kind_s : "", CONV_V1,
+                 CONV_V1BETA1);
+        rc = failure(&r, 400, NULL, "", msg);
+        goto out;
+    }
+    const char *uid = cs->uid ? cs->uid : "";
+    copy_cut(r.uid, sizeof(r.uid), uid);
+    r.n_objects = cs->objects_not_list ? 0 : cs->n_objects;
+    if (!cs->request_ok) {
+        copy_cut(r.uid, sizeof(r.uid), "");
+        rc = failure(&r, 400, version, "", "ConversionReview has no request");
+        goto out;
+    }
+    if (cs->desired == KOP_MYRESOURCE_VERSION_UNKNOWN) {
+        snprintf(msg, sizeof(msg),
+                 "unsupported desiredAPIVersion \"%.200s\": this webhook converts %s and %s",
+                 cs->desired_s ? cs->desired_s : "", KOP_MYRESOURCE_V1, KOP_MYRESOURCE_V2);
+        rc = failure(&r, 200, version, uid, msg);
+        goto out;
+    }
+    if (cs->objects_not_list) {
+        rc = failure(&r, 200, version, uid, "request.objects must be a list");
+        goto out;
+    }
+    if (cs->fail[0]) {
+        rc = failure(&r, 200, version, uid, cs->fail);
+        goto out;
+    }
+    if (cs->violations > 0) {
+        kop_counter_add(violations_metric, cs->violations);
+        r.violations = cs->violations;
+        snprintf(msg, sizeof(msg), "conversion failed its self-check: %s", cs->check_msg);
+        rc = failure(&r, 200, version, uid, msg);
+        goto out;
+    }
+    cs->review_version = version;
+    rc = success(cs, &r);
+out:
+    if (rc < 0) {
+        kop_review_result_cleanup(&r);
+        return rc;
+    }
+    *ret = r;
+    return 0;
+}
