@@ -2,8 +2,10 @@
 /*
  * Tests of the validating admission rules: every rule, all violations in
  * one message with field paths in the client's version, ratcheting on
- * UPDATE, deletion, other kinds and operations, warnings, and rule 4
- * through a fake child lookup.
+ * UPDATE, deletion, other kinds and operations, warnings, rule 4 through a
+ * fake child lookup, duplicate detection, and requests with tens of
+ * thousands of ports (the message lists at most KOP_ADMISSION_MAX_LISTED
+ * violations, then "and N more"; timings belong in benchmarks, not here).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -351,6 +353,246 @@ START_TEST(test_admission_child_collision)
 }
 END_TEST
 
+/* request.object.spec.ports. @ref borrow. */
+static json_t *spec_ports(json_t *r)
+{
+    return json_object_get(json_object_get(json_object_get(r, "object"), "spec"), "ports");
+}
+
+START_TEST(test_admission_duplicates_at_later_index)
+{
+    /* The first occurrence is never reported, each later one at its own
+     * index; an explicit TCP equals the default; 80.0 is the port 80. */
+    struct kop_admission_verdict v =
+        eval("CREATE",
+             V2("web",
+                "{\"ports\":[{\"name\":\"a\",\"port\":80},{\"name\":\"b\",\"port\":81},"
+                "{\"name\":\"a\",\"port\":82},{\"name\":\"c\",\"port\":80,\"protocol\":\"TCP\"},"
+                "{\"name\":\"d\",\"port\":80,\"protocol\":\"UDP\"},{\"name\":\"a\",\"port\":"
+                "80.0,\"protocol\":\"UDP\"},{\"name\":\"e\",\"port\":81,\"protocol\":\"SCTP\"}]}"),
+             NULL, NULL);
+    ck_assert(!v.allowed);
+    ck_assert_str_eq(v.message, "MyResource.mygroup.example.com \"web\" is invalid: ["
+                                "spec.ports[2].name: Duplicate value: \"a\", "
+                                "spec.ports[3]: Duplicate value: \"80/TCP\", "
+                                "spec.ports[5].name: Duplicate value: \"a\", "
+                                "spec.ports[5]: Duplicate value: \"80/UDP\"]");
+    ck_assert_uint_eq(v.n_violations, 4);
+    kop_admission_verdict_cleanup(&v);
+
+    /* The exact text of the simplest case. */
+    v = eval("CREATE",
+             V2("web", "{\"ports\":[{\"name\":\"http\",\"port\":80},{\"name\":\"http\",\"port\":"
+                       "80}]}"),
+             NULL, NULL);
+    ck_assert_str_eq(v.message, "MyResource.mygroup.example.com \"web\" is invalid: ["
+                                "spec.ports[1].name: Duplicate value: \"http\", "
+                                "spec.ports[1]: Duplicate value: \"80/TCP\"]");
+    ck_assert_uint_eq(v.n_violations, 2);
+    kop_admission_verdict_cleanup(&v);
+
+    /* Invalid names are compared too; names are compared on all their
+     * bytes (an embedded NUL included: a library caller may build one);
+     * bad protocols and ports never make a pair. */
+    json_t *r =
+        request("CREATE",
+                V2("web", "{\"ports\":[{\"name\":\"HTTP\",\"port\":1},{\"name\":\"HTTP\","
+                          "\"port\":2},{\"port\":3},{\"port\":4},{\"port\":5},{\"name\":"
+                          "\"p\",\"port\":6,\"protocol\":\"tcp\"},{\"name\":\"q\",\"port\":"
+                          "6,\"protocol\":\"tcp\"},{\"name\":\"r\",\"port\":70000},{\"name\":"
+                          "\"s\",\"port\":70000}]}"),
+                NULL);
+    json_t *ports = spec_ports(r);
+    json_object_set_new(json_array_get(ports, 2), "name", json_stringn("x\0y", 3));
+    json_object_set_new(json_array_get(ports, 3), "name", json_stringn("x\0z", 3));
+    json_object_set_new(json_array_get(ports, 4), "name", json_stringn("x\0y", 3));
+    ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+    json_decref(r);
+    has(&v, "spec.ports[1].name: Duplicate value: \"HTTP\"");
+    has(&v, "spec.ports[4].name: Duplicate value: \"x\\x00y\"");
+    ck_assert_ptr_null(strstr(v.message, "spec.ports[0].name: Duplicate"));
+    ck_assert_ptr_null(strstr(v.message, "spec.ports[3].name: Duplicate"));
+    ck_assert_ptr_null(strstr(v.message, "spec.ports[6]: Duplicate"));
+    ck_assert_ptr_null(strstr(v.message, "spec.ports[8]: Duplicate"));
+    kop_admission_verdict_cleanup(&v);
+}
+END_TEST
+
+/* An AdmissionRequest for obj_json whose spec.ports is replaced by ports
+ * (stolen). */
+static json_t *request_with_ports(const char *op, const char *obj_json, json_t *ports)
+{
+    json_t *r = request(op, obj_json, NULL);
+    ck_assert_int_eq(
+        json_object_set_new(json_object_get(json_object_get(r, "object"), "spec"), "ports", ports),
+        0);
+    return r;
+}
+
+/* n ports; every one named name (or "p<i>" when name is NULL). */
+static json_t *many_ports(size_t n, const char *name, bool same_port)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char nm[32];
+        snprintf(nm, sizeof(nm), "p%zu", i);
+        ck_assert_int_eq(
+            json_array_append_new(a, json_pack("{s:s, s:I}", "name", name ? name : nm, "port",
+                                               (json_int_t)(same_port ? 80 : i + 1))),
+            0);
+    }
+    return a;
+}
+
+/* Violations written out in a message (they are separated by ", spec."
+ * or ", metadata." in these tests). */
+static size_t listed(const char *m)
+{
+    size_t n = 0;
+    for (const char *p = strchr(m, ':'); p; p = strstr(p + 1, ", spec."))
+        n++;
+    return n;
+}
+
+START_TEST(test_admission_many_ports_bounded_message)
+{
+    /* 32,000 identical ports: "Too many" plus a duplicate name and a
+     * duplicate pair for each but the first. */
+    const size_t n = 32000;
+    const unsigned total = 1 + 2 * (unsigned)(n - 1);
+    json_t *r = request_with_ports("CREATE", V2("web", "{}"), many_ports(n, "http", true));
+    struct kop_admission_verdict v;
+    ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+    ck_assert(!v.allowed);
+    ck_assert_uint_eq(v.n_violations, total);
+    ck_assert_msg(strncmp(v.message,
+                          "MyResource.mygroup.example.com \"web\" is invalid: [spec.ports: Too "
+                          "many: 32000: must have at most 16 items, spec.ports[1].name: Duplicate "
+                          "value: \"http\", spec.ports[1]: Duplicate value: \"80/TCP\", ",
+                          strlen("MyResource.mygroup.example.com \"web\" is invalid: [spec.ports: "
+                                 "Too many: 32000: must have at most 16 items, spec.ports[1].name: "
+                                 "Duplicate value: \"http\", spec.ports[1]: Duplicate value: "
+                                 "\"80/TCP\", ")) == 0,
+                  "%s", v.message);
+    size_t k = listed(v.message);
+    ck_assert_uint_le(k, KOP_ADMISSION_MAX_LISTED);
+    ck_assert_uint_eq(k, 20);
+    char tail[64];
+    snprintf(tail, sizeof(tail), ", and %zu more]", (size_t)total - k);
+    ck_assert_uint_gt(strlen(v.message), strlen(tail));
+    ck_assert_str_eq(v.message + strlen(v.message) - strlen(tail), tail);
+    /* The last one written out is the 20th in order: ports[10].name. */
+    has(&v, "spec.ports[10].name: Duplicate value: \"http\", and");
+    ck_assert_ptr_null(strstr(v.message, "spec.ports[10]: Duplicate"));
+    ck_assert_uint_lt(strlen(v.message), KOP_ADMISSION_MAX_MESSAGE);
+    kop_admission_verdict_cleanup(&v);
+
+    /* UPDATE with the same list: every violation ratchets. */
+    json_object_set_new(r, "operation", json_string("UPDATE"));
+    json_object_set(r, "oldObject", json_object_get(r, "object"));
+    json_t *copy = json_deep_copy(json_object_get(r, "object"));
+    json_object_set_new(r, "object", copy);
+    ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+    ck_assert_msg(v.allowed, "%s", v.message);
+    ck_assert_uint_eq(v.n_ratcheted, total);
+    kop_admission_verdict_cleanup(&v);
+    json_decref(r);
+
+    /* 32,000 distinct names and pairs: only "Too many", no false
+     * duplicates, no brackets for a single violation. */
+    r = request_with_ports("CREATE", V2("web", "{}"), many_ports(n, NULL, false));
+    ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+    ck_assert(!v.allowed);
+    ck_assert_uint_eq(v.n_violations, 1);
+    ck_assert_str_eq(v.message, "MyResource.mygroup.example.com \"web\" is invalid: spec.ports: "
+                                "Too many: 32000: must have at most 16 items");
+    kop_admission_verdict_cleanup(&v);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_admission_exactly_max_listed_has_no_tail)
+{
+    /* 21 ports with the same name: "Too many" + 20 duplicates = 21
+     * violations: 20 written out, "and 1 more". 20 ports: all 20 written
+     * out (19 duplicates + "Too many"), no tail. */
+    for (size_t n = 20; n <= 21; n++) {
+        json_t *r = request_with_ports("CREATE", V2("web", "{}"), many_ports(n, "a", false));
+        struct kop_admission_verdict v;
+        ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+        ck_assert_uint_eq(v.n_violations, n);
+        ck_assert_uint_eq(listed(v.message), 20);
+        if (n == 20) {
+            ck_assert_ptr_null(strstr(v.message, "more"));
+            has(&v, "spec.ports[19].name: Duplicate value: \"a\"]");
+        } else {
+            has(&v, "spec.ports[19].name: Duplicate value: \"a\", and 1 more]");
+        }
+        kop_admission_verdict_cleanup(&v);
+        json_decref(r);
+    }
+}
+END_TEST
+
+START_TEST(test_admission_v1_extras_many_ports)
+{
+    /* A v1 object carries its v2 ports in the v2-extras annotation; it is
+     * converted to v2 before the rules run and reported with v2 paths. */
+    const size_t n = 15000;
+    json_t *extras = json_pack("{s:o}", "ports", many_ports(n, "http", false));
+    json_object_del(json_array_get(json_object_get(extras, "ports"), 0), "port");
+    char *ann = json_dumps(extras, JSON_COMPACT | JSON_SORT_KEYS);
+    ck_assert_ptr_nonnull(ann);
+    json_decref(extras);
+    json_t *r = request("CREATE", V1("web", "{\"port\":1}"), NULL);
+    json_t *meta = json_object_get(json_object_get(r, "object"), "metadata");
+    ck_assert_int_eq(json_object_set_new(meta, "annotations",
+                                         json_pack("{s:s}", KOP_MYRESOURCE_EXTRAS_ANNOTATION, ann)),
+                     0);
+    free(ann);
+    struct kop_admission_verdict v;
+    ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+    ck_assert(!v.allowed);
+    ck_assert_uint_eq(v.n_violations, n); /* "Too many" + n - 1 duplicate names */
+    has(&v, "MyResource.mygroup.example.com \"web\" is invalid: [spec.ports: Too many: 15000: "
+            "must have at most 16 items, spec.ports[1].name: Duplicate value: \"http\", ");
+    has(&v, "spec.ports[19].name: Duplicate value: \"http\", and 14980 more]");
+    ck_assert_uint_eq(listed(v.message), 20);
+    ck_assert_ptr_null(strstr(v.message, "80/TCP"));
+    ck_assert_uint_ge(v.n_warnings, 1);
+    ck_assert_str_eq(v.warnings[0], "mygroup.example.com/v1 MyResource is deprecated; use v2");
+    kop_admission_verdict_cleanup(&v);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_admission_long_name_cut_in_message)
+{
+    /* The object name is shown in the message header: a huge one is cut
+     * (after 253 bytes, "..."), its violations render at most 200 bytes. */
+    size_t n = 100000;
+    char *name = malloc(n + 1);
+    ck_assert_ptr_nonnull(name);
+    memset(name, 'a', n);
+    name[n] = '\0';
+    json_t *r = request("CREATE", V2("x", "{}"), NULL);
+    json_object_set_new(json_object_get(json_object_get(r, "object"), "metadata"), "name",
+                        json_string(name));
+    struct kop_admission_verdict v;
+    ck_assert_int_eq(kop_admission_evaluate(r, NULL, &v), 0);
+    ck_assert(!v.allowed);
+    ck_assert_uint_eq(v.n_violations, 1);
+    ck_assert_uint_lt(strlen(v.message), 1024);
+    char head[400];
+    snprintf(head, sizeof(head), "MyResource.mygroup.example.com \"%.253s...\" is invalid: ", name);
+    has(&v, head);
+    has(&v, "must be no more than 63 characters");
+    kop_admission_verdict_cleanup(&v);
+    json_decref(r);
+    free(name);
+}
+END_TEST
+
 static Suite *admission_suite(void)
 {
     Suite *s = suite_create("admission");
@@ -363,6 +605,11 @@ static Suite *admission_suite(void)
     tcase_add_test(tc, test_admission_update_ratchets);
     tcase_add_test(tc, test_admission_allows_others);
     tcase_add_test(tc, test_admission_child_collision);
+    tcase_add_test(tc, test_admission_duplicates_at_later_index);
+    tcase_add_test(tc, test_admission_many_ports_bounded_message);
+    tcase_add_test(tc, test_admission_exactly_max_listed_has_no_tail);
+    tcase_add_test(tc, test_admission_v1_extras_many_ports);
+    tcase_add_test(tc, test_admission_long_name_cut_in_message);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,12 @@
  * All violations are reported together in one Kubernetes-style message:
  *   MyResource.mygroup.example.com "web" is invalid: [spec.replicas:
  *   Invalid value: 1001: must be between 0 and 1000, inclusive, ...]
+ * At most KOP_ADMISSION_MAX_LISTED of them are written out, in the order
+ * found; the rest are counted at the end ("..., and 31980 more]"), and the
+ * message never exceeds KOP_ADMISSION_MAX_MESSAGE bytes (violations that
+ * do not fit whole are counted the same way). Every check is linear in the
+ * size of the object, so a request with thousands of ports costs
+ * milliseconds, not seconds.
  * Field paths are those of the version the client sent (v1: spec.image,
  * spec.port, spec.serviceType; v2: spec.image.repository, spec.ports[1].name
  * ...). Data a v1 object holds only in its v2-extras annotation is reported
@@ -58,6 +64,11 @@ struct kop_admission_options {
     void *child_lookup_userdata;
 };
 
+/* Violations written out in a denial message; further ones are counted. */
+#define KOP_ADMISSION_MAX_LISTED 20
+/* Upper bound of a denial message, NUL included. */
+#define KOP_ADMISSION_MAX_MESSAGE 16384
+
 #define KOP_ADMISSION_MAX_WARNINGS 8
 /* Each warning is shorter than 120 characters (NUL included here). */
 #define KOP_ADMISSION_WARNING_SIZE 120
@@ -65,7 +76,7 @@ struct kop_admission_options {
 struct kop_admission_verdict {
     bool allowed;
     char *message;         /* malloc'd denial message; NULL when allowed */
-    unsigned n_violations; /* violations that block (0 when allowed) */
+    unsigned n_violations; /* violations that block, listed or not (0 when allowed) */
     unsigned n_ratcheted;  /* violations ignored because the field is unchanged */
     size_t n_warnings;
     char warnings[KOP_ADMISSION_MAX_WARNINGS][KOP_ADMISSION_WARNING_SIZE];

@@ -10,15 +10,28 @@
  * "Invalid value: ...", "Unsupported value: ...", "Duplicate value: ...",
  * "Too many: ...") and its validation messages (DNS-1035 labels, IANA
  * service names, ranges).
+ *
+ * Cost: every check is linear in the size of the object. A port list is
+ * only bounded by the request body (32,000 ports fit in a v2 object, about
+ * 15,000 in a v1 object's v2-extras annotation), so duplicate names go
+ * through a hash set (SipHash-1-3 with a fresh random key per list, so
+ * names cannot be chosen to collide) and duplicate (port, protocol) pairs
+ * through a bitmap of the 65535 x 3 possible pairs. Only the first
+ * KOP_ADMISSION_MAX_LISTED violations are rendered and kept; the others
+ * are counted, which also bounds the message.
  */
 #include "kop/admission.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "kop/conversion.h"
 #include "kop/imageref.h"
@@ -35,8 +48,9 @@ struct vctx {
     const json_t *obj; /* v2 form */
     const json_t *old; /* v2 form of oldObject, NULL unless ratcheting */
     const struct kop_admission_options *opts;
-    char **errs;
-    size_t n_errs, cap_errs;
+    char *errs[KOP_ADMISSION_MAX_LISTED]; /* the violations written out */
+    size_t n_errs;
+    size_t n_violations; /* all blocking violations, written out or not */
     bool oom;
     struct kop_admission_verdict *v;
 };
@@ -181,30 +195,34 @@ static void display_path(const struct vctx *c, const char *path, char *buf, size
     snprintf(buf, size, "%s", path);
 }
 
-__attribute__((format(printf, 3, 4))) static void report(struct vctx *c, const char *path,
-                                                         const char *fmt, ...)
+/*
+ * Count one violation at path. True when it is to be written out (call
+ * add() then); false when ratcheting ignores it or enough are written out
+ * already, so the (bounded but not free) rendering of its value is skipped.
+ */
+static bool take(struct vctx *c, const char *path)
+{
+    if (unchanged(c, path)) {
+        c->v->n_ratcheted++;
+        return false;
+    }
+    c->n_violations++;
+    return c->n_errs < KOP_ADMISSION_MAX_LISTED;
+}
+
+/* Write out a violation that take() accepted. */
+__attribute__((format(printf, 3, 4))) static void add(struct vctx *c, const char *path,
+                                                      const char *fmt, ...)
 {
     char shown[128];
     char body[1024];
     va_list ap;
-    if (unchanged(c, path)) {
-        c->v->n_ratcheted++;
+    if (c->n_errs >= KOP_ADMISSION_MAX_LISTED)
         return;
-    }
     display_path(c, path, shown, sizeof(shown));
     va_start(ap, fmt);
     vsnprintf(body, sizeof(body), fmt, ap);
     va_end(ap);
-    if (c->n_errs == c->cap_errs) {
-        size_t cap = c->cap_errs ? c->cap_errs * 2 : 8;
-        char **n = realloc(c->errs, cap * sizeof(*n));
-        if (!n) {
-            c->oom = true;
-            return;
-        }
-        c->errs = n;
-        c->cap_errs = cap;
-    }
     size_t len = strlen(shown) + 2 + strlen(body) + 1;
     char *e = malloc(len);
     if (!e) {
@@ -213,6 +231,20 @@ __attribute__((format(printf, 3, 4))) static void report(struct vctx *c, const c
     }
     snprintf(e, len, "%s: %s", shown, body);
     c->errs[c->n_errs++] = e;
+}
+
+/* A violation without a value ("Required value", "Too many: ..."). */
+__attribute__((format(printf, 3, 4))) static void report(struct vctx *c, const char *path,
+                                                         const char *fmt, ...)
+{
+    char body[1024];
+    va_list ap;
+    if (!take(c, path))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof(body), fmt, ap);
+    va_end(ap);
+    add(c, path, "%s", body);
 }
 
 __attribute__((format(printf, 2, 3))) static void warn(struct kop_admission_verdict *v,
@@ -232,8 +264,19 @@ __attribute__((format(printf, 2, 3))) static void warn(struct kop_admission_verd
 static void invalid(struct vctx *c, const char *path, const json_t *val, const char *msg)
 {
     char r[512];
+    if (!take(c, path))
+        return;
     render(val, r, sizeof(r));
-    report(c, path, "Invalid value: %s: %s", r, msg);
+    add(c, path, "Invalid value: %s: %s", r, msg);
+}
+
+static void duplicate(struct vctx *c, const char *path, const json_t *val)
+{
+    char r[512];
+    if (!take(c, path))
+        return;
+    render(val, r, sizeof(r));
+    add(c, path, "Duplicate value: %s", r);
 }
 
 static void check_name(struct vctx *c)
@@ -392,29 +435,176 @@ static void check_image_v2(struct vctx *c, const json_t *img)
                        digest != NULL);
 }
 
-static bool supported(const json_t *v, const char *const *set)
+/* Index of v in the NULL-terminated set, or -1. */
+static int set_index(const json_t *v, const char *const *set)
 {
     if (!json_is_string(v))
-        return false;
-    for (size_t i = 0; set[i]; i++) {
+        return -1;
+    for (int i = 0; set[i]; i++) {
         if (strcmp(json_string_value(v), set[i]) == 0 && json_string_length(v) == strlen(set[i]))
-            return true;
+            return i;
     }
-    return false;
+    return -1;
+}
+
+static bool supported(const json_t *v, const char *const *set)
+{
+    return set_index(v, set) >= 0;
 }
 
 static const char *const protocols[] = {"SCTP", "TCP", "UDP", NULL};
+#define N_PROTOCOLS 3
+#define PROTOCOL_TCP 1 /* index of the default in protocols[] */
 static const char *const service_types[] = {"ClusterIP", "LoadBalancer", "NodePort", NULL};
 
 static void unsupported(struct vctx *c, const char *path, const json_t *v, const char *const *set)
 {
     char r[512], list[128];
     size_t off = 0;
+    if (!take(c, path))
+        return;
     render(v, r, sizeof(r));
     list[0] = '\0';
     for (size_t i = 0; set[i] && off < sizeof(list); i++)
         off += (size_t)snprintf(list + off, sizeof(list) - off, "%s\"%s\"", i ? ", " : "", set[i]);
-    report(c, path, "Unsupported value: %s: supported values: %s", r, list);
+    add(c, path, "Unsupported value: %s: supported values: %s", r, list);
+}
+
+/* ---- duplicate detection in linear time ---------------------------------- */
+
+/*
+ * SipHash-1-3 (Aumasson and Bernstein; the variant Rust's HashMap and
+ * CPython use for strings): a keyed hash whose collisions cannot be found
+ * without the key. Plain C, byte loads, so no alignment or endianness
+ * assumptions.
+ */
+#define ROTL64(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = ROTL64(v1, 13);                                                                       \
+        v1 ^= v0;                                                                                  \
+        v0 = ROTL64(v0, 32);                                                                       \
+        v2 += v3;                                                                                  \
+        v3 = ROTL64(v3, 16);                                                                       \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = ROTL64(v3, 21);                                                                       \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = ROTL64(v1, 17);                                                                       \
+        v1 ^= v2;                                                                                  \
+        v2 = ROTL64(v2, 32);                                                                       \
+    } while (0)
+
+static uint64_t siphash13(const uint64_t key[2], const unsigned char *p, size_t len)
+{
+    uint64_t v0 = key[0] ^ UINT64_C(0x736f6d6570736575);
+    uint64_t v1 = key[1] ^ UINT64_C(0x646f72616e646f6d);
+    uint64_t v2 = key[0] ^ UINT64_C(0x6c7967656e657261);
+    uint64_t v3 = key[1] ^ UINT64_C(0x7465646279746573);
+    size_t whole = len - len % 8;
+    uint64_t m;
+    for (size_t i = 0; i < whole; i += 8) {
+        m = 0;
+        for (size_t j = 0; j < 8; j++)
+            m |= (uint64_t)p[i + j] << (8 * j);
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
+    }
+    m = (uint64_t)len << 56;
+    for (size_t j = 0; j < len % 8; j++)
+        m |= (uint64_t)p[whole + j] << (8 * j);
+    v3 ^= m;
+    SIPROUND;
+    v0 ^= m;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/*
+ * A fresh key for every set: one getrandom() call, never blocking. Without
+ * kernel randomness (no getrandom, pool not initialised) the clock and a
+ * stack address (ASLR) stand in: weaker, but a collision set would then
+ * have to be built for the nanosecond the request is evaluated.
+ */
+static void hash_key(uint64_t key[2])
+{
+    if (getrandom(key, 2 * sizeof(key[0]), GRND_NONBLOCK) == (ssize_t)(2 * sizeof(key[0])))
+        return;
+    struct timespec ts = {0};
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    key[0] = (uint64_t)ts.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)ts.tv_sec;
+    key[1] = (uint64_t)(uintptr_t)&ts ^ ROTL64(key[0], 29);
+}
+
+/*
+ * A set of byte strings, open addressing with linear probing, sized once
+ * for its maximum count at a load factor <= 1/2 (it never grows). The
+ * strings are borrowed: they must outlive the set.
+ */
+struct strset {
+    struct strset_slot {
+        const char *s; /* NULL: empty slot */
+        size_t len;
+        uint64_t hash;
+    } * slots;
+    size_t mask;
+    uint64_t key[2];
+};
+
+static int strset_init(struct strset *set, size_t max)
+{
+    size_t cap = 16;
+    while (cap < 2 * max) {
+        if (cap > SIZE_MAX / 2 / sizeof(*set->slots))
+            return -ENOMEM;
+        cap *= 2;
+    }
+    set->slots = calloc(cap, sizeof(*set->slots));
+    if (!set->slots)
+        return -ENOMEM;
+    set->mask = cap - 1;
+    hash_key(set->key);
+    return 0;
+}
+
+static void strset_cleanup(struct strset *set)
+{
+    free(set->slots);
+    set->slots = NULL;
+}
+
+/* Add s; false when it was there already. At most max strings are added. */
+static bool strset_add(struct strset *set, const char *s, size_t len)
+{
+    uint64_t h = siphash13(set->key, (const unsigned char *)s, len);
+    for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
+        struct strset_slot *e = &set->slots[i];
+        if (!e->s) {
+            *e = (struct strset_slot){.s = s, .len = len, .hash = h};
+            return true;
+        }
+        if (e->hash == h && e->len == len && memcmp(e->s, s, len) == 0)
+            return false;
+    }
+}
+
+/* (port, protocol) pairs: a bitmap of every possible pair, 24 KiB. */
+#define PAIR_BITS (65535 * N_PROTOCOLS)
+
+static bool pair_add(unsigned char *bits, long long port, int proto)
+{
+    size_t b = (size_t)(port - 1) * N_PROTOCOLS + (size_t)proto;
+    unsigned char mask = (unsigned char)(1u << (b % 8));
+    if (bits[b / 8] & mask)
+        return false;
+    bits[b / 8] |= mask;
+    return true;
 }
 
 /* k8s.io/apimachinery IsValidPortName (IANA service names). */
@@ -446,6 +636,8 @@ static void check_port_name(struct vctx *c, const char *path, const json_t *n)
 static void check_ports(struct vctx *c, const json_t *ports)
 {
     char path[64], sub[80];
+    struct strset names = {0};
+    unsigned char *pairs = NULL;
     if (!ports)
         return;
     if (!json_is_array(ports)) {
@@ -460,6 +652,14 @@ static void check_ports(struct vctx *c, const json_t *ports)
     if (n > KOP_MYRESOURCE_MAX_PORTS)
         report(c, "spec.ports", "Too many: %zu: must have at most %d items", n,
                KOP_MYRESOURCE_MAX_PORTS);
+    pairs = calloc(PAIR_BITS / 8 + 1, 1);
+    if (!pairs || strset_init(&names, n) < 0) {
+        c->oom = true;
+        goto out;
+    }
+    /* Each later occurrence of a name or pair is reported at its own index
+     * (the first one is not), as a pairwise comparison with the earlier
+     * entries would. */
     for (size_t i = 0; i < n; i++) {
         const json_t *p = json_array_get(ports, i);
         snprintf(path, sizeof(path), "spec.ports[%zu]", i);
@@ -477,15 +677,8 @@ static void check_ports(struct vctx *c, const json_t *ports)
             invalid(c, sub, name, "must be a string");
         } else {
             check_port_name(c, sub, name);
-            for (size_t j = 0; j < i; j++) {
-                const json_t *other = json_object_get(json_array_get(ports, j), "name");
-                if (json_is_string(other) && json_equal(other, name)) {
-                    char r[512];
-                    render(name, r, sizeof(r));
-                    report(c, sub, "Duplicate value: %s", r);
-                    break;
-                }
-            }
+            if (!strset_add(&names, json_string_value(name), json_string_length(name)))
+                duplicate(c, sub, name);
         }
         snprintf(sub, sizeof(sub), "%s.port", path);
         long long pv = 0;
@@ -497,27 +690,20 @@ static void check_ports(struct vctx *c, const json_t *ports)
             port_ok = int_value(port, &pv) && pv >= 1 && pv <= 65535;
         }
         snprintf(sub, sizeof(sub), "%s.protocol", path);
-        const char *pr = "TCP";
+        int pr = PROTOCOL_TCP;
         if (proto) {
-            if (!supported(proto, protocols)) {
+            pr = set_index(proto, protocols);
+            if (pr < 0) {
                 unsupported(c, sub, proto, protocols);
                 continue;
             }
-            pr = json_string_value(proto);
         }
-        if (!port_ok)
-            continue;
-        for (size_t j = 0; j < i; j++) {
-            const json_t *q = json_array_get(ports, j);
-            long long qv;
-            const json_t *qp = json_object_get(q, "protocol");
-            const char *qpr = json_is_string(qp) ? json_string_value(qp) : (qp ? "" : "TCP");
-            if (int_value(json_object_get(q, "port"), &qv) && qv == pv && strcmp(qpr, pr) == 0) {
-                report(c, path, "Duplicate value: \"%lld/%s\"", pv, pr);
-                break;
-            }
-        }
+        if (port_ok && !pair_add(pairs, pv, pr))
+            report(c, path, "Duplicate value: \"%lld/%s\"", pv, protocols[pr]);
     }
+out:
+    strset_cleanup(&names);
+    free(pairs);
 }
 
 static void check_spec(struct vctx *c, const json_t *v1_image)
@@ -595,19 +781,51 @@ static void check_children(struct vctx *c, json_t *request)
 
 /* ---- entry point ---------------------------------------------------------- */
 
+/* Longest object name shown in the message (a DNS subdomain's limit). */
+#define MAX_SHOWN_NAME 253
+/* Room kept for ", and <count> more]" and the NUL. */
+#define TAIL_ROOM 48
+
+/*
+ * "<Kind>.<group> "<name>" is invalid: [e1, e2, ..., and N more]": brackets
+ * when there is more than one violation (as apimachinery's aggregate
+ * prints them), "and N more" for those not written out: beyond
+ * KOP_ADMISSION_MAX_LISTED, or not fitting whole in
+ * KOP_ADMISSION_MAX_MESSAGE bytes. Items are never cut, so the message
+ * stays valid UTF-8.
+ */
 static int build_message(struct vctx *c, const char *name)
 {
-    size_t len = 64 + (name ? strlen(name) : 0);
+    size_t name_len = name ? strlen(name) : 0;
+    bool name_cut = name_len > MAX_SHOWN_NAME;
+    if (name_cut) {
+        name_len = MAX_SHOWN_NAME;
+        while (name_len > 0 && ((unsigned char)name[name_len] & 0xC0) == 0x80)
+            name_len--;
+    }
+    size_t len = 64 + name_len + TAIL_ROOM;
     for (size_t i = 0; i < c->n_errs; i++)
         len += strlen(c->errs[i]) + 2;
+    if (len > KOP_ADMISSION_MAX_MESSAGE)
+        len = KOP_ADMISSION_MAX_MESSAGE;
     char *m = malloc(len);
     if (!m)
         return -ENOMEM;
-    size_t off = (size_t)snprintf(m, len, "%s.%s \"%s\" is invalid: %s", KOP_MYRESOURCE_KIND,
-                                  KOP_MYRESOURCE_GROUP, name ? name : "", c->n_errs > 1 ? "[" : "");
-    for (size_t i = 0; i < c->n_errs; i++)
-        off += (size_t)snprintf(m + off, len - off, "%s%s", i ? ", " : "", c->errs[i]);
-    if (c->n_errs > 1)
+    size_t off = (size_t)snprintf(m, len, "%s.%s \"%.*s%s\" is invalid: %s", KOP_MYRESOURCE_KIND,
+                                  KOP_MYRESOURCE_GROUP, (int)name_len, name ? name : "",
+                                  name_cut ? "..." : "", c->n_violations > 1 ? "[" : "");
+    size_t listed = 0;
+    for (; listed < c->n_errs; listed++) {
+        const char *sep = listed ? ", " : "";
+        size_t need = strlen(sep) + strlen(c->errs[listed]);
+        if (off + need + TAIL_ROOM > len)
+            break;
+        off += (size_t)snprintf(m + off, len - off, "%s%s", sep, c->errs[listed]);
+    }
+    if (listed < c->n_violations)
+        off += (size_t)snprintf(m + off, len - off, "%sand %zu more", listed ? ", " : "",
+                                c->n_violations - listed);
+    if (c->n_violations > 1)
         snprintf(m + off, len - off, "]");
     c->v->message = m;
     return 0;
@@ -697,15 +915,14 @@ int kop_admission_evaluate(json_t *request, const struct kop_admission_options *
         rc = -ENOMEM;
         goto done;
     }
-    if (c.n_errs > 0) {
+    if (c.n_violations > 0) {
         v.allowed = false;
-        v.n_violations = (unsigned)c.n_errs;
+        v.n_violations = c.n_violations > UINT_MAX ? UINT_MAX : (unsigned)c.n_violations;
         rc = build_message(&c, name);
     }
 done:
     for (size_t i = 0; i < c.n_errs; i++)
         free(c.errs[i]);
-    free(c.errs);
     json_decref(v1_image);
     if (rc < 0) {
         kop_admission_verdict_cleanup(&v);
