@@ -1,0 +1,3 @@
+module kop.example/bench/peers/go
+
+go 1.19
