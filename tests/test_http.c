@@ -606,6 +606,212 @@ START_TEST(test_http_status_body_escapes)
 }
 END_TEST
 
+/* ---- streaming routes and the in-flight budget ---------------------------------- */
+
+struct sstate {
+    size_t bytes;
+    unsigned long sum;
+};
+
+static atomic_int stream_begun;
+static atomic_bool stream_hold; /* end() waits while set (10 s at most) */
+static atomic_int stream_in_end;
+
+static void *s_begin(void *ud, const struct kop_http_request *req, size_t cl)
+{
+    (void)ud;
+    ck_assert_ptr_null(req->body);
+    atomic_fetch_add(&stream_begun, 1);
+    return calloc(1, sizeof(struct sstate));
+}
+
+static int s_data(void *st, const char *p, size_t n)
+{
+    struct sstate *s = st;
+    for (size_t i = 0; i < n; i++)
+        s->sum = s->sum * 31 + (unsigned char)p[i];
+    s->bytes += n;
+    return 0;
+}
+
+static size_t s_memory(const void *st)
+{
+    (void)st;
+    return 1024;
+}
+
+static void s_end(void *st, const struct kop_http_request *req, struct kop_http_response *resp)
+{
+    struct sstate *s = st;
+    atomic_fetch_add(&stream_in_end, 1);
+    for (int i = 0; i < 5000 && atomic_load(&stream_hold); i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    char buf[96];
+    snprintf(buf, sizeof(buf), "{\"bytes\":%zu,\"sum\":%lu,\"path\":\"%s\"}", s->bytes, s->sum,
+             req->path);
+    resp->body = strdup(buf);
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
+static const struct kop_http_stream test_stream = {
+    .begin = s_begin, .data = s_data, .memory = s_memory, .end = s_end, .free = free};
+
+static const struct kop_http_route stream_routes[] = {
+    {.path = "/stream", .methods = KOP_HTTP_POST, .max_body = 8 << 20, .stream = &test_stream},
+};
+
+static void start_stream_server(struct fixture *f, size_t budget, unsigned wait_ms)
+{
+    f->metrics = kop_metrics_new(false);
+    struct kop_http_server_options o = {
+        .host = "127.0.0.1",
+        .threads = 2,
+        .name = "stream",
+        .metrics = f->metrics,
+        .budget = budget,
+        .budget_wait_ms = wait_ms,
+    };
+    ck_assert_int_eq(kop_http_server_new(&o, stream_routes, 1, &f->srv), 0);
+    ck_assert_int_eq(kop_http_server_start(f->srv), 0);
+    f->port = kop_http_server_port(f->srv);
+}
+
+static unsigned long checksum(const char *p, size_t n)
+{
+    unsigned long sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum = sum * 31 + (unsigned char)p[i];
+    return sum;
+}
+
+START_TEST(test_http_streaming_route_sees_every_byte)
+{
+    struct fixture f;
+    start_stream_server(&f, 0, 0);
+    size_t n = 3 << 20;
+    char *body = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        body[i] = (char)('a' + i % 23);
+    char want[96];
+    snprintf(want, sizeof(want), "{\"bytes\":%zu,\"sum\":%lu,\"path\":\"/stream\"}", n,
+             checksum(body, n));
+    CURL *h = curl_easy_init();
+    for (int chunked = 0; chunked < 2; chunked++) {
+        struct result r;
+        ck_assert_int_eq(request(h, f.port, "POST", "/stream", body, n, chunked, &r), CURLE_OK);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_str_eq(r.body.p, want);
+        result_free(&r);
+    }
+    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    curl_easy_cleanup(h);
+    free(body);
+    stop_server(&f);
+}
+END_TEST
+
+struct post_call {
+    uint16_t port;
+    size_t len;
+    long status;
+    bool retry_after;
+};
+
+static void *post_thread(void *arg)
+{
+    struct post_call *c = arg;
+    char *body = calloc(1, c->len);
+    memset(body, ' ', c->len);
+    body[0] = '1';
+    CURL *h = curl_easy_init();
+    struct result r;
+    if (request(h, c->port, "POST", "/stream", body, c->len, false, &r) == CURLE_OK)
+        c->status = r.status;
+    c->retry_after = has_header(&r, "Retry-After: 1");
+    result_free(&r);
+    curl_easy_cleanup(h);
+    free(body);
+    return NULL;
+}
+
+static void wait_until(atomic_int *v, int want)
+{
+    for (int i = 0; i < 5000 && atomic_load(v) < want; i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_ge(atomic_load(v), want);
+}
+
+START_TEST(test_http_budget_makes_requests_wait_then_serves_them)
+{
+    struct fixture f;
+    start_stream_server(&f, 100 * 1024, 10000);
+    atomic_store(&stream_begun, 0);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_hold, true);
+    /* the first holds 60 KiB (and more) while its handler is held */
+    struct post_call a = {.port = f.port, .len = 60 * 1024};
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    ck_assert_uint_ge(kop_http_server_budget_used(f.srv), 60 * 1024);
+    /* the second does not fit: it is not begun, it waits */
+    struct post_call b = {.port = f.port, .len = 60 * 1024};
+    ck_assert_int_eq(pthread_create(&tb, NULL, post_thread, &b), 0);
+    for (int i = 0; i < 100; i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(atomic_load(&stream_begun), 1);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(a.status, 200);
+    ck_assert_int_eq(b.status, 200);
+    ck_assert_int_eq(atomic_load(&stream_begun), 2);
+    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    stop_server(&f);
+}
+END_TEST
+
+START_TEST(test_http_budget_503_after_waiting_too_long)
+{
+    struct fixture f;
+    start_stream_server(&f, 100 * 1024, 300);
+    atomic_store(&stream_begun, 0);
+    atomic_store(&stream_in_end, 0);
+    /* larger than the whole budget: served when it is alone */
+    struct post_call big = {.port = f.port, .len = 200 * 1024};
+    post_thread(&big);
+    ck_assert_int_eq(big.status, 200);
+    ck_assert_int_eq(atomic_load(&stream_begun), 1);
+    /* waits longer than budget_wait_ms: 503 */
+    atomic_store(&stream_hold, true);
+    struct post_call a = {.port = f.port, .len = 60 * 1024};
+    pthread_t ta;
+    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    struct post_call b = {.port = f.port, .len = 60 * 1024};
+    pthread_t tb;
+    ck_assert_int_eq(pthread_create(&tb, NULL, post_thread, &b), 0);
+    /* after the wait ran out, any release lets b find out and answer */
+    for (int i = 0; i < 200; i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_msg(a.status == 200 && b.status == 503, "a %ld b %ld", a.status, b.status);
+    ck_assert(b.retry_after);
+    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    stop_server(&f);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -624,6 +830,9 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_graceful_shutdown_finishes_in_flight);
     tcase_add_test(tc, test_http_listen_addresses);
     tcase_add_test(tc, test_http_status_body_escapes);
+    tcase_add_test(tc, test_http_streaming_route_sees_every_byte);
+    tcase_add_test(tc, test_http_budget_makes_requests_wait_then_serves_them);
+    tcase_add_test(tc, test_http_budget_503_after_waiting_too_long);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,6 +39,7 @@ struct kop_config {
     size_t convert_max_body; /* --conversion-max-body-bytes, 64 MiB */
     /* --admission-max-body-bytes, 7 MiB (7340032, as controller-runtime) */
     size_t admission_max_body;
+    size_t webhook_memory_budget;     /* --webhook-memory-budget-bytes, 80 MiB */
     size_t max_header_bytes;          /* --max-header-bytes, 64 KiB */
     int64_t tls_handshake_timeout_ms; /* --tls-handshake-timeout, 10s */
     int64_t idle_timeout_ms;          /* --idle-timeout, 120s */

@@ -12,7 +12,9 @@
  *
  * Handlers run in MHD's worker threads, several at once when the server has
  * more than one thread. The request body is collected completely (never
- * more than the route's max_body) before the handler is called.
+ * more than the route's max_body) before the handler is called, or, on a
+ * streaming route, handed over as it arrives (struct kop_http_stream).
+ * Both count against the server's in-flight memory budget.
  *
  * Thread-safety: new/start/free are single-threaded; add_connection,
  * in_flight, drain, wait_idle and shutdown may be called from any thread.
@@ -94,11 +96,29 @@ int kop_http_response_status(struct kop_http_response *resp, int code, const cha
 typedef void kop_http_handler_fn(void *userdata, const struct kop_http_request *req,
                                  struct kop_http_response *resp);
 
+/*
+ * A route whose body is not collected but handed over piece by piece as it
+ * arrives. begin runs once the headers are in (req->body is NULL) and
+ * returns the request's state (NULL: ENOMEM, the connection is dropped);
+ * data gets each piece and returns 0 or a negative errno (the request then
+ * answers 500); memory says how many bytes the state holds now (charged to
+ * the server's in-flight budget); end fills the response; free releases
+ * the state, whether end ran or not.
+ */
+struct kop_http_stream {
+    void *(*begin)(void *userdata, const struct kop_http_request *req, size_t content_length);
+    int (*data)(void *state, const char *p, size_t n);
+    size_t (*memory)(const void *state);
+    void (*end)(void *state, const struct kop_http_request *req, struct kop_http_response *resp);
+    void (*free)(void *state);
+};
+
 struct kop_http_route {
-    const char *path; /* exact match; the string must outlive the server */
-    unsigned methods; /* KOP_HTTP_* mask; HEAD is accepted wherever GET is */
-    size_t max_body;  /* bytes; 0 = no body allowed */
-    kop_http_handler_fn *fn;
+    const char *path;                     /* exact match; the string must outlive the server */
+    unsigned methods;                     /* KOP_HTTP_* mask; HEAD is accepted wherever GET is */
+    size_t max_body;                      /* bytes; 0 = no body allowed */
+    kop_http_handler_fn *fn;              /* a collected body, or: */
+    const struct kop_http_stream *stream; /* a streamed one (fn unused) */
     void *userdata;
     /* Non-NULL: record controller_runtime_webhook_requests_total{webhook,code},
      * controller_runtime_webhook_latency_seconds{webhook} and
@@ -121,6 +141,16 @@ struct kop_http_server_options {
     unsigned max_connections;    /* 0 = 1024 */
     const char *name;            /* for logs ("webhook", "metrics"); may be NULL */
     struct kop_metrics *metrics; /* NULL = kop_metrics_global() */
+    /*
+     * In-flight budget: bytes that collected and streamed request bodies
+     * (and their streams' state) may hold at once; 0 = unlimited. A request
+     * that would go over it waits, reading nothing (TCP pushes back on the
+     * client), until others finish; after budget_wait_ms it is answered 503
+     * with Retry-After. A request larger than the whole budget runs only
+     * when nothing else holds any (so it is never starved).
+     */
+    size_t budget;
+    unsigned budget_wait_ms; /* 0 = 10 s */
 };
 
 struct kop_http_server;
@@ -150,6 +180,9 @@ int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const st
 
 /* Requests currently between their request line and their completion. */
 unsigned kop_http_server_in_flight(const struct kop_http_server *srv);
+
+/* Bytes of the in-flight budget in use now. */
+size_t kop_http_server_budget_used(const struct kop_http_server *srv);
 
 /*
  * Begin a graceful stop: close the listen socket, refuse add_connection,

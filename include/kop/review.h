@@ -123,4 +123,9 @@ int kop_review_check_meta_entry(bool label, const char *key, const char *val, si
 
 #define KOP_REVIEW_ANNOTATIONS_MAX (256 * 1024)
 
+/* An AdmissionReview is decoded into a tree only when it has at most this
+ * many JSON values (about 16 MiB of jansson values); more: 413. A MyResource
+ * with 32,000 ports has about 130,000. */
+#define KOP_REVIEW_MAX_VALUES 262144
+
 #endif /* KOP_REVIEW_H */

@@ -19,6 +19,7 @@
 #include <strings.h>
 
 #include "kop/convstream.h"
+#include "kop/jscan.h"
 #include "kop/json.h"
 #include "kop/myresource.h"
 
@@ -131,6 +132,31 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
     if (!ct) {
         *ret_status = 415;
         put_msg(msg, size, "contentType=, expected application/json");
+        return NULL;
+    }
+    /* Scan first: a body that would make a tree far larger than itself
+     * (7 MiB of "[0,0,...]" is ~30x its size as jansson values) is refused
+     * before any tree is built. */
+    struct kop_jscan *scan = kop_jscan_new();
+    if (!scan) {
+        *ret_status = 500;
+        put_msg(msg, size, "out of memory");
+        return NULL;
+    }
+    int sr = kop_jscan_value(scan, body, len, 0, 0);
+    size_t values = kop_jscan_values(scan);
+    if (sr < 0) {
+        *ret_status = sr == -ENOMEM ? 500 : 400;
+        put_msg(msg, size, "couldn't get version/kind; json parse error: %s",
+                kop_jscan_error(scan, NULL));
+        kop_jscan_free(scan);
+        return NULL;
+    }
+    kop_jscan_free(scan);
+    if (values > KOP_REVIEW_MAX_VALUES) {
+        *ret_status = 413;
+        put_msg(msg, size, "the request has %zu JSON values, more than the %d this webhook decodes",
+                values, KOP_REVIEW_MAX_VALUES);
         return NULL;
     }
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);

@@ -67,6 +67,10 @@ static const struct flag flags[] = {
      "Largest /convert request body (suffix Ki, Mi or Gi allowed).", 0, 0},
     {"admission-max-body-bytes", FLAG_BYTES, OFF(admission_max_body), "7340032", "bytes",
      "Largest admission request body (suffix Ki, Mi or Gi allowed).", 0, 0},
+    {"webhook-memory-budget-bytes", FLAG_BYTES, OFF(webhook_memory_budget), "80Mi", "bytes",
+     "Memory that webhook requests in flight may hold at once; a request over it waits, then "
+     "gets 503 (suffix Ki, Mi or Gi).",
+     0, 0},
     {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "64Ki", "bytes",
      "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 0, 0},
     {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms), "10s", "duration",

@@ -64,11 +64,22 @@ struct kop_http_server {
     atomic_bool stopped;
     int quiesced_fd;      /* listen socket handed back by MHD_quiesce_daemon, -1 */
     pthread_mutex_t lock; /* guards mhd against stop racing add_connection/quiesce */
+    /* the in-flight budget: bytes charged by requests, and the connections
+     * suspended until some are given back (wait_lock guards the list) */
+    atomic_size_t budget_used;
+    pthread_mutex_t wait_lock;
+    struct MHD_Connection **waiters;
+    size_t n_waiters, cap_waiters;
+    /* wakes the waiters every BUDGET_TICK_MS so they see their deadline */
+    pthread_t ticker;
+    bool ticker_running;
+    atomic_bool ticker_stop;
 };
 
 enum req_state {
     REQ_NEW,      /* URI seen, headers not yet handled */
-    REQ_BODY,     /* collecting the body */
+    REQ_WAIT,     /* suspended until the in-flight budget has room */
+    REQ_BODY,     /* collecting (or streaming) the body */
     REQ_DISCARD,  /* answer decided (pending_status); drop the body, answer at its end */
     REQ_ANSWERED, /* response queued */
 };
@@ -84,6 +95,11 @@ struct req {
     size_t len, cap;
     int64_t start_ns;
     bool wh_counted;
+    uint64_t content_length; /* 0 when unknown (chunked) */
+    size_t held;             /* bytes charged to the budget */
+    int64_t wait_since;      /* REQ_WAIT: when the wait began */
+    void *stream;            /* a streaming route's state */
+    bool stream_failed;      /* its data callback failed: answer 500 */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -308,6 +324,8 @@ static enum MHD_Result too_large(struct MHD_Connection *conn, struct req *rq)
     return send_status(conn, rq, 413, "RequestEntityTooLarge", msg, NULL);
 }
 
+static enum MHD_Result over_budget(struct MHD_Connection *conn, struct req *rq);
+
 static enum MHD_Result send_pending(struct MHD_Connection *conn, struct req *rq)
 {
     switch (rq->pending_status) {
@@ -324,6 +342,8 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct req *rq)
                            "the server does not allow this method on the requested resource",
                            allow);
     }
+    case 503:
+        return over_budget(conn, rq);
     default:
         return too_large(conn, rq);
     }
@@ -348,6 +368,96 @@ static enum MHD_Result decide(struct MHD_Connection *conn, struct req *rq, int s
     if (body || status == 413)
         return send_pending(conn, rq);
     return MHD_YES;
+}
+
+/* ---- the in-flight budget ------------------------------------------------ */
+
+#define BUDGET_WAIT_MS_DEFAULT 10000
+
+/* Let every waiting request try again (they re-suspend when it still does
+ * not fit). */
+static void wake_waiters(struct kop_http_server *srv)
+{
+    pthread_mutex_lock(&srv->wait_lock);
+    for (size_t i = 0; i < srv->n_waiters; i++)
+        MHD_resume_connection(srv->waiters[i]);
+    srv->n_waiters = 0;
+    pthread_mutex_unlock(&srv->wait_lock);
+}
+
+static void forget_waiter(struct kop_http_server *srv, struct MHD_Connection *conn)
+{
+    pthread_mutex_lock(&srv->wait_lock);
+    for (size_t i = 0; i < srv->n_waiters; i++) {
+        if (srv->waiters[i] == conn) {
+            srv->waiters[i] = srv->waiters[--srv->n_waiters];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&srv->wait_lock);
+}
+
+/* Charge rq up to total bytes; only the first charge of a request may be
+ * refused (later growth is counted so that others wait for it). */
+static bool charge(struct kop_http_server *srv, struct req *rq, size_t total, bool may_refuse)
+{
+    if (total <= rq->held)
+        return true;
+    size_t delta = total - rq->held;
+    size_t cur = atomic_load(&srv->budget_used);
+    do {
+        if (may_refuse && srv->opts.budget && cur + delta > srv->opts.budget && cur > 0)
+            return false;
+    } while (!atomic_compare_exchange_weak(&srv->budget_used, &cur, cur + delta));
+    rq->held = total;
+    return true;
+}
+
+#define BUDGET_TICK_MS 100
+
+static void *ticker_main(void *arg)
+{
+    struct kop_http_server *srv = arg;
+    while (!atomic_load(&srv->ticker_stop)) {
+        struct timespec ts = {0, BUDGET_TICK_MS * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        wake_waiters(srv);
+    }
+    return NULL;
+}
+
+/* Give back what rq holds beyond keep bytes. */
+static void release(struct kop_http_server *srv, struct req *rq, size_t keep)
+{
+    if (rq->held <= keep)
+        return;
+    atomic_fetch_sub(&srv->budget_used, rq->held - keep);
+    rq->held = keep;
+    wake_waiters(srv);
+}
+
+/* Suspend conn until the budget has room. Returns false when it cannot wait
+ * (ENOMEM): the caller answers 503. */
+static bool wait_for_budget(struct kop_http_server *srv, struct MHD_Connection *conn)
+{
+    bool ok = false;
+    pthread_mutex_lock(&srv->wait_lock);
+    if (srv->n_waiters == srv->cap_waiters) {
+        size_t cap = srv->cap_waiters ? srv->cap_waiters * 2 : 16;
+        struct MHD_Connection **w = realloc(srv->waiters, cap * sizeof(*w));
+        if (w) {
+            srv->waiters = w;
+            srv->cap_waiters = cap;
+        }
+    }
+    if (srv->n_waiters < srv->cap_waiters) {
+        /* suspended under the lock: a wake-up cannot come before it */
+        MHD_suspend_connection(conn);
+        srv->waiters[srv->n_waiters++] = conn;
+        ok = true;
+    }
+    pthread_mutex_unlock(&srv->wait_lock);
+    return ok;
 }
 
 /* ---- MHD callbacks ------------------------------------------------------ */
@@ -380,6 +490,11 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     if (rq->wh_counted && rq->route)
         kop_gauge_add(rq->route->in_flight, -1);
+    if (rq->stream)
+        rq->route->r.stream->free(rq->stream);
+    if (rq->state == REQ_WAIT)
+        forget_waiter(srv, conn);
+    release(srv, rq, 0);
     free(rq->body);
     free(rq->query);
     free(rq);
@@ -417,6 +532,11 @@ static int parse_content_length(const char *s, uint64_t *ret)
     return 0;
 }
 
+static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, const char *url,
+                                  const char *method);
+static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
+                         const char *method, char *peer, struct kop_http_request *req);
+
 /* First call: route, method, Content-Length. */
 static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq, const char *url,
                                      const char *method)
@@ -439,15 +559,75 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     uint64_t cl = 0;
     int r = parse_content_length(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH), &cl);
-    if (r == 0) {
-        if (cl > rt->r.max_body)
-            return decide(conn, rq, 413);
-        if (cl > 0) {
-            rq->body = malloc((size_t)cl + 1);
-            if (!rq->body)
-                return MHD_NO;
-            rq->cap = (size_t)cl + 1;
+    if (r == 0 && cl > rt->r.max_body)
+        return decide(conn, rq, 413);
+    rq->content_length = r == 0 ? cl : 0;
+    rq->wait_since = kop_clock_now_ns();
+    return start_body(conn, rq, url, method);
+}
+
+static enum MHD_Result over_budget(struct MHD_Connection *conn, struct req *rq)
+{
+    struct kop_http_response resp = {0};
+    kop_logf(KOP_LOG_WARN, LOGGER,
+             "%s: in-flight memory budget of %zu bytes exhausted: answered 503", rq->srv->name,
+             rq->srv->opts.budget);
+    if (kop_http_response_status(&resp, 503, "ServiceUnavailable",
+                                 "the webhook is over its in-flight memory budget; retry") < 0)
+        return MHD_NO;
+    kop_http_response_header(&resp, "Retry-After", "1");
+    /* the body was not read: close rather than read it for nothing */
+    return send_response(conn, rq, &resp, true);
+}
+
+/* What a request of this length is charged before its body is read: a
+ * collected body is its length; a streamed one holds about its reply,
+ * which is about its length (see kop/convstream.h). */
+static size_t first_charge(const struct req *rq)
+{
+    uint64_t cl = rq->content_length;
+    if (rq->route->r.stream)
+        cl += cl / 8;
+    return cl > SIZE_MAX ? SIZE_MAX : (size_t)cl;
+}
+
+/* Reserve the budget, then set up the body (a buffer or a stream). Waits
+ * (suspends the connection) while the budget has no room. */
+static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, const char *url,
+                                  const char *method)
+{
+    struct kop_http_server *srv = rq->srv;
+    const struct route *rt = rq->route;
+    size_t want = first_charge(rq);
+    if (!charge(srv, rq, want, true)) {
+        unsigned wait_ms =
+            srv->opts.budget_wait_ms ? srv->opts.budget_wait_ms : BUDGET_WAIT_MS_DEFAULT;
+        bool late = kop_clock_now_ns() - rq->wait_since > (int64_t)wait_ms * KOP_NSEC_PER_MSEC;
+        if (late || atomic_load(&srv->draining) || !wait_for_budget(srv, conn)) {
+            if (rq->state == REQ_NEW && over_budget(conn, rq) == MHD_YES)
+                return MHD_YES;
+            /* MHD takes no answer once the upload has begun: read and drop
+             * the body (nothing is kept), answer at its end */
+            rq->state = REQ_DISCARD;
+            rq->pending_status = 503;
+            return MHD_YES;
         }
+        rq->state = REQ_WAIT;
+        return MHD_YES;
+    }
+    if (rt->r.stream) {
+        char peer[INET6_ADDRSTRLEN];
+        struct kop_http_request req;
+        fill_request(conn, rq, url, method, peer, &req);
+        rq->stream = rt->r.stream->begin(rt->r.userdata, &req, (size_t)rq->content_length);
+        if (!rq->stream)
+            return MHD_NO;
+        charge(srv, rq, rt->r.stream->memory(rq->stream), false);
+    } else if (rq->content_length > 0) {
+        rq->body = malloc((size_t)rq->content_length + 1);
+        if (!rq->body)
+            return MHD_NO;
+        rq->cap = (size_t)rq->content_length + 1;
     }
     rq->state = REQ_BODY;
     return MHD_YES;
@@ -473,25 +653,58 @@ static int grow_body(struct req *rq, size_t need)
     return 0;
 }
 
+/* The request as handlers see it (body not set). peer: INET6_ADDRSTRLEN bytes. */
+static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
+                         const char *method, char *peer, struct kop_http_request *req)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    socklen_t salen = 0;
+    peer[0] = '\0';
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer,
+                  INET6_ADDRSTRLEN);
+        salen = sizeof(struct sockaddr_in);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer,
+                  INET6_ADDRSTRLEN);
+        salen = sizeof(struct sockaddr_in6);
+    } else {
+        sa = NULL;
+    }
+    *req = (struct kop_http_request){
+        .method = method,
+        .method_bit = method_bit(method),
+        .path = url,
+        .query = rq->query,
+        .content_type =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        .peer = peer,
+        .peer_addr = sa,
+        .peer_addr_len = salen,
+        ._conn = conn,
+    };
+}
+
 static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq, const char *url,
                                    const char *method)
 {
     const struct route *rt = rq->route;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char peer[INET6_ADDRSTRLEN] = "";
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    socklen_t salen = 0;
-    if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer,
-                  sizeof(peer));
-        salen = sizeof(struct sockaddr_in);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer,
-                  sizeof(peer));
-        salen = sizeof(struct sockaddr_in6);
-    } else {
-        sa = NULL;
+    char peer[INET6_ADDRSTRLEN];
+    struct kop_http_request req;
+    struct kop_http_response resp = {.status = 200, .content_type = "application/json"};
+    fill_request(conn, rq, url, method, peer, &req);
+    if (rt->r.stream) {
+        if (rq->stream_failed)
+            kop_http_response_status(&resp, 500, "InternalError",
+                                     "internal error reading the request");
+        else
+            rt->r.stream->end(rq->stream, &req, &resp);
+        rt->r.stream->free(rq->stream);
+        rq->stream = NULL;
+        release(rq->srv, rq, 0);
+        return send_response(conn, rq, &resp, false);
     }
     if (!rq->body) {
         rq->body = malloc(1);
@@ -500,27 +713,31 @@ static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq, 
         rq->cap = 1;
     }
     rq->body[rq->len] = '\0';
-    struct kop_http_request req = {
-        .method = method,
-        .method_bit = method_bit(method),
-        .path = url,
-        .query = rq->query,
-        .content_type =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
-        .body = rq->body,
-        .body_len = rq->len,
-        .peer = peer,
-        .peer_addr = sa,
-        .peer_addr_len = salen,
-        ._conn = conn,
-    };
-    struct kop_http_response resp = {.status = 200, .content_type = "application/json"};
+    req.body = rq->body;
+    req.body_len = rq->len;
     rt->r.fn(rt->r.userdata, &req, &resp);
     /* The body is no longer needed; free it before the response is sent. */
     free(rq->body);
     rq->body = NULL;
     rq->len = rq->cap = 0;
+    release(rq->srv, rq, 0);
     return send_response(conn, rq, &resp, false);
+}
+
+/* A piece of a streamed body. */
+static void stream_data(struct req *rq, const char *p, size_t n)
+{
+    const struct kop_http_stream *st = rq->route->r.stream;
+    rq->len += n;
+    if (rq->stream_failed)
+        return;
+    if (st->data(rq->stream, p, n) < 0) {
+        rq->stream_failed = true;
+        return;
+    }
+    size_t m = st->memory(rq->stream);
+    if (m > rq->held)
+        charge(rq->srv, rq, m, false);
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
@@ -533,6 +750,13 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     switch (rq->state) {
     case REQ_NEW:
         return begin_request(conn, rq, url, method);
+    case REQ_WAIT: {
+        /* resumed: try again (the upload, if any, stays with MHD) */
+        enum MHD_Result res = start_body(conn, rq, url, method);
+        if (rq->state != REQ_BODY || res != MHD_YES)
+            return res;
+    }
+        /* fall through */
     case REQ_BODY:
         if (*upload_data_size) {
             size_t n = *upload_data_size;
@@ -540,6 +764,11 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 /* Chunked (or lying) body past the limit. */
                 free(rq->body);
                 rq->body = NULL;
+                if (rq->stream) {
+                    rq->route->r.stream->free(rq->stream);
+                    rq->stream = NULL;
+                }
+                release(rq->srv, rq, 0);
                 rq->len = rq->cap = 0;
                 *upload_data_size = 0;
                 rq->state = REQ_DISCARD;
@@ -549,9 +778,15 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 /* This MHD refuses a response mid-upload: answer at the end. */
                 return MHD_YES;
             }
+            if (rq->stream) {
+                stream_data(rq, upload_data, n);
+                *upload_data_size = 0;
+                return MHD_YES;
+            }
             int r = grow_body(rq, rq->len + n + 1);
             if (r < 0)
                 return MHD_NO;
+            charge(rq->srv, rq, rq->cap, false);
             memcpy(rq->body + rq->len, upload_data, n);
             rq->len += n;
             *upload_data_size = 0;
@@ -564,6 +799,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
              * what a client can make us read for nothing. */
             rq->discarded += *upload_data_size;
             *upload_data_size = 0;
+            if (rq->pending_status == 503)
+                return rq->discarded > rq->route->r.max_body ? MHD_NO : MHD_YES;
             return rq->discarded > (1u << 20) ? MHD_NO : MHD_YES;
         }
         return send_pending(conn, rq);
@@ -596,7 +833,8 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     if (!opts || (n_routes && !routes) || !ret_srv)
         return -EINVAL;
     for (size_t i = 0; i < n_routes; i++) {
-        if (!routes[i].path || routes[i].path[0] != '/' || !routes[i].fn || !routes[i].methods)
+        if (!routes[i].path || routes[i].path[0] != '/' || (!routes[i].fn && !routes[i].stream) ||
+            !routes[i].methods)
             return -EINVAL;
     }
     struct kop_http_server *srv = calloc(1, sizeof(*srv));
@@ -607,6 +845,7 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     srv->opts.name = srv->name;
     srv->opts.host = NULL;
     pthread_mutex_init(&srv->lock, NULL);
+    pthread_mutex_init(&srv->wait_lock, NULL);
     srv->quiesced_fd = -1;
     int r = -ENOMEM;
     srv->routes = calloc(n_routes ? n_routes : 1, sizeof(*srv->routes));
@@ -692,7 +931,8 @@ int kop_http_server_start(struct kop_http_server *srv)
     if (!srv || srv->mhd)
         return -EINVAL;
     const struct kop_http_server_options *o = &srv->opts;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     bool have_addr = false;
@@ -749,6 +989,8 @@ int kop_http_server_start(struct kop_http_server *srv)
     }
     pthread_mutex_lock(&srv->lock);
     srv->mhd = d;
+    if (srv->opts.budget && pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0)
+        srv->ticker_running = true;
     pthread_mutex_unlock(&srv->lock);
     return 0;
 }
@@ -778,6 +1020,11 @@ int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const st
     return r;
 }
 
+size_t kop_http_server_budget_used(const struct kop_http_server *srv)
+{
+    return srv ? atomic_load(&((struct kop_http_server *)srv)->budget_used) : 0;
+}
+
 unsigned kop_http_server_in_flight(const struct kop_http_server *srv)
 {
     return srv ? atomic_load(&((struct kop_http_server *)srv)->in_flight) : 0;
@@ -799,6 +1046,9 @@ void kop_http_server_drain(struct kop_http_server *srv)
         }
     }
     pthread_mutex_unlock(&srv->lock);
+    /* a request waiting for the budget answers 503 now (MHD must not be
+     * stopped with suspended connections) */
+    wake_waiters(srv);
 }
 
 int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)
@@ -826,6 +1076,12 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     srv->mhd = NULL;
     atomic_store(&srv->stopped, true);
     pthread_mutex_unlock(&srv->lock);
+    if (srv->ticker_running) {
+        atomic_store(&srv->ticker_stop, true);
+        pthread_join(srv->ticker, NULL);
+        srv->ticker_running = false;
+    }
+    wake_waiters(srv);
     if (d)
         MHD_stop_daemon(d);
     if (srv->quiesced_fd >= 0) {
@@ -842,6 +1098,8 @@ void kop_http_server_free(struct kop_http_server *srv)
     kop_http_server_shutdown(srv, 0);
     free(srv->routes);
     free(srv->host);
+    free(srv->waiters);
     pthread_mutex_destroy(&srv->lock);
+    pthread_mutex_destroy(&srv->wait_lock);
     free(srv);
 }

@@ -15,6 +15,7 @@
 
 #include "kop/arena.h"
 #include "kop/clock.h"
+#include "kop/convstream.h"
 #include "kop/http.h"
 #include "kop/log.h"
 #include "kop/review.h"
@@ -94,48 +95,102 @@ static void log_review(const struct kop_review_result *res, int64_t started_ns)
     kop_log(level, "webhook", msg, f);
 }
 
-static void serve(struct kop_webhook *w, bool conversion, const struct kop_http_request *req,
-                  struct kop_http_response *resp)
+/* Hand a review result to the HTTP layer (the body moves). */
+static void answer(const struct kop_review_result *res, struct kop_http_response *resp)
 {
+    resp->status = res->http_status;
+    resp->body = res->body;
+    resp->body_len = res->body_len;
+    resp->content_type = "application/json";
+}
+
+static void on_validate(void *ud, const struct kop_http_request *req,
+                        struct kop_http_response *resp)
+{
+    struct kop_webhook *w = ud;
     int64_t started = kop_clock_now_ns();
     struct kop_review_result res;
     memset(&res, 0, sizeof(res));
 
     struct kop_arena *a = thread_arena();
     struct kop_arena *prev = kop_arena_json_bind(a);
-    int r;
-    if (conversion)
-        r = kop_review_convert_http(req->content_type, req->body, req->body_len, NULL, &res);
-    else
-        r = kop_review_admit_http(req->content_type, req->body, req->body_len, &w->admission, &res);
+    int r = kop_review_admit_http(req->content_type, req->body, req->body_len, &w->admission, &res);
     kop_arena_json_bind(prev);
     if (a)
         kop_arena_reset(a);
-
     if (r < 0) {
         kop_logf(KOP_LOG_ERROR, "webhook", "review handler failed: errno %d", -r);
         kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
         return;
     }
     log_review(&res, started);
-    resp->status = res.http_status;
-    resp->body = res.body;
-    resp->body_len = res.body_len;
-    resp->content_type = "application/json";
-    res.body = NULL;
-    kop_review_result_cleanup(&res);
+    answer(&res, resp);
 }
 
-static void on_convert(void *ud, const struct kop_http_request *req, struct kop_http_response *resp)
+/* ---- /convert streams (kop/convstream.h) ---------------------------------------- */
+
+struct conversion {
+    struct kop_convstream *cs;
+    int64_t started;
+};
+
+static void *conv_begin(void *ud, const struct kop_http_request *req, size_t content_length)
 {
-    serve(ud, true, req, resp);
+    struct conversion *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->started = kop_clock_now_ns();
+    if (kop_convstream_new(req->content_type, NULL, &c->cs) < 0 ||
+        kop_convstream_expect(c->cs, content_length) < 0) {
+        kop_convstream_free(c->cs);
+        free(c);
+        return NULL;
+    }
+    return c;
 }
 
-static void on_validate(void *ud, const struct kop_http_request *req,
-                        struct kop_http_response *resp)
+static int conv_data(void *st, const char *p, size_t n)
 {
-    serve(ud, false, req, resp);
+    struct conversion *c = st;
+    return kop_convstream_feed(c->cs, p, n);
 }
+
+static size_t conv_memory(const void *st)
+{
+    const struct conversion *c = st;
+    return kop_convstream_memory(c->cs);
+}
+
+static void conv_end(void *st, const struct kop_http_request *req, struct kop_http_response *resp)
+{
+    struct conversion *c = st;
+    struct kop_review_result res;
+    (void)req;
+    if (kop_convstream_finish(c->cs, &res) < 0) {
+        kop_logf(KOP_LOG_ERROR, "webhook", "conversion review failed: out of memory");
+        kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
+        return;
+    }
+    log_review(&res, c->started);
+    answer(&res, resp);
+}
+
+static void conv_free(void *st)
+{
+    struct conversion *c = st;
+    if (!c)
+        return;
+    kop_convstream_free(c->cs);
+    free(c);
+}
+
+static const struct kop_http_stream conversion_stream = {
+    .begin = conv_begin,
+    .data = conv_data,
+    .memory = conv_memory,
+    .end = conv_end,
+    .free = conv_free,
+};
 
 /* The TLS front takes int milliseconds; flags allow longer durations. */
 static int clamp_ms(int64_t ms)
@@ -160,7 +215,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
             .path = KOP_WEBHOOK_CONVERT_PATH,
             .methods = KOP_HTTP_POST,
             .max_body = cfg->convert_max_body,
-            .fn = on_convert,
+            .stream = &conversion_stream,
             .userdata = w,
             .webhook_name = KOP_WEBHOOK_CONVERT_PATH,
         },
@@ -183,6 +238,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
                                        : 1,
         .max_connections = (unsigned)cfg->max_connections,
         .name = "webhook",
+        .budget = cfg->webhook_memory_budget,
     };
     r = kop_http_server_new(&hopts, routes, sizeof(routes) / sizeof(routes[0]), &w->http);
     if (r < 0)
