@@ -40,8 +40,9 @@ declare -A max_len=(
   [kubeconfig]=8192
   [store]=4096
   [config]=1024
+  [jscan]=4096
 )
-all=(conversion_review admission_review conversion imageref watch kubeconfig store config)
+all=(conversion_review admission_review conversion imageref watch kubeconfig store config jscan)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do

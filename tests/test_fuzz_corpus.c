@@ -103,6 +103,7 @@ REPLAY_TEST(watch)
 REPLAY_TEST(kubeconfig)
 REPLAY_TEST(store)
 REPLAY_TEST(config)
+REPLAY_TEST(jscan)
 
 /* The fail hook itself: a broken invariant is reported, not swallowed. */
 START_TEST(test_fuzz_corpus_fail_hook_records)
@@ -129,7 +130,7 @@ START_TEST(test_fuzz_corpus_table_complete)
         ck_assert_uint_gt(t->max_len, 0);
         n++;
     }
-    ck_assert_uint_eq(n, 8);
+    ck_assert_uint_eq(n, 9);
 }
 END_TEST
 
@@ -146,6 +147,7 @@ static Suite *fuzz_corpus_suite(void)
     tcase_add_test(tc, test_fuzz_corpus_kubeconfig);
     tcase_add_test(tc, test_fuzz_corpus_store);
     tcase_add_test(tc, test_fuzz_corpus_config);
+    tcase_add_test(tc, test_fuzz_corpus_jscan);
     tcase_add_test(tc, test_fuzz_corpus_fail_hook_records);
     tcase_add_test(tc, test_fuzz_corpus_table_complete);
     suite_add_tcase(s, tc);

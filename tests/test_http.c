@@ -789,6 +789,7 @@ START_TEST(test_http_budget_503_after_waiting_too_long)
     ck_assert_int_eq(big.status, 200);
     ck_assert_int_eq(atomic_load(&stream_begun), 1);
     /* waits longer than budget_wait_ms: 503 */
+    atomic_store(&stream_in_end, 0);
     atomic_store(&stream_hold, true);
     struct post_call a = {.port = f.port, .len = 60 * 1024};
     pthread_t ta;

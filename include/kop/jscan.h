@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 /* jansson's JSON_PARSER_MAX_DEPTH */
 #define KOP_JSCAN_MAX_DEPTH 2048
 
@@ -76,5 +78,13 @@ const char *kop_jscan_error(const struct kop_jscan *s, size_t *ret_off);
  * -EINVAL when p is not a string token.
  */
 int kop_jscan_string(const char *p, size_t n, char **ret, size_t *ret_len);
+
+/*
+ * Decode a value the scanner accepted (p[0..n), nothing else checked
+ * again) into jansson values, without jansson's parser setup. Keys and
+ * strings are taken as the scanner validated them. @ref new, NULL on ENOMEM
+ * (or when p was not accepted by the scanner: undefined otherwise).
+ */
+json_t *kop_jscan_decode(const char *p, size_t n);
 
 #endif /* KOP_JSCAN_H */

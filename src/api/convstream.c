@@ -114,15 +114,127 @@ static void buf_free(struct buf *b)
     b->len = b->cap = 0;
 }
 
-static int dump_cb(const char *p, size_t n, void *ud)
+static int put_escaped(struct buf *b, const char *s, size_t n)
 {
-    return buf_put(ud, p, n) < 0 ? -1 : 0;
+    static const char hex[] = "0123456789abcdef";
+    int r = buf_reserve(b, n + 2);
+    if (r < 0)
+        return r;
+    b->p[b->len++] = '"';
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        r = buf_put(b, s + run, i - run);
+        if (r < 0)
+            return r;
+        run = i + 1;
+        char e[6] = {'\\', 0};
+        size_t el = 2;
+        switch (c) {
+        case '"':
+            e[1] = '"';
+            break;
+        case '\\':
+            e[1] = '\\';
+            break;
+        case '\n':
+            e[1] = 'n';
+            break;
+        case '\r':
+            e[1] = 'r';
+            break;
+        case '\t':
+            e[1] = 't';
+            break;
+        case '\b':
+            e[1] = 'b';
+            break;
+        case '\f':
+            e[1] = 'f';
+            break;
+        default:
+            e[1] = 'u';
+            e[2] = '0';
+            e[3] = '0';
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            el = 6;
+            break;
+        }
+        r = buf_put(b, e, el);
+        if (r < 0)
+            return r;
+    }
+    r = buf_put(b, s + run, n - run);
+    if (r == 0)
+        r = buf_put(b, "\"", 1);
+    return r;
 }
 
-/* Dump a jansson value (compact, member order kept) onto b. */
+/*
+ * Dump a jansson value compactly, member order kept: what
+ * json_dumps(JSON_COMPACT | JSON_ENCODE_ANY) writes (reals as "%.17g" with
+ * ".0" added to integral ones), without its per-call set-up, which costs
+ * more than the small values conversion produces.
+ */
 static int buf_json(struct buf *b, const json_t *v)
 {
-    return json_dump_callback(v, dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY) < 0 ? -ENOMEM : 0;
+    char num[64];
+    int r = 0;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *k;
+        json_t *x;
+        bool first = true;
+        r = buf_put(b, "{", 1);
+        json_object_foreach((json_t *)v, k, x)
+        {
+            if (r == 0 && !first)
+                r = buf_put(b, ",", 1);
+            first = false;
+            if (r == 0)
+                r = put_escaped(b, k, strlen(k));
+            if (r == 0)
+                r = buf_put(b, ":", 1);
+            if (r == 0)
+                r = buf_json(b, x);
+        }
+        return r == 0 ? buf_put(b, "}", 1) : r;
+    }
+    case JSON_ARRAY: {
+        r = buf_put(b, "[", 1);
+        for (size_t i = 0; r == 0 && i < json_array_size(v); i++) {
+            if (i)
+                r = buf_put(b, ",", 1);
+            if (r == 0)
+                r = buf_json(b, json_array_get(v, i));
+        }
+        return r == 0 ? buf_put(b, "]", 1) : r;
+    }
+    case JSON_STRING:
+        return put_escaped(b, json_string_value(v), json_string_length(v));
+    case JSON_INTEGER:
+        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return buf_str(b, num);
+    case JSON_REAL: {
+        int l = snprintf(num, sizeof(num), "%.17g", json_real_value(v));
+        if (l > 0 && (size_t)l < sizeof(num) - 2 && !strpbrk(num, ".eE")) {
+            num[l] = '.';
+            num[l + 1] = '0';
+            num[l + 2] = '\0';
+        }
+        return buf_str(b, num);
+    }
+    case JSON_TRUE:
+        return buf_put(b, "true", 4);
+    case JSON_FALSE:
+        return buf_put(b, "false", 5);
+    case JSON_NULL:
+        return buf_put(b, "null", 4);
+    }
+    return -EINVAL;
 }
 
 /* ---- keys seen at one envelope level ---------------------------------------------- */
@@ -414,7 +526,7 @@ static bool is_object_value(const struct elem *e, const struct kop_jscan_member 
 
 static json_t *decode_span(const char *p, const struct kop_jscan_member *m)
 {
-    return json_loadb(p + m->val_off, m->val_len, JSON_DECODE_ANY, NULL);
+    return kop_jscan_decode(p + m->val_off, m->val_len);
 }
 
 static int set_decoded(json_t *obj, const char *key, const char *p,

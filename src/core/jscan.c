@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #define SMALL_OBJECT 8 /* keys compared pairwise up to this many */
 
 struct key {
@@ -675,4 +677,126 @@ done:
             s->members[m].key = s->strbuf + s->member_key[m];
     }
     return 0;
+}
+
+/* ---- decoding a validated value ------------------------------------------- */
+
+static json_t *decode_at(const char *p, size_t n, size_t *pos);
+
+static json_t *decode_string(const char *p, size_t n, size_t *pos)
+{
+    size_t i = *pos + 1, start = i;
+    bool esc = false;
+    while (p[i] != '"') {
+        if (p[i] == '\\') {
+            esc = true;
+            i++;
+        }
+        i++;
+    }
+    *pos = i + 1;
+    if (!esc)
+        return json_stringn_nocheck(p + start, i - start);
+    char small[256];
+    char *buf = i - start <= sizeof(small) ? small : malloc(i - start);
+    if (!buf)
+        return NULL;
+    size_t l = unescape(p + start, i - start, buf);
+    json_t *v = json_stringn_nocheck(buf, l);
+    if (buf != small)
+        free(buf);
+    return v;
+}
+
+static json_t *decode_number(const char *p, size_t n, size_t *pos)
+{
+    size_t i = *pos;
+    bool real = false;
+    while (i < n && (p[i] == '-' || p[i] == '+' || p[i] == '.' || p[i] == 'e' || p[i] == 'E' ||
+                     (p[i] >= '0' && p[i] <= '9'))) {
+        if (p[i] == '.' || p[i] == 'e' || p[i] == 'E')
+            real = true;
+        i++;
+    }
+    char small[64];
+    size_t len = i - *pos;
+    char *buf = len < sizeof(small) ? small : malloc(len + 1);
+    if (!buf)
+        return NULL;
+    memcpy(buf, p + *pos, len);
+    buf[len] = '\0';
+    *pos = i;
+    json_t *v = real ? json_real(strtod(buf, NULL)) : json_integer(strtoll(buf, NULL, 10));
+    if (buf != small)
+        free(buf);
+    return v;
+}
+
+static json_t *decode_at(const char *p, size_t n, size_t *pos)
+{
+    size_t i = skip_ws(p, n, *pos);
+    json_t *v = NULL;
+    switch (p[i]) {
+    case '{':
+        v = json_object();
+        i = skip_ws(p, n, i + 1);
+        while (v && p[i] != '}') {
+            json_t *key = decode_string(p, n, &i);
+            i = skip_ws(p, n, i) + 1; /* past ':' */
+            json_t *val = decode_at(p, n, &i);
+            if (!key || !val ||
+                json_object_setn_new_nocheck(v, json_string_value(key), json_string_length(key),
+                                             val) < 0) {
+                json_decref(v);
+                v = NULL;
+            }
+            json_decref(key);
+            i = skip_ws(p, n, i);
+            if (p[i] == ',')
+                i = skip_ws(p, n, i + 1);
+        }
+        i++;
+        break;
+    case '[':
+        v = json_array();
+        i = skip_ws(p, n, i + 1);
+        while (v && p[i] != ']') {
+            json_t *val = decode_at(p, n, &i);
+            if (!val || json_array_append_new(v, val) < 0) {
+                json_decref(v);
+                v = NULL;
+            }
+            i = skip_ws(p, n, i);
+            if (p[i] == ',')
+                i = skip_ws(p, n, i + 1);
+        }
+        i++;
+        break;
+    case '"':
+        v = decode_string(p, n, &i);
+        break;
+    case 't':
+        v = json_true();
+        i += 4;
+        break;
+    case 'f':
+        v = json_false();
+        i += 5;
+        break;
+    case 'n':
+        v = json_null();
+        i += 4;
+        break;
+    default:
+        v = decode_number(p, n, &i);
+        break;
+    }
+    *pos = i;
+    return v;
+}
+
+json_t *kop_jscan_decode(const char *p, size_t n)
+{
+    size_t pos = 0;
+    return n ? decode_at(p, n, &pos) : NULL;
 }

@@ -41,6 +41,7 @@ void kop_fuzz_watch(const uint8_t *data, size_t size);
 void kop_fuzz_kubeconfig(const uint8_t *data, size_t size);
 void kop_fuzz_store(const uint8_t *data, size_t size);
 void kop_fuzz_config(const uint8_t *data, size_t size);
+void kop_fuzz_jscan(const uint8_t *data, size_t size);
 
 struct kop_fuzz_target {
     const char *name; /* also the corpus directory name */
