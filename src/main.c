@@ -45,6 +45,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -361,6 +362,11 @@ int main(int argc, char **argv)
     sigaddset(&stop_signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Large buffers (a review's reply, one big object) come from mmap and
+     * go back to the kernel when freed. glibc's default threshold moves up
+     * after the first such free, and later ones would stay on the heap:
+     * RSS would keep the high-water mark of the largest review. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         kop_log(KOP_LOG_ERROR, "setup", "curl_global_init failed", NULL);
         goto out;
