@@ -118,7 +118,6 @@ static int finish(struct kop_review_result *r, int status, json_t *reply)
 static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret_status, char *msg,
                           size_t size)
 {
-    json_error_t err;
     if (ct && !kop_review_content_type_ok(ct)) {
         *ret_status = 415;
         put_msg(msg, size, "contentType=%s, expected application/json", ct);
@@ -159,15 +158,11 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
                 values, KOP_REVIEW_MAX_VALUES);
         return NULL;
     }
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
+    /* validated above: decoded without a second parse */
+    json_t *root = kop_jscan_decode(body, len);
     if (!root) {
-        *ret_status = 400;
-        if (json_error_code(&err) == json_error_premature_end_of_input)
-            put_msg(msg, size,
-                    "couldn't get version/kind; json parse error: unexpected end of "
-                    "JSON input");
-        else
-            put_msg(msg, size, "couldn't get version/kind; json parse error: %s", err.text);
+        *ret_status = 500;
+        put_msg(msg, size, "out of memory");
         return NULL;
     }
     if (!json_is_object(root)) {
