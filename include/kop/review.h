@@ -21,8 +21,12 @@
  * checked with the kube-apiserver's own rules; violations are counted in
  * kop_conversion_reply_violations_total and turn the reply into a Failure.
  *
- * The body is parsed with jansson, so a per-request arena may be bound on
- * the calling thread (kop/arena.h); the result body is always malloc'd.
+ * kop_review_convert_http() runs the streaming converter over a whole body
+ * (kop/convstream.h; the webhook feeds it piece by piece). An
+ * AdmissionReview is scanned first (kop/jscan.h): more than
+ * KOP_REVIEW_MAX_VALUES JSON values -> 413; then decoded with jansson, so a
+ * per-request arena may be bound on the calling thread (kop/arena.h). The
+ * result body is always malloc'd.
  * Bodies end with "\n", as Go's encoder writes them.
  *
  * Thread-safety: any thread.

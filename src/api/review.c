@@ -2,12 +2,14 @@
 /*
  * ConversionReview and AdmissionReview envelopes (see kop/review.h).
  *
- * Conversion works in place: the request's objects array is converted
- * object by object and moved into response.convertedObjects (DESIGN §6:
- * never deep-copy a request). The self-check needs what the objects were
- * before, so their kind/name/namespace/uid values are held (json_incref)
- * while converting: conversion never touches them, so the check costs a
- * pointer comparison per field.
+ * A ConversionReview is handed whole to the streaming converter
+ * (kop/convstream.h), which the webhook feeds piece by piece instead. An
+ * AdmissionReview (at most --admission-max-body-bytes, one object and its
+ * old version) is validated by the strict scanner, refused with 413 when
+ * it would make a tree far larger than itself, and only then decoded into
+ * jansson values for the admission rules. This file also holds the
+ * apiserver's checks of a conversion reply, which tests, the fuzzer and
+ * kubesim apply to kop's replies.
  */
 #include "kop/review.h"
 
