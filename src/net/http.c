@@ -755,8 +755,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         enum MHD_Result res = start_body(conn, rq, url, method);
         if (rq->state != REQ_BODY || res != MHD_YES)
             return res;
+        __attribute__((fallthrough));
     }
-        /* fall through */
     case REQ_BODY:
         if (*upload_data_size) {
             size_t n = *upload_data_size;
