@@ -30,10 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "kop/conversion.h"
+#include "kop/hash.h"
 #include "kop/imageref.h"
 #include "kop/json.h"
 #include "kop/myresource.h"
@@ -473,76 +472,6 @@ static void unsupported(struct vctx *c, const char *path, const json_t *v, const
 /* ---- duplicate detection in linear time ---------------------------------- */
 
 /*
- * SipHash-1-3 (Aumasson and Bernstein; the variant Rust's HashMap and
- * CPython use for strings): a keyed hash whose collisions cannot be found
- * without the key. Plain C, byte loads, so no alignment or endianness
- * assumptions.
- */
-#define ROTL64(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                                   \
-    do {                                                                                           \
-        v0 += v1;                                                                                  \
-        v1 = ROTL64(v1, 13);                                                                       \
-        v1 ^= v0;                                                                                  \
-        v0 = ROTL64(v0, 32);                                                                       \
-        v2 += v3;                                                                                  \
-        v3 = ROTL64(v3, 16);                                                                       \
-        v3 ^= v2;                                                                                  \
-        v0 += v3;                                                                                  \
-        v3 = ROTL64(v3, 21);                                                                       \
-        v3 ^= v0;                                                                                  \
-        v2 += v1;                                                                                  \
-        v1 = ROTL64(v1, 17);                                                                       \
-        v1 ^= v2;                                                                                  \
-        v2 = ROTL64(v2, 32);                                                                       \
-    } while (0)
-
-static uint64_t siphash13(const uint64_t key[2], const unsigned char *p, size_t len)
-{
-    uint64_t v0 = key[0] ^ UINT64_C(0x736f6d6570736575);
-    uint64_t v1 = key[1] ^ UINT64_C(0x646f72616e646f6d);
-    uint64_t v2 = key[0] ^ UINT64_C(0x6c7967656e657261);
-    uint64_t v3 = key[1] ^ UINT64_C(0x7465646279746573);
-    size_t whole = len - len % 8;
-    uint64_t m;
-    for (size_t i = 0; i < whole; i += 8) {
-        m = 0;
-        for (size_t j = 0; j < 8; j++)
-            m |= (uint64_t)p[i + j] << (8 * j);
-        v3 ^= m;
-        SIPROUND;
-        v0 ^= m;
-    }
-    m = (uint64_t)len << 56;
-    for (size_t j = 0; j < len % 8; j++)
-        m |= (uint64_t)p[whole + j] << (8 * j);
-    v3 ^= m;
-    SIPROUND;
-    v0 ^= m;
-    v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
-}
-
-/*
- * A fresh key for every set: one getrandom() call, never blocking. Without
- * kernel randomness (no getrandom, pool not initialised) the clock and a
- * stack address (ASLR) stand in: weaker, but a collision set would then
- * have to be built for the nanosecond the request is evaluated.
- */
-static void hash_key(uint64_t key[2])
-{
-    if (getrandom(key, 2 * sizeof(key[0]), GRND_NONBLOCK) == (ssize_t)(2 * sizeof(key[0])))
-        return;
-    struct timespec ts = {0};
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    key[0] = (uint64_t)ts.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)ts.tv_sec;
-    key[1] = (uint64_t)(uintptr_t)&ts ^ ROTL64(key[0], 29);
-}
-
-/*
  * A set of byte strings, open addressing with linear probing, sized once
  * for its maximum count at a load factor <= 1/2 (it never grows). The
  * strings are borrowed: they must outlive the set.
@@ -569,7 +498,7 @@ static int strset_init(struct strset *set, size_t max)
     if (!set->slots)
         return -ENOMEM;
     set->mask = cap - 1;
-    hash_key(set->key);
+    kop_hash_key_new(set->key);
     return 0;
 }
 
@@ -582,7 +511,7 @@ static void strset_cleanup(struct strset *set)
 /* Add s; false when it was there already. At most max strings are added. */
 static bool strset_add(struct strset *set, const char *s, size_t len)
 {
-    uint64_t h = siphash13(set->key, (const unsigned char *)s, len);
+    uint64_t h = kop_hash_keyed(set->key, s, len);
     for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
         struct strset_slot *e = &set->slots[i];
         if (!e->s) {

@@ -41,6 +41,7 @@
 
 #include "kop/arena.h"
 #include "kop/conversion.h"
+#include "kop/hash.h"
 #include "kop/jscan.h"
 #include "kop/json.h"
 #include "kop/metrics.h"
@@ -240,37 +241,16 @@ static int buf_json(struct buf *b, const json_t *v)
 /* ---- keys seen at one envelope level ---------------------------------------------- */
 
 /* A hash set of the keys of one envelope object (duplicates are a 400 at
- * every level kop reads). Seeded per process so key choice cannot force
+ * every level kop reads), under the keyed hash so key choice cannot force
  * collisions. */
 struct keyset {
     char **slot;
     size_t n, cap;
 };
 
-static uint64_t hash_seed;
-static pthread_once_t seed_once = PTHREAD_ONCE_INIT;
-
-static void seed_init(void)
-{
-    uint64_t s = (uint64_t)(uintptr_t)&hash_seed;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) {
-        if (fread(&s, sizeof(s), 1, f) != 1)
-            s ^= (uint64_t)(uintptr_t)f;
-        fclose(f);
-    }
-    hash_seed = s | 1;
-}
-
 static uint64_t key_hash(const char *k, size_t n)
 {
-    uint64_t h = hash_seed;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)k[i];
-        h *= 0x100000001b3ULL;
-        h ^= h >> 29;
-    }
-    return h;
+    return kop_hash(k, n);
 }
 
 /* Returns 1 when added, 0 when already there, -ENOMEM. Takes k (malloc'd)
@@ -387,7 +367,6 @@ int kop_convstream_new(const char *content_type, const struct kop_convert_option
                        struct kop_convstream **ret)
 {
     pthread_once(&metric_once, metric_init);
-    pthread_once(&seed_once, seed_init);
     struct kop_convstream *cs = calloc(1, sizeof(*cs));
     if (!cs)
         return -ENOMEM;

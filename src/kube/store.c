@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kop/hash.h"
 #include "kop/metrics.h"
 
 enum { IDX_KIND, IDX_NS, IDX_OWNER, IDX_COUNT };
@@ -93,20 +94,15 @@ static const char last_applied[] = "kubectl.kubernetes.io/last-applied-configura
 
 /* ---- hash map ------------------------------------------------------------ */
 
+/* Keys are user-chosen names: a keyed hash (kop/hash.h). */
 static uint64_t hash_mem(const void *p, size_t n)
 {
-    const unsigned char *s = p;
-    uint64_t h = UINT64_C(14695981039346656037);
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
+    return kop_hash(p, n);
 }
 
 static uint64_t hash_str(const char *s)
 {
-    return hash_mem(s, strlen(s));
+    return kop_hash_str(s);
 }
 
 static struct hnode *hmap_find(const struct hmap *m, const char *key, uint64_t h)

@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "kop/clock.h"
+#include "kop/hash.h"
 #include "kop/metrics.h"
 #include "kop/ratelimit.h"
 
@@ -64,14 +65,10 @@ struct hmap {
     size_t count;
 };
 
+/* Keys are user-chosen names: a keyed hash (kop/hash.h). */
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = UINT64_C(14695981039346656037); /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
+    return kop_hash_str(s);
 }
 
 static int hmap_init(struct hmap *m)
