@@ -142,6 +142,22 @@ START_TEST(test_json_equal_strings_with_nul)
 }
 END_TEST
 
+START_TEST(test_json_utf8_cut_at_character_boundary)
+{
+    /* "a" + e-acute (2 bytes) + euro (3 bytes) + emoji (4 bytes) */
+    const char *s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    size_t want[] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10};
+    for (size_t n = 0; n <= 10; n++)
+        ck_assert_msg(kop_utf8_cut(s, n) == want[n], "n %zu: %zu", n, kop_utf8_cut(s, n));
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%s", s);
+    kop_utf8_truncate(buf, 8);
+    ck_assert_str_eq(buf, "a\xc3\xa9\xe2\x82\xac");
+    /* stray continuation bytes are left to the caller's own checks */
+    ck_assert_uint_eq(kop_utf8_cut("ab", 2), 2);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -153,6 +169,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_json_object_ensure);
     tcase_add_test(tc, test_json_equal_numbers_and_order);
     tcase_add_test(tc, test_json_equal_strings_with_nul);
+    tcase_add_test(tc, test_json_utf8_cut_at_character_boundary);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -389,6 +389,53 @@ START_TEST(test_review_mangled_bodies)
 }
 END_TEST
 
+static enum kop_child_lookup never_synced(void *ud, const char *kind, const char *ns,
+                                          const char *name, char *ret_uid, size_t uid_size)
+{
+    (void)ud;
+    (void)kind;
+    (void)ns;
+    (void)name;
+    (void)ret_uid;
+    (void)uid_size;
+    return KOP_CHILD_NOT_SYNCED;
+}
+
+/* A warning is cut at 120 bytes: never inside a character, or the reply
+ * cannot be encoded and the verdict becomes a 500. */
+START_TEST(test_review_admission_warning_cut_keeps_utf8)
+{
+    /* control characters are quoted as \x01 (four bytes each), so the
+     * e-acutes (two bytes each) reach the 120-byte cut at either parity */
+    char name[256] = "";
+    for (int i = 0; i < 10; i++)
+        strcat(name, "\\u0001");
+    for (int i = 0; i < 30; i++)
+        strcat(name, "\xc3\xa9");
+    for (int shift = 0; shift < 2; shift++) {
+        char body[2048];
+        snprintf(body, sizeof(body),
+                 "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":"
+                 "{\"uid\":\"w\",\"kind\":{\"group\":\"mygroup.example.com\",\"version\":\"v2\","
+                 "\"kind\":\"MyResource\"},\"resource\":{\"group\":\"mygroup.example.com\","
+                 "\"version\":\"v2\",\"resource\":\"myresources\"},\"operation\":\"CREATE\","
+                 "\"namespace\":\"default\",\"name\":\"%s%s\",\"object\":{\"apiVersion\":"
+                 "\"mygroup.example.com/v2\",\"kind\":\"MyResource\",\"metadata\":{\"name\":"
+                 "\"%s%s\",\"namespace\":\"default\"},\"spec\":{}}}}",
+                 shift ? "x" : "", name, shift ? "x" : "", name);
+        struct kop_admission_options o = {.child_lookup = never_synced};
+        struct kop_review_result r;
+        ck_assert_int_eq(kop_review_admit_http(CT, body, strlen(body), &o, &r), 0);
+        ck_assert_int_eq(r.http_status, 200);
+        json_error_t e;
+        json_t *reply = json_loadb(r.body, r.body_len, 0, &e);
+        ck_assert_msg(reply != NULL, "reply is not valid JSON: %s", e.text);
+        json_decref(reply);
+        kop_review_result_cleanup(&r);
+    }
+}
+END_TEST
+
 static Suite *review_suite(void)
 {
     Suite *s = suite_create("review");
@@ -403,6 +450,7 @@ static Suite *review_suite(void)
     tcase_add_test(tc, test_review_self_check_catches_bad_replies);
     tcase_add_test(tc, test_review_with_arena_bound);
     tcase_add_test(tc, test_review_mangled_bodies);
+    tcase_add_test(tc, test_review_admission_warning_cut_keeps_utf8);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -37,4 +37,16 @@ json_t *kop_json_object_ensure(json_t *obj, const char *key);
  * equal (JSON has one number type). */
 bool kop_json_equal(const json_t *a, const json_t *b);
 
+/*
+ * The length of the longest prefix of s[0..n) that does not end inside a
+ * UTF-8 sequence: where text cut at a byte count must stay valid UTF-8
+ * (jansson refuses strings that are not, and a reply must not turn into a
+ * 500 because a message was cut). Bytes before the cut are not checked.
+ */
+size_t kop_utf8_cut(const char *s, size_t n);
+
+/* Cut the NUL-terminated s in place to at most max bytes, at a character
+ * boundary. */
+void kop_utf8_truncate(char *s, size_t max);
+
 #endif /* KOP_JSON_H */

@@ -90,6 +90,14 @@ static void quote(const char *s, size_t len, size_t max, char *buf, size_t size)
             buf[o++] = 'r';
         } else if (c < 0x20 || c == 0x7f) {
             o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
+        } else if (c >= 0xC0) {
+            /* a whole character or none: the buffer may end here */
+            size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if (i + n > len || o + n + 8 >= size)
+                break;
+            memcpy(buf + o, s + i, n);
+            o += n;
+            i += n - 1;
         } else {
             buf[o++] = (char)c;
         }
@@ -255,6 +263,9 @@ __attribute__((format(printf, 2, 3))) static void warn(struct kop_admission_verd
     va_start(ap, fmt);
     vsnprintf(v->warnings[v->n_warnings], KOP_ADMISSION_WARNING_SIZE, fmt, ap);
     va_end(ap);
+    /* vsnprintf cuts at a byte count: never inside a character, or the
+     * reply could not be encoded */
+    kop_utf8_truncate(v->warnings[v->n_warnings], KOP_ADMISSION_WARNING_SIZE - 1);
     v->n_warnings++;
 }
 

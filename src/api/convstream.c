@@ -1277,9 +1277,11 @@ int kop_convstream_feed(struct kop_convstream *cs, const char *data, size_t n)
 
 /* ---- the reply ------------------------------------------------------------------------ */
 
+/* Copy for logs, cut at a character boundary. */
 static void copy_cut(char *dst, size_t size, const char *src)
 {
     snprintf(dst, size, "%s", src ? src : "");
+    kop_utf8_truncate(dst, size - 1);
 }
 
 static int finish_json(struct kop_review_result *r, int status, json_t *reply)

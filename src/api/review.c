@@ -187,7 +187,7 @@ static void copy_cut(char *dst, size_t size, const char *src)
 {
     size_t n = src ? strlen(src) : 0;
     if (n >= size)
-        n = size - 1;
+        n = kop_utf8_cut(src, size - 1);
     if (n)
         memcpy(dst, src, n);
     dst[n] = '\0';

@@ -169,3 +169,29 @@ bool kop_json_equal(const json_t *a, const json_t *b)
         return true;
     }
 }
+
+size_t kop_utf8_cut(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    /* step back over at most three continuation bytes to the lead byte */
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && (u[i - 1] & 0xC0) == 0x80) {
+        i--;
+        back++;
+    }
+    if (i == 0)
+        return back ? 0 : n;
+    unsigned char lead = u[i - 1];
+    size_t need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (lead >= 0x80 && back + 1 < need)
+        return i - 1; /* the last character is incomplete: drop it */
+    return n;
+}
+
+void kop_utf8_truncate(char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n > max)
+        n = max;
+    s[kop_utf8_cut(s, n)] = '\0';
+}
