@@ -46,6 +46,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -326,6 +327,39 @@ static int inject_ca_bundles(const struct kop_config *cfg, struct kop_client *cl
     return r;
 }
 
+/*
+ * Raise the descriptor limit to its hard limit, and lower --max-connections
+ * when even that cannot hold them: a TLS connection uses three descriptors
+ * (the socket and both ends of the socketpair to the HTTP server), and kop
+ * keeps FD_RESERVE for everything else (listeners, API connections, files).
+ * A soft limit of 1024, common in containers, would otherwise fit ~330
+ * connections whatever the flag says.
+ */
+#define FD_RESERVE 128
+
+static void fit_descriptor_limit(struct kop_config *cfg)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit want = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+            rl.rlim_cur = rl.rlim_max;
+    }
+    if (cfg->controller_only || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    rlim_t fit = rl.rlim_cur > FD_RESERVE ? (rl.rlim_cur - FD_RESERVE) / 3 : 1;
+    if ((rlim_t)cfg->max_connections <= fit)
+        return;
+    kop_log(KOP_LOG_WARN, "setup", "--max-connections lowered to fit the descriptor limit",
+            json_pack("{s:i, s:I, s:I}", "requested", cfg->max_connections, "allowed",
+                      (json_int_t)fit, "limit", (json_int_t)rl.rlim_cur));
+    cfg->max_connections = (int)fit;
+    if (cfg->max_connections_per_ip > cfg->max_connections)
+        cfg->max_connections_per_ip = cfg->max_connections;
+}
+
 int main(int argc, char **argv)
 {
     struct kop_config cfg;
@@ -373,6 +407,7 @@ int main(int argc, char **argv)
     }
     json_object_seed(0);
     kop_arena_json_install();
+    fit_descriptor_limit(&cfg);
     if (!kop_metrics_global()) {
         kop_log(KOP_LOG_ERROR, "setup", "out of memory", NULL);
         goto out;

@@ -61,6 +61,9 @@ static int port_from(struct kop_test_proc *p, const char *msg)
     return (int)port;
 }
 
+/* With a descriptor limit (soft and hard) for kop, through the shell's ulimit; 0: none. */
+static int nofile_limit;
+
 static void start_kop(const char *extra1, const char *extra2)
 {
     memset(&K, 0, sizeof(K));
@@ -68,8 +71,17 @@ static void start_kop(const char *extra1, const char *extra2)
     snprintf(K.cert_dir, sizeof(K.cert_dir), "%s/certs", K.dir);
     gen_certs(K.cert_dir, K.cert_dir);
     snprintf(K.ca, sizeof(K.ca), "%s/ca.crt", K.cert_dir);
-    char *argv[16];
+    char *argv[24];
+    char limit_cmd[96];
     int i = 0;
+    if (nofile_limit > 0) {
+        snprintf(limit_cmd, sizeof(limit_cmd),
+                 "ulimit -Sn %d && ulimit -Hn %d && exec \"$0\" \"$@\"", nofile_limit,
+                 nofile_limit);
+        argv[i++] = "/bin/sh";
+        argv[i++] = "-c";
+        argv[i++] = limit_cmd;
+    }
     argv[i++] = (char *)kop_test_bin("kop");
     argv[i++] = "--webhook-only";
     argv[i++] = "--cert-dir";
@@ -210,6 +222,57 @@ START_TEST(test_webhook_tls_conversion_seed)
     r = post_json("/convert", body, 200);
     ck_assert_str_eq(json_string_value(json_object_get(r, "apiVersion")),
                      "apiextensions.k8s.io/v1beta1");
+    json_decref(r);
+    stop_kop();
+}
+END_TEST
+
+/* A 10,000-object review through TLS: the body streams through the
+ * converter (never held whole) and every object comes back converted. */
+START_TEST(test_webhook_tls_large_review_streams)
+{
+    start_kop(NULL, NULL);
+    size_t cap = 4u << 20, off = 0;
+    char *body = malloc(cap);
+    ck_assert_ptr_nonnull(body);
+    off += (size_t)snprintf(
+        body, cap,
+        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"ConversionReview\","
+        "\"request\":{\"uid\":\"big\",\"desiredAPIVersion\":\"mygroup.example.com/v2\","
+        "\"objects\":[");
+    for (int i = 0; i < 10000; i++)
+        off += (size_t)snprintf(
+            body + off, cap - off,
+            "%s{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\","
+            "\"metadata\":{\"name\":\"o%d\",\"namespace\":\"default\",\"uid\":\"u%d\"},"
+            "\"spec\":{\"replicas\":1,\"image\":\"nginx:1.%d\",\"port\":80}}",
+            i ? "," : "", i, i, i);
+    snprintf(body + off, cap - off, "]}}");
+    json_t *r = post_json("/convert", body, 200);
+    json_t *objs = json_object_get(json_object_get(r, "response"), "convertedObjects");
+    ck_assert_uint_eq(json_array_size(objs), 10000);
+    json_t *last = json_array_get(objs, 9999);
+    ck_assert_str_eq(json_string_value(json_object_get(last, "apiVersion")),
+                     "mygroup.example.com/v2");
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(last, "spec"), "image"), "tag")),
+                     "1.9999");
+    json_decref(r);
+    free(body);
+    stop_kop();
+}
+END_TEST
+
+/* A soft descriptor limit is raised to the hard one, and --max-connections
+ * is lowered (with a warning) to what the hard limit can hold. */
+START_TEST(test_webhook_tls_descriptor_limit)
+{
+    nofile_limit = 600;
+    start_kop(NULL, NULL);
+    nofile_limit = 0;
+    ck_assert_int_ge(kop_test_wait_for(&K.proc, 0, "--max-connections lowered", 5000, NULL), 0);
+    ck_assert_int_ge(kop_test_wait_for(&K.proc, 0, "\"allowed\":157", 1000, NULL), 0);
+    json_t *r = post_json("/convert", SEED_REVIEW, 200);
     json_decref(r);
     stop_kop();
 }
@@ -545,6 +608,8 @@ static Suite *webhook_tls_suite(void)
     tcase_add_test(tc, test_webhook_tls_bad_input_answered);
     tcase_add_test(tc, test_webhook_tls_concurrent_clients_and_cert_rotation);
     tcase_add_test(tc, test_webhook_tls_readyz_during_shutdown);
+    tcase_add_test(tc, test_webhook_tls_large_review_streams);
+    tcase_add_test(tc, test_webhook_tls_descriptor_limit);
     suite_add_tcase(s, tc);
     return s;
 }
