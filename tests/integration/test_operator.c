@@ -571,6 +571,23 @@ static bool degraded_conflict(const void *arg)
     return ok;
 }
 
+static bool conflict_event_sent(const void *arg)
+{
+    (void)arg;
+    json_t *ev = api("GET", "/api/v1/namespaces/" NS "/events", NULL, 200);
+    bool warned = false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(ev, "items"), i, e)
+    {
+        if (strcmp(jstr(e, "reason"), "OwnershipConflict") == 0 &&
+            strcmp(jstr(e, "type"), "Warning") == 0)
+            warned = true;
+    }
+    json_decref(ev);
+    return warned;
+}
+
 START_TEST(test_operator_foreign_child_untouched)
 {
     json_decref(
@@ -593,18 +610,9 @@ START_TEST(test_operator_foreign_child_untouched)
     json_t *s = get_named(SVC_PATH, "taken");
     ck_assert_ptr_nonnull(s);
     json_decref(s);
-    json_t *ev = api("GET", "/api/v1/namespaces/" NS "/events", NULL, 200);
-    bool warned = false;
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(ev, "items"), i, e)
-    {
-        if (strcmp(jstr(e, "reason"), "OwnershipConflict") == 0 &&
-            strcmp(jstr(e, "type"), "Warning") == 0)
-            warned = true;
-    }
-    json_decref(ev);
-    ck_assert_msg(warned, "no Warning event");
+    /* Events go out through an asynchronous sender: the status may land
+     * first, so wait for the event instead of reading once. */
+    ck_assert_msg(kop_test_eventually(conflict_event_sent, NULL, 15000), "no Warning event");
 }
 END_TEST
 
