@@ -95,6 +95,8 @@ static int buf_reserve(struct buf *b, size_t more)
 
 static int buf_put(struct buf *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return 0;
     int r = buf_reserve(b, n);
     if (r < 0)
         return r;

@@ -449,8 +449,10 @@ static int key_cmp(const void *a, const void *b)
  * them. keep_strings: recorded members still point at their unescaped keys. */
 static int close_object(struct kop_jscan *s, size_t base, size_t off, bool keep_strings)
 {
-    struct key *k = s->keys + base;
     size_t n = s->n_keys - base;
+    if (n == 0)
+        return 0;
+    struct key *k = s->keys + base;
     size_t str_mark = s->str_len;
     int dup = -1;
     for (size_t i = 0; i < n; i++) {
