@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kop/conversion.h"
+#include "kop/review.h"
 #include "kop/json.h"
 #include "kop/myresource.h"
 #include "testutil.h"
@@ -422,11 +423,41 @@ static void check_extras_canonical(const json_t *v1)
     json_decref(parsed);
 }
 
+/* Convert through the tree API, or (via_review) through a whole
+ * ConversionReview as the webhook streams it (kop/convstream.h). */
+static bool via_review;
+
+static void convert_obj(json_t **obj, enum kop_myresource_version to)
+{
+    if (!via_review) {
+        ck_assert_int_eq(kop_conversion_convert(*obj, to), 0);
+        return;
+    }
+    json_t *review =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:[O]}}", "apiVersion", "apiextensions.k8s.io/v1",
+                  "kind", "ConversionReview", "request", "uid", "rt", "desiredAPIVersion",
+                  kop_myresource_api_version(to), "objects", *obj);
+    char *body = json_dumps(review, JSON_COMPACT);
+    struct kop_review_result r;
+    ck_assert_int_eq(kop_review_convert_http("application/json", body, strlen(body), NULL, &r), 0);
+    ck_assert_msg(r.http_status == 200 && r.success, "%s", r.message);
+    json_t *reply = json_loadb(r.body, r.body_len, 0, NULL);
+    ck_assert_ptr_nonnull(reply);
+    json_t *out = json_incref(json_array_get(kop_json_path(reply, "response.convertedObjects"), 0));
+    ck_assert_ptr_nonnull(out);
+    json_decref(reply);
+    kop_review_result_cleanup(&r);
+    free(body);
+    json_decref(review);
+    json_decref(*obj);
+    *obj = out;
+}
+
 static void roundtrip(json_t *in, enum kop_myresource_version via)
 {
     json_t *work = json_deep_copy(in);
     enum kop_myresource_version from = kop_myresource_version_of(in);
-    ck_assert_int_eq(kop_conversion_convert(work, via), 0);
+    convert_obj(&work, via);
     ck_assert_str_eq(json_string_value(json_object_get(work, "apiVersion")),
                      kop_myresource_api_version(via));
     json_t *f1 = frame(in), *f2 = frame(work);
@@ -444,7 +475,7 @@ static void roundtrip(json_t *in, enum kop_myresource_version via)
     } else {
         ck_assert_ptr_null(json_object_get(kop_json_path(work, "metadata.annotations"), EXTRAS));
     }
-    ck_assert_int_eq(kop_conversion_convert(work, from), 0);
+    convert_obj(&work, from);
     json_t *a = json_deep_copy(in);
     json_t *b = json_deep_copy(work);
     if (from == KOP_MYRESOURCE_VERSION_V1) {
@@ -479,6 +510,26 @@ START_TEST(test_conversion_roundtrip_v1_v2_v1_generated)
         roundtrip(o, KOP_MYRESOURCE_VERSION_V2);
         json_decref(o);
     }
+}
+END_TEST
+
+/* The same 6,000 objects, each converted through a ConversionReview. */
+START_TEST(test_conversion_roundtrip_generated_through_reviews)
+{
+    via_review = true;
+    seed = 1;
+    for (int i = 0; i < 3000; i++) {
+        json_t *o = gen_v2(i);
+        roundtrip(o, KOP_MYRESOURCE_VERSION_V1);
+        json_decref(o);
+    }
+    seed = 2;
+    for (int i = 0; i < 3000; i++) {
+        json_t *o = gen_v1(i);
+        roundtrip(o, KOP_MYRESOURCE_VERSION_V2);
+        json_decref(o);
+    }
+    via_review = false;
 }
 END_TEST
 
@@ -619,6 +670,7 @@ static Suite *conversion_suite(void)
     tcase_add_test(tc, test_conversion_rejects_non_myresource);
     tcase_add_test(tc, test_conversion_roundtrip_v2_v1_v2_generated);
     tcase_add_test(tc, test_conversion_roundtrip_v1_v2_v1_generated);
+    tcase_add_test(tc, test_conversion_roundtrip_generated_through_reviews);
     suite_add_tcase(s, tc);
     return s;
 }
