@@ -41,8 +41,8 @@
 
 #include "kop/arena.h"
 #include "kop/conversion.h"
-#include "kop/hash.h"
 #include "kop/jscan.h"
+#include "kop/jstream.h"
 #include "kop/json.h"
 #include "kop/metrics.h"
 #include "kop/myresource.h"
@@ -240,110 +240,25 @@ static int buf_json(struct buf *b, const json_t *v)
     return -EINVAL;
 }
 
-/* ---- keys seen at one envelope level ---------------------------------------------- */
-
-/* A hash set of the keys of one envelope object (duplicates are a 400 at
- * every level kop reads), under the keyed hash so key choice cannot force
- * collisions. */
-struct keyset {
-    char **slot;
-    size_t n, cap;
-};
-
-static uint64_t key_hash(const char *k, size_t n)
-{
-    return kop_hash(k, n);
-}
-
-/* Returns 1 when added, 0 when already there, -ENOMEM. Takes k (malloc'd)
- * when added. */
-static int keyset_add(struct keyset *s, char *k, size_t n)
-{
-    if (s->n * 2 >= s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        char **slot = calloc(cap, sizeof(*slot));
-        if (!slot)
-            return -ENOMEM;
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->slot[i])
-                continue;
-            size_t j = key_hash(s->slot[i], strlen(s->slot[i])) & (cap - 1);
-            while (slot[j])
-                j = (j + 1) & (cap - 1);
-            slot[j] = s->slot[i];
-        }
-        free(s->slot);
-        s->slot = slot;
-        s->cap = cap;
-    }
-    size_t j = key_hash(k, n) & (s->cap - 1);
-    while (s->slot[j]) {
-        if (strcmp(s->slot[j], k) == 0)
-            return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slot[j] = k;
-    s->n++;
-    return 1;
-}
-
-static void keyset_free(struct keyset *s)
-{
-    for (size_t i = 0; i < s->cap; i++)
-        free(s->slot[i]);
-    free(s->slot);
-    memset(s, 0, sizeof(*s));
-}
-
 /* ---- the stream ------------------------------------------------------------------ */
 
-enum fstate {
-    F_START,       /* before the root value */
-    F_KEY_OR_END,  /* just after '{' */
-    F_KEY,         /* after ',' in an object */
-    F_COLON,       /* after a key */
-    F_VALUE,       /* after ':' */
-    F_AFTER,       /* after a value */
-    F_ELEM_OR_END, /* just after '[' of objects */
-    F_ELEM,        /* after ',' in objects */
-    F_END,         /* after the root value */
-    F_ERROR,       /* syntax error: skip the rest */
-};
-
-enum role { ROLE_ROOT, ROLE_KEY, ROLE_VALUE, ROLE_ELEM };
-
 enum key_id { K_OTHER, K_APIVERSION, K_KIND, K_REQUEST, K_UID, K_DESIRED, K_OBJECTS };
-
-struct capture {
-    bool on;
-    enum role role;
-    char kind; /* '{' container, '"' string, 'b' bare scalar */
-    size_t depth;
-    bool in_str, esc;
-    struct buf b;
-};
 
 struct kop_convstream {
     struct kop_convert_options opts;
     bool ct_present, ct_ok;
     char ct_msg[300];
-    size_t total; /* bytes fed */
-    enum fstate state;
-    unsigned level;  /* open envelope containers (0..3) */
-    enum key_id key; /* key of the value being read */
-    struct keyset keys[3];
-    struct capture cap;
-    struct kop_jscan *scan;  /* the value being captured */
+    struct kop_jstream *js;  /* the envelope, request.objects streamed */
+    size_t fed;              /* body bytes seen (also those not streamed: 415) */
+    struct kop_jscan *scan;  /* an element kept for desiredAPIVersion, scanned again */
     struct kop_jscan *scan2; /* a labels or annotations map being checked */
     struct kop_arena *arena;
-    char syntax[200]; /* first syntax error, "" when none */
 
     /* envelope */
-    bool root_not_object;
     bool have_apiversion, apiversion_ok, have_kind, kind_ok;
     const char *review_version;  /* CONV_V1 / CONV_V1BETA1 (static), NULL: unsupported or absent */
     char *apiversion_s, *kind_s; /* decoded, for messages */
-    bool have_request, request_ok;
+    bool have_request;           /* request was there (request_ok: kop_jstream_entered(js, 2)) */
     bool have_uid;
     char *uid;          /* decoded uid, "" when absent or not a string */
     struct buf uid_raw; /* the uid token as it came, when a string */
@@ -365,6 +280,9 @@ struct kop_convstream {
     size_t n_pending, cap_pending;
 };
 
+static int on_member(void *ud, unsigned level, const char *key, const char *p, size_t n);
+static int on_elem(void *ud, size_t idx, const char *p, size_t n, const struct kop_jscan *scan);
+
 int kop_convstream_new(const char *content_type, const struct kop_convert_options *opts,
                        struct kop_convstream **ret)
 {
@@ -372,10 +290,17 @@ int kop_convstream_new(const char *content_type, const struct kop_convert_option
     struct kop_convstream *cs = calloc(1, sizeof(*cs));
     if (!cs)
         return -ENOMEM;
+    const struct kop_jstream_options jo = {
+        .path = {"request", "objects", NULL},
+        .member_fn = on_member,
+        .elem_fn = on_elem,
+        .ud = cs,
+        .elem_scan_flags = KOP_JSCAN_MEMBERS,
+    };
     cs->scan = kop_jscan_new();
     cs->scan2 = kop_jscan_new();
     cs->arena = kop_arena_new(ARENA_CHUNK);
-    if (!cs->scan || !cs->scan2 || !cs->arena) {
+    if (!cs->scan || !cs->scan2 || !cs->arena || kop_jstream_new(&jo, &cs->js) < 0) {
         kop_convstream_free(cs);
         return -ENOMEM;
     }
@@ -394,9 +319,7 @@ void kop_convstream_free(struct kop_convstream *cs)
 {
     if (!cs)
         return;
-    for (int i = 0; i < 3; i++)
-        keyset_free(&cs->keys[i]);
-    buf_free(&cs->cap.b);
+    kop_jstream_free(cs->js);
     buf_free(&cs->out);
     buf_free(&cs->pending);
     buf_free(&cs->uid_raw);
@@ -421,19 +344,8 @@ int kop_convstream_expect(struct kop_convstream *cs, size_t body_len)
 
 size_t kop_convstream_memory(const struct kop_convstream *cs)
 {
-    return cs->cap.b.cap + cs->out.cap + cs->pending.cap + cs->uid_raw.cap +
+    return kop_jstream_memory(cs->js) + cs->out.cap + cs->pending.cap + cs->uid_raw.cap +
            cs->cap_pending * sizeof(size_t);
-}
-
-__attribute__((format(printf, 2, 3))) static void syntax_error(struct kop_convstream *cs,
-                                                               const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cs->syntax, sizeof(cs->syntax), fmt, ap);
-    va_end(ap);
-    cs->state = F_ERROR;
-    cs->cap.on = false;
 }
 
 __attribute__((format(printf, 2, 3))) static void object_failure(struct kop_convstream *cs,
@@ -795,7 +707,8 @@ static int write_prefix(struct kop_convstream *cs)
  * and write it out. Returns 0 or -ENOMEM; problems with the object are
  * remembered in cs->fail / cs->violations.
  */
-static int convert_elem(struct kop_convstream *cs, size_t idx, const char *p, size_t n)
+static int convert_elem(struct kop_convstream *cs, const struct kop_jscan *scan, size_t idx,
+                        const char *p, size_t n)
 {
     struct elem e = {.p = p, .n = n};
     char *av = NULL, *kind = NULL;
@@ -804,7 +717,7 @@ static int convert_elem(struct kop_convstream *cs, size_t idx, const char *p, si
     bool bound = false, ann_decoded = false;
     int r = 0;
 
-    e.mem = kop_jscan_members(cs->scan, &e.n_mem);
+    e.mem = kop_jscan_members(scan, &e.n_mem);
     if (n > 0 && p[0] == '{') {
         e.av = find_member(e.mem, e.n_mem, 1, 0, "apiVersion");
         e.kind = find_member(e.mem, e.n_mem, 1, 0, "kind");
@@ -923,7 +836,7 @@ static int flush_pending(struct kop_convstream *cs)
         off += n;
         r = kop_jscan_value(cs->scan, p, n, 3, KOP_JSCAN_MEMBERS);
         if (r == 0)
-            r = convert_elem(cs, i, p, n);
+            r = convert_elem(cs, cs->scan, i, p, n);
         else if (r == -EINVAL)
             r = -ENOMEM; /* it was valid when it was captured */
     }
@@ -934,7 +847,7 @@ static int flush_pending(struct kop_convstream *cs)
     return r;
 }
 
-/* ---- captured values --------------------------------------------------------------- */
+/* ---- the envelope's members and the objects -------------------------------------- */
 
 static enum key_id key_of(unsigned level, const char *k)
 {
@@ -956,10 +869,12 @@ static enum key_id key_of(unsigned level, const char *k)
     return K_OTHER;
 }
 
-static int envelope_value(struct kop_convstream *cs, const char *p, size_t n)
+/* A member of the review or of its request (validated bytes). */
+static int on_member(void *ud, unsigned level, const char *key, const char *p, size_t n)
 {
+    struct kop_convstream *cs = ud;
     char *s = NULL;
-    switch (cs->key) {
+    switch (key_of(level, key)) {
     case K_APIVERSION:
         cs->have_apiversion = true;
         s = token_string(p, n);
@@ -975,7 +890,7 @@ static int envelope_value(struct kop_convstream *cs, const char *p, size_t n)
         cs->kind_ok = cs->kind_s && strcmp(cs->kind_s, "ConversionReview") == 0;
         break;
     case K_REQUEST:
-        cs->have_request = true; /* not an object ('{' is descended into) */
+        cs->have_request = true; /* not an object: an object is descended into */
         break;
     case K_UID:
         cs->have_uid = true;
@@ -998,7 +913,7 @@ static int envelope_value(struct kop_convstream *cs, const char *p, size_t n)
         break;
     case K_OBJECTS:
         if (!(n == 4 && memcmp(p, "null", 4) == 0))
-            cs->objects_not_list = true;
+            cs->objects_not_list = true; /* an array is descended into */
         break;
     case K_OTHER:
         break;
@@ -1006,275 +921,24 @@ static int envelope_value(struct kop_convstream *cs, const char *p, size_t n)
     return 0;
 }
 
-static int element(struct kop_convstream *cs, const char *p, size_t n)
+/* The next element of request.objects, validated, members recorded. */
+static int on_elem(void *ud, size_t idx, const char *p, size_t n, const struct kop_jscan *scan)
 {
-    size_t idx = cs->n_objects++;
+    struct kop_convstream *cs = ud;
+    cs->n_objects = idx + 1;
     if (!cs->have_desired)
         return keep_pending(cs, p, n);
     if (cs->desired == KOP_MYRESOURCE_VERSION_UNKNOWN)
         return 0; /* the reply is a Failure whatever the objects are */
-    return convert_elem(cs, idx, p, n);
+    return convert_elem(cs, scan, idx, p, n);
 }
 
-/* A capture is complete: validate it and act on it. */
-static int captured(struct kop_convstream *cs)
+int kop_convstream_feed(struct kop_convstream *cs, const char *p, size_t n)
 {
-    struct capture *c = &cs->cap;
-    const char *p = c->b.p;
-    size_t n = c->b.len;
-    int r;
-    unsigned base = c->role == ROLE_ROOT ? 0 : cs->level;
-    c->on = false;
-    r = kop_jscan_value(cs->scan, p, n, base, c->role == ROLE_ELEM ? KOP_JSCAN_MEMBERS : 0);
-    if (r == -ENOMEM)
-        return r;
-    if (r < 0) {
-        size_t off;
-        const char *m = kop_jscan_error(cs->scan, &off);
-        syntax_error(cs, "%s at byte %zu", m, cs->total - c->b.len + off);
-        r = 0;
-        goto out;
-    }
-    switch (c->role) {
-    case ROLE_ROOT:
-        cs->root_not_object = true;
-        cs->state = F_END;
-        break;
-    case ROLE_KEY: {
-        char *k = token_string(p, n);
-        if (!k)
-            return -ENOMEM;
-        cs->key = key_of(cs->level, k);
-        r = keyset_add(&cs->keys[cs->level - 1], k, strlen(k));
-        if (r < 0) {
-            free(k);
-            return r;
-        }
-        if (r == 0) {
-            syntax_error(cs, "duplicate object key \"%.64s\"", k);
-            free(k);
-            r = 0;
-            goto out;
-        }
-        cs->state = F_COLON;
-        break;
-    }
-    case ROLE_VALUE:
-        r = envelope_value(cs, p, n);
-        cs->state = F_AFTER;
-        break;
-    case ROLE_ELEM:
-        r = element(cs, p, n);
-        cs->state = F_AFTER;
-        break;
-    }
-out:
-    c->b.len = 0;
-    if (c->b.cap > KEEP_CAPTURE)
-        buf_free(&c->b);
-    return r < 0 ? r : 0;
-}
-
-static bool delimiter(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':' || c == '}' ||
-           c == ']' || c == '{' || c == '[' || c == '"';
-}
-
-static void start_capture(struct kop_convstream *cs, enum role role, unsigned char first)
-{
-    struct capture *c = &cs->cap;
-    c->on = true;
-    c->role = role;
-    c->kind = first == '{' || first == '[' ? '{' : first == '"' ? '"' : 'b';
-    c->depth = 0;
-    c->in_str = false;
-    c->esc = false;
-    c->b.len = 0;
-}
-
-/* Bytes that matter outside strings in a container capture. */
-static const unsigned char structural[256] = {
-    ['"'] = 1, ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1,
-};
-
-/*
- * Find the end of the captured value in p[0..n): returns how many bytes
- * belong to it and sets *done when it is complete.
- */
-static size_t capture_scan(struct capture *c, const unsigned char *p, size_t n, bool *done)
-{
-    size_t j = 0;
-    *done = false;
-    if (c->kind == 'b') {
-        while (j < n && !delimiter(p[j]))
-            j++;
-        *done = j < n;
-        return j;
-    }
-    while (j < n) {
-        if (c->esc) {
-            c->esc = false;
-            j++;
-            continue;
-        }
-        if (c->in_str) {
-            while (j < n && p[j] != '"' && p[j] != '\\')
-                j++;
-            if (j >= n)
-                break;
-            if (p[j] == '\\') {
-                c->esc = true;
-                j++;
-                continue;
-            }
-            c->in_str = false;
-            j++;
-            if (c->kind == '"') {
-                *done = true;
-                return j;
-            }
-            continue;
-        }
-        while (j < n && !structural[p[j]])
-            j++;
-        if (j >= n)
-            break;
-        unsigned char ch = p[j++];
-        if (ch == '"') {
-            c->in_str = true;
-        } else if (ch == '{' || ch == '[') {
-            c->depth++;
-        } else if (c->depth > 0) {
-            c->depth--;
-            if (c->depth == 0) {
-                *done = true;
-                return j;
-            }
-        } else {
-            /* a closing bracket with nothing open: the scanner rejects it */
-            *done = true;
-            return j;
-        }
-    }
-    return j;
-}
-
-int kop_convstream_feed(struct kop_convstream *cs, const char *data, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i = 0;
-    int r;
-    cs->total += n;
-    if (!cs->ct_ok || cs->state == F_ERROR)
+    cs->fed += n;
+    if (!cs->ct_ok)
         return 0;
-    while (i < n) {
-        if (cs->cap.on) {
-            bool done;
-            size_t used = capture_scan(&cs->cap, p + i, n - i, &done);
-            r = buf_put(&cs->cap.b, p + i, used);
-            if (r < 0)
-                return r;
-            i += used;
-            if (!done)
-                break;
-            /* cs->total counts the whole piece: step back to this byte */
-            size_t saved = cs->total;
-            cs->total -= n - i;
-            r = captured(cs);
-            cs->total = saved;
-            if (r < 0)
-                return r;
-            if (cs->state == F_ERROR)
-                return 0;
-            continue;
-        }
-        unsigned char c = p[i];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-            i++;
-            continue;
-        }
-        switch (cs->state) {
-        case F_START:
-            if (c == '{') {
-                cs->level = 1;
-                cs->state = F_KEY_OR_END;
-                i++;
-            } else {
-                start_capture(cs, ROLE_ROOT, c);
-            }
-            break;
-        case F_KEY_OR_END:
-        case F_KEY:
-            if (c == '"') {
-                start_capture(cs, ROLE_KEY, c);
-            } else if (c == '}' && cs->state == F_KEY_OR_END) {
-                cs->level--;
-                cs->state = cs->level ? F_AFTER : F_END;
-                i++;
-            } else {
-                syntax_error(cs, "string or '}' expected at byte %zu", cs->total - (n - i));
-                return 0;
-            }
-            break;
-        case F_COLON:
-            if (c != ':') {
-                syntax_error(cs, "':' expected at byte %zu", cs->total - (n - i));
-                return 0;
-            }
-            cs->state = F_VALUE;
-            i++;
-            break;
-        case F_VALUE:
-            if (cs->level == 1 && cs->key == K_REQUEST && c == '{') {
-                cs->have_request = cs->request_ok = true;
-                cs->level = 2;
-                cs->state = F_KEY_OR_END;
-                i++;
-            } else if (cs->level == 2 && cs->key == K_OBJECTS && c == '[') {
-                cs->level = 3;
-                cs->state = F_ELEM_OR_END;
-                i++;
-            } else {
-                start_capture(cs, ROLE_VALUE, c);
-            }
-            break;
-        case F_ELEM_OR_END:
-        case F_ELEM:
-            if (c == ']' && cs->state == F_ELEM_OR_END) {
-                cs->level = 2;
-                cs->state = F_AFTER;
-                i++;
-            } else {
-                start_capture(cs, ROLE_ELEM, c);
-            }
-            break;
-        case F_AFTER:
-            if (c == ',') {
-                cs->state = cs->level == 3 ? F_ELEM : F_KEY;
-                i++;
-            } else if (cs->level == 3 && c == ']') {
-                cs->level = 2;
-                i++;
-            } else if (cs->level < 3 && c == '}') {
-                keyset_free(&cs->keys[cs->level - 1]);
-                cs->level--;
-                cs->state = cs->level ? F_AFTER : F_END;
-                i++;
-            } else {
-                syntax_error(cs, "',' or '%c' expected at byte %zu", cs->level == 3 ? ']' : '}',
-                             cs->total - (n - i));
-                return 0;
-            }
-            break;
-        case F_END:
-            syntax_error(cs, "end of file expected at byte %zu", cs->total - (n - i));
-            return 0;
-        case F_ERROR:
-            return 0;
-        }
-    }
-    return 0;
+    return kop_jstream_feed(cs->js, p, n);
 }
 
 /* ---- the reply ------------------------------------------------------------------------ */
@@ -1390,18 +1054,12 @@ int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *r
     memset(&r, 0, sizeof(r));
     r.type = KOP_REVIEW_CONVERSION;
 
-    /* the end of the body completes a bare scalar at the root */
-    if (cs->cap.on && cs->cap.kind == 'b' && cs->cap.role == ROLE_ROOT) {
-        rc = captured(cs);
-        if (rc < 0)
-            return rc;
-    }
     /* the order of the checks is the one answered before streaming */
     if (cs->ct_present && !cs->ct_ok) {
         rc = failure(&r, 415, NULL, "", cs->ct_msg);
         goto out;
     }
-    if (cs->total == 0) {
+    if (cs->fed == 0) {
         rc = failure(&r, 400, NULL, "", "request body is empty");
         goto out;
     }
@@ -1409,18 +1067,15 @@ int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *r
         rc = failure(&r, 415, NULL, "", cs->ct_msg);
         goto out;
     }
-    if (cs->state != F_ERROR && cs->state != F_END)
-        syntax_error(cs, "unexpected end of JSON input");
-    if (cs->state == F_ERROR) {
-        snprintf(msg, sizeof(msg), "couldn't get version/kind; json parse error: %s", cs->syntax);
+    rc = kop_jstream_finish(cs->js);
+    if (rc == -EINVAL) {
+        snprintf(msg, sizeof(msg), "couldn't get version/kind; json parse error: %s",
+                 kop_jstream_error(cs->js));
         rc = failure(&r, 400, NULL, "", msg);
         goto out;
     }
-    if (cs->root_not_object) {
-        rc = failure(&r, 400, NULL, "",
-                     "couldn't get version/kind; json parse error: expected a JSON object");
-        goto out;
-    }
+    if (rc < 0)
+        return rc;
     const char *version = cs->have_apiversion ? cs->review_version : CONV_V1;
     if (!version || (cs->have_kind && !cs->kind_ok)) {
         snprintf(msg, sizeof(msg),
@@ -1434,7 +1089,7 @@ int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *r
     const char *uid = cs->uid ? cs->uid : "";
     copy_cut(r.uid, sizeof(r.uid), uid);
     r.n_objects = cs->objects_not_list ? 0 : cs->n_objects;
-    if (!cs->request_ok) {
+    if (!kop_jstream_entered(cs->js, 2)) {
         copy_cut(r.uid, sizeof(r.uid), "");
         rc = failure(&r, 400, version, "", "ConversionReview has no request");
         goto out;
