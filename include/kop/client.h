@@ -150,6 +150,27 @@ int kop_client_get(struct kop_client *c, const struct kop_resource *res, const c
 int kop_client_list(struct kop_client *c, const struct kop_resource *res, const char *ns,
                     const struct kop_list_options *opts, struct kop_api_status *status,
                     json_t **ret_list);
+
+/* Receives one item of a streamed LIST (@ref borrow; private to the
+ * caller, freed after the call). Return 0 or a negative errno to stop. */
+typedef int (*kop_client_item_fn)(void *ud, json_t *item);
+
+/*
+ * A LIST whose response is streamed (kop/jstream.h): each item is
+ * validated and decoded alone as it arrives and handed to item_fn, so a
+ * page is never held whole, neither as bytes nor as a tree: the memory is
+ * one item. *ret_meta (may be NULL) receives the list's metadata
+ * (resourceVersion, continue; @ref new). 429/5xx with Retry-After are
+ * retried as for other requests (no item was handed on then). Returns 0,
+ * the mapped HTTP error (Status decoded into *status), -ECANCELED,
+ * -ETIMEDOUT (no byte for a minute), -EBADMSG (not a valid list), or
+ * item_fn's error. Items handed on before an error stay handed on.
+ */
+int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                           const struct kop_list_options *opts, kop_client_item_fn item_fn,
+                           void *ud, struct kop_client_cancel *cancel,
+                           struct kop_api_status *status, json_t **ret_meta);
+
 int kop_client_create(struct kop_client *c, const struct kop_resource *res, const char *ns,
                       const json_t *obj, struct kop_api_status *status, json_t **ret_obj);
 int kop_client_update(struct kop_client *c, const struct kop_resource *res, const char *ns,

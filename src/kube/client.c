@@ -29,6 +29,7 @@
 
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
+#include "kop/jstream.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/ratelimit.h"
@@ -36,6 +37,8 @@
 
 #define LOGGER "kube-client"
 #define MAX_BODY ((size_t)512 << 20)
+/* A streamed LIST with no byte for this long has failed. */
+#define LIST_IDLE_MS 60000
 #define MAX_ERROR_BODY ((size_t)1 << 20)
 #define MAX_ACCEPT 480 /* longest Accept header value sent */
 
@@ -918,8 +921,8 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
                       size_t body_len, struct kop_client_cancel *cc, kop_client_data_fn on_data,
-                      void *ud, int64_t idle_ms, struct kop_api_status *st, char **ret_body,
-                      size_t *ret_len)
+                      void *ud, bool retry_stream, int64_t idle_ms, struct kop_api_status *st,
+                      char **ret_body, size_t *ret_len)
 {
     status_clear(st);
     if (!c || !method || !path || path[0] != '/')
@@ -1021,8 +1024,10 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             attempt--;
             continue;
         }
+        /* A stream is retried only when asked (a LIST; never a watch): its
+         * body was not handed on, since the answer was not a 2xx. */
         if ((code == 429 || code >= 500) && x.retry_after_s > 0 && attempt < c->max_retries &&
-            !on_data) {
+            (!on_data || retry_stream)) {
             int64_t wait = (int64_t)x.retry_after_s * 1000;
             if (wait > c->max_retry_wait_ms)
                 wait = c->max_retry_wait_ms;
@@ -1061,7 +1066,7 @@ int kop_client_request(struct kop_client *c, const struct kop_request *req,
     char *resp = NULL;
     size_t resp_len = 0;
     int r = do_request(c, req->method, req->path, req->content_type, req->accept, body, body_len,
-                       req->cancel, NULL, NULL, 0, status, &resp, &resp_len);
+                       req->cancel, NULL, NULL, false, 0, status, &resp, &resp_len);
     free(body);
     if (r < 0)
         return r;
@@ -1117,33 +1122,125 @@ int kop_client_get(struct kop_client *c, const struct kop_resource *res, const c
     return simple(c, "GET", res, ns, name, NULL, NULL, NULL, NULL, status, ret_obj);
 }
 
+/* The path of a LIST with its query. */
+static int list_path(const struct kop_resource *res, const char *ns,
+                     const struct kop_list_options *o, char *path, size_t size)
+{
+    int r = kop_client_path(res, ns, NULL, NULL, path, size);
+    if (r < 0 || !o)
+        return r;
+    char lim[32];
+    snprintf(lim, sizeof(lim), "%ld", o->limit);
+    if (r == 0 && o->label_selector && *o->label_selector)
+        r = kop_client_query_add(path, size, "labelSelector", o->label_selector);
+    if (r == 0 && o->field_selector && *o->field_selector)
+        r = kop_client_query_add(path, size, "fieldSelector", o->field_selector);
+    if (r == 0 && o->limit > 0)
+        r = kop_client_query_add(path, size, "limit", lim);
+    if (r == 0 && o->continue_token && *o->continue_token)
+        r = kop_client_query_add(path, size, "continue", o->continue_token);
+    if (r == 0 && o->resource_version && *o->resource_version)
+        r = kop_client_query_add(path, size, "resourceVersion", o->resource_version);
+    return r;
+}
+
 int kop_client_list(struct kop_client *c, const struct kop_resource *res, const char *ns,
                     const struct kop_list_options *o, struct kop_api_status *status,
                     json_t **ret_list)
 {
     status_clear(status);
     char path[8192];
-    int r = kop_client_path(res, ns, NULL, NULL, path, sizeof(path));
+    int r = list_path(res, ns, o, path, sizeof(path));
     if (r < 0)
         return r;
-    if (o) {
-        char lim[32];
-        snprintf(lim, sizeof(lim), "%ld", o->limit);
-        if (r == 0 && o->label_selector && *o->label_selector)
-            r = kop_client_query_add(path, sizeof(path), "labelSelector", o->label_selector);
-        if (r == 0 && o->field_selector && *o->field_selector)
-            r = kop_client_query_add(path, sizeof(path), "fieldSelector", o->field_selector);
-        if (r == 0 && o->limit > 0)
-            r = kop_client_query_add(path, sizeof(path), "limit", lim);
-        if (r == 0 && o->continue_token && *o->continue_token)
-            r = kop_client_query_add(path, sizeof(path), "continue", o->continue_token);
-        if (r == 0 && o->resource_version && *o->resource_version)
-            r = kop_client_query_add(path, sizeof(path), "resourceVersion", o->resource_version);
-        if (r < 0)
-            return r;
-    }
     struct kop_request req = {.method = "GET", .path = path, .accept = o ? o->accept : NULL};
     return kop_client_request(c, &req, status, ret_list);
+}
+
+/* ---- a LIST streamed item by item ------------------------------------------ */
+
+struct list_stream {
+    struct kop_jstream *js;
+    kop_client_item_fn item_fn;
+    void *ud;
+    json_t *meta;
+    bool bad_items;
+};
+
+static int ls_member(void *ud, unsigned level, const char *key, const char *p, size_t n)
+{
+    struct list_stream *ls = ud;
+    if (level != 1)
+        return 0;
+    if (strcmp(key, "metadata") == 0) {
+        json_decref(ls->meta);
+        ls->meta = kop_jscan_decode(p, n);
+        return ls->meta ? 0 : -ENOMEM;
+    }
+    if (strcmp(key, "items") == 0 && !(n == 4 && memcmp(p, "null", 4) == 0))
+        ls->bad_items = true; /* an array is streamed, never reported */
+    return 0;
+}
+
+static int ls_elem(void *ud, size_t idx, const char *p, size_t n, const struct kop_jscan *scan)
+{
+    struct list_stream *ls = ud;
+    (void)idx;
+    (void)scan;
+    json_t *item = kop_jscan_decode(p, n);
+    if (!item)
+        return -ENOMEM;
+    int r = ls->item_fn(ls->ud, item);
+    json_decref(item);
+    return r;
+}
+
+static int ls_data(void *ud, const char *data, size_t len)
+{
+    struct list_stream *ls = ud;
+    return kop_jstream_feed(ls->js, data, len);
+}
+
+int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                           const struct kop_list_options *o, kop_client_item_fn item_fn, void *ud,
+                           struct kop_client_cancel *cancel, struct kop_api_status *status,
+                           json_t **ret_meta)
+{
+    status_clear(status);
+    if (!item_fn)
+        return -EINVAL;
+    char path[8192];
+    int r = list_path(res, ns, o, path, sizeof(path));
+    if (r < 0)
+        return r;
+    struct list_stream ls = {.item_fn = item_fn, .ud = ud};
+    const struct kop_jstream_options jo = {
+        .path = {"items", NULL}, .member_fn = ls_member, .elem_fn = ls_elem, .ud = &ls};
+    r = kop_jstream_new(&jo, &ls.js);
+    if (r < 0)
+        return r;
+    r = do_request(c, "GET", path, NULL, o ? o->accept : NULL, NULL, 0, cancel, ls_data, &ls, true,
+                   LIST_IDLE_MS, status, NULL, NULL);
+    if (r == 0 && kop_jstream_finish(ls.js) < 0) {
+        if (status)
+            snprintf(status->message, sizeof(status->message), "invalid JSON in response: %s",
+                     kop_jstream_error(ls.js));
+        r = -EBADMSG;
+    }
+    if (r == 0 && ls.bad_items) {
+        if (status)
+            snprintf(status->message, sizeof(status->message), "the list's items are not a list");
+        r = -EBADMSG;
+    }
+    if (r == 0 && ret_meta) {
+        *ret_meta = ls.meta ? ls.meta : json_object();
+        ls.meta = NULL;
+        if (!*ret_meta)
+            r = -ENOMEM;
+    }
+    json_decref(ls.meta);
+    kop_jstream_free(ls.js);
+    return r;
 }
 
 int kop_client_create(struct kop_client *c, const struct kop_resource *res, const char *ns,
@@ -1241,6 +1338,6 @@ int kop_client_watch_accept(struct kop_client *c, const char *path, const char *
 {
     if (!on_data)
         return -EINVAL;
-    return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, idle_timeout_ms,
-                      status, NULL, NULL);
+    return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, false,
+                      idle_timeout_ms, status, NULL, NULL);
 }

@@ -8,9 +8,11 @@
  * client cancel, which aborts a LIST page or a WATCH in flight.
  *
  * States of run():
- *   LIST   -> paged LIST; each page is applied to the store as it
- *             arrives (only one decoded page is held: a 10,000-object
- *             list as jansson trees would be ~150 MB); after the last
+ *   LIST   -> paged LIST, each page streamed (kop_client_list_stream):
+ *             every item is decoded alone, transformed and stored as it
+ *             arrives, so neither a page's bytes nor its tree are ever
+ *             held (a page of 500 Services with 256 KiB annotations
+ *             would be 128 MB of body and more as a tree); after the last
  *             page, entries the LIST did not show are deleted, the list
  *             resourceVersion is remembered, synced is set, go to WATCH.
  *             Failure: back off, LIST again (a partly applied list is
@@ -296,32 +298,35 @@ static void apply_delete(struct kop_informer *inf, const char *ns, const char *n
 
 /* ---- LIST ---------------------------------------------------------------- */
 
-/* Apply one LIST page as it arrives (so only one decoded page is held at
- * a time, not the whole list): store what changed and remember the keys
- * seen in *seen. */
-static void apply_page(struct kop_informer *inf, json_t *items, json_t *seen)
+/* One item of a LIST page, as it arrives (kop_client_list_stream: a page
+ * is never held whole): store it when it changed, remember its key. */
+struct list_ctx {
+    struct kop_informer *inf;
+    json_t *seen; /* keys the LIST showed */
+};
+
+static int apply_item(void *ud, json_t *item)
 {
-    size_t i;
-    json_t *item;
-    json_array_foreach(items, i, item)
-    {
-        if (!json_is_object(item))
-            continue;
-        const char *name = meta_str(item, "name");
-        const char *ns = meta_str(item, "namespace");
-        char key[1024];
-        if (!name || kop_store_key(inf->kind, ns, name, key, sizeof(key)) < 0)
-            continue;
-        json_object_set_new(seen, key, json_true());
-        /* Compare resourceVersions without decoding the stored object. */
-        char orv[128];
-        const char *nrv = meta_str(item, "resourceVersion");
-        bool same = nrv && nrv[0] &&
-                    kop_store_resource_version_key(inf->store, key, orv, sizeof(orv)) == 0 &&
-                    strcmp(orv, nrv) == 0;
-        if (!same)
-            apply_upsert(inf, item);
-    }
+    struct list_ctx *lc = ud;
+    struct kop_informer *inf = lc->inf;
+    if (!json_is_object(item))
+        return 0;
+    const char *name = meta_str(item, "name");
+    const char *ns = meta_str(item, "namespace");
+    char key[1024];
+    if (!name || kop_store_key(inf->kind, ns, name, key, sizeof(key)) < 0)
+        return 0;
+    if (json_object_set_new(lc->seen, key, json_true()) < 0)
+        return -ENOMEM;
+    /* Compare resourceVersions without decoding the stored object. */
+    char orv[128];
+    const char *nrv = meta_str(item, "resourceVersion");
+    bool same = nrv && nrv[0] &&
+                kop_store_resource_version_key(inf->store, key, orv, sizeof(orv)) == 0 &&
+                strcmp(orv, nrv) == 0;
+    if (!same)
+        apply_upsert(inf, item);
+    return 0;
 }
 
 /* After the last page: delete what the LIST did not show. */
@@ -367,9 +372,11 @@ static int do_list(struct kop_informer *inf)
                                       .continue_token = cont,
                                       .accept = inf->metadata_only ? KOP_INFORMER_ACCEPT_META_LIST
                                                                    : NULL};
-        json_t *page = NULL;
+        json_t *page = NULL; /* the list's metadata only */
         struct kop_api_status st;
-        r = kop_client_list(inf->client, &inf->res, inf->ns, &lo, &st, &page);
+        struct list_ctx lc = {.inf = inf, .seen = seen};
+        r = kop_client_list_stream(inf->client, &inf->res, inf->ns, &lo, apply_item, &lc,
+                                   inf->cancel, &st, &page);
         if (r == -ESTALE && cont && restarts++ < 3) {
             /* The continue token expired: start the list over. */
             free(cont);
@@ -384,17 +391,10 @@ static int do_list(struct kop_informer *inf)
             goto out;
         }
         stat_add(inf, &inf->stats.pages);
-        json_t *pitems = json_object_get(page, "items");
-        if (!json_is_array(pitems) && !json_is_null(pitems) && pitems) {
-            json_decref(page);
-            r = -EBADMSG;
-            goto out;
-        }
-        apply_page(inf, pitems, seen);
-        const char *prv = meta_str(page, "resourceVersion");
+        const char *prv = json_string_value(json_object_get(page, "resourceVersion"));
         if (prv)
             snprintf(list_rv, sizeof(list_rv), "%s", prv);
-        const char *next = meta_str(page, "continue");
+        const char *next = json_string_value(json_object_get(page, "continue"));
         free(cont);
         cont = (next && *next) ? strdup(next) : NULL;
         bool more = next && *next;
