@@ -36,7 +36,8 @@ run() {
   echo "=== $name: configure + build ($dir)"
   if [ ! -f "$dir/build.ninja" ]; then
     # shellcheck disable=SC2086
-    if ! meson setup "$dir" $setup >"$dir.setup.log" 2>&1; then
+    # Warnings are errors here (and in CI), not in the project's default.
+    if ! meson setup "$dir" --werror $setup >"$dir.setup.log" 2>&1; then
       cat "$dir.setup.log"; failed_runs+=("$name (configure)"); return
     fi
   fi
