@@ -287,6 +287,7 @@ struct worker {
     const struct fixture *f;
     atomic_bool *stop;
     int min_requests;
+    bool fresh; /* a new connection (and handshake) for every request */
     int ok, failed;
     long connects;
 };
@@ -296,6 +297,10 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     CURL *h = client(w->f, "/echo");
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"x\":1}");
+    if (w->fresh) {
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    }
     for (int i = 0; i < w->min_requests || !atomic_load(w->stop); i++) {
         struct kop_test_buf b;
         long st;
@@ -370,6 +375,47 @@ START_TEST(test_tls_concurrent_keepalive_and_reload)
     ck_assert(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total") >= 2);
     kop_test_rmdir(dir2);
     free(dir2);
+    fixture_stop(&f);
+}
+END_TEST
+
+static void assert_serving(const struct fixture *f);
+
+/* Handshakes are queued behind established connections (DESIGN in tls.c):
+ * a burst of new connections, each a handshake, alongside keep-alive ones,
+ * is served completely. */
+START_TEST(test_tls_handshake_burst_with_keepalive)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    enum { KEEP = 8, FRESH = 24, FRESH_REQUESTS = 4 };
+    atomic_bool stop = false, done = true; /* the fresh ones stop after their requests */
+    static struct worker w[KEEP + FRESH];
+    pthread_t th[KEEP + FRESH];
+    for (int i = 0; i < KEEP + FRESH; i++) {
+        w[i] = (struct worker){.f = &f, .stop = &stop, .min_requests = FRESH_REQUESTS};
+        if (i >= KEEP) {
+            w[i].fresh = true;
+            w[i].stop = &done;
+        }
+        ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = KEEP; i < KEEP + FRESH; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&stop, true);
+    for (int i = 0; i < KEEP; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < KEEP + FRESH; i++) {
+        ck_assert_int_eq(w[i].failed, 0);
+        ck_assert_int_ge(w[i].ok, FRESH_REQUESTS);
+        if (w[i].fresh)
+            ck_assert_int_eq(w[i].connects, FRESH_REQUESTS);
+        else
+            ck_assert_int_eq(w[i].connects, 1);
+    }
+    ck_assert_double_eq(rejected(&f, "handshake_error"), 0);
+    ck_assert_double_eq(rejected(&f, "handshake_timeout"), 0);
+    assert_serving(&f);
     fixture_stop(&f);
 }
 END_TEST
@@ -735,6 +781,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_alpn_h2_falls_back_to_http11);
     tcase_add_test(tc, test_tls_old_versions_refused);
     tcase_add_test(tc, test_tls_concurrent_keepalive_and_reload);
+    tcase_add_test(tc, test_tls_handshake_burst_with_keepalive);
     tcase_add_test(tc, test_tls_bad_pair_keeps_old);
     tcase_add_test(tc, test_tls_fifo_cert_keeps_old);
     tcase_add_test(tc, test_tls_client_certificate_required);

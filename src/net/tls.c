@@ -52,6 +52,15 @@
  * when the (dev, inode, size, mtime) signature of either file differs from
  * the loaded one and from the last one that failed.
  *
+ * Handshakes. A handshake step costs milliseconds (ECDHE and the ECDSA or
+ * RSA signature in mbedTLS's portable code), so a burst of new connections
+ * would hold every established connection's request behind it: 64 clients
+ * connecting at once measured ~260 ms of handshake work in one go. Events of
+ * connections in PEEK or HANDSHAKE are therefore queued (FIFO), and after
+ * each batch of ready connections has been served the queue runs for about
+ * HS_SLICE_NS (at least one step); while it is not empty epoll_wait does
+ * not block. Established connections wait at most about one slice.
+ *
  * Limits. Over max_connections or the per-address limit a new connection
  * is accepted and closed at once. Handshake and idle deadlines are checked
  * every 250 ms. No per-connection work blocks: one slow or hostile client
@@ -97,6 +106,9 @@
 #define IP_BUCKETS 256
 #define MAX_RECORD (16384 + 2048 + 5)
 #define LINGER_MS 5000
+/* Handshake work done per loop iteration once the ready connections have
+ * been served (at least one step always runs). */
+#define HS_SLICE_NS (1000 * 1000)
 
 /*
  * Server preference order. ChaCha20-Poly1305 first: mbedTLS 2.28 measured
@@ -182,6 +194,11 @@ struct conn {
      * (and often the next record). */
     unsigned char *rb;
     size_t rb_off, rb_len;
+    /* Queued for a handshake step (see "Handshakes" in DESIGN): the events
+     * seen while queued, and the queue links. */
+    bool hs_queued;
+    uint32_t hs_events;
+    struct conn *hs_prev, *hs_next;
 };
 
 struct kop_tls {
@@ -198,8 +215,9 @@ struct kop_tls {
     pthread_t thread;
     bool thread_started;
     atomic_bool ready, stop_accept, stop_loop, shut_done;
-    struct conn *conns;   /* live */
-    struct conn *zombies; /* closed during this batch, freed after it */
+    struct conn *conns;             /* live */
+    struct conn *zombies;           /* closed during this batch, freed after it */
+    struct conn *hs_head, *hs_tail; /* handshake steps waiting, FIFO */
     unsigned n_conns;
     struct ipent *ips[IP_BUCKETS];
     int64_t next_tick, next_stat, reload_due, listen_paused_until;
@@ -492,11 +510,28 @@ static int ep_set(struct kop_tls *t, int fd, struct ep_item *it, uint32_t *cur, 
 
 /* ---- connections -------------------------------------------------------- */
 
+static void hs_unqueue(struct kop_tls *t, struct conn *c)
+{
+    if (!c->hs_queued)
+        return;
+    if (c->hs_prev)
+        c->hs_prev->hs_next = c->hs_next;
+    else
+        t->hs_head = c->hs_next;
+    if (c->hs_next)
+        c->hs_next->hs_prev = c->hs_prev;
+    else
+        t->hs_tail = c->hs_prev;
+    c->hs_prev = c->hs_next = NULL;
+    c->hs_queued = false;
+}
+
 static void conn_close(struct kop_tls *t, struct conn *c)
 {
     if (c->dead)
         return;
     c->dead = true;
+    hs_unqueue(t, c);
     if (c->fd >= 0) {
         if (c->st == C_OPEN && !c->plain_eof) {
             /* Best effort; never waits. */
@@ -972,6 +1007,48 @@ static void conn_event(struct kop_tls *t, struct conn *c, enum item_kind kind, u
         conn_close(t, c);
 }
 
+/* A handshake step is due: queue it behind the ones already waiting. In
+ * HANDSHAKE the socket leaves the epoll set meanwhile (level-triggered, it
+ * would otherwise fill every batch while it waits); the step's
+ * conn_update() registers it again. PEEK stays registered: it is
+ * edge-triggered, and registering it again would report a partial
+ * ClientHello again and again. */
+static void hs_defer(struct kop_tls *t, struct conn *c, uint32_t events)
+{
+    if (c->dead)
+        return; /* closed earlier in this batch; freed before the queue runs */
+    c->hs_events |= events;
+    if (c->hs_queued)
+        return;
+    if (c->st == C_HANDSHAKE && ep_set(t, c->fd, &c->it_net, &c->ev_net, 0) < 0) {
+        conn_close(t, c);
+        return;
+    }
+    c->hs_queued = true;
+    c->hs_prev = t->hs_tail;
+    c->hs_next = NULL;
+    if (t->hs_tail)
+        t->hs_tail->hs_next = c;
+    else
+        t->hs_head = c;
+    t->hs_tail = c;
+}
+
+/* Run queued handshake steps for about HS_SLICE_NS, oldest first. */
+static void hs_run(struct kop_tls *t, int64_t now)
+{
+    int64_t start = kop_clock_now_ns();
+    do {
+        struct conn *c = t->hs_head;
+        if (!c)
+            break;
+        hs_unqueue(t, c);
+        uint32_t ev = c->hs_events;
+        c->hs_events = 0;
+        conn_event(t, c, IT_NET, ev, now);
+    } while (kop_clock_now_ns() - start < HS_SLICE_NS);
+}
+
 static void do_accept(struct kop_tls *t, int64_t now)
 {
     for (int i = 0; i < 64 && t->lfd >= 0; i++) {
@@ -1091,7 +1168,8 @@ static void *loop_main(void *arg)
     struct kop_tls *t = arg;
     struct epoll_event evs[64];
     while (!atomic_load(&t->stop_loop)) {
-        int n = epoll_wait(t->epfd, evs, 64, TICK_MS);
+        int timeout = t->hs_head ? 0 : TICK_MS;
+        int n = epoll_wait(t->epfd, evs, 64, timeout);
         int64_t now = kop_clock_now_ns();
         for (int i = 0; i < n; i++) {
             struct ep_item *it = evs[i].data.ptr;
@@ -1111,12 +1189,19 @@ static void *loop_main(void *arg)
                 break;
             case IT_NET:
             case IT_PLAIN:
-                conn_event(t, it->conn, it->kind, evs[i].events, now);
+                if (it->conn->st == C_PEEK || it->conn->st == C_HANDSHAKE)
+                    hs_defer(t, it->conn, evs[i].events);
+                else
+                    conn_event(t, it->conn, it->kind, evs[i].events, now);
                 break;
             }
         }
         reap_zombies(t);
-        if (now >= t->next_tick || n == 0) {
+        if (t->hs_head) {
+            hs_run(t, now);
+            reap_zombies(t);
+        }
+        if (now >= t->next_tick || (n == 0 && timeout > 0)) {
             t->next_tick = now + TICK_MS * KOP_NSEC_PER_MSEC;
             housekeeping(t, now);
             reap_zombies(t);
