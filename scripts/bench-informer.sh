@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Informer benchmark (DESIGN §6: store memory per cached child object
+# Informer benchmark (docs/performance.md §3.4: store memory per cached child object
 # < 2 KiB). Builds tests/bench/bench_informer.c and kubesim, then runs it:
 # N Deployments created in kubesim through kop_client (token bucket off),
 # the informer's LIST+sync time, kop_store_bytes per object, and the heap

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # kop's conversion webhook side by side with two peers written the usual
-# ways (DESIGN.md §6): a Go standard-library webhook (net/http, encoding/json
+# ways (docs/performance.md §2): a Go standard-library webhook (net/http, encoding/json
 # into typed structs, what controller-runtime runs; tests/bench/peers/go) and
 # a Node.js https webhook (JSON.parse / JSON.stringify; tests/bench/peers/node).
 # All three serve the same certificate and get the same bodies:

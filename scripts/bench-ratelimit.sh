@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The token bucket in real time (DESIGN.md §6: over 10 s at qps=50/burst=100
+# The token bucket in real time (docs/performance.md §3.7: over 10 s at qps=50/burst=100
 # the request count is within 2% of 600): threads call the blocking wait as
 # fast as they can; prints machine, date, command and the grant count.
 #

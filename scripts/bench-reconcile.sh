@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Reconciler benchmark (DESIGN §6: 10,000 MyResources converge against
+# Reconciler benchmark (docs/performance.md §3.6: 10,000 MyResources converge against
 # kubesim with the QPS limiter off; a resync of converged objects makes
 # zero writes).
 #

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Store benchmark (DESIGN §6: store memory per cached child object < 2 KiB).
+# Store benchmark (docs/performance.md §3.4: store memory per cached child
+# object < 2 KiB).
 # Builds tests/bench/bench_store.c and runs it: heap per cached Deployment,
 # kop_store_bytes per object, compact JSON size, put/get/list times.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Webhook benchmarks (DESIGN.md §6), run against a release build of kop
+# Webhook benchmarks (docs/performance.md §3), run against a release build of kop
 # --webhook-only on loopback:
 #   * 1-object ConversionReview over keep-alive TLS with wrk: requests/s and
 #     kop's CPU time per request (utime+stime from /proc, divided by the

@@ -301,7 +301,7 @@ START_TEST(test_controller_lookup_sees_unlabelled_children)
     ck_assert_uint_eq(n, N_DEPLOY + 1);
     printf("rule-4 metadata cache: %zu objects, %zu bytes, %zu bytes/object\n", n, bytes,
            bytes / n);
-    ck_assert_uint_lt(bytes / n, 2048); /* DESIGN §6: < 2 KiB per cached child */
+    ck_assert_uint_lt(bytes / n, 2048); /* docs/performance.md §3.4: < 2 KiB per child */
 
     /* None of it made a reconcile. */
     ck_assert(metric_value(metrics, "workqueue_adds_total") == 0);

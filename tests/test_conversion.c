@@ -4,7 +4,7 @@
  * annotation, and lossless round trips v2->v1->v2 and v1->v2->v1 over
  * thousands of seeded random objects (every field combination, unknown
  * fields, values of the wrong type), compared after applying the CRD's
- * structural defaults (DESIGN §1) to both sides.
+ * structural defaults (docs/api.md §1.4) to both sides.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,7 +43,7 @@ static void assert_json_eq(const json_t *a, const json_t *b, const char *what)
     }
 }
 
-/* ---- the CRD's structural defaults (test side, mirrors DESIGN §1) ------------ */
+/* ---- the CRD's structural defaults (test side, mirrors docs/api.md §1.4) ----- */
 
 static void dflt(json_t *o, const char *key, json_t *v)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests for the token bucket: burst, steady rate and the DESIGN §6 figure
- * with a fake clock, FIFO order of the blocking wrapper with threads.
+ * Tests for the token bucket: burst, steady rate and the figure of
+ * docs/performance.md §3.7 with a fake clock, FIFO order of the blocking
+ * wrapper with threads.
  */
 #include "kop/ratelimit.h"
 
@@ -56,7 +57,7 @@ END_TEST
 
 START_TEST(test_ratelimit_600_in_10s)
 {
-    /* DESIGN §6: qps=50 burst=100 over 10 s -> 600 (exactly, fake clock). */
+    /* docs/performance.md §3.7: qps=50 burst=100 over 10 s -> 600 (exactly, fake clock). */
     struct kop_ratelimit *rl;
     ck_assert_int_eq(kop_ratelimit_new(50, 100, &rl), 0);
     int64_t start = 42 * SEC;

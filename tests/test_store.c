@@ -618,7 +618,7 @@ static json_t *deployment(int i)
 
 START_TEST(test_store_memory_per_object)
 {
-    /* DESIGN §6 budget: < 2 KiB per cached child object. Measured with
+    /* docs/performance.md §3.4: < 2 KiB per cached child object. Measured with
      * mallinfo2 around 10,000 inserts; reported, and bounded loosely here
      * so a regression shows up. */
     enum { N = 10000 };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The validating admission rules for MyResource (DESIGN §1 "Validating
- * admission", rules 1-8), on one AdmissionRequest.
+ * The validating admission rules for MyResource (docs/api.md §4.2, rules
+ * 1-8), on one AdmissionRequest.
  *
  * All violations are reported together in one Kubernetes-style message:
  *   MyResource.mygroup.example.com "web" is invalid: [spec.replicas:

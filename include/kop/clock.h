@@ -2,8 +2,8 @@
 /*
  * Clocks. Everything that waits or measures uses the monotonic clock;
  * wall-clock time only appears in logs and Kubernetes timestamps.
- * Rate limiters and backoffs take "now" as a parameter (see STYLE.md) and
- * callers pass kop_clock_now_ns().
+ * Rate limiters and backoffs take "now" as a parameter (docs/style.md
+ * §6.5) and callers pass kop_clock_now_ns().
  *
  * Thread-safety: any thread.
  */

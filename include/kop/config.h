@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Command-line flags (controller-runtime names, DESIGN.md §4).
+ * Command-line flags (controller-runtime names, docs/operations.md §1).
  *
  * Every flag "--foo-bar" may also come from the environment variable
  * KOP_FOO_BAR; a flag given on the command line wins. Both "--flag value"

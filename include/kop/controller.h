@@ -2,7 +2,7 @@
 /*
  * The MyResource controller: informers, work queue, worker pool, periodic
  * resync and the reconcile function that drives the pure reconciler
- * (kop/reconciler.h) against the API server (DESIGN §2).
+ * (kop/reconciler.h) against the API server (docs/reconcile.md §10).
  *
  * Informers (all on the shared store, limited to --namespace when set):
  *   mygroup.example.com/v1 myresources   store kind "MyResource"

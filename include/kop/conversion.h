@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * MyResource v1 <-> v2 conversion, in place (DESIGN §1 "Conversion rules").
+ * MyResource v1 <-> v2 conversion, in place (docs/api.md §2).
  *
  * The conversion is lossless both ways once the CRD's structural defaults
  * are applied, never fails because of spec content and never adds a field

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A ConversionReview that streams through kop (DESIGN §6): the body is fed
- * in the pieces the HTTP server receives; each element of request.objects
- * is converted as soon as it is complete and its input bytes are dropped.
- * A request therefore holds its response, one object and a small scanner
+ * A ConversionReview that streams through kop (docs/architecture.md §4.3;
+ * the budgets it serves: docs/performance.md §3.2): the body is fed in the
+ * pieces the HTTP server receives; each element of request.objects is
+ * converted as soon as it is complete and its input bytes are dropped. A
+ * request therefore holds its response, one object and a small scanner
  * state, never a tree of the whole body.
  *
  * Of each object only apiVersion, kind, spec, status and

@@ -3,7 +3,7 @@
  * Small jansson helpers shared by every layer.
  *
  * Thread-safety: any thread (they only touch the values passed in; a value
- * shared between threads must be frozen, see STYLE.md).
+ * shared between threads must be frozen, see docs/style.md §5.2).
  */
 #ifndef KOP_JSON_H
 #define KOP_JSON_H

@@ -5,9 +5,9 @@
  *
  * The view borrows strings from the JSON object it was read from, so it
  * lives no longer than that object. Defaults of the CRD's structural schema
- * (DESIGN §1) are applied by the reader for absent fields, so a v2 object
- * converted in-process (which the apiserver did not default) reads the same
- * as one served by the apiserver.
+ * (docs/api.md §1.4) are applied by the reader for absent fields, so a v2
+ * object converted in-process (which the apiserver did not default) reads
+ * the same as one served by the apiserver.
  *
  * Thread-safety: any thread; the object read must not be mutated meanwhile.
  */

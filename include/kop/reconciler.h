@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The pure part of the MyResource reconciler (DESIGN §2): what the
+ * The pure part of the MyResource reconciler (docs/reconcile.md §2-§5): what the
  * Deployment and Service of a MyResource should look like, which writes
  * bring a live child there, and the status the MyResource should carry.
  * Nothing here touches the network, a clock or a lock; the controller

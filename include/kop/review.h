@@ -5,7 +5,7 @@
  * v1beta1) for the validating webhook. The HTTP handler forwards the
  * Content-Type and body and sends back what the result says.
  *
- * HTTP level (DESIGN §1): 200 with the review; 415 when Content-Type is
+ * HTTP level (docs/api.md §5): 200 with the review; 415 when Content-Type is
  * not application/json (parameters such as "; charset=utf-8" and any case
  * accepted); 400 when the body is empty or not a JSON object (YAML
  * included: "json parse error"), has duplicate keys (rejected: a body the

@@ -177,7 +177,7 @@ static void set_degraded(struct rec *r, const char *reason, const char *fmt, ...
 }
 
 /*
- * Classify a failed API call (DESIGN §2 "Errors"). what: "creating
+ * Classify a failed API call (docs/reconcile.md §8). what: "creating
  * Deployment default/web". reason: the Degraded / Warning reason.
  */
 static void api_error(struct rec *r, int err, const struct kop_api_status *st, const char *reason,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Benchmark of the informer's initial sync (DESIGN §6: store memory per
+ * Benchmark of the informer's initial sync (docs/performance.md §3.4: store memory per
  * cached child object < 2 KiB). Starts kubesim, creates N Deployments
  * shaped like kop's children through kop_client (token bucket off, four
  * writer threads sharing one client), then starts an informer on them and

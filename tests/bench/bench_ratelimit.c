@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Token bucket in real time (DESIGN §6): T threads call the blocking
+ * Token bucket in real time (docs/performance.md §3.7): T threads call the blocking
  * kop_ratelimit_wait() as fast as they can for S seconds at qps Q and
  * burst B; prints the grants and their deviation from B + Q * S.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Benchmark of the shared object store (DESIGN §6: store memory per cached
+ * Benchmark of the shared object store (docs/performance.md §3.4: store memory per cached
  * child object < 2 KiB). Inserts N Deployment-shaped objects as the
  * apiserver returns them (managedFields included; the store strips them),
  * then measures memory and the cost of the read paths.

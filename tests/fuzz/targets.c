@@ -374,7 +374,7 @@ static void dflt(json_t *o, const char *key, json_t *v)
         json_decref(v);
 }
 
-/* The CRD's structural defaults of v1 (DESIGN §1), as the apiserver applies
+/* The CRD's structural defaults of v1 (docs/api.md §1.4), as the apiserver applies
  * them before anyone compares. */
 static void default_v1(json_t *obj)
 {

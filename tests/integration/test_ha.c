@@ -5,7 +5,7 @@
  * and `kop --controller-only --leader-elect` started twice with short
  * lease durations, each on its own kernel-chosen metrics port.
  *
- * Covers (DESIGN §2 "leader election", §4 SIGTERM):
+ * Covers (docs/reconcile.md §9 leader election, docs/operations.md §5 SIGTERM):
  *  - exactly one replica leads: leader_election_master_status is 1 on one
  *    /metrics and 0 on the other, and the Lease names the leader;
  *  - only the leader reconciles: the follower's reconcile count and its

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubesim against its contract (DESIGN.md §5): a real kubesim process on a
+ * kubesim against its contract (docs/testing.md §2.2): a real kubesim process on a
  * kernel-chosen port, spoken to over HTTPS with libcurl, the generated CA
  * and a bearer token. Covers authentication, CRUD with the apiserver's
  * Status bodies, optimistic concurrency, selectors and paging, watches

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Graceful shutdown (DESIGN §4) of kop as a real process.
+ * Graceful shutdown (docs/architecture.md §7) of kop as a real process.
  *
  * A webhook request is held "in flight" by a libcurl POST whose body is
  * sent in two halves: the read callback hands out the first half, then

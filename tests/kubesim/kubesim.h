@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubesim: an in-memory Kubernetes API server for tests (DESIGN.md §5).
+ * kubesim: an in-memory Kubernetes API server for tests (docs/testing.md §2).
  *
  * This is the one internal header shared by kubesim's source files:
  * http.c (MHD server, routing, auth), store.c (objects, resourceVersion,

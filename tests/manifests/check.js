@@ -216,7 +216,7 @@ function commonChecks(docs, mode) {
             check(`namespace of ${idOf(o)}`, o.metadata.namespace === 'kop-system', 'not kop-system');
     }
 
-    // CRD (DESIGN.md §1).
+    // CRD (docs/api.md §1).
     const crd = find(docs, 'CustomResourceDefinition', 'myresources.mygroup.example.com');
     if (!crd) {
         fail('crd', 'missing');
@@ -236,13 +236,13 @@ function commonChecks(docs, mode) {
         const spec1 = vs.v1.schema.openAPIV3Schema.properties.spec.properties;
         const spec2 = vs.v2.schema.openAPIV3Schema.properties.spec.properties;
         check('crd v1 defaults', spec1.replicas.default === 1 && spec1.image.default === 'nginx:1.14.2' &&
-              spec1.port.default === 80 && spec1.serviceType.default === 'ClusterIP', 'DESIGN §1');
+              spec1.port.default === 80 && spec1.serviceType.default === 'ClusterIP', 'docs/api.md §1.4');
         check('crd v2 defaults', spec2.replicas.default === 1 &&
               JSON.stringify(spec2.image.default) === '{"repository":"nginx","tag":"1.14.2"}' &&
               JSON.stringify(spec2.ports.default) === '[{"name":"http","port":80,"protocol":"TCP"}]' &&
               spec2.ports.items.properties.protocol.default === 'TCP' &&
               spec2.service.default.type === 'ClusterIP' && spec2.paused.default === false,
-              'DESIGN §1');
+              'docs/api.md §1.4');
         const conv = s.conversion || {};
         const svc = (((conv.webhook || {}).clientConfig || {}).service) || {};
         check('crd conversion webhook', conv.strategy === 'Webhook' && svc.name === 'kop-webhook-service' &&
@@ -251,7 +251,7 @@ function commonChecks(docs, mode) {
               JSON.stringify(conv));
     }
 
-    // Validating webhook (DESIGN.md §1).
+    // Validating webhook (docs/api.md §4.1).
     const vwc = find(docs, 'ValidatingWebhookConfiguration', 'kop-validating-webhook');
     if (!vwc) {
         fail('validating webhook', 'missing');

@@ -268,7 +268,7 @@ fi
 
 # ---- 5. RBAC checker ---------------------------------------------------------------
 if $node_ok; then
-  # The requests kop's design says it makes (DESIGN.md §2), in kubesim's
+  # The requests kop says it makes (docs/reconcile.md §12), in kubesim's
   # /_kubesim/stats format: the checker must pass them, deny an extra
   # delete, and report a grant that is not used.
   cat >"$work/stats-expected.json" <<'EOF'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The style suite (STYLE.md): every C file is clang-format clean, carries an
+# The style suite (docs/style.md §8): every C file is clang-format clean, carries an
 # SPDX line, and uses none of the banned functions.
 set -uo pipefail
 root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -28,7 +28,7 @@ done
 
 banned='\b(sprintf|strcpy|strcat|strtok|strerror|atoi|gets)[[:space:]]*\('
 if hits=$(grep -n -E "$banned" "${files[@]}" | grep -v -E '\b(snprintf|vsnprintf|strerror_r)\b'); then
-  echo "style: banned functions (STYLE.md):"
+  echo "style: banned functions (docs/style.md §8):"
   echo "$hits"
   fail=1
 fi

@@ -19,7 +19,7 @@
 // over as raw JSON with only the annotations replaced. spec and status
 // are typed by the CRD schema (the apiserver prunes unknown fields there,
 // so nothing is lost). Converts v1 -> v2 (with the
-// mygroup.example.com/v2-extras annotation restored, DESIGN §1); an object
+// mygroup.example.com/v2-extras annotation restored, docs/api.md §2.4); an object
 // already in the desired version is returned unchanged; v2 -> v1 is not
 // implemented here and answers Failure.
 package main
@@ -319,7 +319,7 @@ type Extras struct {
 	EmptyAnnotations bool `json:"emptyAnnotations,omitempty"`
 }
 
-// ---- image references (DESIGN §1: digest after '@', tag after the last
+// ---- image references (docs/api.md §2.3: digest after '@', tag after the last
 // ':' that follows the last '/', else the whole string is the repository) --
 
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

@@ -9,7 +9,7 @@
 //   node server.js CERT_DIR [HOST [PORT]]     (HOST 127.0.0.1, PORT 0)
 //
 // Serves POST /convert; prints "listening on PORT" once it accepts.
-// Converts v1 -> v2 (DESIGN §1, with the mygroup.example.com/v2-extras
+// Converts v1 -> v2 (docs/api.md §2.4, with the mygroup.example.com/v2-extras
 // annotation restored); members it does not know are carried over in
 // place; an object already in the desired version is returned unchanged;
 // v2 -> v1 is not implemented here and answers Failure.
@@ -24,7 +24,7 @@ const V2 = 'mygroup.example.com/v2';
 const EXTRAS = 'mygroup.example.com/v2-extras';
 const MAX_BODY = 64 * 1024 * 1024;
 
-// ---- image references (DESIGN §1) ----------------------------------------
+// ---- image references (docs/api.md §2.3) ---------------------------------
 
 const TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const DIGEST = /^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}$/;
