@@ -147,7 +147,9 @@ static bool informers_synced(void *ud)
 struct reconciler {
     struct kop_kubeconfig kc;
     struct kop_ratelimit *ratelimit;
-    struct kop_client *client;
+    struct kop_client *client;           /* informers, events */
+    struct kop_client *reconcile_client; /* reconciles: aborted when the lease is lost */
+    struct kop_client *lease_client;     /* the Lease: never waits behind the bucket */
     struct kop_store *store;
     struct kop_events *events;
     struct kop_controller *controller;
@@ -203,6 +205,21 @@ static int reconciler_new(const struct kop_config *cfg, struct reconciler *rc)
     r = kop_client_new(&copt, &rc->client);
     if (r < 0)
         goto fail;
+    /* The reconciler's writes share the bucket but can be aborted as one
+     * when the lease is lost; the elector's requests (one every retry
+     * period) bypass the bucket, so a queue of reconciles never delays a
+     * renewal past the renew deadline. */
+    const struct kop_client_options ropt = {
+        .config = &rc->kc, .ratelimit = rc->ratelimit, .abortable = true};
+    r = kop_client_new(&ropt, &rc->reconcile_client);
+    if (r < 0)
+        goto fail;
+    if (cfg->leader_elect) {
+        const struct kop_client_options lopt = {.config = &rc->kc};
+        r = kop_client_new(&lopt, &rc->lease_client);
+        if (r < 0)
+            goto fail;
+    }
     r = kop_store_new(NULL, &rc->store);
     if (r < 0)
         goto fail;
@@ -218,6 +235,8 @@ static int reconciler_new(const struct kop_config *cfg, struct reconciler *rc)
         .max_concurrent = cfg->max_concurrent_reconciles,
         .sync_period_ms = cfg->sync_period_ms,
         .leading = !cfg->leader_elect,
+        .reconcile_client = rc->reconcile_client,
+        .lost_lease_drain_ms = cfg->leader_lease_duration_ms - cfg->leader_renew_deadline_ms,
     };
     r = kop_controller_new(&ctl, &rc->controller);
     if (r < 0)
@@ -233,7 +252,7 @@ static int reconciler_new(const struct kop_config *cfg, struct reconciler *rc)
             goto fail;
         }
         const struct kop_leader_options lopt = {
-            .client = rc->client,
+            .client = rc->lease_client,
             .namespace = ns,
             .name = cfg->leader_election_id,
             .lease_duration_ms = cfg->leader_lease_duration_ms,
@@ -277,6 +296,7 @@ static void reconciler_free(struct reconciler *rc, bool graceful)
     if (rc->controller && kop_controller_stop(rc->controller, graceful ? remaining_ms() : 0) < 0) {
         kop_log(KOP_LOG_WARN, "setup", "reconciles in flight cut short", NULL);
         kop_ratelimit_close(rc->ratelimit);
+        kop_client_abort(rc->reconcile_client);
     }
     if (rc->events && graceful)
         (void)kop_events_flush(rc->events, remaining_ms() / 2);
@@ -287,6 +307,8 @@ static void reconciler_free(struct reconciler *rc, bool graceful)
     kop_leader_free(rc->leader);
     kop_controller_free(rc->controller);
     kop_events_free(rc->events);
+    kop_client_free(rc->lease_client);
+    kop_client_free(rc->reconcile_client);
     kop_client_free(rc->client);
     kop_ratelimit_free(rc->ratelimit);
     kop_store_free(rc->store);

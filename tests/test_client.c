@@ -583,6 +583,49 @@ START_TEST(test_client_list_stream)
 }
 END_TEST
 
+struct abort_arg {
+    struct kop_client *c;
+};
+
+static void *abort_later(void *arg)
+{
+    struct abort_arg *a = arg;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kop_client_abort(a->c);
+    return NULL;
+}
+
+/* An abortable client: kop_client_abort() cuts the request in flight of
+ * any thread and fails later ones until reset; other clients ignore it. */
+START_TEST(test_client_abort_all_requests)
+{
+    struct kop_kubeconfig kc = {0};
+    char *url = fsrv_url(&srv);
+    kc.server = url;
+    struct kop_client *ac = NULL;
+    const struct kop_client_options o = {.config = &kc, .abortable = true, .metrics = metrics};
+    ck_assert_int_eq(kop_client_new(&o, &ac), 0);
+    struct kop_api_status st;
+    json_t *obj = NULL;
+    struct abort_arg a = {ac};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, abort_later, &a), 0);
+    ck_assert_int_eq(kop_client_get(ac, &svc, "ns", "hang", &st, &obj), -ECANCELED);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(kop_client_get(ac, &svc, "ns", "x", &st, &obj), -ECANCELED);
+    kop_client_abort_reset(ac);
+    ck_assert_int_eq(kop_client_get(ac, &svc, "ns", "x", &st, &obj), 0);
+    json_decref(obj);
+    obj = NULL;
+    kop_client_abort(client); /* not abortable: nothing happens */
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "x", &st, &obj), 0);
+    json_decref(obj);
+    kop_client_free(ac);
+    free(url);
+}
+END_TEST
+
 struct mt_arg {
     int ok;
 };
@@ -631,6 +674,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_client_transport_errors);
     tcase_add_test(tc, test_client_watch_stream);
     tcase_add_test(tc, test_client_list_stream);
+    tcase_add_test(tc, test_client_abort_all_requests);
     tcase_add_test(tc, test_client_threads);
     suite_add_tcase(s, tc);
     return s;

@@ -78,6 +78,9 @@ struct kop_client_options {
     int64_t token_reread_ms;             /* 0: 60 s */
     int64_t timeout_ms;                  /* whole request (not watches); 0: 60 s */
     int64_t connect_timeout_ms;          /* 0: 10 s */
+    /* kop_client_abort() may cancel every request of this client (the
+     * reconciler's writes when the lease is lost). */
+    bool abortable;
 };
 
 /* Lets another thread abort a request in progress (informer stop). */
@@ -97,6 +100,15 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
 
 /* NULL-safe. Releases every thread's curl handles. */
 void kop_client_free(struct kop_client *c);
+
+/*
+ * Cancel every request of an abortable client: those in flight end with
+ * -ECANCELED within ~200 ms (and their transfer is cut), later ones fail at
+ * once (also those waiting in the token bucket, once their slot comes),
+ * until kop_client_abort_reset(). No-op for other clients. Any thread.
+ */
+void kop_client_abort(struct kop_client *c);
+void kop_client_abort_reset(struct kop_client *c);
 
 /* The default namespace of the configuration (NULL if none). */
 const char *kop_client_namespace(const struct kop_client *c);

@@ -73,6 +73,14 @@ struct kop_controller_options {
     int max_concurrent;          /* --max-concurrent-reconciles; <= 0: 1 */
     int64_t sync_period_ms;      /* --sync-period; <= 0: 10 h */
     bool leading;                /* hand out keys from the start */
+    /* The reconciler's writes go through this client (NULL: client). When
+     * it is abortable (kop_client_options.abortable), losing the lease
+     * aborts the requests of reconciles in flight. */
+    struct kop_client *reconcile_client;
+    /* On losing the lease, how long to wait for reconciles in flight to end
+     * (lease duration minus renew deadline: before another replica can take
+     * the lease); <= 0: do not wait. */
+    int64_t lost_lease_drain_ms;
 };
 
 /* Returns 0, -EINVAL or -ENOMEM; *ret on success. Nothing runs yet. */
@@ -82,8 +90,11 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
  * negative errno (then call kop_controller_free). */
 int kop_controller_start(struct kop_controller *c);
 
-/* Workers hand out keys (true) or stop doing so and let reconciles in
- * flight finish (false). For leader election. */
+/* Workers hand out keys (true), or stop doing so (false): then requests
+ * of reconciles in flight are aborted (an abortable reconcile_client) and
+ * the call waits up to lost_lease_drain_ms for them to return, so no write
+ * of this replica lands after another one may have taken the lease. For
+ * leader election. */
 void kop_controller_set_leading(struct kop_controller *c, bool leading);
 
 /* Every informer (the two metadata ones included) has listed once

@@ -62,6 +62,7 @@ struct tstate {
 };
 
 struct kop_client {
+    struct kop_client_cancel *abort; /* client-wide cancel (abortable), NULL */
     struct kop_kubeconfig cfg;
     struct kop_ratelimit *rl;
     char *user_agent;
@@ -472,6 +473,13 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
     if (r < 0)
         goto out;
     c->rl = opt->ratelimit;
+    if (opt->abortable) {
+        c->abort = kop_client_cancel_new();
+        if (!c->abort) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
     c->max_retries = opt->max_retries == 0 ? 5 : (opt->max_retries < 0 ? 0 : opt->max_retries);
     c->max_retry_wait_ms = opt->max_retry_wait_ms > 0 ? opt->max_retry_wait_ms : 10000;
     c->token_reread_ns = (opt->token_reread_ms > 0 ? opt->token_reread_ms : 60000) * 1000000;
@@ -511,6 +519,18 @@ out:
     return r;
 }
 
+void kop_client_abort(struct kop_client *c)
+{
+    if (c)
+        kop_client_cancel_fire(c->abort);
+}
+
+void kop_client_abort_reset(struct kop_client *c)
+{
+    if (c && c->abort)
+        kop_client_cancel_reset(c->abort);
+}
+
 void kop_client_free(struct kop_client *c)
 {
     if (!c)
@@ -529,6 +549,7 @@ void kop_client_free(struct kop_client *c)
         explicit_bzero(c->token, strlen(c->token));
         free(c->token);
     }
+    kop_client_cancel_free(c->abort);
     free(c->user_agent);
     free(c->host);
     free(c->url_base);
@@ -776,10 +797,14 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 
 /* Run the configured easy handle on the thread's multi handle. Returns a
  * negative errno for transport failures, cancel and idle timeouts. */
-static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *cc, int64_t idle_ns,
-                   char *errbuf)
+static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *cc,
+                   struct kop_client_cancel *abort_cc, int64_t idle_ns, char *errbuf)
 {
     int r = 0;
+    /* The client-wide abort is shared by many threads: it is polled, not
+     * attached (its wake-up would reach one of them only). */
+    if (kop_client_cancel_fired(abort_cc))
+        return -ECANCELED;
     if (!cancel_attach(cc, ts->multi))
         return -ECANCELED;
     if (curl_multi_add_handle(ts->multi, ts->easy) != CURLM_OK) {
@@ -796,11 +821,11 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
         }
         if (!running)
             break;
-        if (kop_client_cancel_fired(cc)) {
+        if (kop_client_cancel_fired(cc) || kop_client_cancel_fired(abort_cc)) {
             r = -ECANCELED;
             break;
         }
-        int timeout = 1000;
+        int timeout = abort_cc ? 200 : 1000;
         if (idle_ns > 0) {
             int64_t left = x->last_byte_ns + idle_ns - now_ns();
             if (left <= 0) {
@@ -949,6 +974,10 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         r = kop_ratelimit_wait(c->rl);
         if (r < 0)
             break;
+        if (kop_client_cancel_fired(c->abort)) {
+            r = -ECANCELED; /* aborted while it waited for its slot */
+            break;
+        }
         char *auth = auth_header(c, false);
         struct curl_slist *h = NULL, *t;
         char ct[256], ac[MAX_ACCEPT + 16];
@@ -986,7 +1015,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, &x);
             curl_easy_setopt(ts->easy, CURLOPT_WRITEFUNCTION, on_write);
             curl_easy_setopt(ts->easy, CURLOPT_WRITEDATA, &x);
-            r = perform(ts, &x, cc, idle_ms * 1000000, errbuf);
+            r = perform(ts, &x, cc, c->abort, idle_ms * 1000000, errbuf);
         }
         long code = 0;
         curl_easy_getinfo(ts->easy, CURLINFO_RESPONSE_CODE, &code);

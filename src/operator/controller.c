@@ -46,7 +46,9 @@ static const struct kop_resource res_deploy = {"apps", "v1", "deployments", true
 static const struct kop_resource res_svc = {"", "v1", "services", true};
 
 struct kop_controller {
-    struct kop_client *client;
+    struct kop_client *client;  /* informers */
+    struct kop_client *rclient; /* reconciles (abortable on lease loss) */
+    int64_t drain_ms;
     struct kop_store *store;
     struct kop_events *events;
     char *namespace; /* NULL: all */
@@ -225,7 +227,7 @@ static bool owner_exists(struct rec *r)
         struct kop_api_status st;
         json_t *obj = NULL;
         memset(&st, 0, sizeof(st));
-        int e = kop_client_get(r->c->client, &res_myr, r->ns, r->name, &st, &obj);
+        int e = kop_client_get(r->c->rclient, &res_myr, r->ns, r->name, &st, &obj);
         const char *uid = kop_json_path_str(obj, "metadata.uid");
         if (e == -ENOENT || (e == 0 && (!uid || !r->uid || strcmp(uid, r->uid) != 0 ||
                                         kop_json_path(obj, "metadata.deletionTimestamp"))))
@@ -261,7 +263,7 @@ static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, en
     if (!live) {
         memset(&st, 0, sizeof(st));
         snprintf(what, sizeof(what), "creating %s %s/%s", kname, r->ns, r->name);
-        int e = kop_client_create(c->client, res, r->ns, desired, &st, &live);
+        int e = kop_client_create(c->rclient, res, r->ns, desired, &st, &live);
         if (e == 0) {
             log_rec(r, KOP_LOG_INFO, "created child",
                     json_pack("{s:s, s:s}", "kind", kname, "name", r->name));
@@ -278,7 +280,7 @@ static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, en
         merge_result(r, (struct kop_reconcile_result){.requeue = true});
         memset(&st, 0, sizeof(st));
         snprintf(what, sizeof(what), "reading %s %s/%s", kname, r->ns, r->name);
-        e = kop_client_get(c->client, res, r->ns, r->name, &st, &live);
+        e = kop_client_get(c->rclient, res, r->ns, r->name, &st, &live);
         if (e < 0) {
             if (e != -ENOENT) /* deleted meanwhile: the requeue creates it */
                 api_error(r, e, &st, "ReadFailed", what);
@@ -312,7 +314,7 @@ static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, en
     memset(&st, 0, sizeof(st));
     snprintf(what, sizeof(what), "updating %s %s/%s", kname, r->ns, r->name);
     json_t *updated = NULL;
-    e = kop_client_patch(c->client, res, r->ns, r->name, patch, &st, &updated);
+    e = kop_client_patch(c->rclient, res, r->ns, r->name, patch, &st, &updated);
     if (e < 0) {
         if (e == -ENOENT) /* deleted meanwhile: the delete event requeues */
             merge_result(r, (struct kop_reconcile_result){.requeue = true});
@@ -364,7 +366,7 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
     }
     struct kop_api_status st;
     memset(&st, 0, sizeof(st));
-    int e = kop_client_patch_status(r->c->client, &res_myr, r->ns, r->name, patch, &st, NULL);
+    int e = kop_client_patch_status(r->c->rclient, &res_myr, r->ns, r->name, patch, &st, NULL);
     if (e == 0) {
         log_rec(r, KOP_LOG_DEBUG, "status updated", json_pack("{s:O}", "status", status));
     } else if (e != -ENOENT) { /* gone: nothing to report on */
@@ -613,6 +615,8 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
         return -ENOMEM;
     int r = -ENOMEM;
     c->client = opt->client;
+    c->rclient = opt->reconcile_client ? opt->reconcile_client : opt->client;
+    c->drain_ms = opt->lost_lease_drain_ms;
     c->store = opt->store;
     c->events = opt->events;
     c->sync_period_ms = opt->sync_period_ms > 0 ? opt->sync_period_ms : DEFAULT_SYNC_PERIOD_MS;
@@ -697,13 +701,21 @@ void kop_controller_set_leading(struct kop_controller *c, bool leading)
 {
     if (!c)
         return;
-    /* Losing the lease stops reconciling at once: no key is handed out
-     * from now on, and the caller (the elector's thread) does not wait for
-     * reconciles in flight, which may be stuck on a hung API server. */
-    if (leading)
+    if (leading) {
+        kop_client_abort_reset(c->rclient);
         kop_workers_resume(c->workers);
-    else
-        (void)kop_workers_pause(c->workers, 0);
+        return;
+    }
+    /* Losing the lease stops reconciling at once: no key is handed out from
+     * now on, the requests of reconciles in flight are aborted (a write the
+     * partition delayed must not land after the next leader started), and
+     * the elector's thread waits for them, bounded by the time left before
+     * another replica can take the lease. */
+    kop_client_abort(c->rclient);
+    if (kop_workers_pause(c->workers, c->drain_ms > 0 ? c->drain_ms : 0) < 0 && c->drain_ms > 0)
+        kop_log(KOP_LOG_WARN, "controller", "reconciles still running after losing the lease",
+                json_pack("{s:I}", "waitedMs", (json_int_t)c->drain_ms));
+    kop_client_abort_reset(c->rclient);
 }
 
 bool kop_controller_synced(struct kop_controller *c)
