@@ -407,11 +407,12 @@ START_TEST(test_review_admission_warning_cut_keeps_utf8)
 {
     /* control characters are quoted as \x01 (four bytes each), so the
      * e-acutes (two bytes each) reach the 120-byte cut at either parity */
-    char name[256] = "";
+    char name[256];
+    size_t off = 0;
     for (int i = 0; i < 10; i++)
-        strcat(name, "\\u0001");
+        off += (size_t)snprintf(name + off, sizeof(name) - off, "\\u0001");
     for (int i = 0; i < 30; i++)
-        strcat(name, "\xc3\xa9");
+        off += (size_t)snprintf(name + off, sizeof(name) - off, "\xc3\xa9");
     for (int shift = 0; shift < 2; shift++) {
         char body[2048];
         snprintf(body, sizeof(body),

@@ -51,8 +51,8 @@ static const struct builtin builtins[] = {
      "\"strategy\":{}},\"status\":{}}"},
     {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, true, false, false, false,
      "{\"spec\":{}}"},
-    {"networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", "netpol",
-     NULL, true, false, false, true, "{\"spec\":{\"podSelector\":{}}}"},
+    {"networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", "netpol", NULL,
+     true, false, false, true, "{\"spec\":{\"podSelector\":{}}}"},
     {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb",
      NULL, true, true, false, true,
      "{\"spec\":{},\"status\":{\"disruptionsAllowed\":0,"
