@@ -7,9 +7,13 @@
  * request therefore holds its response, one object and a small scanner
  * state, never a tree of the whole body.
  *
- * Of each object only apiVersion, kind, spec, status and
- * metadata.labels/annotations are decoded (jansson); every other member is
- * copied byte for byte, in its place. The reply is written as it goes:
+ * Of each object only what conversion reads and writes is decoded
+ * (jansson): apiVersion, kind, the spec members image, port, serviceType,
+ * ports, service and paused, the status members replicas and
+ * readyReplicas, and metadata.annotations when converting to v1 or when
+ * the v2-extras annotation may be among them. Labels and annotations are
+ * checked (the apiserver's metadata rules) from their bytes. Every other
+ * member is copied byte for byte, in its place. The reply is written as it goes:
  * {"apiVersion":...,"kind":"ConversionReview","response":
  *  {"convertedObjects":[...],"uid":...,"result":{...}}} ("apiVersion" and
  * "kind" come last when the request had not said its version before its

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Bump arena and the jansson allocator hook (docs/performance.md §4: a
- * 10,000-object ConversionReview is parsed, converted and dumped with
- * millions of small jansson allocations; from an arena they cost a pointer
- * bump and their free costs nothing).
+ * Bump arena and the jansson allocator hook: the small jansson values of
+ * one request (an AdmissionReview's tree) or of one converted object (the
+ * streamed ConversionReview resets its arena after each) cost a pointer
+ * bump, and their free costs nothing.
  *
  * DESIGN
  * - An arena is a list of chunks. Allocation bumps an offset in the
