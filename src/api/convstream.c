@@ -2,27 +2,23 @@
 /*
  * The streaming ConversionReview (see kop/convstream.h).
  *
- * DESIGN. Two machines share the bytes.
+ * DESIGN. The envelope is walked by kop/jstream.h with the path
+ * request.objects: the review's and the request's other members arrive as
+ * validated values (on_member), each element of objects as a validated
+ * value with its member spans (on_elem), one at a time, and is dropped
+ * once handled. Objects that come before desiredAPIVersion are kept raw
+ * (the fallback for an unusual member order) and converted when it comes.
  *
- * The framer walks the envelope, three container levels deep: the review
- * object (level 1), request (level 2) and request.objects (level 3). It
- * knows punctuation and keys; every value it does not descend into (a key,
- * apiVersion, uid, an unknown member, "response", one element of objects)
- * is *captured*: its bytes are collected until its end is found by a cheap
- * boundary finder (string and escape state plus a nesting counter), then
- * the whole value is validated by the strict scanner (kop/jscan.h, with its
- * depth counted from the document's root) and handed to the step that
- * needs it. Captures are the only buffering: at most one value at a time.
- *
- * An element of objects is converted as soon as it is captured: the scanner
- * gives the spans of its members and of metadata's members; apiVersion,
- * kind, spec, status, metadata.labels and metadata.annotations are decoded
- * with jansson into a small skeleton object, converted by kop/conversion.h
- * (the same code the reconciler uses), checked (kop_review_check_object_meta,
- * the apiserver's rules), and the element is written out member by member:
- * converted members dumped in their original place, everything else copied
- * from the input. jansson allocations of one element come from the stream's
- * arena, reset after each element.
+ * An element is converted as soon as it arrives: from the scanner's member
+ * spans, only what conversion reads and writes is decoded into a small
+ * skeleton (apiVersion, kind, the spec and status members of spec_keys and
+ * status_keys, metadata.annotations when they may matter), converted by
+ * kop/conversion.h (the same code the reconciler uses), checked (the
+ * apiserver's metadata rules; labels and untouched annotations from their
+ * bytes), and the element is written out member by member: converted
+ * members in their original place, everything else copied from the input.
+ * jansson allocations of one element come from the stream's arena, reset
+ * after each element.
  *
  * Every decision that depends on the whole body (a syntax error at the end
  * wins over a Failure at the start) is taken in finish(): during the feed
@@ -50,7 +46,6 @@
 #define CONV_V1 "apiextensions.k8s.io/v1"
 #define CONV_V1BETA1 "apiextensions.k8s.io/v1beta1"
 #define ARENA_CHUNK (64u * 1024u)
-#define KEEP_CAPTURE (256u * 1024u) /* a larger capture buffer is freed after use */
 
 /* ---- metric ---------------------------------------------------------------- */
 
