@@ -398,18 +398,6 @@ int main(int argc, char **argv)
         kop_config_cleanup(&cfg);
         return r == KOP_CONFIG_EXIT ? 0 : 2;
     }
-    if (cfg.webhook_only && cfg.controller_only) {
-        fprintf(stderr, "kop: --webhook-only and --controller-only exclude each other\n"
-                        "Run 'kop --help' for usage.\n");
-        kop_config_cleanup(&cfg);
-        return 2;
-    }
-    if (cfg.self_signed_certs && cfg.controller_only) {
-        fprintf(stderr, "kop: --self-signed-certs needs the webhook server; it does not go with "
-                        "--controller-only\nRun 'kop --help' for usage.\n");
-        kop_config_cleanup(&cfg);
-        return 2;
-    }
     kop_log_setup(cfg.log_level, cfg.log_format, STDERR_FILENO);
 
     /* Process-wide setup, before any thread starts. */

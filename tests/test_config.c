@@ -326,6 +326,38 @@ START_TEST(test_config_bad_command_lines)
 }
 END_TEST
 
+/* Every rule that ties two flags together is the parser's (exit 2 with one
+ * line), from flags and from the environment alike. */
+START_TEST(test_config_cross_flag_rules)
+{
+    static const char self_signed[] = "kop: --self-signed-certs needs the webhook server; it does "
+                                      "not go with --controller-only";
+    expect_error(self_signed, NULL, "--self-signed-certs", "--controller-only", NULL);
+    expect_error(self_signed, NULL, "--controller-only", "--self-signed-certs=true", NULL);
+    char *env_ss[] = {"KOP_SELF_SIGNED_CERTS=true", NULL};
+    expect_error(self_signed, env_ss, "--controller-only", NULL);
+    char *env_co[] = {"KOP_CONTROLLER_ONLY=yes", NULL};
+    expect_error(self_signed, env_co, "--self-signed-certs", NULL);
+    /* All three: the first rule answers. */
+    expect_error("kop: --webhook-only and --controller-only cannot be used together", NULL,
+                 "--self-signed-certs", "--webhook-only", "--controller-only", NULL);
+
+    /* What the rules allow. */
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--self-signed-certs", "--webhook-only", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert(cfg.self_signed_certs && cfg.webhook_only);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+    r = run_parse(&cfg, env_ss, "--self-signed-certs=false", "--controller-only", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert(!cfg.self_signed_certs && cfg.controller_only);
+    ck_assert_str_eq(r.err, "");
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_config_help_and_version)
 {
     struct kop_config cfg;
@@ -455,6 +487,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_environment_and_flag_wins);
     tcase_add_test(tc, test_config_bad_values);
     tcase_add_test(tc, test_config_bad_command_lines);
+    tcase_add_test(tc, test_config_cross_flag_rules);
     tcase_add_test(tc, test_config_help_and_version);
     tcase_add_test(tc, test_config_duration_helper);
     tcase_add_test(tc, test_config_bind_helper);

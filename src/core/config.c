@@ -817,8 +817,16 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         }
     }
 
+    /* Cross-flag rules: every one lives here, so the tests and the fuzzer
+     * see what the binary enforces. */
     if (cfg->webhook_only && cfg->controller_only) {
         fprintf(err, "kop: --webhook-only and --controller-only cannot be used together\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (cfg->self_signed_certs && cfg->controller_only) {
+        fprintf(err, "kop: --self-signed-certs needs the webhook server; it does not go with "
+                     "--controller-only\n");
         usage_hint(err);
         return -EINVAL;
     }

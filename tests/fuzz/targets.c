@@ -1086,6 +1086,11 @@ void kop_fuzz_config(const uint8_t *data, size_t size)
         if (cfg.allowed_registries)
             CHECK(cfg.allowed_registries[cfg.n_allowed_registries] == NULL,
                   "allowed registries not NULL-terminated");
+        /* The cross-flag rules: no accepted config breaks one. */
+        CHECK(!(cfg.webhook_only && cfg.controller_only),
+              "accepted --webhook-only with --controller-only");
+        CHECK(!(cfg.self_signed_certs && cfg.controller_only),
+              "accepted --self-signed-certs with --controller-only");
     }
     kop_config_cleanup(&cfg);
     free(copy);
