@@ -57,6 +57,9 @@ struct kop_http_server {
     struct route *routes;
     size_t n_routes;
     struct kop_metric_family *wh_total;
+    /* per route: its requests_total child for code 200, resolved on first
+     * use (a lookup takes the registry lock) */
+    _Atomic(struct kop_metric *) *wh_ok;
     struct MHD_Daemon *mhd;
     uint16_t port;
     atomic_uint in_flight;
@@ -252,9 +255,18 @@ static void record_webhook(struct req *rq, int status)
     const struct route *rt = rq->route;
     if (!rt || !rt->r.webhook_name || !rq->wh_counted)
         return;
-    char code[16];
-    snprintf(code, sizeof(code), "%d", status);
-    kop_counter_inc(kop_metric_child(rq->srv->wh_total, rt->r.webhook_name, code));
+    struct kop_metric *total = NULL;
+    _Atomic(struct kop_metric *) *ok = &rq->srv->wh_ok[rt - rq->srv->routes];
+    if (status == 200)
+        total = atomic_load_explicit(ok, memory_order_acquire);
+    if (!total) {
+        char code[16];
+        snprintf(code, sizeof(code), "%d", status);
+        total = kop_metric_child(rq->srv->wh_total, rt->r.webhook_name, code);
+        if (status == 200)
+            atomic_store_explicit(ok, total, memory_order_release);
+    }
+    kop_counter_inc(total);
     double secs = (double)(kop_clock_now_ns() - rq->start_ns) / 1e9;
     kop_histogram_observe(rt->latency, secs);
 }
@@ -849,7 +861,8 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     srv->quiesced_fd = -1;
     int r = -ENOMEM;
     srv->routes = calloc(n_routes ? n_routes : 1, sizeof(*srv->routes));
-    if (!srv->routes)
+    srv->wh_ok = calloc(n_routes ? n_routes : 1, sizeof(*srv->wh_ok));
+    if (!srv->routes || !srv->wh_ok)
         goto out;
     srv->n_routes = n_routes;
     struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
@@ -896,6 +909,7 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     return 0;
 out:
     free(srv->routes);
+    free((void *)srv->wh_ok);
     free(srv->host);
     pthread_mutex_destroy(&srv->lock);
     free(srv);
@@ -1097,6 +1111,7 @@ void kop_http_server_free(struct kop_http_server *srv)
         return;
     kop_http_server_shutdown(srv, 0);
     free(srv->routes);
+    free((void *)srv->wh_ok);
     free(srv->host);
     free(srv->waiters);
     pthread_mutex_destroy(&srv->lock);
