@@ -1206,7 +1206,7 @@ END_TEST
 
 static Suite *informer_suite(void)
 {
-    Suite *s = suite_create("informer");
+    Suite *s = suite_create("integration_informer");
     TCase *tc = tcase_create("faults");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_informer_faults_seeds, 0, 4);

@@ -471,7 +471,7 @@ END_TEST
 
 static Suite *leader_suite(void)
 {
-    Suite *s = suite_create("leader");
+    Suite *s = suite_create("integration_leader");
     TCase *tc = tcase_create("kubesim");
     tcase_add_checked_fixture(tc, start_sim, stop_sim);
     tcase_set_timeout(tc, 60);
