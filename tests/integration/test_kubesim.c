@@ -424,6 +424,43 @@ struct watch_thread {
     atomic_bool done;
 };
 
+/* Query parameters as the apiserver reads them: booleans by apimachinery's
+ * Convert_Slice_string_To_bool (only absent, "false" and "0" are false:
+ * python3-kubernetes sends watch=True), integers by strconv.ParseInt with
+ * a 400 for anything else. */
+START_TEST(test_kubesim_query_parameters)
+{
+    static const char *const watches[] = {"True", "TRUE", "t", "1", "yes", ""};
+    for (size_t i = 0; i < sizeof(watches) / sizeof(watches[0]); i++) {
+        char path[160];
+        snprintf(path, sizeof(path),
+                 "/api/v1/namespaces?watch=%s&resourceVersion=0&timeoutSeconds=1", watches[i]);
+        struct resp r = request("GET", path, NULL, NULL, NULL);
+        ck_assert_int_eq(r.code, 200);
+        ck_assert_msg(strstr(r.body, "{\"type\":\"ADDED\"") != NULL,
+                      "watch=%s: not a watch: %.200s", watches[i], r.body);
+        resp_free(&r);
+    }
+    static const char *const lists[] = {"false", "False", "0"};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        char path[96];
+        snprintf(path, sizeof(path), "/api/v1/namespaces?watch=%s", lists[i]);
+        json_t *l = request_json("GET", path, NULL, 200);
+        ck_assert_str_eq(json_string_value(json_object_get(l, "kind")), "NamespaceList");
+        json_decref(l);
+    }
+    json_t *st = request_json("GET", "/api/v1/namespaces?limit=ten", NULL, 400);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")),
+                     "strconv.ParseInt: parsing \"ten\": invalid syntax");
+    json_decref(st);
+    st = request_json("GET", "/api/v1/namespaces?watch=1&timeoutSeconds=99999999999999999999", NULL,
+                      400);
+    ck_assert_ptr_nonnull(
+        strstr(json_string_value(json_object_get(st, "message")), "out of range"));
+    json_decref(st);
+}
+END_TEST
+
 static void *watch_main(void *arg)
 {
     struct watch_thread *w = arg;
@@ -1741,6 +1778,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_crud_and_conflicts);
     tcase_add_test(tc, test_kubesim_selectors_and_paging);
     tcase_add_test(tc, test_kubesim_watch_resume_bookmark_selector);
+    tcase_add_test(tc, test_kubesim_query_parameters);
     tcase_add_test(tc, test_kubesim_watch_410_after_compaction);
     tcase_add_test(tc, test_kubesim_dropped_watch);
     tcase_add_test(tc, test_kubesim_gc_cascade);

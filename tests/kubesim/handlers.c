@@ -14,6 +14,8 @@
  */
 #include "kubesim.h"
 
+#include <strings.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -138,6 +140,40 @@ static json_t *one_cause(const char *reason, const char *field, const char *mess
 const char *ks_query(struct ks_api_req *q, const char *name)
 {
     return MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+bool ks_param_bool(const char *v)
+{
+    return v && strcasecmp(v, "false") != 0 && strcmp(v, "0") != 0;
+}
+
+bool ks_query_bool(struct ks_api_req *q, const char *name)
+{
+    return ks_param_bool(ks_query(q, name));
+}
+
+int ks_query_int(struct ks_api_req *q, const char *name, long long dflt, long long *ret,
+                 char **ret_msg)
+{
+    const char *v = ks_query(q, name);
+    if (!v || !*v) {
+        /* the codec leaves the field alone for an empty value */
+        *ret = dflt;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    bool range = errno == ERANGE;
+    /* strconv.ParseInt takes an optional sign and decimal digits only */
+    bool syntax = !end || *end || isspace((unsigned char)v[0]) || (v[0] == '+' && !v[1]);
+    if (syntax || range) {
+        *ret_msg = ks_printf("strconv.ParseInt: parsing \"%s\": %s", v,
+                             syntax ? "invalid syntax" : "value out of range");
+        return -EINVAL;
+    }
+    *ret = x;
+    return 0;
 }
 
 static const char *str_or(const char *s, const char *dflt)
@@ -838,13 +874,14 @@ static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_
         free(err);
         return -EINVAL;
     }
-    const char *lim = ks_query(q, "limit");
-    if (lim && *lim) {
-        char *end = NULL;
-        o->limit = strtol(lim, &end, 10);
-        if (!end || *end || o->limit < 0)
-            o->limit = 0;
+    long long lim = 0;
+    char *bad = NULL;
+    if (ks_query_int(q, "limit", 0, &lim, &bad) < 0) {
+        reply_bad_request(r, bad);
+        free(bad);
+        return -EINVAL;
     }
+    o->limit = lim > 0 ? (long)lim : 0;
     const char *cont = ks_query(q, "continue");
     if (cont && *cont) {
         size_t n = 0;

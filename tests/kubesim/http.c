@@ -382,8 +382,8 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         q.name = ks_strdup(s[1]);
     if (left == 3)
         q.sub = ks_strdup(s[2]);
-    const char *w = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "watch");
-    bool watch = w && (strcmp(w, "1") == 0 || strcmp(w, "true") == 0);
+    /* watch=true, True, 1, t, ... as the apiserver's request info reads it */
+    bool watch = ks_param_bool(MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "watch"));
     q.verb = verb_for(method, q.name != NULL, watch);
     if (!q.verb) {
         char *msg = ks_printf("%s is not supported on resources of kind \"%s\"", method, q.plural);

@@ -442,6 +442,16 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r);
 void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_reply *r);
 /* Query parameter or NULL. */
 const char *ks_query(struct ks_api_req *q, const char *name);
+/* A boolean query parameter as the apiserver reads it (apimachinery's
+ * runtime.Convert_Slice_string_To_bool): absent, "false" or "0" (any case)
+ * are false; anything else, the empty string included, is true. */
+bool ks_param_bool(const char *v);
+bool ks_query_bool(struct ks_api_req *q, const char *name);
+/* An integer query parameter (strconv.ParseInt): 0 with *ret set (absent
+ * or empty: dflt), or -EINVAL with *ret_msg the apiserver's 400 message
+ * (malloc'd). */
+int ks_query_int(struct ks_api_req *q, const char *name, long long dflt, long long *ret,
+                 char **ret_msg);
 /* Output form of a stored object for version "version": kind/apiVersion
  * set, typed order. obj must be fresh (not shared). */
 void ks_present(const struct ks_res *def, const char *version, json_t *obj);

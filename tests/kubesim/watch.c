@@ -398,19 +398,18 @@ void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_re
         }
         free(sel);
     }
-    const char *b = ks_query(q, "allowWatchBookmarks");
-    w->bookmarks = b && (strcmp(b, "true") == 0 || strcmp(b, "1") == 0);
-    const char *sie = ks_query(q, "sendInitialEvents");
-    bool send_initial = sie && strcmp(sie, "true") == 0;
+    w->bookmarks = ks_query_bool(q, "allowWatchBookmarks");
+    bool send_initial = ks_query_bool(q, "sendInitialEvents");
     const char *rvs = ks_query(q, "resourceVersion");
-    const char *tos = ks_query(q, "timeoutSeconds");
-    long timeout = 1800;
-    if (tos && *tos) {
-        char *end = NULL;
-        long t = strtol(tos, &end, 10);
-        if (end && *end == '\0' && t >= 0)
-            timeout = t;
+    long long tos = 0;
+    char *bad = NULL;
+    if (ks_query_int(q, "timeoutSeconds", 1800, &tos, &bad) < 0) {
+        ks_reply_status(r, 400, "BadRequest", bad, NULL);
+        free(bad);
+        watcher_free(w);
+        return;
     }
+    long timeout = tos >= 0 ? (long)tos : 1800;
     long long now = ks_mono_ms();
     w->deadline_ms = timeout > 0 ? now + timeout * 1000 : 0;
     w->next_bookmark_ms = now + ks->bookmark_ms;
