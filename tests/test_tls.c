@@ -23,6 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/ssl.h>
+
 #include "kop/clock.h"
 #include "kop/http.h"
 #include "kop/metrics.h"
@@ -638,6 +642,98 @@ START_TEST(test_tls_per_ip_limit)
 }
 END_TEST
 
+/* ---- a raw mbedTLS client, for what curl will not do -------------------- */
+
+struct raw_tls {
+    int fd;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_ssl_config conf;
+    mbedtls_ssl_context ssl;
+};
+
+static int raw_send(void *ctx, const unsigned char *buf, size_t len)
+{
+    ssize_t n = send(*(int *)ctx, buf, len, MSG_NOSIGNAL);
+    return n >= 0 ? (int)n : MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+}
+
+static int raw_recv(void *ctx, unsigned char *buf, size_t len)
+{
+    ssize_t n = recv(*(int *)ctx, buf, len, 0);
+    return n >= 0 ? (int)n : MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+}
+
+static void raw_tls_connect(struct raw_tls *r, uint16_t port)
+{
+    r->fd = connect_local(port);
+    mbedtls_entropy_init(&r->entropy);
+    mbedtls_ctr_drbg_init(&r->drbg);
+    mbedtls_ssl_config_init(&r->conf);
+    mbedtls_ssl_init(&r->ssl);
+    ck_assert_int_eq(mbedtls_ctr_drbg_seed(&r->drbg, mbedtls_entropy_func, &r->entropy, NULL, 0),
+                     0);
+    ck_assert_int_eq(mbedtls_ssl_config_defaults(&r->conf, MBEDTLS_SSL_IS_CLIENT,
+                                                 MBEDTLS_SSL_TRANSPORT_STREAM,
+                                                 MBEDTLS_SSL_PRESET_DEFAULT),
+                     0);
+    mbedtls_ssl_conf_authmode(&r->conf, MBEDTLS_SSL_VERIFY_NONE);
+    mbedtls_ssl_conf_rng(&r->conf, mbedtls_ctr_drbg_random, &r->drbg);
+    ck_assert_int_eq(mbedtls_ssl_setup(&r->ssl, &r->conf), 0);
+    mbedtls_ssl_set_bio(&r->ssl, &r->fd, raw_send, raw_recv, NULL);
+    ck_assert_int_eq(mbedtls_ssl_handshake(&r->ssl), 0);
+}
+
+static void raw_tls_close(struct raw_tls *r)
+{
+    mbedtls_ssl_free(&r->ssl);
+    mbedtls_ssl_config_free(&r->conf);
+    mbedtls_ctr_drbg_free(&r->drbg);
+    mbedtls_entropy_free(&r->entropy);
+    close(r->fd);
+}
+
+/* Write all of p; false when the connection failed. */
+static bool raw_tls_write(struct raw_tls *r, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    while (n) {
+        int rc = mbedtls_ssl_write(&r->ssl, b, n);
+        if (rc <= 0)
+            return false;
+        b += rc;
+        n -= (size_t)rc;
+    }
+    return true;
+}
+
+/*
+ * A client that keeps streaming its body after the 413 (MHD answered and
+ * closed its end) must not be read and decrypted for as long as it likes:
+ * the connection is closed. Before, the front decrypted and dropped the
+ * client's bytes for as long as it sent them, in one pump() call.
+ */
+START_TEST(test_tls_stream_after_413_is_closed)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    struct raw_tls r;
+    raw_tls_connect(&r, f.port);
+    static const char head[] = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+                               "Content-Length: 1073741824\r\n\r\n";
+    ck_assert(raw_tls_write(&r, head, sizeof(head) - 1));
+    static char chunk[16384];
+    memset(chunk, 'a', sizeof(chunk));
+    size_t sent = 0, cap = (size_t)128 << 20;
+    while (sent < cap && raw_tls_write(&r, chunk, sizeof(chunk)))
+        sent += sizeof(chunk);
+    ck_assert_msg(sent < ((size_t)32 << 20), "the front read %zu bytes after its 413", sent);
+    raw_tls_close(&r);
+    assert_serving(&f);
+    fixture_stop(&f);
+}
+END_TEST
+
 /* A client that stops reading a large response must not hold up others. */
 static atomic_int stalled;
 static atomic_bool stall_release; /* the test lets the stalled client go on */
@@ -788,6 +884,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
     tcase_add_test(tc, test_tls_per_ip_limit);
     tcase_add_test(tc, test_tls_slow_reader_does_not_block_others);
+    tcase_add_test(tc, test_tls_stream_after_413_is_closed);
     tcase_add_test(tc, test_tls_idle_timeout);
     tcase_add_test(tc, test_tls_shutdown_finishes_in_flight);
     suite_add_tcase(s, tc);

@@ -43,6 +43,17 @@
  * towards MHD once tp is flushed. MHD closing its end: flush tt, send
  * close_notify, close.
  *
+ * Fairness. One pump() call decrypts and encrypts at most PUMP_BUDGET
+ * bytes; a connection with work left goes to a run queue (FIFO) and gets
+ * its next turn after the ready connections of the next batch, and
+ * epoll_wait does not block while the queue is not empty (its buffered
+ * bytes would raise no event). Once MHD stopped reading a request (it
+ * answered early, e.g. 413, and closed) nothing more is decrypted: the
+ * answer is relayed and the connection lingers (C_LINGER), where raw input
+ * is dropped a few reads per event and at most LINGER_MAX_BYTES in all.
+ * So no client, however fast it sends, holds the loop for more than one
+ * budget at a time.
+ *
  * Certificates. A generation (struct certgen) is a parsed chain + key and
  * two ssl_configs (with and without ALPN), refcounted: the front holds one
  * ref to the current generation and every connection one ref to the
@@ -109,6 +120,13 @@
 /* Handshake work done per loop iteration once the ready connections have
  * been served (at least one step always runs). */
 #define HS_SLICE_NS (1000 * 1000)
+/* Bytes one connection may decrypt plus encrypt per turn (pump()); a
+ * connection with work left goes to the back of the run queue. */
+#define PUMP_BUDGET (256 * 1024)
+/* What a lingering connection may still make us read and drop, per event
+ * and in all (see C_LINGER). */
+#define LINGER_READS 4
+#define LINGER_MAX_BYTES (1024 * 1024)
 
 /*
  * Server preference order. ChaCha20-Poly1305 first: mbedTLS 2.28 measured
@@ -199,6 +217,11 @@ struct conn {
     bool hs_queued;
     uint32_t hs_events;
     struct conn *hs_prev, *hs_next;
+    /* Queued for another turn: its budget ran out with work left (see
+     * "Fairness" in DESIGN). */
+    bool rr_queued;
+    struct conn *rr_prev, *rr_next;
+    size_t lingered; /* C_LINGER: bytes read and dropped */
 };
 
 struct kop_tls {
@@ -218,6 +241,7 @@ struct kop_tls {
     struct conn *conns;             /* live */
     struct conn *zombies;           /* closed during this batch, freed after it */
     struct conn *hs_head, *hs_tail; /* handshake steps waiting, FIFO */
+    struct conn *rr_head, *rr_tail; /* connections with work left, FIFO */
     unsigned n_conns;
     struct ipent *ips[IP_BUCKETS];
     int64_t next_tick, next_stat, reload_due, listen_paused_until;
@@ -526,12 +550,43 @@ static void hs_unqueue(struct kop_tls *t, struct conn *c)
     c->hs_queued = false;
 }
 
+static void rr_unqueue(struct kop_tls *t, struct conn *c)
+{
+    if (!c->rr_queued)
+        return;
+    if (c->rr_prev)
+        c->rr_prev->rr_next = c->rr_next;
+    else
+        t->rr_head = c->rr_next;
+    if (c->rr_next)
+        c->rr_next->rr_prev = c->rr_prev;
+    else
+        t->rr_tail = c->rr_prev;
+    c->rr_prev = c->rr_next = NULL;
+    c->rr_queued = false;
+}
+
+static void rr_queue(struct kop_tls *t, struct conn *c)
+{
+    if (c->rr_queued || c->dead)
+        return;
+    c->rr_queued = true;
+    c->rr_prev = t->rr_tail;
+    c->rr_next = NULL;
+    if (t->rr_tail)
+        t->rr_tail->rr_next = c;
+    else
+        t->rr_head = c;
+    t->rr_tail = c;
+}
+
 static void conn_close(struct kop_tls *t, struct conn *c)
 {
     if (c->dead)
         return;
     c->dead = true;
     hs_unqueue(t, c);
+    rr_unqueue(t, c);
     if (c->fd >= 0) {
         if (c->st == C_OPEN && !c->plain_eof) {
             /* Best effort; never waits. */
@@ -802,7 +857,14 @@ static int conn_open(struct kop_tls *t, struct conn *c)
 static int pump(struct kop_tls *t, struct conn *c, int64_t now)
 {
     bool progress, any = false;
+    size_t spent = 0;
+    rr_unqueue(t, c);
     do {
+        if (spent >= PUMP_BUDGET) {
+            /* Fairness: the rest waits for this connection's next turn. */
+            rr_queue(t, c);
+            break;
+        }
         progress = false;
         c->net_rd = c->net_wr = false;
         /* Decrypted bytes -> MHD. */
@@ -823,11 +885,16 @@ static int pump(struct kop_tls *t, struct conn *c, int64_t now)
         } else if (c->tp_len > c->tp_off) {
             c->tp_off = c->tp_len = 0; /* nobody to deliver them to */
         }
-        /* TLS -> tp, until WANT_READ (drains mbedTLS's buffered record too). */
-        if (c->tp_len == 0 && !c->tls_eof) {
+        /* TLS -> tp, until WANT_READ (drains mbedTLS's buffered record too).
+         * Once MHD stopped reading (it answered early and closed) nothing
+         * more is decrypted: the client's further bytes have no reader, so
+         * the answer is relayed and the connection closed (C_LINGER). */
+        bool plain_gone = c->plain_wr_dead || c->plain_eof || c->pfd < 0;
+        if (c->tp_len == 0 && !c->tls_eof && !plain_gone) {
             int rc = mbedtls_ssl_read(&c->ssl, c->tp, BUF_SIZE);
             if (rc > 0) {
                 c->tp_len = (size_t)rc;
+                spent += (size_t)rc;
                 progress = true;
                 continue;
             } else if (rc == MBEDTLS_ERR_SSL_WANT_READ) {
@@ -874,6 +941,7 @@ static int pump(struct kop_tls *t, struct conn *c, int64_t now)
             int rc = mbedtls_ssl_write(&c->ssl, c->tt + c->tt_off, c->tt_len - c->tt_off);
             if (rc > 0) {
                 c->tt_off += (size_t)rc;
+                spent += (size_t)rc;
                 if (c->tt_off == c->tt_len)
                     c->tt_off = c->tt_len = 0;
                 progress = true;
@@ -936,6 +1004,7 @@ static int conn_update(struct kop_tls *t, struct conn *c)
 /* Enter C_LINGER (see enum conn_state). Returns 0, or 1 to close now. */
 static int conn_linger(struct kop_tls *t, struct conn *c, int64_t now)
 {
+    rr_unqueue(t, c);
     if (c->tls_eof || shutdown(c->fd, SHUT_WR) < 0)
         return 1;
     if (c->pfd >= 0) {
@@ -955,10 +1024,15 @@ static int conn_linger(struct kop_tls *t, struct conn *c, int64_t now)
 static int conn_drain(struct conn *c)
 {
     char scratch[BUF_SIZE];
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < LINGER_READS; i++) {
         ssize_t n = recv(c->fd, scratch, sizeof(scratch), 0);
-        if (n > 0)
+        if (n > 0) {
+            c->lingered += (size_t)n;
+            /* A client that keeps streaming is not waiting for an answer. */
+            if (c->lingered > LINGER_MAX_BYTES)
+                return 1;
             continue;
+        }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return 0;
         return 1;
@@ -1047,6 +1121,20 @@ static void hs_run(struct kop_tls *t, int64_t now)
         c->hs_events = 0;
         conn_event(t, c, IT_NET, ev, now);
     } while (kop_clock_now_ns() - start < HS_SLICE_NS);
+}
+
+/* Give every connection whose budget ran out one more turn (those that
+ * run out again go to the back). */
+static void rr_run(struct kop_tls *t, int64_t now)
+{
+    struct conn *last = t->rr_tail;
+    while (t->rr_head) {
+        struct conn *c = t->rr_head;
+        rr_unqueue(t, c);
+        conn_event(t, c, IT_NET, 0, now);
+        if (c == last)
+            break;
+    }
 }
 
 static void do_accept(struct kop_tls *t, int64_t now)
@@ -1168,7 +1256,7 @@ static void *loop_main(void *arg)
     struct kop_tls *t = arg;
     struct epoll_event evs[64];
     while (!atomic_load(&t->stop_loop)) {
-        int timeout = t->hs_head ? 0 : TICK_MS;
+        int timeout = t->hs_head || t->rr_head ? 0 : TICK_MS;
         int n = epoll_wait(t->epfd, evs, 64, timeout);
         int64_t now = kop_clock_now_ns();
         for (int i = 0; i < n; i++) {
@@ -1197,6 +1285,10 @@ static void *loop_main(void *arg)
             }
         }
         reap_zombies(t);
+        if (t->rr_head) {
+            rr_run(t, now);
+            reap_zombies(t);
+        }
         if (t->hs_head) {
             hs_run(t, now);
             reap_zombies(t);
