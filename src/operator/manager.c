@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The operator manager: composes kop's pieces for one configuration and
+ * runs them in the start and shutdown orders below, the only place they
+ * are written (docs/architecture.md §6 and §7 describe them).
+ *
+ * DESIGN
+ *
+ * Start order (main has parsed the flags, set up logging and done the
+ * process-wide setup before any thread exists: signals blocked in every
+ * thread, SIGPIPE ignored, curl_global_init, jansson's hash seed, the arena
+ * allocator hook, the descriptor limit, the metrics registry):
+ *   kop_manager_new:
+ *   3. when the reconciler runs (not --webhook-only): the API server
+ *      configuration (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config),
+ *      the token bucket (--kube-api-qps/--kube-api-burst), the clients, the
+ *      shared store, the event recorder and the controller (informers,
+ *      queue, workers; created, not started), and with --leader-elect the
+ *      elector;
+ *   4a. the probes object with its readiness checks ("informers-synced",
+ *      "webhook"), registered before the probe server starts;
+ *   kop_manager_start:
+ *   4b. metrics and health-probe servers (/readyz fails until ready);
+ *   5. the webhook server (TLS front + HTTP), when not --controller-only,
+ *      with admission rule 4 reading the controller's store; with
+ *      --self-signed-certs the serving pair is generated (or reused) in
+ *      --cert-dir first, and its CA is patched into the caBundles of the
+ *      CRD and the ValidatingWebhookConfiguration once the server listens;
+ *   6. the controller starts: informers list+watch, the resync timer, the
+ *      workers. With --leader-elect the workers start paused and the
+ *      elector (Lease --leader-election-id) resumes them while this
+ *      replica leads and pauses them at once when the lease is lost (the
+ *      replica competes again; its webhooks and informers keep running, so
+ *      the webhook's store stays warm).
+ *
+ * Shutdown order (kop_manager_shutdown; main calls it on SIGTERM or SIGINT
+ * and exits at once with status 1 on a second signal or when
+ * --shutdown-timeout runs out), each step bounded by what is left of the
+ * timeout:
+ *   1. /readyz fails, so the Service stops sending new webhook calls here;
+ *   2. the webhook listener stops accepting; in-flight requests are
+ *      answered, idle keep-alive connections closed;
+ *   3. the controller: informers stop (no new keys), the resync timer
+ *      stops, the queue shuts down and reconciles in flight finish (if
+ *      that runs out of time the token bucket is closed, so reconciles
+ *      waiting on it fail fast);
+ *   4. the event recorder sends what is queued (bounded), then stops;
+ *   5. the lease is released (--leader-elect), after the last reconcile,
+ *      so the next leader never overlaps with this one;
+ *   6. the client and store are freed; metrics and probe servers stop;
+ *   7. (main) process-wide state is released; exit 0, or 1 when the time
+ *      ran out.
+ *
+ * kop_manager_free without a shutdown (a start that failed) takes steps
+ * 1-6 without grace: no drain, no event flush, the lease not released.
+ *
+ * The probe server runs from start step 4 to the very end, longer than the
+ * webhook and the controller, so its checks never hold their own pointers:
+ * the manager publishes each piece once it exists and withdraws it (under
+ * ready_lock) before freeing it. A withdrawn piece reads as not ready.
+ */
+#include "kop/manager.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kop/client.h"
+#include "kop/clock.h"
+#include "kop/controller.h"
+#include "kop/events.h"
+#include "kop/kubeconfig.h"
+#include "kop/leader.h"
+#include "kop/log.h"
+#include "kop/probes.h"
+#include "kop/ratelimit.h"
+#include "kop/selfsigned.h"
+#include "kop/store.h"
+#include "kop/webhook.h"
+
+struct kop_manager {
+    const struct kop_config *cfg;
+
+    /* The reconciler's pieces (start step 3); all NULL with --webhook-only. */
+    struct kop_kubeconfig kc;
+    struct kop_ratelimit *ratelimit;
+    struct kop_client *client;           /* informers, events */
+    struct kop_client *reconcile_client; /* reconciles: aborted when the lease is lost */
+    struct kop_client *lease_client;     /* the Lease: never waits behind the bucket */
+    struct kop_store *store;
+    struct kop_events *events;
+    struct kop_controller *controller;
+    struct kop_leader *leader;
+
+    struct kop_probes *probes;
+    struct kop_webhook *webhook;
+
+    /* What the readiness checks look at (DESIGN). */
+    pthread_mutex_t ready_lock;
+    struct kop_webhook *ready_webhook;
+    struct kop_controller *ready_controller;
+    atomic_bool shutting_down;
+
+    bool started;
+    bool stopped;        /* shutdown ran: free only releases memory */
+    int64_t deadline_ns; /* of the shutdown; 0 before one */
+    kop_manager_step_fn *step_fn;
+    void *step_ud;
+};
+
+static void step(struct kop_manager *m, const char *name)
+{
+    if (m->step_fn)
+        m->step_fn(m->step_ud, name);
+}
+
+static int remaining_ms(const struct kop_manager *m)
+{
+    int64_t left = (m->deadline_ns - kop_clock_now_ns()) / KOP_NSEC_PER_MSEC;
+    return left > 0 ? (int)left : 0;
+}
+
+static void publish_ready(struct kop_manager *m, struct kop_webhook *w, struct kop_controller *c)
+{
+    pthread_mutex_lock(&m->ready_lock);
+    m->ready_webhook = w;
+    m->ready_controller = c;
+    pthread_mutex_unlock(&m->ready_lock);
+}
+
+static bool webhook_ready(void *ud)
+{
+    struct kop_manager *m = ud;
+    pthread_mutex_lock(&m->ready_lock);
+    bool ok = kop_webhook_ready(m->ready_webhook);
+    pthread_mutex_unlock(&m->ready_lock);
+    return ok;
+}
+
+static bool informers_synced(void *ud)
+{
+    struct kop_manager *m = ud;
+    pthread_mutex_lock(&m->ready_lock);
+    bool ok = kop_controller_synced(m->ready_controller);
+    pthread_mutex_unlock(&m->ready_lock);
+    return ok;
+}
+
+static void on_started_leading(void *ud)
+{
+    kop_log(KOP_LOG_INFO, "leader", "became leader, reconciling", NULL);
+    kop_controller_set_leading(ud, true);
+}
+
+static void on_stopped_leading(void *ud)
+{
+    kop_log(KOP_LOG_WARN, "leader", "lost the lease, reconciling stopped", NULL);
+    kop_controller_set_leading(ud, false);
+}
+
+static void on_new_leader(void *ud, const char *identity)
+{
+    (void)ud;
+    kop_log(KOP_LOG_INFO, "leader", "leader observed",
+            json_pack("{s:s}", "holder", identity && identity[0] ? identity : "(none)"));
+}
+
+/* The Lease's namespace: the flag, else the pod's (POD_NAMESPACE from the
+ * downward API, or the service account's namespace file in-cluster). */
+static const char *lease_namespace(const struct kop_config *cfg, struct kop_client *client)
+{
+    if (cfg->leader_election_namespace && cfg->leader_election_namespace[0])
+        return cfg->leader_election_namespace;
+    const char *ns = getenv("POD_NAMESPACE");
+    if (ns && ns[0])
+        return ns;
+    ns = kop_client_namespace(client);
+    return ns && ns[0] ? ns : NULL;
+}
+
+/* Start step 3. On failure the pieces made so far stay in m for
+ * reconciler_free. */
+static int reconciler_new(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    char err[128];
+    int r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &m->kc);
+    if (r < 0) {
+        kop_log(KOP_LOG_ERROR, "setup", "cannot load the API server configuration",
+                json_pack("{s:s, s:s, s:i}", "kubeconfig", cfg->kubeconfig ? cfg->kubeconfig : "",
+                          "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+        return r;
+    }
+    r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &m->ratelimit);
+    if (r < 0)
+        goto fail;
+    const struct kop_client_options copt = {.config = &m->kc, .ratelimit = m->ratelimit};
+    r = kop_client_new(&copt, &m->client);
+    if (r < 0)
+        goto fail;
+    /* The reconciler's writes share the bucket but can be aborted as one
+     * when the lease is lost; the elector's requests (one every retry
+     * period) bypass the bucket, so a queue of reconciles never delays a
+     * renewal past the renew deadline. */
+    const struct kop_client_options ropt = {
+        .config = &m->kc, .ratelimit = m->ratelimit, .abortable = true};
+    r = kop_client_new(&ropt, &m->reconcile_client);
+    if (r < 0)
+        goto fail;
+    if (cfg->leader_elect) {
+        const struct kop_client_options lopt = {.config = &m->kc};
+        r = kop_client_new(&lopt, &m->lease_client);
+        if (r < 0)
+            goto fail;
+    }
+    r = kop_store_new(NULL, &m->store);
+    if (r < 0)
+        goto fail;
+    const struct kop_events_options eopt = {.client = m->client, .component = "kop"};
+    r = kop_events_new(&eopt, &m->events);
+    if (r < 0)
+        goto fail;
+    const struct kop_controller_options ctl = {
+        .client = m->client,
+        .store = m->store,
+        .events = m->events,
+        .namespace = cfg->namespace,
+        .max_concurrent = cfg->max_concurrent_reconciles,
+        .sync_period_ms = cfg->sync_period_ms,
+        .leading = !cfg->leader_elect,
+        .reconcile_client = m->reconcile_client,
+        .lost_lease_drain_ms = cfg->leader_lease_duration_ms - cfg->leader_renew_deadline_ms,
+    };
+    r = kop_controller_new(&ctl, &m->controller);
+    if (r < 0)
+        goto fail;
+    if (cfg->leader_elect) {
+        const char *ns = lease_namespace(cfg, m->client);
+        if (!ns) {
+            kop_log(KOP_LOG_ERROR, "setup",
+                    "leader election needs a namespace: not running in-cluster; set "
+                    "--leader-election-namespace or POD_NAMESPACE",
+                    NULL);
+            r = -EINVAL;
+            goto fail;
+        }
+        const struct kop_leader_options lopt = {
+            .client = m->lease_client,
+            .namespace = ns,
+            .name = cfg->leader_election_id,
+            .lease_duration_ms = cfg->leader_lease_duration_ms,
+            .renew_deadline_ms = cfg->leader_renew_deadline_ms,
+            .retry_period_ms = cfg->leader_retry_period_ms,
+            .on_started_leading = on_started_leading,
+            .on_stopped_leading = on_stopped_leading,
+            .on_new_leader = on_new_leader,
+            .ud = m->controller,
+        };
+        r = kop_leader_new(&lopt, &m->leader);
+        if (r == -EINVAL) {
+            kop_log(KOP_LOG_ERROR, "setup",
+                    "leader election durations must satisfy lease-duration > renew-deadline > "
+                    "1.2 * retry-period > 0",
+                    NULL);
+            goto fail;
+        }
+        if (r < 0)
+            goto fail;
+        kop_log(KOP_LOG_INFO, "setup", "leader election enabled",
+                json_pack("{s:s, s:s, s:s}", "lease", cfg->leader_election_id, "namespace", ns,
+                          "identity", kop_leader_identity(m->leader)));
+    }
+    kop_log(KOP_LOG_INFO, "setup", "API server configured",
+            json_pack("{s:s, s:b, s:f, s:i}", "server", m->kc.server ? m->kc.server : "",
+                      "inCluster", m->kc.in_cluster, "qps", cfg->kube_api_qps, "burst",
+                      cfg->kube_api_burst));
+    return 0;
+fail:
+    kop_log(KOP_LOG_ERROR, "setup", "cannot set up the reconciler",
+            json_pack("{s:s, s:i}", "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+    return r;
+}
+
+/* Shutdown steps 3-6 for the reconciler's pieces (NULL-safe, idempotent). */
+static void reconciler_free(struct kop_manager *m, bool graceful)
+{
+    /* Informers first so no key is added, then the drain; when it runs out
+     * of time the bucket is closed so reconciles waiting on it return. */
+    if (m->controller) {
+        if (graceful)
+            step(m, "controller");
+        if (kop_controller_stop(m->controller, graceful ? remaining_ms(m) : 0) < 0) {
+            kop_log(KOP_LOG_WARN, "setup", "reconciles in flight cut short", NULL);
+            kop_ratelimit_close(m->ratelimit);
+            kop_client_abort(m->reconcile_client);
+        }
+    }
+    if (m->events && graceful) {
+        step(m, "events");
+        (void)kop_events_flush(m->events, remaining_ms(m) / 2);
+    }
+    /* After the last reconcile: release the lease so another replica takes
+     * over at once instead of waiting for it to expire. */
+    if (m->leader) {
+        if (graceful)
+            step(m, "lease");
+        (void)kop_leader_stop(m->leader, graceful);
+    }
+    if (graceful)
+        step(m, "free");
+    kop_leader_free(m->leader);
+    m->leader = NULL;
+    kop_controller_free(m->controller);
+    m->controller = NULL;
+    kop_events_free(m->events);
+    m->events = NULL;
+    kop_client_free(m->lease_client);
+    m->lease_client = NULL;
+    kop_client_free(m->reconcile_client);
+    m->reconcile_client = NULL;
+    kop_client_free(m->client);
+    m->client = NULL;
+    kop_ratelimit_free(m->ratelimit);
+    m->ratelimit = NULL;
+    kop_store_free(m->store);
+    m->store = NULL;
+    kop_kubeconfig_cleanup(&m->kc);
+}
+
+/*
+ * --self-signed-certs: publish the CA in the caBundles. With --webhook-only
+ * there is no controller client, so a short-lived one is made for this.
+ * A failure ends start-up (exit 1): the kubelet restarts kop with backoff,
+ * which also covers a CRD applied after kop started.
+ */
+static int inject_ca_bundles(const struct kop_config *cfg, struct kop_client *client,
+                             const struct kop_selfsigned_options *ss)
+{
+    struct kop_kubeconfig kc;
+    struct kop_client *c = client;
+    int r = 0;
+    memset(&kc, 0, sizeof(kc));
+    if (!c) {
+        r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &kc);
+        if (r == 0) {
+            const struct kop_client_options copt = {.config = &kc};
+            r = kop_client_new(&copt, &c);
+        }
+        if (r < 0) {
+            char err[128];
+            kop_log(KOP_LOG_ERROR, "setup", "cannot reach the API server to publish the CA",
+                    json_pack("{s:s}", "error", strerror_r(-r, err, sizeof(err))));
+        }
+    }
+    if (r == 0)
+        r = kop_selfsigned_inject(c, ss);
+    if (c != client)
+        kop_client_free(c);
+    kop_kubeconfig_cleanup(&kc);
+    return r;
+}
+
+int kop_manager_new(const struct kop_config *cfg, struct kop_manager **ret)
+{
+    if (!cfg || !ret)
+        return -EINVAL;
+    struct kop_manager *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    m->cfg = cfg;
+    pthread_mutex_init(&m->ready_lock, NULL);
+    atomic_init(&m->shutting_down, false);
+
+    int r = 0;
+    if (!cfg->webhook_only) {
+        r = reconciler_new(m);
+        if (r < 0)
+            goto fail;
+    }
+    r = kop_probes_new(&m->probes);
+    if (r < 0)
+        goto fail;
+    /* Checks are registered before the probe server starts (its handlers
+     * read the list unlocked); the webhook is published once it serves. */
+    publish_ready(m, NULL, m->controller);
+    if (m->controller)
+        kop_probes_add_check(m->probes, "informers-synced", informers_synced, m);
+    if (!cfg->controller_only)
+        kop_probes_add_check(m->probes, "webhook", webhook_ready, m);
+    *ret = m;
+    return 0;
+fail:
+    kop_manager_free(m);
+    return r;
+}
+
+void kop_manager_set_step_observer(struct kop_manager *m, kop_manager_step_fn *fn, void *userdata)
+{
+    m->step_fn = fn;
+    m->step_ud = userdata;
+}
+
+int kop_manager_start(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    char err[128];
+    int r;
+
+    if (m->started || m->stopped)
+        return -EALREADY;
+    m->started = true;
+
+    step(m, "probes");
+    r = kop_probes_start(m->probes, cfg);
+    if (r < 0)
+        return r;
+
+    const struct kop_selfsigned_options ss = {.cert_dir = cfg->cert_dir};
+    if (cfg->self_signed_certs) {
+        step(m, "self-signed-certs");
+        r = kop_selfsigned_prepare(&ss);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot prepare self-signed certificates",
+                    json_pack("{s:s, s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : "", "error",
+                              strerror_r(-r, err, sizeof(err))));
+            return r;
+        }
+    }
+
+    if (!cfg->controller_only) {
+        step(m, "webhook");
+        const struct kop_webhook_options wopts = {
+            .cfg = cfg,
+            .child_lookup = m->controller ? kop_controller_child_lookup : NULL,
+            .child_lookup_userdata = m->controller,
+        };
+        r = kop_webhook_start(&wopts, &m->webhook);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start the webhook server",
+                    json_pack("{s:s, s:s, s:i}", "certDir", cfg->cert_dir ? cfg->cert_dir : "",
+                              "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+            return r;
+        }
+        publish_ready(m, m->webhook, m->controller);
+    }
+
+    if (cfg->self_signed_certs) {
+        step(m, "ca-bundles");
+        r = inject_ca_bundles(cfg, m->client, &ss);
+        if (r < 0)
+            return r;
+    }
+
+    if (m->controller) {
+        step(m, "controller");
+        r = kop_controller_start(m->controller);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start the controller",
+                    json_pack("{s:i}", "errno", -r));
+            return r;
+        }
+    }
+    if (m->leader) {
+        step(m, "leader-election");
+        r = kop_leader_start(m->leader);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start leader election",
+                    json_pack("{s:i}", "errno", -r));
+            return r;
+        }
+    }
+    return 0;
+}
+
+int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
+{
+    if (m->stopped)
+        return 0;
+    m->stopped = true;
+    m->deadline_ns = kop_clock_now_ns() + (timeout_ms > 0 ? timeout_ms : 0) * KOP_NSEC_PER_MSEC;
+
+    /* 1. readiness false; the checks let go of what is freed below */
+    step(m, "readyz");
+    atomic_store(&m->shutting_down, true);
+    kop_probes_set_shutting_down(m->probes);
+    publish_ready(m, NULL, NULL);
+    /* 2. webhook: stop accepting, finish in-flight requests */
+    bool cut_short = false;
+    if (m->webhook) {
+        step(m, "webhook");
+        if (kop_webhook_shutdown(m->webhook, remaining_ms(m)) < 0) {
+            kop_log(KOP_LOG_WARN, "setup", "in-flight webhook requests cut short", NULL);
+            cut_short = true;
+        }
+    }
+    /* 3.-5. controller (informers, queue, workers), events, the lease;
+     * 6. the client and the store */
+    reconciler_free(m, true);
+    /* Running out of the timeout is not a clean stop: main exits 1, as its
+     * watcher thread would, whichever of the two gets there first. */
+    int r = cut_short || remaining_ms(m) == 0 ? -ETIMEDOUT : 0;
+    if (r < 0)
+        kop_log(KOP_LOG_ERROR, "setup", "shutdown timed out", NULL);
+    /* 6. what is left, metrics and probe servers */
+    kop_webhook_free(m->webhook);
+    m->webhook = NULL;
+    step(m, "probes");
+    kop_probes_free(m->probes, remaining_ms(m));
+    m->probes = NULL;
+    return r;
+}
+
+void kop_manager_free(struct kop_manager *m)
+{
+    if (!m)
+        return;
+    /* Without a shutdown (start failed, or never started): steps 1-6
+     * without grace; after one, all that is left is memory. */
+    m->stopped = true;
+    atomic_store(&m->shutting_down, true);
+    publish_ready(m, NULL, NULL);
+    kop_webhook_free(m->webhook);
+    reconciler_free(m, false);
+    kop_probes_free(m->probes, remaining_ms(m));
+    pthread_mutex_destroy(&m->ready_lock);
+    free(m);
+}
+
+bool kop_manager_ready(struct kop_manager *m)
+{
+    if (atomic_load(&m->shutting_down))
+        return false;
+    if (!m->cfg->controller_only && !webhook_ready(m))
+        return false;
+    if (!m->cfg->webhook_only && !informers_synced(m))
+        return false;
+    return true;
+}
+
+bool kop_manager_leading(const struct kop_manager *m)
+{
+    return m->leader && kop_leader_is_leader(m->leader);
+}
+
+uint16_t kop_manager_webhook_port(const struct kop_manager *m)
+{
+    return m->webhook ? kop_webhook_port(m->webhook) : 0;
+}
+
+uint16_t kop_manager_metrics_port(const struct kop_manager *m)
+{
+    return m->probes ? kop_probes_metrics_port(m->probes) : 0;
+}
+
+uint16_t kop_manager_health_port(const struct kop_manager *m)
+{
+    return m->probes ? kop_probes_health_port(m->probes) : 0;
+}
