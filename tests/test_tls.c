@@ -105,6 +105,10 @@ static void gen_certs(const char *out, const char *cadir)
     run(cmd);
 }
 
+/* Handshakes per second per address for the next fixture_start (0: the
+ * default). */
+static unsigned fixture_hs_rate;
+
 static void fixture_start(struct fixture *f, bool mtls, int hs_timeout_ms, unsigned per_ip,
                           int idle_ms)
 {
@@ -125,6 +129,7 @@ static void fixture_start(struct fixture *f, bool mtls, int hs_timeout_ms, unsig
         .client_ca_file = mtls ? f->ca : NULL,
         .handshake_timeout_ms = hs_timeout_ms,
         .max_per_ip = per_ip,
+        .handshakes_per_ip_per_s = fixture_hs_rate,
         .idle_timeout_ms = idle_ms,
         .reload_interval_ms = 500,
         .http = f->http,
@@ -734,6 +739,60 @@ START_TEST(test_tls_stream_after_413_is_closed)
 }
 END_TEST
 
+/* Over its address's handshake rate a connection waits for its handshake;
+ * it is not refused. Before, there was no rate at all. */
+START_TEST(test_tls_handshake_rate_per_address_delays)
+{
+    struct fixture f;
+    fixture_hs_rate = 1;
+    fixture_start(&f, false, 0, 2, 0); /* burst 2, then 1 per second */
+    fixture_hs_rate = 0;
+    for (int i = 0; i < 4; i++) {
+        CURL *h = client(&f, "/echo");
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+        struct kop_test_buf b;
+        long st;
+        ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+        ck_assert_int_eq(st, 200);
+        free(b.p);
+        curl_easy_cleanup(h);
+    }
+    ck_assert_double_ge(metric(&f, KOP_METRIC_COUNTER, "kop_tls_handshakes_throttled_total"), 1);
+    ck_assert_double_eq(rejected(&f, "per_ip"), 0);
+    ck_assert_double_eq(rejected(&f, "handshake_timeout"), 0);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* The apiserver is one address with many connections: 256 keep-alive
+ * connections opened back to back all work with the default limits. */
+START_TEST(test_tls_256_connections_from_one_address)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 256, 0);
+    enum { N = 256 };
+    struct raw_tls *r = calloc(N, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    for (int i = 0; i < N; i++)
+        raw_tls_connect(&r[i], f.port);
+    static const char req[] = "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int i = 0; i < N; i++) {
+        ck_assert(raw_tls_write(&r[i], req, sizeof(req) - 1));
+        unsigned char buf[512];
+        int n = mbedtls_ssl_read(&r[i].ssl, buf, sizeof(buf) - 1);
+        ck_assert_int_gt(n, 12);
+        ck_assert_int_eq(memcmp(buf, "HTTP/1.1 200", 12), 0);
+    }
+    for (int i = 0; i < N; i++)
+        raw_tls_close(&r[i]);
+    free(r);
+    ck_assert_double_eq(metric(&f, KOP_METRIC_COUNTER, "kop_tls_handshakes_throttled_total"), 0);
+    ck_assert_double_eq(rejected(&f, "per_ip"), 0);
+    fixture_stop(&f);
+}
+END_TEST
+
 /* A client that stops reading a large response must not hold up others. */
 static atomic_int stalled;
 static atomic_bool stall_release; /* the test lets the stalled client go on */
@@ -885,6 +944,8 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_per_ip_limit);
     tcase_add_test(tc, test_tls_slow_reader_does_not_block_others);
     tcase_add_test(tc, test_tls_stream_after_413_is_closed);
+    tcase_add_test(tc, test_tls_handshake_rate_per_address_delays);
+    tcase_add_test(tc, test_tls_256_connections_from_one_address);
     tcase_add_test(tc, test_tls_idle_timeout);
     tcase_add_test(tc, test_tls_shutdown_finishes_in_flight);
     suite_add_tcase(s, tc);

@@ -23,6 +23,8 @@
  *   kop_tls_connections_rejected_total{reason} counter: max_connections,
  *                                              per_ip, handshake_timeout,
  *                                              handshake_error, idle_timeout
+ *   kop_tls_handshakes_throttled_total         counter, connections that waited
+ *                                              for their address's handshake rate
  *
  * Thread-safety: new/start/free are single-threaded; ready, port and
  * shutdown may be called from any thread. All mbedTLS state is owned by the
@@ -38,14 +40,19 @@ struct kop_http_server;
 struct kop_metrics;
 
 struct kop_tls_options {
-    const char *host;             /* NULL or "" = all addresses (IPv6 dual stack if possible) */
-    uint16_t port;                /* 0 = the kernel picks, see kop_tls_port() */
-    const char *cert_dir;         /* holds tls.crt and tls.key */
-    const char *client_ca_file;   /* non-NULL: require a client certificate signed by these CAs */
-    int handshake_timeout_ms;     /* 0 = 10 s */
-    int idle_timeout_ms;          /* established connection with no traffic; 0 = 120 s */
-    unsigned max_connections;     /* 0 = 1024 */
-    unsigned max_per_ip;          /* 0 = no per-address limit */
+    const char *host;           /* NULL or "" = all addresses (IPv6 dual stack if possible) */
+    uint16_t port;              /* 0 = the kernel picks, see kop_tls_port() */
+    const char *cert_dir;       /* holds tls.crt and tls.key */
+    const char *client_ca_file; /* non-NULL: require a client certificate signed by these CAs */
+    int handshake_timeout_ms;   /* 0 = 10 s */
+    int idle_timeout_ms;        /* established connection with no traffic; 0 = 120 s */
+    unsigned max_connections;   /* 0 = 1024 */
+    unsigned max_per_ip;        /* 0 = no per-address limit */
+    /* New handshakes per second from one address, 0 = 64. A burst of
+     * max_per_ip (else max_connections) handshakes is always allowed; over
+     * the rate a connection waits for its handshake (the handshake timeout
+     * runs), it is not refused. */
+    unsigned handshakes_per_ip_per_s;
     int reload_interval_ms;       /* stat check of the certificate files; 0 = 2000 */
     struct kop_http_server *http; /* started, no_listen; not owned */
     struct kop_metrics *metrics;  /* NULL = kop_metrics_global() */

@@ -73,8 +73,16 @@
  * not block. Established connections wait at most about one slice.
  *
  * Limits. Over max_connections or the per-address limit a new connection
- * is accepted and closed at once. Handshake and idle deadlines are checked
- * every 250 ms. No per-connection work blocks: one slow or hostile client
+ * is accepted and closed at once. New handshakes from one address are
+ * rate-limited by a token bucket (handshakes_per_ip_per_s, burst
+ * max_per_ip): over it a connection is accepted but left out of the epoll
+ * set in a waiting list, looked at every THR_TICK_MS, until its address
+ * has a token; its handshake deadline runs meanwhile. Waiting rather than
+ * refusing keeps the apiserver (one address, many connections) served
+ * whatever its pattern; a flood from a few addresses costs at most their
+ * rate in public-key work. An address's entry (count and bucket) is kept
+ * while its bucket is not full, so closing connections does not reset it. Handshake and idle
+ * deadlines are checked every 250 ms. No per-connection work blocks: one slow or hostile client
  * costs only its own buffers.
  */
 #include "kop/tls.h"
@@ -127,6 +135,8 @@
  * and in all (see C_LINGER). */
 #define LINGER_READS 4
 #define LINGER_MAX_BYTES (1024 * 1024)
+/* How often connections waiting for a handshake token look again. */
+#define THR_TICK_MS 10
 
 /*
  * Server preference order. ChaCha20-Poly1305 first: mbedTLS 2.28 measured
@@ -176,6 +186,10 @@ struct ipent {
     unsigned char addr[16];
     int family;
     unsigned count;
+    /* Handshake token bucket (see "Limits" in DESIGN); the entry outlives
+     * its last connection until the bucket is full again. */
+    double tokens;
+    int64_t refilled;
 };
 
 /* C_LINGER: the response is out and close_notify sent, but the client may
@@ -222,6 +236,9 @@ struct conn {
     bool rr_queued;
     struct conn *rr_prev, *rr_next;
     size_t lingered; /* C_LINGER: bytes read and dropped */
+    /* Waiting for a handshake token of its address; not in the epoll set. */
+    bool thr_queued;
+    struct conn *thr_prev, *thr_next;
 };
 
 struct kop_tls {
@@ -238,10 +255,12 @@ struct kop_tls {
     pthread_t thread;
     bool thread_started;
     atomic_bool ready, stop_accept, stop_loop, shut_done;
-    struct conn *conns;             /* live */
-    struct conn *zombies;           /* closed during this batch, freed after it */
-    struct conn *hs_head, *hs_tail; /* handshake steps waiting, FIFO */
-    struct conn *rr_head, *rr_tail; /* connections with work left, FIFO */
+    struct conn *conns;               /* live */
+    struct conn *zombies;             /* closed during this batch, freed after it */
+    struct conn *hs_head, *hs_tail;   /* handshake steps waiting, FIFO */
+    struct conn *rr_head, *rr_tail;   /* connections with work left, FIFO */
+    struct conn *thr_head, *thr_tail; /* waiting for a handshake token, FIFO */
+    double hs_burst;
     unsigned n_conns;
     struct ipent *ips[IP_BUCKETS];
     int64_t next_tick, next_stat, reload_due, listen_paused_until;
@@ -250,6 +269,7 @@ struct kop_tls {
     /* metrics */
     struct kop_metric *m_reads, *m_read_errors, *m_expiry, *m_active;
     struct kop_metric *m_rej_max, *m_rej_ip, *m_rej_hs_timeout, *m_rej_hs_error, *m_rej_idle;
+    struct kop_metric *m_throttled;
 };
 
 /* ---- certificates ------------------------------------------------------- */
@@ -481,21 +501,62 @@ static struct ipent *ip_get(struct kop_tls *t, const struct sockaddr_storage *ss
         return NULL;
     e->family = fam;
     memcpy(e->addr, key, 16);
+    e->tokens = t->hs_burst;
+    e->refilled = kop_clock_now_ns();
     e->next = t->ips[h];
     t->ips[h] = e;
     return e;
 }
 
+static void ip_refill(struct kop_tls *t, struct ipent *e, int64_t now)
+{
+    if (now > e->refilled) {
+        e->tokens += (double)(now - e->refilled) / 1e9 * t->o.handshakes_per_ip_per_s;
+        if (e->tokens > t->hs_burst)
+            e->tokens = t->hs_burst;
+    }
+    e->refilled = now;
+}
+
+/* Take a handshake token of e's address; false when there is none now. */
+static bool ip_take(struct kop_tls *t, struct ipent *e, int64_t now)
+{
+    ip_refill(t, e, now);
+    if (e->tokens < 1)
+        return false;
+    e->tokens -= 1;
+    return true;
+}
+
 static void ip_put(struct kop_tls *t, struct ipent *e)
 {
-    if (!e || --e->count > 0)
-        return;
+    if (!e || --e->count > 0 || e->tokens < t->hs_burst)
+        return; /* an unfull bucket is kept (ip_gc frees it once full) */
     unsigned h = ip_hash(e->family, e->addr);
     for (struct ipent **pp = &t->ips[h]; *pp; pp = &(*pp)->next) {
         if (*pp == e) {
             *pp = e->next;
             free(e);
             return;
+        }
+    }
+}
+
+/* Free the entries without connections whose bucket has refilled. */
+static void ip_gc(struct kop_tls *t, int64_t now)
+{
+    for (size_t i = 0; i < IP_BUCKETS; i++) {
+        for (struct ipent **pp = &t->ips[i]; *pp;) {
+            struct ipent *e = *pp;
+            if (e->count == 0) {
+                ip_refill(t, e, now);
+                if (e->tokens >= t->hs_burst) {
+                    *pp = e->next;
+                    free(e);
+                    continue;
+                }
+            }
+            pp = &e->next;
         }
     }
 }
@@ -580,6 +641,34 @@ static void rr_queue(struct kop_tls *t, struct conn *c)
     t->rr_tail = c;
 }
 
+static void thr_unqueue(struct kop_tls *t, struct conn *c)
+{
+    if (!c->thr_queued)
+        return;
+    if (c->thr_prev)
+        c->thr_prev->thr_next = c->thr_next;
+    else
+        t->thr_head = c->thr_next;
+    if (c->thr_next)
+        c->thr_next->thr_prev = c->thr_prev;
+    else
+        t->thr_tail = c->thr_prev;
+    c->thr_prev = c->thr_next = NULL;
+    c->thr_queued = false;
+}
+
+static void thr_queue(struct kop_tls *t, struct conn *c)
+{
+    c->thr_queued = true;
+    c->thr_prev = t->thr_tail;
+    c->thr_next = NULL;
+    if (t->thr_tail)
+        t->thr_tail->thr_next = c;
+    else
+        t->thr_head = c;
+    t->thr_tail = c;
+}
+
 static void conn_close(struct kop_tls *t, struct conn *c)
 {
     if (c->dead)
@@ -587,6 +676,7 @@ static void conn_close(struct kop_tls *t, struct conn *c)
     c->dead = true;
     hs_unqueue(t, c);
     rr_unqueue(t, c);
+    thr_unqueue(t, c);
     if (c->fd >= 0) {
         if (c->st == C_OPEN && !c->plain_eof) {
             /* Best effort; never waits. */
@@ -1193,6 +1283,28 @@ static void do_accept(struct kop_tls *t, int64_t now)
         t->conns = c;
         t->n_conns++;
         kop_gauge_add(t->m_active, 1);
+        if (!ip_take(t, ip, now)) {
+            /* Over its address's handshake rate: the connection waits, outside the epoll set, until
+             * a token comes; the handshake deadline runs meanwhile. */
+            kop_counter_inc(t->m_throttled);
+            thr_queue(t, c);
+            continue;
+        }
+        if (conn_update(t, c) < 0)
+            conn_close(t, c);
+    }
+}
+
+/* Let waiting connections whose address has a token now start their
+ * handshake (registering a PEEK socket reports a ClientHello that is
+ * already there). */
+static void thr_run(struct kop_tls *t, int64_t now)
+{
+    for (struct conn *c = t->thr_head, *n; c; c = n) {
+        n = c->thr_next;
+        if (!ip_take(t, c->ip, now))
+            continue;
+        thr_unqueue(t, c);
         if (conn_update(t, c) < 0)
             conn_close(t, c);
     }
@@ -1232,6 +1344,7 @@ static void housekeeping(struct kop_tls *t, int64_t now)
             conn_close(t, c);
         }
     }
+    ip_gc(t, now);
     if (t->listen_paused_until && now >= t->listen_paused_until && t->lfd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->it_listen};
         epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->lfd, &ev);
@@ -1256,7 +1369,7 @@ static void *loop_main(void *arg)
     struct kop_tls *t = arg;
     struct epoll_event evs[64];
     while (!atomic_load(&t->stop_loop)) {
-        int timeout = t->hs_head || t->rr_head ? 0 : TICK_MS;
+        int timeout = t->hs_head || t->rr_head ? 0 : t->thr_head ? THR_TICK_MS : TICK_MS;
         int n = epoll_wait(t->epfd, evs, 64, timeout);
         int64_t now = kop_clock_now_ns();
         for (int i = 0; i < n; i++) {
@@ -1285,6 +1398,10 @@ static void *loop_main(void *arg)
             }
         }
         reap_zombies(t);
+        if (t->thr_head) {
+            thr_run(t, now);
+            reap_zombies(t);
+        }
         if (t->rr_head) {
             rr_run(t, now);
             reap_zombies(t);
@@ -1412,6 +1529,9 @@ static void register_metrics(struct kop_tls *t)
     t->m_rej_hs_timeout = kop_metric_child(rej, "handshake_timeout");
     t->m_rej_hs_error = kop_metric_child(rej, "handshake_error");
     t->m_rej_idle = kop_metric_child(rej, "idle_timeout");
+    t->m_throttled = kop_metric_child(kop_metrics_register(
+        m, KOP_METRIC_COUNTER, "kop_tls_handshakes_throttled_total",
+        "Connections whose handshake waited for their address's handshake rate", NULL, NULL, 0));
 }
 
 int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
@@ -1432,6 +1552,13 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
         t->o.max_connections = 1024;
     if (t->o.reload_interval_ms <= 0)
         t->o.reload_interval_ms = 2000;
+    if (!t->o.handshakes_per_ip_per_s)
+        t->o.handshakes_per_ip_per_s = 64;
+    /* A client may open every connection its address is allowed at once
+     * (the apiserver after a restart of kop). */
+    t->hs_burst = t->o.max_per_ip ? t->o.max_per_ip : t->o.max_connections;
+    if (t->hs_burst < t->o.handshakes_per_ip_per_s)
+        t->hs_burst = t->o.handshakes_per_ip_per_s;
     t->o.host = NULL;
     t->o.client_ca_file = NULL;
     mbedtls_entropy_init(&t->entropy);
