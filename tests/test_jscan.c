@@ -253,6 +253,48 @@ START_TEST(test_jscan_many_keys_linear)
 }
 END_TEST
 
+START_TEST(test_jscan_decode_bounded)
+{
+    /* items past the bound stay as null, the length is kept */
+    const char *doc = "{\"a\":[1,2,3,4,5],\"b\":{\"c\":[[1,2,3],\"x\"]}}";
+    int err = 0;
+    json_t *v = kop_jscan_decode_bounded(doc, strlen(doc), 2, 0, &err);
+    ck_assert_ptr_nonnull(v);
+    json_t *a = json_object_get(v, "a");
+    ck_assert_uint_eq(json_array_size(a), 5);
+    ck_assert_int_eq(json_integer_value(json_array_get(a, 1)), 2);
+    ck_assert(json_is_null(json_array_get(a, 2)));
+    ck_assert(json_is_null(json_array_get(a, 4)));
+    json_t *c = json_object_get(json_object_get(v, "b"), "c");
+    ck_assert_uint_eq(json_array_size(json_array_get(c, 0)), 3);
+    ck_assert(json_is_null(json_array_get(json_array_get(c, 0), 2)));
+    json_decref(v);
+    /* unbounded: the same as jansson */
+    v = kop_jscan_decode_bounded(doc, strlen(doc), 0, 0, &err);
+    json_t *j = json_loads(doc, 0, NULL);
+    ck_assert(json_equal(v, j));
+    json_decref(v);
+    json_decref(j);
+    /* 100,000 empty objects would cost ~25 MB as jansson values: refused */
+    size_t n = 100000, off = 0;
+    char *big = malloc(3 * n + 8);
+    big[off++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        memcpy(big + off, i ? ",{}" : "{}", i ? 3 : 2);
+        off += i ? 3 : 2;
+    }
+    big[off++] = ']';
+    ck_assert_ptr_null(kop_jscan_decode_bounded(big, off, 0, 16u << 20, &err));
+    ck_assert_int_eq(err, -E2BIG);
+    /* the same with items bounded: only 10 objects are built */
+    v = kop_jscan_decode_bounded(big, off, 10, 16u << 20, &err);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(json_array_size(v), n);
+    json_decref(v);
+    free(big);
+}
+END_TEST
+
 /* A small deterministic PRNG (xorshift64*). */
 static uint64_t rng_state;
 static uint64_t rnd(void)
@@ -331,6 +373,7 @@ static Suite *jscan_suite(void)
     tcase_add_test(tc, test_jscan_members);
     tcase_add_test(tc, test_jscan_string_unescapes);
     tcase_add_test(tc, test_jscan_many_keys_linear);
+    tcase_add_test(tc, test_jscan_decode_bounded);
     tcase_add_test(tc, test_jscan_random_mutations_match_jansson);
     suite_add_tcase(s, tc);
     return s;

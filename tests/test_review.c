@@ -437,6 +437,55 @@ START_TEST(test_review_admission_warning_cut_keeps_utf8)
 }
 END_TEST
 
+/* AdmissionReviews cost at most KOP_REVIEW_MAX_TREE_BYTES as a tree: 3 M
+ * numbers in a list and an object of 200,000 members get a 413 with the
+ * reason, and
+ * 32,000 ports (only the first KOP_REVIEW_MAX_DECODED_ITEMS decoded) are
+ * denied for their number. */
+START_TEST(test_review_admission_tree_is_bounded)
+{
+    const char *head = "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+                       "\"request\":{\"uid\":\"h\",\"kind\":{\"group\":\"mygroup.example.com\","
+                       "\"version\":\"v2\",\"kind\":\"MyResource\"},\"resource\":{\"group\":"
+                       "\"mygroup.example.com\",\"version\":\"v2\",\"resource\":\"myresources\"},"
+                       "\"operation\":\"CREATE\",\"namespace\":\"d\",\"name\":\"x\",\"object\":{"
+                       "\"apiVersion\":\"mygroup.example.com/v2\",\"kind\":\"MyResource\","
+                       "\"metadata\":{\"name\":\"x\",\"namespace\":\"d\"},\"spec\":{\"ports\":[";
+    const char *tail = "]}}}}";
+    size_t cap = 8u << 20;
+    char *b = malloc(cap);
+    for (int kind = 0; kind < 3; kind++) {
+        size_t off = (size_t)snprintf(b, cap, "%s", head);
+        size_t n = kind == 0 ? 3000000 : kind == 1 ? 200000 : 32000;
+        for (size_t i = 0; i < n; i++) {
+            if (kind == 0)
+                off += (size_t)snprintf(b + off, cap - off, "%s0", i ? "," : "");
+            else if (kind == 1) /* one item, an object of n members */
+                off += (size_t)snprintf(b + off, cap - off, "%s\"k%zu\":{}", i ? "," : "{", i);
+            else
+                off += (size_t)snprintf(b + off, cap - off,
+                                        "%s{\"name\":\"p%zu\",\"port\":%zu,\"protocol\":\"TCP\"}",
+                                        i ? "," : "", i, 1 + i % 65535);
+        }
+        if (kind == 1)
+            b[off++] = '}';
+        off += (size_t)snprintf(b + off, cap - off, "%s", tail);
+        struct kop_review_result r;
+        ck_assert_int_eq(kop_review_admit_http(CT, b, off, NULL, &r), 0);
+        if (kind < 2) {
+            ck_assert_int_eq(r.http_status, 413);
+            ck_assert_msg(strstr(r.message, "MiB of memory to decode") != NULL, "%s", r.message);
+        } else {
+            ck_assert_int_eq(r.http_status, 200);
+            ck_assert(!r.success);
+            ck_assert_msg(strstr(r.message, "Too many: 32000") != NULL, "%s", r.message);
+        }
+        kop_review_result_cleanup(&r);
+    }
+    free(b);
+}
+END_TEST
+
 static Suite *review_suite(void)
 {
     Suite *s = suite_create("review");
@@ -452,6 +501,7 @@ static Suite *review_suite(void)
     tcase_add_test(tc, test_review_with_arena_bound);
     tcase_add_test(tc, test_review_mangled_bodies);
     tcase_add_test(tc, test_review_admission_warning_cut_keeps_utf8);
+    tcase_add_test(tc, test_review_admission_tree_is_bounded);
     suite_add_tcase(s, tc);
     return s;
 }

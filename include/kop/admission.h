@@ -71,6 +71,10 @@ struct kop_admission_options {
 
 #define KOP_ADMISSION_MAX_WARNINGS 8
 /* Each warning is shorter than 120 characters (NUL included here). */
+/* Items of a list checked one by one; a longer list is refused for its
+ * length ("Too many") and its items past this many are not looked at. */
+#define KOP_ADMISSION_MAX_CHECKED_ITEMS 1024
+
 #define KOP_ADMISSION_WARNING_SIZE 120
 
 struct kop_admission_verdict {

@@ -87,4 +87,14 @@ int kop_jscan_string(const char *p, size_t n, char **ret, size_t *ret_len);
  */
 json_t *kop_jscan_decode(const char *p, size_t n);
 
+/*
+ * kop_jscan_decode with bounds on what the tree may cost: elements past
+ * max_items of any array are kept as null (the array keeps its length; 0:
+ * no bound), and the estimated jansson memory (values, members, array
+ * slots, string bytes) stays within max_bytes (0: no bound). @ref new; NULL
+ * with *ret_err -E2BIG (over max_bytes) or -ENOMEM.
+ */
+json_t *kop_jscan_decode_bounded(const char *p, size_t n, size_t max_items, size_t max_bytes,
+                                 int *ret_err);
+
 #endif /* KOP_JSCAN_H */

@@ -23,8 +23,8 @@
  *
  * kop_review_convert_http() runs the streaming converter over a whole body
  * (kop/convstream.h; the webhook feeds it piece by piece). An
- * AdmissionReview is scanned first (kop/jscan.h): more than
- * KOP_REVIEW_MAX_VALUES JSON values -> 413; then decoded with jansson, so a
+ * AdmissionReview is validated first (kop/jscan.h), then decoded within
+ * KOP_REVIEW_MAX_TREE_BYTES (else 413) into jansson values, so a
  * per-request arena may be bound on the calling thread (kop/arena.h). The
  * result body is always malloc'd.
  * Bodies end with "\n", as Go's encoder writes them.
@@ -127,9 +127,12 @@ int kop_review_check_meta_entry(bool label, const char *key, const char *val, si
 
 #define KOP_REVIEW_ANNOTATIONS_MAX (256 * 1024)
 
-/* An AdmissionReview is decoded into a tree only when it has at most this
- * many JSON values (about 16 MiB of jansson values); more: 413. A MyResource
- * with 32,000 ports has about 130,000. */
-#define KOP_REVIEW_MAX_VALUES 262144
+/* An AdmissionReview is decoded into a tree of at most this much memory
+ * (estimated: jansson's values, members, slots and strings); more: 413. */
+#define KOP_REVIEW_MAX_TREE_BYTES (16 << 20)
+
+/* Items of a list past this many are decoded as null: the rules never read
+ * them (a list that long is refused for its length; see kop/admission.h). */
+#define KOP_REVIEW_MAX_DECODED_ITEMS 1024
 
 #endif /* KOP_REVIEW_H */

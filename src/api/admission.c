@@ -599,8 +599,11 @@ static void check_ports(struct vctx *c, const json_t *ports)
     }
     /* Each later occurrence of a name or pair is reported at its own index
      * (the first one is not), as a pairwise comparison with the earlier
-     * entries would. */
-    for (size_t i = 0; i < n; i++) {
+     * entries would. Items past KOP_ADMISSION_MAX_CHECKED_ITEMS are not
+     * checked: the list is refused as too long already, and the webhook
+     * does not decode them (kop/review.h). */
+    size_t checked = n < KOP_ADMISSION_MAX_CHECKED_ITEMS ? n : KOP_ADMISSION_MAX_CHECKED_ITEMS;
+    for (size_t i = 0; i < checked; i++) {
         const json_t *p = json_array_get(ports, i);
         snprintf(path, sizeof(path), "spec.ports[%zu]", i);
         if (!json_is_object(p)) {

@@ -262,9 +262,14 @@ static int status_to_v1(json_t *status, json_t *extras)
     return rc;
 }
 
+/* A v2-extras value kop would have written fits in the annotations' 256 KiB
+ * (the apiserver's limit): a longer one is not ours to interpret, and
+ * decoding it could cost ~30x its size. */
+#define EXTRAS_MAX (256u * 1024u)
+
 static bool is_extras_object(const json_t *v)
 {
-    if (!json_is_string(v))
+    if (!json_is_string(v) || json_string_length(v) > EXTRAS_MAX)
         return false;
     json_t *e = json_loadb(json_string_value(v), json_string_length(v), 0, NULL);
     bool ok = json_is_object(e);
@@ -463,8 +468,8 @@ static json_t *load_extras(json_t *obj)
 {
     json_t *v = json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"),
                                 KOP_MYRESOURCE_EXTRAS_ANNOTATION);
-    if (!json_is_string(v))
-        return NULL;
+    if (!json_is_string(v) || json_string_length(v) > EXTRAS_MAX)
+        return NULL; /* not ours to interpret: carried over as it is */
     json_t *e = json_loadb(json_string_value(v), json_string_length(v), 0, NULL);
     if (!json_is_object(e)) {
         json_decref(e);

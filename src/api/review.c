@@ -135,9 +135,11 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
         put_msg(msg, size, "contentType=, expected application/json");
         return NULL;
     }
-    /* Scan first: a body that would make a tree far larger than itself
-     * (7 MiB of "[0,0,...]" is ~30x its size as jansson values) is refused
-     * before any tree is built. */
+    /* Validate first (no tree), then decode within bounds: a body that
+     * would make a tree far larger than itself (7 MiB of "[0,0,...]" is
+     * ~30x its size as jansson values) is refused instead of built, and
+     * the items of a list past KOP_REVIEW_MAX_DECODED_ITEMS are kept as
+     * null (the list is refused for its length long before that). */
     struct kop_jscan *scan = kop_jscan_new();
     if (!scan) {
         *ret_status = 500;
@@ -154,17 +156,24 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
         return NULL;
     }
     kop_jscan_free(scan);
-    if (values > KOP_REVIEW_MAX_VALUES) {
-        *ret_status = 413;
-        put_msg(msg, size, "the request has %zu JSON values, more than the %d this webhook decodes",
-                values, KOP_REVIEW_MAX_VALUES);
-        return NULL;
-    }
-    /* validated above: decoded without a second parse */
-    json_t *root = kop_jscan_decode(body, len);
+    /* Each value costs at least an array slot: so many values cannot fit,
+     * refuse before decoding anything. */
+    int derr = 0;
+    json_t *root = NULL;
+    if (values > KOP_REVIEW_MAX_TREE_BYTES / 24)
+        derr = -E2BIG;
+    else
+        root = kop_jscan_decode_bounded(body, len, KOP_REVIEW_MAX_DECODED_ITEMS,
+                                        KOP_REVIEW_MAX_TREE_BYTES, &derr);
     if (!root) {
-        *ret_status = 500;
-        put_msg(msg, size, "out of memory");
+        *ret_status = derr == -E2BIG ? 413 : 500;
+        if (derr == -E2BIG)
+            put_msg(msg, size,
+                    "the request would take more than %d MiB of memory to decode; this webhook "
+                    "decodes less",
+                    KOP_REVIEW_MAX_TREE_BYTES >> 20);
+        else
+            put_msg(msg, size, "out of memory");
         return NULL;
     }
     if (!json_is_object(root)) {

@@ -690,9 +690,37 @@ done:
 
 /* ---- decoding a validated value ------------------------------------------- */
 
-static json_t *decode_at(const char *p, size_t n, size_t *pos);
+/* What a decode may build (kop_jscan_decode_bounded); NULL: no bound. */
+struct decode_bounds {
+    size_t max_items; /* elements past this many of an array become null */
+    size_t max_bytes; /* estimated jansson memory */
+    size_t used;
+    bool over;
+};
 
-static json_t *decode_string(const char *p, size_t n, size_t *pos)
+/* jansson's cost of one value, estimated from its structures (a value, its
+ * allocation header, an object's hashtable pair per member). */
+#define COST_OBJECT 256
+#define COST_MEMBER 160
+#define COST_ARRAY 64
+#define COST_SLOT 24 /* a pointer, and the tables left behind as the array doubles (in an arena) */
+#define COST_SCALAR 48
+
+static bool charge(struct decode_bounds *b, size_t cost)
+{
+    if (!b)
+        return true;
+    if (b->max_bytes && cost > b->max_bytes - b->used) {
+        b->over = true;
+        return false;
+    }
+    b->used += cost;
+    return true;
+}
+
+static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b);
+
+static json_t *decode_string(const char *p, size_t n, size_t *pos, struct decode_bounds *b)
 {
     size_t i = *pos + 1, start = i;
     bool esc = false;
@@ -704,6 +732,8 @@ static json_t *decode_string(const char *p, size_t n, size_t *pos)
         i++;
     }
     *pos = i + 1;
+    if (!charge(b, COST_SCALAR + (i - start)))
+        return NULL;
     if (!esc)
         return json_stringn_nocheck(p + start, i - start);
     char small[256];
@@ -717,7 +747,7 @@ static json_t *decode_string(const char *p, size_t n, size_t *pos)
     return v;
 }
 
-static json_t *decode_number(const char *p, size_t n, size_t *pos)
+static json_t *decode_number(const char *p, size_t n, size_t *pos, struct decode_bounds *b)
 {
     size_t i = *pos;
     bool real = false;
@@ -727,6 +757,8 @@ static json_t *decode_number(const char *p, size_t n, size_t *pos)
             real = true;
         i++;
     }
+    if (!charge(b, COST_SCALAR))
+        return NULL;
     char small[64];
     size_t len = i - *pos;
     char *buf = len < sizeof(small) ? small : malloc(len + 1);
@@ -741,18 +773,46 @@ static json_t *decode_number(const char *p, size_t n, size_t *pos)
     return v;
 }
 
-static json_t *decode_at(const char *p, size_t n, size_t *pos)
+/* Skip the validated value at p[*pos]. */
+static void skip_value(const char *p, size_t n, size_t *pos)
+{
+    size_t i = skip_ws(p, n, *pos), depth = 0;
+    do {
+        char c = p[i];
+        if (c == '"') {
+            i++;
+            while (p[i] != '"')
+                i += p[i] == '\\' ? 2 : 1;
+            i++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            i++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            i++;
+        } else if (depth == 0) {
+            while (i < n && !is_ws((unsigned char)p[i]) && p[i] != ',' && p[i] != '}' &&
+                   p[i] != ']')
+                i++;
+        } else {
+            i++;
+        }
+    } while (depth > 0 && i < n);
+    *pos = i;
+}
+
+static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b)
 {
     size_t i = skip_ws(p, n, *pos);
     json_t *v = NULL;
     switch (p[i]) {
     case '{':
-        v = json_object();
+        v = charge(b, COST_OBJECT) ? json_object() : NULL;
         i = skip_ws(p, n, i + 1);
         while (v && p[i] != '}') {
-            json_t *key = decode_string(p, n, &i);
+            json_t *key = decode_string(p, n, &i, NULL);
             i = skip_ws(p, n, i) + 1; /* past ':' */
-            json_t *val = decode_at(p, n, &i);
+            json_t *val = charge(b, COST_MEMBER) ? decode_at(p, n, &i, b) : NULL;
             if (!key || !val ||
                 json_object_setn_new_nocheck(v, json_string_value(key), json_string_length(key),
                                              val) < 0) {
@@ -766,11 +826,20 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos)
         }
         i++;
         break;
-    case '[':
-        v = json_array();
+    case '[': {
+        v = charge(b, COST_ARRAY) ? json_array() : NULL;
+        size_t count = 0;
         i = skip_ws(p, n, i + 1);
         while (v && p[i] != ']') {
-            json_t *val = decode_at(p, n, &i);
+            json_t *val;
+            if (b && b->max_items && count >= b->max_items) {
+                /* past the bound: the element keeps its place, as null */
+                skip_value(p, n, &i);
+                val = charge(b, COST_SLOT) ? json_null() : NULL;
+            } else {
+                val = charge(b, COST_SLOT) ? decode_at(p, n, &i, b) : NULL;
+            }
+            count++;
             if (!val || json_array_append_new(v, val) < 0) {
                 json_decref(v);
                 v = NULL;
@@ -781,8 +850,9 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos)
         }
         i++;
         break;
+    }
     case '"':
-        v = decode_string(p, n, &i);
+        v = decode_string(p, n, &i, b);
         break;
     case 't':
         v = json_true();
@@ -797,7 +867,7 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos)
         i += 4;
         break;
     default:
-        v = decode_number(p, n, &i);
+        v = decode_number(p, n, &i, b);
         break;
     }
     *pos = i;
@@ -807,5 +877,16 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos)
 json_t *kop_jscan_decode(const char *p, size_t n)
 {
     size_t pos = 0;
-    return n ? decode_at(p, n, &pos) : NULL;
+    return n ? decode_at(p, n, &pos, NULL) : NULL;
+}
+
+json_t *kop_jscan_decode_bounded(const char *p, size_t n, size_t max_items, size_t max_bytes,
+                                 int *ret_err)
+{
+    struct decode_bounds b = {.max_items = max_items, .max_bytes = max_bytes};
+    size_t pos = 0;
+    json_t *v = n ? decode_at(p, n, &pos, &b) : NULL;
+    if (!v)
+        *ret_err = b.over ? -E2BIG : -ENOMEM;
+    return v;
 }
