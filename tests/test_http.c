@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -82,6 +83,9 @@ struct fixture {
     uint16_t port;
 };
 
+/* Deadline options for the next start_server (zero: the defaults). */
+static struct kop_http_server_options next_limits;
+
 static void start_server(struct fixture *f, unsigned threads)
 {
     f->metrics = kop_metrics_new(false);
@@ -92,7 +96,12 @@ static void start_server(struct fixture *f, unsigned threads)
         .threads = threads,
         .name = "test",
         .metrics = f->metrics,
+        .timeout_s = next_limits.timeout_s,
+        .max_per_ip = next_limits.max_per_ip,
+        .header_timeout_ms = next_limits.header_timeout_ms,
+        .min_body_rate = next_limits.min_body_rate,
     };
+    memset(&next_limits, 0, sizeof(next_limits));
     ck_assert_int_eq(
         kop_http_server_new(&o, test_routes, sizeof(test_routes) / sizeof(test_routes[0]), &f->srv),
         0);
@@ -812,6 +821,121 @@ START_TEST(test_http_budget_503_after_waiting_too_long)
 }
 END_TEST
 
+/* ---- deadlines ------------------------------------------------------------ */
+
+/* The server closed fd (EOF or reset), looking without waiting. */
+static bool closed_by_server(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Send lines (one every 100 ms, 100 at most) until the server closes the
+ * connection; returns how many were sent. */
+static int trickle_until_closed(int fd, const char *line)
+{
+    int i;
+    for (i = 0; i < 100; i++) {
+        if (closed_by_server(fd) || send(fd, line, strlen(line), MSG_NOSIGNAL) < 0)
+            break;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return i;
+}
+
+static double timed_out(struct fixture *f)
+{
+    static const char *const l[] = {"server", NULL};
+    return kop_metric_value(kop_metric_child(
+        kop_metrics_register(f->metrics, KOP_METRIC_COUNTER, "kop_http_connections_timed_out_total",
+                             "x", l, NULL, 0),
+        "test"));
+}
+
+/* Slowloris: headers that trickle in, a line now and then, are cut at the
+ * header deadline. Before, every byte reset MHD's idle timeout, so the
+ * connection was held for as long as the client liked. */
+START_TEST(test_http_slow_headers_closed_at_deadline)
+{
+    struct fixture f;
+    next_limits.header_timeout_ms = 1000;
+    next_limits.timeout_s = 60;
+    start_server(&f, 1);
+    int fd = connect_local(f.port);
+    const char start[] = "GET /echo HTTP/1.1\r\nHost: x\r\n";
+    ck_assert_int_eq(send(fd, start, sizeof(start) - 1, 0), (ssize_t)(sizeof(start) - 1));
+    int sent = trickle_until_closed(fd, "X-Slow: 1\r\n");
+    ck_assert_msg(sent < 100, "still open after 10 s of trickled headers");
+    close(fd);
+    ck_assert_double_ge(timed_out(&f), 1);
+    /* Others are served; a keep-alive connection idle past the header
+     * deadline is not cut (its deadline is the idle timeout). */
+    CURL *h = curl_easy_init();
+    struct result r;
+    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    result_free(&r);
+    struct timespec ts = {1, 500 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    long connects = -1;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
+    ck_assert_int_eq(connects, 0);
+    result_free(&r);
+    curl_easy_cleanup(h);
+    stop_server(&f);
+}
+END_TEST
+
+/* A body under the minimum rate (after the grace) is cut. */
+START_TEST(test_http_slow_body_closed)
+{
+    struct fixture f;
+    next_limits.header_timeout_ms = 500;
+    next_limits.min_body_rate = 10000;
+    next_limits.timeout_s = 60;
+    start_server(&f, 1);
+    int fd = connect_local(f.port);
+    const char head[] = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 100000\r\n\r\n";
+    ck_assert_int_eq(send(fd, head, sizeof(head) - 1, 0), (ssize_t)(sizeof(head) - 1));
+    int sent = trickle_until_closed(fd, "0123456789");
+    ck_assert_msg(sent < 100, "a 100 B/s body still read after 10 s");
+    close(fd);
+    ck_assert_double_ge(timed_out(&f), 1);
+    ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 5000), 0);
+    stop_server(&f);
+}
+END_TEST
+
+/* A listening server caps the connections of one address. */
+START_TEST(test_http_per_address_cap)
+{
+    struct fixture f;
+    next_limits.max_per_ip = 2;
+    start_server(&f, 1);
+    int a = connect_local(f.port);
+    int b = connect_local(f.port);
+    int c = connect_local(f.port);
+    const char req[] = "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)send(c, req, sizeof(req) - 1, MSG_NOSIGNAL);
+    char buf[64];
+    ck_assert_int_le(recv(c, buf, sizeof(buf), 0), 0); /* closed, unanswered */
+    ck_assert_int_eq(send(a, req, sizeof(req) - 1, 0), (ssize_t)(sizeof(req) - 1));
+    ck_assert_int_gt(recv(a, buf, sizeof(buf), 0), 0);
+    close(a);
+    close(b);
+    close(c);
+    stop_server(&f);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -833,6 +957,9 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_streaming_route_sees_every_byte);
     tcase_add_test(tc, test_http_budget_makes_requests_wait_then_serves_them);
     tcase_add_test(tc, test_http_budget_503_after_waiting_too_long);
+    tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
+    tcase_add_test(tc, test_http_slow_body_closed);
+    tcase_add_test(tc, test_http_per_address_cap);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -135,10 +135,23 @@ struct kop_http_server_options {
     uint16_t port;
     /* No listen socket: connections come from kop_http_server_add_connection(). */
     bool no_listen;
-    unsigned threads;            /* worker threads, 0 = 1 */
-    size_t max_header_size;      /* per-connection memory for the request head; 0 = 32 KiB */
-    unsigned timeout_s;          /* idle connection timeout, 0 = 120 s */
-    unsigned max_connections;    /* 0 = 1024 */
+    unsigned threads;         /* worker threads, 0 = 1 */
+    size_t max_header_size;   /* per-connection memory for the request head; 0 = 32 KiB */
+    unsigned timeout_s;       /* idle connection timeout, 0 = 120 s; absolute between
+                                 requests, however the bytes of the next one trickle */
+    unsigned max_connections; /* 0 = 1024 */
+    /* A listening server: most connections open at once from one address,
+     * 0 = no limit (the TLS front has its own). */
+    unsigned max_per_ip;
+    /* Absolute deadlines, whatever the traffic: a request's line and
+     * headers must be in within header_timeout_ms (from the connection's
+     * start for its first request, from the request line for the next
+     * ones; 0 = 10 s), and after that same grace its body must have come
+     * at min_body_rate bytes per second on average (0 = 16 KiB/s). A
+     * connection past either is closed and counted in
+     * kop_http_connections_timed_out_total{server}. */
+    unsigned header_timeout_ms;
+    size_t min_body_rate;
     const char *name;            /* for logs ("webhook", "metrics"); may be NULL */
     struct kop_metrics *metrics; /* NULL = kop_metrics_global() */
     /*

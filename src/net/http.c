@@ -16,10 +16,29 @@
  * keep-alive connection waiting for its next request counts as idle. The
  * graceful stop (drain) quiesces the listen socket, refuses new connections
  * from the TLS front and marks every further response "Connection: close".
+ *
+ * Deadlines. MHD's own timeout is reset by every byte, so a client sending
+ * a byte now and then would hold a connection slot for ever. Every
+ * connection is therefore tracked (MHD's connection notifications) in one
+ * of four phases, and the ticker thread closes those past their deadline:
+ *   HEADERS  the request line and headers must be in within header_timeout,
+ *            counted from the connection's start for its first request and
+ *            from the request line for later ones;
+ *   BODY     after a grace of header_timeout the body must have come at
+ *            min_body_rate bytes per second on average;
+ *   BUSY     routing, waiting for the budget (which has its own deadline),
+ *            the handler, the response: no deadline of ours;
+ *   IDLE     between requests: the next request line must come within the
+ *            idle timeout, however the bytes trickle.
+ * A connection is closed with shutdown() on a duplicate of its descriptor
+ * made when it started (so the descriptor cannot have been reused); MHD
+ * then sees the end of the stream and closes it. The lock order is
+ * track_lock alone: nothing else is taken under it.
  */
 #include "kop/http.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -31,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,10 +93,28 @@ struct kop_http_server {
     pthread_mutex_t wait_lock;
     struct MHD_Connection **waiters;
     size_t n_waiters, cap_waiters;
-    /* wakes the waiters every BUDGET_TICK_MS so they see their deadline */
+    /* connections and their deadline phases (see Deadlines above) */
+    pthread_mutex_t track_lock;
+    struct track *tracks;
+    int64_t header_timeout_ns, idle_timeout_ns, grace_ns;
+    double min_body_rate;
+    struct kop_metric *m_deadline;
+    /* wakes the waiters every BUDGET_TICK_MS so they see their deadline,
+     * and closes connections past theirs */
     pthread_t ticker;
     bool ticker_running;
     atomic_bool ticker_stop;
+};
+
+enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_IDLE };
+
+struct track {
+    struct track *prev, *next;
+    int fd; /* a duplicate, ours */
+    enum track_phase phase;
+    bool killed;
+    int64_t since; /* phase start */
+    uint64_t body_bytes;
 };
 
 enum req_state {
@@ -427,13 +465,130 @@ static bool charge(struct kop_http_server *srv, struct req *rq, size_t total, bo
 
 #define BUDGET_TICK_MS 100
 
+/* ---- deadlines ------------------------------------------------------------ */
+
+static struct track *conn_track(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void track_phase(struct kop_http_server *srv, struct MHD_Connection *conn,
+                        enum track_phase phase)
+{
+    struct track *tr = conn_track(conn);
+    if (!tr)
+        return;
+    pthread_mutex_lock(&srv->track_lock);
+    if (phase == TP_HEADERS && tr->phase == TP_HEADERS) {
+        /* the first request line: its deadline runs from the connection's
+         * start */
+    } else if (tr->phase != phase) {
+        tr->phase = phase;
+        tr->since = kop_clock_now_ns();
+        tr->body_bytes = 0;
+    }
+    pthread_mutex_unlock(&srv->track_lock);
+}
+
+static void track_body(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n)
+{
+    struct track *tr = conn_track(conn);
+    if (!tr)
+        return;
+    pthread_mutex_lock(&srv->track_lock);
+    tr->body_bytes += n;
+    pthread_mutex_unlock(&srv->track_lock);
+}
+
+static void notify_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
+                      enum MHD_ConnectionNotificationCode toe)
+{
+    struct kop_http_server *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct track *tr = calloc(1, sizeof(*tr));
+        if (!tr)
+            return; /* untracked: MHD's own timeout still applies */
+        tr->fd = ci ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0) : -1;
+        if (tr->fd < 0) {
+            free(tr);
+            return;
+        }
+        tr->phase = TP_HEADERS;
+        tr->since = kop_clock_now_ns();
+        pthread_mutex_lock(&srv->track_lock);
+        tr->next = srv->tracks;
+        if (srv->tracks)
+            srv->tracks->prev = tr;
+        srv->tracks = tr;
+        pthread_mutex_unlock(&srv->track_lock);
+        *socket_context = tr;
+        return;
+    }
+    struct track *tr = *socket_context;
+    if (!tr)
+        return;
+    *socket_context = NULL;
+    pthread_mutex_lock(&srv->track_lock);
+    if (tr->prev)
+        tr->prev->next = tr->next;
+    else
+        srv->tracks = tr->next;
+    if (tr->next)
+        tr->next->prev = tr->prev;
+    pthread_mutex_unlock(&srv->track_lock);
+    close(tr->fd);
+    free(tr);
+}
+
+static bool track_expired(const struct kop_http_server *srv, const struct track *tr, int64_t now)
+{
+    int64_t age = now - tr->since;
+    switch (tr->phase) {
+    case TP_HEADERS:
+        return age > srv->header_timeout_ns;
+    case TP_IDLE:
+        return age > srv->idle_timeout_ns;
+    case TP_BODY:
+        if (age <= srv->grace_ns)
+            return false;
+        return (double)tr->body_bytes < srv->min_body_rate * (double)(age - srv->grace_ns) / 1e9;
+    case TP_BUSY:
+        break;
+    }
+    return false;
+}
+
+/* Close the connections past their deadline (see Deadlines above). */
+static void reap_slow(struct kop_http_server *srv)
+{
+    int64_t now = kop_clock_now_ns();
+    unsigned n = 0;
+    pthread_mutex_lock(&srv->track_lock);
+    for (struct track *tr = srv->tracks; tr; tr = tr->next) {
+        if (tr->killed || !track_expired(srv, tr, now))
+            continue;
+        tr->killed = true;
+        shutdown(tr->fd, SHUT_RDWR);
+        n++;
+    }
+    pthread_mutex_unlock(&srv->track_lock);
+    if (n)
+        kop_counter_add(srv->m_deadline, n);
+}
+
 static void *ticker_main(void *arg)
 {
     struct kop_http_server *srv = arg;
     while (!atomic_load(&srv->ticker_stop)) {
         struct timespec ts = {0, BUDGET_TICK_MS * 1000 * 1000};
         nanosleep(&ts, NULL);
-        wake_waiters(srv);
+        if (srv->opts.budget)
+            wake_waiters(srv);
+        reap_slow(srv);
     }
     return NULL;
 }
@@ -489,6 +644,7 @@ static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     }
     rq->start_ns = kop_clock_now_ns();
     atomic_fetch_add(&srv->in_flight, 1);
+    track_phase(srv, conn, TP_HEADERS);
     return rq;
 }
 
@@ -511,6 +667,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(rq->query);
     free(rq);
     atomic_fetch_sub(&srv->in_flight, 1);
+    track_phase(srv, conn, TP_IDLE);
 }
 
 static const struct route *find_route(const struct kop_http_server *srv, const char *path)
@@ -759,12 +916,21 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     struct req *rq = *con_cls;
     if (!rq)
         return MHD_NO; /* URI callback failed (ENOMEM) */
+    if (*upload_data_size)
+        track_body(rq->srv, conn, *upload_data_size);
     switch (rq->state) {
-    case REQ_NEW:
-        return begin_request(conn, rq, url, method);
+    case REQ_NEW: {
+        track_phase(rq->srv, conn, TP_BUSY);
+        enum MHD_Result res = begin_request(conn, rq, url, method);
+        if (rq->state == REQ_BODY || (rq->state == REQ_DISCARD && res == MHD_YES))
+            track_phase(rq->srv, conn, TP_BODY);
+        return res;
+    }
     case REQ_WAIT: {
         /* resumed: try again (the upload, if any, stays with MHD) */
         enum MHD_Result res = start_body(conn, rq, url, method);
+        if (rq->state != REQ_WAIT)
+            track_phase(rq->srv, conn, TP_BODY);
         if (rq->state != REQ_BODY || res != MHD_YES)
             return res;
         __attribute__((fallthrough));
@@ -804,6 +970,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             *upload_data_size = 0;
             return MHD_YES;
         }
+        track_phase(rq->srv, conn, TP_BUSY);
         return run_handler(conn, rq, url, method);
     case REQ_DISCARD:
         if (*upload_data_size) {
@@ -858,7 +1025,18 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     srv->opts.host = NULL;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_mutex_init(&srv->wait_lock, NULL);
+    pthread_mutex_init(&srv->track_lock, NULL);
     srv->quiesced_fd = -1;
+    if (!srv->opts.header_timeout_ms)
+        srv->opts.header_timeout_ms = 10000;
+    if (!srv->opts.min_body_rate)
+        srv->opts.min_body_rate = 16384;
+    if (!srv->opts.timeout_s)
+        srv->opts.timeout_s = 120;
+    srv->header_timeout_ns = (int64_t)srv->opts.header_timeout_ms * KOP_NSEC_PER_MSEC;
+    srv->grace_ns = srv->header_timeout_ns;
+    srv->idle_timeout_ns = (int64_t)srv->opts.timeout_s * KOP_NSEC_PER_SEC;
+    srv->min_body_rate = (double)srv->opts.min_body_rate;
     int r = -ENOMEM;
     srv->routes = calloc(n_routes ? n_routes : 1, sizeof(*srv->routes));
     srv->wh_ok = calloc(n_routes ? n_routes : 1, sizeof(*srv->wh_ok));
@@ -866,6 +1044,13 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
         goto out;
     srv->n_routes = n_routes;
     struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
+    static const char *const l_srv[] = {"server", NULL};
+    srv->m_deadline = kop_metric_child(
+        kop_metrics_register(m, KOP_METRIC_COUNTER, "kop_http_connections_timed_out_total",
+                             "Connections closed because a client was too slow (headers not in "
+                             "time, body under the minimum rate, idle too long), by server",
+                             l_srv, NULL, 0),
+        srv->name);
     bool any_webhook = false;
     for (size_t i = 0; i < n_routes; i++) {
         srv->routes[i].r = routes[i];
@@ -968,11 +1153,14 @@ int kop_http_server_start(struct kop_http_server *srv)
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_cb, srv};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, srv};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_cb, srv};
+    if (o->max_per_ip && !o->no_listen)
+        ops[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                           (intptr_t)o->max_per_ip, NULL};
     ops[n++] =
         (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                 (intptr_t)(o->max_header_size ? o->max_header_size : 32768), NULL};
-    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
-                                       (intptr_t)(o->timeout_s ? o->timeout_s : 120), NULL};
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->timeout_s, NULL};
     ops[n++] =
         (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
                                 (intptr_t)(o->max_connections ? o->max_connections : 1024), NULL};
@@ -1003,7 +1191,7 @@ int kop_http_server_start(struct kop_http_server *srv)
     }
     pthread_mutex_lock(&srv->lock);
     srv->mhd = d;
-    if (srv->opts.budget && pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0)
+    if (pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0)
         srv->ticker_running = true;
     pthread_mutex_unlock(&srv->lock);
     return 0;
@@ -1116,5 +1304,6 @@ void kop_http_server_free(struct kop_http_server *srv)
     free(srv->waiters);
     pthread_mutex_destroy(&srv->lock);
     pthread_mutex_destroy(&srv->wait_lock);
+    pthread_mutex_destroy(&srv->track_lock);
     free(srv);
 }
