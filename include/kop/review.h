@@ -77,6 +77,14 @@ int kop_review_convert_http(const char *content_type, const char *body, size_t l
 int kop_review_admit_http(const char *content_type, const char *body, size_t len,
                           const struct kop_admission_options *opts, struct kop_review_result *ret);
 
+/* Fill r with reply dumped compactly, plus "\n" (@ref steal reply; NULL:
+ * -ENOMEM). For the review modules. Returns 0 or -ENOMEM. */
+int kop_review_finish(struct kop_review_result *r, int status, json_t *reply);
+
+/* message as a JSON string; bytes that are not valid UTF-8 (a message that
+ * quotes the request) become '?'. @ref new, NULL on ENOMEM. */
+json_t *kop_review_message_string(const char *message);
+
 /* Free the body. NULL-safe. */
 void kop_review_result_cleanup(struct kop_review_result *r);
 

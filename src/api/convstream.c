@@ -945,64 +945,23 @@ static void copy_cut(char *dst, size_t size, const char *src)
     kop_utf8_truncate(dst, size - 1);
 }
 
-static int finish_json(struct kop_review_result *r, int status, json_t *reply)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    if (!reply)
-        return -ENOMEM;
-    int rc = kop_json_dump(reply, JSON_COMPACT, &buf, &len);
-    json_decref(reply);
-    if (rc < 0)
-        return rc;
-    char *nb = realloc(buf, len + 2);
-    if (!nb) {
-        free(buf);
-        return -ENOMEM;
-    }
-    nb[len] = '\n';
-    nb[len + 1] = '\0';
-    r->http_status = status;
-    r->body = nb;
-    r->body_len = len + 1;
-    return 0;
-}
-
-/* Messages may quote the request and so hold bytes that are not UTF-8:
- * those are replaced by '?' so the client still gets its answer. */
-static json_t *message_string(const char *m)
-{
-    json_t *s = json_string(m);
-    if (s || !m)
-        return s;
-    char *copy = strdup(m);
-    if (!copy)
-        return NULL;
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    s = json_string(copy);
-    free(copy);
-    return s;
-}
-
 static int failure(struct kop_review_result *r, int status, const char *version, const char *uid,
                    const char *message)
 {
     copy_cut(r->message, sizeof(r->message), message);
     r->success = false;
     json_t *result = json_pack("{s:{}, s:s, s:o}", "metadata", "status", "Failure", "message",
-                               message_string(message));
+                               kop_review_message_string(message));
     if (result && status && json_object_set_new(result, "code", json_integer(status)) < 0) {
         json_decref(result);
         result = NULL;
     }
     if (!result)
         return -ENOMEM;
-    return finish_json(r, status,
-                       json_pack("{s:s, s:s, s:{s:s, s:o}}", "apiVersion",
-                                 version ? version : CONV_V1, "kind", "ConversionReview",
-                                 "response", "uid", uid ? uid : "", "result", result));
+    return kop_review_finish(r, status,
+                             json_pack("{s:s, s:s, s:{s:s, s:o}}", "apiVersion",
+                                       version ? version : CONV_V1, "kind", "ConversionReview",
+                                       "response", "uid", uid ? uid : "", "result", result));
 }
 
 static int success(struct kop_convstream *cs, struct kop_review_result *r)

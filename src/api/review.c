@@ -46,27 +46,6 @@ static void put_msg(char *msg, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Messages quote the request (jansson's parse error shows the bytes near the
- * error, "%.100s" may cut a character in two), so they are not always valid
- * UTF-8, which json_string() refuses. Such a message goes out with every
- * non-ASCII byte replaced by '?': the client still gets its 400, not a 500.
- * @ref new, NULL on ENOMEM. */
-static json_t *message_string(const char *m)
-{
-    json_t *s = json_string(m);
-    if (s || !m)
-        return s;
-    char *copy = strdup(m);
-    if (!copy)
-        return NULL;
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    s = json_string(copy);
-    free(copy);
-    return s;
-}
-
 static const char *str_or_empty(const json_t *v)
 {
     return json_is_string(v) ? json_string_value(v) : "";
@@ -92,7 +71,7 @@ bool kop_review_content_type_ok(const char *ct)
     return *ct == '\0' || *ct == ';';
 }
 
-static int finish(struct kop_review_result *r, int status, json_t *reply)
+int kop_review_finish(struct kop_review_result *r, int status, json_t *reply)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -511,7 +490,8 @@ static json_t *admission_reply(const char *version, const char *uid, bool allowe
     json_t *resp = NULL;
     if (!status)
         return NULL;
-    if ((message && json_object_set_new(status, "message", message_string(message)) < 0) ||
+    if ((message &&
+         json_object_set_new(status, "message", kop_review_message_string(message)) < 0) ||
         (reason && json_object_set_new(status, "reason", json_string(reason)) < 0) ||
         json_object_set_new(status, "code", json_integer(code)) < 0) {
         json_decref(status);
@@ -579,18 +559,19 @@ int kop_review_admit_http(const char *content_type, const char *body, size_t len
     r.success = v.allowed;
     r.n_warnings = v.n_warnings;
     if (v.allowed) {
-        rc = finish(&r, 200, admission_reply(version, uid, true, 200, NULL, NULL, &v));
+        rc = kop_review_finish(&r, 200, admission_reply(version, uid, true, 200, NULL, NULL, &v));
     } else {
         r.violations = v.n_violations;
         copy_cut(r.message, sizeof(r.message), v.message ? v.message : "");
-        rc = finish(&r, 200, admission_reply(version, uid, false, 403, "Forbidden", v.message, &v));
+        rc = kop_review_finish(
+            &r, 200, admission_reply(version, uid, false, 403, "Forbidden", v.message, &v));
     }
     goto out;
 error:
     copy_cut(r.message, sizeof(r.message), msg);
-    rc = finish(&r, status,
-                admission_reply(root ? review_version(root, ADM_V1, ADM_V1BETA1) : NULL, r.uid,
-                                false, status, NULL, msg, NULL));
+    rc = kop_review_finish(&r, status,
+                           admission_reply(root ? review_version(root, ADM_V1, ADM_V1BETA1) : NULL,
+                                           r.uid, false, status, NULL, msg, NULL));
 out:
     kop_admission_verdict_cleanup(&v);
     json_decref(root);
@@ -609,4 +590,24 @@ void kop_review_result_cleanup(struct kop_review_result *r)
     free(r->body);
     r->body = NULL;
     r->body_len = 0;
+}
+
+/* Messages quote the request (a parse error shows the bytes near it, and a
+ * cut "%.100s" may split a character), so they are not always valid UTF-8,
+ * which json_string() refuses: such a message goes out with every
+ * non-ASCII byte replaced by '?', and the client still gets its answer. */
+json_t *kop_review_message_string(const char *m)
+{
+    json_t *s = json_string(m);
+    if (s || !m)
+        return s;
+    char *copy = strdup(m);
+    if (!copy)
+        return NULL;
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    s = json_string(copy);
+    free(copy);
+    return s;
 }
