@@ -104,6 +104,9 @@ START_TEST(test_config_defaults)
     ck_assert_int_eq(cfg.max_connections, 1024);
     ck_assert_int_eq(cfg.max_connections_per_ip, 256);
     ck_assert_int_eq(cfg.webhook_threads, 2);
+    ck_assert_int_eq(cfg.request_header_timeout_ms, 10000);
+    ck_assert_uint_eq(cfg.min_body_rate, 16384);
+    ck_assert_int_eq(cfg.max_handshakes_per_ip_per_second, 64);
     ck_assert(cfg.metrics_bind.enabled);
     ck_assert_str_eq(cfg.metrics_bind.host, "");
     ck_assert_int_eq(cfg.metrics_bind.port, 8080);
@@ -141,7 +144,8 @@ START_TEST(test_config_every_flag)
         "--client-ca-file=/ca.crt", "--conversion-max-body-bytes=128Mi",
         "--admission-max-body-bytes", "1048576", "--max-header-bytes=64Ki",
         "--tls-handshake-timeout=5s", "--idle-timeout", "1m30s", "--max-connections=10",
-        "--max-connections-per-ip=3", "--webhook-threads=4",
+        "--max-connections-per-ip=3", "--webhook-threads=4", "--request-header-timeout=3s",
+        "--min-body-rate=1Ki", "--max-handshakes-per-ip-per-second", "5",
         "--metrics-bind-address=127.0.0.1:9090", "--health-probe-bind-address", "0",
         "--leader-elect", "--leader-election-id=my-lease", "--leader-election-namespace=kop-system",
         "--max-concurrent-reconciles=8", "--kube-api-qps=0", "--kube-api-burst", "0",
@@ -165,6 +169,9 @@ START_TEST(test_config_every_flag)
     ck_assert_int_eq(cfg.max_connections, 10);
     ck_assert_int_eq(cfg.max_connections_per_ip, 3);
     ck_assert_int_eq(cfg.webhook_threads, 4);
+    ck_assert_int_eq(cfg.request_header_timeout_ms, 3000);
+    ck_assert_uint_eq(cfg.min_body_rate, 1024);
+    ck_assert_int_eq(cfg.max_handshakes_per_ip_per_second, 5);
     ck_assert(cfg.metrics_bind.enabled);
     ck_assert_str_eq(cfg.metrics_bind.host, "127.0.0.1");
     ck_assert_int_eq(cfg.metrics_bind.port, 9090);
@@ -375,6 +382,9 @@ START_TEST(test_config_help_and_version)
         "--max-connections",
         "--max-connections-per-ip",
         "--webhook-threads",
+        "--request-header-timeout",
+        "--min-body-rate",
+        "--max-handshakes-per-ip-per-second",
         "--metrics-bind-address",
         "--health-probe-bind-address",
         "--leader-elect",

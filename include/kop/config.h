@@ -39,13 +39,16 @@ struct kop_config {
     size_t convert_max_body; /* --conversion-max-body-bytes, 64 MiB */
     /* --admission-max-body-bytes, 7 MiB (7340032, as controller-runtime) */
     size_t admission_max_body;
-    size_t webhook_memory_budget;     /* --webhook-memory-budget-bytes, 80 MiB */
-    size_t max_header_bytes;          /* --max-header-bytes, 64 KiB */
-    int64_t tls_handshake_timeout_ms; /* --tls-handshake-timeout, 10s */
-    int64_t idle_timeout_ms;          /* --idle-timeout, 120s */
-    int max_connections;              /* --max-connections, 1024 */
-    int max_connections_per_ip;       /* --max-connections-per-ip, 256 */
-    int webhook_threads;              /* --webhook-threads, 2 (MHD worker threads) */
+    size_t webhook_memory_budget;         /* --webhook-memory-budget-bytes, 80 MiB */
+    size_t max_header_bytes;              /* --max-header-bytes, 64 KiB */
+    int64_t tls_handshake_timeout_ms;     /* --tls-handshake-timeout, 10s */
+    int64_t idle_timeout_ms;              /* --idle-timeout, 120s */
+    int max_connections;                  /* --max-connections, 1024 */
+    int max_connections_per_ip;           /* --max-connections-per-ip, 256 */
+    int webhook_threads;                  /* --webhook-threads, 2 (MHD worker threads) */
+    int64_t request_header_timeout_ms;    /* --request-header-timeout, 10s */
+    size_t min_body_rate;                 /* --min-body-rate, 16 KiB/s */
+    int max_handshakes_per_ip_per_second; /* --max-handshakes-per-ip-per-second, 64 */
 
     struct kop_bind_address metrics_bind; /* --metrics-bind-address, ":8080" */
     struct kop_bind_address health_bind;  /* --health-probe-bind-address, ":8081" */

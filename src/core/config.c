@@ -81,6 +81,19 @@ static const struct flag flags[] = {
      "Most webhook connections open at once.", 1, 1000000},
     {"max-connections-per-ip", FLAG_INT, OFF(max_connections_per_ip), "256", "int",
      "Most webhook connections open at once from one client address.", 1, 1000000},
+    {"request-header-timeout", FLAG_DURATION, OFF(request_header_timeout_ms), "10s", "duration",
+     "A request's line and headers must arrive within this, however the bytes trickle (webhook, "
+     "metrics and probe servers).",
+     1, 0},
+    {"min-body-rate", FLAG_BYTES, OFF(min_body_rate), "16Ki", "bytes",
+     "After a grace of --request-header-timeout, a request body must arrive at this many bytes per "
+     "second on average (suffix Ki, Mi or Gi).",
+     0, 0},
+    {"max-handshakes-per-ip-per-second", FLAG_INT, OFF(max_handshakes_per_ip_per_second), "64",
+     "int",
+     "New TLS handshakes per second from one client address, after a burst of "
+     "--max-connections-per-ip; over it a handshake waits.",
+     1, 1000000},
     {"webhook-threads", FLAG_INT, OFF(webhook_threads), "2", "int",
      "HTTP worker threads of the webhook server.", 1, 1024},
     {"metrics-bind-address", FLAG_BIND, OFF(metrics_bind), ":8080", "address",

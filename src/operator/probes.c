@@ -120,17 +120,33 @@ static void on_readyz(void *ud, const struct kop_http_request *req, struct kop_h
     set_text(resp, 503, full);
 }
 
-static int start_server(const struct kop_bind_address *bind, const struct kop_http_route *routes,
-                        size_t n, const char *name, const char *what, struct kop_http_server **ret)
+/*
+ * The kubelet must get its answer within its probe timeout (1 s by default)
+ * whatever else connects: one address holds at most PER_IP connections
+ * (the kubelet and Prometheus each have their own), a client slow to send
+ * its request loses its slot at --request-header-timeout, and an idle one
+ * after IDLE_S, however it trickles bytes. Requests here have no body.
+ */
+#define MAX_CONNS 256
+#define PER_IP 16
+#define IDLE_S 10
+
+static int start_server(const struct kop_config *cfg, const struct kop_bind_address *bind,
+                        const struct kop_http_route *routes, size_t n, const char *name,
+                        const char *what, struct kop_http_server **ret)
 {
     if (!bind->enabled)
         return 0;
+    int64_t hdr = cfg->request_header_timeout_ms;
     const struct kop_http_server_options o = {
         .host = bind->host[0] ? bind->host : NULL,
         .port = (uint16_t)bind->port,
         .threads = 1,
-        .timeout_s = 30,
-        .max_connections = 64,
+        .timeout_s = IDLE_S,
+        .max_connections = MAX_CONNS,
+        .max_per_ip = PER_IP,
+        .header_timeout_ms = hdr > 0 && hdr < 3600000 ? (unsigned)hdr : 0,
+        .min_body_rate = cfg->min_body_rate,
         .name = name,
     };
     struct kop_http_server *srv = NULL;
@@ -161,10 +177,11 @@ int kop_probes_start(struct kop_probes *p, const struct kop_config *cfg)
         {.path = "/livez", .methods = KOP_HTTP_GET, .fn = on_healthz, .userdata = p},
         {.path = "/readyz", .methods = KOP_HTTP_GET, .fn = on_readyz, .userdata = p},
     };
-    int r = start_server(&cfg->metrics_bind, mroutes, 1, "metrics", "serving metrics", &p->metrics);
+    int r = start_server(cfg, &cfg->metrics_bind, mroutes, 1, "metrics", "serving metrics",
+                         &p->metrics);
     if (r < 0)
         return r;
-    return start_server(&cfg->health_bind, hroutes, 3, "health", "serving health probes",
+    return start_server(cfg, &cfg->health_bind, hroutes, 3, "health", "serving health probes",
                         &p->health);
 }
 

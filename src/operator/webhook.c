@@ -239,6 +239,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .max_connections = (unsigned)cfg->max_connections,
         .name = "webhook",
         .budget = cfg->webhook_memory_budget,
+        .header_timeout_ms = (unsigned)clamp_ms(cfg->request_header_timeout_ms),
+        .min_body_rate = cfg->min_body_rate,
     };
     r = kop_http_server_new(&hopts, routes, sizeof(routes) / sizeof(routes[0]), &w->http);
     if (r < 0)
@@ -256,6 +258,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .idle_timeout_ms = clamp_ms(cfg->idle_timeout_ms),
         .max_connections = (unsigned)cfg->max_connections,
         .max_per_ip = (unsigned)cfg->max_connections_per_ip,
+        .handshakes_per_ip_per_s = (unsigned)cfg->max_handshakes_per_ip_per_second,
         .http = w->http,
     };
     r = kop_tls_new(&topts, &w->tls);
