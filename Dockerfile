@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # kop's container image: build on Debian 12 with the project's fixed
-# dependencies, run on debian:12-slim with only their runtime libraries.
+# dependencies, run FROM scratch with only what the binary loads. The same
+# files as scripts/image.sh (buildah) puts in its image: both take the root
+# filesystem from scripts/image-rootfs.sh.
 #
 #   docker build -t kop:0.1.0 .
 #
 # The result runs as the unprivileged user 65532 (no passwd entry needed)
-# with the binary as PID 1: kop handles SIGTERM/SIGINT itself. The
-# Deployment's preStop hook runs /bin/sleep, which the slim image has.
+# with the binary as PID 1: kop handles SIGTERM/SIGINT itself. There is no
+# shell: the Deployment's preStop pause is the kubelet's sleep action.
 
 # ---- build ------------------------------------------------------------------
 FROM debian:12 AS builder
@@ -28,31 +30,20 @@ RUN apt-get update \
 
 WORKDIR /src
 COPY . .
-# Release build of the binary only (kubesim is configured, not built).
-RUN meson setup build --buildtype=release -Dtests=false \
-    && ninja -C build kop \
-    && strip build/kop \
-    && build/kop --version
+# Release build of the binary only (kubesim is configured, not built), then
+# the image's root filesystem: the stripped binary, the shared libraries it
+# loads (from the Debian packages installed above), the loader,
+# /etc/nsswitch.conf and the packages' copyright files.
+RUN meson setup build-docker --buildtype=release -Dtests=false \
+    && ninja -C build-docker kop \
+    && strip --strip-all -o /kop build-docker/kop \
+    && /kop --version \
+    && scripts/image-rootfs.sh /kop /rootfs
 
 # ---- run --------------------------------------------------------------------
-FROM debian:12-slim
+FROM scratch
 
-# Runtime libraries of the build dependencies above (libcurl4 is the
-# OpenSSL flavour libcurl4-openssl-dev links), and the CA bundle.
-RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12 \
-        libmbedtls14 \
-        libmbedx509-1 \
-        libmbedcrypto7 \
-        libjansson4 \
-        libcurl4 \
-        libyaml-0-2 \
-        ca-certificates \
-    && rm -rf /var/lib/apt/lists/*
-
-COPY --from=builder /src/build/kop /usr/local/bin/kop
-COPY --from=builder /src/LICENSE /usr/share/doc/kop/LICENSE
+COPY --from=builder /rootfs/ /
 
 LABEL org.opencontainers.image.title="kop" \
       org.opencontainers.image.description="Kubernetes operator for MyResource (conversion and validating webhooks, reconciler)" \
@@ -60,5 +51,6 @@ LABEL org.opencontainers.image.title="kop" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 USER 65532:65532
+WORKDIR /
 EXPOSE 9443 8080 8081
 ENTRYPOINT ["/usr/local/bin/kop"]

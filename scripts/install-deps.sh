@@ -32,6 +32,15 @@ if ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 
+# buildah builds and runs the container image (scripts/image.sh,
+# tests/scripts/test_image.sh): ~16 MB to download, so it is installed by
+# default; KOP_WITH_IMAGE=0 leaves it out and the image test skips. Its
+# recommended runtimes are not needed: the image is built from scratch and
+# run with --isolation chroot.
+if [ "${KOP_WITH_IMAGE:-1}" != 0 ] && ! command -v buildah >/dev/null 2>&1; then
+  missing+=(buildah)
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
