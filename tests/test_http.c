@@ -821,6 +821,89 @@ START_TEST(test_http_budget_503_after_waiting_too_long)
 }
 END_TEST
 
+/* A request that waited for the budget reads its body after it resumes:
+ * the call that follows the resume is not the final one. Before, the
+ * handler ran there with an empty body. */
+START_TEST(test_http_budget_resumed_request_reads_its_body)
+{
+    struct fixture f;
+    start_stream_server(&f, 100 * 1024, 10000);
+    atomic_store(&stream_begun, 0);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_hold, true);
+    struct post_call a = {.port = f.port, .len = 60 * 1024};
+    pthread_t ta;
+    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    int fd = connect_local(f.port);
+    const char head[] = "POST /stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 61440\r\n\r\n";
+    ck_assert_int_eq(send(fd, head, sizeof(head) - 1, 0), (ssize_t)(sizeof(head) - 1));
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    ck_assert_int_eq(a.status, 200);
+    wait_until(&stream_begun, 2); /* resumed, and its body not sent yet */
+    nanosleep(&ts, NULL);
+    char *body = malloc(61440);
+    memset(body, ' ', 61440);
+    ck_assert_int_eq(send(fd, body, 61440, MSG_NOSIGNAL), 61440);
+    free(body);
+    char buf[1024];
+    size_t got = 0;
+    while (got < sizeof(buf) - 1 && !strstr(buf, "}")) {
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    buf[got] = '\0';
+    close(fd);
+    ck_assert_msg(strstr(buf, "\"bytes\":61440") != NULL, "answer: %s", buf);
+    stop_server(&f);
+}
+END_TEST
+
+/* Large requests leave an eighth of the budget to the small ones: with a
+ * large request held and another waiting for the large lane, a small one
+ * runs. Before, the second large one took the room and the small one
+ * waited behind it. */
+START_TEST(test_http_budget_keeps_room_for_small_requests)
+{
+    struct fixture f;
+    start_stream_server(&f, 10u << 20, 10000);
+    atomic_store(&stream_begun, 0);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_hold, true);
+    struct post_call a = {.port = f.port, .len = 5u << 20};
+    struct post_call b = {.port = f.port, .len = 3174400}; /* 3.1 MiB */
+    struct post_call c = {.port = f.port, .len = 910 * 1024};
+    pthread_t ta, tb, tc;
+    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    ck_assert_int_eq(pthread_create(&tb, NULL, post_thread, &b), 0);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
+    wait_until(&stream_begun, 2);
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&stream_begun), 2);
+    /* the one begun is the small one (the large one would hold 3.5 MiB) */
+    ck_assert_uint_lt(kop_http_server_budget_used(f.srv), 7u << 20);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    ck_assert_int_eq(a.status, 200);
+    ck_assert_int_eq(b.status, 200);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    stop_server(&f);
+}
+END_TEST
+
 /* ---- deadlines ------------------------------------------------------------ */
 
 /* The server closed fd (EOF or reset), looking without waiting. */
@@ -957,6 +1040,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_streaming_route_sees_every_byte);
     tcase_add_test(tc, test_http_budget_makes_requests_wait_then_serves_them);
     tcase_add_test(tc, test_http_budget_503_after_waiting_too_long);
+    tcase_add_test(tc, test_http_budget_resumed_request_reads_its_body);
+    tcase_add_test(tc, test_http_budget_keeps_room_for_small_requests);
     tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(tc, test_http_slow_body_closed);
     tcase_add_test(tc, test_http_per_address_cap);

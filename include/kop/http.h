@@ -160,7 +160,9 @@ struct kop_http_server_options {
      * that would go over it waits, reading nothing (TCP pushes back on the
      * client), until others finish; after budget_wait_ms it is answered 503
      * with Retry-After. A request larger than the whole budget runs only
-     * when nothing else holds any (so it is never starved).
+     * when nothing else holds any (so it is never starved). Requests over
+     * 1 MiB together hold at most seven eighths of it: the last eighth is
+     * kept for small ones, so large bodies never make them wait.
      */
     size_t budget;
     unsigned budget_wait_ms; /* 0 = 10 s */

@@ -90,6 +90,7 @@ struct kop_http_server {
     /* the in-flight budget: bytes charged by requests, and the connections
      * suspended until some are given back (wait_lock guards the list) */
     atomic_size_t budget_used;
+    atomic_size_t large_used; /* what requests over SMALL_REQUEST hold */
     pthread_mutex_t wait_lock;
     struct MHD_Connection **waiters;
     size_t n_waiters, cap_waiters;
@@ -138,6 +139,7 @@ struct req {
     bool wh_counted;
     uint64_t content_length; /* 0 when unknown (chunked) */
     size_t held;             /* bytes charged to the budget */
+    bool large;              /* charged to the large lane too (see charge()) */
     int64_t wait_since;      /* REQ_WAIT: when the wait began */
     void *stream;            /* a streaming route's state */
     bool stream_failed;      /* its data callback failed: answer 500 */
@@ -447,6 +449,15 @@ static void forget_waiter(struct kop_http_server *srv, struct MHD_Connection *co
     pthread_mutex_unlock(&srv->wait_lock);
 }
 
+/*
+ * Large requests (a first charge over SMALL_REQUEST) together may hold the
+ * budget less its eighth; that eighth is kept for the small ones (every
+ * admission review and the usual conversion), so a few large bodies, slow
+ * or not, never make the small requests wait. A large request larger than
+ * its lane still runs when no other large one holds any.
+ */
+#define SMALL_REQUEST (1024 * 1024)
+
 /* Charge rq up to total bytes; only the first charge of a request may be
  * refused (later growth is counted so that others wait for it). */
 static bool charge(struct kop_http_server *srv, struct req *rq, size_t total, bool may_refuse)
@@ -454,12 +465,26 @@ static bool charge(struct kop_http_server *srv, struct req *rq, size_t total, bo
     if (total <= rq->held)
         return true;
     size_t delta = total - rq->held;
+    size_t budget = srv->opts.budget;
+    bool large = rq->large || (may_refuse && total > SMALL_REQUEST);
+    if (large && budget) {
+        size_t lane = budget - budget / 8;
+        size_t cur = atomic_load(&srv->large_used);
+        do {
+            if (may_refuse && cur + delta > lane && cur > 0)
+                return false;
+        } while (!atomic_compare_exchange_weak(&srv->large_used, &cur, cur + delta));
+    }
     size_t cur = atomic_load(&srv->budget_used);
     do {
-        if (may_refuse && srv->opts.budget && cur + delta > srv->opts.budget && cur > 0)
+        if (may_refuse && budget && cur + delta > budget && cur > 0) {
+            if (large && budget)
+                atomic_fetch_sub(&srv->large_used, delta);
             return false;
+        }
     } while (!atomic_compare_exchange_weak(&srv->budget_used, &cur, cur + delta));
     rq->held = total;
+    rq->large = large && budget;
     return true;
 }
 
@@ -566,18 +591,16 @@ static bool track_expired(const struct kop_http_server *srv, const struct track 
 static void reap_slow(struct kop_http_server *srv)
 {
     int64_t now = kop_clock_now_ns();
-    unsigned n = 0;
     pthread_mutex_lock(&srv->track_lock);
     for (struct track *tr = srv->tracks; tr; tr = tr->next) {
         if (tr->killed || !track_expired(srv, tr, now))
             continue;
         tr->killed = true;
+        /* counted first (an atomic add), so whoever sees the close sees it */
+        kop_counter_inc(srv->m_deadline);
         shutdown(tr->fd, SHUT_RDWR);
-        n++;
     }
     pthread_mutex_unlock(&srv->track_lock);
-    if (n)
-        kop_counter_add(srv->m_deadline, n);
 }
 
 static void *ticker_main(void *arg)
@@ -599,6 +622,8 @@ static void release(struct kop_http_server *srv, struct req *rq, size_t keep)
     if (rq->held <= keep)
         return;
     atomic_fetch_sub(&srv->budget_used, rq->held - keep);
+    if (rq->large)
+        atomic_fetch_sub(&srv->large_used, rq->held - keep);
     rq->held = keep;
     wake_waiters(srv);
 }
@@ -931,7 +956,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         enum MHD_Result res = start_body(conn, rq, url, method);
         if (rq->state != REQ_WAIT)
             track_phase(rq->srv, conn, TP_BODY);
-        if (rq->state != REQ_BODY || res != MHD_YES)
+        /* The call that follows a resume carries no data and is not the
+         * final one: the body (still unread) comes in the next calls. */
+        if (rq->state != REQ_BODY || res != MHD_YES || *upload_data_size == 0)
             return res;
         __attribute__((fallthrough));
     }
