@@ -67,6 +67,8 @@ function modelModule(apiVersion) {
     const [group, version] = apiVersion.split('/');
     if (!version) return null;
     if (group === 'cert-manager.io') return `@kubernetes-models/cert-manager/cert-manager.io/${version}`;
+    if (group === 'monitoring.coreos.com')
+        return `@kubernetes-models/prometheus-operator/monitoring.coreos.com/${version}`;
     if (group.includes('.') && !group.endsWith('.k8s.io')) return null; // custom resource
     return `kubernetes-models/${group}/${version}`;
 }
