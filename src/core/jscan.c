@@ -703,8 +703,8 @@ struct decode_bounds {
 #define COST_OBJECT 256
 #define COST_MEMBER 160
 #define COST_ARRAY 64
-#define COST_SLOT 24 /* a pointer, and the tables left behind as the array doubles (in an arena)   \
-                      */
+/* a pointer, and the tables left behind as the array doubles (in an arena) */
+#define COST_SLOT 24
 #define COST_SCALAR 48
 
 static bool charge(struct decode_bounds *b, size_t cost)
