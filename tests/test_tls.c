@@ -949,10 +949,14 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_slow_reader_does_not_block_others);
     tcase_add_test(tc, test_tls_stream_after_413_is_closed);
     tcase_add_test(tc, test_tls_handshake_rate_per_address_delays);
-    tcase_add_test(tc, test_tls_256_connections_from_one_address);
     tcase_add_test(tc, test_tls_idle_timeout);
     tcase_add_test(tc, test_tls_shutdown_finishes_in_flight);
     suite_add_tcase(s, tc);
+    /* 256 handshakes on each side: slow under sanitizers */
+    TCase *many = tcase_create("many");
+    tcase_set_timeout(many, 600);
+    tcase_add_test(many, test_tls_256_connections_from_one_address);
+    suite_add_tcase(s, many);
     return s;
 }
 
