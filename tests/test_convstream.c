@@ -418,6 +418,54 @@ START_TEST(test_convstream_memory_is_reply_plus_one_object)
 }
 END_TEST
 
+/* A crafted review cannot make kop build what the apiserver never sends:
+ * an object over KOP_CONVSTREAM_MAX_OBJECT is a 413, an object whose
+ * decoded parts would pass KOP_CONVSTREAM_MAX_TREE is a Failure, and
+ * neither is held or decoded whole. */
+START_TEST(test_convstream_bounds_what_one_object_costs)
+{
+    size_t cap = 12u << 20;
+    char *b = malloc(cap);
+    for (int kind = 0; kind < 2; kind++) {
+        size_t n = kind == 0 ? 400000 : 100000, off = 0;
+        off += (size_t)snprintf(b, cap,
+                                "{\"request\":{\"uid\":\"u\",\"desiredAPIVersion\":"
+                                "\"mygroup.example.com/v1\",\"objects\":[{\"apiVersion\":"
+                                "\"mygroup.example.com/v2\",\"kind\":\"MyResource\",\"metadata\":"
+                                "{\"name\":\"a\"},\"spec\":{\"ports\":[");
+        for (size_t i = 0; i < n; i++)
+            off += (size_t)snprintf(b + off, cap - off, "%s{\"port\":%zu}", i ? "," : "",
+                                    1 + i % 60000);
+        off += (size_t)snprintf(b + off, cap - off, "]}}]}}");
+        ck_assert_uint_lt(off, cap);
+        struct kop_convstream *cs;
+        struct kop_review_result r;
+        ck_assert_int_eq(kop_convstream_new(CT, NULL, &cs), 0);
+        size_t peak = 0;
+        for (size_t at = 0; at < off; at += 65536) {
+            ck_assert_int_eq(kop_convstream_feed(cs, b + at, off - at < 65536 ? off - at : 65536),
+                             0);
+            if (kop_convstream_memory(cs) > peak)
+                peak = kop_convstream_memory(cs);
+        }
+        ck_assert_int_eq(kop_convstream_finish(cs, &r), 0);
+        kop_convstream_free(cs);
+        ck_assert_uint_le(peak, 2 * KOP_CONVSTREAM_MAX_OBJECT);
+        if (kind == 0) {
+            ck_assert_int_eq(r.http_status, 413);
+            ck_assert_msg(strstr(r.message, "larger than") != NULL, "%s", r.message);
+        } else {
+            ck_assert_int_eq(r.http_status, 200);
+            ck_assert(!r.success);
+            ck_assert_msg(strstr(r.message, "objects[0]: too large to convert") != NULL, "%s",
+                          r.message);
+        }
+        kop_review_result_cleanup(&r);
+    }
+    free(b);
+}
+END_TEST
+
 static Suite *convstream_suite(void)
 {
     Suite *s = suite_create("convstream");
@@ -428,6 +476,7 @@ static Suite *convstream_suite(void)
     tcase_add_test(tc, test_convstream_any_member_order);
     tcase_add_test(tc, test_convstream_errors_keep_their_answers);
     tcase_add_test(tc, test_convstream_memory_is_reply_plus_one_object);
+    tcase_add_test(tc, test_convstream_bounds_what_one_object_costs);
     suite_add_tcase(s, tc);
     return s;
 }

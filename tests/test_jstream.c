@@ -214,6 +214,25 @@ START_TEST(test_jstream_callback_error_stops)
 }
 END_TEST
 
+START_TEST(test_jstream_max_value)
+{
+    struct rec r;
+    struct kop_jstream_options o = {
+        .path = {"items", NULL}, .elem_fn = on_elem, .ud = &r, .max_value = 8};
+    struct kop_jstream *s;
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(kop_jstream_new(&o, &s), 0);
+    const char *doc = "{\"items\":[\"short\",\"much too long\",1]}";
+    for (size_t i = 0; doc[i]; i++) /* in 1-byte pieces: the limit holds across them */
+        ck_assert_int_eq(kop_jstream_feed(s, doc + i, 1), 0);
+    ck_assert_int_eq(kop_jstream_finish(s), -E2BIG);
+    ck_assert_str_eq(r.log, "E0:\"short\";");
+    ck_assert(strstr(kop_jstream_error(s), "larger than 8 bytes") != NULL);
+    ck_assert_uint_eq(kop_jstream_memory(s), 0);
+    kop_jstream_free(s);
+}
+END_TEST
+
 static Suite *jstream_suite(void)
 {
     Suite *s = suite_create("jstream");
@@ -223,6 +242,7 @@ static Suite *jstream_suite(void)
     tcase_add_test(tc, test_jstream_path_and_what_is_not_descended);
     tcase_add_test(tc, test_jstream_invalid_documents);
     tcase_add_test(tc, test_jstream_callback_error_stops);
+    tcase_add_test(tc, test_jstream_max_value);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -34,6 +34,15 @@
 
 #include "kop/review.h"
 
+/* The largest object (element of request.objects) or other member a
+ * review may hold: the apiserver never stores an object over 1.5 MiB (its
+ * request limit is 3 MiB). A larger one: 413. */
+#define KOP_CONVSTREAM_MAX_OBJECT (4u << 20)
+
+/* The most memory the decoded parts of one object may take (their jansson
+ * tree, estimated); a larger one answers Failure for the review. */
+#define KOP_CONVSTREAM_MAX_TREE (8 << 20)
+
 struct kop_convstream;
 
 /*

@@ -48,6 +48,10 @@ struct kop_jstream_options {
     kop_jstream_elem_fn elem_fn;            /* may be NULL */
     void *ud;
     unsigned elem_scan_flags; /* KOP_JSCAN_* for elements */
+    /* The largest value the stream holds (an element or another member);
+     * a larger one ends the stream: kop_jstream_finish returns -E2BIG.
+     * 0: no limit. */
+    size_t max_value;
 };
 
 struct kop_jstream;
@@ -68,7 +72,8 @@ int kop_jstream_feed(struct kop_jstream *s, const char *p, size_t n);
 /*
  * The document has ended. Returns 0 when it was one complete, valid JSON
  * object; -EINVAL otherwise (kop_jstream_error() says why: a syntax error,
- * "unexpected end of JSON input", "expected a JSON object"); or a
+ * "unexpected end of JSON input", "expected a JSON object"); -E2BIG when a
+ * value was larger than max_value (the rest was not checked); or a
  * callback's error.
  */
 int kop_jstream_finish(struct kop_jstream *s);

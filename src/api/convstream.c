@@ -291,6 +291,7 @@ int kop_convstream_new(const char *content_type, const struct kop_convert_option
         .elem_fn = on_elem,
         .ud = cs,
         .elem_scan_flags = KOP_JSCAN_MEMBERS,
+        .max_value = KOP_CONVSTREAM_MAX_OBJECT,
     };
     cs->scan = kop_jscan_new();
     cs->scan2 = kop_jscan_new();
@@ -412,9 +413,14 @@ static bool is_object_value(const struct elem *e, const struct kop_jscan_member 
     return m && e->p[m->val_off] == '{';
 }
 
-static json_t *decode_span(const char *p, const struct kop_jscan_member *m)
+/* A span of an object as jansson values. Bounded like an AdmissionReview:
+ * an object the apiserver stores (schema-checked, at most 16 ports) is far
+ * below it; a crafted one past it fails (-E2BIG) instead of costing ~30x
+ * its size. */
+static json_t *decode_span(const char *p, const struct kop_jscan_member *m, int *ret_err)
 {
-    return kop_jscan_decode(p + m->val_off, m->val_len);
+    return kop_jscan_decode_bounded(p + m->val_off, m->val_len, 0, KOP_CONVSTREAM_MAX_TREE,
+                                    ret_err);
 }
 
 static int set_decoded(json_t *obj, const char *key, const char *p,
@@ -422,10 +428,11 @@ static int set_decoded(json_t *obj, const char *key, const char *p,
 {
     if (!m)
         return 0;
-    json_t *v = decode_span(p, m);
-    if (!v || json_object_set_new(obj, key, v) < 0)
-        return -ENOMEM;
-    return 0;
+    int err = -ENOMEM;
+    json_t *v = decode_span(p, m, &err);
+    if (!v)
+        return err;
+    return json_object_set_new(obj, key, v) < 0 ? -ENOMEM : 0;
 }
 
 /* Set obj[key] to the members of the object-valued m named in keys, decoded. */
@@ -440,8 +447,9 @@ static int set_partial(json_t *obj, const char *key, const struct elem *e,
     size_t idx = (size_t)(m - e->mem);
     for (size_t j = idx + 1; j < e->n_mem && e->mem[j].level == 2; j++) {
         int ki = key_index(&e->mem[j], keys);
-        if (ki >= 0 && set_decoded(o, keys[ki], e->p, &e->mem[j]) < 0)
-            return -ENOMEM;
+        int r = ki >= 0 ? set_decoded(o, keys[ki], e->p, &e->mem[j]) : 0;
+        if (r < 0)
+            return r;
     }
     return 0;
 }
@@ -791,6 +799,14 @@ static int convert_elem(struct kop_convstream *cs, const struct kop_jscan *scan,
         if (r == 0)
             r = emit_converted(&cs->out, &e, obj, ann_decoded);
     }
+    if (r == -E2BIG) {
+        /* not an object the apiserver stores: answered, never decoded */
+        object_failure(cs,
+                       "objects[%zu]: too large to convert: its spec, status or annotations would "
+                       "take more than %d MiB of memory",
+                       idx, KOP_CONVSTREAM_MAX_TREE >> 20);
+        r = 0;
+    }
     if (r == -EINVAL)
         r = -ENOMEM; /* only allocation can fail after the version check */
 out:
@@ -1022,6 +1038,14 @@ int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *r
         goto out;
     }
     rc = kop_jstream_finish(cs->js);
+    if (rc == -E2BIG) {
+        snprintf(msg, sizeof(msg),
+                 "%s: no object the apiserver stores is that large (it limits a request to "
+                 "3 MiB)",
+                 kop_jstream_error(cs->js));
+        rc = failure(&r, 413, NULL, "", msg);
+        goto out;
+    }
     if (rc == -EINVAL) {
         snprintf(msg, sizeof(msg), "couldn't get version/kind; json parse error: %s",
                  kop_jstream_error(cs->js));

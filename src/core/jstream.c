@@ -113,6 +113,7 @@ struct kop_jstream {
     struct kop_jscan *scan;
     size_t total;
     size_t n_elems;
+    bool too_large; /* a value passed max_value */
     char err[200];
 };
 
@@ -379,6 +380,15 @@ int kop_jstream_feed(struct kop_jstream *s, const char *data, size_t n)
         if (s->cap.on) {
             bool done;
             size_t used = capture_scan(&s->cap, p + i, n - i, &done);
+            if (s->o.max_value && used > s->o.max_value - s->cap.len) {
+                s->too_large = true;
+                syntax_error(s, "a value is larger than %zu bytes (at byte %zu)", s->o.max_value,
+                             s->total - (n - i));
+                free(s->cap.p);
+                s->cap.p = NULL;
+                s->cap.len = s->cap.cap = 0;
+                return 0;
+            }
             r = cap_put(&s->cap, p + i, used);
             if (r < 0)
                 return r;
@@ -495,5 +505,7 @@ int kop_jstream_finish(struct kop_jstream *s)
     }
     if (s->state != F_ERROR && s->state != F_END)
         syntax_error(s, "unexpected end of JSON input");
+    if (s->too_large)
+        return -E2BIG;
     return s->state == F_END ? 0 : -EINVAL;
 }

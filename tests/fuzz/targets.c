@@ -206,7 +206,8 @@ static void conversion_review_once(const uint8_t *data, size_t size)
     if (rc != 0)
         return;
     check_pieces(data, size, &r);
-    CHECK(r.http_status == 200 || r.http_status == 400 || r.http_status == 415,
+    CHECK(r.http_status == 200 || r.http_status == 400 || r.http_status == 413 ||
+              r.http_status == 415,
           "convert_http status %d", r.http_status);
     CHECK(r.type == KOP_REVIEW_CONVERSION, "result type %d", (int)r.type);
     json_t *reply = reply_body(&r, "conversion");
