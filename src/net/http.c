@@ -847,6 +847,18 @@ static int grow_body(struct req *rq, size_t need)
     return 0;
 }
 
+/* The request's input is gone, its reply is about to be sent: it keeps
+ * holding what the reply takes until it is completely sent (completion
+ * releases it), so another large request cannot start while a large reply
+ * is still in memory. */
+static void hold_reply(struct req *rq, size_t reply_len)
+{
+    if (reply_len > rq->held)
+        charge(rq->srv, rq, reply_len, false);
+    else
+        release(rq->srv, rq, reply_len);
+}
+
 /* The request as handlers see it (body not set). peer: INET6_ADDRSTRLEN bytes. */
 static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
                          const char *method, char *peer, struct kop_http_request *req)
@@ -897,7 +909,7 @@ static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq, 
             rt->r.stream->end(rq->stream, &req, &resp);
         rt->r.stream->free(rq->stream);
         rq->stream = NULL;
-        release(rq->srv, rq, 0);
+        hold_reply(rq, resp.body_len);
         return send_response(conn, rq, &resp, false);
     }
     if (!rq->body) {
@@ -914,7 +926,7 @@ static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq, 
     free(rq->body);
     rq->body = NULL;
     rq->len = rq->cap = 0;
-    release(rq->srv, rq, 0);
+    hold_reply(rq, resp.body_len);
     return send_response(conn, rq, &resp, false);
 }
 
