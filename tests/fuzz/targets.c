@@ -1101,6 +1101,18 @@ void kop_fuzz_config(const uint8_t *data, size_t size)
 
 /* ---- 9. jscan -------------------------------------------------------------- */
 
+/* A NUL-terminated copy of p[0..n) (p need not be terminated: strndup
+ * would read past it under strict string checks). */
+static char *copy_n(const char *p, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (c) {
+        memcpy(c, p, n);
+        c[n] = '\0';
+    }
+    return c;
+}
+
 /* The scanner against jansson: same verdict (but for the NUL that jansson
  * drops after a number or literal, see tests/test_jscan.c), and every
  * member span of an object root decodes to the member jansson sees. */
@@ -1122,11 +1134,11 @@ void kop_fuzz_jscan(const uint8_t *data, size_t size)
         for (size_t i = 0; i < n; i++) {
             const json_t *parent = root;
             if (m[i].level == 2) {
-                char *pk = strndup(m[m[i].parent].key, m[m[i].parent].key_len);
+                char *pk = copy_n(m[m[i].parent].key, m[m[i].parent].key_len);
                 parent = pk ? json_object_get(root, pk) : NULL;
                 free(pk);
             }
-            char *k = strndup(m[i].key, m[i].key_len);
+            char *k = copy_n(m[i].key, m[i].key_len);
             json_t *v = json_loadb(p + m[i].val_off, m[i].val_len, JSON_DECODE_ANY, NULL);
             CHECK(k && v && json_equal(v, json_object_get(parent, k)),
                   "member %zu (%s) span does not decode to its value", i, k ? k : "?");

@@ -365,6 +365,10 @@ START_TEST(test_leader_crash_waits_for_expiry)
     json_decref(lease);
     struct cand *cb[] = {&b};
     ck_assert_ptr_eq(wait_leader(cb, 1, 20000), &b);
+    /* is_leader turns true before the started-leading callback has run */
+    for (int i = 0; i < 200 && atomic_load(&b.started_ns) == 0; i++)
+        sleep_ms(10);
+    ck_assert_int_ne(atomic_load(&b.started_ns), 0);
     int64_t waited = atomic_load(&b.started_ns) - t0;
     /* a's last renewal started at most one retry period before the stop,
      * so b cannot lead earlier than ~5.7 s after it (the long lease and

@@ -854,11 +854,14 @@ struct list_opts {
     long long cont_rv; /* its resourceVersion; -1: the latest (inconsistent) */
 };
 
+/* Idempotent: an error path may free before its caller does. */
 static void list_opts_free(struct list_opts *o)
 {
     ks_selector_free(o->labels);
     ks_selector_free(o->fields);
     free(o->start);
+    o->labels = o->fields = NULL;
+    o->start = NULL;
 }
 
 static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_reply *r)
@@ -998,8 +1001,10 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
 {
     struct ks_server *ks = q->ks;
     struct list_opts o;
-    if (parse_list_opts(q, &o, r) != 0)
+    if (parse_list_opts(q, &o, r) != 0) {
+        list_opts_free(&o); /* what was parsed before the bad parameter */
         return;
+    }
     json_t *items = json_array();
     json_t *map = NULL;
     uint64_t rv = 0;
@@ -1703,8 +1708,10 @@ static void do_delete_collection(struct ks_api_req *q, const struct ks_res *def,
 {
     struct ks_server *ks = q->ks;
     struct list_opts o;
-    if (parse_list_opts(q, &o, r) != 0)
+    if (parse_list_opts(q, &o, r) != 0) {
+        list_opts_free(&o); /* what was parsed before the bad parameter */
         return;
+    }
     json_t *names = json_array();
     pthread_mutex_lock(&ks->lock);
     const char *key;
