@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -603,15 +604,28 @@ static void reap_slow(struct kop_http_server *srv)
     pthread_mutex_unlock(&srv->track_lock);
 }
 
+/* Freed memory goes back to the kernel when nothing is in flight, at most
+ * every TRIM_EVERY_MS: after a burst of connections or a large review the
+ * worker threads' malloc arenas keep their pages otherwise, and RSS keeps
+ * the burst's high-water mark. */
+#define TRIM_EVERY_MS 5000
+
 static void *ticker_main(void *arg)
 {
     struct kop_http_server *srv = arg;
+    int64_t last_trim = kop_clock_now_ns();
     while (!atomic_load(&srv->ticker_stop)) {
         struct timespec ts = {0, BUDGET_TICK_MS * 1000 * 1000};
         nanosleep(&ts, NULL);
         if (srv->opts.budget)
             wake_waiters(srv);
         reap_slow(srv);
+        int64_t now = kop_clock_now_ns();
+        if (now - last_trim > (int64_t)TRIM_EVERY_MS * KOP_NSEC_PER_MSEC &&
+            atomic_load(&srv->in_flight) == 0) {
+            malloc_trim(0);
+            last_trim = now;
+        }
     }
     return NULL;
 }
