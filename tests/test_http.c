@@ -664,6 +664,18 @@ static void s_end(void *st, const struct kop_http_request *req, struct kop_http_
     resp->body_len = resp->body ? strlen(resp->body) : 0;
 }
 
+/* A request holds its reply's share of the budget until the reply is sent;
+ * the completion that gives it back may come just after the client read
+ * the reply. */
+static void budget_returns_to_zero(struct kop_http_server *srv)
+{
+    for (int i = 0; i < 1000 && kop_http_server_budget_used(srv) != 0; i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_uint_eq(kop_http_server_budget_used(srv), 0);
+}
+
 static const struct kop_http_stream test_stream = {
     .begin = s_begin, .data = s_data, .memory = s_memory, .end = s_end, .free = free};
 
@@ -714,7 +726,7 @@ START_TEST(test_http_streaming_route_sees_every_byte)
         ck_assert_str_eq(r.body.p, want);
         result_free(&r);
     }
-    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    budget_returns_to_zero(f.srv);
     curl_easy_cleanup(h);
     free(body);
     stop_server(&f);
@@ -783,7 +795,7 @@ START_TEST(test_http_budget_makes_requests_wait_then_serves_them)
     ck_assert_int_eq(a.status, 200);
     ck_assert_int_eq(b.status, 200);
     ck_assert_int_eq(atomic_load(&stream_begun), 2);
-    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    budget_returns_to_zero(f.srv);
     stop_server(&f);
 }
 END_TEST
@@ -816,7 +828,7 @@ START_TEST(test_http_budget_503_after_waiting_too_long)
     pthread_join(tb, NULL);
     ck_assert_msg(a.status == 200 && b.status == 503, "a %ld b %ld", a.status, b.status);
     ck_assert(b.retry_after);
-    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    budget_returns_to_zero(f.srv);
     stop_server(&f);
 }
 END_TEST
@@ -899,7 +911,7 @@ START_TEST(test_http_budget_keeps_room_for_small_requests)
     ck_assert_int_eq(a.status, 200);
     ck_assert_int_eq(b.status, 200);
     ck_assert_int_eq(c.status, 200);
-    ck_assert_uint_eq(kop_http_server_budget_used(f.srv), 0);
+    budget_returns_to_zero(f.srv);
     stop_server(&f);
 }
 END_TEST
