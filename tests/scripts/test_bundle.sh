@@ -38,31 +38,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-skipped=0
-pass() {
-  passed=$((passed + 1))
-  echo "PASS $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
-skip() {
-  skipped=$((skipped + 1))
-  echo "SKIP $*"
-}
-finish() {
-  echo "$passed passed, $failed failed, $skipped skipped"
-  [ "$failed" -eq 0 ] || exit 1
-  exit 0
-}
-count_lines() { # file
-  passed=$((passed + $(grep -c '^PASS ' "$1" || true)))
-  failed=$((failed + $(grep -c '^FAIL ' "$1" || true)))
-  cat "$1"
-}
+# shellcheck source=tests/scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---- 1. generated == committed ------------------------------------------------
 if bash "$root/scripts/gen-bundle.sh" "$work/gen" >"$work/gen.log" 2>&1; then

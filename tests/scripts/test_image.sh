@@ -76,28 +76,8 @@ if ! probe=$("${bh[@]}" from scratch 2>"$work/probe.err"); then
 fi
 "${bh[@]}" rm "$probe" >/dev/null 2>&1 || true
 
-passed=0
-failed=0
-pass() {
-  passed=$((passed + 1))
-  echo "PASS $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
-finish() {
-  echo "$passed passed, $failed failed"
-  [ "$failed" -eq 0 ] || exit 1
-  exit 0
-}
-wait_for() { # file pattern [tries of 0.1 s]
-  for _ in $(seq "${3:-300}"); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
+# shellcheck source=tests/scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 poll() { # tries want command...
   local tries=$1 want=$2 got=
   shift 2

@@ -47,35 +47,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-skipped=0
-pass() {
-  passed=$((passed + 1))
-  echo "PASS $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
-skip() {
-  skipped=$((skipped + 1))
-  echo "SKIP $*"
-}
-finish() {
-  echo "$passed passed, $failed failed, $skipped skipped"
-  if [ "$failed" -ne 0 ]; then
-    exit 1
-  fi
-  exit 0
-}
+# shellcheck source=tests/scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Runs a PASS/FAIL-printing checker and adds its lines to the counts.
-count_lines() { # file
-  passed=$((passed + $(grep -c '^PASS ' "$1" || true)))
-  failed=$((failed + $(grep -c '^FAIL ' "$1" || true)))
-  skipped=$((skipped + $(grep -c '^SKIP ' "$1" || true)))
-  cat "$1"
-}
 run_check() { # name command...
   local name=$1 out=$work/check.out rc=0
   shift
@@ -84,13 +58,6 @@ run_check() { # name command...
   if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$out"; then
     fail "$name: exit $rc"
   fi
-}
-wait_for() { # file pattern
-  for _ in $(seq 300); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
 }
 
 k() { kubectl --cache-dir "$work/cache" "$@"; }
@@ -126,15 +93,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 else
   # node_modules is installed from the lock file once, and again when the
   # lock file changes.
-  want=$(sha256sum "$checks/package-lock.json" | cut -d' ' -f1)
-  have=$(cat "$checks/node_modules/.kop-lock-sha256" 2>/dev/null || true)
-  if [ "$want" != "$have" ]; then
-    if (cd "$checks" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1; then
-      echo "$want" >"$checks/node_modules/.kop-lock-sha256"
-    else
-      fail "npm ci in tests/manifests: $(tail -n 5 "$work/npm.log")"
-      node_ok=false
-    fi
+  if ! npm_checks; then
+    fail "npm ci in tests/manifests: $npm_error"
+    node_ok=false
   fi
 fi
 if $node_ok; then

@@ -40,44 +40,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-pass() {
-  passed=$((passed + 1))
-  echo "PASS $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
-finish() {
-  echo "$passed passed, $failed failed"
-  [ "$failed" -eq 0 ] || exit 1
-  exit 0
-}
-count_lines() { # file
-  passed=$((passed + $(grep -c '^PASS ' "$1" || true)))
-  failed=$((failed + $(grep -c '^FAIL ' "$1" || true)))
-  cat "$1"
-}
-wait_for() { # file pattern
-  for _ in $(seq 300); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
+# shellcheck source=tests/scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 k() { kubectl --cache-dir "$work/cache" "$@"; }
 
-want=$(sha256sum "$checks/package-lock.json" | cut -d' ' -f1)
-have=$(cat "$checks/node_modules/.kop-lock-sha256" 2>/dev/null || true)
-if [ "$want" != "$have" ]; then
-  if (cd "$checks" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1; then
-    echo "$want" >"$checks/node_modules/.kop-lock-sha256"
-  else
-    fail "npm ci in tests/manifests: $(tail -n 5 "$work/npm.log")"
-    finish
-  fi
+if ! npm_checks; then
+  fail "npm ci in tests/manifests: $npm_error"
+  finish
 fi
 
 # ---- 1. rendering -------------------------------------------------------------

@@ -53,16 +53,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-pass() {
-  passed=$((passed + 1))
-  echo "PASS $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
+# shellcheck source=tests/scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # A step the rest depends on failed: show the logs and stop.
 die() {
   fail "$*"
@@ -72,25 +64,10 @@ die() {
   echo "$passed passed, $failed failed"
   exit 1
 }
-wait_for() { # file pattern
-  for _ in $(seq 300); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
 k() { kubectl --cache-dir "$work/cache" "$@"; }
 
 # ---- npm packages for rbac.js (as test_manifests.sh installs them) -------------
-want=$(sha256sum "$checks/package-lock.json" | cut -d' ' -f1)
-have=$(cat "$checks/node_modules/.kop-lock-sha256" 2>/dev/null || true)
-if [ "$want" != "$have" ]; then
-  if (cd "$checks" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1; then
-    echo "$want" >"$checks/node_modules/.kop-lock-sha256"
-  else
-    die "npm ci in tests/manifests: $(tail -n 5 "$work/npm.log")"
-  fi
-fi
+npm_checks || die "npm ci in tests/manifests: $npm_error"
 if [ ! -x "$kubesim" ] || [ ! -x "$kop" ]; then
   die "kubesim or kop not built ($kubesim, $kop)"
 fi
