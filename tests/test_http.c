@@ -624,6 +624,8 @@ struct sstate {
 
 static atomic_int stream_begun;
 static atomic_bool stream_hold; /* end() waits while set (10 s at most) */
+/* end() holds only streams of at least this many bytes (0: all) */
+static atomic_size_t stream_hold_min;
 static atomic_int stream_in_end;
 
 static void *s_begin(void *ud, const struct kop_http_request *req, size_t cl)
@@ -643,17 +645,23 @@ static int s_data(void *st, const char *p, size_t n)
     return 0;
 }
 
+/* Non-zero: a stream's memory grows with its input, this many times the
+ * bytes read (a reply that grows as the review streams). */
+static atomic_int stream_mem_factor;
+
 static size_t s_memory(const void *st)
 {
-    (void)st;
-    return 1024;
+    const struct sstate *s = st;
+    int k = atomic_load(&stream_mem_factor);
+    return k ? 1024 + (size_t)k * s->bytes : 1024;
 }
 
 static void s_end(void *st, const struct kop_http_request *req, struct kop_http_response *resp)
 {
     struct sstate *s = st;
     atomic_fetch_add(&stream_in_end, 1);
-    for (int i = 0; i < 5000 && atomic_load(&stream_hold); i++) {
+    for (int i = 0;
+         i < 5000 && atomic_load(&stream_hold) && s->bytes >= atomic_load(&stream_hold_min); i++) {
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -683,12 +691,13 @@ static const struct kop_http_route stream_routes[] = {
     {.path = "/stream", .methods = KOP_HTTP_POST, .max_body = 8 << 20, .stream = &test_stream},
 };
 
-static void start_stream_server(struct fixture *f, size_t budget, unsigned wait_ms)
+static void start_stream_server_threads(struct fixture *f, size_t budget, unsigned wait_ms,
+                                        unsigned threads)
 {
     f->metrics = kop_metrics_new(false);
     struct kop_http_server_options o = {
         .host = "127.0.0.1",
-        .threads = 2,
+        .threads = threads,
         .name = "stream",
         .metrics = f->metrics,
         .budget = budget,
@@ -697,6 +706,11 @@ static void start_stream_server(struct fixture *f, size_t budget, unsigned wait_
     ck_assert_int_eq(kop_http_server_new(&o, stream_routes, 1, &f->srv), 0);
     ck_assert_int_eq(kop_http_server_start(f->srv), 0);
     f->port = kop_http_server_port(f->srv);
+}
+
+static void start_stream_server(struct fixture *f, size_t budget, unsigned wait_ms)
+{
+    start_stream_server_threads(f, budget, wait_ms, 2);
 }
 
 static unsigned long checksum(const char *p, size_t n)
@@ -916,6 +930,71 @@ START_TEST(test_http_budget_keeps_room_for_small_requests)
 }
 END_TEST
 
+/* A large streamed request whose memory grew past the whole budget (it
+ * cannot be refused once it runs) still leaves the small requests their
+ * eighth: a small one runs at once. Before, every small request waited
+ * until the large one was done (the abuse benchmark's 8 x 64 MiB bodies:
+ * legitimate reviews stalled ~800 ms each time). */
+START_TEST(test_http_budget_small_lane_survives_large_growth)
+{
+    struct fixture f;
+    start_stream_server(&f, 8u << 20, 10000);
+    atomic_store(&stream_begun, 0);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_mem_factor, 2);
+    atomic_store(&stream_hold, true);
+    struct post_call a = {.port = f.port, .len = 6u << 20}; /* grows to ~12 MiB */
+    struct post_call c = {.port = f.port, .len = 2000};
+    pthread_t ta, tc;
+    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    ck_assert_uint_gt(kop_http_server_budget_used(f.srv), 8u << 20);
+    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
+    /* the small one begins while the large one still holds everything */
+    wait_until(&stream_begun, 2);
+    ck_assert_int_eq(atomic_load(&a.done), 0);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    atomic_store(&stream_mem_factor, 0);
+    ck_assert_int_eq(a.status, 200);
+    ck_assert_int_eq(c.status, 200);
+    budget_returns_to_zero(f.srv);
+    stop_server(&f);
+}
+END_TEST
+
+/* A large request's work runs on the heavy lane, not on the MHD thread its
+ * connection belongs to: with one MHD thread, a small request is answered
+ * while a large one's end is still at work. Before, the small one waited
+ * for it (hostile 4-7 MB reviews held up the apiserver's small ones). */
+START_TEST(test_http_heavy_work_leaves_the_thread_to_small_requests)
+{
+    struct fixture f;
+    start_stream_server_threads(&f, 0, 0, 1);
+    atomic_store(&stream_begun, 0);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_hold_min, 512 * 1024);
+    atomic_store(&stream_hold, true);
+    struct post_call a = {.port = f.port, .len = 1u << 20};
+    struct post_call c = {.port = f.port, .len = 2000};
+    pthread_t ta, tc;
+    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
+    wait_until(&c.done, 1);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_int_eq(atomic_load(&a.done), 0);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    atomic_store(&stream_hold_min, 0);
+    ck_assert_int_eq(a.status, 200);
+    budget_returns_to_zero(f.srv);
+    stop_server(&f);
+}
+END_TEST
+
 /* ---- deadlines ------------------------------------------------------------ */
 
 /* The server closed fd (EOF or reset), looking without waiting. */
@@ -1054,6 +1133,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_budget_503_after_waiting_too_long);
     tcase_add_test(tc, test_http_budget_resumed_request_reads_its_body);
     tcase_add_test(tc, test_http_budget_keeps_room_for_small_requests);
+    tcase_add_test(tc, test_http_budget_small_lane_survives_large_growth);
+    tcase_add_test(tc, test_http_heavy_work_leaves_the_thread_to_small_requests);
     tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(tc, test_http_slow_body_closed);
     tcase_add_test(tc, test_http_per_address_cap);

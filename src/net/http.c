@@ -34,6 +34,21 @@
  * made when it started (so the descriptor cannot have been reused); MHD
  * then sees the end of the stream and closes it. The lock order is
  * track_lock alone: nothing else is taken under it.
+ *
+ * The heavy lane. MHD runs the connections of one thread in turn, so a
+ * handler that works for long on one request (a 7 MB review parsed whole,
+ * one 4 MB object converted) holds up every connection of that thread, the
+ * apiserver's small reviews included. A request whose body is over
+ * HEAVY_MIN (or of unknown length) therefore does its work on the heavy
+ * lane's own threads: its streamed bytes are gathered into batches of
+ * HEAVY_BATCH, and each batch, the stream's end or the collecting route's
+ * handler runs as a job on a lane thread while MHD keeps the connection
+ * suspended (reading nothing more of it); the job resumes it when done.
+ * Small requests never wait behind that work, and the scheduler shares the
+ * cores between the lane and MHD's threads. A job is submitted after its
+ * connection is suspended; once the lane is stopping (shutdown), jobs run
+ * where they are submitted, so no connection is left suspended when MHD
+ * stops. job_lock alone: nothing else is taken under it.
  */
 #include "kop/http.h"
 
@@ -64,6 +79,10 @@
 #define LOGGER "http"
 /* First allocation for a body of unknown length (chunked). */
 #define BODY_INITIAL 4096
+/* Bodies over this (or of unknown length) do their work on the heavy lane. */
+#define HEAVY_MIN (256 * 1024)
+/* Streamed bytes handed to the lane at a time. */
+#define HEAVY_BATCH (256 * 1024)
 
 struct route {
     struct kop_http_route r;
@@ -106,6 +125,14 @@ struct kop_http_server {
     pthread_t ticker;
     bool ticker_running;
     atomic_bool ticker_stop;
+    /* the heavy lane (see above): a FIFO of requests and its threads */
+    pthread_mutex_t job_lock;
+    pthread_cond_t job_cond;
+    struct req *job_head, *job_tail;
+    pthread_t *lane;
+    unsigned n_lane;
+    bool lane_stop;   /* under job_lock */
+    bool lane_joined; /* the caller of shutdown's */
 };
 
 enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_IDLE };
@@ -125,7 +152,11 @@ enum req_state {
     REQ_BODY,     /* collecting (or streaming) the body */
     REQ_DISCARD,  /* answer decided (pending_status); drop the body, answer at its end */
     REQ_ANSWERED, /* response queued */
+    REQ_WORK,     /* suspended: the heavy lane runs its end (or handler) */
+    REQ_REPLY,    /* the heavy lane's reply is ready to be queued */
 };
+
+enum job_kind { JOB_DATA, JOB_END };
 
 struct req {
     struct kop_http_server *srv;
@@ -144,6 +175,15 @@ struct req {
     int64_t wait_since;      /* REQ_WAIT: when the wait began */
     void *stream;            /* a streaming route's state */
     bool stream_failed;      /* its data callback failed: answer 500 */
+    /* the heavy lane */
+    bool heavy;                     /* its work runs there */
+    char *batch;                    /* streamed bytes not yet handed to the stream */
+    size_t batch_len, batch_cap;    /* batch_cap is charged to the budget */
+    enum job_kind job;              /* what the lane does next */
+    struct req *job_next;           /* the lane's FIFO */
+    struct MHD_Connection *conn;    /* to resume */
+    const char *url, *method;       /* MHD's, valid for the request */
+    struct kop_http_response reply; /* REQ_REPLY: the answer the lane made */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -459,6 +499,17 @@ static void forget_waiter(struct kop_http_server *srv, struct MHD_Connection *co
  */
 #define SMALL_REQUEST (1024 * 1024)
 
+/* The small requests' eighth is theirs whatever the large ones hold: a
+ * large streamed request cannot be refused once it runs, and its reply may
+ * grow past its first charge (and past the whole budget); the small ones
+ * then still run in their own eighth. used is the budget in use. */
+static bool small_lane_has_room(const struct kop_http_server *srv, size_t used, size_t delta)
+{
+    size_t large = atomic_load(&srv->large_used);
+    size_t small = used > large ? used - large : 0;
+    return small + delta <= srv->opts.budget / 8;
+}
+
 /* Charge rq up to total bytes; only the first charge of a request may be
  * refused (later growth is counted so that others wait for it). */
 static bool charge(struct kop_http_server *srv, struct req *rq, size_t total, bool may_refuse)
@@ -478,7 +529,8 @@ static bool charge(struct kop_http_server *srv, struct req *rq, size_t total, bo
     }
     size_t cur = atomic_load(&srv->budget_used);
     do {
-        if (may_refuse && budget && cur + delta > budget && cur > 0) {
+        if (may_refuse && budget && cur + delta > budget && cur > 0 &&
+            (large || !small_lane_has_room(srv, cur, delta))) {
             if (large && budget)
                 atomic_fetch_sub(&srv->large_used, delta);
             return false;
@@ -703,6 +755,9 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         forget_waiter(srv, conn);
     release(srv, rq, 0);
     free(rq->body);
+    free(rq->batch);
+    if (rq->state == REQ_REPLY)
+        free(rq->reply.body); /* made, never queued */
     free(rq->query);
     free(rq);
     atomic_fetch_sub(&srv->in_flight, 1);
@@ -770,6 +825,13 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     if (r == 0 && cl > rt->r.max_body)
         return decide(conn, rq, 413);
     rq->content_length = r == 0 ? cl : 0;
+    rq->url = url;
+    rq->method = method;
+    /* unknown length (chunked) may be any size: heavy too */
+    rq->heavy = srv->n_lane > 0 && rt->r.max_body > HEAVY_MIN &&
+                (cl > HEAVY_MIN ||
+                 (r != 0 && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_TRANSFER_ENCODING)));
     rq->wait_since = kop_clock_now_ns();
     return start_body(conn, rq, url, method);
 }
@@ -907,57 +969,206 @@ static void fill_request(struct MHD_Connection *conn, const struct req *rq, cons
     };
 }
 
-static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq, const char *url,
-                                   const char *method)
-{
-    const struct route *rt = rq->route;
-    char peer[INET6_ADDRSTRLEN];
-    struct kop_http_request req;
-    struct kop_http_response resp = {.status = 200, .content_type = "application/json"};
-    fill_request(conn, rq, url, method, peer, &req);
-    if (rt->r.stream) {
-        if (rq->stream_failed)
-            kop_http_response_status(&resp, 500, "InternalError",
-                                     "internal error reading the request");
-        else
-            rt->r.stream->end(rq->stream, &req, &resp);
-        rt->r.stream->free(rq->stream);
-        rq->stream = NULL;
-        hold_reply(rq, resp.body_len);
-        return send_response(conn, rq, &resp, false);
-    }
-    if (!rq->body) {
-        rq->body = malloc(1);
-        if (!rq->body)
-            return MHD_NO;
-        rq->cap = 1;
-    }
-    rq->body[rq->len] = '\0';
-    req.body = rq->body;
-    req.body_len = rq->len;
-    rt->r.fn(rt->r.userdata, &req, &resp);
-    /* The body is no longer needed; free it before the response is sent. */
-    free(rq->body);
-    rq->body = NULL;
-    rq->len = rq->cap = 0;
-    hold_reply(rq, resp.body_len);
-    return send_response(conn, rq, &resp, false);
-}
-
-/* A piece of a streamed body. */
-static void stream_data(struct req *rq, const char *p, size_t n)
+/* Hand p to the stream (rq->len already counts it). */
+static void feed_stream(struct req *rq, const char *p, size_t n)
 {
     const struct kop_http_stream *st = rq->route->r.stream;
-    rq->len += n;
-    if (rq->stream_failed)
+    if (rq->stream_failed || n == 0)
         return;
     if (st->data(rq->stream, p, n) < 0) {
         rq->stream_failed = true;
         return;
     }
-    size_t m = st->memory(rq->stream);
+    size_t m = st->memory(rq->stream) + rq->batch_cap;
     if (m > rq->held)
         charge(rq->srv, rq, m, false);
+}
+
+/* A piece of a streamed body. */
+static void stream_data(struct req *rq, const char *p, size_t n)
+{
+    rq->len += n;
+    feed_stream(rq, p, n);
+}
+
+/* ---- the heavy lane (see the top of the file) ---------------------------- */
+
+static void flush_batch(struct req *rq)
+{
+    feed_stream(rq, rq->batch, rq->batch_len);
+    rq->batch_len = 0;
+}
+
+/* Gather a piece of a heavy request's streamed body. Returns false when
+ * the batch is full (a job is due). */
+static bool append_batch(struct req *rq, const char *p, size_t n)
+{
+    rq->len += n;
+    if (rq->stream_failed)
+        return true;
+    if (rq->batch_cap - rq->batch_len < n) {
+        size_t cap = rq->batch_len + n > HEAVY_BATCH ? rq->batch_len + n : HEAVY_BATCH;
+        char *b = realloc(rq->batch, cap);
+        if (!b) {
+            rq->stream_failed = true;
+            return true;
+        }
+        rq->batch = b;
+        rq->batch_cap = cap;
+        size_t m = rq->route->r.stream->memory(rq->stream) + cap;
+        if (m > rq->held)
+            charge(rq->srv, rq, m, false);
+    }
+    memcpy(rq->batch + rq->batch_len, p, n);
+    rq->batch_len += n;
+    return rq->batch_len < HEAVY_BATCH;
+}
+
+/* The request's work at its end, the answer in resp: the stream's end, or
+ * the collecting route's handler. On an MHD thread or the lane. */
+static void finish_work(struct req *rq, struct MHD_Connection *conn, struct kop_http_response *resp)
+{
+    const struct route *rt = rq->route;
+    char peer[INET6_ADDRSTRLEN];
+    struct kop_http_request req;
+    fill_request(conn, rq, rq->url, rq->method, peer, &req);
+    if (rt->r.stream) {
+        flush_batch(rq);
+        free(rq->batch);
+        rq->batch = NULL;
+        rq->batch_cap = 0;
+        if (rq->stream_failed)
+            kop_http_response_status(resp, 500, "InternalError",
+                                     "internal error reading the request");
+        else
+            rt->r.stream->end(rq->stream, &req, resp);
+        rt->r.stream->free(rq->stream);
+        rq->stream = NULL;
+        return;
+    }
+    if (!rq->body) {
+        rq->body = malloc(1);
+        if (!rq->body) {
+            kop_http_response_status(resp, 500, "InternalError", "out of memory");
+            return;
+        }
+        rq->cap = 1;
+    }
+    rq->body[rq->len] = '\0';
+    req.body = rq->body;
+    req.body_len = rq->len;
+    rt->r.fn(rt->r.userdata, &req, resp);
+    /* The body is no longer needed; free it before the response is sent. */
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+}
+
+static bool suspended(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_SUSPENDED);
+    return ci && ci->suspended == MHD_YES;
+}
+
+static void run_job(struct req *rq)
+{
+    if (rq->job == JOB_DATA) {
+        flush_batch(rq);
+        return;
+    }
+    rq->reply = (struct kop_http_response){.status = 200, .content_type = "application/json"};
+    finish_work(rq, rq->conn, &rq->reply);
+    rq->state = REQ_REPLY;
+}
+
+/* Run rq's job on the lane: suspends its connection, which the lane
+ * resumes when done. Returns false when the job ran here instead (no lane,
+ * or it is stopping). */
+static bool submit_job(struct kop_http_server *srv, struct MHD_Connection *conn, struct req *rq,
+                       enum job_kind job)
+{
+    rq->job = job;
+    rq->conn = conn;
+    pthread_mutex_lock(&srv->job_lock);
+    bool lane = srv->n_lane > 0 && !srv->lane_stop;
+    if (lane) {
+        /* suspended first: the lane may resume it as soon as it is queued */
+        MHD_suspend_connection(conn);
+        rq->job_next = NULL;
+        if (srv->job_tail)
+            srv->job_tail->job_next = rq;
+        else
+            srv->job_head = rq;
+        srv->job_tail = rq;
+        pthread_cond_signal(&srv->job_cond);
+    }
+    pthread_mutex_unlock(&srv->job_lock);
+    if (!lane)
+        run_job(rq);
+    return lane;
+}
+
+static void *lane_main(void *arg)
+{
+    struct kop_http_server *srv = arg;
+    pthread_mutex_lock(&srv->job_lock);
+    for (;;) {
+        while (!srv->job_head && !srv->lane_stop)
+            pthread_cond_wait(&srv->job_cond, &srv->job_lock);
+        struct req *rq = srv->job_head;
+        if (!rq)
+            break; /* stopping, nothing left */
+        srv->job_head = rq->job_next;
+        if (!srv->job_head)
+            srv->job_tail = NULL;
+        pthread_mutex_unlock(&srv->job_lock);
+        struct MHD_Connection *conn = rq->conn;
+        run_job(rq);
+        /* rq belongs to MHD again from here on */
+        MHD_resume_connection(conn);
+        pthread_mutex_lock(&srv->job_lock);
+    }
+    pthread_mutex_unlock(&srv->job_lock);
+    return NULL;
+}
+
+/* Finish the lane's queue and stop its threads; later jobs run where they
+ * are submitted. */
+static void lane_stop(struct kop_http_server *srv)
+{
+    pthread_mutex_lock(&srv->job_lock);
+    srv->lane_stop = true;
+    pthread_cond_broadcast(&srv->job_cond);
+    pthread_mutex_unlock(&srv->job_lock);
+    /* n_lane stays: MHD's threads may still read it (submit_job looks at
+     * lane_stop under the lock) */
+    if (!srv->lane_joined) {
+        for (unsigned i = 0; i < srv->n_lane; i++)
+            pthread_join(srv->lane[i], NULL);
+        srv->lane_joined = true;
+    }
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct req *rq,
+                                  struct kop_http_response *resp)
+{
+    hold_reply(rq, resp->body_len);
+    return send_response(conn, rq, resp, false);
+}
+
+/* The final call: the work, here or on the lane, then the answer. */
+static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq)
+{
+    if (rq->heavy) {
+        rq->state = REQ_WORK;
+        if (submit_job(rq->srv, conn, rq, JOB_END))
+            return MHD_YES;
+        return send_reply(conn, rq, &rq->reply);
+    }
+    struct kop_http_response resp = {.status = 200, .content_type = "application/json"};
+    finish_work(rq, conn, &resp);
+    return send_reply(conn, rq, &resp);
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
@@ -995,6 +1206,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 /* Chunked (or lying) body past the limit. */
                 free(rq->body);
                 rq->body = NULL;
+                free(rq->batch);
+                rq->batch = NULL;
+                rq->batch_len = rq->batch_cap = 0;
                 if (rq->stream) {
                     rq->route->r.stream->free(rq->stream);
                     rq->stream = NULL;
@@ -1007,6 +1221,17 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 if (too_large(conn, rq) == MHD_YES)
                     return MHD_YES;
                 /* This MHD refuses a response mid-upload: answer at the end. */
+                return MHD_YES;
+            }
+            if (rq->stream && rq->heavy) {
+                /* MHD hands over a chunked body's next chunk at once, even
+                 * to a connection suspended for its job: take nothing until
+                 * MHD has resumed it (only MHD's thread, ours, changes that) */
+                if (suspended(conn))
+                    return MHD_YES;
+                *upload_data_size = 0;
+                if (!append_batch(rq, upload_data, n))
+                    submit_job(rq->srv, conn, rq, JOB_DATA);
                 return MHD_YES;
             }
             if (rq->stream) {
@@ -1024,7 +1249,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             return MHD_YES;
         }
         track_phase(rq->srv, conn, TP_BUSY);
-        return run_handler(conn, rq, url, method);
+        return run_handler(conn, rq);
     case REQ_DISCARD:
         if (*upload_data_size) {
             /* Only reached when MHD would not take an early answer. Bound
@@ -1037,8 +1262,12 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         }
         return send_pending(conn, rq);
     case REQ_ANSWERED:
+    case REQ_WORK: /* not called while suspended; nothing to do if it were */
         *upload_data_size = 0;
         return MHD_YES;
+    case REQ_REPLY:
+        *upload_data_size = 0;
+        return send_reply(conn, rq, &rq->reply);
     }
     return MHD_NO;
 }
@@ -1079,6 +1308,8 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     pthread_mutex_init(&srv->lock, NULL);
     pthread_mutex_init(&srv->wait_lock, NULL);
     pthread_mutex_init(&srv->track_lock, NULL);
+    pthread_mutex_init(&srv->job_lock, NULL);
+    pthread_cond_init(&srv->job_cond, NULL);
     srv->quiesced_fd = -1;
     if (!srv->opts.header_timeout_ms)
         srv->opts.header_timeout_ms = 10000;
@@ -1223,6 +1454,18 @@ int kop_http_server_start(struct kop_http_server *srv)
         ops[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
+    /* the heavy lane, as many threads as MHD's, where a body may be heavy */
+    bool heavy = false;
+    for (size_t i = 0; i < srv->n_routes; i++)
+        heavy = heavy || srv->routes[i].r.max_body > HEAVY_MIN;
+    if (heavy) {
+        srv->lane = calloc(threads, sizeof(*srv->lane));
+        for (unsigned i = 0; srv->lane && i < threads; i++) {
+            if (pthread_create(&srv->lane[i], NULL, lane_main, srv) != 0)
+                break;
+            srv->n_lane++; /* before MHD's threads start, which read it */
+        }
+    }
     uint16_t port = o->no_listen ? 0 : o->port;
     struct MHD_Daemon *d = MHD_start_daemon(flags, port, NULL, NULL, access_cb, srv,
                                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
@@ -1234,6 +1477,7 @@ int kop_http_server_start(struct kop_http_server *srv)
     }
     if (!d) {
         int e = errno;
+        lane_stop(srv);
         kop_logf(KOP_LOG_ERROR, LOGGER, "%s: cannot start HTTP server on port %u", srv->name,
                  (unsigned)o->port);
         return e == EADDRINUSE || e == EACCES ? -e : -EIO;
@@ -1337,6 +1581,9 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
         srv->ticker_running = false;
     }
     wake_waiters(srv);
+    /* every job queued resumes its connection (MHD must not stop with a
+     * suspended one); later ones run where they are submitted */
+    lane_stop(srv);
     if (d)
         MHD_stop_daemon(d);
     if (srv->quiesced_fd >= 0) {
@@ -1355,8 +1602,11 @@ void kop_http_server_free(struct kop_http_server *srv)
     free((void *)srv->wh_ok);
     free(srv->host);
     free(srv->waiters);
+    free(srv->lane);
     pthread_mutex_destroy(&srv->lock);
     pthread_mutex_destroy(&srv->wait_lock);
     pthread_mutex_destroy(&srv->track_lock);
+    pthread_mutex_destroy(&srv->job_lock);
+    pthread_cond_destroy(&srv->job_cond);
     free(srv);
 }
