@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The style suite (docs/style.md §8): every C file is clang-format clean, carries an
-# SPDX line, and uses none of the banned functions.
+# SPDX line, and uses none of the banned functions; and the layers hold
+# (docs/architecture.md): a file includes only headers of its own layer or
+# of the layers below it.
 set -uo pipefail
 root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$root"
@@ -32,6 +34,56 @@ if hits=$(grep -n -E "$banned" "${files[@]}" | grep -v -E '\b(snprintf|vsnprintf
   echo "$hits"
   fail=1
 fi
+
+# ---- layers -------------------------------------------------------------------
+# A header kop/X.h belongs to the layer of src/<layer>/X.c. What each layer
+# may include (besides itself): core nothing; api, kube and net core only;
+# operator everything below it; main.c and the tests anything.
+declare -A layer_of=()
+for c in src/*/*.c; do
+  l=${c#src/}
+  layer_of[$(basename "$c" .c)]=${l%%/*}
+done
+declare -A may_use=(
+  [core]="core"
+  [api]="core api"
+  [kube]="core kube"
+  [net]="core net"
+  [operator]="core api kube net operator"
+)
+layer_file() { # layer_file FILE: the layer a source or public header is in ("" = none)
+  case $1 in
+  src/*/*.c) local l=${1#src/}; echo "${l%%/*}" ;;
+  include/kop/*.h) echo "${layer_of[$(basename "$1" .h)]:-}" ;;
+  *) echo "" ;;
+  esac
+}
+for f in src/*/*.c src/*/*.h include/kop/*.h; do
+  [ -f "$f" ] || continue
+  case $f in src/*/*.h) l=${f#src/}; l=${l%%/*} ;; *) l=$(layer_file "$f") ;; esac
+  if [ -z "$l" ]; then
+    echo "style: $f belongs to no layer (no src/<layer>/$(basename "${f%.*}").c)"
+    fail=1
+    continue
+  fi
+  allowed=${may_use[$l]:-}
+  if [ -z "$allowed" ]; then
+    echo "style: $f is in src/$l/, which is not a layer (core api kube net operator)"
+    fail=1
+    continue
+  fi
+  while IFS= read -r inc; do
+    h=$(sed -E 's/.*"kop\/([a-z_0-9]+)\.h".*/\1/' <<<"$inc")
+    hl=${layer_of[$h]:-}
+    if [ -z "$hl" ]; then
+      echo "style: $f includes kop/$h.h, which belongs to no layer"
+      fail=1
+    elif [[ " $allowed " != *" $hl "* ]]; then
+      echo "style: $f ($l layer) includes kop/$h.h of the $hl layer (docs/architecture.md: $l may use ${allowed// /, })"
+      fail=1
+    fi
+  done < <(grep -E '^[[:space:]]*#[[:space:]]*include[[:space:]]+"kop/' "$f")
+done
 
 echo "style: checked ${#files[@]} files"
 if [ $fail -eq 0 ]; then
