@@ -48,7 +48,7 @@ static void fixture_init(struct fixture *f)
     ck_assert_ptr_nonnull(f->metrics);
     const struct kop_client_options co = {.config = &f->kc, .metrics = f->metrics};
     ck_assert_int_eq(kop_client_new(&co, &f->client), 0);
-    ck_assert_int_eq(kop_store_new(f->metrics, &f->store), 0);
+    ck_assert_int_eq(kop_store_new(f->metrics, "kop_store", &f->store), 0);
 }
 
 static void fixture_cleanup(struct fixture *f)
@@ -231,7 +231,7 @@ START_TEST(test_controller_lookup_sees_unlabelled_children)
     struct kop_client *client = NULL;
     struct kop_store *store = NULL;
     ck_assert_int_eq(kop_client_new(&co, &client), 0);
-    ck_assert_int_eq(kop_store_new(metrics, &store), 0);
+    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
     struct kop_controller *c = NULL;
     const struct kop_controller_options o = {
         .client = client,

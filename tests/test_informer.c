@@ -352,7 +352,7 @@ static void setup(void)
     struct kop_client_options co = {.config = &kc, .metrics = metrics};
     ck_assert_int_eq(kop_client_new(&co, &client), 0);
     free(url);
-    ck_assert_int_eq(kop_store_new(metrics, &store), 0);
+    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
     struct kop_informer_options io = {
         .client = client,
         .store = store,

@@ -43,7 +43,7 @@ static void setup(void)
 {
     metrics = kop_metrics_new(false);
     ck_assert_ptr_nonnull(metrics);
-    ck_assert_int_eq(kop_store_new(metrics, &store), 0);
+    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
 }
 
 static void teardown(void)

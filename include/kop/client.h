@@ -72,7 +72,7 @@ struct kop_client_options {
     const struct kop_kubeconfig *config; /* copied */
     struct kop_ratelimit *ratelimit;     /* borrowed; NULL: no limit */
     struct kop_metrics *metrics;         /* NULL: kop_metrics_global() */
-    const char *user_agent;              /* NULL: "kop/<version> (linux/<arch>)" */
+    const char *user_agent;              /* NULL: client-go's default, see below */
     int max_retries;                     /* 0: 5; negative: none */
     int64_t max_retry_wait_ms;           /* cap on Retry-After; 0: 10 s */
     int64_t token_reread_ms;             /* 0: 60 s */
@@ -115,6 +115,15 @@ const char *kop_client_namespace(const struct kop_client *c);
 
 /* The User-Agent the client sends. */
 const char *kop_client_user_agent(const struct kop_client *c);
+
+/*
+ * "<program>/<version> (linux/<arch>) kubernetes/unknown", client-go's
+ * format (k8s.io/client-go/rest DefaultKubernetesUserAgent; arch as Go names
+ * it). The default of kop_client_options.user_agent is this with the
+ * program's short name and "v0.0.0"; the operator passes its own.
+ * Returns 0, -ENOSPC (cut) or -EINVAL.
+ */
+int kop_client_format_user_agent(char *buf, size_t len, const char *program, const char *version);
 
 /*
  * "/api/v1/namespaces/ns/services/name/status" and friends. ns is ignored

@@ -108,7 +108,7 @@ const char *kop_event_namespace(const struct kop_event_ref *ref);
 
 struct kop_events_options {
     struct kop_client *client; /* borrowed; required */
-    const char *component;     /* source.component, reportingComponent; NULL: "kop" */
+    const char *component;     /* source.component, reportingComponent; NULL: the program's name */
     const char *instance;      /* reportingInstance, source.host; NULL: hostname */
     size_t cache_size;         /* 0: 4096 */
     size_t queue_size;         /* pending writes; 0: 256 */

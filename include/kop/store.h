@@ -56,9 +56,11 @@
 struct kop_metrics;
 struct kop_store;
 
-/* metrics: registry for the gauges, NULL for kop_metrics_global().
+/* metrics: registry for the gauges, NULL for kop_metrics_global();
+ * metric_prefix: their names are <prefix>_objects and <prefix>_bytes, NULL
+ * for "store" (the operator names its own, e.g. "kop_store").
  * Returns 0 or -ENOMEM; *ret on success. */
-int kop_store_new(struct kop_metrics *metrics, struct kop_store **ret);
+int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct kop_store **ret);
 
 /* Frees every entry. NULL-safe. */
 void kop_store_free(struct kop_store *s);

@@ -33,7 +33,6 @@
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/ratelimit.h"
-#include "kop_version.h"
 
 #define LOGGER "kube-client"
 #define MAX_BODY ((size_t)512 << 20)
@@ -42,16 +41,17 @@
 #define MAX_ERROR_BODY ((size_t)1 << 20)
 #define MAX_ACCEPT 480 /* longest Accept header value sent */
 
+/* The architecture as Go names it (client-go's User-Agent carries GOARCH). */
 #if defined(__x86_64__)
-#define KOP_ARCH "amd64"
+#define GOARCH_NAME "amd64"
 #elif defined(__aarch64__)
-#define KOP_ARCH "arm64"
+#define GOARCH_NAME "arm64"
 #elif defined(__i386__)
-#define KOP_ARCH "386"
+#define GOARCH_NAME "386"
 #elif defined(__arm__)
-#define KOP_ARCH "arm"
+#define GOARCH_NAME "arm"
 #else
-#define KOP_ARCH "unknown"
+#define GOARCH_NAME "unknown"
 #endif
 
 struct tstate {
@@ -488,10 +488,11 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
     if (opt->user_agent) {
         c->user_agent = strdup(opt->user_agent);
     } else {
-        size_t n = sizeof("kop/ (linux/)") + strlen(KOP_VERSION) + strlen(KOP_ARCH);
-        c->user_agent = malloc(n);
-        if (c->user_agent)
-            snprintf(c->user_agent, n, "kop/%s (linux/%s)", KOP_VERSION, KOP_ARCH);
+        /* client-go's default (rest.DefaultKubernetesUserAgent): the
+         * program's name, an unset version, the platform */
+        char ua[256];
+        kop_client_format_user_agent(ua, sizeof(ua), program_invocation_short_name, "v0.0.0");
+        c->user_agent = strdup(ua);
     }
     c->host = host_of(c->cfg.server);
     if (c->host && c->cfg.tls_server_name) {
@@ -563,6 +564,16 @@ void kop_client_free(struct kop_client *c)
 const char *kop_client_namespace(const struct kop_client *c)
 {
     return c ? c->cfg.namespace : NULL;
+}
+
+int kop_client_format_user_agent(char *buf, size_t len, const char *program, const char *version)
+{
+    if (!buf || len == 0)
+        return -EINVAL;
+    int n = snprintf(buf, len, "%s/%s (linux/%s) kubernetes/unknown",
+                     program && *program ? program : "unknown",
+                     version && *version ? version : "v0.0.0", GOARCH_NAME);
+    return n < 0 ? -EINVAL : ((size_t)n >= len ? -ENOSPC : 0);
 }
 
 const char *kop_client_user_agent(const struct kop_client *c)

@@ -282,7 +282,7 @@ json_t *kop_event_build(const struct kop_event_ref *ref, enum kop_event_type typ
     if (!ref || !reason || !message || !d)
         return NULL;
     if (!component)
-        component = "kop";
+        component = program_invocation_short_name;
     if (!instance)
         instance = "";
     json_t *ev = json_object();
@@ -477,7 +477,7 @@ int kop_events_new(const struct kop_events_options *opt, struct kop_events **ret
     int r = -ENOMEM;
     ev->client = opt->client;
     ev->queue_max = opt->queue_size ? opt->queue_size : DEFAULT_QUEUE;
-    ev->component = strdup(opt->component ? opt->component : "kop");
+    ev->component = strdup(opt->component ? opt->component : program_invocation_short_name);
     if (opt->instance) {
         ev->instance = strdup(opt->instance);
     } else {

@@ -286,7 +286,7 @@ int kop_leader_default_identity(char *buf, size_t len)
     if (pod && pod[0] && strlen(pod) < sizeof(host)) {
         snprintf(host, sizeof(host), "%s", pod);
     } else if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
-        snprintf(host, sizeof(host), "kop");
+        snprintf(host, sizeof(host), "%s", program_invocation_short_name);
     }
     host[sizeof(host) - 1] = '\0';
     unsigned char b[16];

@@ -644,7 +644,7 @@ static const char *controller_uid(const json_t *obj)
 
 /* ---- public -------------------------------------------------------------- */
 
-int kop_store_new(struct kop_metrics *metrics, struct kop_store **ret)
+int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct kop_store **ret)
 {
     pthread_once(&dict_once, dict_init);
     struct kop_store *s = calloc(1, sizeof(*s));
@@ -657,10 +657,14 @@ int kop_store_new(struct kop_metrics *metrics, struct kop_store **ret)
     struct kop_metrics *m = metrics ? metrics : kop_metrics_global();
     if (m) {
         struct kop_metric_family *f;
-        f = kop_metrics_register(m, KOP_METRIC_GAUGE, "kop_store_objects",
-                                 "Objects in the shared informer store.", NULL, NULL, 0);
+        const char *p = metric_prefix ? metric_prefix : "store";
+        char name[128];
+        snprintf(name, sizeof(name), "%s_objects", p);
+        f = kop_metrics_register(m, KOP_METRIC_GAUGE, name, "Objects in the shared informer store.",
+                                 NULL, NULL, 0);
         s->g_objects = f ? kop_metric_child(f) : NULL;
-        f = kop_metrics_register(m, KOP_METRIC_GAUGE, "kop_store_bytes",
+        snprintf(name, sizeof(name), "%s_bytes", p);
+        f = kop_metrics_register(m, KOP_METRIC_GAUGE, name,
                                  "Heap bytes held by the shared informer store.", NULL, NULL, 0);
         s->g_bytes = f ? kop_metric_child(f) : NULL;
     }

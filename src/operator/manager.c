@@ -79,6 +79,14 @@
 #include "kop/selfsigned.h"
 #include "kop/store.h"
 #include "kop/webhook.h"
+#include "kop_version.h"
+
+/* kop's User-Agent on every API request ("kop/<version> (linux/<arch>)
+ * kubernetes/unknown"); kubesim's fault rules select kop by its prefix. */
+static void user_agent(char *buf, size_t len)
+{
+    kop_client_format_user_agent(buf, len, "kop", KOP_VERSION);
+}
 
 struct kop_manager {
     const struct kop_config *cfg;
@@ -196,7 +204,10 @@ static int reconciler_new(struct kop_manager *m)
     r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &m->ratelimit);
     if (r < 0)
         goto fail;
-    const struct kop_client_options copt = {.config = &m->kc, .ratelimit = m->ratelimit};
+    char ua[160];
+    user_agent(ua, sizeof(ua));
+    const struct kop_client_options copt = {
+        .config = &m->kc, .ratelimit = m->ratelimit, .user_agent = ua};
     r = kop_client_new(&copt, &m->client);
     if (r < 0)
         goto fail;
@@ -205,17 +216,17 @@ static int reconciler_new(struct kop_manager *m)
      * period) bypass the bucket, so a queue of reconciles never delays a
      * renewal past the renew deadline. */
     const struct kop_client_options ropt = {
-        .config = &m->kc, .ratelimit = m->ratelimit, .abortable = true};
+        .config = &m->kc, .ratelimit = m->ratelimit, .abortable = true, .user_agent = ua};
     r = kop_client_new(&ropt, &m->reconcile_client);
     if (r < 0)
         goto fail;
     if (cfg->leader_elect) {
-        const struct kop_client_options lopt = {.config = &m->kc};
+        const struct kop_client_options lopt = {.config = &m->kc, .user_agent = ua};
         r = kop_client_new(&lopt, &m->lease_client);
         if (r < 0)
             goto fail;
     }
-    r = kop_store_new(NULL, &m->store);
+    r = kop_store_new(NULL, "kop_store", &m->store);
     if (r < 0)
         goto fail;
     const struct kop_events_options eopt = {.client = m->client, .component = "kop"};
@@ -345,7 +356,9 @@ static int inject_ca_bundles(const struct kop_config *cfg, struct kop_client *cl
     if (!c) {
         r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &kc);
         if (r == 0) {
-            const struct kop_client_options copt = {.config = &kc};
+            char ua[160];
+            user_agent(ua, sizeof(ua));
+            const struct kop_client_options copt = {.config = &kc, .user_agent = ua};
             r = kop_client_new(&copt, &c);
         }
         if (r < 0) {

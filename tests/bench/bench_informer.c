@@ -225,7 +225,7 @@ int main(int argc, char **argv)
     size_t heap0 = heap_used();
     long rss0 = rss_kib();
     struct kop_store *store = NULL;
-    r = kop_store_new(m, &store);
+    r = kop_store_new(m, "kop_store", &store);
     if (r < 0)
         die("store", r);
     struct kop_informer_options io = {.client = c,

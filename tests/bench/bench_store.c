@@ -134,7 +134,7 @@ static int bench_shape(const char *shape, const json_t *tmpl, int n)
     char **texts = calloc((size_t)n, sizeof(*texts));
     json_t **trees = calloc((size_t)n, sizeof(*trees));
     int rc = 1;
-    if (!metrics || !objs || !texts || !trees || kop_store_new(metrics, &s) < 0)
+    if (!metrics || !objs || !texts || !trees || kop_store_new(metrics, "kop_store", &s) < 0)
         goto out;
     size_t json_total = 0, mf_total = 0;
     for (int i = 0; i < n; i++) {

@@ -970,7 +970,7 @@ void kop_fuzz_store(const uint8_t *data, size_t size)
     struct kop_metrics *reg = kop_metrics_new(false);
     struct kop_store *s = NULL;
     struct model m = {.n = 0, .partial = false};
-    if (!reg || kop_store_new(reg, &s) < 0)
+    if (!reg || kop_store_new(reg, "kop_store", &s) < 0)
         goto out;
     if (size > 0 && data[0] == '{') {
         store_json(s, data, size);

@@ -556,8 +556,8 @@ static void run_seed(unsigned seed, long max_ops, int64_t budget_ms)
     make_namespaces(ctl);
 
     struct kop_store *all = NULL, *front = NULL;
-    ck_assert_int_eq(kop_store_new(m, &all), 0);
-    ck_assert_int_eq(kop_store_new(NULL, &front), 0);
+    ck_assert_int_eq(kop_store_new(m, "kop_store", &all), 0);
+    ck_assert_int_eq(kop_store_new(NULL, "kop_store", &front), 0);
     struct tracker t_all, t_front;
     tracker_init(&t_all, NULL);
     tracker_init(&t_front, "front");
@@ -1141,7 +1141,7 @@ START_TEST(test_informer_client_threads_share_bucket)
     struct kop_client *c = sim_client(&csim, rl, m, 0);
     /* An informer on the same client and bucket, watching the churn. */
     struct kop_store *store = NULL;
-    ck_assert_int_eq(kop_store_new(m, &store), 0);
+    ck_assert_int_eq(kop_store_new(m, "kop_store", &store), 0);
     struct tracker t;
     tracker_init(&t, NULL);
     struct kop_informer_options io = {.client = c,
