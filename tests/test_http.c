@@ -96,6 +96,8 @@ static void start_server(struct fixture *f, unsigned threads)
         .threads = threads,
         .name = "test",
         .metrics = f->metrics,
+        .metric_prefix = "kop",
+        .webhook_metric_prefix = "controller_runtime_webhook",
         .timeout_s = next_limits.timeout_s,
         .max_per_ip = next_limits.max_per_ip,
         .header_timeout_ms = next_limits.header_timeout_ms,

@@ -134,6 +134,7 @@ static void fixture_start(struct fixture *f, bool mtls, int hs_timeout_ms, unsig
         .reload_interval_ms = 500,
         .http = f->http,
         .metrics = f->metrics,
+        .metric_prefix = "kop",
     };
     ck_assert_int_eq(kop_tls_new(&to, &f->tls), 0);
     ck_assert(!kop_tls_ready(f->tls));

@@ -22,8 +22,8 @@
 #include <stdint.h>
 
 struct kop_certgen_options {
-    const char *ca_common_name;      /* NULL: "kop-selfsigned-ca" */
-    const char *common_name;         /* leaf subject CN; NULL: first DNS name, else "kop" */
+    const char *ca_common_name;      /* NULL: "selfsigned-ca" */
+    const char *common_name;         /* leaf subject CN; NULL: first DNS name, else "localhost" */
     const char *organization;        /* subject O of both; NULL: none */
     const char *const *dns_names;    /* NULL-terminated; may be NULL */
     const char *const *ip_addresses; /* NULL-terminated, "127.0.0.1" / "::1"; may be NULL */

@@ -120,9 +120,9 @@ struct kop_http_route {
     kop_http_handler_fn *fn;              /* a collected body, or: */
     const struct kop_http_stream *stream; /* a streamed one (fn unused) */
     void *userdata;
-    /* Non-NULL: record controller_runtime_webhook_requests_total{webhook,code},
-     * controller_runtime_webhook_latency_seconds{webhook} and
-     * controller_runtime_webhook_requests_in_flight{webhook}; use the route
+    /* Non-NULL: record <webhook_metric_prefix>_requests_total{webhook,code},
+     * <webhook_metric_prefix>_latency_seconds{webhook} and
+     * <webhook_metric_prefix>_requests_in_flight{webhook}; use the route
      * path, as controller-runtime does. */
     const char *webhook_name;
 };
@@ -149,11 +149,17 @@ struct kop_http_server_options {
      * ones; 0 = 10 s), and after that same grace its body must have come
      * at min_body_rate bytes per second on average (0 = 16 KiB/s). A
      * connection past either is closed and counted in
-     * kop_http_connections_timed_out_total{server}. */
+     * <metric_prefix>_http_connections_timed_out_total{server}. */
     unsigned header_timeout_ms;
     size_t min_body_rate;
     const char *name;            /* for logs ("webhook", "metrics"); may be NULL */
     struct kop_metrics *metrics; /* NULL = kop_metrics_global() */
+    /* The server's own metric names start with "<metric_prefix>_" (NULL:
+     * no prefix); its webhook routes' with "<webhook_metric_prefix>_"
+     * (NULL: "webhook"), e.g. "controller_runtime_webhook" for the names
+     * controller-runtime dashboards know. */
+    const char *metric_prefix;
+    const char *webhook_metric_prefix;
     /*
      * In-flight budget: bytes that collected and streamed request bodies
      * (and their streams' state) may hold at once; 0 = unlimited. A request

@@ -14,16 +14,17 @@
  * reload_interval_ms) and a changed pair is loaded for new handshakes while
  * live connections keep the one they were made with. A bad pair (unreadable,
  * unparseable, key not matching the certificate) is logged and the previous
- * pair kept. Metrics (registry from the options, default global):
+ * pair kept. Metrics (registry from the options, default global; P_ is the
+ * options' metric_prefix and "_", nothing without one):
  *   certwatcher_read_certificate_total         counter, every load attempt
  *   certwatcher_read_certificate_errors_total  counter, failed attempts
- *   kop_serving_cert_expiry_seconds            gauge, notAfter of the serving
+ *   P_serving_cert_expiry_seconds              gauge, notAfter of the serving
  *                                              certificate in use, Unix seconds
- *   kop_tls_connections_active                 gauge
- *   kop_tls_connections_rejected_total{reason} counter: max_connections,
+ *   P_tls_connections_active                   gauge
+ *   P_tls_connections_rejected_total{reason}   counter: max_connections,
  *                                              per_ip, handshake_timeout,
  *                                              handshake_error, idle_timeout
- *   kop_tls_handshakes_throttled_total         counter, connections that waited
+ *   P_tls_handshakes_throttled_total           counter, connections that waited
  *                                              for their address's handshake rate
  *
  * Thread-safety: new/start/free are single-threaded; ready, port and
@@ -56,6 +57,7 @@ struct kop_tls_options {
     int reload_interval_ms;       /* stat check of the certificate files; 0 = 2000 */
     struct kop_http_server *http; /* started, no_listen; not owned */
     struct kop_metrics *metrics;  /* NULL = kop_metrics_global() */
+    const char *metric_prefix;    /* see above; NULL = none */
 };
 
 struct kop_tls;

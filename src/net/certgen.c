@@ -319,7 +319,7 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
     const char *cn_src = opts->common_name;
     size_t cn_max = MAX_CN_LEN;
     if (!cn_src) {
-        cn_src = count(opts->dns_names) ? opts->dns_names[0] : "kop";
+        cn_src = count(opts->dns_names) ? opts->dns_names[0] : "localhost";
         cn_max = MAX_NAME_LEN;
     }
     snprintf(cn, sizeof(cn), "%s", cn_src);
@@ -328,7 +328,7 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
         goto out;
     }
     rc = subject(ca_subject, sizeof(ca_subject),
-                 opts->ca_common_name ? opts->ca_common_name : "kop-selfsigned-ca", MAX_CN_LEN,
+                 opts->ca_common_name ? opts->ca_common_name : "selfsigned-ca", MAX_CN_LEN,
                  opts->organization);
     if (rc == 0)
         rc = subject(leaf_subject, sizeof(leaf_subject), cn, MAX_CN_LEN, opts->organization);
@@ -339,7 +339,7 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
 
     rc = -EIO;
     if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
-                              (const unsigned char *)"kop-certgen", 11) != 0)
+                              (const unsigned char *)"certgen", 7) != 0)
         goto out;
     rc = gen_key(&drbg, &ca_key);
     if (rc == 0)

@@ -1287,6 +1287,15 @@ __attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const ch
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+/* "<prefix>_<name>", or name alone without a prefix. */
+static void metric_name(char *buf, size_t len, const char *prefix, const char *name)
+{
+    if (prefix && *prefix)
+        snprintf(buf, len, "%s_%s", prefix, name);
+    else
+        snprintf(buf, len, "%s", name);
+}
+
 int kop_http_server_new(const struct kop_http_server_options *opts,
                         const struct kop_http_route *routes, size_t n_routes,
                         struct kop_http_server **ret_srv)
@@ -1329,8 +1338,10 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     srv->n_routes = n_routes;
     struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
     static const char *const l_srv[] = {"server", NULL};
+    char mname[160];
+    metric_name(mname, sizeof(mname), opts->metric_prefix, "http_connections_timed_out_total");
     srv->m_deadline = kop_metric_child(
-        kop_metrics_register(m, KOP_METRIC_COUNTER, "kop_http_connections_timed_out_total",
+        kop_metrics_register(m, KOP_METRIC_COUNTER, mname,
                              "Connections closed because a client was too slow (headers not in "
                              "time, body under the minimum rate, idle too long), by server",
                              l_srv, NULL, 0),
@@ -1344,15 +1355,19 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     if (any_webhook) {
         static const char *const l_wc[] = {"webhook", "code", NULL};
         static const char *const l_w[] = {"webhook", NULL};
+        const char *wp = opts->webhook_metric_prefix ? opts->webhook_metric_prefix : "webhook";
+        metric_name(mname, sizeof(mname), wp, "requests_total");
         srv->wh_total = kop_metrics_register(
-            m, KOP_METRIC_COUNTER, "controller_runtime_webhook_requests_total",
-            "Total number of admission requests by HTTP status code.", l_wc, NULL, 0);
+            m, KOP_METRIC_COUNTER, mname, "Total number of admission requests by HTTP status code.",
+            l_wc, NULL, 0);
+        metric_name(mname, sizeof(mname), wp, "latency_seconds");
         struct kop_metric_family *lat = kop_metrics_register(
-            m, KOP_METRIC_HISTOGRAM, "controller_runtime_webhook_latency_seconds",
+            m, KOP_METRIC_HISTOGRAM, mname,
             "Histogram of the latency of processing admission requests", l_w, NULL, 0);
+        metric_name(mname, sizeof(mname), wp, "requests_in_flight");
         struct kop_metric_family *infl = kop_metrics_register(
-            m, KOP_METRIC_GAUGE, "controller_runtime_webhook_requests_in_flight",
-            "Current number of admission requests being served.", l_w, NULL, 0);
+            m, KOP_METRIC_GAUGE, mname, "Current number of admission requests being served.", l_w,
+            NULL, 0);
         for (size_t i = 0; i < n_routes; i++) {
             const char *w = routes[i].webhook_name;
             if (!w)

@@ -1515,14 +1515,18 @@ static void register_metrics(struct kop_tls *t)
     t->m_read_errors = kop_metric_child(
         kop_metrics_register(m, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total",
                              "Total number of certificate read errors", NULL, NULL, 0));
+    char n[160];
+    const char *p = t->o.metric_prefix && *t->o.metric_prefix ? t->o.metric_prefix : NULL;
+#define NAME(s) (snprintf(n, sizeof(n), "%s%s%s", p ? p : "", p ? "_" : "", (s)), n)
     t->m_expiry = kop_metric_child(kop_metrics_register(
-        m, KOP_METRIC_GAUGE, "kop_serving_cert_expiry_seconds",
+        m, KOP_METRIC_GAUGE, NAME("serving_cert_expiry_seconds"),
         "notAfter of the serving certificate in use, as Unix time in seconds", NULL, NULL, 0));
-    t->m_active = kop_metric_child(kop_metrics_register(
-        m, KOP_METRIC_GAUGE, "kop_tls_connections_active", "Open TLS connections", NULL, NULL, 0));
+    t->m_active =
+        kop_metric_child(kop_metrics_register(m, KOP_METRIC_GAUGE, NAME("tls_connections_active"),
+                                              "Open TLS connections", NULL, NULL, 0));
     static const char *const lr[] = {"reason", NULL};
     struct kop_metric_family *rej = kop_metrics_register(
-        m, KOP_METRIC_COUNTER, "kop_tls_connections_rejected_total",
+        m, KOP_METRIC_COUNTER, NAME("tls_connections_rejected_total"),
         "TLS connections refused or closed by a limit, by reason", lr, NULL, 0);
     t->m_rej_max = kop_metric_child(rej, "max_connections");
     t->m_rej_ip = kop_metric_child(rej, "per_ip");
@@ -1530,8 +1534,9 @@ static void register_metrics(struct kop_tls *t)
     t->m_rej_hs_error = kop_metric_child(rej, "handshake_error");
     t->m_rej_idle = kop_metric_child(rej, "idle_timeout");
     t->m_throttled = kop_metric_child(kop_metrics_register(
-        m, KOP_METRIC_COUNTER, "kop_tls_handshakes_throttled_total",
+        m, KOP_METRIC_COUNTER, NAME("tls_handshakes_throttled_total"),
         "Connections whose handshake waited for their address's handshake rate", NULL, NULL, 0));
+#undef NAME
 }
 
 int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
@@ -1570,7 +1575,7 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
     if (!t->cert_dir || !t->crt_path || !t->key_path)
         goto out;
     register_metrics(t);
-    static const unsigned char pers[] = "kop-tls";
+    static const unsigned char pers[] = "tls-front";
     if (mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, pers,
                               sizeof(pers) - 1) != 0) {
         r = -EIO;

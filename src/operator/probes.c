@@ -148,6 +148,7 @@ static int start_server(const struct kop_config *cfg, const struct kop_bind_addr
         .header_timeout_ms = hdr > 0 && hdr < 3600000 ? (unsigned)hdr : 0,
         .min_body_rate = cfg->min_body_rate,
         .name = name,
+        .metric_prefix = "kop",
     };
     struct kop_http_server *srv = NULL;
     int r = kop_http_server_new(&o, routes, n, &srv);

@@ -238,6 +238,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
                                        : 1,
         .max_connections = (unsigned)cfg->max_connections,
         .name = "webhook",
+        .metric_prefix = "kop",
+        .webhook_metric_prefix = "controller_runtime_webhook",
         .budget = cfg->webhook_memory_budget,
         .header_timeout_ms = (unsigned)clamp_ms(cfg->request_header_timeout_ms),
         .min_body_rate = cfg->min_body_rate,
@@ -260,6 +262,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .max_per_ip = (unsigned)cfg->max_connections_per_ip,
         .handshakes_per_ip_per_s = (unsigned)cfg->max_handshakes_per_ip_per_second,
         .http = w->http,
+        .metric_prefix = "kop",
     };
     r = kop_tls_new(&topts, &w->tls);
     if (r < 0)
