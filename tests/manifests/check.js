@@ -7,6 +7,9 @@
 //                                      Kubernetes / cert-manager schemas
 //   node check.js install FILE         the default install hangs together
 //   node check.js self-signed FILE     the self-signed overlay does too
+//     (install and self-signed take an optional last argument: the
+//     app.kubernetes.io/managed-by label the objects carry, "kustomize"
+//     unless told; the Helm chart's renderings carry "Helm")
 //   node check.js selftest FILE        "schema" rejects broken copies of
 //                                      FILE's objects (the check can fail)
 //
@@ -198,7 +201,7 @@ function labelsMatch(selector, labels) {
     return Object.entries(selector || {}).every(([k, v]) => (labels || {})[k] === v);
 }
 
-function commonChecks(docs, mode) {
+function commonChecks(docs, mode, manager) {
     const ns = find(docs, 'Namespace', 'kop-system');
     check('namespace kop-system', !!ns, 'missing');
 
@@ -207,7 +210,7 @@ function commonChecks(docs, mode) {
         const want = {
             'app.kubernetes.io/name': 'kop',
             'app.kubernetes.io/part-of': 'kop',
-            'app.kubernetes.io/managed-by': 'kustomize',
+            'app.kubernetes.io/managed-by': manager,
         };
         const bad = Object.entries(want).filter(([k, v]) => l[k] !== v);
         if (!l['app.kubernetes.io/component'] && o.kind !== 'CustomResourceDefinition' &&
@@ -351,9 +354,9 @@ function commonChecks(docs, mode) {
     return {dep, pod, c, certVol, certMount, crd, vwc};
 }
 
-function cmdInstall(file) {
+function cmdInstall(file, manager = 'kustomize') {
     const docs = loadDocs(file);
-    const {dep, pod, crd, vwc, certVol} = commonChecks(docs, 'install');
+    const {dep, pod, crd, vwc, certVol} = commonChecks(docs, 'install', manager);
     if (!dep) return;
     check('2 replicas', dep.spec.replicas === 2, String(dep.spec.replicas));
     const aff = ((pod.spec.affinity || {}).podAntiAffinity || {}).preferredDuringSchedulingIgnoredDuringExecution || [];
@@ -394,9 +397,9 @@ function cmdInstall(file) {
           'CRD/webhook-configuration rights granted');
 }
 
-function cmdSelfSigned(file) {
+function cmdSelfSigned(file, manager = 'kustomize') {
     const docs = loadDocs(file);
-    const {dep, c, crd, vwc, certVol, certMount} = commonChecks(docs, 'self-signed');
+    const {dep, c, crd, vwc, certVol, certMount} = commonChecks(docs, 'self-signed', manager);
     if (!dep) return;
     check('no cert-manager objects', !docs.some((o) => String(o.apiVersion).startsWith('cert-manager.io/')), 'still there');
     for (const o of [crd, vwc].filter(Boolean))
@@ -461,12 +464,13 @@ function cmdSelftest(file) {
 
 function main(argv) {
     const cmds = {schema: cmdSchema, install: cmdInstall, 'self-signed': cmdSelfSigned, selftest: cmdSelftest};
-    if (argv.length !== 2 || !cmds[argv[0]]) {
-        console.error('usage: node check.js schema|install|self-signed|selftest FILE');
+    const withManager = argv[0] === 'install' || argv[0] === 'self-signed';
+    if (!cmds[argv[0]] || (argv.length !== 2 && !(withManager && argv.length === 3))) {
+        console.error('usage: node check.js schema|install|self-signed|selftest FILE | install|self-signed FILE MANAGER');
         return 2;
     }
     try {
-        cmds[argv[0]](argv[1]);
+        cmds[argv[0]](...argv.slice(1));
     } catch (e) {
         fail(`${argv[0]} ${argv[1]}`, e && e.stack ? e.stack : String(e));
     }
