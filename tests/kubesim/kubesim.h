@@ -10,7 +10,9 @@
  * pruning, validation), webhooks.c (conversion and validating admission
  * calls), controllers.c (GC, namespaces, deployments, CRD status),
  * faults.c (fault injection and request statistics), services.c (where
- * webhook Service references go), partial.c (metadata-only answers:
+ * webhook Service references go: endpoints, readiness, propagation),
+ * whclient.c (the apiserver's webhook transport: pool, retries,
+ * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
  * util.c (JSON output, Status bodies, selectors).
  *
@@ -27,6 +29,8 @@
  *    CRD update publishes a new one and parks the old one in a graveyard
  *    freed at exit, so a pointer taken under the lock stays valid.
  *  - No webhook call (curl) and no blocking I/O happens with the lock held.
+ *  - The webhook client (whclient.c) has its own leaf lock for its pools
+ *    and statistics: taken after ks->lock, never around it or across I/O.
  *
  * Thread-safety: functions documented "lock held" require ks->lock; all
  * others take it themselves or touch only their arguments.
