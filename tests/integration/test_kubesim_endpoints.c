@@ -625,6 +625,37 @@ START_TEST(test_endpoints_idle_close_noticed)
 }
 END_TEST
 
+/* kubesim closes a pooled connection idle for --webhook-idle-timeout (90 s
+ * by default, net/http's IdleConnTimeout) on its own, without a call. */
+START_TEST(test_endpoints_idle_timeout)
+{
+    struct hook a = {0};
+    hook_start(&a, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, "--webhook-idle-timeout", "1s", NULL};
+    start_sim(args);
+    long t0 = kop_test_now_ms();
+    create_ok("x0");
+    json_t *w = webhook_stats();
+    long t1 = kop_test_now_ms();
+    if (t1 - t0 < 900) /* still idle in the pool, unless the machine stalled */
+        ck_assert_int_eq(jint(w, "connections", "idle"), 1);
+    json_decref(w);
+    long end = kop_test_now_ms() + 20000;
+    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+        sleep_ms(50);
+    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    ck_assert_int_ge(kop_test_now_ms() - t0, 1000);
+    w = webhook_stats();
+    ck_assert_int_eq(jint(w, "connections", "idle"), 0);
+    json_decref(w);
+    create_ok("x1");
+    ck_assert_int_eq(hook_get(&a, &a.opened), 2);
+    hook_free(&a);
+}
+END_TEST
+
 /* 429 with Retry-After is sent again after that many seconds (client-go). */
 START_TEST(test_endpoints_retry_after)
 {
@@ -736,6 +767,7 @@ static Suite *kubesim_endpoints_suite(void)
     tcase_add_test(tc, test_endpoints_no_retry_of_written_post);
     tcase_add_test(tc, test_endpoints_retry_when_nothing_written);
     tcase_add_test(tc, test_endpoints_idle_close_noticed);
+    tcase_add_test(tc, test_endpoints_idle_timeout);
     tcase_add_test(tc, test_endpoints_retry_after);
     tcase_add_test(tc, test_endpoints_traceparent);
     suite_add_tcase(s, tc);

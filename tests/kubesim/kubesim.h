@@ -417,7 +417,9 @@ struct ks_wh_call {
 };
 
 /* Thread-safety: all functions may be called from any thread. */
-int ks_whclient_new(struct ks_server *ks);
+/* Start the client (and its idle reaper thread); idle_ms is the idle
+ * connection timeout. */
+int ks_whclient_new(struct ks_server *ks, long idle_ms);
 /* At exit, after the HTTP server stopped: closes pooled connections. */
 void ks_whclient_free(struct ks_server *ks);
 /* POST c->payload the way the apiserver's webhook client does (connection

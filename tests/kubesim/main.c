@@ -30,6 +30,8 @@ static const char usage[] =
     "  --endpoint-propagation-delay DUR\n"
     "                                until new connections see an endpoint change posted\n"
     "                                to /_kubesim/endpoints (default 1s)\n"
+    "  --webhook-idle-timeout DUR    close pooled webhook connections idle that long\n"
+    "                                (default 90s)\n"
     "  --tracing                     send a W3C traceparent on webhook calls\n"
     "  --webhook-skip-idle-check     test hook: reuse pooled webhook connections without\n"
     "                                first noticing that the server closed them\n"
@@ -83,6 +85,7 @@ static int run(int argc, char **argv)
     void *daemon = NULL;
     int rc = 1;
     bool controllers = false;
+    long idle_ms = 90000; /* net/http DefaultTransport IdleConnTimeout */
 
     memset(ks, 0, sizeof(*ks));
     pthread_mutex_init(&ks->lock, NULL);
@@ -127,6 +130,9 @@ static int run(int argc, char **argv)
             ks->token = ks_strdup(v);
         } else if (strcmp(a, "--service") == 0) {
             bad = ks_services_add_flag(ks, v) != 0;
+        } else if (strcmp(a, "--webhook-idle-timeout") == 0) {
+            idle_ms = parse_ms(v);
+            bad = idle_ms <= 0;
         } else if (strcmp(a, "--endpoint-propagation-delay") == 0) {
             ks->propagation_ms = parse_ms(v);
             bad = ks->propagation_ms < 0;
@@ -164,7 +170,7 @@ static int run(int argc, char **argv)
             i++;
     }
     ks->ep_rng = ks->rng ^ 0x5851f42d4c957f2dull;
-    if (ks_whclient_new(ks) != 0) {
+    if (ks_whclient_new(ks, idle_ms) != 0) {
         fprintf(stderr, "kubesim: out of memory\n");
         goto out;
     }

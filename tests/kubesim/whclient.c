@@ -10,7 +10,8 @@
  *    pools per host). Idle connections are reused newest first (net/http
  *    getIdleConn), at most 25 kept (client-go transport/cache.go
  *    idleConnsPerHost), closed after 90 s idle (IdleConnTimeout, client-go
- *    utilnet.SetTransportDefaults). A pooled connection is used without
+ *    utilnet.SetTransportDefaults; --webhook-idle-timeout) by a reaper
+ *    thread, as net/http's idle timer does. A pooled connection is used without
  *    looking at the endpoint set: it stays with the endpoint it was dialed
  *    to until one side closes it.
  *  - Before reuse, a connection that the server closed while idle is
@@ -57,7 +58,6 @@
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 
-#define IDLE_TIMEOUT_MS 90000
 #define MAX_IDLE_PER_POOL 25
 #define MAX_REST_RETRIES 10
 #define MAX_BODY (256u * 1024 * 1024)
@@ -89,6 +89,11 @@ struct pool {
 
 struct ks_whclient {
     pthread_mutex_t lock;
+    pthread_cond_t wake; /* the reaper: a connection went idle, or stop */
+    pthread_t reaper;
+    bool reaper_running;
+    bool stop;
+    long idle_ms;
     struct pool *pools;
     json_t *calls;    /* "ns/name" -> { endpoint -> count } */
     json_t *failures; /* [{service, endpoint, reason, error}] */
@@ -662,7 +667,7 @@ static void reap(struct ks_whclient *w, long long now, struct conn **ret_dead)
         struct conn **pp = &p->idle;
         while (*pp) {
             struct conn *c = *pp;
-            if (now - c->idle_since >= IDLE_TIMEOUT_MS) {
+            if (now - c->idle_since >= w->idle_ms) {
                 *pp = c->next;
                 p->nidle--;
                 c->next = *ret_dead;
@@ -734,9 +739,45 @@ static void put_idle(struct ks_whclient *w, const char *key, struct conn *c)
         p->idle = c;
         p->nidle++;
         c = NULL;
+        pthread_cond_signal(&w->wake);
     }
     pthread_mutex_unlock(&w->lock);
     conn_close(c);
+}
+
+/* Closes idle connections when their idle timeout passes. */
+static void *reaper_main(void *arg)
+{
+    struct ks_whclient *w = arg;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop) {
+        struct conn *dead = NULL;
+        long long now = ks_mono_ms();
+        reap(w, now, &dead);
+        if (dead) {
+            pthread_mutex_unlock(&w->lock);
+            close_chain(dead);
+            pthread_mutex_lock(&w->lock);
+            continue;
+        }
+        long long next = now + 60000;
+        for (struct pool *p = w->pools; p; p = p->next)
+            for (struct conn *c = p->idle; c; c = c->next)
+                if (c->idle_since + w->idle_ms < next)
+                    next = c->idle_since + w->idle_ms;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long wait = next - now + 1;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
 }
 
 /* ---- the call ------------------------------------------------------------------------ */
@@ -928,18 +969,29 @@ out:
 
 /* ---- lifecycle, stats, traces ------------------------------------------------------ */
 
-int ks_whclient_new(struct ks_server *ks)
+int ks_whclient_new(struct ks_server *ks, long idle_ms)
 {
     struct ks_whclient *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
     pthread_mutex_init(&w->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    w->idle_ms = idle_ms;
     w->calls = json_object();
     w->failures = json_array();
     w->reasons = json_object();
     w->retries = json_object();
     w->traces = json_array();
     ks->whc = w;
+    if (pthread_create(&w->reaper, NULL, reaper_main, w) != 0) {
+        ks_whclient_free(ks);
+        return -EAGAIN;
+    }
+    w->reaper_running = true;
     return 0;
 }
 
@@ -948,6 +1000,13 @@ void ks_whclient_free(struct ks_server *ks)
     struct ks_whclient *w = ks->whc;
     if (!w)
         return;
+    if (w->reaper_running) {
+        pthread_mutex_lock(&w->lock);
+        w->stop = true;
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+        pthread_join(w->reaper, NULL);
+    }
     while (w->pools) {
         struct pool *p = w->pools;
         w->pools = p->next;
@@ -960,6 +1019,7 @@ void ks_whclient_free(struct ks_server *ks)
     json_decref(w->reasons);
     json_decref(w->retries);
     json_decref(w->traces);
+    pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
     free(w);
     ks->whc = NULL;
