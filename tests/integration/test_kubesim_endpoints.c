@@ -557,6 +557,7 @@ START_TEST(test_endpoints_no_retry_of_written_post)
     const json_t *f = json_array_get(json_object_get(w, "failures"), 0);
     ck_assert_str_eq(json_string_value(json_object_get(f, "endpoint")), a.addr);
     ck_assert_str_eq(json_string_value(json_object_get(f, "reason")), "lost-after-write");
+    ck_assert_str_eq(json_string_value(json_object_get(f, "path")), "/validate?timeout=10s");
     ck_assert_str_eq(json_string_value(json_object_get(f, "error")), "EOF");
     ck_assert_ptr_null(json_object_get(json_object_get(w, "retries"), "nothing-written"));
     ck_assert_int_eq(calls_to(w, &a), 2);

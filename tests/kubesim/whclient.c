@@ -637,15 +637,16 @@ static void stat_call(struct ks_whclient *w, const char *svc, const char *addr)
     pthread_mutex_unlock(&w->lock);
 }
 
-static void stat_failure(struct ks_whclient *w, const char *svc, const char *addr,
+static void stat_failure(struct ks_whclient *w, const char *svc, const char *path, const char *addr,
                          const char *reason, const char *err)
 {
     pthread_mutex_lock(&w->lock);
     count(w->reasons, reason, 1);
     if (json_array_size(w->failures) >= KEEP_FAILURES)
         json_array_remove(w->failures, 0);
-    json_array_append_new(w->failures, json_pack("{s:s,s:s,s:s,s:s}", "service", svc, "endpoint",
-                                                 addr ? addr : "", "reason", reason, "error", err));
+    json_array_append_new(w->failures,
+                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "service", svc, "path", path,
+                                    "endpoint", addr ? addr : "", "reason", reason, "error", err));
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -943,7 +944,7 @@ int ks_whclient_post(struct ks_server *ks, const struct ks_wh_call *call, char *
                             snippet);
             free(r.body);
             /* the caller prints it as is (not a transport error) */
-            stat_failure(w, svc, addr, reason, err);
+            stat_failure(w, svc, call->path, addr, reason, err);
             *ret_err = err;
             err = NULL;
             goto out;
@@ -952,7 +953,7 @@ int ks_whclient_post(struct ks_server *ks, const struct ks_wh_call *call, char *
         rc = 0;
         goto out;
     }
-    stat_failure(w, svc, addr, reason ? reason : "unknown", err ? err : "");
+    stat_failure(w, svc, call->path, addr, reason ? reason : "unknown", err ? err : "");
     *ret_err = ks_printf("Post \"%s\": %s", url, err ? err : "unknown error");
     if (ks->verbose)
         fprintf(stderr, "kubesim: webhook %s (%s): %s\n", url, ks_nz(addr), ks_nz(err));
