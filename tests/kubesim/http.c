@@ -6,8 +6,10 @@
  * request statistics, routes discovery (/api, /apis, /apis/G, /apis/G/V,
  * aggregated discovery on request, /version), resource paths
  * (/api/v1/..., /apis/G/V/..., namespaced or not, subresources) and the
- * test endpoints /_kubesim/stats, /_kubesim/faults and /_kubesim/services. Unknown non-API
- * paths get Go's text/plain "404 page not found".
+ * test endpoints /_kubesim/stats, /_kubesim/faults, /_kubesim/services and
+ * /_kubesim/endpoints. Unknown non-API paths get Go's text/plain "404 page
+ * not found". With --tracing, each request gets a trace (ks_trace_begin)
+ * that its webhook calls carry in traceparent.
  */
 #include "kubesim.h"
 
@@ -157,6 +159,8 @@ static void services_endpoint(struct ks_server *ks, const char *method, const st
         rc = ks_services_remove(ks, ns, name);
     json_t *list = rc == 0 ? ks_services_describe(ks) : NULL;
     pthread_mutex_unlock(&ks->lock);
+    if (rc == 0 && (post || del))
+        ks_whclient_flush(ks, ns, name);
     if (rc == -ENOENT) {
         char *msg = ks_printf("no service mapping for %s/%s", ks_nz(ns), ks_nz(name));
         ks_reply_status(r, 404, "NotFound", msg, NULL);
@@ -171,6 +175,36 @@ static void services_endpoint(struct ks_server *ks, const char *method, const st
     json_decref(doc);
 }
 
+/* /_kubesim/endpoints: POST replaces a Service's endpoint set, GET lists. */
+static void endpoints_endpoint(struct ks_server *ks, const char *method, const struct conn_ctx *ctx,
+                               struct ks_reply *r)
+{
+    bool post = strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0;
+    if (!post && strcmp(method, "GET") != 0) {
+        ks_reply_status(r, 405, "MethodNotAllowed", "use GET or POST", NULL);
+        return;
+    }
+    json_t *doc = post && ctx->len ? json_loadb(ctx->body, ctx->len, 0, NULL) : NULL;
+    char *err = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&ks->lock);
+    if (post)
+        rc = json_is_object(doc) ? ks_services_set_endpoints(ks, doc, &err) : -EINVAL;
+    json_t *list = rc == 0 ? ks_services_describe(ks) : NULL;
+    pthread_mutex_unlock(&ks->lock);
+    if (rc != 0)
+        ks_reply_status(r, 400, "BadRequest",
+                        err ? err
+                            : "body must be {\"service\":\"namespace/name\",\"endpoints\":"
+                              "[{\"address\":\"HOST:PORT\",\"ready\":true}]}",
+                        NULL);
+    else
+        ks_reply_json(r, 200, list, false);
+    free(err);
+    json_decref(list);
+    json_decref(doc);
+}
+
 static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, const char *method,
                              const char *what, const struct conn_ctx *ctx, struct ks_reply *r)
 {
@@ -178,6 +212,7 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
         pthread_mutex_lock(&ks->lock);
         if (strcmp(method, "DELETE") == 0) {
             ks_stats_reset(ks);
+            ks_whclient_stats_reset(ks);
             pthread_mutex_unlock(&ks->lock);
             json_t *empty = json_object();
             ks_reply_json(r, 200, empty, false);
@@ -186,6 +221,7 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
         }
         const char *ua = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "userAgent");
         json_t *doc = ks_stats_json(ks, ua);
+        json_object_set_new(doc, "webhooks", ks_whclient_stats(ks));
         ks_reply_json(r, 200, doc, false);
         pthread_mutex_unlock(&ks->lock);
         json_decref(doc);
@@ -193,6 +229,10 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
     }
     if (strcmp(what, "services") == 0) {
         services_endpoint(ks, method, ctx, r);
+        return;
+    }
+    if (strcmp(what, "endpoints") == 0) {
+        endpoints_endpoint(ks, method, ctx, r);
         return;
     }
     if (strcmp(what, "faults") == 0) {
@@ -477,8 +517,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (ctx->too_big)
         ks_reply_status(&r, 413, "RequestEntityTooLarge",
                         "Request entity too large: limit is 67108864", NULL);
-    else
+    else {
+        ks_trace_begin(ks, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"));
         route(ks, conn, method, url, ctx, &r);
+        ks_trace_end();
+    }
     if (ks->verbose)
         fprintf(stderr, "kubesim: %s %s -> %u\n", method, url, r.code);
     enum MHD_Result ret = send_reply(conn, &r);

@@ -10,7 +10,9 @@
  * pruning, validation), webhooks.c (conversion and validating admission
  * calls), controllers.c (GC, namespaces, deployments, CRD status),
  * faults.c (fault injection and request statistics), services.c (where
- * webhook Service references go), partial.c (metadata-only answers:
+ * webhook Service references go: endpoints, readiness, propagation),
+ * whclient.c (the apiserver's webhook transport: pool, retries,
+ * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
  * util.c (JSON output, Status bodies, selectors).
  *
@@ -27,6 +29,8 @@
  *    CRD update publishes a new one and parks the old one in a graveyard
  *    freed at exit, so a pointer taken under the lock stays valid.
  *  - No webhook call (curl) and no blocking I/O happens with the lock held.
+ *  - The webhook client (whclient.c) has its own leaf lock for its pools
+ *    and statistics: taken after ks->lock, never around it or across I/O.
  *
  * Thread-safety: functions documented "lock held" require ks->lock; all
  * others take it themselves or touch only their arguments.
@@ -101,11 +105,27 @@ struct ks_fault_rule {
     int retry_after; /* seconds, for 429 */
 };
 
+/* One endpoint of a Service (services.c). */
+struct ks_endpoint {
+    char *addr; /* "HOST:PORT" */
+    bool ready;
+};
+
+/* An endpoint set as published, and from when new connections see it. */
+struct ks_epset {
+    struct ks_endpoint *eps;
+    size_t n;
+    long long due_ms; /* monotonic */
+};
+
 struct ks_service_map {
     char *ns;
     char *name;
-    char *hostport; /* "HOST:PORT" */
+    struct ks_epset *sets; /* in due order; sets[0] is in use once due */
+    size_t nsets;
 };
+
+struct ks_whclient;
 
 struct ks_server {
     pthread_mutex_t lock;
@@ -136,6 +156,13 @@ struct ks_server {
     uint32_t next_node_port;
     struct ks_service_map *services; /* --service and /_kubesim/services */
     size_t nservices;
+    long propagation_ms; /* --endpoint-propagation-delay */
+    uint64_t ep_rng;     /* endpoint choice */
+
+    /* webhook client (whclient.c): its own lock; read-only flags */
+    struct ks_whclient *whc;
+    bool tracing;         /* --tracing: send traceparent */
+    bool skip_idle_check; /* --webhook-skip-idle-check (test hook) */
 
     /* faults and stats, lock held */
     struct ks_fault_rule *faults;
@@ -348,22 +375,72 @@ double ks_rand01(struct ks_server *ks);
 
 /* ---- services.c ---------------------------------------------------------------- */
 
-/* Where webhook clientConfig.service references go: NAMESPACE/NAME ->
- * HOST:PORT, set by --service at start and by /_kubesim/services at run
- * time. Lock held (or before any thread starts). Add or replace; -EINVAL
- * with a message in *ret_err for a bad namespace, name or target. */
+/* Where webhook clientConfig.service references go: NAMESPACE/NAME -> a
+ * set of HOST:PORT endpoints, each ready or not. Lock held (or before any
+ * thread starts) unless said otherwise. */
+
+/* One ready endpoint, at once (/_kubesim/services). -EINVAL with a message
+ * in *ret_err for a bad namespace, name or target. */
 int ks_services_set(struct ks_server *ks, const char *ns, const char *name, const char *target,
                     char **ret_err);
-/* Lock held. Remove; -ENOENT when there is no such mapping. */
+/* Replace the endpoint set from a /_kubesim/endpoints document (@ref
+ * borrow); new connections see it after ks->propagation_ms. -EINVAL with
+ * a message in *ret_err. */
+int ks_services_set_endpoints(struct ks_server *ks, const json_t *doc, char **ret_err);
+/* Remove; -ENOENT when there is no such Service. */
 int ks_services_remove(struct ks_server *ks, const char *ns, const char *name);
-/* Parse a --service NS/NAME=HOST:PORT flag (before threads start). */
+/* Parse a --service NS/NAME=HOST:PORT[,HOST:PORT...] flag (before threads
+ * start): all ready, in effect at once. */
 int ks_services_add_flag(struct ks_server *ks, const char *spec);
-/* Lock held. {"services":[{"namespace","name","target"}]} @ref new */
+/* {"services":[{"namespace","name","target","endpoints","active"}]}
+ * @ref new */
 json_t *ks_services_describe(struct ks_server *ks);
-/* Takes the lock: a copy of the target (malloc'd) or NULL. */
-char *ks_services_lookup(struct ks_server *ks, const char *ns, const char *name);
+/* Takes the lock: where a new connection to the Service goes, a random
+ * ready endpoint of the set in effect (malloc'd into *ret_addr). -ENOENT
+ * when there is no such Service, -EHOSTUNREACH when it has no ready
+ * endpoint. */
+int ks_services_pick(struct ks_server *ks, const char *ns, const char *name, char **ret_addr);
 /* At exit. */
 void ks_services_free(struct ks_server *ks);
+
+/* ---- whclient.c: the apiserver's webhook transport ------------------------------ */
+
+/* One webhook POST to a Service. */
+struct ks_wh_call {
+    const char *ns; /* Service */
+    const char *name;
+    long port;             /* Service port */
+    const char *path;      /* path and query, "/validate?timeout=10s" */
+    const char *ca_bundle; /* clientConfig.caBundle (base64 PEM) or NULL */
+    const char *payload;
+    long timeout_ms; /* the whole call, retries included */
+};
+
+/* Thread-safety: all functions may be called from any thread. */
+/* Start the client (and its idle reaper thread); idle_ms is the idle
+ * connection timeout. */
+int ks_whclient_new(struct ks_server *ks, long idle_ms);
+/* At exit, after the HTTP server stopped: closes pooled connections. */
+void ks_whclient_free(struct ks_server *ks);
+/* POST c->payload the way the apiserver's webhook client does (connection
+ * pool per Service, Go's transport retry rule, client-go's Retry-After
+ * retries; README "kubesim: webhook Services with endpoints"). 0 with the
+ * 2xx body in *ret_body (malloc'd); otherwise -EIO and the client error
+ * text in *ret_err ("Post \"URL\": ..."). */
+int ks_whclient_post(struct ks_server *ks, const struct ks_wh_call *c, char **ret_body,
+                     char **ret_err);
+/* Close the Service's idle pooled connections (/_kubesim/services
+ * re-points a Service at once; connections in use finish first). */
+void ks_whclient_flush(struct ks_server *ks, const char *ns, const char *name);
+/* The webhook statistics for /_kubesim/stats. @ref new */
+json_t *ks_whclient_stats(struct ks_server *ks);
+void ks_whclient_stats_reset(struct ks_server *ks);
+/* The trace of the API request this thread serves (--tracing): the trace
+ * id of a valid incoming traceparent header (may be NULL), else a fresh
+ * one. ks_trace_end forgets it; calls outside a request get a fresh trace
+ * each. */
+void ks_trace_begin(struct ks_server *ks, const char *incoming);
+void ks_trace_end(void);
 
 /* ---- partial.c --------------------------------------------------------------------- */
 

@@ -24,8 +24,17 @@ static const char usage[] =
     "  --kubeconfig-out FILE         write a kubeconfig for the server\n"
     "  --ca-out FILE                 write the CA certificate (PEM)\n"
     "  --token TOKEN                 bearer token (default: random)\n"
-    "  --service NS/NAME=HOST:PORT   where webhook service references go (repeatable;\n"
-    "                                also POST/DELETE /_kubesim/services at run time)\n"
+    "  --service NS/NAME=HOST:PORT[,HOST:PORT...]\n"
+    "                                a webhook Service's endpoints, all ready (repeatable;\n"
+    "                                also /_kubesim/services and /_kubesim/endpoints)\n"
+    "  --endpoint-propagation-delay DUR\n"
+    "                                until new connections see an endpoint change posted\n"
+    "                                to /_kubesim/endpoints (default 1s)\n"
+    "  --webhook-idle-timeout DUR    close pooled webhook connections idle that long\n"
+    "                                (default 90s)\n"
+    "  --tracing                     send a W3C traceparent on webhook calls\n"
+    "  --webhook-skip-idle-check     test hook: reuse pooled webhook connections without\n"
+    "                                first noticing that the server closed them\n"
     "  --deployment-ready-delay DUR  Deployment status delay (default 200ms)\n"
     "  --bookmark-interval DUR       watch bookmark period (default 1s)\n"
     "  --history-size N              watch history length (default 10000)\n"
@@ -76,6 +85,7 @@ static int run(int argc, char **argv)
     void *daemon = NULL;
     int rc = 1;
     bool controllers = false;
+    long idle_ms = 90000; /* net/http DefaultTransport IdleConnTimeout */
 
     memset(ks, 0, sizeof(*ks));
     pthread_mutex_init(&ks->lock, NULL);
@@ -84,6 +94,7 @@ static int run(int argc, char **argv)
     ks->bookmark_ms = 1000;
     ks->history_cap = 10000;
     ks->rng = 1;
+    ks->propagation_ms = 1000;
     ks->next_ip = 1;
     ks->stats_writes = json_object();
     ks->stats_requests = json_array();
@@ -100,6 +111,12 @@ static int run(int argc, char **argv)
         } else if (strcmp(a, "--verbose") == 0) {
             ks->verbose = true;
             takes = false;
+        } else if (strcmp(a, "--tracing") == 0) {
+            ks->tracing = true;
+            takes = false;
+        } else if (strcmp(a, "--webhook-skip-idle-check") == 0) {
+            ks->skip_idle_check = true;
+            takes = false;
         } else if (!v) {
             bad = 1;
         } else if (strcmp(a, "--listen") == 0) {
@@ -113,6 +130,12 @@ static int run(int argc, char **argv)
             ks->token = ks_strdup(v);
         } else if (strcmp(a, "--service") == 0) {
             bad = ks_services_add_flag(ks, v) != 0;
+        } else if (strcmp(a, "--webhook-idle-timeout") == 0) {
+            idle_ms = parse_ms(v);
+            bad = idle_ms <= 0;
+        } else if (strcmp(a, "--endpoint-propagation-delay") == 0) {
+            ks->propagation_ms = parse_ms(v);
+            bad = ks->propagation_ms < 0;
         } else if (strcmp(a, "--deployment-ready-delay") == 0) {
             ks->ready_delay_ms = parse_ms(v);
             bad = ks->ready_delay_ms < 0;
@@ -145,6 +168,11 @@ static int run(int argc, char **argv)
         }
         if (takes)
             i++;
+    }
+    ks->ep_rng = ks->rng ^ 0x5851f42d4c957f2dull;
+    if (ks_whclient_new(ks, idle_ms) != 0) {
+        fprintf(stderr, "kubesim: out of memory\n");
+        goto out;
     }
     if (!ks->token) {
         unsigned char raw[16];
@@ -213,6 +241,7 @@ out:
     if (controllers)
         ks_controllers_stop(ks);
     ks_http_stop(daemon);
+    ks_whclient_free(ks);
     pthread_mutex_lock(&ks->lock);
     ks_store_cleanup(ks);
     for (size_t i = 0; i < ks->ndefs; i++)

@@ -19,11 +19,11 @@
  * Fail/Ignore applies to call errors, denials become the apiserver's
  * `admission webhook "NAME" denied the request: MESSAGE` Status.
  *
- * Transport: libcurl, HTTPS, caBundle as CURLOPT_CAINFO_BLOB, the host
- * name (and SNI) is NAME.NAMESPACE.svc, CURLOPT_CONNECT_TO sends it to the
- * HOST:PORT the service map names at the time of the call (services.c);
- * POST path?timeout=Ns, Content-Type application/json, User-Agent
- * kube-apiserver-admission.
+ * Transport: a clientConfig.service goes through whclient.c (a connection
+ * pool per Service in front of its endpoints, the apiserver's retry rules,
+ * traceparent); a clientConfig.url through libcurl, HTTPS, caBundle as
+ * CURLOPT_CAINFO_BLOB. Both POST path?timeout=Ns, Content-Type
+ * application/json, User-Agent kube-apiserver-admission.
  */
 #include "kubesim.h"
 
@@ -69,31 +69,33 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
 {
     const json_t *svc = json_object_get(cc, "service");
     const char *curl_url = json_string_value(json_object_get(cc, "url"));
-    char *url = NULL, *connect_to = NULL, *target = NULL;
+    char *url = NULL;
     unsigned char *ca = NULL;
     size_t ca_len = 0;
     int rc = -EIO;
     CURL *h = NULL;
-    struct curl_slist *hdrs = NULL, *ct = NULL;
+    struct curl_slist *hdrs = NULL;
     struct body resp = {0};
 
     if (curl_url) {
         url = ks_printf("%s%stimeout=%lds", curl_url, strchr(curl_url, '?') ? "&" : "?", timeout_s);
     } else if (json_is_object(svc)) {
-        const char *ns = jstr(svc, "namespace");
-        const char *name = jstr(svc, "name");
         const char *path = jstr(svc, "path");
-        long port = json_is_integer(json_object_get(svc, "port"))
+        char *path_q = ks_printf("%s%s?timeout=%lds", *path == '/' ? "" : "/", path, timeout_s);
+        const struct ks_wh_call call = {
+            .ns = jstr(svc, "namespace"),
+            .name = jstr(svc, "name"),
+            .port = json_is_integer(json_object_get(svc, "port"))
                         ? (long)json_integer_value(json_object_get(svc, "port"))
-                        : 443;
-        url = ks_printf("https://%s.%s.svc:%ld%s%s?timeout=%lds", name, ns, port,
-                        *path == '/' ? "" : "/", path, timeout_s);
-        target = ks_services_lookup(ks, ns, name);
-        if (!target) {
-            *ret_err = ks_printf("Post \"%s\": service \"%s\" not found", url, name);
-            goto out;
-        }
-        connect_to = ks_printf("%s.%s.svc:%ld:%s", name, ns, port, target);
+                        : 443,
+            .path = path_q,
+            .ca_bundle = json_string_value(json_object_get(cc, "caBundle")),
+            .payload = payload,
+            .timeout_ms = timeout_s * 1000L,
+        };
+        rc = ks_whclient_post(ks, &call, ret_resp, ret_err);
+        free(path_q);
+        return rc;
     } else {
         *ret_err = ks_strdup("webhook clientConfig has neither url nor service");
         goto out;
@@ -115,8 +117,6 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
     hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     hdrs = curl_slist_append(hdrs, "Accept: application/json, */*");
     hdrs = curl_slist_append(hdrs, "Expect:");
-    if (connect_to)
-        ct = curl_slist_append(NULL, connect_to);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "kube-apiserver-admission");
@@ -128,8 +128,6 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    if (ct)
-        curl_easy_setopt(h, CURLOPT_CONNECT_TO, ct);
     if (ca) {
         struct curl_blob blob = {.data = ca, .len = ca_len, .flags = CURL_BLOB_COPY};
         curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
@@ -140,8 +138,7 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
         char *owned = NULL;
         switch (cc_rc) {
         case CURLE_COULDNT_CONNECT:
-            owned =
-                ks_printf("dial tcp %s: connect: connection refused", target ? target : "webhook");
+            owned = ks_strdup("dial tcp: connect: connection refused");
             why = owned;
             break;
         case CURLE_OPERATION_TIMEDOUT:
@@ -177,14 +174,11 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
     rc = 0;
 out:
     curl_slist_free_all(hdrs);
-    curl_slist_free_all(ct);
     if (h)
         curl_easy_cleanup(h);
     free(resp.data);
     free(ca);
     free(url);
-    free(connect_to);
-    free(target);
     return rc;
 }
 

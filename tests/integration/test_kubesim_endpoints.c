@@ -1,0 +1,781 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim's webhook Services with endpoints (README "kubesim: webhook
+ * Services with endpoints"): a validating webhook on ConfigMaps points at
+ * the Service kop-system/kop-webhook-service, whose endpoints are small
+ * TLS webhooks (libmicrohttpd) that count requests and connections and can
+ * drop a request unanswered, close idle connections (with a reset if
+ * asked), answer with Connection: close or with 429 + Retry-After. Each
+ * test starts its own kubesim with the flags it needs.
+ */
+#include "kubetest.h"
+#include "testutil.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOKEN "kubesim-endpoints-token"
+#define SVC "kop-system/kop-webhook-service"
+
+/* ---- fake webhook endpoints ---------------------------------------------------- */
+
+enum hook_mode {
+    HOOK_OK,
+    HOOK_DROP,        /* read the request, close without an answer */
+    HOOK_RETRY_AFTER, /* 429 with Retry-After: 1, then OK */
+    HOOK_500,         /* 500 without Retry-After */
+};
+
+struct hook {
+    struct MHD_Daemon *d;
+    unsigned int port;
+    char addr[32];
+    bool conn_close; /* answer with Connection: close */
+    bool linger0;    /* close connections with a reset */
+    pthread_mutex_t lock;
+    enum hook_mode mode;
+    int requests;
+    int opened, closed;
+    json_t *traceparents; /* the header of each request, "" when absent */
+};
+
+struct hook_conn {
+    char *body;
+    size_t len;
+};
+
+static enum MHD_Result hook_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **con_cls)
+{
+    struct hook *h = cls;
+    struct hook_conn *c = *con_cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        *con_cls = c;
+        return c ? MHD_YES : MHD_NO;
+    }
+    if (*upload_size) {
+        char *nb = realloc(c->body, c->len + *upload_size + 1);
+        if (!nb)
+            return MHD_NO;
+        memcpy(nb + c->len, upload, *upload_size);
+        c->len += *upload_size;
+        nb[c->len] = '\0';
+        c->body = nb;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const char *tp = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
+    pthread_mutex_lock(&h->lock);
+    h->requests++;
+    json_array_append_new(h->traceparents, json_string(tp ? tp : ""));
+    enum hook_mode mode = h->mode;
+    if (mode == HOOK_RETRY_AFTER)
+        h->mode = HOOK_OK;
+    pthread_mutex_unlock(&h->lock);
+    if (mode == HOOK_DROP)
+        return MHD_NO;
+    unsigned int code = 200;
+    char *txt = NULL;
+    if (mode == HOOK_RETRY_AFTER || mode == HOOK_500) {
+        code = mode == HOOK_500 ? 500 : 429;
+        txt = strdup("try again");
+    } else {
+        json_t *req = c->body ? json_loads(c->body, 0, NULL) : NULL;
+        const char *uid =
+            json_string_value(json_object_get(json_object_get(req, "request"), "uid"));
+        json_t *out =
+            json_pack("{s:s,s:s,s:{s:s,s:b}}", "apiVersion", "admission.k8s.io/v1", "kind",
+                      "AdmissionReview", "response", "uid", uid ? uid : "", "allowed", 1);
+        txt = json_dumps(out, JSON_COMPACT);
+        json_decref(out);
+        json_decref(req);
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", code == 200 ? "application/json" : "text/plain");
+    if (code == 429)
+        MHD_add_response_header(resp, "Retry-After", "1");
+    if (h->conn_close)
+        MHD_add_response_header(resp, "Connection", "close");
+    enum MHD_Result ret = MHD_queue_response(conn, code, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void hook_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct hook_conn *c = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (c) {
+        free(c->body);
+        free(c);
+    }
+    *con_cls = NULL;
+}
+
+static void hook_notify(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    struct hook *h = cls;
+    (void)socket_ctx;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED && h->linger0) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        if (ci)
+            setsockopt(ci->connect_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    pthread_mutex_lock(&h->lock);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        h->opened++;
+    else
+        h->closed++;
+    pthread_mutex_unlock(&h->lock);
+}
+
+static char *crt_pem, *key_pem, *bundle;
+
+/* idle_s > 0: the endpoint closes connections idle that long. */
+static void hook_start(struct hook *h, unsigned int idle_s)
+{
+    pthread_mutex_init(&h->lock, NULL);
+    h->traceparents = json_array();
+    h->d = MHD_start_daemon(
+        MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
+        NULL, hook_handler, h, MHD_OPTION_HTTPS_MEM_KEY, key_pem, MHD_OPTION_HTTPS_MEM_CERT,
+        crt_pem, MHD_OPTION_NOTIFY_COMPLETED, hook_done, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+        hook_notify, h, MHD_OPTION_CONNECTION_TIMEOUT, idle_s, MHD_OPTION_END);
+    ck_assert_ptr_nonnull(h->d);
+    h->port = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    snprintf(h->addr, sizeof(h->addr), "127.0.0.1:%u", h->port);
+}
+
+static void hook_stop(struct hook *h)
+{
+    if (h->d)
+        MHD_stop_daemon(h->d);
+    h->d = NULL;
+}
+
+static void hook_free(struct hook *h)
+{
+    hook_stop(h);
+    json_decref(h->traceparents);
+    pthread_mutex_destroy(&h->lock);
+}
+
+static int hook_get(struct hook *h, const int *field)
+{
+    pthread_mutex_lock(&h->lock);
+    int n = *field;
+    pthread_mutex_unlock(&h->lock);
+    return n;
+}
+
+/* The traceparent header of request i (malloc'd, "" when absent). */
+static char *hook_traceparent(struct hook *h, size_t i)
+{
+    pthread_mutex_lock(&h->lock);
+    const char *s = json_string_value(json_array_get(h->traceparents, i));
+    char *copy = strdup(s ? s : "(no such request)");
+    pthread_mutex_unlock(&h->lock);
+    return copy;
+}
+
+static void hook_set_mode(struct hook *h, enum hook_mode m)
+{
+    pthread_mutex_lock(&h->lock);
+    h->mode = m;
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- kubesim and requests ------------------------------------------------------------- */
+
+static struct kop_test_kubesim sim;
+static bool sim_running;
+static char *tmpdir, *ca_path;
+
+static struct kop_test_http_options opts(void)
+{
+    struct kop_test_http_options o = {
+        .ca = ca_path, .token = TOKEN, .ctype = "application/json", .timeout_s = 60};
+    return o;
+}
+
+/* Start kubesim with args (NULL-terminated) and the validating webhook. */
+static void start_sim(char **args)
+{
+    const struct kop_test_kubesim_options o = {.ca = ca_path, .token = TOKEN, .args = args};
+    kop_test_kubesim_start(&sim, &o);
+    sim_running = true;
+    char *vwc = NULL;
+    int n = asprintf(&vwc,
+                     "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+                     "\"ValidatingWebhookConfiguration\",\"metadata\":{\"name\":\"cm\"},"
+                     "\"webhooks\":[{\"name\":\"cm.test.example.com\",\"admissionReviewVersions\":"
+                     "[\"v1\"],\"sideEffects\":\"None\",\"failurePolicy\":\"Fail\","
+                     "\"timeoutSeconds\":10,\"clientConfig\":{\"caBundle\":\"%s\",\"service\":{"
+                     "\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"path\":"
+                     "\"/validate\",\"port\":443}},\"rules\":[{\"apiGroups\":[\"\"],"
+                     "\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":["
+                     "\"configmaps\"]}]}]}",
+                     bundle);
+    ck_assert_int_gt(n, 0);
+    struct kop_test_http_options o2 = opts();
+    json_decref(kop_test_api(
+        &o2, sim.url, "POST",
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc, 201));
+    free(vwc);
+}
+
+/* Create ConfigMap name: the HTTP code; the body in *ret_body when asked. */
+static long create_cm(const char *name, char **ret_body)
+{
+    char body[256], url[256];
+    snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", name);
+    snprintf(url, sizeof(url), "%s/api/v1/namespaces/default/configmaps", sim.url);
+    struct kop_test_http_options o = opts();
+    char *out = NULL;
+    long code = kop_test_http(&o, "POST", url, body, &out);
+    if (ret_body)
+        *ret_body = out;
+    else
+        free(out);
+    return code;
+}
+
+static void create_ok(const char *name)
+{
+    char *body = NULL;
+    long code = create_cm(name, &body);
+    ck_assert_msg(code == 201, "create %s: %ld %s", name, code, body);
+    free(body);
+}
+
+static void post_endpoints(const char *doc)
+{
+    struct kop_test_http_options o = opts();
+    json_decref(kop_test_api(&o, sim.url, "POST", "/_kubesim/endpoints", doc, 200));
+}
+
+static json_t *webhook_stats(void)
+{
+    struct kop_test_http_options o = opts();
+    json_t *doc = kop_test_api(&o, sim.url, "GET", "/_kubesim/stats", NULL, 200);
+    ck_assert_ptr_nonnull(doc);
+    json_t *w = json_incref(json_object_get(doc, "webhooks"));
+    json_decref(doc);
+    ck_assert_ptr_nonnull(w);
+    return w;
+}
+
+static json_int_t jint(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    if (b)
+        v = json_object_get(v, b);
+    return json_integer_value(v);
+}
+
+static json_int_t calls_to(const json_t *w, const struct hook *h)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(json_object_get(w, "calls"), SVC), h->addr));
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static char *base64(const char *in, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned char)in[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned char)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= (unsigned char)in[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    return out;
+}
+
+static void setup(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    tmpdir = kop_test_tmpdir();
+    ck_assert_ptr_nonnull(tmpdir);
+    ca_path = path_in(tmpdir, "kubesim-ca.pem");
+    char *certs = path_in(tmpdir, "certs");
+    const char *root = getenv("KOP_SOURCE_ROOT");
+    ck_assert_ptr_nonnull(root);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
+    ck_assert_int_eq(system(cmd), 0);
+    char *crt = path_in(certs, "tls.crt"), *key = path_in(certs, "tls.key");
+    char *ca = path_in(certs, "ca.crt");
+    size_t ca_len = 0;
+    crt_pem = kop_test_read_file(crt, NULL);
+    key_pem = kop_test_read_file(key, NULL);
+    char *ca_pem = kop_test_read_file(ca, &ca_len);
+    ck_assert_ptr_nonnull(crt_pem);
+    ck_assert_ptr_nonnull(key_pem);
+    ck_assert_ptr_nonnull(ca_pem);
+    bundle = base64(ca_pem, ca_len);
+    free(ca_pem);
+    free(crt);
+    free(key);
+    free(ca);
+    free(certs);
+}
+
+static void teardown(void)
+{
+    if (sim_running)
+        kop_test_kubesim_stop(&sim, SIGTERM, 5000);
+    sim_running = false;
+    kop_test_rmdir(tmpdir);
+    free(tmpdir);
+    free(ca_path);
+    free(crt_pem);
+    free(key_pem);
+    free(bundle);
+    curl_global_cleanup();
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+/* New connections go to ready endpoints only, at random; calls are counted
+ * per endpoint. Every answer closes its connection, so each call dials. */
+START_TEST(test_endpoints_ready_only)
+{
+    struct hook h[3];
+    memset(h, 0, sizeof(h));
+    for (int i = 0; i < 3; i++) {
+        h[i].conn_close = true;
+        hook_start(&h[i], 0);
+    }
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s,%s", h[0].addr, h[1].addr);
+    char *args[] = {"--service", flag, "--endpoint-propagation-delay", "0", NULL};
+    start_sim(args);
+    /* The flag's list, all ready, in effect at once. */
+    struct kop_test_http_options o = opts();
+    json_t *l = kop_test_api(&o, sim.url, "GET", "/_kubesim/endpoints", NULL, 200);
+    const json_t *s0 = json_array_get(json_object_get(l, "services"), 0);
+    ck_assert_int_eq(json_array_size(json_object_get(s0, "active")), 2);
+    ck_assert(
+        json_is_true(json_object_get(json_array_get(json_object_get(s0, "active"), 1), "ready")));
+    json_decref(l);
+
+    char doc[512];
+    snprintf(doc, sizeof(doc),
+             "{\"service\":\"" SVC "\",\"endpoints\":[{\"address\":\"%s\",\"ready\":false},"
+             "{\"address\":\"%s\",\"ready\":true},{\"address\":\"%s\"}]}",
+             h[0].addr, h[1].addr, h[2].addr);
+    post_endpoints(doc);
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "r%d", i);
+        create_ok(name);
+    }
+    int n0 = hook_get(&h[0], &h[0].requests), n1 = hook_get(&h[1], &h[1].requests),
+        n2 = hook_get(&h[2], &h[2].requests);
+    ck_assert_int_eq(n0, 0);
+    ck_assert_int_eq(n1 + n2, 20);
+    /* random: both ready endpoints get some (all 20 on one: 2^-19) */
+    ck_assert_int_gt(n1, 0);
+    ck_assert_int_gt(n2, 0);
+    json_t *w = webhook_stats();
+    ck_assert_int_eq(calls_to(w, &h[0]), 0);
+    ck_assert_int_eq(calls_to(w, &h[1]), n1);
+    ck_assert_int_eq(calls_to(w, &h[2]), n2);
+    ck_assert_int_eq(jint(w, "connections", "opened"), 20);
+    ck_assert_int_eq(json_array_size(json_object_get(w, "failures")), 0);
+    /* no --tracing: no traceparent */
+    char *tp = hook_traceparent(&h[1], 0);
+    ck_assert_str_eq(tp, "");
+    free(tp);
+    json_decref(w);
+
+    /* Bad documents are refused. */
+    char url[256];
+    snprintf(url, sizeof(url), "%s/_kubesim/endpoints", sim.url);
+    ck_assert_int_eq(
+        kop_test_http(&o, "POST", url, "{\"service\":\"nons\",\"endpoints\":[]}", NULL), 400);
+    ck_assert_int_eq(kop_test_http(&o, "POST", url,
+                                   "{\"service\":\"a/b\",\"endpoints\":[{\"address\":\"x\"}]}",
+                                   NULL),
+                     400);
+    /* No ready endpoint: the call fails as the apiserver says. */
+    snprintf(doc, sizeof(doc),
+             "{\"service\":\"" SVC "\",\"endpoints\":[{\"address\":\"%s\",\"ready\":false}]}",
+             h[1].addr);
+    post_endpoints(doc);
+    char *body = NULL;
+    ck_assert_int_eq(create_cm("none", &body), 500);
+    ck_assert_msg(strstr(body, "no endpoints available for service") != NULL, "%s", body);
+    free(body);
+    w = webhook_stats();
+    ck_assert_int_eq(jint(w, "failureReasons", "no-endpoints"), 1);
+    json_decref(w);
+    for (int i = 0; i < 3; i++)
+        hook_free(&h[i]);
+}
+END_TEST
+
+/* An endpoint change reaches new connections only after
+ * --endpoint-propagation-delay. */
+START_TEST(test_endpoints_propagation_delay)
+{
+    struct hook a = {.conn_close = true}, b = {.conn_close = true};
+    hook_start(&a, 0);
+    hook_start(&b, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, "--endpoint-propagation-delay", "2s", NULL};
+    start_sim(args);
+    create_ok("p0");
+    ck_assert_int_eq(hook_get(&a, &a.requests), 1);
+
+    char doc[256];
+    snprintf(doc, sizeof(doc), "{\"service\":\"" SVC "\",\"endpoints\":[{\"address\":\"%s\"}]}",
+             b.addr);
+    long t0 = kop_test_now_ms();
+    post_endpoints(doc);
+    long t1 = -1;
+    for (int i = 0; i < 100 && t1 < 0; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "p%d", i + 1);
+        create_ok(name);
+        if (hook_get(&b, &b.requests) > 0)
+            t1 = kop_test_now_ms();
+        else
+            sleep_ms(100);
+    }
+    ck_assert_msg(t1 >= 0, "the new endpoint never got a call");
+    ck_assert_msg(t1 - t0 >= 2000, "new endpoint used after %ld ms (delay 2 s)", t1 - t0);
+    ck_assert_int_eq(hook_get(&b, &b.requests), 1);
+    hook_free(&a);
+    hook_free(&b);
+}
+END_TEST
+
+/* A pooled connection to a removed endpoint keeps being used until the
+ * server closes it; then the next call dials a current endpoint. */
+START_TEST(test_endpoints_pooled_connection_outlives_removal)
+{
+    struct hook a = {0}, b = {0};
+    hook_start(&a, 0);
+    hook_start(&b, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, "--endpoint-propagation-delay", "0", NULL};
+    start_sim(args);
+    create_ok("k0");
+    char doc[256];
+    snprintf(doc, sizeof(doc), "{\"service\":\"" SVC "\",\"endpoints\":[{\"address\":\"%s\"}]}",
+             b.addr);
+    post_endpoints(doc);
+    create_ok("k1");
+    create_ok("k2");
+    ck_assert_int_eq(hook_get(&a, &a.requests), 3);
+    ck_assert_int_eq(hook_get(&a, &a.opened), 1); /* one connection, reused */
+    ck_assert_int_eq(hook_get(&b, &b.requests), 0);
+    json_t *w = webhook_stats();
+    ck_assert_int_eq(jint(w, "connections", "opened"), 1);
+    ck_assert_int_eq(jint(w, "connections", "reused"), 2);
+    ck_assert_int_eq(calls_to(w, &a), 3);
+    json_decref(w);
+
+    hook_stop(&a); /* the old pod goes away, closing its connections */
+    create_ok("k3");
+    ck_assert_int_eq(hook_get(&b, &b.requests), 1);
+    w = webhook_stats();
+    ck_assert_int_eq(json_array_size(json_object_get(w, "failures")), 0);
+    ck_assert_ptr_null(json_object_get(json_object_get(w, "retries"), "nothing-written"));
+    json_decref(w);
+    hook_free(&a);
+    hook_free(&b);
+}
+END_TEST
+
+/* A POST written on a reused connection and then lost is a failure, sent
+ * once (libcurl would send it again on a new connection). */
+START_TEST(test_endpoints_no_retry_of_written_post)
+{
+    struct hook a = {0};
+    hook_start(&a, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, NULL};
+    start_sim(args);
+    create_ok("n0");
+    hook_set_mode(&a, HOOK_DROP);
+    char *body = NULL;
+    ck_assert_int_eq(create_cm("n1", &body), 500);
+    ck_assert_msg(strstr(body, "failed calling webhook \\\"cm.test.example.com\\\": failed to call "
+                               "webhook: Post \\\"https://kop-webhook-service.kop-system.svc:443/"
+                               "validate?timeout=10s\\\": EOF") != NULL,
+                  "%s", body);
+    free(body);
+    ck_assert_int_eq(hook_get(&a, &a.requests), 2);
+    json_t *w = webhook_stats();
+    ck_assert_int_eq(jint(w, "failureReasons", "lost-after-write"), 1);
+    const json_t *f = json_array_get(json_object_get(w, "failures"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(f, "endpoint")), a.addr);
+    ck_assert_str_eq(json_string_value(json_object_get(f, "reason")), "lost-after-write");
+    ck_assert_str_eq(json_string_value(json_object_get(f, "path")), "/validate?timeout=10s");
+    ck_assert_str_eq(json_string_value(json_object_get(f, "error")), "EOF");
+    ck_assert_ptr_null(json_object_get(json_object_get(w, "retries"), "nothing-written"));
+    ck_assert_int_eq(calls_to(w, &a), 2);
+    json_decref(w);
+
+    /* 500 without Retry-After: not sent again either. */
+    hook_set_mode(&a, HOOK_500);
+    ck_assert_int_eq(create_cm("n2", NULL), 500);
+    ck_assert_int_eq(hook_get(&a, &a.requests), 3);
+    hook_free(&a);
+}
+END_TEST
+
+/* The race of a server closing an idle connection just as it is picked
+ * (held open by --webhook-skip-idle-check): the reset makes the write fail
+ * with nothing written, so the request goes out again on a new connection. */
+START_TEST(test_endpoints_retry_when_nothing_written)
+{
+    struct hook a = {.linger0 = true};
+    hook_start(&a, 1);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, "--webhook-skip-idle-check", NULL};
+    start_sim(args);
+    create_ok("w0");
+    long end = kop_test_now_ms() + 20000;
+    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+        sleep_ms(50);
+    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    create_ok("w1");
+    ck_assert_int_eq(hook_get(&a, &a.requests), 2);
+    ck_assert_int_eq(hook_get(&a, &a.opened), 2);
+    json_t *w = webhook_stats();
+    ck_assert_int_eq(jint(w, "retries", "nothing-written"), 1);
+    ck_assert_int_eq(jint(w, "connections", "opened"), 2);
+    ck_assert_int_eq(json_array_size(json_object_get(w, "failures")), 0);
+    json_decref(w);
+    hook_free(&a);
+}
+END_TEST
+
+/* Without the hook, a connection the server closed while idle is dropped
+ * before use: no error, no retry, a new connection. */
+START_TEST(test_endpoints_idle_close_noticed)
+{
+    struct hook a = {0};
+    hook_start(&a, 1);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, NULL};
+    start_sim(args);
+    create_ok("i0");
+    long end = kop_test_now_ms() + 20000;
+    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+        sleep_ms(50);
+    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    create_ok("i1");
+    ck_assert_int_eq(hook_get(&a, &a.requests), 2);
+    json_t *w = webhook_stats();
+    ck_assert_int_eq(jint(w, "connections", "opened"), 2);
+    ck_assert_int_eq(jint(w, "connections", "reused"), 0);
+    ck_assert_ptr_null(json_object_get(json_object_get(w, "retries"), "nothing-written"));
+    ck_assert_int_eq(json_array_size(json_object_get(w, "failures")), 0);
+    json_decref(w);
+    hook_free(&a);
+}
+END_TEST
+
+/* kubesim closes a pooled connection idle for --webhook-idle-timeout (90 s
+ * by default, net/http's IdleConnTimeout) on its own, without a call. */
+START_TEST(test_endpoints_idle_timeout)
+{
+    struct hook a = {0};
+    hook_start(&a, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, "--webhook-idle-timeout", "1s", NULL};
+    start_sim(args);
+    long t0 = kop_test_now_ms();
+    create_ok("x0");
+    json_t *w = webhook_stats();
+    long t1 = kop_test_now_ms();
+    if (t1 - t0 < 900) /* still idle in the pool, unless the machine stalled */
+        ck_assert_int_eq(jint(w, "connections", "idle"), 1);
+    json_decref(w);
+    long end = kop_test_now_ms() + 20000;
+    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+        sleep_ms(50);
+    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    ck_assert_int_ge(kop_test_now_ms() - t0, 1000);
+    w = webhook_stats();
+    ck_assert_int_eq(jint(w, "connections", "idle"), 0);
+    json_decref(w);
+    create_ok("x1");
+    ck_assert_int_eq(hook_get(&a, &a.opened), 2);
+    hook_free(&a);
+}
+END_TEST
+
+/* 429 with Retry-After is sent again after that many seconds (client-go). */
+START_TEST(test_endpoints_retry_after)
+{
+    struct hook a = {.mode = HOOK_RETRY_AFTER};
+    hook_start(&a, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, NULL};
+    start_sim(args);
+    long t0 = kop_test_now_ms();
+    create_ok("ra");
+    ck_assert_int_ge(kop_test_now_ms() - t0, 1000);
+    ck_assert_int_eq(hook_get(&a, &a.requests), 2);
+    json_t *w = webhook_stats();
+    ck_assert_int_eq(jint(w, "retries", "retry-after"), 1);
+    ck_assert_int_eq(calls_to(w, &a), 2);
+    json_decref(w);
+    hook_free(&a);
+}
+END_TEST
+
+static bool traceparent_ok(const char *s, char *ret_trace)
+{
+    if (strlen(s) != 55 || strncmp(s, "00-", 3) != 0 || s[35] != '-' || s[52] != '-' ||
+        strcmp(s + 53, "01") != 0)
+        return false;
+    for (int i = 3; i < 52; i++)
+        if (i != 35 && !strchr("0123456789abcdef", s[i]))
+            return false;
+    memcpy(ret_trace, s + 3, 32);
+    ret_trace[32] = '\0';
+    return true;
+}
+
+/* --tracing: a traceparent on each webhook call, a fresh trace per API
+ * request (or the caller's, when it sent one), recorded in the stats. */
+START_TEST(test_endpoints_traceparent)
+{
+    struct hook a = {0};
+    hook_start(&a, 0);
+    char flag[128];
+    snprintf(flag, sizeof(flag), SVC "=%s", a.addr);
+    char *args[] = {"--service", flag, "--tracing", NULL};
+    start_sim(args);
+    create_ok("t0");
+    create_ok("t1");
+    ck_assert_int_eq(hook_get(&a, &a.requests), 2);
+    char *tp0 = hook_traceparent(&a, 0);
+    char *tp1 = hook_traceparent(&a, 1);
+    char tr0[33], tr1[33];
+    ck_assert_msg(traceparent_ok(tp0, tr0), "%s", tp0);
+    ck_assert_msg(traceparent_ok(tp1, tr1), "%s", tp1);
+    ck_assert_str_ne(tr0, tr1);
+    json_t *w = webhook_stats();
+    const json_t *sent = json_object_get(w, "traceparents");
+    ck_assert_int_eq(json_array_size(sent), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(sent, 0), "traceparent")),
+                     tp0);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(sent, 1), "traceparent")),
+                     tp1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(sent, 1), "service")), SVC);
+    json_decref(w);
+
+    /* A caller's traceparent: its trace id continues, with a new span. */
+    static const char in_trace[] = "4bf92f3577b34da6a3ce929d0e0e4736";
+    char url[256];
+    snprintf(url, sizeof(url), "%s/api/v1/namespaces/default/configmaps", sim.url);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    hdrs = curl_slist_append(hdrs, "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                   "00f067aa0ba902b7-01");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"metadata\":{\"name\":\"t2\"}}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
+    struct kop_test_buf buf = {0};
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    ck_assert_int_eq(code, 201);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    free(buf.p);
+    char *tp2 = hook_traceparent(&a, 2);
+    char tr2[33];
+    ck_assert_msg(traceparent_ok(tp2, tr2), "%s", tp2);
+    ck_assert_str_eq(tr2, in_trace);
+    ck_assert_msg(strstr(tp2, "00f067aa0ba902b7") == NULL, "%s", tp2);
+    free(tp0);
+    free(tp1);
+    free(tp2);
+    hook_free(&a);
+}
+END_TEST
+
+static Suite *kubesim_endpoints_suite(void)
+{
+    Suite *s = suite_create("kubesim_endpoints");
+    TCase *tc = tcase_create("endpoints");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_endpoints_ready_only);
+    tcase_add_test(tc, test_endpoints_propagation_delay);
+    tcase_add_test(tc, test_endpoints_pooled_connection_outlives_removal);
+    tcase_add_test(tc, test_endpoints_no_retry_of_written_post);
+    tcase_add_test(tc, test_endpoints_retry_when_nothing_written);
+    tcase_add_test(tc, test_endpoints_idle_close_noticed);
+    tcase_add_test(tc, test_endpoints_idle_timeout);
+    tcase_add_test(tc, test_endpoints_retry_after);
+    tcase_add_test(tc, test_endpoints_traceparent);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return kop_test_run(kubesim_endpoints_suite());
+}
