@@ -55,8 +55,9 @@ int kop_manager_start(struct kop_manager *m);
 
 /*
  * The graceful shutdown order, each step bounded by what is left of
- * timeout_ms; everything is stopped when it returns (free releases the
- * memory). Returns 0, or -ETIMEDOUT when in-flight webhook requests were cut
+ * timeout_ms (main passes --shutdown-delay plus --shutdown-timeout: the
+ * delay, when the webhook runs, is the first part of it); everything is stopped when it returns
+ * (free releases the memory). Returns 0, or -ETIMEDOUT when in-flight webhook requests were cut
  * short or the time ran out (logged "shutdown timed out"): not a clean
  * stop. A second call returns 0 and does nothing.
  */
@@ -82,7 +83,8 @@ uint16_t kop_manager_health_port(const struct kop_manager *m);
  * Called before each step of start and shutdown with the step's name, in
  * the order taken. Start: "probes", "self-signed-certs", "webhook",
  * "ca-bundles", "controller", "leader-election". Shutdown: "readyz",
- * "webhook", "controller", "events", "lease", "free", "probes". A step that
+ * "delay" (--shutdown-delay > 0 with a webhook server), "webhook",
+ * "controller", "events", "lease", "free", "probes". A step that
  * the configuration leaves out is not reported. For tests and tracing; set
  * before start.
  */
