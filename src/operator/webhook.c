@@ -323,6 +323,8 @@ uint16_t kop_webhook_port(const struct kop_webhook *w)
 static void keepalive_drain(struct kop_webhook *w, int idle_grace_ms, int64_t deadline)
 {
     kop_http_server_end_keepalive(w->http);
+    kop_log(KOP_LOG_INFO, "webhook", "shutdown delay over, draining webhook connections",
+            json_pack("{s:i}", "idleGraceMs", idle_grace_ms));
     int64_t start = kop_clock_now_ns();
     int64_t grace = (int64_t)idle_grace_ms * KOP_NSEC_PER_MSEC;
     for (;;) {
