@@ -501,6 +501,23 @@ START_TEST(test_shutdown_delay_keeps_serving)
 }
 END_TEST
 
+/* A bad --shutdown-delay is a flag error: exit 2 before anything starts. */
+START_TEST(test_shutdown_delay_bad_value_exits_2)
+{
+    static const char *const bad[] = {"--shutdown-delay=-1s", "--shutdown-delay=5",
+                                      "--shutdown-delay=soon", "--shutdown-delay="};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {(char *)kop_test_bin("kop"), "--webhook-only", (char *)bad[i], NULL};
+        struct kop_test_proc p;
+        ck_assert_int_eq(kop_test_spawn(&p, argv), 0);
+        ck_assert_msg(kop_test_wait_for(&p, 0, "--shutdown-delay", 10000, NULL) >= 0,
+                      "%s: no message naming the flag", bad[i]);
+        int st = wait_exit(&p, 10000);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: exit status %d", bad[i], st);
+    }
+}
+END_TEST
+
 /* A kept-alive connection that stays idle after the delay is closed by
  * kop (after the idle grace), and kop exits 0 without waiting for the
  * timeout. */
@@ -778,6 +795,7 @@ static Suite *shutdown_suite(void)
     tcase_add_test(tc, test_shutdown_inflight_request_answered);
     tcase_add_test(tc, test_shutdown_delay_keeps_serving);
     tcase_add_test(tc, test_shutdown_delay_closes_idle_connections);
+    tcase_add_test(tc, test_shutdown_delay_bad_value_exits_2);
     tcase_add_test(tc, test_shutdown_refuses_new_connections);
     tcase_add_test(tc, test_shutdown_readyz_fails_while_draining);
     tcase_add_test(tc, test_shutdown_second_signal_exits_at_once);
