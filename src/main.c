@@ -152,6 +152,7 @@ int main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0)
         ;
+    kop_manager_unready(m);
     /* The delay (the webhook serves on while its endpoint is removed) comes
      * before the timeout; terminationGracePeriodSeconds covers both. */
     int64_t delay_ms = cfg.controller_only ? 0 : cfg.shutdown_delay_ms;

@@ -17,8 +17,8 @@
  * did, and returns what went wrong.
  *
  * Thread-safety: new, start, shutdown, free, leading and the port
- * accessors from one thread; ready from any thread. The step observer runs
- * on the thread that calls start or shutdown.
+ * accessors from one thread; ready and unready from any thread. The step
+ * observer runs on the thread that calls start or shutdown.
  */
 #ifndef KOP_MANAGER_H
 #define KOP_MANAGER_H
@@ -62,6 +62,14 @@ int kop_manager_start(struct kop_manager *m);
  * stop. A second call returns 0 and does nothing.
  */
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms);
+
+/*
+ * Shutdown step 1 on its own: /readyz fails from now on. main calls it as
+ * soon as the signal came, before it logs "shutting down", so that nobody
+ * who saw the line can still find the replica ready; kop_manager_shutdown
+ * takes the step too. NULL-safe.
+ */
+void kop_manager_unready(struct kop_manager *m);
 
 /* Stop what still runs without grace (no drain, no event flush, the lease
  * not released), then free. NULL-safe. */

@@ -489,6 +489,14 @@ int kop_manager_start(struct kop_manager *m)
     return 0;
 }
 
+void kop_manager_unready(struct kop_manager *m)
+{
+    if (!m)
+        return;
+    atomic_store(&m->shutting_down, true);
+    kop_probes_set_shutting_down(m->probes);
+}
+
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
 {
     if (m->stopped)
@@ -498,8 +506,7 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
 
     /* 1. readiness false; the checks let go of what is freed below */
     step(m, "readyz");
-    atomic_store(&m->shutting_down, true);
-    kop_probes_set_shutting_down(m->probes);
+    kop_manager_unready(m);
     publish_ready(m, NULL, NULL);
     /* 1b. keep serving while the endpoint removal propagates */
     int64_t delay = m->webhook ? m->cfg->shutdown_delay_ms : 0;
