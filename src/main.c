@@ -8,7 +8,7 @@
  * process-wide: flags (exit 2 on a bad one, every cross-flag rule included),
  * logging, the setup before any thread exists (process_setup), and the
  * watcher that ends the process at once, with status 1, on a second signal
- * or when --shutdown-timeout runs out. Exit status: 0 after a clean
+ * or when --shutdown-delay plus --shutdown-timeout run out. Exit status: 0 after a clean
  * shutdown, 1 when start-up failed or the shutdown ran out of time, 2 for
  * bad flags.
  */
@@ -152,10 +152,15 @@ int main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0)
         ;
-    shutdown_deadline_ns = kop_clock_now_ns() + cfg.shutdown_timeout_ms * KOP_NSEC_PER_MSEC;
-    kop_log(
-        KOP_LOG_INFO, "setup", "shutting down",
-        json_pack("{s:i, s:I}", "signal", sig, "timeoutMs", (json_int_t)cfg.shutdown_timeout_ms));
+    kop_manager_unready(m);
+    /* The delay (the webhook serves on while its endpoint is removed) comes
+     * before the timeout; terminationGracePeriodSeconds covers both. */
+    int64_t delay_ms = cfg.controller_only ? 0 : cfg.shutdown_delay_ms;
+    shutdown_deadline_ns =
+        kop_clock_now_ns() + (delay_ms + cfg.shutdown_timeout_ms) * KOP_NSEC_PER_MSEC;
+    kop_log(KOP_LOG_INFO, "setup", "shutting down",
+            json_pack("{s:i, s:I, s:I}", "signal", sig, "delayMs", (json_int_t)delay_ms,
+                      "timeoutMs", (json_int_t)cfg.shutdown_timeout_ms));
     pthread_t watcher;
     if (pthread_create(&watcher, NULL, second_signal_main, NULL) == 0)
         pthread_detach(watcher);

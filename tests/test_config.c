@@ -128,6 +128,7 @@ START_TEST(test_config_defaults)
     ck_assert_uint_eq(cfg.n_allowed_registries, 0);
     ck_assert_int_eq(cfg.log_level, KOP_LOG_INFO);
     ck_assert_int_eq(cfg.log_format, KOP_LOG_FORMAT_JSON);
+    ck_assert_int_eq(cfg.shutdown_delay_ms, 5000);
     ck_assert_int_eq(cfg.shutdown_timeout_ms, 30000);
     ck_assert(!cfg.webhook_only && !cfg.controller_only && !cfg.self_signed_certs);
     /* Cleanup of a defaults-only config frees nothing it does not own. */
@@ -151,8 +152,8 @@ START_TEST(test_config_every_flag)
         "--max-concurrent-reconciles=8", "--kube-api-qps=0", "--kube-api-burst", "0",
         "--kubeconfig=/kc", "--namespace", "team-a", "--sync-period=1h30m",
         "--allowed-registries= docker.io , quay.io,registry.local:5000", "--log-level=debug",
-        "--log-format", "text", "--shutdown-timeout=300ms", "--webhook-only",
-        "--self-signed-certs=true", NULL);
+        "--log-format", "text", "--shutdown-timeout=300ms", "--shutdown-delay=1.5s",
+        "--webhook-only", "--self-signed-certs=true", NULL);
 
     ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
     ck_assert_str_eq(r.err, "");
@@ -193,6 +194,7 @@ START_TEST(test_config_every_flag)
     ck_assert_int_eq(cfg.log_level, KOP_LOG_DEBUG);
     ck_assert_int_eq(cfg.log_format, KOP_LOG_FORMAT_TEXT);
     ck_assert_int_eq(cfg.shutdown_timeout_ms, 300);
+    ck_assert_int_eq(cfg.shutdown_delay_ms, 1500);
     ck_assert(cfg.webhook_only);
     ck_assert(!cfg.controller_only);
     ck_assert(cfg.self_signed_certs);
@@ -287,6 +289,11 @@ START_TEST(test_config_bad_values)
     expect_error("kop: invalid value \"30\" for flag --shutdown-timeout: missing or unknown unit "
                  "(use ns, us, ms, s, m or h)",
                  NULL, "--shutdown-timeout=30", NULL);
+    expect_error("kop: invalid value \"-1s\" for flag --shutdown-delay: must not be negative", NULL,
+                 "--shutdown-delay=-1s", NULL);
+    expect_error("kop: invalid value \"5\" for flag --shutdown-delay: missing or unknown unit "
+                 "(use ns, us, ms, s, m or h)",
+                 NULL, "--shutdown-delay=5", NULL);
     expect_error("kop: invalid value \"soon\" for flag --sync-period: not a duration (examples: "
                  "300ms, 30s, 10m, 1h30m)",
                  NULL, "--sync-period=soon", NULL);
@@ -400,6 +407,7 @@ START_TEST(test_config_help_and_version)
         "--log-level",
         "--log-format",
         "--shutdown-timeout",
+        "--shutdown-delay",
         "--webhook-only",
         "--controller-only",
         "--self-signed-certs",

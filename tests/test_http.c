@@ -1112,6 +1112,114 @@ START_TEST(test_http_per_address_cap)
 }
 END_TEST
 
+/* ---- the keep-alive drain ------------------------------------------------------ */
+
+/* Read one answer without a body (up to the blank line) into buf. */
+static void read_head(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    while (!strstr(buf, "\r\n\r\n") && len + 1 < cap) {
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        ck_assert_msg(n > 0, "connection closed before the answer");
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+}
+
+/* The server closes fd within ms. */
+static bool closed_within(int fd, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (closed_by_server(fd))
+            return true;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static const char get_echo[] = "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/* end_keepalive: the next answer on a kept-alive connection says
+ * "Connection: close" and the server closes it after; new connections are
+ * still taken (drain would refuse them). */
+START_TEST(test_http_end_keepalive)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    int fd = connect_local(f.port);
+    char buf[4096];
+    ck_assert_int_eq(send(fd, get_echo, sizeof(get_echo) - 1, 0), (ssize_t)sizeof(get_echo) - 1);
+    read_head(fd, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+    ck_assert_ptr_null(strcasestr(buf, "Connection: close"));
+
+    kop_http_server_end_keepalive(f.srv);
+    ck_assert_int_eq(send(fd, get_echo, sizeof(get_echo) - 1, 0), (ssize_t)sizeof(get_echo) - 1);
+    read_head(fd, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+    ck_assert_ptr_nonnull(strcasestr(buf, "Connection: close"));
+    ck_assert(closed_within(fd, 5000));
+    close(fd);
+
+    fd = connect_local(f.port);
+    ck_assert_int_eq(send(fd, get_echo, sizeof(get_echo) - 1, 0), (ssize_t)sizeof(get_echo) - 1);
+    read_head(fd, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+    ck_assert_ptr_nonnull(strcasestr(buf, "Connection: close"));
+    close(fd);
+    stop_server(&f);
+}
+END_TEST
+
+/* close_idle closes the connections between requests (after one, or fresh
+ * without one) once idle for min_idle_ms, never one with a request in
+ * flight, and says how many stay open. */
+START_TEST(test_http_close_idle)
+{
+    struct fixture f;
+    start_server(&f, 2);
+    char buf[4096];
+    int idle = connect_local(f.port);
+    ck_assert_int_eq(send(idle, get_echo, sizeof(get_echo) - 1, 0), (ssize_t)sizeof(get_echo) - 1);
+    read_head(idle, buf, sizeof(buf));
+    int fresh = connect_local(f.port);
+    int busy = connect_local(f.port);
+    static const char get_slow[] = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    atomic_store(&slow_started, 0);
+    atomic_store(&slow_release, false);
+    ck_assert_int_eq(send(busy, get_slow, sizeof(get_slow) - 1, 0), (ssize_t)sizeof(get_slow) - 1);
+    long end = kop_test_now_ms() + 5000;
+    while (!atomic_load(&slow_started) && kop_test_now_ms() < end)
+        kop_test_sleep_ms(5);
+    ck_assert(atomic_load(&slow_started));
+    /* MHD has seen the fresh connection once it counts three */
+    end = kop_test_now_ms() + 5000;
+    while (kop_http_server_close_idle(f.srv, 3600 * 1000) < 3 && kop_test_now_ms() < end)
+        kop_test_sleep_ms(5);
+
+    /* not idle long enough: all three stay */
+    ck_assert_uint_eq(kop_http_server_close_idle(f.srv, 3600 * 1000), 3);
+    kop_test_sleep_ms(100);
+    ck_assert(!closed_by_server(idle));
+    ck_assert(!closed_by_server(fresh));
+
+    /* the two between requests go, the busy one stays */
+    ck_assert_uint_eq(kop_http_server_close_idle(f.srv, 0), 1);
+    ck_assert(closed_within(idle, 5000));
+    ck_assert(closed_within(fresh, 5000));
+    ck_assert(!closed_by_server(busy));
+    atomic_store(&slow_release, true);
+    read_head(busy, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+    close(idle);
+    close(fresh);
+    close(busy);
+    stop_server(&f);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -1140,6 +1248,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(tc, test_http_slow_body_closed);
     tcase_add_test(tc, test_http_per_address_cap);
+    tcase_add_test(tc, test_http_end_keepalive);
+    tcase_add_test(tc, test_http_close_idle);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,13 +11,16 @@
  * --controller-only --leader-elect against kubesim (the replica leads and
  * gets ready; /readyz fails before the controller stops; the Lease is
  * still held while the controller and the events stop and is released
- * last); failures of new and start are reported and freed.
+ * last); --shutdown-delay (readyz fails at once, the webhook serves through
+ * the delay); failures of new and start are reported and freed.
  */
 #include "kop/manager.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +131,7 @@ struct steps {
     char holder_at_controller[KOP_TEST_HOLDER], holder_at_lease[KOP_TEST_HOLDER];
     bool shutting_down;
     const char *sim_url, *sim_ca;
+    atomic_bool in_delay, past_delay; /* the "delay" step began; the next one did */
 };
 
 static void record(struct steps *s, const char *name)
@@ -153,6 +157,12 @@ static void on_step(void *ud, const char *name)
     record(s, name);
     if (!s->shutting_down)
         return;
+    if (strcmp(name, "delay") == 0)
+        atomic_store(&s->in_delay, true);
+    else if (atomic_load(&s->in_delay))
+        atomic_store(&s->past_delay, true);
+    if (atomic_load(&s->in_delay) && strcmp(name, "webhook") == 0)
+        return; /* test_manager_shutdown_delay looks for itself */
     if (strcmp(name, "webhook") == 0) {
         /* After step 1, before step 2: not ready, still serving. */
         s->readyz_at_webhook = readyz(s->health_port);
@@ -196,6 +206,7 @@ START_TEST(test_manager_webhook_only)
                     cert_dir,
                     "--metrics-bind-address=127.0.0.1:0",
                     "--health-probe-bind-address=127.0.0.1:0",
+                    "--shutdown-delay=0",
                     NULL};
     struct kop_config cfg;
     parse(&cfg, args);
@@ -325,6 +336,77 @@ END_TEST
 
 /* new fails without an API server configuration; start fails without a
  * certificate, and free stops the probe server it had started. */
+struct shutdown_run {
+    struct kop_manager *m;
+    int r;
+};
+
+static void *shutdown_main(void *arg)
+{
+    struct shutdown_run *sr = arg;
+    sr->r = kop_manager_shutdown(sr->m, 20000);
+    return NULL;
+}
+
+static bool in_delay(const void *arg)
+{
+    return atomic_load(&((struct steps *)arg)->in_delay);
+}
+
+/*
+ * --shutdown-delay: /readyz fails from the first step while the webhook
+ * keeps answering, new connections included, until the delay is over;
+ * then the order of today goes on.
+ */
+START_TEST(test_manager_shutdown_delay)
+{
+    char certs[512], ca[600];
+    snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", certs);
+    write_pair(certs);
+    char cert_dir[600];
+    snprintf(cert_dir, sizeof(cert_dir), "--cert-dir=%s", certs);
+    char *args[] = {"--webhook-only",           "--webhook-port=0",
+                    "--webhook-host=127.0.0.1", cert_dir,
+                    "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
+                    "--shutdown-delay=3s",      NULL};
+    struct kop_config cfg;
+    parse(&cfg, args);
+    struct kop_manager *m = NULL;
+    ck_assert_int_eq(kop_manager_new(&cfg, &m), 0);
+    struct steps s = {.m = m, .ca = ca};
+    kop_manager_set_step_observer(m, on_step, &s);
+    ck_assert_int_eq(kop_manager_start(m), 0);
+    s.webhook_port = kop_manager_webhook_port(m);
+    s.health_port = kop_manager_health_port(m);
+    ck_assert(kop_test_eventually(manager_ready, m, 10000));
+
+    s.seen[0] = '\0';
+    s.shutting_down = true;
+    struct shutdown_run sr = {.m = m};
+    long t0 = kop_test_now_ms();
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, shutdown_main, &sr), 0);
+    ck_assert(kop_test_eventually(in_delay, &s, 10000));
+    long readyz_code = readyz(s.health_port);
+    char *body = NULL;
+    long convert_code = convert(s.webhook_port, ca, &body); /* a new connection */
+    free(body);
+    bool within = !atomic_load(&s.past_delay);
+    pthread_join(th, NULL);
+    long took = kop_test_now_ms() - t0;
+
+    ck_assert_int_eq(sr.r, 0);
+    ck_assert_str_eq(s.seen, "readyz,delay,webhook,free,probes");
+    ck_assert_int_eq(readyz_code, 503);
+    ck_assert_int_eq(convert_code, 200);
+    ck_assert_msg(within, "the requests did not fit in the 3 s delay");
+    ck_assert_msg(took >= 3000, "shutdown took %ld ms, less than the delay", took);
+    kop_manager_free(m);
+    kop_config_cleanup(&cfg);
+}
+END_TEST
+
 START_TEST(test_manager_failures)
 {
     char kc_flag[600];
@@ -371,6 +453,7 @@ static Suite *manager_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_manager_webhook_only);
     tcase_add_test(tc, test_manager_controller_leader_election);
+    tcase_add_test(tc, test_manager_shutdown_delay);
     tcase_add_test(tc, test_manager_failures);
     suite_add_tcase(s, tc);
     return s;

@@ -151,26 +151,49 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
+/* environ plus KOP_SHUTDOWN_DELAY=0 when it has none (see testutil.h);
+ * built before fork: the child of a threaded process must not allocate. */
+static char **child_env(void)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof(*env));
+    if (!env)
+        return NULL;
+    memcpy(env, environ, n * sizeof(*env));
+    if (!getenv("KOP_SHUTDOWN_DELAY"))
+        env[n] = (char *)"KOP_SHUTDOWN_DELAY=0";
+    return env;
+}
+
 int kop_test_spawn(struct kop_test_proc *p, char *const argv[])
 {
     int fds[2];
     memset(p, 0, sizeof(*p));
-    if (pipe2(fds, O_CLOEXEC) < 0)
+    char **envp = child_env();
+    if (!envp)
+        return -ENOMEM;
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        free(envp);
         return -errno;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(fds[0]);
         close(fds[1]);
+        free(envp);
         return -e;
     }
     if (pid == 0) {
         dup2(fds[1], 1);
         dup2(fds[1], 2);
-        execv(argv[0], argv);
+        execve(argv[0], argv, envp);
         _exit(127);
     }
     close(fds[1]);
+    free(envp);
     p->pid = pid;
     p->fd = fds[0];
     p->echo = getenv("KOP_TEST_ECHO") != NULL;

@@ -45,7 +45,10 @@ struct kop_test_proc {
     bool echo; /* copy child output to our stderr ($KOP_TEST_ECHO) */
 };
 
-/* Start argv[0] with argv; stdout and stderr captured. 0 or -errno. */
+/* Start argv[0] with argv; stdout and stderr captured. 0 or -errno.
+ * The child gets KOP_SHUTDOWN_DELAY=0 unless the environment sets it: a
+ * kop under test drains at once on SIGTERM (a test that exercises the
+ * delay passes --shutdown-delay, which wins over the variable). */
 int kop_test_spawn(struct kop_test_proc *p, char *const argv[]);
 
 /*

@@ -76,7 +76,8 @@ struct kop_config {
     /* process */
     enum kop_log_level log_level;   /* --log-level, info */
     enum kop_log_format log_format; /* --log-format, json */
-    int64_t shutdown_timeout_ms;    /* --shutdown-timeout, 30s */
+    int64_t shutdown_delay_ms;      /* --shutdown-delay, 5s: serve on after SIGTERM */
+    int64_t shutdown_timeout_ms;    /* --shutdown-timeout, 30s, after the delay */
     bool webhook_only;              /* --webhook-only */
     bool controller_only;           /* --controller-only */
     bool self_signed_certs;         /* --self-signed-certs */

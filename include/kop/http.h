@@ -17,7 +17,8 @@
  * Both count against the server's in-flight memory budget.
  *
  * Thread-safety: new/start/free are single-threaded; add_connection,
- * in_flight, drain, wait_idle and shutdown may be called from any thread.
+ * in_flight, end_keepalive, close_idle, drain, wait_idle and shutdown may
+ * be called from any thread.
  * Handlers must be thread-safe when threads > 1.
  */
 #ifndef KOP_HTTP_H
@@ -210,6 +211,23 @@ size_t kop_http_server_budget_used(const struct kop_http_server *srv);
  * and answer every further response with "Connection: close".
  */
 void kop_http_server_drain(struct kop_http_server *srv);
+
+/*
+ * From now on every response carries "Connection: close" (MHD closes the
+ * connection once it is sent, and the client knows not to reuse it), while
+ * new connections are still taken: the first step of a drain that keeps
+ * serving (the webhook after --shutdown-delay).
+ */
+void kop_http_server_end_keepalive(struct kop_http_server *srv);
+
+/*
+ * Close every connection that sits between requests (after a completed one,
+ * or fresh without a request line yet) for at least min_idle_ms and has no
+ * unread byte waiting: a request already on its way is never cut. The close
+ * is asynchronous (MHD sees the end of the stream). Returns how many
+ * connections stay open (busy, younger, or with bytes waiting).
+ */
+unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms);
 
 /* Wait until no request is in flight. Returns 0 or -ETIMEDOUT. */
 int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms);

@@ -17,8 +17,8 @@
  * did, and returns what went wrong.
  *
  * Thread-safety: new, start, shutdown, free, leading and the port
- * accessors from one thread; ready from any thread. The step observer runs
- * on the thread that calls start or shutdown.
+ * accessors from one thread; ready and unready from any thread. The step
+ * observer runs on the thread that calls start or shutdown.
  */
 #ifndef KOP_MANAGER_H
 #define KOP_MANAGER_H
@@ -55,12 +55,21 @@ int kop_manager_start(struct kop_manager *m);
 
 /*
  * The graceful shutdown order, each step bounded by what is left of
- * timeout_ms; everything is stopped when it returns (free releases the
- * memory). Returns 0, or -ETIMEDOUT when in-flight webhook requests were cut
+ * timeout_ms (main passes --shutdown-delay plus --shutdown-timeout: the
+ * delay, when the webhook runs, is the first part of it); everything is stopped when it returns
+ * (free releases the memory). Returns 0, or -ETIMEDOUT when in-flight webhook requests were cut
  * short or the time ran out (logged "shutdown timed out"): not a clean
  * stop. A second call returns 0 and does nothing.
  */
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms);
+
+/*
+ * Shutdown step 1 on its own: /readyz fails from now on. main calls it as
+ * soon as the signal came, before it logs "shutting down", so that nobody
+ * who saw the line can still find the replica ready; kop_manager_shutdown
+ * takes the step too. NULL-safe.
+ */
+void kop_manager_unready(struct kop_manager *m);
 
 /* Stop what still runs without grace (no drain, no event flush, the lease
  * not released), then free. NULL-safe. */
@@ -82,7 +91,8 @@ uint16_t kop_manager_health_port(const struct kop_manager *m);
  * Called before each step of start and shutdown with the step's name, in
  * the order taken. Start: "probes", "self-signed-certs", "webhook",
  * "ca-bundles", "controller", "leader-election". Shutdown: "readyz",
- * "webhook", "controller", "events", "lease", "free", "probes". A step that
+ * "delay" (--shutdown-delay > 0 with a webhook server), "webhook",
+ * "controller", "events", "lease", "free", "probes". A step that
  * the configuration leaves out is not reported. For tests and tracing; set
  * before start.
  */

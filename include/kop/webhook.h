@@ -15,7 +15,8 @@
  * malformed requests at info.
  *
  * Thread-safety: new/start/free single-threaded; ready/port/shutdown from
- * any thread. Handlers run in the HTTP server's worker threads.
+ * any thread (ready may block up to 800 ms for its self-dial). Handlers run
+ * in the HTTP server's worker threads.
  */
 #ifndef KOP_WEBHOOK_H
 #define KOP_WEBHOOK_H
@@ -45,14 +46,28 @@ struct kop_webhook_options {
  */
 int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook **ret);
 
-/* Certificate loaded and accepting connections. NULL: false. */
-bool kop_webhook_ready(const struct kop_webhook *w);
+/*
+ * Ready to serve: the certificate is loaded, the listener accepts, and a
+ * self-dial of the port (kop/selfdial.h: TLS handshake + one HTTP request,
+ * cached 1 s, at most 800 ms) was answered. NULL or shut down: false.
+ * A failed self-dial is logged at debug level.
+ */
+bool kop_webhook_ready(struct kop_webhook *w);
 
 uint16_t kop_webhook_port(const struct kop_webhook *w);
 
-/* Stop accepting, let in-flight requests finish (at most timeout_ms), close.
- * Returns 0 or -ETIMEDOUT. Idempotent. */
-int kop_webhook_shutdown(struct kop_webhook *w, int timeout_ms);
+/*
+ * Graceful stop within timeout_ms. With idle_grace_ms > 0 (kop shuts down
+ * after --shutdown-delay) a keep-alive drain comes first while the listener
+ * still accepts: every answer carries "Connection: close", and connections
+ * between requests are closed once they have been idle for idle_grace_ms
+ * with nothing unread (at most half of timeout_ms goes to this; see
+ * docs/operations.md, "Shutdown and draining", for why idle connections
+ * are not closed at once). Then, as with idle_grace_ms 0: stop accepting,
+ * let in-flight requests finish, close the rest. Returns 0 or -ETIMEDOUT.
+ * Idempotent.
+ */
+int kop_webhook_shutdown(struct kop_webhook *w, int idle_grace_ms, int timeout_ms);
 
 /* NULL-safe; shuts down without grace when still running. */
 void kop_webhook_free(struct kop_webhook *w);

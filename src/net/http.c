@@ -16,6 +16,9 @@
  * keep-alive connection waiting for its next request counts as idle. The
  * graceful stop (drain) quiesces the listen socket, refuses new connections
  * from the TLS front and marks every further response "Connection: close".
+ * Before it, end_keepalive marks the responses alone (connections are still
+ * taken), and close_idle closes the connections that sit between requests
+ * with nothing unread (docs/operations.md, "Shutdown and draining").
  *
  * Deadlines. MHD's own timeout is reset by every byte, so a client sending
  * a byte now and then would hold a connection slot for ever. Every
@@ -66,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +108,7 @@ struct kop_http_server {
     uint16_t port;
     atomic_uint in_flight;
     atomic_bool draining;
+    atomic_bool no_keepalive; /* end_keepalive: every response closes */
     atomic_bool stopped;
     int quiesced_fd;      /* listen socket handed back by MHD_quiesce_daemon, -1 */
     pthread_mutex_t lock; /* guards mhd against stop racing add_connection/quiesce */
@@ -142,7 +147,8 @@ struct track {
     int fd; /* a duplicate, ours */
     enum track_phase phase;
     bool killed;
-    int64_t since; /* phase start */
+    bool requested; /* a request line came on it (else HEADERS = fresh) */
+    int64_t since;  /* phase start */
     uint64_t body_bytes;
 };
 
@@ -382,7 +388,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
             kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: response header %s dropped", rq->srv->name,
                      resp->headers[i].name);
     }
-    if (close || atomic_load(&rq->srv->draining))
+    if (close || atomic_load(&rq->srv->draining) || atomic_load(&rq->srv->no_keepalive))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     int status = resp->status > 0 ? resp->status : 200;
     if (status < 100 || status > 599)
@@ -559,7 +565,10 @@ static void track_phase(struct kop_http_server *srv, struct MHD_Connection *conn
     if (!tr)
         return;
     pthread_mutex_lock(&srv->track_lock);
-    if (phase == TP_HEADERS && tr->phase == TP_HEADERS) {
+    bool first = phase == TP_HEADERS && !tr->requested;
+    if (phase == TP_HEADERS)
+        tr->requested = true;
+    if (first) {
         /* the first request line: its deadline runs from the connection's
          * start */
     } else if (tr->phase != phase) {
@@ -1563,6 +1572,48 @@ void kop_http_server_drain(struct kop_http_server *srv)
     /* a request waiting for the budget answers 503 now (MHD must not be
      * stopped with suspended connections) */
     wake_waiters(srv);
+}
+
+void kop_http_server_end_keepalive(struct kop_http_server *srv)
+{
+    if (srv)
+        atomic_store(&srv->no_keepalive, true);
+}
+
+/* Bytes waiting in fd's receive queue; a failing ioctl counts as some, so
+ * the connection is left alone. */
+static int unread_bytes(int fd)
+{
+    int n = 0;
+    if (ioctl(fd, FIONREAD, &n) < 0)
+        return 1;
+    return n;
+}
+
+unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms)
+{
+    if (!srv)
+        return 0;
+    int64_t now = kop_clock_now_ns();
+    int64_t min_idle = (int64_t)(min_idle_ms > 0 ? min_idle_ms : 0) * KOP_NSEC_PER_MSEC;
+    unsigned open = 0;
+    pthread_mutex_lock(&srv->track_lock);
+    for (struct track *tr = srv->tracks; tr; tr = tr->next) {
+        if (tr->killed)
+            continue;
+        /* Between requests: after a completed one (IDLE), or fresh with
+         * no request line yet (HEADERS without one). A request whose
+         * bytes wait unread in the socket is about to start: not idle. */
+        bool between = tr->phase == TP_IDLE || (tr->phase == TP_HEADERS && !tr->requested);
+        if (!between || now - tr->since < min_idle || unread_bytes(tr->fd) > 0) {
+            open++;
+            continue;
+        }
+        tr->killed = true;
+        shutdown(tr->fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&srv->track_lock);
+    return open;
 }
 
 int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)

@@ -130,8 +130,12 @@ static const struct flag flags[] = {
      "Minimum log level: debug, info, warn or error.", 0, 0},
     {"log-format", FLAG_FORMAT, OFF(log_format), "json", "format", "Log format: json or text.", 0,
      0},
+    {"shutdown-delay", FLAG_DURATION, OFF(shutdown_delay_ms), "5s", "duration",
+     "After SIGTERM, /readyz fails at once but webhooks are served as before for this long, "
+     "while the endpoint removal reaches every client (0: drain at once).",
+     0, 0},
     {"shutdown-timeout", FLAG_DURATION, OFF(shutdown_timeout_ms), "30s", "duration",
-     "Time allowed for a graceful shutdown after SIGTERM.", 0, 0},
+     "Time allowed for a graceful shutdown after --shutdown-delay.", 0, 0},
     {"webhook-only", FLAG_BOOL, OFF(webhook_only), "false", NULL,
      "Serve the webhooks only; do not run the reconciler.", 0, 0},
     {"controller-only", FLAG_BOOL, OFF(controller_only), "false", NULL,

@@ -17,8 +17,11 @@
  *      shared store, the event recorder and the controller (informers,
  *      queue, workers; created, not started), and with --leader-elect the
  *      elector;
- *   4a. the probes object with its readiness checks ("informers-synced",
- *      "webhook"), registered before the probe server starts;
+ *   4a. the probes object with its readiness checks ("informers-synced":
+ *      the controller's caches synced, on every replica that runs the
+ *      reconciler, leader or not, since the webhook reads them; "webhook":
+ *      the TLS listener answers a self-dial, kop/selfdial.h), registered
+ *      before the probe server starts;
  *   kop_manager_start:
  *   4b. metrics and health-probe servers (/readyz fails until ready);
  *   5. the webhook server (TLS front + HTTP), when not --controller-only,
@@ -35,11 +38,17 @@
  *
  * Shutdown order (kop_manager_shutdown; main calls it on SIGTERM or SIGINT
  * and exits at once with status 1 on a second signal or when
- * --shutdown-timeout runs out), each step bounded by what is left of the
- * timeout:
- *   1. /readyz fails, so the Service stops sending new webhook calls here;
+ * --shutdown-delay plus --shutdown-timeout run out), each step bounded by
+ * what is left of that time:
+ *   1. /readyz fails, so the endpoint is taken out of the Service;
+ *   1b. --shutdown-delay (with a webhook server): everything keeps serving
+ *      as before, keep-alive included, while the endpoint removal reaches
+ *      every client (kube-proxy on each node, the apiserver); then the
+ *      keep-alive drain (kop_webhook_shutdown with IDLE_GRACE_MS): every
+ *      answer carries "Connection: close", connections between requests
+ *      are closed once idle for IDLE_GRACE_MS with nothing unread;
  *   2. the webhook listener stops accepting; in-flight requests are
- *      answered, idle keep-alive connections closed;
+ *      answered, the remaining idle connections closed;
  *   3. the controller: informers stop (no new keys), the resync timer
  *      stops, the queue shuts down and reconciles in flight finish (if
  *      that runs out of time the token bucket is closed, so reconciles
@@ -66,6 +75,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kop/client.h"
 #include "kop/clock.h"
@@ -117,6 +127,11 @@ struct kop_manager {
     kop_manager_step_fn *step_fn;
     void *step_ud;
 };
+
+/* After --shutdown-delay, how long a connection between requests is left
+ * open before it is closed (see kop/webhook.h): a client that keeps using
+ * its connection meets "Connection: close" within it instead. */
+#define IDLE_GRACE_MS 1000
 
 static void step(struct kop_manager *m, const char *name)
 {
@@ -487,6 +502,14 @@ int kop_manager_start(struct kop_manager *m)
     return 0;
 }
 
+void kop_manager_unready(struct kop_manager *m)
+{
+    if (!m)
+        return;
+    atomic_store(&m->shutting_down, true);
+    kop_probes_set_shutting_down(m->probes);
+}
+
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
 {
     if (m->stopped)
@@ -496,14 +519,30 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
 
     /* 1. readiness false; the checks let go of what is freed below */
     step(m, "readyz");
-    atomic_store(&m->shutting_down, true);
-    kop_probes_set_shutting_down(m->probes);
+    kop_manager_unready(m);
     publish_ready(m, NULL, NULL);
-    /* 2. webhook: stop accepting, finish in-flight requests */
+    /* 1b. keep serving while the endpoint removal propagates */
+    int64_t delay = m->webhook ? m->cfg->shutdown_delay_ms : 0;
+    if (delay > 0) {
+        step(m, "delay");
+        kop_log(KOP_LOG_INFO, "setup", "serving on while the endpoint is removed",
+                json_pack("{s:I}", "shutdownDelayMs", (json_int_t)delay));
+        int64_t until = kop_clock_now_ns() + delay * KOP_NSEC_PER_MSEC;
+        if (until > m->deadline_ns)
+            until = m->deadline_ns;
+        for (int64_t left = until - kop_clock_now_ns(); left > 0;
+             left = until - kop_clock_now_ns()) {
+            struct timespec ts = {.tv_sec = left / KOP_NSEC_PER_SEC,
+                                  .tv_nsec = left % KOP_NSEC_PER_SEC};
+            nanosleep(&ts, NULL);
+        }
+    }
+    /* 2. webhook: (after a delay, the keep-alive drain,) stop accepting,
+     * finish in-flight requests */
     bool cut_short = false;
     if (m->webhook) {
         step(m, "webhook");
-        if (kop_webhook_shutdown(m->webhook, remaining_ms(m)) < 0) {
+        if (kop_webhook_shutdown(m->webhook, delay > 0 ? IDLE_GRACE_MS : 0, remaining_ms(m)) < 0) {
             kop_log(KOP_LOG_WARN, "setup", "in-flight webhook requests cut short", NULL);
             cut_short = true;
         }

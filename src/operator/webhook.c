@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kop/arena.h"
 #include "kop/clock.h"
@@ -19,6 +20,7 @@
 #include "kop/http.h"
 #include "kop/log.h"
 #include "kop/review.h"
+#include "kop/selfdial.h"
 #include "kop/tls.h"
 
 /* First chunk of a worker thread's arena; later chunks grow with demand and
@@ -28,6 +30,7 @@
 struct kop_webhook {
     struct kop_http_server *http;
     struct kop_tls *tls;
+    struct kop_selfdial *selfdial; /* the readiness check */
     struct kop_admission_options admission;
     atomic_bool stopped;
 };
@@ -270,6 +273,11 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
     r = kop_tls_start(w->tls);
     if (r < 0)
         goto out;
+    const struct kop_selfdial_options sopts = {.host = cfg->webhook_host,
+                                               .port = kop_tls_port(w->tls)};
+    r = kop_selfdial_new(&sopts, &w->selfdial);
+    if (r < 0)
+        goto out;
 
     kop_log(KOP_LOG_INFO, "webhook", "serving webhook",
             json_pack("{s:s, s:i, s:s, s:[s,s]}", "host",
@@ -283,9 +291,18 @@ out:
     return r;
 }
 
-bool kop_webhook_ready(const struct kop_webhook *w)
+bool kop_webhook_ready(struct kop_webhook *w)
 {
-    return w && !atomic_load(&w->stopped) && kop_tls_ready(w->tls);
+    if (!w || atomic_load(&w->stopped) || !kop_tls_ready(w->tls))
+        return false;
+    int r = kop_selfdial_check(w->selfdial);
+    if (r < 0 && kop_log_enabled(KOP_LOG_DEBUG)) {
+        char err[128];
+        kop_log(KOP_LOG_DEBUG, "webhook", "readiness self-check failed",
+                json_pack("{s:i, s:s}", "port", (int)kop_tls_port(w->tls), "error",
+                          strerror_r(-r, err, sizeof(err))));
+    }
+    return r == 0;
 }
 
 uint16_t kop_webhook_port(const struct kop_webhook *w)
@@ -293,11 +310,54 @@ uint16_t kop_webhook_port(const struct kop_webhook *w)
     return w ? kop_tls_port(w->tls) : 0;
 }
 
-int kop_webhook_shutdown(struct kop_webhook *w, int timeout_ms)
+/* How often the keep-alive drain looks at the connections. */
+#define DRAIN_TICK_MS 20
+
+/*
+ * The keep-alive drain before the listener closes (kop/webhook.h): every
+ * answer from now on closes its connection; connections between requests
+ * are closed once they have been so for idle_grace_ms with nothing unread,
+ * from idle_grace_ms on (a client that keeps using its connection meets
+ * "Connection: close" first). It ends when no connection is left, or at
+ * twice the grace at most (connections that are still busy are answered
+ * after the listener closed; fresh ones that never sent a request are
+ * closed then).
+ */
+static void keepalive_drain(struct kop_webhook *w, int idle_grace_ms, int64_t deadline)
+{
+    kop_http_server_end_keepalive(w->http);
+    kop_log(KOP_LOG_INFO, "webhook", "shutdown delay over, draining webhook connections",
+            json_pack("{s:i}", "idleGraceMs", idle_grace_ms));
+    int64_t start = kop_clock_now_ns();
+    int64_t grace = (int64_t)idle_grace_ms * KOP_NSEC_PER_MSEC;
+    for (;;) {
+        int64_t now = kop_clock_now_ns();
+        if (now >= deadline)
+            return;
+        if (now - start >= grace) {
+            unsigned open = kop_http_server_close_idle(w->http, idle_grace_ms);
+            if (open == 0 || now - start >= 2 * grace)
+                return;
+        }
+        struct timespec ts = {0, DRAIN_TICK_MS * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int kop_webhook_shutdown(struct kop_webhook *w, int idle_grace_ms, int timeout_ms)
 {
     if (!w || atomic_exchange(&w->stopped, true))
         return 0;
     int64_t start = kop_clock_now_ns();
+    if (idle_grace_ms > 0) {
+        if (idle_grace_ms > timeout_ms / 2)
+            idle_grace_ms = timeout_ms / 2;
+        keepalive_drain(w, idle_grace_ms, start + (int64_t)timeout_ms * KOP_NSEC_PER_MSEC / 2);
+        timeout_ms -= (int)((kop_clock_now_ns() - start) / KOP_NSEC_PER_MSEC);
+        if (timeout_ms < 0)
+            timeout_ms = 0;
+        start = kop_clock_now_ns();
+    }
     int r = kop_tls_shutdown(w->tls, timeout_ms);
     int64_t spent_ms = (kop_clock_now_ns() - start) / KOP_NSEC_PER_MSEC;
     int left = timeout_ms - (int)spent_ms;
@@ -311,5 +371,6 @@ void kop_webhook_free(struct kop_webhook *w)
         return;
     kop_tls_free(w->tls);
     kop_http_server_free(w->http);
+    kop_selfdial_free(w->selfdial);
     free(w);
 }

@@ -17,6 +17,13 @@
  *  - a second SIGTERM during a slow shutdown exits at once with 1;
  *  - --shutdown-timeout 1s with a request that never completes: kop exits
  *    within about a second of the deadline;
+ *  - --shutdown-delay: /readyz fails at once, the webhook keeps serving
+ *    (keep-alive, new connections) for the delay, then a request on a
+ *    kept-alive connection gets its complete answer with "Connection:
+ *    close", a request in flight throughout is answered, exit 0; an idle
+ *    kept-alive connection is closed after the idle grace (exit long
+ *    before the timeout); the other tests run with --shutdown-delay=0,
+ *    the drain of before the flag;
  * and with the full operator (reconciler + webhooks + --leader-elect
  * against kubesim): SIGTERM -> exit 0 and the Lease released.
  */
@@ -28,12 +35,14 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -76,8 +85,9 @@ static void gen_certs(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* kop --webhook-only with the given --shutdown-timeout. */
-static void start_webhook_kop(const char *shutdown_timeout)
+/* kop --webhook-only with the given --shutdown-timeout and
+ * --shutdown-delay. */
+static void start_webhook_kop_delay(const char *shutdown_timeout, const char *shutdown_delay)
 {
     char *argv[] = {(char *)kop_test_bin("kop"),
                     "--webhook-only",
@@ -89,12 +99,20 @@ static void start_webhook_kop(const char *shutdown_timeout)
                     "--health-probe-bind-address=127.0.0.1:0",
                     "--shutdown-timeout",
                     (char *)shutdown_timeout,
+                    "--shutdown-delay",
+                    (char *)shutdown_delay,
                     NULL};
     ck_assert_int_eq(kop_test_spawn(&K.proc, argv), 0);
     K.running = true;
     K.port = port_from(&K.proc, "serving webhook");
     K.metrics_port = port_from(&K.proc, "serving metrics");
     K.health_port = port_from(&K.proc, "serving health probes");
+}
+
+/* --shutdown-delay=0: the drain starts at SIGTERM, as before the flag. */
+static void start_webhook_kop(const char *shutdown_timeout)
+{
+    start_webhook_kop_delay(shutdown_timeout, "0");
 }
 
 static void setup(void)
@@ -358,8 +376,227 @@ static void check_converted(const struct slow_req *s)
     json_decref(v);
 }
 
+/* ---- a keep-alive client -------------------------------------------------------------------- */
+
+/* One curl handle reused for every request, as the apiserver's transport
+ * keeps its connections. */
+struct keepalive {
+    CURL *h;
+    struct curl_slist *hdrs;
+    bool conn_close; /* the last answer said "Connection: close" */
+};
+
+static size_t ka_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct keepalive *k = ud;
+    size_t n = size * nmemb;
+    static const char want[] = "connection: close";
+    if (n >= sizeof(want) - 1 && strncasecmp(data, want, sizeof(want) - 1) == 0)
+        k->conn_close = true;
+    return n;
+}
+
+static void ka_init(struct keepalive *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->h = curl_easy_init();
+    k->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    char url[256];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%ld/convert", K.port);
+    curl_easy_setopt(k->h, CURLOPT_URL, url);
+    curl_easy_setopt(k->h, CURLOPT_CAINFO, K.ca);
+    curl_easy_setopt(k->h, CURLOPT_HTTPHEADER, k->hdrs);
+    curl_easy_setopt(k->h, CURLOPT_POSTFIELDS, review);
+    curl_easy_setopt(k->h, CURLOPT_HEADERFUNCTION, ka_header);
+    curl_easy_setopt(k->h, CURLOPT_HEADERDATA, k);
+    curl_easy_setopt(k->h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
+    curl_easy_setopt(k->h, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(k->h, CURLOPT_NOSIGNAL, 1L);
+}
+
+/* POST the review on k's connection. Returns the HTTP code (0: transport
+ * error); *ret_new_conns: connections curl opened for it. */
+static long ka_post(struct keepalive *k, long *ret_new_conns)
+{
+    struct kop_test_buf b = {0};
+    curl_easy_setopt(k->h, CURLOPT_WRITEDATA, &b);
+    k->conn_close = false;
+    long code = 0, conns = -1;
+    if (curl_easy_perform(k->h) == CURLE_OK)
+        curl_easy_getinfo(k->h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_getinfo(k->h, CURLINFO_NUM_CONNECTS, &conns);
+    json_t *v = json_loads(b.p ? b.p : "", 0, NULL);
+    const char *status = json_string_value(
+        json_object_get(json_object_get(json_object_get(v, "response"), "result"), "status"));
+    if (code == 200 && (!status || strcmp(status, "Success") != 0))
+        code = -1; /* an incomplete or wrong answer */
+    json_decref(v);
+    free(b.p);
+    *ret_new_conns = conns;
+    return code;
+}
+
+static void ka_cleanup(struct keepalive *k)
+{
+    curl_slist_free_all(k->hdrs);
+    curl_easy_cleanup(k->h);
+}
+
 /* ---- tests: kop --webhook-only
  * ------------------------------------------------------------------- */
+
+/*
+ * --shutdown-delay: /readyz fails at once; during the delay the webhook
+ * answers as before (keep-alive kept, new connections taken); after it a
+ * request on a kept-alive connection gets its complete answer with
+ * "Connection: close"; a request in flight across all of it is answered;
+ * kop exits 0.
+ */
+START_TEST(test_shutdown_delay_keeps_serving)
+{
+    start_webhook_kop_delay("10s", "3s");
+    long end = kop_test_now_ms() + 5000;
+    while (http_get(K.health_port, "/readyz", NULL) != 200) {
+        ck_assert_msg(kop_test_now_ms() < end, "kop never became ready");
+        kop_test_sleep_ms(10);
+    }
+    struct keepalive k;
+    ka_init(&k);
+    long conns = 0;
+    ck_assert_int_eq(ka_post(&k, &conns), 200);
+    ck_assert_int_eq(conns, 1);
+    ck_assert(!k.conn_close);
+    struct slow_req s;
+    slow_start(&s, "/convert", review);
+
+    long t0 = sigterm_and_wait();
+    ck_assert_int_eq(http_get(K.health_port, "/readyz", NULL), 503);
+    /* During the delay: the same connection, kept alive. */
+    ck_assert_int_eq(ka_post(&k, &conns), 200);
+    ck_assert_int_eq(conns, 0);
+    ck_assert(!k.conn_close);
+    long code = 0;
+    ck_assert_int_eq(fresh_request(&code), CURLE_OK); /* a new connection */
+    ck_assert_int_eq(code, 400);
+    char *out = kop_test_output(&K.proc);
+    bool within = out && !strstr(out, "shutdown delay over");
+    free(out);
+    ck_assert_msg(within, "the requests did not fit in the 3 s delay");
+
+    /* After it: answered in full on the same connection, which closes. */
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "shutdown delay over", 10000, NULL) > 0,
+                  "the delay never ended");
+    long waited = kop_test_now_ms() - t0;
+    ck_assert_msg(waited >= 2900, "the delay ended %ld ms after SIGTERM", waited);
+    ck_assert_int_eq(ka_post(&k, &conns), 200);
+    ck_assert_int_eq(conns, 0);
+    ck_assert(k.conn_close);
+    ka_cleanup(&k);
+
+    slow_finish(&s);
+    check_converted(&s);
+    free(s.resp.p);
+    K.running = false;
+    int st = wait_exit(&K.proc, 15000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+}
+END_TEST
+
+/* A bad --shutdown-delay is a flag error: exit 2 before anything starts. */
+START_TEST(test_shutdown_delay_bad_value_exits_2)
+{
+    static const char *const bad[] = {"--shutdown-delay=-1s", "--shutdown-delay=5",
+                                      "--shutdown-delay=soon", "--shutdown-delay="};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {(char *)kop_test_bin("kop"), "--webhook-only", (char *)bad[i], NULL};
+        struct kop_test_proc p;
+        ck_assert_int_eq(kop_test_spawn(&p, argv), 0);
+        ck_assert_msg(kop_test_wait_for(&p, 0, "--shutdown-delay", 10000, NULL) >= 0,
+                      "%s: no message naming the flag", bad[i]);
+        int st = wait_exit(&p, 10000);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: exit status %d", bad[i], st);
+    }
+}
+END_TEST
+
+/* A kept-alive connection that stays idle after the delay is closed by
+ * kop (after the idle grace), and kop exits 0 without waiting for the
+ * timeout. */
+/* Read what the server sends on a CONNECT_ONLY handle until it closes the
+ * connection or ms pass; true when it closed. */
+static bool raw_closed_within(CURL *h, long ms)
+{
+    curl_socket_t sock = CURL_SOCKET_BAD;
+    curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock);
+    ck_assert(sock != CURL_SOCKET_BAD);
+    for (long end = kop_test_now_ms() + ms; kop_test_now_ms() < end;) {
+        char buf[4096];
+        size_t n = 0;
+        CURLcode rc = curl_easy_recv(h, buf, sizeof(buf), &n);
+        if (rc == CURLE_OK && n == 0)
+            return true; /* close_notify or EOF */
+        if (rc != CURLE_OK && rc != CURLE_AGAIN)
+            return true; /* reset */
+        if (rc == CURLE_AGAIN) {
+            struct pollfd p = {.fd = sock, .events = POLLIN};
+            poll(&p, 1, 10);
+        }
+    }
+    return false;
+}
+
+/*
+ * A kept-alive connection left idle after the delay is closed by kop, not
+ * at once (a request could be on its way) but after the idle grace (1 s),
+ * and kop exits 0 long before the timeout.
+ */
+START_TEST(test_shutdown_delay_closes_idle_connections)
+{
+    start_webhook_kop_delay("20s", "1s");
+    long end = kop_test_now_ms() + 5000;
+    while (http_get(K.health_port, "/readyz", NULL) != 200) {
+        ck_assert_msg(kop_test_now_ms() < end, "kop never became ready");
+        kop_test_sleep_ms(10);
+    }
+    /* TLS by curl, HTTP by hand: one request, then the connection idles */
+    CURL *h = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%ld/", K.port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
+    curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    static const char req[] = "GET /convert HTTP/1.1\r\nHost: kop\r\n\r\n";
+    size_t sent = 0;
+    ck_assert_int_eq(curl_easy_send(h, req, sizeof(req) - 1, &sent), CURLE_OK);
+    ck_assert_uint_eq(sent, sizeof(req) - 1);
+    ck_assert(!raw_closed_within(h, 300)); /* answered (405), kept alive */
+
+    sigterm_and_wait();
+    ck_assert(!raw_closed_within(h, 500)); /* the delay: left alone */
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "shutdown delay over", 10000, NULL) > 0,
+                  "the delay never ended");
+    long t_drain = kop_test_now_ms();
+    ck_assert_msg(raw_closed_within(h, 10000), "kop never closed the idle connection");
+    long after = kop_test_now_ms() - t_drain;
+    ck_assert_msg(after >= 900, "idle connection closed %ld ms after the delay, within the grace",
+                  after);
+    curl_easy_cleanup(h);
+
+    long t1 = kop_test_now_ms();
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"stopped\"", 15000, NULL) > 0,
+                  "kop did not log stopped");
+    char *out = kop_test_output(&K.proc);
+    ck_assert_ptr_null(strstr(out, "cut short"));
+    free(out);
+    K.running = false;
+    int st = wait_exit(&K.proc, 15000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    long took = kop_test_now_ms() - t1;
+    ck_assert_msg(took < 10000, "exit %ld ms after the idle connection closed", took);
+}
+END_TEST
 
 START_TEST(test_shutdown_inflight_request_answered)
 {
@@ -605,6 +842,9 @@ static Suite *shutdown_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_shutdown_inflight_request_answered);
+    tcase_add_test(tc, test_shutdown_delay_keeps_serving);
+    tcase_add_test(tc, test_shutdown_delay_closes_idle_connections);
+    tcase_add_test(tc, test_shutdown_delay_bad_value_exits_2);
     tcase_add_test(tc, test_shutdown_refuses_new_connections);
     tcase_add_test(tc, test_shutdown_readyz_fails_while_draining);
     tcase_add_test(tc, test_shutdown_second_signal_exits_at_once);
