@@ -43,6 +43,7 @@
 
 #include <jansson.h>
 
+#include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
 
@@ -676,7 +677,9 @@ static char *exec_info(const struct kop_exec_config *cfg)
     json_t *j = spec ? json_pack("{s:s, s:s, s:o}", "kind", "ExecCredential", "apiVersion",
                                  cfg->api_version, "spec", spec)
                      : NULL;
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = NULL;
+    if (j && kop_json_dump(j, JSON_COMPACT, &s, NULL) < 0)
+        s = NULL;
     json_decref(j);
     if (!s)
         return NULL;
@@ -700,7 +703,9 @@ static char *config_key(const struct kop_exec_config *cfg, const struct kop_exec
                           "args", args, "env", env, "apiVersion", cfg->api_version, "mode",
                           (int)cfg->interactive_mode, "info", p->exec_info, "timeout",
                           (json_int_t)p->timeout_ms, "max", (json_int_t)p->max_output);
-    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *s = NULL;
+    if (j && kop_json_dump(j, JSON_COMPACT | JSON_SORT_KEYS, &s, NULL) < 0)
+        s = NULL;
     json_decref(j);
     return s;
 }
