@@ -311,6 +311,18 @@ START_TEST(test_kubeconfig_exec)
 }
 END_TEST
 
+/* An exec user with provideClusterInfo whose cluster names CA file ca. */
+static void ca_kubeconfig(char *buf, size_t n, const char *ca)
+{
+    snprintf(buf, n,
+             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+             "clusters:\n- name: k\n  cluster: {server: 'https://x', certificate-authority: "
+             "%s}\nusers:\n- name: u\n  user:\n    exec:\n"
+             "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+             "      command: p\n      provideClusterInfo: true\n",
+             ca);
+}
+
 START_TEST(test_kubeconfig_exec_ca_file)
 {
     /* With provideClusterInfo the plugin gets the CA file's bytes. */
@@ -337,6 +349,13 @@ START_TEST(test_kubeconfig_exec_ca_file)
     ck_assert_str_eq(kc.exec->command, want);
     kop_kubeconfig_cleanup(&kc);
     free(path);
+
+    /* The CA file cannot be read for the plugin: missing, or a directory. */
+    char buf[1024];
+    ca_kubeconfig(buf, sizeof(buf), "missing.crt");
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, &kc), -ENOENT);
+    ca_kubeconfig(buf, sizeof(buf), tmpdir);
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, &kc), -EINVAL);
 }
 END_TEST
 

@@ -397,6 +397,8 @@ static int exec_cluster(const json_t *cluster, const struct kop_kubeconfig *kc, 
     } else if (r == 0 && kc->ca_file) {
         char *pem = NULL;
         r = read_small_file(kc->ca_file, MAX_FILE, &pem, &ca_len);
+        if (r < 0 && r != -ENOENT && r != -ENOMEM)
+            r = -EINVAL; /* a directory, unreadable, too large: not a CA file */
         if (r == 0)
             r = kop_base64_encode(pem, ca_len, &ca);
         free(pem);
