@@ -23,6 +23,7 @@
 
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
+#include "kop/metrics.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -379,6 +380,50 @@ START_TEST(test_execcred_failures)
 }
 END_TEST
 
+static double calls(struct kop_metrics *m, const char *code, const char *status)
+{
+    static const char *const labels[] = {"code", "call_status", NULL};
+    struct kop_metric_family *f = kop_metrics_register(
+        m, KOP_METRIC_COUNTER, "rest_client_exec_plugin_call_total", "x", labels, NULL, 0);
+    return kop_metric_value(kop_metric_child(f, code, status));
+}
+
+static int run_with_metrics(struct cfg *c, struct kop_metrics *m, int64_t timeout_ms)
+{
+    const struct kop_execcred_options o = {.timeout_ms = timeout_ms, .metrics = m};
+    struct kop_execcred *p = NULL;
+    ck_assert_int_eq(kop_execcred_get_shared(&c->ec, &o, &p), 0);
+    struct kop_execcred_cred *cred = NULL;
+    int r = kop_execcred_get(p, 0, &cred, NULL, 0);
+    kop_execcred_cred_unref(cred);
+    kop_execcred_unref(p);
+    return r;
+}
+
+START_TEST(test_execcred_metrics)
+{
+    /* rest_client_exec_plugin_call_total as client-go counts it. */
+    struct kop_metrics *m = kop_metrics_new(false);
+    struct cfg c;
+    cfg_init(&c, V1, "token", "t", NULL);
+    ck_assert_int_eq(run_with_metrics(&c, m, 0), 0);
+    cfg_init(&c, V1, "garbage", NULL, NULL); /* exit 0: no_error, whatever it printed */
+    ck_assert_int_eq(run_with_metrics(&c, m, 0), -EBADMSG);
+    ck_assert(calls(m, "0", "no_error") == 2);
+    cfg_init(&c, V1, "fail", NULL, NULL);
+    ck_assert_int_eq(run_with_metrics(&c, m, 0), -EIO);
+    ck_assert(calls(m, "3", "plugin_execution_error") == 1);
+    cfg_init(&c, V1, "slow", NULL, NULL);
+    ck_assert_int_eq(run_with_metrics(&c, m, 200), -ETIMEDOUT);
+    ck_assert(calls(m, "-1", "plugin_execution_error") == 1);
+    cfg_init(&c, V1, "token", "t", NULL);
+    c.ec.command = (char *)"kop-no-such-plugin-anywhere";
+    ck_assert_int_eq(run_with_metrics(&c, m, 0), -ENOENT);
+    ck_assert(calls(m, "1", "plugin_not_found_error") == 1);
+    kop_metrics_free(m);
+}
+END_TEST
+
 START_TEST(test_execcred_parse_time)
 {
     int64_t ms = -1;
@@ -413,6 +458,7 @@ static Suite *execcred_suite(void)
     tcase_add_test(tc, test_execcred_shared_per_config);
     tcase_add_test(tc, test_execcred_stderr_logged);
     tcase_add_test(tc, test_execcred_failures);
+    tcase_add_test(tc, test_execcred_metrics);
     tcase_add_test(tc, test_execcred_parse_time);
     suite_add_tcase(s, tc);
     return s;

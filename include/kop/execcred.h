@@ -29,6 +29,12 @@
  * in the process, so the clients built from one kubeconfig share one cache
  * (client-go keeps a global cache keyed by the config too).
  *
+ * Metrics: rest_client_exec_plugin_call_total{code,call_status} as
+ * client-go counts them (exec/metrics.go): 0/no_error when the plugin
+ * exited 0 (whatever it printed), its exit code (-1: killed, also on
+ * timeout or too much output)/plugin_execution_error,
+ * 1/plugin_not_found_error, 1/client_internal_error.
+ *
  * Errors of kop_execcred_get(): -ENOENT (command not found), -EACCES (not
  * executable), -ETIMEDOUT, -EMSGSIZE (stdout over the bound), -EIO
  * (non-zero exit or killed by a signal), -EBADMSG (not an ExecCredential,
@@ -50,10 +56,12 @@
 
 struct kop_exec_config;
 struct kop_execcred;
+struct kop_metrics;
 
 struct kop_execcred_options {
-    int64_t timeout_ms; /* one plugin run; 0: 60 s */
-    size_t max_output;  /* bytes of stdout; 0: 1 MiB */
+    int64_t timeout_ms;          /* one plugin run; 0: 60 s */
+    size_t max_output;           /* bytes of stdout; 0: 1 MiB */
+    struct kop_metrics *metrics; /* NULL: kop_metrics_global() */
 };
 
 /* One credential: immutable once returned; hold it with a reference. */

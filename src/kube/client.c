@@ -513,7 +513,8 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
             goto out;
     }
     if (opt->config->exec) {
-        const struct kop_execcred_options eo = {.timeout_ms = opt->exec_timeout_ms};
+        const struct kop_execcred_options eo = {.timeout_ms = opt->exec_timeout_ms,
+                                                .metrics = opt->metrics};
         r = kop_execcred_get_shared(opt->config->exec, &eo, &c->exec);
         if (r < 0)
             goto out;

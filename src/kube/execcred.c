@@ -46,6 +46,7 @@
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
+#include "kop/metrics.h"
 
 #define LOGGER "exec-plugin"
 #define DEFAULT_TIMEOUT_MS 60000
@@ -67,6 +68,8 @@ struct kop_execcred {
     enum kop_exec_interactive interactive_mode;
     int64_t timeout_ms;
     size_t max_output;
+    struct kop_metrics *metrics;
+    struct kop_metric_family *calls; /* rest_client_exec_plugin_call_total */
 
     int refs; /* under shared_lock */
     struct kop_execcred *next;
@@ -486,9 +489,18 @@ static int spawn(const struct kop_execcred *p, char **env, int out_fd[2], int er
 }
 
 /* Run the plugin once; on success *ret is the new credential. */
+/* How a run ended, for rest_client_exec_plugin_call_total (client-go's
+ * exec/metrics.go incrementCallsMetric: exit code and call_status; a
+ * killed plugin has exit code -1, as Go's ExitCode() reports). */
+struct outcome {
+    int code;
+    const char *status; /* NULL: the plugin was not started (not counted) */
+};
+
 static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **ret, char *msg,
-                      size_t msg_len)
+                      size_t msg_len, struct outcome *oc)
 {
+    *oc = (struct outcome){.code = 1, .status = NULL};
     if (p->interactive_mode == KOP_EXEC_INTERACTIVE_ALWAYS) {
         put_msg(msg, msg_len,
                 "exec plugin cannot support interactive mode: standard input is not a terminal "
@@ -502,6 +514,7 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
     char err_buf[MAX_STDERR];
     pid_t pid = -1;
     int r = 0;
+    oc->status = "client_internal_error";
     char **env = build_env(p);
     if (!env)
         return -ENOMEM;
@@ -531,6 +544,8 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
             put_msg(msg, msg_len, "exec: %s is not executable", p->argv[0]);
         else
             put_msg(msg, msg_len, "exec: cannot start %s (errno %d)", p->argv[0], -r);
+        if (r == -ENOENT || r == -EACCES)
+            oc->status = "plugin_not_found_error";
         if (r != -ENOENT && r != -EACCES && r != -ENOMEM)
             r = -EAGAIN;
         goto out;
@@ -607,6 +622,12 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
     log_stderr(p, err_buf, err_len);
     char last[256];
     last_line(err_buf, err_len, last, sizeof(last));
+    if (r == -ETIMEDOUT || r == -EMSGSIZE || (r == 0 && !WIFEXITED(status)))
+        *oc = (struct outcome){.code = -1, .status = "plugin_execution_error"}; /* killed */
+    else if (r == 0 && WEXITSTATUS(status) != 0)
+        *oc = (struct outcome){.code = WEXITSTATUS(status), .status = "plugin_execution_error"};
+    else if (r == 0)
+        *oc = (struct outcome){.code = 0, .status = "no_error"};
     if (r == -ETIMEDOUT) {
         put_msg(msg, msg_len, "exec plugin %s did not finish within %lld ms", p->argv[0],
                 (long long)p->timeout_ms);
@@ -699,10 +720,11 @@ static char *config_key(const struct kop_exec_config *cfg, const struct kop_exec
         json_array_append_new(args, json_string(cfg->args[i]));
     for (size_t i = 0; env && i < cfg->n_env; i++)
         json_array_append_new(env, json_pack("[s,s]", cfg->env[i].name, cfg->env[i].value));
-    json_t *j = json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:I, s:I}", "command", cfg->command,
+    json_t *j = json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:I, s:I, s:I}", "command", cfg->command,
                           "args", args, "env", env, "apiVersion", cfg->api_version, "mode",
                           (int)cfg->interactive_mode, "info", p->exec_info, "timeout",
-                          (json_int_t)p->timeout_ms, "max", (json_int_t)p->max_output);
+                          (json_int_t)p->timeout_ms, "max", (json_int_t)p->max_output, "metrics",
+                          (json_int_t)(uintptr_t)p->metrics);
     char *s = NULL;
     if (j && kop_json_dump(j, JSON_COMPACT | JSON_SORT_KEYS, &s, NULL) < 0)
         s = NULL;
@@ -722,6 +744,17 @@ static int provider_new(const struct kop_exec_config *cfg, const struct kop_exec
     p->interactive_mode = cfg->interactive_mode;
     p->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
     p->max_output = o && o->max_output > 0 ? o->max_output : DEFAULT_MAX_OUTPUT;
+    p->metrics = o && o->metrics ? o->metrics : kop_metrics_global();
+    static const char *const labels[] = {"code", "call_status", NULL};
+    if (p->metrics)
+        p->calls = kop_metrics_register(
+            p->metrics, KOP_METRIC_COUNTER, "rest_client_exec_plugin_call_total",
+            "Number of calls to an exec plugin, partitioned by the type "
+            "of event encountered (no_error, plugin_execution_error, "
+            "plugin_not_found_error, client_internal_error) and an "
+            "optional exit code. The exit code will be set to 0 if and "
+            "only if the plugin call was successful.",
+            labels, NULL, 0);
     bool oom = false;
     p->argv = calloc(cfg->n_args + 2, sizeof(*p->argv));
     p->env_add = cfg->n_env ? calloc(cfg->n_env, sizeof(*p->env_add)) : NULL;
@@ -840,7 +873,13 @@ int kop_execcred_get(struct kop_execcred *p, int64_t now_ms, struct kop_execcred
 
     char m[512] = "";
     struct kop_execcred_cred *nc = NULL;
-    int r = run_plugin(p, &nc, m, sizeof(m));
+    struct outcome oc;
+    int r = run_plugin(p, &nc, m, sizeof(m), &oc);
+    if (oc.status) {
+        char code[16];
+        snprintf(code, sizeof(code), "%d", oc.code);
+        kop_counter_inc(kop_metric_child(p->calls, code, oc.status));
+    }
     if (r < 0)
         kop_logf(KOP_LOG_ERROR, LOGGER, "getting credentials: %s", m);
     else
