@@ -532,6 +532,52 @@ START_TEST(test_client_exec_plugin_token)
 }
 END_TEST
 
+struct exec_req {
+    struct kop_client *c;
+    struct kop_client_cancel *cancel;
+    int r;
+};
+
+static void *exec_req_thread(void *ud)
+{
+    struct exec_req *e = ud;
+    const struct kop_request req = {
+        .method = "GET", .path = "/api/v1/namespaces/ns/services/x", .cancel = e->cancel};
+    e->r = kop_client_request(e->c, &req, NULL, NULL);
+    return NULL;
+}
+
+static bool helper_ran(const void *arg)
+{
+    (void)arg;
+    return helper_runs() > 0;
+}
+
+START_TEST(test_client_exec_plugin_cancel)
+{
+    /* A request waiting for a plugin that hangs is cancellable (informer
+     * stop, shutdown): the plugin is killed, -ECANCELED. */
+    struct exec_cfg x;
+    exec_cfg_init(&x, "slow", NULL);
+    char *url = fsrv_url(&srv);
+    struct kop_kubeconfig kc = {.server = url, .exec = &x.ec};
+    struct kop_client_options o = {.config = &kc, .metrics = metrics, .exec_timeout_ms = 600000};
+    struct kop_client *c = NULL;
+    ck_assert_int_eq(kop_client_new(&o, &c), 0);
+    struct exec_req e = {.c = c, .cancel = kop_client_cancel_new()};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, exec_req_thread, &e), 0);
+    ck_assert(kop_test_eventually(helper_ran, NULL, 30000));
+    kop_client_cancel_fire(e.cancel);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(e.r, -ECANCELED);
+    kop_client_cancel_free(e.cancel);
+    kop_client_free(c);
+    free(x.helper);
+    free(url);
+}
+END_TEST
+
 START_TEST(test_client_exec_plugin_kubesim)
 {
     /* End to end: kubesim requires a bearer token, only the plugin has it. */
@@ -834,6 +880,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_client_threads);
     tcase_add_test(tc, test_client_exec_plugin_token);
     tcase_add_test(tc, test_client_exec_plugin_kubesim);
+    tcase_add_test(tc, test_client_exec_plugin_cancel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kubetest.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -424,6 +427,60 @@ START_TEST(test_execcred_metrics)
 }
 END_TEST
 
+struct cancel_arg {
+    struct kop_execcred *p;
+    atomic_bool flag;
+    int r;
+};
+
+static bool flag_set(void *ud)
+{
+    return atomic_load((atomic_bool *)ud);
+}
+
+static void *th_cancellable(void *ud)
+{
+    struct cancel_arg *a = ud;
+    struct kop_execcred_cred *cred = NULL;
+    a->r = kop_execcred_get_cancellable(a->p, 0, flag_set, &a->flag, &cred, NULL, 0);
+    kop_execcred_cred_unref(cred);
+    return NULL;
+}
+
+static bool helper_started(const void *arg)
+{
+    (void)arg;
+    char *runs = helper_file("runs");
+    bool ok = runs && strstr(runs, "run\n");
+    free(runs);
+    return ok;
+}
+
+START_TEST(test_execcred_cancel)
+{
+    /* A plugin that hangs (and a timeout far away): a cancelled waiter
+     * stops waiting, a cancelled runner kills the plugin. */
+    struct cfg c;
+    cfg_init(&c, V1, "slow", NULL, NULL);
+    struct kop_execcred *p = provider(&c, 600000, 0);
+    struct cancel_arg runner = {.p = p}, waiter = {.p = p};
+    atomic_init(&runner.flag, false);
+    atomic_init(&waiter.flag, false);
+    pthread_t tr, tw;
+    ck_assert_int_eq(pthread_create(&tr, NULL, th_cancellable, &runner), 0);
+    ck_assert(kop_test_eventually(helper_started, NULL, 30000));
+    ck_assert_int_eq(pthread_create(&tw, NULL, th_cancellable, &waiter), 0);
+    atomic_store(&waiter.flag, true);
+    pthread_join(tw, NULL);
+    ck_assert_int_eq(waiter.r, -ECANCELED);
+    atomic_store(&runner.flag, true);
+    pthread_join(tr, NULL);
+    ck_assert_int_eq(runner.r, -ECANCELED);
+    ck_assert_uint_eq(kop_execcred_runs(p), 1);
+    kop_execcred_unref(p);
+}
+END_TEST
+
 START_TEST(test_execcred_parse_time)
 {
     int64_t ms = -1;
@@ -459,6 +516,7 @@ static Suite *execcred_suite(void)
     tcase_add_test(tc, test_execcred_stderr_logged);
     tcase_add_test(tc, test_execcred_failures);
     tcase_add_test(tc, test_execcred_metrics);
+    tcase_add_test(tc, test_execcred_cancel);
     tcase_add_test(tc, test_execcred_parse_time);
     suite_add_tcase(s, tc);
     return s;

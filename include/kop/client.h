@@ -34,7 +34,9 @@
  * the plugin when there is none or it expired); a 401 to a request made
  * with it runs the plugin again and retries the request once. When no
  * credential can be had the request fails with -ENOKEY and the plugin's
- * error in status->message.
+ * error in status->message. A request waiting for the plugin stays
+ * cancellable (the plugin it runs is then killed). exec_timeout_ms bounds
+ * one plugin run.
  *
  * Metrics: rest_client_requests_total{code,method,host}, counted per HTTP
  * attempt; code is "<error>" when no response arrived.

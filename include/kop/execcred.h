@@ -96,6 +96,19 @@ void kop_execcred_unref(struct kop_execcred *p);
 int kop_execcred_get(struct kop_execcred *p, int64_t now_ms, struct kop_execcred_cred **ret_cred,
                      char *msg, size_t msg_len);
 
+/* True when the caller gave up (its request was cancelled). Any thread. */
+typedef bool (*kop_execcred_cancel_fn)(void *ud);
+
+/*
+ * kop_execcred_get() that gives up when cancelled(ud) turns true (polled
+ * every 100 ms): a waiting thread stops waiting, a thread running the
+ * plugin kills it; both return -ECANCELED. Threads that waited for a
+ * cancelled run start their own. cancelled may be NULL.
+ */
+int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
+                                 kop_execcred_cancel_fn cancelled, void *cancel_ud,
+                                 struct kop_execcred_cred **ret_cred, char *msg, size_t msg_len);
+
 /*
  * The server answered 401 to a request made with used: when used is still
  * the cached credential, it is marked stale so the next get runs the plugin

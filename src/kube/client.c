@@ -988,6 +988,17 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     return bad ? -EINVAL : 0;
 }
 
+/* The request's cancel and the client-wide abort, for a plugin run. */
+struct cancel_pair {
+    struct kop_client_cancel *cc, *abort;
+};
+
+static bool cancel_pair_fired(void *ud)
+{
+    const struct cancel_pair *cp = ud;
+    return kop_client_cancel_fired(cp->cc) || kop_client_cancel_fired(cp->abort);
+}
+
 /* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
@@ -1029,7 +1040,12 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         cred = NULL;
         if (c->exec) {
             char m[512] = "";
-            r = kop_execcred_get(c->exec, wall_ms(), &cred, m, sizeof(m));
+            struct cancel_pair cp = {cc, c->abort};
+            r = kop_execcred_get_cancellable(c->exec, wall_ms(),
+                                             cc || c->abort ? cancel_pair_fired : NULL, &cp, &cred,
+                                             m, sizeof(m));
+            if (r == -ECANCELED)
+                break;
             if (r < 0) {
                 /* One errno for "no credential" whatever the plugin did, so
                  * that no caller mistakes it for an answer (-ENOENT, ...). */

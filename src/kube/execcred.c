@@ -497,8 +497,14 @@ struct outcome {
     const char *status; /* NULL: the plugin was not started (not counted) */
 };
 
-static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **ret, char *msg,
-                      size_t msg_len, struct outcome *oc)
+static bool is_cancelled(kop_execcred_cancel_fn cancelled, void *ud)
+{
+    return cancelled && cancelled(ud);
+}
+
+static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cancelled,
+                      void *cancel_ud, struct kop_execcred_cred **ret, char *msg, size_t msg_len,
+                      struct outcome *oc)
 {
     *oc = (struct outcome){.code = 1, .status = NULL};
     if (p->interactive_mode == KOP_EXEC_INTERACTIVE_ALWAYS) {
@@ -560,7 +566,12 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
             r = -ETIMEDOUT;
             break;
         }
-        int n = poll(pf, 2, left > 1000 ? 1000 : (int)left);
+        if (is_cancelled(cancelled, cancel_ud)) {
+            r = -ECANCELED;
+            break;
+        }
+        int slice = cancelled ? 100 : 1000;
+        int n = poll(pf, 2, left > slice ? slice : (int)left);
         if (n < 0 && errno != EINTR) {
             r = -errno;
             break;
@@ -613,6 +624,10 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
                 r = -ETIMEDOUT;
                 break;
             }
+            if (is_cancelled(cancelled, cancel_ud)) {
+                r = -ECANCELED;
+                break;
+            }
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
             nanosleep(&ts, NULL);
         }
@@ -622,7 +637,9 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
     log_stderr(p, err_buf, err_len);
     char last[256];
     last_line(err_buf, err_len, last, sizeof(last));
-    if (r == -ETIMEDOUT || r == -EMSGSIZE || (r == 0 && !WIFEXITED(status)))
+    if (r == -ECANCELED)
+        oc->status = NULL; /* kop gave up on it: not the plugin's outcome */
+    else if (r == -ETIMEDOUT || r == -EMSGSIZE || (r == 0 && !WIFEXITED(status)))
         *oc = (struct outcome){.code = -1, .status = "plugin_execution_error"}; /* killed */
     else if (r == 0 && WEXITSTATUS(status) != 0)
         *oc = (struct outcome){.code = WEXITSTATUS(status), .status = "plugin_execution_error"};
@@ -634,6 +651,8 @@ static int run_plugin(const struct kop_execcred *p, struct kop_execcred_cred **r
     } else if (r == -EMSGSIZE) {
         put_msg(msg, msg_len, "exec plugin %s wrote more than %zu bytes", p->argv[0],
                 p->max_output);
+    } else if (r == -ECANCELED) {
+        put_msg(msg, msg_len, "exec plugin %s: cancelled", p->argv[0]);
     } else if (r < 0) {
         put_msg(msg, msg_len, "exec plugin %s: waiting failed (errno %d)", p->argv[0], -r);
     } else if (WIFSIGNALED(status)) {
@@ -739,7 +758,11 @@ static int provider_new(const struct kop_exec_config *cfg, const struct kop_exec
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cond, &ca);
+    pthread_condattr_destroy(&ca);
     p->refs = 1;
     p->interactive_mode = cfg->interactive_mode;
     p->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
@@ -847,13 +870,37 @@ static bool usable(const struct kop_execcred *p, int64_t now_ms)
 int kop_execcred_get(struct kop_execcred *p, int64_t now_ms, struct kop_execcred_cred **ret_cred,
                      char *msg, size_t msg_len)
 {
+    return kop_execcred_get_cancellable(p, now_ms, NULL, NULL, ret_cred, msg, msg_len);
+}
+
+int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
+                                 kop_execcred_cancel_fn cancelled, void *cancel_ud,
+                                 struct kop_execcred_cred **ret_cred, char *msg, size_t msg_len)
+{
     if (!p || !ret_cred)
         return -EINVAL;
     pthread_mutex_lock(&p->lock);
     while (!usable(p, now_ms) && p->running) {
         uint64_t gen = p->gen;
-        while (p->running && p->gen == gen)
-            pthread_cond_wait(&p->cond, &p->lock);
+        while (p->running && p->gen == gen) {
+            if (!cancelled) {
+                pthread_cond_wait(&p->cond, &p->lock);
+                continue;
+            }
+            if (cancelled(cancel_ud)) {
+                pthread_mutex_unlock(&p->lock);
+                put_msg(msg, msg_len, "cancelled while waiting for the exec plugin");
+                return -ECANCELED;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 100000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+        }
         if (p->gen != gen && p->last_err) {
             /* The run this thread waited for failed: its error, no new run. */
             int r = p->last_err;
@@ -874,15 +921,15 @@ int kop_execcred_get(struct kop_execcred *p, int64_t now_ms, struct kop_execcred
     char m[512] = "";
     struct kop_execcred_cred *nc = NULL;
     struct outcome oc;
-    int r = run_plugin(p, &nc, m, sizeof(m), &oc);
+    int r = run_plugin(p, cancelled, cancel_ud, &nc, m, sizeof(m), &oc);
     if (oc.status) {
         char code[16];
         snprintf(code, sizeof(code), "%d", oc.code);
         kop_counter_inc(kop_metric_child(p->calls, code, oc.status));
     }
-    if (r < 0)
+    if (r < 0 && r != -ECANCELED)
         kop_logf(KOP_LOG_ERROR, LOGGER, "getting credentials: %s", m);
-    else
+    else if (r == 0)
         kop_logf(KOP_LOG_DEBUG, LOGGER, "%s returned a %s", p->argv[0],
                  nc->token ? "token" : "client certificate");
 
@@ -890,7 +937,9 @@ int kop_execcred_get(struct kop_execcred *p, int64_t now_ms, struct kop_execcred
     pthread_mutex_lock(&p->lock);
     p->running = false;
     p->gen++;
-    p->last_err = r;
+    /* A cancelled run is nobody else's failure: the threads that waited
+     * for it start a run of their own. */
+    p->last_err = r == -ECANCELED ? 0 : r;
     snprintf(p->last_msg, sizeof(p->last_msg), "%s", r < 0 ? m : "");
     if (r == 0) {
         old = p->cred;
