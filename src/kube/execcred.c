@@ -227,7 +227,13 @@ static int parse_output(const struct kop_execcred *p, const char *out, size_t le
     int r = 0;
     struct kop_execcred_cred *c = NULL;
     if (!json_is_object(j)) {
-        put_msg(msg, msg_len, "decoding stdout: %s", j ? "not a JSON object" : jerr.text);
+        /* Position only: jansson's text quotes the input, which may be a
+         * token cut short. */
+        if (j)
+            put_msg(msg, msg_len, "decoding stdout: not a JSON object");
+        else
+            put_msg(msg, msg_len, "decoding stdout: invalid JSON at line %d, column %d", jerr.line,
+                    jerr.column);
         r = -EBADMSG;
         goto out;
     }
