@@ -4,12 +4,15 @@
  * test: paths and verbs, User-Agent and Authorization, HTTP status ->
  * errno mapping with the Kubernetes Status kept, Retry-After retries
  * (bounded), token file rotation, rate limiting, metrics, transport errors,
- * and watch streaming with cancel and idle timeout.
+ * watch streaming with cancel and idle timeout, and exec credential plugins
+ * (the helper script of tests/data/exec-plugin; also end to end against
+ * kubesim, whose token is rotated to force a 401).
  */
 #include "kop/client.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 
 #include <curl/curl.h>
 
+#include "kop/execcred.h"
 #include "kop/kubeconfig.h"
 #include "kop/metrics.h"
 #include "kop/json.h"
@@ -25,6 +29,7 @@
 #include "testutil.h"
 
 #include "fakesrv.h"
+#include "kubetest.h"
 
 static const char st_ae[] =
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
@@ -424,6 +429,203 @@ START_TEST(test_client_token_rotation)
 }
 END_TEST
 
+/* An exec plugin configuration: the helper in MODE ARG, recording its runs
+ * in tmpdir. */
+struct exec_cfg {
+    struct kop_exec_config ec;
+    char *args[2];
+    struct kop_exec_env env[1];
+    char *helper;
+};
+
+static void exec_cfg_init(struct exec_cfg *x, const char *mode, const char *arg)
+{
+    memset(x, 0, sizeof(*x));
+    x->helper = kop_test_data_path("exec-plugin/kop-exec-helper");
+    x->args[0] = (char *)mode;
+    x->args[1] = (char *)arg;
+    x->env[0] = (struct kop_exec_env){.name = (char *)"KOP_HELPER_DIR", .value = tmpdir};
+    x->ec = (struct kop_exec_config){.command = x->helper,
+                                     .args = x->args,
+                                     .n_args = arg ? 2 : 1,
+                                     .env = x->env,
+                                     .n_env = 1,
+                                     .api_version = (char *)"client.authentication.k8s.io/v1",
+                                     .interactive_mode = KOP_EXEC_INTERACTIVE_NEVER};
+}
+
+static struct kop_client *make_exec_client(const char *server, const char *ca_file,
+                                           struct exec_cfg *x)
+{
+    struct kop_kubeconfig kc = {
+        .server = (char *)server, .ca_file = (char *)ca_file, .exec = &x->ec};
+    struct kop_client_options o = {
+        .config = &kc, .metrics = metrics, .max_retries = 3, .timeout_ms = 10000};
+    struct kop_client *c = NULL;
+    ck_assert_int_eq(kop_client_new(&o, &c), 0);
+    return c;
+}
+
+/* How many times the helper ran (lines in tmpdir/runs). */
+static int helper_runs(void)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/runs", tmpdir);
+    char *s = kop_test_read_file(path, NULL);
+    int n = 0;
+    for (char *p = s; p && *p; p++)
+        n += *p == '\n';
+    free(s);
+    return n;
+}
+
+START_TEST(test_client_exec_plugin_token)
+{
+    char tok[1024];
+    snprintf(tok, sizeof(tok), "%s/exec-token", tmpdir);
+    write_file(tok, "exec-1");
+    struct exec_cfg x;
+    exec_cfg_init(&x, "token-file", tok);
+    char *url = fsrv_url(&srv);
+    struct kop_client *c = make_exec_client(url, NULL, &x);
+    snprintf(expect_token, sizeof(expect_token), "exec-1");
+    struct kop_api_status st;
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), 0);
+    ck_assert_str_eq(last.auth, "Bearer exec-1");
+    ck_assert_int_eq(helper_runs(), 1);
+    /* Cached: no run per request. */
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), 0);
+    ck_assert_int_eq(helper_runs(), 1);
+
+    /* The server stops accepting it: 401, the plugin runs again, the
+     * request is retried once with the new token. */
+    write_file(tok, "exec-2");
+    snprintf(expect_token, sizeof(expect_token), "exec-2");
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), 0);
+    ck_assert_int_eq(st.attempts, 2);
+    ck_assert_str_eq(last.auth, "Bearer exec-2");
+    ck_assert_int_eq(helper_runs(), 2);
+
+    /* A credential the server keeps rejecting: one re-run, then the 401. */
+    snprintf(expect_token, sizeof(expect_token), "nobody");
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), -EACCES);
+    ck_assert_int_eq(st.code, 401);
+    ck_assert_int_eq(st.attempts, 2);
+    ck_assert_int_eq(helper_runs(), 3);
+    kop_client_free(c);
+
+    /* A failing plugin: no request is sent, -ENOKEY with its message. */
+    struct exec_cfg f;
+    exec_cfg_init(&f, "fail", NULL);
+    c = make_exec_client(url, NULL, &f);
+    pthread_mutex_lock(&seen_lock);
+    int before = hits;
+    pthread_mutex_unlock(&seen_lock);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", &st, NULL), -ENOKEY);
+    ck_assert_ptr_nonnull(strstr(st.message, "getting credentials: "));
+    ck_assert_ptr_nonnull(strstr(st.message, "exited with status 3"));
+    pthread_mutex_lock(&seen_lock);
+    ck_assert_int_eq(hits, before);
+    pthread_mutex_unlock(&seen_lock);
+    kop_client_free(c);
+    free(f.helper);
+    free(x.helper);
+    free(url);
+}
+END_TEST
+
+struct exec_req {
+    struct kop_client *c;
+    struct kop_client_cancel *cancel;
+    int r;
+};
+
+static void *exec_req_thread(void *ud)
+{
+    struct exec_req *e = ud;
+    const struct kop_request req = {
+        .method = "GET", .path = "/api/v1/namespaces/ns/services/x", .cancel = e->cancel};
+    e->r = kop_client_request(e->c, &req, NULL, NULL);
+    return NULL;
+}
+
+static bool helper_ran(const void *arg)
+{
+    (void)arg;
+    return helper_runs() > 0;
+}
+
+START_TEST(test_client_exec_plugin_cancel)
+{
+    /* A request waiting for a plugin that hangs is cancellable (informer
+     * stop, shutdown): the plugin is killed, -ECANCELED. */
+    struct exec_cfg x;
+    exec_cfg_init(&x, "slow", NULL);
+    char *url = fsrv_url(&srv);
+    struct kop_kubeconfig kc = {.server = url, .exec = &x.ec};
+    struct kop_client_options o = {.config = &kc, .metrics = metrics, .exec_timeout_ms = 600000};
+    struct kop_client *c = NULL;
+    ck_assert_int_eq(kop_client_new(&o, &c), 0);
+    struct exec_req e = {.c = c, .cancel = kop_client_cancel_new()};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, exec_req_thread, &e), 0);
+    ck_assert(kop_test_eventually(helper_ran, NULL, 30000));
+    kop_client_cancel_fire(e.cancel);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(e.r, -ECANCELED);
+    kop_client_cancel_free(e.cancel);
+    kop_client_free(c);
+    free(x.helper);
+    free(url);
+}
+END_TEST
+
+START_TEST(test_client_exec_plugin_kubesim)
+{
+    /* End to end: kubesim requires a bearer token, only the plugin has it. */
+    char ca[1024], tok[1024];
+    snprintf(ca, sizeof(ca), "%s/ca.crt", tmpdir);
+    snprintf(tok, sizeof(tok), "%s/exec-token", tmpdir);
+    write_file(tok, "sim-token-1");
+    struct kop_test_kubesim sim;
+    const struct kop_test_kubesim_options so = {.ca = ca, .token = "sim-token-1"};
+    kop_test_kubesim_start(&sim, &so);
+    struct exec_cfg x;
+    exec_cfg_init(&x, "token-file", tok);
+    struct kop_client *c = make_exec_client(sim.url, ca, &x);
+    struct kop_api_status st;
+    json_t *list = NULL;
+    ck_assert_int_eq(kop_client_list(c, &ns_res, NULL, NULL, &st, &list), 0);
+    ck_assert(json_is_array(json_object_get(list, "items")));
+    json_decref(list);
+    ck_assert_int_eq(helper_runs(), 1);
+
+    /* Rotate kubesim's token (with the current one); the helper now hands
+     * out the new one. The next request gets a 401, re-runs the plugin and
+     * succeeds. */
+    json_t *body = json_pack("{s:s}", "token", "sim-token-2");
+    const struct kop_request rot = {.method = "POST", .path = "/_kubesim/token", .body = body};
+    ck_assert_int_eq(kop_client_request(c, &rot, &st, NULL), 0);
+    json_decref(body);
+    write_file(tok, "sim-token-2");
+    ck_assert_int_eq(kop_client_list(c, &ns_res, NULL, NULL, &st, &list), 0);
+    json_decref(list);
+    ck_assert_int_eq(st.attempts, 2);
+    ck_assert_int_eq(helper_runs(), 2);
+    kop_client_free(c);
+    /* The old token is really refused now: 401 and the apiserver's Status. */
+    struct kop_kubeconfig old = {.server = sim.url, .ca_file = ca, .token = (char *)"sim-token-1"};
+    const struct kop_client_options oo = {.config = &old, .metrics = metrics, .max_retries = -1};
+    ck_assert_int_eq(kop_client_new(&oo, &c), 0);
+    ck_assert_int_eq(kop_client_list(c, &ns_res, NULL, NULL, &st, NULL), -EACCES);
+    ck_assert_int_eq(st.code, 401);
+    ck_assert_str_eq(st.reason, "Unauthorized");
+    kop_client_free(c);
+    kop_test_kubesim_stop(&sim, SIGTERM, 10000);
+    free(x.helper);
+}
+END_TEST
+
 START_TEST(test_client_ratelimited)
 {
     struct kop_ratelimit *rl;
@@ -678,6 +880,9 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_client_list_stream);
     tcase_add_test(tc, test_client_abort_all_requests);
     tcase_add_test(tc, test_client_threads);
+    tcase_add_test(tc, test_client_exec_plugin_token);
+    tcase_add_test(tc, test_client_exec_plugin_kubesim);
+    tcase_add_test(tc, test_client_exec_plugin_cancel);
     suite_add_tcase(s, tc);
     return s;
 }

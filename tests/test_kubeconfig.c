@@ -3,7 +3,9 @@
  * Tests for kubeconfig and in-cluster configuration: the shapes kubectl
  * writes (block YAML, quoted values, base64 -data fields, JSON), context
  * selection, relative paths, insecure-skip-tls-verify, errors, the
- * $KUBECONFIG / in-cluster / default lookup order and base64.
+ * $KUBECONFIG / in-cluster / default lookup order, base64, and exec
+ * credential plugin stanzas (EKS's shape, v1 and v1beta1 rules, command
+ * resolution, the spec.cluster handed to the plugin).
  */
 #include "kop/kubeconfig.h"
 
@@ -155,11 +157,12 @@ START_TEST(test_kubeconfig_errors)
                           "certificate-authority-data: '!!notbase64'}\n";
     ck_assert_int_eq(kop_kubeconfig_load_buffer(bad_b64, strlen(bad_b64), NULL, NULL, &kc),
                      -EINVAL);
-    const char *exec_only = "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, "
-                            "user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://x'}\n"
-                            "users:\n- name: u\n  user:\n    exec:\n      command: gke-auth\n";
-    ck_assert_int_eq(kop_kubeconfig_load_buffer(exec_only, strlen(exec_only), NULL, NULL, &kc),
-                     -ENOTSUP);
+    const char *provider_only = "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, "
+                                "user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://x'}\n"
+                                "users:\n- name: u\n  user:\n    auth-provider:\n      name: gcp\n";
+    ck_assert_int_eq(
+        kop_kubeconfig_load_buffer(provider_only, strlen(provider_only), NULL, NULL, &kc),
+        -ENOTSUP);
     const char *missing_user = "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, "
                                "user: ghost}\nclusters:\n- name: k\n  cluster: {server: 'h'}\n";
     ck_assert_int_eq(
@@ -173,6 +176,186 @@ START_TEST(test_kubeconfig_errors)
                        "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
     ck_assert_int_eq(kop_kubeconfig_load_buffer(bomb, strlen(bomb), NULL, NULL, &kc), -EINVAL);
     ck_assert_int_eq(kop_kubeconfig_load_file("/nonexistent/kubeconfig", NULL, &kc), -ENOENT);
+}
+END_TEST
+
+#define EXEC_HEAD                                                                                  \
+    "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"                 \
+    "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user:\n"         \
+    "    exec:\n"
+
+static int load_exec(const char *exec_lines, struct kop_kubeconfig *kc)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf), EXEC_HEAD "%s", exec_lines);
+    return kop_kubeconfig_load_buffer(buf, strlen(buf), "/home/u/.kube", NULL, kc);
+}
+
+/* EKS's shape (aws eks update-kubeconfig, v1beta1, no interactiveMode). */
+static const char eks_yaml[] = "apiVersion: v1\n"
+                               "clusters:\n"
+                               "- cluster:\n"
+                               "    certificate-authority-data: " CA_B64 "\n"
+                               "    server: https://ABCD.gr7.eu-west-1.eks.amazonaws.com\n"
+                               "    tls-server-name: api.internal\n"
+                               "    proxy-url: http://proxy.local:3128\n"
+                               "    extensions:\n"
+                               "    - name: client.authentication.k8s.io/exec\n"
+                               "      extension:\n"
+                               "        audience: kop\n"
+                               "        retries: 3\n"
+                               "        debug: false\n"
+                               "        tag: \"007\"\n"
+                               "    - name: other\n"
+                               "      extension: {a: b}\n"
+                               "  name: arn:aws:eks:eu-west-1:1:cluster/demo\n"
+                               "contexts:\n"
+                               "- context:\n"
+                               "    cluster: arn:aws:eks:eu-west-1:1:cluster/demo\n"
+                               "    user: arn:aws:eks:eu-west-1:1:cluster/demo\n"
+                               "  name: demo\n"
+                               "current-context: demo\n"
+                               "kind: Config\n"
+                               "users:\n"
+                               "- name: arn:aws:eks:eu-west-1:1:cluster/demo\n"
+                               "  user:\n"
+                               "    exec:\n"
+                               "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                               "      args:\n"
+                               "      - --region\n"
+                               "      - eu-west-1\n"
+                               "      - eks\n"
+                               "      - get-token\n"
+                               "      - --cluster-name\n"
+                               "      - demo\n"
+                               "      command: aws\n"
+                               "      env:\n"
+                               "      - name: AWS_PROFILE\n"
+                               "        value: prod\n"
+                               "      provideClusterInfo: true\n"
+                               "      installHint: install the AWS CLI\n";
+
+START_TEST(test_kubeconfig_exec)
+{
+    struct kop_kubeconfig kc;
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(eks_yaml, strlen(eks_yaml), NULL, NULL, &kc), 0);
+    const struct kop_exec_config *ec = kc.exec;
+    ck_assert_ptr_nonnull(ec);
+    ck_assert_str_eq(ec->command, "aws"); /* a bare name: looked up in $PATH */
+    ck_assert_uint_eq(ec->n_args, 6);
+    ck_assert_str_eq(ec->args[0], "--region");
+    ck_assert_str_eq(ec->args[5], "demo");
+    ck_assert_uint_eq(ec->n_env, 1);
+    ck_assert_str_eq(ec->env[0].name, "AWS_PROFILE");
+    ck_assert_str_eq(ec->env[0].value, "prod");
+    ck_assert_str_eq(ec->api_version, "client.authentication.k8s.io/v1beta1");
+    ck_assert_str_eq(ec->install_hint, "install the AWS CLI");
+    ck_assert_int_eq(ec->interactive_mode, KOP_EXEC_INTERACTIVE_IF_AVAILABLE); /* v1beta1 */
+    ck_assert(ec->provide_cluster_info);
+    json_t *want =
+        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:i, s:b, s:s}}", "server",
+                  "https://ABCD.gr7.eu-west-1.eks.amazonaws.com", "tls-server-name", "api.internal",
+                  "certificate-authority-data", CA_B64, "proxy-url", "http://proxy.local:3128",
+                  "config", "audience", "kop", "retries", 3, "debug", 0, "tag", "007");
+    char *got_s = json_dumps(ec->cluster, JSON_SORT_KEYS);
+    ck_assert_msg(json_equal(ec->cluster, want), "spec.cluster: %s", got_s);
+    free(got_s);
+    json_decref(want);
+    kop_kubeconfig_cleanup(&kc);
+
+    /* v1 with interactiveMode; a relative command with a '/' is resolved
+     * against the kubeconfig's directory. */
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1\n"
+                               "      command: bin/kop-helper\n"
+                               "      interactiveMode: Never\n",
+                               &kc),
+                     0);
+    ck_assert_str_eq(kc.exec->command, "/home/u/.kube/bin/kop-helper");
+    ck_assert_int_eq(kc.exec->interactive_mode, KOP_EXEC_INTERACTIVE_NEVER);
+    ck_assert_uint_eq(kc.exec->n_args, 0);
+    ck_assert_ptr_null(kc.exec->cluster); /* no provideClusterInfo */
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1\n"
+                               "      command: /usr/bin/gke-gcloud-auth-plugin\n"
+                               "      interactiveMode: Always\n",
+                               &kc),
+                     0);
+    ck_assert_str_eq(kc.exec->command, "/usr/bin/gke-gcloud-auth-plugin");
+    ck_assert_int_eq(kc.exec->interactive_mode, KOP_EXEC_INTERACTIVE_ALWAYS);
+    kop_kubeconfig_cleanup(&kc);
+
+    /* client-go's validation. */
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1\n"
+                               "      command: kubelogin\n",
+                               &kc),
+                     -EINVAL); /* interactiveMode required in v1 */
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1\n"
+                               "      interactiveMode: Never\n",
+                               &kc),
+                     -EINVAL);                                               /* no command */
+    ck_assert_int_eq(load_exec("      command: kubelogin\n", &kc), -EINVAL); /* no apiVersion */
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1\n"
+                               "      command: kubelogin\n"
+                               "      interactiveMode: Sometimes\n",
+                               &kc),
+                     -EINVAL);
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                               "      command: kubelogin\n"
+                               "      env:\n      - value: x\n",
+                               &kc),
+                     -EINVAL); /* env entry without a name */
+    ck_assert_int_eq(load_exec("      apiVersion: client.authentication.k8s.io/v1alpha1\n"
+                               "      command: kubelogin\n",
+                               &kc),
+                     -ENOTSUP);
+}
+END_TEST
+
+/* An exec user with provideClusterInfo whose cluster names CA file ca. */
+static void ca_kubeconfig(char *buf, size_t n, const char *ca)
+{
+    snprintf(buf, n,
+             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+             "clusters:\n- name: k\n  cluster: {server: 'https://x', certificate-authority: "
+             "%s}\nusers:\n- name: u\n  user:\n    exec:\n"
+             "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+             "      command: p\n      provideClusterInfo: true\n",
+             ca);
+}
+
+START_TEST(test_kubeconfig_exec_ca_file)
+{
+    /* With provideClusterInfo the plugin gets the CA file's bytes. */
+    free(write_tmp("ca.crt", CA_PEM));
+    char *path = write_tmp("config", "current-context: c\ncontexts:\n- name: c\n  context: "
+                                     "{cluster: k, user: u}\nclusters:\n- name: k\n  cluster:\n"
+                                     "    server: https://x\n    certificate-authority: ca.crt\n"
+                                     "    insecure-skip-tls-verify: true\n"
+                                     "    disable-compression: true\n"
+                                     "users:\n- name: u\n  user:\n    exec:\n"
+                                     "      apiVersion: client.authentication.k8s.io/v1\n"
+                                     "      command: ./helper\n"
+                                     "      interactiveMode: IfAvailable\n"
+                                     "      provideClusterInfo: true\n");
+    struct kop_kubeconfig kc;
+    ck_assert_int_eq(kop_kubeconfig_load_file(path, NULL, &kc), 0);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(kc.exec->cluster, "certificate-authority-data")), CA_B64);
+    ck_assert(json_is_true(json_object_get(kc.exec->cluster, "insecure-skip-tls-verify")));
+    ck_assert(json_is_true(json_object_get(kc.exec->cluster, "disable-compression")));
+    ck_assert_ptr_null(json_object_get(kc.exec->cluster, "config"));
+    char want[4200];
+    snprintf(want, sizeof(want), "%s/./helper", tmpdir);
+    ck_assert_str_eq(kc.exec->command, want);
+    kop_kubeconfig_cleanup(&kc);
+    free(path);
+
+    /* The CA file cannot be read for the plugin: missing, or a directory. */
+    char buf[1024];
+    ca_kubeconfig(buf, sizeof(buf), "missing.crt");
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, &kc), -ENOENT);
+    ca_kubeconfig(buf, sizeof(buf), tmpdir);
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, &kc), -EINVAL);
 }
 END_TEST
 
@@ -277,6 +460,13 @@ START_TEST(test_kubeconfig_base64)
 {
     char *out;
     size_t n;
+    const char *enc[][2] = {{"", ""},        {"h", "aA=="},         {"he", "aGU="},
+                            {"hel", "aGVs"}, {"hello", "aGVsbG8="}, {CA_PEM, CA_B64}};
+    for (size_t i = 0; i < sizeof(enc) / sizeof(enc[0]); i++) {
+        ck_assert_int_eq(kop_base64_encode(enc[i][0], strlen(enc[i][0]), &out), 0);
+        ck_assert_str_eq(out, enc[i][1]);
+        free(out);
+    }
     ck_assert_int_eq(kop_base64_decode("aGVsbG8=", 8, &out, &n), 0);
     ck_assert_str_eq(out, "hello");
     ck_assert_uint_eq(n, 5);
@@ -304,6 +494,8 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_in_cluster);
     tcase_add_test(tc, test_kubeconfig_lookup_order);
     tcase_add_test(tc, test_kubeconfig_base64);
+    tcase_add_test(tc, test_kubeconfig_exec);
+    tcase_add_test(tc, test_kubeconfig_exec_ca_file);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,6 +29,15 @@
  * otherwise re-read every token_reread_ms (60 s) so rotated bound tokens
  * are picked up. The token and Authorization header are never logged.
  *
+ * A kubeconfig user with an exec credential plugin (kop/execcred.h): each
+ * request takes the plugin's cached token or client certificate (running
+ * the plugin when there is none or it expired); a 401 to a request made
+ * with it runs the plugin again and retries the request once. When no
+ * credential can be had the request fails with -ENOKEY and the plugin's
+ * error in status->message. A request waiting for the plugin stays
+ * cancellable (the plugin it runs is then killed). exec_timeout_ms bounds
+ * one plugin run.
+ *
  * Metrics: rest_client_requests_total{code,method,host}, counted per HTTP
  * attempt; code is "<error>" when no response arrived.
  *
@@ -78,6 +87,7 @@ struct kop_client_options {
     int64_t token_reread_ms;             /* 0: 60 s */
     int64_t timeout_ms;                  /* whole request (not watches); 0: 60 s */
     int64_t connect_timeout_ms;          /* 0: 10 s */
+    int64_t exec_timeout_ms;             /* one exec credential plugin run; 0: 60 s */
     /* kop_client_abort() may cancel every request of this client (the
      * reconciler's writes when the lease is lost). */
     bool abortable;

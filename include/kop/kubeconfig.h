@@ -16,9 +16,25 @@
  * user,namespace}; clusters[].cluster.{server, certificate-authority,
  * certificate-authority-data, insecure-skip-tls-verify, tls-server-name};
  * users[].user.{token, tokenFile, client-certificate, client-key,
- * client-certificate-data, client-key-data}. Relative file paths are
+ * client-certificate-data, client-key-data, exec}. Relative file paths are
  * resolved against the kubeconfig's directory, as kubectl does. A user with
- * only exec or auth-provider credentials is rejected (-ENOTSUP).
+ * only auth-provider credentials is rejected (-ENOTSUP).
+ *
+ * exec (credential plugins, client.authentication.k8s.io/v1 and v1beta1):
+ * command, args, env, apiVersion, installHint, interactiveMode and
+ * provideClusterInfo are kept in struct kop_exec_config; kop/execcred.h
+ * runs the plugin. Validation follows client-go
+ * (staging/src/k8s.io/client-go/tools/clientcmd/validation.go): command and
+ * apiVersion required, every env entry named, interactiveMode one of Never,
+ * IfAvailable, Always and required for v1 (v1beta1 defaults to IfAvailable,
+ * clientcmd/api/v1/defaults.go). A command that contains a '/' and is not
+ * absolute is resolved against the kubeconfig's directory; a bare name is
+ * looked up in $PATH when the plugin runs (clientcmd/loader.go
+ * GetAuthInfoFileReferences). With provideClusterInfo the cluster's server,
+ * tls-server-name, insecure-skip-tls-verify, certificate-authority(-data)
+ * (the file's bytes when a file is named), proxy-url, disable-compression
+ * and the extension named "client.authentication.k8s.io/exec" (as "config")
+ * are prepared as the ExecCredential's spec.cluster.
  *
  * Thread-safety: the functions are reentrant; a filled struct is read-only
  * afterwards and may be shared.
@@ -28,6 +44,34 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include <jansson.h>
+
+/* users[].user.exec.interactiveMode */
+enum kop_exec_interactive {
+    KOP_EXEC_INTERACTIVE_NEVER = 0,
+    KOP_EXEC_INTERACTIVE_IF_AVAILABLE,
+    KOP_EXEC_INTERACTIVE_ALWAYS,
+};
+
+struct kop_exec_env {
+    char *name;
+    char *value;
+};
+
+/* An exec credential plugin as the kubeconfig names it. */
+struct kop_exec_config {
+    char *command; /* a path (resolved) or a name looked up in $PATH */
+    char **args;   /* n_args strings */
+    size_t n_args;
+    struct kop_exec_env *env; /* n_env entries, added to kop's environment */
+    size_t n_env;
+    char *api_version;  /* "client.authentication.k8s.io/v1" or ".../v1beta1" */
+    char *install_hint; /* shown when the command is missing, or NULL */
+    enum kop_exec_interactive interactive_mode;
+    bool provide_cluster_info;
+    json_t *cluster; /* spec.cluster when provide_cluster_info, else NULL (owned) */
+};
 
 struct kop_kubeconfig {
     char *server;  /* "https://host:port" (no trailing '/') */
@@ -46,13 +90,15 @@ struct kop_kubeconfig {
     char *namespace;       /* context or service-account namespace, or NULL */
     bool insecure_skip_tls_verify;
     bool in_cluster;
+    struct kop_exec_config *exec; /* exec credential plugin, or NULL */
 };
 
 /*
  * Read a kubeconfig file. context: the context to use (NULL: the file's
  * current-context). Returns 0, -ENOENT (file, context, cluster or user
  * missing), -EINVAL (not a valid kubeconfig: bad YAML, missing server,
- * bad base64), -ENOTSUP (only exec/auth-provider credentials), -ENOMEM.
+ * bad base64, an invalid exec stanza), -ENOTSUP (only auth-provider
+ * credentials, or an exec apiVersion other than v1/v1beta1), -ENOMEM.
  * *ret filled on success (release with kop_kubeconfig_cleanup).
  */
 int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_kubeconfig *ret);
@@ -82,10 +128,17 @@ int kop_kubeconfig_load_default(const char *explicit_path, const char *in_cluste
  * NULL-safe. */
 void kop_kubeconfig_cleanup(struct kop_kubeconfig *kc);
 
+/* Free an exec configuration and its fields. NULL-safe. */
+void kop_exec_config_free(struct kop_exec_config *ec);
+
 /*
  * Standard base64 (with or without padding, whitespace ignored). *ret_buf
  * is malloc'd and NUL-terminated. Returns 0, -EINVAL or -ENOMEM.
  */
 int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_len);
+
+/* Standard base64 with padding; *ret is malloc'd and NUL-terminated.
+ * Returns 0, -EINVAL or -ENOMEM. */
+int kop_base64_encode(const void *in, size_t len, char **ret);
 
 #endif /* KOP_KUBECONFIG_H */

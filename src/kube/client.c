@@ -27,6 +27,7 @@
 
 #include <curl/curl.h>
 
+#include "kop/execcred.h"
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/jstream.h"
@@ -87,6 +88,10 @@ struct kop_client {
     pthread_mutex_t token_lock;
     char *token;
     int64_t token_read_ns; /* 0: never read */
+
+    /* users[].user.exec: the plugin's credential provider, shared with
+     * the other clients of this configuration (kop/execcred.h), or NULL. */
+    struct kop_execcred *exec;
 };
 
 struct kop_client_cancel {
@@ -94,6 +99,14 @@ struct kop_client_cancel {
     bool fired;
     CURLM *multi; /* the multi handle of the transfer in progress */
 };
+
+/* Wall clock in Unix ms: exec credentials expire at a wall-clock time. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int64_t now_ns(void)
 {
@@ -500,6 +513,13 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
         if (r < 0)
             goto out;
     }
+    if (opt->config->exec) {
+        const struct kop_execcred_options eo = {.timeout_ms = opt->exec_timeout_ms,
+                                                .metrics = opt->metrics};
+        r = kop_execcred_get_shared(opt->config->exec, &eo, &c->exec);
+        if (r < 0)
+            goto out;
+    }
     if (c->cfg.token && !c->cfg.token_file)
         c->token = strdup(c->cfg.token);
     if (!c->user_agent || !c->host || (c->cfg.token && !c->cfg.token_file && !c->token)) {
@@ -551,6 +571,7 @@ void kop_client_free(struct kop_client *c)
         free(c->token);
     }
     kop_client_cancel_free(c->abort);
+    kop_execcred_unref(c->exec);
     free(c->user_agent);
     free(c->host);
     free(c->url_base);
@@ -600,8 +621,12 @@ static char *read_token_file(const char *path)
 }
 
 /* "Authorization: Bearer <token>" (malloc'd) or NULL when no token.
- * force: re-read the token file now. */
-static char *auth_header(struct kop_client *c, bool force)
+ * force: re-read the token file now. A configured token (or token file)
+ * comes before the exec plugin's, as in client-go, whose exec round
+ * tripper leaves a request that already carries Authorization alone.
+ * *ret_exec (may be NULL): the exec token was used. */
+static char *auth_header(struct kop_client *c, bool force, const struct kop_execcred_cred *cred,
+                         bool *ret_exec)
 {
     if (c->cfg.token_file) {
         int64_t now = now_ns();
@@ -634,6 +659,14 @@ static char *auth_header(struct kop_client *c, bool force)
             snprintf(h, n, "Authorization: Bearer %s", c->token);
     }
     pthread_mutex_unlock(&c->token_lock);
+    if (!h && cred && cred->token) {
+        size_t n = strlen(cred->token) + sizeof("Authorization: Bearer ");
+        h = malloc(n);
+        if (h)
+            snprintf(h, n, "Authorization: Bearer %s", cred->token);
+        if (h && ret_exec)
+            *ret_exec = true;
+    }
     return h;
 }
 
@@ -894,7 +927,7 @@ static void count_request(struct kop_client *c, const char *method, long code)
 
 static int setup_easy(struct kop_client *c, CURL *e, const char *method, const char *url,
                       struct curl_slist *headers, const char *body, size_t body_len, bool streaming,
-                      char *errbuf)
+                      const struct kop_execcred_cred *cred, char *errbuf)
 {
     curl_easy_reset(e);
     int bad = 0;
@@ -929,7 +962,18 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     } else if (k->ca_file) {
         bad |= curl_easy_setopt(e, CURLOPT_CAINFO, k->ca_file);
     }
-    if (k->cert_data) {
+    /* The exec plugin's client certificate, unless the kubeconfig names one. */
+    bool exec_cert = cred && cred->cert_data && !k->cert_data && !k->cert_file;
+    if (exec_cert) {
+        struct curl_blob b = {
+            .data = cred->cert_data, .len = cred->cert_data_len, .flags = CURL_BLOB_COPY};
+        bad |= curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
+        bad |= curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+        struct curl_blob kb = {
+            .data = cred->key_data, .len = cred->key_data_len, .flags = CURL_BLOB_COPY};
+        bad |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &kb);
+        bad |= curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    } else if (k->cert_data) {
         struct curl_blob b = {
             .data = k->cert_data, .len = k->cert_data_len, .flags = CURL_BLOB_COPY};
         bad |= curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
@@ -937,7 +981,9 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     } else if (k->cert_file) {
         bad |= curl_easy_setopt(e, CURLOPT_SSLCERT, k->cert_file);
     }
-    if (k->key_data) {
+    if (exec_cert) {
+        /* set above */
+    } else if (k->key_data) {
         struct curl_blob b = {.data = k->key_data, .len = k->key_data_len, .flags = CURL_BLOB_COPY};
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
@@ -951,6 +997,17 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
     }
     return bad ? -EINVAL : 0;
+}
+
+/* The request's cancel and the client-wide abort, for a plugin run. */
+struct cancel_pair {
+    struct kop_client_cancel *cc, *abort;
+};
+
+static bool cancel_pair_fired(void *ud)
+{
+    const struct cancel_pair *cp = ud;
+    return kop_client_cancel_fired(cp->cc) || kop_client_cancel_fired(cp->abort);
 }
 
 /* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
@@ -977,10 +1034,11 @@ static int do_request(struct kop_client *c, const char *method, const char *path
     snprintf(url, ulen, "%s%s", base, path);
 
     int r = 0;
-    bool reread_done = false;
+    bool reread_done = false, exec_retry_done = false;
     int sent = 0; /* HTTP attempts, the token re-read retry included */
     char errbuf[CURL_ERROR_SIZE];
     struct xfer x = {0};
+    struct kop_execcred_cred *cred = NULL;
     for (int attempt = 0;; attempt++) {
         r = kop_ratelimit_wait(c->rl);
         if (r < 0)
@@ -989,7 +1047,28 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             r = -ECANCELED; /* aborted while it waited for its slot */
             break;
         }
-        char *auth = auth_header(c, false);
+        kop_execcred_cred_unref(cred);
+        cred = NULL;
+        if (c->exec) {
+            char m[512] = "";
+            struct cancel_pair cp = {cc, c->abort};
+            r = kop_execcred_get_cancellable(c->exec, wall_ms(),
+                                             cc || c->abort ? cancel_pair_fired : NULL, &cp, &cred,
+                                             m, sizeof(m));
+            if (r == -ECANCELED)
+                break;
+            if (r < 0) {
+                /* One errno for "no credential" whatever the plugin did, so
+                 * that no caller mistakes it for an answer (-ENOENT, ...). */
+                if (st)
+                    snprintf(st->message, sizeof(st->message), "getting credentials: %s", m);
+                if (r != -ENOMEM)
+                    r = -ENOKEY;
+                break;
+            }
+        }
+        bool exec_used = cred && cred->cert_data && !c->cfg.cert_data && !c->cfg.cert_file;
+        char *auth = auth_header(c, false, cred, &exec_used);
         struct curl_slist *h = NULL, *t;
         char ct[256], ac[MAX_ACCEPT + 16];
         snprintf(ct, sizeof(ct), "Content-Type: %s",
@@ -1020,7 +1099,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             r = -ENOMEM;
             break;
         }
-        r = setup_easy(c, ts->easy, method, url, h, body, body_len, on_data != NULL, errbuf);
+        r = setup_easy(c, ts->easy, method, url, h, body, body_len, on_data != NULL, cred, errbuf);
         if (r == 0) {
             curl_easy_setopt(ts->easy, CURLOPT_HEADERFUNCTION, on_header);
             curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, &x);
@@ -1059,8 +1138,21 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         if (code == 401 && c->cfg.token_file && !reread_done) {
             /* The token may just have rotated: read it again and retry. */
             reread_done = true;
-            char *a = auth_header(c, true);
+            char *a = auth_header(c, true, NULL, NULL);
             free_secret(a);
+            attempt--;
+            continue;
+        }
+        if (code == 401 && exec_used && !exec_retry_done) {
+            /* The plugin's credential was rejected (revoked, or expired
+             * before its expirationTimestamp): run the plugin again, once,
+             * and retry (client-go's exec.go refreshes on 401 as well). */
+            exec_retry_done = true;
+            kop_execcred_invalidate(c->exec, cred);
+            kop_logf(KOP_LOG_INFO, LOGGER,
+                     "%s %s: HTTP 401 with the exec plugin's credential, "
+                     "running the plugin again",
+                     method, path);
             attempt--;
             continue;
         }
@@ -1081,6 +1173,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         break;
     }
     free(url);
+    kop_execcred_cred_unref(cred);
     if (r == 0 && ret_body) {
         *ret_body = x.buf;
         *ret_len = x.len;

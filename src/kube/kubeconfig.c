@@ -155,21 +155,81 @@ int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_le
     return 0;
 }
 
+int kop_base64_encode(const void *in, size_t len, char **ret)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if ((!in && len) || !ret || len > ((size_t)-1 / 4) * 3 - 3)
+        return -EINVAL;
+    const unsigned char *p = in;
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return -ENOMEM;
+    size_t o = 0, i = 0;
+    for (; i + 2 < len; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = tab[(v >> 6) & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (i < len) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0);
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+    *ret = out;
+    return 0;
+}
+
 /* ---- YAML -> jansson ----------------------------------------------------- */
 
-static json_t *convert(yaml_document_t *doc, yaml_node_t *node, int depth, size_t *budget)
+/* A plain (unquoted) scalar under an "extension" key keeps its YAML type:
+ * an exec plugin receives the extension as JSON (spec.cluster.config), and
+ * client-go hands it over as written (null, booleans and numbers of the
+ * YAML 1.2 core schema). Everywhere else every scalar stays a string. */
+static json_t *typed_scalar(const char *v, size_t n)
+{
+    if (n == 0 || (n == 1 && v[0] == '~') ||
+        (n == 4 && (!memcmp(v, "null", 4) || !memcmp(v, "Null", 4) || !memcmp(v, "NULL", 4))))
+        return json_null();
+    if ((n == 4 && (!memcmp(v, "true", 4) || !memcmp(v, "True", 4) || !memcmp(v, "TRUE", 4))))
+        return json_true();
+    if ((n == 5 && (!memcmp(v, "false", 5) || !memcmp(v, "False", 5) || !memcmp(v, "FALSE", 5))))
+        return json_false();
+    if (n < 64 && strspn(v, "0123456789+-.eE") == n && strpbrk(v, "0123456789")) {
+        char buf[64], *end;
+        memcpy(buf, v, n);
+        buf[n] = '\0';
+        errno = 0;
+        long long ll = strtoll(buf, &end, 10);
+        if (*end == '\0' && errno == 0)
+            return json_integer(ll);
+        double d = strtod(buf, &end);
+        if (*end == '\0' && errno == 0)
+            return json_real(d);
+    }
+    return json_stringn(v, n);
+}
+
+static json_t *convert(yaml_document_t *doc, yaml_node_t *node, int depth, size_t *budget,
+                       bool typed)
 {
     if (!node || depth > MAX_DEPTH || *budget == 0)
         return NULL;
     (*budget)--;
     switch (node->type) {
     case YAML_SCALAR_NODE:
+        if (typed && node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+            return typed_scalar((const char *)node->data.scalar.value, node->data.scalar.length);
         return json_stringn((const char *)node->data.scalar.value, node->data.scalar.length);
     case YAML_SEQUENCE_NODE: {
         json_t *arr = json_array();
         for (yaml_node_item_t *it = node->data.sequence.items.start;
              arr && it < node->data.sequence.items.top; it++) {
-            json_t *v = convert(doc, yaml_document_get_node(doc, *it), depth + 1, budget);
+            json_t *v = convert(doc, yaml_document_get_node(doc, *it), depth + 1, budget, typed);
             if (!v || json_array_append_new(arr, v) < 0) {
                 json_decref(arr);
                 return NULL;
@@ -185,7 +245,8 @@ static json_t *convert(yaml_document_t *doc, yaml_node_t *node, int depth, size_
             if (!k || k->type != YAML_SCALAR_NODE)
                 continue;
             char *key = strndup((const char *)k->data.scalar.value, k->data.scalar.length);
-            json_t *v = convert(doc, yaml_document_get_node(doc, p->value), depth + 1, budget);
+            bool sub = typed || (key && strcmp(key, "extension") == 0);
+            json_t *v = convert(doc, yaml_document_get_node(doc, p->value), depth + 1, budget, sub);
             int r = -1;
             if (key && v)
                 r = json_object_set_new(obj, key, v);
@@ -219,7 +280,7 @@ static int yaml_to_json(const char *data, size_t len, json_t **ret)
     }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     size_t budget = MAX_NODES;
-    json_t *j = root ? convert(&doc, root, 0, &budget) : NULL;
+    json_t *j = root ? convert(&doc, root, 0, &budget, false) : NULL;
     if (!json_is_object(j)) {
         json_decref(j);
         r = -EINVAL;
@@ -285,6 +346,174 @@ static int path_field(const char *dir, const char *v, char **out)
     return *out ? 0 : -ENOMEM;
 }
 
+void kop_exec_config_free(struct kop_exec_config *ec)
+{
+    if (!ec)
+        return;
+    free(ec->command);
+    for (size_t i = 0; i < ec->n_args; i++)
+        free(ec->args[i]);
+    free(ec->args);
+    for (size_t i = 0; i < ec->n_env; i++) {
+        free(ec->env[i].name);
+        if (ec->env[i].value) /* plugin env often carries secrets */
+            explicit_bzero(ec->env[i].value, strlen(ec->env[i].value));
+        free(ec->env[i].value);
+    }
+    free(ec->env);
+    free(ec->api_version);
+    free(ec->install_hint);
+    json_decref(ec->cluster);
+    free(ec);
+}
+
+/* set_new that reports failure (it steals v either way). */
+static int set_new(json_t *obj, const char *key, json_t *v)
+{
+    return json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
+}
+
+/*
+ * The ExecCredential's spec.cluster (client.authentication.k8s.io/v1
+ * Cluster; the field set of client-go's rest.ConfigToExecCluster): the CA
+ * goes as bytes (base64 in JSON), read from the file when the kubeconfig
+ * names one.
+ */
+static int exec_cluster(const json_t *cluster, const struct kop_kubeconfig *kc, json_t **ret)
+{
+    json_t *c = json_object();
+    if (!c)
+        return -ENOMEM;
+    int r = set_new(c, "server", json_string(str_at(cluster, "server")));
+    const char *tsn = str_at(cluster, "tls-server-name");
+    if (r == 0 && tsn)
+        r = set_new(c, "tls-server-name", json_string(tsn));
+    if (r == 0 && kc->insecure_skip_tls_verify)
+        r = set_new(c, "insecure-skip-tls-verify", json_true());
+    char *ca = NULL;
+    size_t ca_len = 0;
+    if (r == 0 && kc->ca_data) {
+        r = kop_base64_encode(kc->ca_data, kc->ca_data_len, &ca);
+    } else if (r == 0 && kc->ca_file) {
+        char *pem = NULL;
+        r = read_small_file(kc->ca_file, MAX_FILE, &pem, &ca_len);
+        if (r < 0 && r != -ENOENT && r != -ENOMEM)
+            r = -EINVAL; /* a directory, unreadable, too large: not a CA file */
+        if (r == 0)
+            r = kop_base64_encode(pem, ca_len, &ca);
+        free(pem);
+    }
+    if (r == 0 && ca)
+        r = set_new(c, "certificate-authority-data", json_string(ca));
+    free(ca);
+    const char *proxy = str_at(cluster, "proxy-url");
+    if (r == 0 && proxy)
+        r = set_new(c, "proxy-url", json_string(proxy));
+    if (r == 0 && yaml_true(str_at(cluster, "disable-compression")))
+        r = set_new(c, "disable-compression", json_true());
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(cluster, "extensions"), i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        json_t *ext = json_object_get(e, "extension");
+        if (r == 0 && n && ext && strcmp(n, "client.authentication.k8s.io/exec") == 0)
+            r = set_new(c, "config", json_deep_copy(ext));
+    }
+    if (r < 0) {
+        json_decref(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
+
+static int parse_exec(const json_t *exec, const json_t *cluster, const char *dir,
+                      struct kop_kubeconfig *kc)
+{
+    if (!json_is_object(exec))
+        return -EINVAL;
+    const char *command = str_at(exec, "command");
+    const char *api_version = str_at(exec, "apiVersion");
+    const char *mode = str_at(exec, "interactiveMode");
+    if (!command || !api_version)
+        return -EINVAL;
+    bool v1 = strcmp(api_version, "client.authentication.k8s.io/v1") == 0;
+    if (!v1 && strcmp(api_version, "client.authentication.k8s.io/v1beta1") != 0)
+        return -ENOTSUP; /* v1alpha1 is gone since Kubernetes 1.24 */
+    enum kop_exec_interactive im;
+    if (!mode && v1)
+        return -EINVAL; /* required in v1 */
+    if (!mode || strcmp(mode, "IfAvailable") == 0)
+        im = KOP_EXEC_INTERACTIVE_IF_AVAILABLE;
+    else if (strcmp(mode, "Never") == 0)
+        im = KOP_EXEC_INTERACTIVE_NEVER;
+    else if (strcmp(mode, "Always") == 0)
+        im = KOP_EXEC_INTERACTIVE_ALWAYS;
+    else
+        return -EINVAL;
+    json_t *args = json_object_get(exec, "args");
+    json_t *env = json_object_get(exec, "env");
+    if ((args && !json_is_array(args)) || (env && !json_is_array(env)))
+        return -EINVAL;
+    struct kop_exec_config *ec = calloc(1, sizeof(*ec));
+    if (!ec)
+        return -ENOMEM;
+    int r = 0;
+    ec->interactive_mode = im;
+    ec->provide_cluster_info = yaml_true(str_at(exec, "provideClusterInfo"));
+    /* Only a command with a path separator is relative to the kubeconfig;
+     * a bare name is a $PATH lookup. */
+    if (strchr(command, '/'))
+        r = path_field(dir, command, &ec->command);
+    else
+        r = dup_field(command, &ec->command);
+    if (r == 0)
+        r = dup_field(api_version, &ec->api_version);
+    if (r == 0)
+        r = dup_field(str_at(exec, "installHint"), &ec->install_hint);
+    size_t na = json_array_size(args), ne = json_array_size(env);
+    if (r == 0 && na) {
+        ec->args = calloc(na, sizeof(*ec->args));
+        r = ec->args ? 0 : -ENOMEM;
+    }
+    for (size_t i = 0; r == 0 && i < na; i++) {
+        const char *a = json_string_value(json_array_get(args, i));
+        if (!a) {
+            r = -EINVAL;
+            break;
+        }
+        ec->args[i] = strdup(a);
+        r = ec->args[i] ? 0 : -ENOMEM;
+        ec->n_args = i + 1;
+    }
+    if (r == 0 && ne) {
+        ec->env = calloc(ne, sizeof(*ec->env));
+        r = ec->env ? 0 : -ENOMEM;
+    }
+    for (size_t i = 0; r == 0 && i < ne; i++) {
+        json_t *e = json_array_get(env, i);
+        const char *n = str_at(e, "name");
+        const char *v = json_string_value(json_object_get(e, "value"));
+        if (!n || strchr(n, '=')) {
+            r = -EINVAL;
+            break;
+        }
+        ec->n_env = i + 1;
+        ec->env[i].name = strdup(n);
+        ec->env[i].value = strdup(v ? v : "");
+        r = ec->env[i].name && ec->env[i].value ? 0 : -ENOMEM;
+    }
+    if (r == 0 && ec->provide_cluster_info)
+        r = exec_cluster(cluster, kc, &ec->cluster);
+    if (r < 0) {
+        kop_exec_config_free(ec);
+        return r;
+    }
+    kc->exec = ec;
+    return 0;
+}
+
 static int fill(const json_t *root, const char *dir, const char *context, struct kop_kubeconfig *kc)
 {
     const char *ctx_name = context ? context : str_at(root, "current-context");
@@ -342,8 +571,17 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         r = b64_field(str_at(user, "client-key-data"), &kc->key_data, &kc->key_data_len);
     if (r < 0)
         return r;
-    bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data;
-    if (!has_cred && (json_object_get(user, "exec") || json_object_get(user, "auth-provider")))
+    json_t *exec = json_object_get(user, "exec");
+    const char *exec_s = json_string_value(exec);
+    if (exec_s && (!*exec_s || !strcmp(exec_s, "null") || !strcmp(exec_s, "~")))
+        exec = NULL; /* "exec:" or "exec: null" */
+    if (exec) {
+        r = parse_exec(exec, cluster, dir, kc);
+        if (r < 0)
+            return r;
+    }
+    bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data || kc->exec;
+    if (!has_cred && json_object_get(user, "auth-provider"))
         return -ENOTSUP;
     return 0;
 }
@@ -496,5 +734,6 @@ void kop_kubeconfig_cleanup(struct kop_kubeconfig *kc)
     free(kc->token_file);
     free(kc->tls_server_name);
     free(kc->namespace);
+    kop_exec_config_free(kc->exec);
     memset(kc, 0, sizeof(*kc));
 }

@@ -676,6 +676,10 @@ void kop_fuzz_kubeconfig(const uint8_t *data, size_t size)
         CHECK(!kc.cert_data || kc.cert_data[kc.cert_data_len] == '\0', "cert_data not terminated");
         CHECK(!kc.key_data || kc.key_data[kc.key_data_len] == '\0', "key_data not terminated");
         CHECK(!kc.in_cluster, "a kubeconfig claims in-cluster");
+        CHECK(!kc.exec || (kc.exec->command && *kc.exec->command && kc.exec->api_version),
+              "an exec plugin without command or apiVersion");
+        CHECK(!kc.exec || !kc.exec->cluster || kc.exec->provide_cluster_info,
+              "spec.cluster without provideClusterInfo");
         kop_kubeconfig_cleanup(&kc);
         CHECK(all_zero(&kc, sizeof(kc)), "cleanup left fields set");
     }

@@ -7,9 +7,10 @@
  * aggregated discovery on request, /version), resource paths
  * (/api/v1/..., /apis/G/V/..., namespaced or not, subresources) and the
  * test endpoints /_kubesim/stats, /_kubesim/faults, /_kubesim/services and
- * /_kubesim/endpoints. Unknown non-API paths get Go's text/plain "404 page
- * not found". With --tracing, each request gets a trace (ks_trace_begin)
- * that its webhook calls carry in traceparent.
+ * /_kubesim/endpoints and /_kubesim/token (bearer token rotation).
+ * Unknown non-API paths get Go's text/plain "404 page not found". With
+ * --tracing, each request gets a trace (ks_trace_begin) that its webhook
+ * calls carry in traceparent.
  */
 #include "kubesim.h"
 
@@ -97,10 +98,13 @@ static bool authorized(struct ks_server *ks, struct MHD_Connection *conn)
     if (!auth || strncmp(auth, "Bearer ", 7) != 0)
         return false;
     const char *tok = auth + 7;
+    /* Under the lock: POST /_kubesim/token replaces the token. */
+    pthread_mutex_lock(&ks->lock);
     size_t a = strlen(tok), b = strlen(ks->token);
     unsigned char diff = (unsigned char)(a != b);
     for (size_t i = 0; i < a && i < b; i++)
         diff |= (unsigned char)(tok[i] ^ ks->token[i]);
+    pthread_mutex_unlock(&ks->lock);
     return diff == 0;
 }
 
@@ -233,6 +237,28 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
     }
     if (strcmp(what, "endpoints") == 0) {
         endpoints_endpoint(ks, method, ctx, r);
+        return;
+    }
+    if (strcmp(what, "token") == 0 && strcmp(method, "POST") == 0) {
+        /* Token rotation: {"token": "new"}; from now on the old token gets
+         * 401 Unauthorized, as a revoked or expired one does. */
+        json_t *doc = ctx->len ? json_loadb(ctx->body, ctx->len, 0, NULL) : NULL;
+        const char *tok = json_string_value(json_object_get(doc, "token"));
+        if (!tok || !*tok || tok[strcspn(tok, "\r\n ")]) {
+            json_decref(doc);
+            ks_reply_status(r, 400, "BadRequest", "body must be {\"token\": \"...\"}", NULL);
+            return;
+        }
+        char *nt = ks_strdup(tok);
+        json_decref(doc);
+        pthread_mutex_lock(&ks->lock);
+        char *old = ks->token;
+        ks->token = nt;
+        pthread_mutex_unlock(&ks->lock);
+        free(old);
+        json_t *ok = json_object();
+        ks_reply_json(r, 200, ok, false);
+        json_decref(ok);
         return;
     }
     if (strcmp(what, "faults") == 0) {
