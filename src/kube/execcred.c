@@ -516,7 +516,7 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
     if (p->interactive_mode == KOP_EXEC_INTERACTIVE_ALWAYS) {
         put_msg(msg, msg_len,
                 "exec plugin cannot support interactive mode: standard input is not a terminal "
-                "(interactiveMode is Always; kop runs plugins non-interactively, use Never or "
+                "(interactiveMode is Always; plugins run non-interactively here, use Never or "
                 "IfAvailable)");
         return -ENOTSUP;
     }

@@ -107,7 +107,7 @@ int kop_selfdial_new(const struct kop_selfdial_options *opts, struct kop_selfdia
     mbedtls_entropy_init(&d->entropy);
     mbedtls_ctr_drbg_init(&d->drbg);
     mbedtls_ssl_config_init(&d->conf);
-    static const unsigned char pers[] = "kop-selfdial";
+    static const unsigned char pers[] = "selfdial";
     r = -EIO;
     if (mbedtls_ctr_drbg_seed(&d->drbg, mbedtls_entropy_func, &d->entropy, pers,
                               sizeof(pers) - 1) != 0)
@@ -275,8 +275,8 @@ static int run_check(struct kop_selfdial *d)
             r = 0;
         goto out;
     }
-    char req[] = "GET /healthz HTTP/1.1\r\nHost: kop-selfcheck\r\n"
-                 "User-Agent: kop-readyz\r\nConnection: close\r\n\r\n";
+    char req[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n"
+                 "User-Agent: readyz-selfdial\r\nConnection: close\r\n\r\n";
     size_t off = 0;
     while (off < sizeof(req) - 1) {
         rc = drive(&ssl, fd, deadline, OP_WRITE, (unsigned char *)req + off, sizeof(req) - 1 - off);

@@ -85,6 +85,18 @@ for f in src/*/*.c src/*/*.h include/kop/*.h; do
   done < <(grep -E '^[[:space:]]*#[[:space:]]*include[[:space:]]+"kop/' "$f")
 done
 
+# The generic layers name nothing of kop in their strings (the operator
+# passes kop's names, prefixes and User-Agent down).
+if hits=$(perl -ne 'next if m{^\s*(/?\*|//|#\s*include)};
+    while (/"((?:[^"\\]|\\.)*)"/g) { my $s = $1; print "$ARGV:$.: \"$s\"\n" if $s =~ /kop/i }
+    close ARGV if eof' src/kube/*.c src/net/*.c \
+    include/kop/{client,kubeconfig,execcred,ratelimit,watch,informer,store,workqueue,workers,leader,events,tls,http,certgen,selfdial}.h) &&
+  [ -n "$hits" ]; then
+  echo "style: kop-specific strings in the kube or net layer (docs/architecture.md):"
+  echo "$hits"
+  fail=1
+fi
+
 echo "style: checked ${#files[@]} files"
 if [ $fail -eq 0 ]; then
   echo "1 passed, 0 failed"
