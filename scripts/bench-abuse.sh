@@ -47,7 +47,7 @@ free_port() {
 port=$(free_port)
 health=$(free_port)
 metrics=$(free_port)
-"$kop" --webhook-only --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port "$port" \
+"$kop" --webhook-only --shutdown-delay 0 --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port "$port" \
   --health-probe-bind-address "127.0.0.1:$health" --metrics-bind-address "127.0.0.1:$metrics" \
   --log-level error >"$tmp/kop.log" 2>&1 &
 pid=$!

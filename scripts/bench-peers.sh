@@ -188,7 +188,7 @@ free_port() {
 names=(kop Go Node)
 server_cmd() { # server_cmd NAME PORT: the command line, for the report (DIR = cert dir)
   case $1 in
-    kop) echo "kop --webhook-only --cert-dir DIR --webhook-host 127.0.0.1 --webhook-port $2 --metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn" ;;
+    kop) echo "kop --webhook-only --cert-dir DIR --webhook-host 127.0.0.1 --webhook-port $2 --metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn --shutdown-delay 0" ;;
     Go) echo "peer-go -cert-dir DIR -host 127.0.0.1 -port $2   (tests/bench/peers/go)" ;;
     Node) echo "node tests/bench/peers/node/server.js DIR 127.0.0.1 $2" ;;
   esac
@@ -199,7 +199,7 @@ start() { # start NAME: a fresh server on core 0, ready when /convert answers 20
   p=$(free_port)
   case $name in
     kop)
-      taskset -c 0 "$kop" --webhook-only --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 \
+      taskset -c 0 "$kop" --webhook-only --shutdown-delay 0 --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 \
         --webhook-port "$p" --metrics-bind-address 0 --health-probe-bind-address 0 \
         --log-level warn >"$tmp/$name.log" 2>&1 &
       ;;

@@ -51,7 +51,7 @@ review 100 >"$tmp/r100.json"
 review 10000 >"$tmp/r10000.json"
 
 start_kop() {
-  "$kop" --webhook-only --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port 0 \
+  "$kop" --webhook-only --shutdown-delay 0 --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port 0 \
     --metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn \
     --log-format json >"$tmp/kop.log" 2>&1 &
   pid=$!
@@ -66,7 +66,7 @@ hz=$(getconf CLK_TCK)
 # kop logs at warn here, so the port is fixed for this measurement.
 port=$((20000 + RANDOM % 20000))
 t0=$(date +%s%N)
-"$kop" --webhook-only --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port "$port" \
+"$kop" --webhook-only --shutdown-delay 0 --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port "$port" \
   --metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn >"$tmp/kop0.log" 2>&1 &
 pid=$!
 until curl -s -o /dev/null --cacert "$tmp/certs/ca.crt" -H 'Content-Type: application/json' \

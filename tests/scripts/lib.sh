@@ -6,6 +6,10 @@
 # manifests (tests/manifests). Source it after setting $work (a scratch
 # directory) and, for npm_checks, $checks (the tests/manifests directory).
 
+# kop started by a suite stops at once on SIGTERM (the shutdown delay has
+# its own suite, integration_shutdown).
+export KOP_SHUTDOWN_DELAY=${KOP_SHUTDOWN_DELAY:-0}
+
 passed=0
 failed=0
 skipped=0

@@ -8,6 +8,8 @@
 # watch event, and delete it. Exits non-zero on any failure; always stops
 # what it started.
 set -euo pipefail
+# kop stops at once on SIGTERM (the shutdown delay has its own suite)
+export KOP_SHUTDOWN_DELAY=${KOP_SHUTDOWN_DELAY:-0}
 
 root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${KOP_BUILD_ROOT:-$root/build}

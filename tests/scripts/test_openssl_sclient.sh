@@ -5,6 +5,8 @@
 # TLS 1.2 with an AEAD suite and ALPN http/1.1 works; TLS 1.0 and 1.1 are
 # refused; a client offering only h2 never gets h2.
 set -uo pipefail
+# kop stops at once on SIGTERM (the shutdown delay has its own suite)
+export KOP_SHUTDOWN_DELAY=${KOP_SHUTDOWN_DELAY:-0}
 root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 kop=${KOP_BIN:-$root/build/kop}
 tmp=$(mktemp -d)
