@@ -12,13 +12,13 @@
  * (/_kubesim/services, against two small TLS webhooks) and metadata-only
  * lists, gets and watches (PartialObjectMetadata).
  */
+#include "fakehook.h"
 #include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
-#include <microhttpd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1100,80 +1100,22 @@ END_TEST
 
 /* A validating webhook that admits everything and counts its calls. */
 struct hook {
-    struct MHD_Daemon *d;
-    unsigned int port;
-    pthread_mutex_t lock;
-    int calls;
+    struct fhook f;
+    int calls; /* under the fake's lock */
 };
 
-struct hook_conn {
-    char *body;
-    size_t len;
-};
-
-static enum MHD_Result hook_handler(void *cls, struct MHD_Connection *conn, const char *url,
-                                    const char *method, const char *version, const char *upload,
-                                    size_t *upload_size, void **con_cls)
+static void hook_answer(void *ud, const struct fhook_request *rq, struct fhook_answer *ans)
 {
-    struct hook *h = cls;
-    struct hook_conn *c = *con_cls;
-    (void)url;
-    (void)method;
-    (void)version;
-    if (!c) {
-        c = calloc(1, sizeof(*c));
-        *con_cls = c;
-        return c ? MHD_YES : MHD_NO;
-    }
-    if (*upload_size) {
-        char *nb = realloc(c->body, c->len + *upload_size + 1);
-        if (!nb)
-            return MHD_NO;
-        memcpy(nb + c->len, upload, *upload_size);
-        c->len += *upload_size;
-        nb[c->len] = '\0';
-        c->body = nb;
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    json_t *req = c->body ? json_loads(c->body, 0, NULL) : NULL;
-    const char *uid = json_string_value(json_object_get(json_object_get(req, "request"), "uid"));
-    json_t *out = json_pack("{s:s,s:s,s:{s:s,s:b}}", "apiVersion", "admission.k8s.io/v1", "kind",
-                            "AdmissionReview", "response", "uid", uid ? uid : "", "allowed", 1);
-    char *txt = json_dumps(out, JSON_COMPACT);
-    json_decref(out);
-    json_decref(req);
-    pthread_mutex_lock(&h->lock);
+    struct hook *h = ud;
+    ans->body = fhook_admit(rq->body, true);
+    fhook_lock(&h->f);
     h->calls++;
-    pthread_mutex_unlock(&h->lock);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void hook_done(void *cls, struct MHD_Connection *conn, void **con_cls,
-                      enum MHD_RequestTerminationCode toe)
-{
-    struct hook_conn *c = *con_cls;
-    (void)cls;
-    (void)conn;
-    (void)toe;
-    if (c) {
-        free(c->body);
-        free(c);
-    }
-    *con_cls = NULL;
+    fhook_unlock(&h->f);
 }
 
 static int hook_calls(struct hook *h)
 {
-    pthread_mutex_lock(&h->lock);
-    int n = h->calls;
-    pthread_mutex_unlock(&h->lock);
-    return n;
+    return fhook_count(&h->f, &h->calls);
 }
 
 static char *path_in(const char *dir, const char *name)
@@ -1251,16 +1193,8 @@ START_TEST(test_kubesim_service_map_runtime)
     char *bundle = base64(ca_pem, ca_len);
     struct hook hooks[2];
     memset(hooks, 0, sizeof(hooks));
-    for (int i = 0; i < 2; i++) {
-        pthread_mutex_init(&hooks[i].lock, NULL);
-        hooks[i].d = MHD_start_daemon(
-            MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
-            NULL, hook_handler, &hooks[i], MHD_OPTION_HTTPS_MEM_KEY, key_pem,
-            MHD_OPTION_HTTPS_MEM_CERT, crt_pem, MHD_OPTION_NOTIFY_COMPLETED, hook_done, NULL,
-            MHD_OPTION_END);
-        ck_assert_ptr_nonnull(hooks[i].d);
-        hooks[i].port = MHD_get_daemon_info(hooks[i].d, MHD_DAEMON_INFO_BIND_PORT)->port;
-    }
+    for (int i = 0; i < 2; i++)
+        fhook_start(&hooks[i].f, crt_pem, key_pem, 0, hook_answer, &hooks[i]);
 
     /* No --service at start: the list is empty and the Service unknown. */
     json_t *l = request_json("GET", "/_kubesim/services", NULL, 200);
@@ -1292,12 +1226,12 @@ START_TEST(test_kubesim_service_map_runtime)
     snprintf(body, sizeof(body),
              "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":"
              "\"127.0.0.1:%u\"}",
-             hooks[0].port);
+             hooks[0].f.port);
     l = request_json("POST", "/_kubesim/services", body, 200);
     const json_t *svcs = json_object_get(l, "services");
     ck_assert_int_eq(json_array_size(svcs), 1);
     char want[64];
-    snprintf(want, sizeof(want), "127.0.0.1:%u", hooks[0].port);
+    snprintf(want, sizeof(want), "127.0.0.1:%u", hooks[0].f.port);
     ck_assert_str_eq(jpath(json_array_get(svcs, 0), "target", NULL), want);
     ck_assert_str_eq(jpath(json_array_get(svcs, 0), "namespace", NULL), "kop-system");
     ck_assert_str_eq(jpath(json_array_get(svcs, 0), "name", NULL), "kop-webhook-service");
@@ -1310,14 +1244,14 @@ START_TEST(test_kubesim_service_map_runtime)
     snprintf(body, sizeof(body),
              "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":"
              "\"127.0.0.1:%u\"}",
-             hooks[1].port);
+             hooks[1].f.port);
     json_decref(request_json("POST", "/_kubesim/services", body, 200));
     post_service("POST", "{\"namespace\":\"other\",\"name\":\"svc\",\"target\":\"127.0.0.1:1\"}",
                  200, "\"other\"");
     l = request_json("GET", "/_kubesim/services", NULL, 200);
     svcs = json_object_get(l, "services");
     ck_assert_int_eq(json_array_size(svcs), 2);
-    snprintf(want, sizeof(want), "127.0.0.1:%u", hooks[1].port);
+    snprintf(want, sizeof(want), "127.0.0.1:%u", hooks[1].f.port);
     ck_assert_str_eq(jpath(json_array_get(svcs, 0), "target", NULL), want);
     json_decref(l);
     ck_assert_int_eq(create_hooked("h2"), 201);
@@ -1352,8 +1286,7 @@ START_TEST(test_kubesim_service_map_runtime)
     ck_assert_int_eq(hook_calls(&hooks[0]) + hook_calls(&hooks[1]), 4);
 
     for (int i = 0; i < 2; i++) {
-        MHD_stop_daemon(hooks[i].d);
-        pthread_mutex_destroy(&hooks[i].lock);
+        fhook_free(&hooks[i].f);
     }
     free(vwc);
     free(bundle);

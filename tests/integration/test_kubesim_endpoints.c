@@ -8,12 +8,12 @@
  * asked), answer with Connection: close or with 429 + Retry-After. Each
  * test starts its own kubesim with the flags it needs.
  */
+#include "fakehook.h"
 #include "kubetest.h"
 #include "testutil.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,118 +35,42 @@ enum hook_mode {
 };
 
 struct hook {
-    struct MHD_Daemon *d;
-    unsigned int port;
-    char addr[32];
+    struct fhook f;
+    char addr[32];   /* "127.0.0.1:PORT", once started */
     bool conn_close; /* answer with Connection: close */
     bool linger0;    /* close connections with a reset */
-    pthread_mutex_t lock;
     enum hook_mode mode;
-    int requests;
-    int opened, closed;
+    int requests;         /* under the fake's lock, as below */
     json_t *traceparents; /* the header of each request, "" when absent */
 };
 
-struct hook_conn {
-    char *body;
-    size_t len;
-};
-
-static enum MHD_Result hook_handler(void *cls, struct MHD_Connection *conn, const char *url,
-                                    const char *method, const char *version, const char *upload,
-                                    size_t *upload_size, void **con_cls)
+static void hook_answer(void *ud, const struct fhook_request *rq, struct fhook_answer *ans)
 {
-    struct hook *h = cls;
-    struct hook_conn *c = *con_cls;
-    (void)url;
-    (void)method;
-    (void)version;
-    if (!c) {
-        c = calloc(1, sizeof(*c));
-        *con_cls = c;
-        return c ? MHD_YES : MHD_NO;
-    }
-    if (*upload_size) {
-        char *nb = realloc(c->body, c->len + *upload_size + 1);
-        if (!nb)
-            return MHD_NO;
-        memcpy(nb + c->len, upload, *upload_size);
-        c->len += *upload_size;
-        nb[c->len] = '\0';
-        c->body = nb;
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    const char *tp = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
-    pthread_mutex_lock(&h->lock);
+    struct hook *h = ud;
+    const char *tp = fhook_header(rq, "traceparent");
+    fhook_lock(&h->f);
     h->requests++;
     json_array_append_new(h->traceparents, json_string(tp ? tp : ""));
     enum hook_mode mode = h->mode;
     if (mode == HOOK_RETRY_AFTER)
         h->mode = HOOK_OK;
-    pthread_mutex_unlock(&h->lock);
-    if (mode == HOOK_DROP)
-        return MHD_NO;
-    unsigned int code = 200;
-    char *txt = NULL;
-    if (mode == HOOK_RETRY_AFTER || mode == HOOK_500) {
-        code = mode == HOOK_500 ? 500 : 429;
-        txt = strdup("try again");
-    } else {
-        json_t *req = c->body ? json_loads(c->body, 0, NULL) : NULL;
-        const char *uid =
-            json_string_value(json_object_get(json_object_get(req, "request"), "uid"));
-        json_t *out =
-            json_pack("{s:s,s:s,s:{s:s,s:b}}", "apiVersion", "admission.k8s.io/v1", "kind",
-                      "AdmissionReview", "response", "uid", uid ? uid : "", "allowed", 1);
-        txt = json_dumps(out, JSON_COMPACT);
-        json_decref(out);
-        json_decref(req);
+    fhook_unlock(&h->f);
+    ans->close = h->conn_close;
+    switch (mode) {
+    case HOOK_DROP:
+        ans->code = 0;
+        break;
+    case HOOK_RETRY_AFTER:
+    case HOOK_500:
+        ans->code = mode == HOOK_500 ? 500 : 429;
+        ans->retry_after = mode == HOOK_500 ? NULL : "1";
+        ans->content_type = "text/plain";
+        ans->body = strdup("try again");
+        break;
+    case HOOK_OK:
+        ans->body = fhook_admit(rq->body, true);
+        break;
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", code == 200 ? "application/json" : "text/plain");
-    if (code == 429)
-        MHD_add_response_header(resp, "Retry-After", "1");
-    if (h->conn_close)
-        MHD_add_response_header(resp, "Connection", "close");
-    enum MHD_Result ret = MHD_queue_response(conn, code, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void hook_done(void *cls, struct MHD_Connection *conn, void **con_cls,
-                      enum MHD_RequestTerminationCode toe)
-{
-    struct hook_conn *c = *con_cls;
-    (void)cls;
-    (void)conn;
-    (void)toe;
-    if (c) {
-        free(c->body);
-        free(c);
-    }
-    *con_cls = NULL;
-}
-
-static void hook_notify(void *cls, struct MHD_Connection *conn, void **socket_ctx,
-                        enum MHD_ConnectionNotificationCode toe)
-{
-    struct hook *h = cls;
-    (void)socket_ctx;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED && h->linger0) {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        if (ci)
-            setsockopt(ci->connect_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    }
-    pthread_mutex_lock(&h->lock);
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-        h->opened++;
-    else
-        h->closed++;
-    pthread_mutex_unlock(&h->lock);
 }
 
 static char *crt_pem, *key_pem, *bundle;
@@ -154,55 +78,43 @@ static char *crt_pem, *key_pem, *bundle;
 /* idle_s > 0: the endpoint closes connections idle that long. */
 static void hook_start(struct hook *h, unsigned int idle_s)
 {
-    pthread_mutex_init(&h->lock, NULL);
     h->traceparents = json_array();
-    h->d = MHD_start_daemon(
-        MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
-        NULL, hook_handler, h, MHD_OPTION_HTTPS_MEM_KEY, key_pem, MHD_OPTION_HTTPS_MEM_CERT,
-        crt_pem, MHD_OPTION_NOTIFY_COMPLETED, hook_done, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-        hook_notify, h, MHD_OPTION_CONNECTION_TIMEOUT, idle_s, MHD_OPTION_END);
-    ck_assert_ptr_nonnull(h->d);
-    h->port = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port;
-    snprintf(h->addr, sizeof(h->addr), "127.0.0.1:%u", h->port);
+    h->f.linger0 = h->linger0;
+    fhook_start(&h->f, crt_pem, key_pem, idle_s, hook_answer, h);
+    snprintf(h->addr, sizeof(h->addr), "%s", h->f.addr);
 }
 
 static void hook_stop(struct hook *h)
 {
-    if (h->d)
-        MHD_stop_daemon(h->d);
-    h->d = NULL;
+    fhook_stop(&h->f);
 }
 
 static void hook_free(struct hook *h)
 {
-    hook_stop(h);
+    fhook_free(&h->f);
     json_decref(h->traceparents);
-    pthread_mutex_destroy(&h->lock);
 }
 
 static int hook_get(struct hook *h, const int *field)
 {
-    pthread_mutex_lock(&h->lock);
-    int n = *field;
-    pthread_mutex_unlock(&h->lock);
-    return n;
+    return fhook_count(&h->f, field);
 }
 
 /* The traceparent header of request i (malloc'd, "" when absent). */
 static char *hook_traceparent(struct hook *h, size_t i)
 {
-    pthread_mutex_lock(&h->lock);
+    fhook_lock(&h->f);
     const char *s = json_string_value(json_array_get(h->traceparents, i));
     char *copy = strdup(s ? s : "(no such request)");
-    pthread_mutex_unlock(&h->lock);
+    fhook_unlock(&h->f);
     return copy;
 }
 
 static void hook_set_mode(struct hook *h, enum hook_mode m)
 {
-    pthread_mutex_lock(&h->lock);
+    fhook_lock(&h->f);
     h->mode = m;
-    pthread_mutex_unlock(&h->lock);
+    fhook_unlock(&h->f);
 }
 
 /* ---- kubesim and requests ------------------------------------------------------------- */
@@ -512,7 +424,7 @@ START_TEST(test_endpoints_pooled_connection_outlives_removal)
     create_ok("k1");
     create_ok("k2");
     ck_assert_int_eq(hook_get(&a, &a.requests), 3);
-    ck_assert_int_eq(hook_get(&a, &a.opened), 1); /* one connection, reused */
+    ck_assert_int_eq(hook_get(&a, &a.f.opened), 1); /* one connection, reused */
     ck_assert_int_eq(hook_get(&b, &b.requests), 0);
     json_t *w = webhook_stats();
     ck_assert_int_eq(jint(w, "connections", "opened"), 1);
@@ -584,12 +496,12 @@ START_TEST(test_endpoints_retry_when_nothing_written)
     start_sim(args);
     create_ok("w0");
     long end = kop_test_now_ms() + 20000;
-    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+    while (hook_get(&a, &a.f.closed) < 1 && kop_test_now_ms() < end)
         sleep_ms(50);
-    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    ck_assert_int_eq(hook_get(&a, &a.f.closed), 1);
     create_ok("w1");
     ck_assert_int_eq(hook_get(&a, &a.requests), 2);
-    ck_assert_int_eq(hook_get(&a, &a.opened), 2);
+    ck_assert_int_eq(hook_get(&a, &a.f.opened), 2);
     json_t *w = webhook_stats();
     ck_assert_int_eq(jint(w, "retries", "nothing-written"), 1);
     ck_assert_int_eq(jint(w, "connections", "opened"), 2);
@@ -611,9 +523,9 @@ START_TEST(test_endpoints_idle_close_noticed)
     start_sim(args);
     create_ok("i0");
     long end = kop_test_now_ms() + 20000;
-    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+    while (hook_get(&a, &a.f.closed) < 1 && kop_test_now_ms() < end)
         sleep_ms(50);
-    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    ck_assert_int_eq(hook_get(&a, &a.f.closed), 1);
     create_ok("i1");
     ck_assert_int_eq(hook_get(&a, &a.requests), 2);
     json_t *w = webhook_stats();
@@ -644,15 +556,15 @@ START_TEST(test_endpoints_idle_timeout)
         ck_assert_int_eq(jint(w, "connections", "idle"), 1);
     json_decref(w);
     long end = kop_test_now_ms() + 20000;
-    while (hook_get(&a, &a.closed) < 1 && kop_test_now_ms() < end)
+    while (hook_get(&a, &a.f.closed) < 1 && kop_test_now_ms() < end)
         sleep_ms(50);
-    ck_assert_int_eq(hook_get(&a, &a.closed), 1);
+    ck_assert_int_eq(hook_get(&a, &a.f.closed), 1);
     ck_assert_int_ge(kop_test_now_ms() - t0, 1000);
     w = webhook_stats();
     ck_assert_int_eq(jint(w, "connections", "idle"), 0);
     json_decref(w);
     create_ok("x1");
-    ck_assert_int_eq(hook_get(&a, &a.opened), 2);
+    ck_assert_int_eq(hook_get(&a, &a.f.opened), 2);
     hook_free(&a);
 }
 END_TEST

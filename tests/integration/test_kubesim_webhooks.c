@@ -7,6 +7,7 @@
  * then against `kop --webhook-only` (skipped with a note when the kop
  * binary lacks that flag).
  */
+#include "fakehook.h"
 #include "kubetest.h"
 #include "testutil.h"
 
@@ -36,11 +37,6 @@ static struct {
     char *last_path;
     char *last_agent;
 } fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-struct fake_conn {
-    char *body;
-    size_t len;
-};
 
 static json_t *fake_convert(json_t *req, enum fake_mode mode)
 {
@@ -94,43 +90,22 @@ static json_t *fake_validate(json_t *req, enum fake_mode mode)
                      "AdmissionReview", "response", resp);
 }
 
-static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, const char *url,
-                                    const char *method, const char *version, const char *upload,
-                                    size_t *upload_size, void **con_cls)
+static void fake_answer(void *ud, const struct fhook_request *rq, struct fhook_answer *ans)
 {
-    struct fake_conn *c = *con_cls;
-    (void)cls;
-    (void)version;
-    (void)method;
-    if (!c) {
-        c = calloc(1, sizeof(*c));
-        *con_cls = c;
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        char *nb = realloc(c->body, c->len + *upload_size + 1);
-        if (!nb)
-            return MHD_NO;
-        memcpy(nb + c->len, upload, *upload_size);
-        c->len += *upload_size;
-        nb[c->len] = '\0';
-        c->body = nb;
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    json_t *req = c->body ? json_loads(c->body, 0, NULL) : NULL;
-    const char *timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
-    const char *agent = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent");
+    (void)ud;
+    json_t *req = rq->len ? json_loads(rq->body, 0, NULL) : NULL;
+    const char *timeout = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "timeout");
+    const char *agent = fhook_header(rq, "User-Agent");
     json_t *out = NULL;
     pthread_mutex_lock(&fake.lock);
     enum fake_mode mode = fake.mode;
     free(fake.last_path);
     free(fake.last_agent);
-    size_t n = strlen(url) + 32;
+    size_t n = strlen(rq->url) + 32;
     fake.last_path = malloc(n);
-    snprintf(fake.last_path, n, "%s?timeout=%s", url, timeout ? timeout : "");
+    snprintf(fake.last_path, n, "%s?timeout=%s", rq->url, timeout ? timeout : "");
     fake.last_agent = strdup(agent ? agent : "");
-    if (strcmp(url, "/convert") == 0) {
+    if (strcmp(rq->url, "/convert") == 0) {
         fake.conversions++;
         fake.last_objects =
             json_array_size(json_object_get(json_object_get(req, "request"), "objects"));
@@ -138,39 +113,19 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
     } else {
         fake.admissions++;
         free(fake.last_review);
-        fake.last_review = strdup(c->body ? c->body : "");
+        fake.last_review = strdup(rq->body);
         out = fake_validate(req, mode);
     }
     pthread_mutex_unlock(&fake.lock);
-    char *txt = json_dumps(out, JSON_COMPACT);
+    ans->body = json_dumps(out, JSON_COMPACT);
     json_decref(out);
     json_decref(req);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void fake_done(void *cls, struct MHD_Connection *conn, void **con_cls,
-                      enum MHD_RequestTerminationCode toe)
-{
-    struct fake_conn *c = *con_cls;
-    (void)cls;
-    (void)conn;
-    (void)toe;
-    if (c) {
-        free(c->body);
-        free(c);
-    }
-    *con_cls = NULL;
 }
 
 /* ---- fixture ------------------------------------------------------------------- */
 
 static struct kop_test_kubesim sim;
-static struct MHD_Daemon *fake_daemon;
+static struct fhook fake_hook; /* the fake webhook endpoint */
 static char *tmpdir;
 static char *ca_path;    /* kubesim's CA */
 static char *dev_ca_b64; /* webhook CA as caBundle */
@@ -316,12 +271,8 @@ static void setup(void)
         dev_ca_b64[o++] = i + 1 < ca_len ? tbl[(v >> 6) & 63] : '=';
         dev_ca_b64[o++] = i + 2 < ca_len ? tbl[v & 63] : '=';
     }
-    fake_daemon = MHD_start_daemon(
-        MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
-        NULL, fake_handler, NULL, MHD_OPTION_HTTPS_MEM_KEY, key_pem, MHD_OPTION_HTTPS_MEM_CERT,
-        crt_pem, MHD_OPTION_NOTIFY_COMPLETED, fake_done, NULL, MHD_OPTION_END);
-    ck_assert_ptr_nonnull(fake_daemon);
-    fake_port = MHD_get_daemon_info(fake_daemon, MHD_DAEMON_INFO_BIND_PORT)->port;
+    fhook_start(&fake_hook, crt_pem, key_pem, 0, fake_answer, NULL);
+    fake_port = fake_hook.port;
     char service[128];
     snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%u", fake_port);
     start_sim(service);
@@ -339,9 +290,7 @@ static void setup(void)
 static void teardown(void)
 {
     kop_test_kubesim_stop(&sim, SIGTERM, 5000);
-    if (fake_daemon)
-        MHD_stop_daemon(fake_daemon);
-    fake_daemon = NULL;
+    fhook_free(&fake_hook);
     kop_test_rmdir(tmpdir);
     free(tmpdir);
     free(ca_path);
@@ -497,8 +446,7 @@ START_TEST(test_kubesim_webhooks_down)
 {
     install_widgets("Fail");
     expect("POST", "/apis/test.example.com/v1/namespaces/default/widgets", widget_v1, 201, NULL);
-    MHD_stop_daemon(fake_daemon);
-    fake_daemon = NULL;
+    fhook_stop(&fake_hook);
     expect("GET", "/apis/test.example.com/v2/namespaces/default/widgets/w1", NULL, 500,
            "conversion webhook for test.example.com/v1, Kind=Widget failed: Post "
            "\\\"https://kop-webhook-service.kop-system.svc:443/convert?timeout=30s\\\": dial tcp");
@@ -534,8 +482,7 @@ START_TEST(test_kubesim_webhooks_kop)
     }
     /* Reuse the fixture's certificates for kop; point kubesim at kop. */
     kop_test_kubesim_stop(&sim, SIGTERM, 5000);
-    MHD_stop_daemon(fake_daemon);
-    fake_daemon = NULL;
+    fhook_stop(&fake_hook);
     char *certs = path_in(tmpdir, "certs");
     char *argv[] = {(char *)kop_test_bin("kop"),
                     "--webhook-only",
