@@ -34,30 +34,20 @@ bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=("$top/$build/kop")
 
 work=$(mktemp -d)
-sim_pid=
 kop_pid=
+# shellcheck source=scripts/lib/kubesim.sh
+. "$top/scripts/lib/kubesim.sh"
 cleanup() {
   [ -n "$kop_pid" ] && kill "$kop_pid" 2>/dev/null && wait "$kop_pid" 2>/dev/null
-  [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null
+  kubesim_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 token=bench-list-token
-"$build/tests/kubesim/kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kc" \
-  --ca-out "$work/ca.pem" --token "$token" >"$work/sim.out" 2>"$work/sim.err" &
-sim_pid=$!
-url=
-for _ in $(seq 100); do
-  url=$(head -n 1 "$work/sim.out" 2>/dev/null || true)
-  case $url in https://*) break ;; esac
-  sleep 0.1
-done
-case $url in https://*) ;; *) echo "kubesim did not start" >&2; exit 1 ;; esac
-api() { # METHOD PATH [BODY]
-  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" \
-    -H "Content-Type: application/json" -X "$1" "$url$2" ${3:+--data-binary "$3"}
-}
+kubesim_start "$build/tests/kubesim/kubesim" "$work" "$token" || exit 1
+url=$kubesim_url
+api() { kubesim_api "$@"; } # METHOD PATH [BODY]
 api POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"myresources.mygroup.example.com"},"spec":{"group":"mygroup.example.com","names":{"plural":"myresources","singular":"myresource","kind":"MyResource"},"scope":"Namespaced","versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}' >/dev/null
 
 # N Services with a large annotation, over one connection.
@@ -71,7 +61,7 @@ for i in $(seq 0 $((n - 1))); do
     [ "$i" -gt 0 ] && echo "next"
     echo "url = \"$url/api/v1/namespaces/default/services\""
     echo "request = \"POST\""
-    echo "cacert = \"$work/ca.pem\""
+    echo "cacert = \"$work/kubesim-ca.pem\""
     echo "header = \"Authorization: Bearer $token\""
     echo "header = \"Content-Type: application/json\""
     echo "data-binary = \"@$work/svc-$i.json\""
@@ -88,7 +78,7 @@ printf '  %-50s %12s %12s %10s\n' "kop" "peak RSS MiB" "after MiB" "sync s"
 for bin in "${bins[@]}"; do
   port=$((20000 + RANDOM % 20000))
   t0=$(date +%s.%N)
-  "$bin" --controller-only --kubeconfig "$work/kc" --kube-api-qps 0 \
+  "$bin" --controller-only --kubeconfig "$work/kubeconfig" --kube-api-qps 0 \
     --metrics-bind-address 0 --health-probe-bind-address "127.0.0.1:$port" --log-level warn \
     >"$work/kop.out" 2>&1 &
   kop_pid=$!

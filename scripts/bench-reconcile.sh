@@ -45,35 +45,26 @@ fi
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 
 work=$(mktemp -d)
-sim_pid=
 kop_pid=
+# shellcheck source=scripts/lib/kubesim.sh
+. "$top/scripts/lib/kubesim.sh"
 cleanup() {
   [ -n "$kop_pid" ] && kill "$kop_pid" 2>/dev/null && wait "$kop_pid" 2>/dev/null
-  [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null
+  kubesim_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 token=bench-reconcile-token
-"$build/tests/kubesim/kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kc" \
-  --ca-out "$work/ca.pem" --token "$token" --deployment-ready-delay 200ms \
-  --history-size 1000000 >"$work/sim.out" 2>"$work/sim.err" &
-sim_pid=$!
-for _ in $(seq 100); do
-  url=$(head -n 1 "$work/sim.out" 2>/dev/null || true)
-  case $url in https://*) break ;; esac
-  sleep 0.1
-done
-case $url in https://*) ;; *) echo "kubesim did not start" >&2; exit 1 ;; esac
+kubesim_start "$build/tests/kubesim/kubesim" "$work" "$token" --deployment-ready-delay 200ms \
+  --history-size 1000000 || exit 1
+url=$kubesim_url
 
-api() { # METHOD PATH [BODY]
-  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" \
-    -H "Content-Type: application/json" -X "$1" "$url$2" ${3:+--data-binary "$3"}
-}
+api() { kubesim_api "$@"; } # METHOD PATH [BODY]
 
 api POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"myresources.mygroup.example.com"},"spec":{"group":"mygroup.example.com","names":{"plural":"myresources","singular":"myresource","kind":"MyResource","shortNames":["myr"]},"scope":"Namespaced","versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","default":{},"properties":{"replicas":{"type":"integer","default":1},"image":{"type":"string","default":"nginx:1.14.2"},"port":{"type":"integer","default":80},"serviceType":{"type":"string","default":"ClusterIP"}}},"status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}' >/dev/null
 
-"$build/kop" --controller-only --kubeconfig "$work/kc" --kube-api-qps 0 \
+"$build/kop" --controller-only --kubeconfig "$work/kubeconfig" --kube-api-qps 0 \
   --max-concurrent-reconciles "$workers" --sync-period "$sync" \
   --metrics-bind-address 0 --health-probe-bind-address 0 --log-level warn \
   >"$work/kop.out" 2>&1 &
@@ -89,7 +80,7 @@ for i in $(seq 0 $((n - 1))); do
     echo "next"
     echo "url = \"$url/apis/mygroup.example.com/v1/namespaces/default/myresources\""
     echo "request = \"POST\""
-    echo "cacert = \"$work/ca.pem\""
+    echo "cacert = \"$work/kubesim-ca.pem\""
     echo "header = \"Authorization: Bearer $token\""
     echo "header = \"Content-Type: application/json\""
     echo "data = \"{\\\"apiVersion\\\":\\\"mygroup.example.com/v1\\\",\\\"kind\\\":\\\"MyResource\\\",\\\"metadata\\\":{\\\"name\\\":\\\"bench-$i\\\"},\\\"spec\\\":{\\\"replicas\\\":1}}\""

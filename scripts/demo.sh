@@ -102,12 +102,12 @@ poll() { # TRIES WANT COMMAND...
 
 step "starting kubesim"
 token=demo-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
-"$build/tests/kubesim/kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" \
-  --ca-out "$work/kubesim-ca.pem" --token "$token" \
-  --deployment-ready-delay 1s >"$work/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
-url=$(head -n 1 "$work/kubesim.log")
+# shellcheck source=scripts/lib/kubesim.sh
+. scripts/lib/kubesim.sh
+kubesim_start "$build/tests/kubesim/kubesim" "$work" "$token" --deployment-ready-delay 1s ||
+  die "kubesim did not start"
+pids+=("$kubesim_pid")
+url=$kubesim_url
 echo "kubesim at $url"
 export KUBECONFIG=$work/kubeconfig
 
