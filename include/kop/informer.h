@@ -60,8 +60,10 @@
 struct kop_store;
 struct kop_informer;
 
-/* Every json_t is @ref borrow, valid during the call; json_incref to keep
- * (and never modify: these are the frozen store values). */
+/* Every json_t is @ref borrow, valid during the call; json_incref to keep.
+ * They are private to the informer's thread (kop_store_put's ret_old and
+ * ret_new, kop/store.h), not the stored bytes: a handler that modifies one
+ * changes nothing in the store. */
 typedef void (*kop_informer_add_fn)(void *ud, json_t *obj);
 typedef void (*kop_informer_update_fn)(void *ud, json_t *old_obj, json_t *new_obj);
 typedef void (*kop_informer_delete_fn)(void *ud, json_t *obj);

@@ -65,7 +65,10 @@ void kop_metrics_exp_buckets(double start, double factor, size_t n, double *out)
 /*
  * The child for the given label values (as many as the family has label
  * names, in order; pass none for an unlabelled family). Label values are
- * escaped when rendered. NULL on ENOMEM or a wrong value count.
+ * escaped when rendered. NULL on ENOMEM or a NULL value. The count cannot
+ * be checked through varargs: fewer values than labels is undefined
+ * behaviour; where the count is not fixed in the code, use
+ * kop_metric_childv, which checks it.
  */
 struct kop_metric *kop_metric_child(struct kop_metric_family *f, ...);
 
