@@ -109,6 +109,9 @@ static void stop_kop(void)
     free(K.dir);
 }
 
+/* Send "Expect: 100-continue" (and the body only once asked for it). */
+static bool expect_continue;
+
 /* One request; returns the HTTP status (0 on transport failure) and the body. */
 static long request(CURL *h, const char *method, const char *url, const char *ctype,
                     const char *body, size_t len, char **ret_body)
@@ -122,7 +125,7 @@ static long request(CURL *h, const char *method, const char *url, const char *ct
     } else {
         hdrs = curl_slist_append(hdrs, "Content-Type:");
     }
-    hdrs = curl_slist_append(hdrs, "Expect:");
+    hdrs = curl_slist_append(hdrs, expect_continue ? "Expect: 100-continue" : "Expect:");
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -372,7 +375,15 @@ START_TEST(test_webhook_tls_bad_input_answered)
     huge[0] = '{';
     huge[big - 1] = '}';
     huge[big] = '\0';
+    /* Asked with Expect: 100-continue, as a client that wants to know
+     * before it sends 2 MiB: the 413 comes instead of the 100, and nothing
+     * races it. (Without Expect, the answer is sent at once too, but a
+     * client still writing more than the front lingers for, 1 MiB, may see
+     * the connection reset before it reads the answer, as with Go's server,
+     * which reads at most 256 KiB after answering early.) */
+    expect_continue = true;
     ck_assert_int_eq(post(conv, "application/json", huge, &resp), 413);
+    expect_continue = false;
     free(resp);
     free(huge);
 
