@@ -430,6 +430,41 @@ START_TEST(test_tls_handshake_burst_with_keepalive)
 }
 END_TEST
 
+/* Handshakes run on the front's handshake thread: stopping the front while
+ * clients keep connecting (steps queued for the worker, one on it) ends
+ * cleanly, every connection closed and nothing left with the worker. */
+START_TEST(test_tls_shutdown_during_handshakes)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    enum { N = 12 };
+    atomic_bool stop = false;
+    static struct worker w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (struct worker){.f = &f, .stop = &stop, .min_requests = 0, .fresh = true};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    /* some handshakes done, more on their way */
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(kop_tls_shutdown(f.tls, 2000), 0);
+    atomic_store(&stop, true);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ok += w[i].ok;
+    }
+    ck_assert_int_gt(ok, 0); /* handshakes were done before the stop */
+    ck_assert_double_eq(metric(&f, KOP_METRIC_GAUGE, "kop_tls_connections_active"), 0);
+    kop_tls_free(f.tls);
+    kop_http_server_free(f.http);
+    kop_metrics_free(f.metrics);
+    kop_test_rmdir(f.dir);
+    free(f.dir);
+}
+END_TEST
+
 START_TEST(test_tls_bad_pair_keeps_old)
 {
     struct fixture f;
@@ -942,6 +977,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_old_versions_refused);
     tcase_add_test(tc, test_tls_concurrent_keepalive_and_reload);
     tcase_add_test(tc, test_tls_handshake_burst_with_keepalive);
+    tcase_add_test(tc, test_tls_shutdown_during_handshakes);
     tcase_add_test(tc, test_tls_bad_pair_keeps_old);
     tcase_add_test(tc, test_tls_fifo_cert_keeps_old);
     tcase_add_test(tc, test_tls_client_certificate_required);

@@ -28,8 +28,9 @@
  *                                              for their address's handshake rate
  *
  * Thread-safety: new/start/free are single-threaded; ready, port and
- * shutdown may be called from any thread. All mbedTLS state is owned by the
- * front's single loop thread, so mbedTLS needs no threading layer.
+ * shutdown may be called from any thread. The front runs a loop thread
+ * (connections, records) and a handshake thread (the public-key work of
+ * handshakes, one connection at a time, handed over and back).
  */
 #ifndef KOP_TLS_H
 #define KOP_TLS_H

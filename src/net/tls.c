@@ -5,12 +5,16 @@
  *
  * DESIGN
  *
- * Threads. One loop thread owns everything mbedTLS: the listen socket, every
- * connection's mbedtls_ssl_context, the certificate generations and the
- * CTR_DRBG. Nothing else touches them, so mbedTLS's threading layer is not
- * relied on (the library may be built with it; it costs an uncontended
- * mutex in the DRBG). Other threads talk to the loop through atomics and an
- * eventfd (shutdown). MHD's own threads only ever see the far end of each
+ * Threads. One loop thread owns the listen socket, every connection, the
+ * certificate generations and the CTR_DRBG. One handshake worker runs the
+ * handshake steps (mbedtls_ssl_handshake: the ECDHE and signature work)
+ * of the connections the loop hands it, one at a time; while it has a
+ * connection the loop touches nothing of it but the hand-off flags (see
+ * "Handshakes"). The DRBG is then used by the worker alone (record
+ * protection with the AEAD suites takes no randomness); mbedTLS's
+ * threading layer (Debian builds it with pthreads) guards it anyway.
+ * Other threads talk to the loop through atomics and an eventfd
+ * (shutdown). MHD's own threads only ever see the far end of each
  * socketpair.
  *
  * Connection states.
@@ -64,13 +68,24 @@
  * the loaded one and from the last one that failed.
  *
  * Handshakes. A handshake step costs milliseconds (ECDHE and the ECDSA or
- * RSA signature in mbedTLS's portable code), so a burst of new connections
- * would hold every established connection's request behind it: 64 clients
- * connecting at once measured ~260 ms of handshake work in one go. Events of
- * connections in PEEK or HANDSHAKE are therefore queued (FIFO), and after
- * each batch of ready connections has been served the queue runs for about
- * HS_SLICE_NS (at least one step); while it is not empty epoll_wait does
- * not block. Established connections wait at most about one slice.
+ * RSA signature in mbedTLS's portable code: ~2.4 ms of CPU per full
+ * handshake measured here), so a burst of new connections would hold every
+ * established connection's request behind it: 64 clients connecting at
+ * once measured ~260 ms of handshake work in one go. Events of connections
+ * in PEEK or HANDSHAKE are therefore queued (FIFO) and taken after each
+ * batch of ready connections: PEEK (reading the ClientHello, choosing the
+ * config) runs on the loop; every handshake step is handed to the worker
+ * thread (hw_dispatch: the socket leaves the epoll set, the connection is
+ * hw_busy), which runs mbedtls_ssl_handshake() and hands it back through
+ * hw_done and an eventfd; the loop then carries on (hw_collect: WANT_READ
+ * or WANT_WRITE registers it again, done opens it, an error closes it). A
+ * connection closed while with the worker (a deadline, the shutdown) is
+ * closed when it comes back; at shutdown the worker stops after its
+ * current step and the loop closes what it still had. So established
+ * connections never wait behind public-key work, and the scheduler shares
+ * the cores between the loop and the worker. Without a worker (its thread
+ * could not be created) the loop runs the steps itself, HS_SLICE_NS at a
+ * time.
  *
  * Limits. Over max_connections or the per-address limit a new connection
  * is accepted and closed at once. New handshakes from one address are
@@ -156,7 +171,7 @@ static const int ciphersuites[] = {
 
 static const char *alpn_list[] = {"http/1.1", NULL};
 
-enum item_kind { IT_LISTEN, IT_WAKE, IT_INOTIFY, IT_NET, IT_PLAIN };
+enum item_kind { IT_LISTEN, IT_WAKE, IT_INOTIFY, IT_NET, IT_PLAIN, IT_HSDONE };
 
 struct ep_item {
     enum item_kind kind;
@@ -239,6 +254,12 @@ struct conn {
     /* Waiting for a handshake token of its address; not in the epoll set. */
     bool thr_queued;
     struct conn *thr_prev, *thr_next;
+    /* Its handshake step is with the worker (see "Handshakes" in DESIGN):
+     * the loop touches nothing of it but these flags until it is back. */
+    bool hw_busy;
+    bool hw_close; /* closed meanwhile: close once back */
+    int hw_rc;     /* the step's mbedtls_ssl_handshake() result */
+    struct conn *hw_next;
 };
 
 struct kop_tls {
@@ -251,6 +272,17 @@ struct kop_tls {
     struct certgen *gen;
     struct filesig sig_crt, sig_key, bad_crt, bad_key;
     int lfd, epfd, evfd, infd;
+    /* The handshake worker: steps handed over (FIFO) and handed back
+     * (hw_done, then the eventfd hw_evfd); hw_lock guards both lists and
+     * hw_stop, and nothing is taken under it. */
+    pthread_t hw_thread;
+    bool hw_started;
+    pthread_mutex_t hw_lock;
+    pthread_cond_t hw_cond;
+    struct conn *hw_head, *hw_tail, *hw_done;
+    bool hw_stop;
+    int hw_evfd;
+    struct ep_item it_hsdone;
     uint16_t port;
     pthread_t thread;
     bool thread_started;
@@ -673,6 +705,10 @@ static void conn_close(struct kop_tls *t, struct conn *c)
 {
     if (c->dead)
         return;
+    if (c->hw_busy) {
+        c->hw_close = true; /* the worker has it: closed once it is back */
+        return;
+    }
     c->dead = true;
     hs_unqueue(t, c);
     rr_unqueue(t, c);
@@ -869,11 +905,11 @@ static bool alpn_without_http11(const unsigned char *p, size_t n)
 static int conn_open(struct kop_tls *t, struct conn *c);
 static int pump(struct kop_tls *t, struct conn *c, int64_t now);
 
-/* Returns <0 to close. */
-static int conn_handshake(struct kop_tls *t, struct conn *c, int64_t now)
+/* What a handshake step's result means for c. Returns <0 to close, 0 (or
+ * pump()'s result once established). */
+static int hs_result(struct kop_tls *t, struct conn *c, int rc, int64_t now)
 {
     c->net_rd = c->net_wr = false;
-    int rc = mbedtls_ssl_handshake(&c->ssl);
     if (rc == MBEDTLS_ERR_SSL_WANT_READ) {
         c->net_rd = true;
         return 0;
@@ -892,6 +928,22 @@ static int conn_handshake(struct kop_tls *t, struct conn *c, int64_t now)
         return r;
     c->last_io = now;
     return pump(t, c, now);
+}
+
+static void hw_dispatch(struct kop_tls *t, struct conn *c);
+
+/* A handshake step: on the worker (returns HS_WITH_WORKER), or here when
+ * there is none. Returns <0 to close. */
+#define HS_WITH_WORKER 2
+static int conn_handshake(struct kop_tls *t, struct conn *c, int64_t now)
+{
+    if (!t->hw_started)
+        return hs_result(t, c, mbedtls_ssl_handshake(&c->ssl), now);
+    /* out of the epoll set while the worker has it */
+    if (ep_set(t, c->fd, &c->it_net, &c->ev_net, 0) < 0)
+        return -EIO;
+    hw_dispatch(t, c);
+    return HS_WITH_WORKER;
 }
 
 static int conn_peek(struct kop_tls *t, struct conn *c, int64_t now)
@@ -1165,6 +1217,8 @@ static void conn_event(struct kop_tls *t, struct conn *c, enum item_kind kind, u
             return;
         break;
     }
+    if (r == HS_WITH_WORKER)
+        return; /* back through hw_collect() */
     if (r == 0)
         r = conn_update(t, c);
     if (r != 0)
@@ -1225,6 +1279,109 @@ static void rr_run(struct kop_tls *t, int64_t now)
         if (c == last)
             break;
     }
+}
+
+/* ---- the handshake worker ---------------------------------------------- */
+
+static void hw_dispatch(struct kop_tls *t, struct conn *c)
+{
+    c->hw_busy = true;
+    pthread_mutex_lock(&t->hw_lock);
+    c->hw_next = NULL;
+    if (t->hw_tail)
+        t->hw_tail->hw_next = c;
+    else
+        t->hw_head = c;
+    t->hw_tail = c;
+    pthread_cond_signal(&t->hw_cond);
+    pthread_mutex_unlock(&t->hw_lock);
+}
+
+static void *hw_main(void *arg)
+{
+    struct kop_tls *t = arg;
+    pthread_mutex_lock(&t->hw_lock);
+    for (;;) {
+        while (!t->hw_head && !t->hw_stop)
+            pthread_cond_wait(&t->hw_cond, &t->hw_lock);
+        struct conn *c = t->hw_head;
+        if (t->hw_stop || !c)
+            break; /* what is left is handed back by hw_stop() */
+        t->hw_head = c->hw_next;
+        if (!t->hw_head)
+            t->hw_tail = NULL;
+        pthread_mutex_unlock(&t->hw_lock);
+        c->hw_rc = mbedtls_ssl_handshake(&c->ssl);
+        pthread_mutex_lock(&t->hw_lock);
+        c->hw_next = t->hw_done;
+        t->hw_done = c;
+        uint64_t one = 1;
+        if (write(t->hw_evfd, &one, sizeof(one)) < 0) {
+            /* the counter is at its maximum: the loop is behind anyway */
+        }
+    }
+    pthread_mutex_unlock(&t->hw_lock);
+    return NULL;
+}
+
+/* Take back the steps the worker finished (oldest first) and carry on
+ * with each connection as conn_event() would have. */
+static void hw_collect(struct kop_tls *t, int64_t now)
+{
+    pthread_mutex_lock(&t->hw_lock);
+    struct conn *done = t->hw_done;
+    t->hw_done = NULL;
+    pthread_mutex_unlock(&t->hw_lock);
+    struct conn *fifo = NULL;
+    while (done) { /* the list is newest first */
+        struct conn *n = done->hw_next;
+        done->hw_next = fifo;
+        fifo = done;
+        done = n;
+    }
+    while (fifo) {
+        struct conn *c = fifo;
+        fifo = c->hw_next;
+        c->hw_next = NULL;
+        c->hw_busy = false;
+        if (c->hw_close) {
+            conn_close(t, c);
+            continue;
+        }
+        int r = hs_result(t, c, c->hw_rc, now);
+        if (r == 0)
+            r = conn_update(t, c);
+        if (r != 0)
+            conn_close(t, c);
+    }
+}
+
+/* Stop the worker (after its current step) and close every connection it
+ * still had. Loop thread. */
+static void hw_stop(struct kop_tls *t)
+{
+    if (!t->hw_started)
+        return;
+    pthread_mutex_lock(&t->hw_lock);
+    t->hw_stop = true;
+    pthread_cond_broadcast(&t->hw_cond);
+    pthread_mutex_unlock(&t->hw_lock);
+    pthread_join(t->hw_thread, NULL);
+    t->hw_started = false;
+    for (struct conn *c = t->hw_head, *n; c; c = n) {
+        n = c->hw_next;
+        c->hw_busy = false;
+        c->hw_next = NULL;
+        conn_close(t, c);
+    }
+    t->hw_head = t->hw_tail = NULL;
+    for (struct conn *c = t->hw_done, *n; c; c = n) {
+        n = c->hw_next;
+        c->hw_busy = false;
+        c->hw_next = NULL;
+        conn_close(t, c);
+    }
+    t->hw_done = NULL;
 }
 
 static void do_accept(struct kop_tls *t, int64_t now)
@@ -1335,6 +1492,8 @@ static void housekeeping(struct kop_tls *t, int64_t now)
         if (c->st == C_LINGER) {
             if (now >= c->deadline)
                 conn_close(t, c);
+        } else if (c->hw_busy) {
+            continue; /* its deadline is looked at once it is back */
         } else if (c->st != C_OPEN && now >= c->deadline) {
             kop_counter_inc(t->m_rej_hs_timeout);
             log_conn(KOP_LOG_DEBUG, c, "TLS handshake timed out", 0);
@@ -1388,6 +1547,10 @@ static void *loop_main(void *arg)
                 if (!t->reload_due)
                     t->reload_due = now + 100 * KOP_NSEC_PER_MSEC;
                 break;
+            case IT_HSDONE:
+                drain_fd(t->hw_evfd);
+                hw_collect(t, now);
+                break;
             case IT_NET:
             case IT_PLAIN:
                 if (it->conn->st == C_PEEK || it->conn->st == C_HANDSHAKE)
@@ -1417,6 +1580,7 @@ static void *loop_main(void *arg)
         }
     }
     stop_listening(t);
+    hw_stop(t);
     while (t->conns)
         conn_close(t, t->conns);
     reap_zombies(t);
@@ -1547,7 +1711,9 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
     if (!t)
         return -ENOMEM;
     int r = -ENOMEM;
-    t->lfd = t->epfd = t->evfd = t->infd = -1;
+    t->lfd = t->epfd = t->evfd = t->infd = t->hw_evfd = -1;
+    pthread_mutex_init(&t->hw_lock, NULL);
+    pthread_cond_init(&t->hw_cond, NULL);
     t->o = *opts;
     if (t->o.handshake_timeout_ms <= 0)
         t->o.handshake_timeout_ms = 10000;
@@ -1596,7 +1762,8 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
         goto out;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (t->epfd < 0 || t->evfd < 0) {
+    t->hw_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->epfd < 0 || t->evfd < 0 || t->hw_evfd < 0) {
         r = -errno;
         goto out;
     }
@@ -1611,8 +1778,11 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
     t->it_inotify = (struct ep_item){IT_INOTIFY, NULL};
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->it_listen};
     struct epoll_event ev2 = {.events = EPOLLIN, .data.ptr = &t->it_wake};
+    t->it_hsdone = (struct ep_item){IT_HSDONE, NULL};
+    struct epoll_event ev4 = {.events = EPOLLIN, .data.ptr = &t->it_hsdone};
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->lfd, &ev) < 0 ||
-        epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->evfd, &ev2) < 0) {
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->evfd, &ev2) < 0 ||
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->hw_evfd, &ev4) < 0) {
         r = -errno;
         goto out;
     }
@@ -1642,9 +1812,17 @@ int kop_tls_start(struct kop_tls *t)
     int64_t now = kop_clock_now_ns();
     t->next_tick = now;
     t->next_stat = now + (int64_t)t->o.reload_interval_ms * KOP_NSEC_PER_MSEC;
+    /* The handshake worker first: the loop hands it steps from the start.
+     * Without it (thread creation failed) the loop runs them itself. */
+    if (pthread_create(&t->hw_thread, NULL, hw_main, t) == 0)
+        t->hw_started = true;
+    else
+        kop_logf(KOP_LOG_WARN, LOGGER, "no handshake thread: handshakes run on the TLS loop");
     int r = pthread_create(&t->thread, NULL, loop_main, t);
-    if (r != 0)
+    if (r != 0) {
+        hw_stop(t);
         return -r;
+    }
     t->thread_started = true;
     atomic_store(&t->ready, true);
     return 0;
@@ -1727,8 +1905,12 @@ void kop_tls_free(struct kop_tls *t)
         close(t->infd);
     if (t->evfd >= 0)
         close(t->evfd);
+    if (t->hw_evfd >= 0)
+        close(t->hw_evfd);
     if (t->epfd >= 0)
         close(t->epfd);
+    pthread_mutex_destroy(&t->hw_lock);
+    pthread_cond_destroy(&t->hw_cond);
     certgen_unref(t->gen);
     mbedtls_x509_crt_free(&t->client_ca);
     mbedtls_ctr_drbg_free(&t->drbg);
