@@ -302,6 +302,9 @@ struct worker {
     long connects;
 };
 
+/* Successful requests of every worker so far (another thread may wait on it). */
+static atomic_int workers_ok;
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -315,9 +318,10 @@ static void *worker_main(void *arg)
         struct kop_test_buf b;
         long st;
         CURLcode rc = perform(h, &b, &st);
-        if (rc == CURLE_OK && st == 200 && b.p && strcmp(b.p, "peer=127.0.0.1;{\"x\":1}") == 0)
+        if (rc == CURLE_OK && st == 200 && b.p && strcmp(b.p, "peer=127.0.0.1;{\"x\":1}") == 0) {
             w->ok++;
-        else
+            atomic_fetch_add(&workers_ok, 1);
+        } else
             w->failed++;
         free(b.p);
         long c = 0;
@@ -445,9 +449,13 @@ START_TEST(test_tls_shutdown_during_handshakes)
         w[i] = (struct worker){.f = &f, .stop = &stop, .min_requests = 0, .fresh = true};
         ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
     }
-    /* some handshakes done, more on their way */
-    struct timespec ts = {0, 300 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    /* some handshakes done (however loaded the machine), more on their way */
+    atomic_store(&workers_ok, 0);
+    for (int i = 0; i < 3000 && atomic_load(&workers_ok) < N; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_ge(atomic_load(&workers_ok), N);
     ck_assert_int_eq(kop_tls_shutdown(f.tls, 2000), 0);
     atomic_store(&stop, true);
     int ok = 0;
