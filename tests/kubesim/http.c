@@ -6,7 +6,8 @@
  * request statistics, routes discovery (/api, /apis, /apis/G, /apis/G/V,
  * aggregated discovery on request, /version), resource paths
  * (/api/v1/..., /apis/G/V/..., namespaced or not, subresources) and the
- * test endpoints /_kubesim/stats, /_kubesim/faults and /_kubesim/services. Unknown non-API
+ * test endpoints /_kubesim/stats, /_kubesim/faults, /_kubesim/services and
+ * /_kubesim/storage. Unknown non-API
  * paths get Go's text/plain "404 page not found".
  */
 #include "kubesim.h"
@@ -193,6 +194,19 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
     }
     if (strcmp(what, "services") == 0) {
         services_endpoint(ks, method, ctx, r);
+        return;
+    }
+    if (strcmp(what, "storage") == 0) {
+        /* ?resource=plural.group: the version each object is stored in */
+        const char *res = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "resource");
+        pthread_mutex_lock(&ks->lock);
+        json_t *doc = res ? ks_storage_describe(ks, res) : NULL;
+        pthread_mutex_unlock(&ks->lock);
+        if (doc)
+            ks_reply_json(r, 200, doc, false);
+        else
+            ks_reply_status(r, 404, "NotFound", "no such resource (?resource=plural.group)", NULL);
+        json_decref(doc);
         return;
     }
     if (strcmp(what, "faults") == 0) {
