@@ -396,6 +396,7 @@ START_TEST(test_config_help_and_version)
         "--kubeconfig",
         "--namespace",
         "--sync-period",
+        "--storage-migration",
         "--allowed-registries",
         "--log-level",
         "--log-format",

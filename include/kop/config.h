@@ -68,6 +68,7 @@ struct kop_config {
     char *kubeconfig;              /* --kubeconfig, NULL */
     char *namespace;               /* --namespace, NULL = all namespaces */
     int64_t sync_period_ms;        /* --sync-period, 10h */
+    bool storage_migration;        /* --storage-migration, false */
 
     /* admission */
     char **allowed_registries; /* --allowed-registries, NULL-terminated; NULL = any */

@@ -124,6 +124,11 @@ static const struct flag flags[] = {
      "Watch only this namespace (default: all namespaces).", 0, 0},
     {"sync-period", FLAG_DURATION, OFF(sync_period_ms), "10h", "duration",
      "Every object is reconciled again at least this often.", 1, 0},
+    {"storage-migration", FLAG_BOOL, OFF(storage_migration), "false", NULL,
+     "On the leader, move MyResources stored in older versions to the CRD's storage version, "
+     "then drop those versions from status.storedVersions (needs the RBAC of "
+     "manifests/overlays/storage-v2).",
+     0, 0},
     {"allowed-registries", FLAG_LIST, OFF(allowed_registries), NULL, "list",
      "Comma-separated image registries admission accepts (default: any).", 0, 0},
     {"log-level", FLAG_LEVEL, OFF(log_level), "info", "level",
