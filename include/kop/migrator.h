@@ -67,7 +67,8 @@ struct kop_migrator_options {
     long page_size;              /* objects per list page; 0: 500 */
     int64_t poll_ms;             /* StorageVersionMigration polling; 0: 2 s */
     int64_t recheck_ms;          /* CRD re-read when idle; 0: 60 s */
-    /* Checkpoint ConfigMap namespace/name; NULL: progress is kept in memory only. */
+    /* Checkpoint ConfigMap namespace/name (written every 100 objects); NULL:
+     * progress is kept in memory only. */
     const char *checkpoint_namespace;
     const char *checkpoint_name;
     bool leading; /* start as leader (no leader election) */

@@ -29,9 +29,9 @@
  * before the walk and a 409 starts the run over.
  *
  * Progress: (crd uid, crd resourceVersion, storage version, last key done)
- * in memory, and in the checkpoint ConfigMap when configured, written after
- * each page. Lists are in key order (namespace/name), so a resumed walk
- * skips the keys up to the last one without a request for them.
+ * in memory, and in the checkpoint ConfigMap when configured, written every
+ * CHECKPOINT_EVERY objects and after each page. Lists are in key order (namespace/name), so a
+ * resumed walk skips the keys up to the last one without a request for them.
  */
 #include "kop/migrator.h"
 
@@ -53,6 +53,8 @@
 #define SVM_GROUP "storagemigration.k8s.io"
 #define SVM_VERSION "v1beta1"
 #define MAX_TRIES 8
+/* Objects between two checkpoint writes (two requests each: about 2%). */
+#define CHECKPOINT_EVERY 100
 
 enum state { ST_IDLE, ST_RUNNING, ST_SUCCEEDED, ST_FAILED, ST_COUNT };
 static const char *const state_names[ST_COUNT] = {"idle", "running", "succeeded", "failed"};
@@ -484,6 +486,7 @@ static int walk_objects(struct kop_migrator *m, const struct kop_migrator_plan *
 {
     const struct kop_resource res = {m->group, p->storage, m->resource, true};
     char cont[4096] = "";
+    int since_save = 0;
     load_progress(m, p);
     if (m->last_key[0])
         kop_log(KOP_LOG_INFO, LOGGER, "resuming the walk",
@@ -533,6 +536,10 @@ static int walk_objects(struct kop_migrator *m, const struct kop_migrator_plan *
                 return w->error;
             }
             memcpy(m->last_key, key, strlen(key) + 1);
+            if (++since_save >= CHECKPOINT_EVERY) {
+                save_progress(m);
+                since_save = 0;
+            }
         }
         const char *next = kop_json_path_str(list, "metadata.continue");
         int ok = next && next[0] && strlen(next) < sizeof(cont);
@@ -540,6 +547,7 @@ static int walk_objects(struct kop_migrator *m, const struct kop_migrator_plan *
             memcpy(cont, next, strlen(next) + 1);
         json_decref(list);
         save_progress(m);
+        since_save = 0;
         kop_log(KOP_LOG_INFO, LOGGER, "storage migration progress",
                 json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "crd", m->crd_name, "migrated",
                           (json_int_t)w->counts[R_MIGRATED], "unchanged",

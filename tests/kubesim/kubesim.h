@@ -130,6 +130,7 @@ struct ks_server {
     struct ks_res **graveyard;
     size_t ngrave, grave_cap;
     json_t *objects; /* res key -> { "ns/name" -> object } */
+    json_t *writes;  /* res key -> { "ns/name" -> times stored } (/_kubesim/storage) */
     struct ks_event *hist;
     size_t hist_head, hist_len;
     uint64_t hist_floor; /* every event with rv > hist_floor is in hist */
@@ -328,8 +329,9 @@ void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key
 int ks_migration_start(struct ks_server *ks);
 void ks_migration_stop(struct ks_server *ks);
 /* Lock held. /_kubesim/storage: the storage version of a resource and the
- * version each of its objects is stored in ({"resource","storageVersion",
- * "objects":{"ns/name":{"version","resourceVersion","uid"}}}), or NULL for
+ * version each of its objects is stored in and how many times it was
+ * written since created ({"resource","storageVersion","objects":{"ns/name":
+ * {"version","resourceVersion","uid","writes"}}}), or NULL for
  * an unknown resource key. @ref new */
 json_t *ks_storage_describe(struct ks_server *ks, const char *res_key);
 

@@ -57,6 +57,7 @@ json_t *ks_storage_describe(struct ks_server *ks, const char *res_key)
     if (!def)
         return NULL;
     json_t *objs = json_object();
+    const json_t *writes = json_object_get(ks->writes, def->key);
     const char *key;
     json_t *obj;
     json_object_foreach(ks_store_map(ks, def->key), key, obj)
@@ -64,9 +65,10 @@ json_t *ks_storage_describe(struct ks_server *ks, const char *res_key)
         char *g = NULL, *v = NULL;
         ks_split_api_version(ks_nz(json_string_value(json_object_get(obj, "apiVersion"))), &g, &v);
         json_object_set_new(objs, key,
-                            json_pack("{s:s,s:s,s:s}", "version", def->crd ? v : def->storage,
+                            json_pack("{s:s,s:s,s:s,s:I}", "version", def->crd ? v : def->storage,
                                       "resourceVersion", ks_nz(meta_str(obj, "resourceVersion")),
-                                      "uid", ks_nz(meta_str(obj, "uid"))));
+                                      "uid", ks_nz(meta_str(obj, "uid")), "writes",
+                                      json_integer_value(json_object_get(writes, key))));
         free(g);
         free(v);
     }
