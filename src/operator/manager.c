@@ -241,6 +241,9 @@ static int reconciler_new(struct kop_manager *m)
         .leading = !cfg->leader_elect,
         .reconcile_client = m->reconcile_client,
         .lost_lease_drain_ms = cfg->leader_lease_duration_ms - cfg->leader_renew_deadline_ms,
+        .myresource_version = cfg->storage_version && strcmp(cfg->storage_version, "v2") == 0
+                                  ? KOP_MYRESOURCE_VERSION_V2
+                                  : KOP_MYRESOURCE_VERSION_V1,
     };
     r = kop_controller_new(&ctl, &m->controller);
     if (r < 0)

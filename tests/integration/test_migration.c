@@ -251,6 +251,8 @@ static void start_node(struct node *n, bool leader_elect)
     argv[a++] = (char *)kop_test_bin("kop");
     argv[a++] = "--controller-only";
     argv[a++] = "--storage-migration";
+    argv[a++] = "--storage-version"; /* the overlay's flags */
+    argv[a++] = "v2";
     argv[a++] = "--namespace";
     argv[a++] = "default";
     argv[a++] = "--kubeconfig";
@@ -456,6 +458,22 @@ static bool succeeded_event(const void *arg)
     return event_reason("StorageMigrationSucceeded");
 }
 
+/* The reconciler wrote the v2 status of default/NAME (replicas.desired). */
+static bool v2_status(const void *arg)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/apis/mygroup.example.com/v2/namespaces/default/myresources/%s",
+             (const char *)arg);
+    json_t *o = get(path);
+    const json_t *st = json_object_get(o, "status");
+    bool ok = json_integer_value(json_object_get(json_object_get(st, "replicas"), "desired")) ==
+                  json_integer_value(json_object_get(json_object_get(o, "spec"), "replicas")) &&
+              json_array_size(json_object_get(st, "conditions")) > 0 &&
+              json_integer_value(json_object_get(st, "observedGeneration")) == 1;
+    json_decref(o);
+    return ok;
+}
+
 /* ---- kubesim -----------------------------------------------------------------------------------
  */
 
@@ -609,6 +627,8 @@ START_TEST(test_migration_self_leader_change_faults)
     ck_assert(metric(survivor, "kop_storage_migration_objects_total", "result=\"conflict\"") > 0);
     ck_assert(metric(survivor, "kop_storage_migration_state", "state=\"succeeded\"") == 1);
     ck_assert_msg(kop_test_eventually(succeeded_event, NULL, 30000), "no Succeeded event");
+    /* The reconciler works in v2: the status it writes has the v2 shape. */
+    ck_assert_msg(kop_test_eventually(v2_status, "obj-0003", 60000), "no v2 status");
     json_decref(before);
 }
 END_TEST
