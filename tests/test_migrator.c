@@ -129,7 +129,9 @@ struct fake {
     int patches;
     char patch_body[512];
     int svm_creates, svm_gets;
-    char *cm; /* checkpoint ConfigMap body, or NULL */
+    bool svm_exists; /* a previous leader created it: POST answers 409 */
+    bool svm_fails;  /* it ends Failed */
+    char *cm;        /* checkpoint ConfigMap body, or NULL */
     int cm_rv;
 };
 static struct fake F;
@@ -206,13 +208,15 @@ static bool handle(struct fsrv *s, const struct fsrv_req *req, int fd)
     } else if (strncmp(req->path, SVM_URL "/storageversionmigrations", 41) == 0) {
         if (strcmp(req->method, "POST") == 0) {
             F.svm_creates++;
-            ok = reply_json(fd, 201, json_loadb(req->body, req->body_len, 0, NULL));
+            ok = F.svm_exists ? reply_status(fd, 409, "AlreadyExists")
+                              : reply_json(fd, 201, json_loadb(req->body, req->body_len, 0, NULL));
         } else {
-            /* Running on the first look, Succeeded after. */
+            /* Running on the first look, Succeeded (or Failed) after. */
             F.svm_gets++;
+            const char *last = F.svm_fails ? "Failed" : "Succeeded";
             ok = reply_json(fd, 200,
                             json_pack("{s:{s:[{s:s, s:s}]}}", "status", "conditions", "type",
-                                      F.svm_gets > 1 ? "Succeeded" : "Running", "status", "True"));
+                                      F.svm_gets > 1 ? last : "Running", "status", "True"));
         }
     } else if (strncmp(req->path, MYR_URL "myresources?", strlen(MYR_URL "myresources?")) == 0) {
         /* Pages of two; the continue token is the index of the next item. */
@@ -447,6 +451,36 @@ START_TEST(test_migrator_uses_the_api)
 }
 END_TEST
 
+START_TEST(test_migrator_follows_an_existing_migration)
+{
+    F.svm_served = true;
+    F.svm_exists = true;
+    struct kop_migrator *m = new_migrator(false);
+    bool api = false;
+    ck_assert_int_eq(kop_migrator_run_once(m, &api), 0);
+    ck_assert(api);
+    ck_assert_int_ge(F.svm_gets, 2);
+    ck_assert_int_eq(F.puts[0], 0);
+    ck_assert_int_eq(F.patches, 1);
+    kop_migrator_free(m);
+}
+END_TEST
+
+START_TEST(test_migrator_failed_migration_falls_back)
+{
+    F.svm_served = true;
+    F.svm_fails = true;
+    struct kop_migrator *m = new_migrator(false);
+    bool api = true;
+    ck_assert_int_eq(kop_migrator_run_once(m, &api), 0);
+    ck_assert(!api);
+    ck_assert_int_eq(F.writes[0], 1);
+    ck_assert_int_eq(F.writes[2], 1);
+    ck_assert_int_eq(F.patches, 1);
+    kop_migrator_free(m);
+}
+END_TEST
+
 START_TEST(test_migrator_not_leading)
 {
     struct kop_migrator *m = new_migrator(false);
@@ -472,6 +506,8 @@ static Suite *migrator_suite(void)
     tcase_add_test(r, test_migrator_changed_crd_starts_over);
     tcase_add_test(r, test_migrator_resumes_from_checkpoint);
     tcase_add_test(r, test_migrator_uses_the_api);
+    tcase_add_test(r, test_migrator_follows_an_existing_migration);
+    tcase_add_test(r, test_migrator_failed_migration_falls_back);
     tcase_add_test(r, test_migrator_not_leading);
     suite_add_tcase(s, r);
     return s;
