@@ -28,9 +28,13 @@
  * (created, migrated: kubesim counts the writes per object), and the
  * metrics and Events say so.
  *
- * TCase "api": kubesim with --feature StorageVersionMigrator: kop creates a
- * StorageVersionMigration and follows it; kubesim rewrites the objects;
- * kop rewrites none itself, then prunes storedVersions.
+ * TCase "api": kubesim with --feature StorageVersionMigrator. Its own
+ * controller: a migration without a resource is refused (422), one of an
+ * unknown resource ends Failed, one of myresources rewrites every object
+ * stored as v1 and ends Succeeded (Running False), leaving storedVersions
+ * alone. Then kop creates a StorageVersionMigration and follows it;
+ * kubesim rewrites the objects; kop rewrites none itself, then prunes
+ * storedVersions.
  */
 #include "kubetest.h"
 #include "testutil.h"
@@ -675,6 +679,46 @@ START_TEST(test_migration_uses_the_api)
 }
 END_TEST
 
+/* kubesim's own controller: a migration of an unknown resource fails; one
+ * of myresources rewrites every object stored as v1, Running turns False. */
+START_TEST(test_migration_kubesim_svm_conditions)
+{
+    char *feature[] = {"--feature", "StorageVersionMigrator", NULL};
+    start(feature);
+    create_objects("bulk", 20);
+    flip_storage_to_v2();
+    const char *svms = "/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations";
+    json_t *st = NULL;
+    ck_assert_int_eq(call("POST", svms, NULL, "{\"metadata\":{\"name\":\"bad\"},\"spec\":{}}", &st),
+                     422);
+    json_decref(st);
+    json_decref(api("POST", svms,
+                    "{\"metadata\":{\"name\":\"nothing\"},\"spec\":{\"resource\":{\"group\":"
+                    "\"example.com\",\"resource\":\"nothings\"}}}",
+                    201));
+    json_decref(api("POST", svms,
+                    "{\"metadata\":{\"name\":\"myr\"},\"spec\":{\"resource\":{\"group\":"
+                    "\"mygroup.example.com\",\"resource\":\"myresources\"}}}",
+                    201));
+    ck_assert_msg(kop_test_eventually(svm_succeeded, NULL, 30000), "no Succeeded migration");
+    ck_assert_uint_eq(stored_v2(NULL), 20);
+    json_t *bad = get("/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations/nothing");
+    json_t *good = get("/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations/myr");
+    char *b = json_dumps(json_object_get(bad, "status"), JSON_SORT_KEYS | JSON_COMPACT);
+    char *g = json_dumps(json_object_get(good, "status"), JSON_SORT_KEYS | JSON_COMPACT);
+    ck_assert_msg(strstr(b, "\"status\":\"True\",\"type\":\"Failed\"") != NULL, "%s", b);
+    ck_assert_msg(strstr(g, "\"status\":\"False\",\"type\":\"Running\"") != NULL, "%s", g);
+    ck_assert_msg(strstr(g, "\"status\":\"True\",\"type\":\"Succeeded\"") != NULL, "%s", g);
+    ck_assert_msg(strstr(g, "\"resourceVersion\":\"") != NULL, "%s", g);
+    /* storedVersions is kop's (or the user's) job, not the migration's. */
+    ck_assert(!stored_versions_is_v2(NULL));
+    free(b);
+    free(g);
+    json_decref(bad);
+    json_decref(good);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("integration_migration");
@@ -691,6 +735,7 @@ static Suite *suite(void)
     TCase *a = tcase_create("api");
     tcase_add_checked_fixture(a, NULL, teardown);
     tcase_set_timeout(a, 300);
+    tcase_add_test(a, test_migration_kubesim_svm_conditions);
     tcase_add_test(a, test_migration_uses_the_api);
     suite_add_tcase(s, a);
     return s;
