@@ -20,6 +20,7 @@
 #include "kop/client.h"
 #include "kop/kubeconfig.h"
 #include "kop/metrics.h"
+#include "kubetest.h"
 #include "testutil.h"
 
 #define CRD_URL                                                                                    \
@@ -493,6 +494,44 @@ START_TEST(test_migrator_not_leading)
 }
 END_TEST
 
+static bool patched(void)
+{
+    pthread_mutex_lock(&F.lock);
+    bool done = F.patches > 0;
+    pthread_mutex_unlock(&F.lock);
+    return done;
+}
+
+/* The thread: idle until leading, one run, then idle again; leadership
+ * moves from the elector's thread. */
+START_TEST(test_migrator_thread_follows_leadership)
+{
+    const struct kop_migrator_options o = {
+        .client = client,
+        .metrics = metrics,
+        .crd_name = "myresources.mygroup.example.com",
+        .group = "mygroup.example.com",
+        .resource = "myresources",
+    };
+    struct kop_migrator *m = NULL;
+    ck_assert_int_eq(kop_migrator_new(&o, &m), 0);
+    ck_assert_int_eq(kop_migrator_start(m), 0);
+    ck_assert_int_eq(kop_migrator_start(m), -EALREADY);
+    ck_assert(!patched()); /* not leading: no request */
+    kop_migrator_set_leading(m, true);
+    long end = kop_test_now_ms() + 30000;
+    while (!patched() && kop_test_now_ms() < end)
+        kop_test_sleep_ms(10);
+    ck_assert(patched());
+    kop_migrator_set_leading(m, false);
+    kop_migrator_stop(m);
+    kop_migrator_free(m);
+    pthread_mutex_lock(&F.lock);
+    ck_assert_int_eq(F.writes[0], 1);
+    pthread_mutex_unlock(&F.lock);
+}
+END_TEST
+
 static Suite *migrator_suite(void)
 {
     Suite *s = suite_create("migrator");
@@ -509,6 +548,7 @@ static Suite *migrator_suite(void)
     tcase_add_test(r, test_migrator_follows_an_existing_migration);
     tcase_add_test(r, test_migrator_failed_migration_falls_back);
     tcase_add_test(r, test_migrator_not_leading);
+    tcase_add_test(r, test_migrator_thread_follows_leadership);
     suite_add_tcase(s, r);
     return s;
 }
