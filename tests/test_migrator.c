@@ -117,8 +117,10 @@ END_TEST
 
 #define NOBJ 5
 
+/* F is reset between runs while the server's threads may still hold a
+ * connection: the lock lives outside it. */
+static pthread_mutex_t flock = PTHREAD_MUTEX_INITIALIZER;
 struct fake {
-    pthread_mutex_t lock;
     bool svm_served;
     int patch_code;   /* answer to the status patch */
     int list_fail_at; /* list page (0-based) that fails with 500 once; -1 none */
@@ -140,14 +142,15 @@ static const char *const names[NOBJ] = {"ns1/a", "ns1/b", "ns1/c", "ns2/d", "ns2
 
 static void fake_reset(void)
 {
+    pthread_mutex_lock(&flock);
     free(F.cm);
     memset(&F, 0, sizeof(F));
-    pthread_mutex_init(&F.lock, NULL);
     F.patch_code = 200;
     F.list_fail_at = -1;
     for (int i = 0; i < NOBJ; i++)
         F.rv[i] = 10 + i;
     F.stored_v2[4] = true; /* e is already in the storage version */
+    pthread_mutex_unlock(&flock);
 }
 
 static json_t *obj_json(int i)
@@ -192,7 +195,7 @@ static bool handle(struct fsrv *s, const struct fsrv_req *req, int fd)
 {
     (void)s;
     bool ok;
-    pthread_mutex_lock(&F.lock);
+    pthread_mutex_lock(&flock);
     if (strcmp(req->method, "GET") == 0 && strcmp(req->path, CRD_URL) == 0) {
         ok = reply_json(fd, 200, crd_with("v2", "v1", "v2"));
     } else if (strcmp(req->method, "PATCH") == 0 && strcmp(req->path, CRD_URL "/status") == 0) {
@@ -293,7 +296,7 @@ static bool handle(struct fsrv *s, const struct fsrv_req *req, int fd)
     } else {
         ok = reply_status(fd, 404, "NotFound");
     }
-    pthread_mutex_unlock(&F.lock);
+    pthread_mutex_unlock(&flock);
     return ok;
 }
 
@@ -324,8 +327,10 @@ static void run_teardown(void)
     fsrv_stop(&srv);
     free(url);
     kop_metrics_free(metrics);
+    pthread_mutex_lock(&flock);
     free(F.cm);
     F.cm = NULL;
+    pthread_mutex_unlock(&flock);
     curl_global_cleanup();
 }
 
@@ -359,43 +364,85 @@ static double sample(const char *line)
     return v;
 }
 
+/* The test's side of F, under the lock (the server's threads share it). */
+#define LOCKED(stmt)                                                                               \
+    do {                                                                                           \
+        pthread_mutex_lock(&flock);                                                                \
+        stmt;                                                                                      \
+        pthread_mutex_unlock(&flock);                                                              \
+    } while (0)
+
+static int fget_(const int *arr, int i)
+{
+    pthread_mutex_lock(&flock);
+    int v = arr[i];
+    pthread_mutex_unlock(&flock);
+    return v;
+}
+#define fget(field, i) fget_(F.field, (i))
+#define fval(field) fget_(&F.field, 0)
+
+static bool patch_has(const char *needle)
+{
+    pthread_mutex_lock(&flock);
+    bool ok = strstr(F.patch_body, needle) != NULL;
+    pthread_mutex_unlock(&flock);
+    return ok;
+}
+
+static bool cm_has(const char *needle)
+{
+    pthread_mutex_lock(&flock);
+    bool ok = F.cm && strstr(F.cm, needle) != NULL;
+    pthread_mutex_unlock(&flock);
+    return ok;
+}
+
+static void set_cm(const char *doc)
+{
+    pthread_mutex_lock(&flock);
+    free(F.cm);
+    F.cm = strdup(doc);
+    pthread_mutex_unlock(&flock);
+}
+
 START_TEST(test_migrator_walks_every_object)
 {
-    F.deleted[2] = true; /* c: listed, then deleted */
-    F.list_fail_at = 1;  /* the second page answers 500 once */
+    LOCKED(F.deleted[2] = true); /* c: listed, then deleted */
+    LOCKED(F.list_fail_at = 1);  /* the second page answers 500 once */
     struct kop_migrator *m = new_migrator(false);
     bool api = true;
     ck_assert_int_eq(kop_migrator_run_once(m, &api), 0);
     ck_assert(!api);
     /* a and d rewritten once (d after a 500), b retried after its 409 and
      * found written meanwhile, c skipped, e already there. */
-    ck_assert_int_eq(F.writes[0], 1);
-    ck_assert_int_eq(F.puts[1], 2);
-    ck_assert_int_eq(F.writes[1], 0);
-    ck_assert_int_eq(F.puts[2], 1);
-    ck_assert_int_eq(F.puts[3], 2);
-    ck_assert_int_eq(F.writes[3], 1);
-    ck_assert_int_eq(F.puts[4], 1);
-    ck_assert_int_eq(F.writes[4], 0);
+    ck_assert_int_eq(fget(writes, 0), 1);
+    ck_assert_int_eq(fget(puts, 1), 2);
+    ck_assert_int_eq(fget(writes, 1), 0);
+    ck_assert_int_eq(fget(puts, 2), 1);
+    ck_assert_int_eq(fget(puts, 3), 2);
+    ck_assert_int_eq(fget(writes, 3), 1);
+    ck_assert_int_eq(fget(puts, 4), 1);
+    ck_assert_int_eq(fget(writes, 4), 0);
     ck_assert_double_eq(sample("kop_storage_migration_objects_total{result=\"migrated\"} "), 2);
     ck_assert_double_eq(sample("kop_storage_migration_objects_total{result=\"unchanged\"} "), 2);
     ck_assert_double_eq(sample("kop_storage_migration_objects_total{result=\"skipped\"} "), 1);
     ck_assert_double_eq(sample("kop_storage_migration_objects_total{result=\"conflict\"} "), 1);
     ck_assert_double_eq(sample("kop_storage_migration_state{state=\"succeeded\"} "), 1);
     /* Then storedVersions, with the CRD's resourceVersion as precondition. */
-    ck_assert_int_eq(F.patches, 1);
-    ck_assert_ptr_nonnull(strstr(F.patch_body, "\"resourceVersion\":\"100\""));
-    ck_assert_ptr_nonnull(strstr(F.patch_body, "\"storedVersions\":[\"v2\"]"));
+    ck_assert_int_eq(fval(patches), 1);
+    ck_assert(patch_has("\"resourceVersion\":\"100\""));
+    ck_assert(patch_has("\"storedVersions\":[\"v2\"]"));
     kop_migrator_free(m);
 }
 END_TEST
 
 START_TEST(test_migrator_changed_crd_starts_over)
 {
-    F.patch_code = 409;
+    LOCKED(F.patch_code = 409);
     struct kop_migrator *m = new_migrator(false);
     ck_assert_int_eq(kop_migrator_run_once(m, NULL), -EAGAIN);
-    ck_assert_int_eq(F.patches, 1);
+    ck_assert_int_eq(fval(patches), 1);
     ck_assert_double_eq(sample("kop_storage_migration_state{state=\"succeeded\"} "), 0);
     kop_migrator_free(m);
 }
@@ -406,78 +453,77 @@ START_TEST(test_migrator_resumes_from_checkpoint)
     /* A whole run leaves its last key in the ConfigMap. */
     struct kop_migrator *m = new_migrator(true);
     ck_assert_int_eq(kop_migrator_run_once(m, NULL), 0);
-    ck_assert_ptr_nonnull(F.cm);
-    ck_assert_ptr_nonnull(strstr(F.cm, "\"lastKey\":\"ns2/e\""));
+    ck_assert(cm_has("\"lastKey\":\"ns2/e\""));
     kop_migrator_free(m);
 
     /* A new process (new leader) for the same CRD resourceVersion resumes
      * after the checkpoint's key: no request for a, b, c, d. */
     fake_reset();
-    F.cm = strdup("{\"metadata\":{\"name\":\"kop-leader-storage-migration\",\"namespace\":"
-                  "\"kop-system\"},\"data\":{\"crdUID\":\"3f2c5a9e-aaaa-bbbb-cccc-000000000001\","
-                  "\"crdResourceVersion\":\"100\",\"storageVersion\":\"v2\",\"lastKey\":"
-                  "\"ns1/c\"}}");
+    set_cm("{\"metadata\":{\"name\":\"kop-leader-storage-migration\",\"namespace\":"
+           "\"kop-system\"},\"data\":{\"crdUID\":\"3f2c5a9e-aaaa-bbbb-cccc-000000000001\","
+           "\"crdResourceVersion\":\"100\",\"storageVersion\":\"v2\",\"lastKey\":"
+           "\"ns1/c\"}}");
     m = new_migrator(true);
     ck_assert_int_eq(kop_migrator_run_once(m, NULL), 0);
-    ck_assert_int_eq(F.puts[0] + F.puts[1] + F.puts[2], 0);
-    ck_assert_int_eq(F.writes[3], 1);
-    ck_assert_int_eq(F.puts[4], 1);
+    ck_assert_int_eq(fget(puts, 0) + fget(puts, 1) + fget(puts, 2), 0);
+    ck_assert_int_eq(fget(writes, 3), 1);
+    ck_assert_int_eq(fget(puts, 4), 1);
     kop_migrator_free(m);
 
     /* A checkpoint of another CRD resourceVersion is ignored. */
     fake_reset();
-    F.cm = strdup("{\"metadata\":{\"name\":\"x\"},\"data\":{\"crdUID\":"
-                  "\"3f2c5a9e-aaaa-bbbb-cccc-000000000001\",\"crdResourceVersion\":\"99\","
-                  "\"storageVersion\":\"v2\",\"lastKey\":\"ns2/e\"}}");
+    set_cm("{\"metadata\":{\"name\":\"x\"},\"data\":{\"crdUID\":"
+           "\"3f2c5a9e-aaaa-bbbb-cccc-000000000001\",\"crdResourceVersion\":\"99\","
+           "\"storageVersion\":\"v2\",\"lastKey\":\"ns2/e\"}}");
     m = new_migrator(true);
     ck_assert_int_eq(kop_migrator_run_once(m, NULL), 0);
-    ck_assert_int_eq(F.writes[0], 1);
+    ck_assert_int_eq(fget(writes, 0), 1);
     kop_migrator_free(m);
 }
 END_TEST
 
 START_TEST(test_migrator_uses_the_api)
 {
-    F.svm_served = true;
+    LOCKED(F.svm_served = true);
     struct kop_migrator *m = new_migrator(false);
     bool api = false;
     ck_assert_int_eq(kop_migrator_run_once(m, &api), 0);
     ck_assert(api);
-    ck_assert_int_eq(F.svm_creates, 1);
-    ck_assert_int_ge(F.svm_gets, 2);
+    ck_assert_int_eq(fval(svm_creates), 1);
+    ck_assert_int_ge(fval(svm_gets), 2);
     for (int i = 0; i < NOBJ; i++)
-        ck_assert_int_eq(F.puts[i], 0);
-    ck_assert_int_eq(F.patches, 1);
+        ck_assert_int_eq(fget(puts, i), 0);
+    ck_assert_int_eq(fval(patches), 1);
     kop_migrator_free(m);
 }
 END_TEST
 
 START_TEST(test_migrator_follows_an_existing_migration)
 {
-    F.svm_served = true;
-    F.svm_exists = true;
+    LOCKED(F.svm_served = true);
+    LOCKED(F.svm_exists = true);
     struct kop_migrator *m = new_migrator(false);
     bool api = false;
     ck_assert_int_eq(kop_migrator_run_once(m, &api), 0);
     ck_assert(api);
-    ck_assert_int_ge(F.svm_gets, 2);
-    ck_assert_int_eq(F.puts[0], 0);
-    ck_assert_int_eq(F.patches, 1);
+    ck_assert_int_ge(fval(svm_gets), 2);
+    ck_assert_int_eq(fget(puts, 0), 0);
+    ck_assert_int_eq(fval(patches), 1);
     kop_migrator_free(m);
 }
 END_TEST
 
 START_TEST(test_migrator_failed_migration_falls_back)
 {
-    F.svm_served = true;
-    F.svm_fails = true;
+    LOCKED(F.svm_served = true);
+    LOCKED(F.svm_fails = true);
     struct kop_migrator *m = new_migrator(false);
     bool api = true;
     ck_assert_int_eq(kop_migrator_run_once(m, &api), 0);
     ck_assert(!api);
-    ck_assert_int_eq(F.writes[0], 1);
-    ck_assert_int_eq(F.writes[2], 1);
-    ck_assert_int_eq(F.patches, 1);
+    ck_assert_int_eq(fget(writes, 0), 1);
+    ck_assert_int_eq(fget(writes, 2), 1);
+    ck_assert_int_eq(fval(patches), 1);
     kop_migrator_free(m);
 }
 END_TEST
@@ -488,17 +534,17 @@ START_TEST(test_migrator_not_leading)
     kop_migrator_set_leading(m, false);
     ck_assert_int_eq(kop_migrator_run_once(m, NULL), -ECANCELED);
     for (int i = 0; i < NOBJ; i++)
-        ck_assert_int_eq(F.puts[i], 0);
-    ck_assert_int_eq(F.patches, 0);
+        ck_assert_int_eq(fget(puts, i), 0);
+    ck_assert_int_eq(fval(patches), 0);
     kop_migrator_free(m);
 }
 END_TEST
 
 static bool patched(void)
 {
-    pthread_mutex_lock(&F.lock);
+    pthread_mutex_lock(&flock);
     bool done = F.patches > 0;
-    pthread_mutex_unlock(&F.lock);
+    pthread_mutex_unlock(&flock);
     return done;
 }
 
@@ -526,9 +572,7 @@ START_TEST(test_migrator_thread_follows_leadership)
     kop_migrator_set_leading(m, false);
     kop_migrator_stop(m);
     kop_migrator_free(m);
-    pthread_mutex_lock(&F.lock);
-    ck_assert_int_eq(F.writes[0], 1);
-    pthread_mutex_unlock(&F.lock);
+    ck_assert_int_eq(fget(writes, 0), 1);
 }
 END_TEST
 
