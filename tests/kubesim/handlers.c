@@ -1539,16 +1539,20 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
         /* Metadata the client cannot change. */
         json_t *nmd = meta(next);
         json_t *cmd = json_object_get(cur_v, "metadata");
-        /* A uid in the object is a precondition (the generic registry's
-         * Update, staging/src/k8s.io/apiserver/pkg/registry/generic/
-         * registry/store.go): an object deleted and recreated under the
-         * same name is not the one the client read. */
+        /* A uid in the object is a precondition: an object deleted and
+         * recreated under the same name is not the one the client read.
+         * The storage layer's Preconditions.Check
+         * (staging/src/k8s.io/apiserver/pkg/storage/interfaces.go) fails
+         * with an invalid-object StorageError, which the registry turns
+         * into a 409 (storage/errors InterpretUpdateError). */
         const char *nuid = json_string_value(json_object_get(nmd, "uid"));
         const char *cuid = str_or(json_string_value(json_object_get(cmd, "uid")), "");
         if (nuid && *nuid && strcmp(nuid, cuid) != 0) {
-            char *msg = ks_printf("Precondition failed: UID in precondition: %s, UID in object "
-                                  "meta: %s",
-                                  nuid, cuid);
+            char *msg =
+                ks_printf("StorageError: invalid object, Code: 4, Key: /registry/%s%s%s/%s, "
+                          "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+                          "UID in precondition: %s, UID in object meta: %s",
+                          def->group, *def->group ? "/" : "", def->plural, key, nuid, cuid);
             reply_conflict(r, def, q->name, msg);
             free(msg);
             goto next_attempt;
