@@ -541,7 +541,7 @@ START_TEST(test_migration_kubesim_storage_versions)
     json_array_remove(json_object_get(json_object_get(crd, "spec"), "versions"), 0);
     char *crd_body = json_dumps(crd, JSON_COMPACT);
     ck_assert_int_eq(call("PUT", CRD_PATH "/" CRD_NAME, NULL, crd_body, &st), 422);
-    ck_assert_ptr_nonnull(strstr(jstr(st, "message", NULL), "must appear in spec.versions"));
+    ck_assert_ptr_nonnull(strstr(jstr(st, "message", NULL), "missing from spec.versions"));
     json_decref(st);
     /* With a stale resourceVersion precondition: 409. */
     ck_assert_int_eq(call("PATCH", sp, "application/merge-patch+json",

@@ -729,7 +729,8 @@ static bool str_in(const json_t *arr, const char *s)
  * PrepareForUpdate), then both spec and status updates are checked the way
  * ValidateCustomResourceDefinitionStoredVersions does
  * (staging/src/k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/
- * validation/validation.go): at least one entry, the storage version among
+ * validation/validation.go, the messages of recent releases; values
+ * printed as JSON): at least one entry, the storage version among
  * them, each one still in spec.versions. So a version leaves storedVersions
  * only through /status, and leaves spec.versions only after that. Returns
  * the causes (@ref new) or NULL.
@@ -761,12 +762,13 @@ static json_t *crd_stored_versions(json_t *crd, bool add_storage)
     if (json_array_size(stored) == 0)
         json_array_append_new(causes,
                               json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid", "message",
-                                        "Invalid value: []string{}: must have at least "
-                                        "one stored version",
+                                        "Invalid value: []: must have at least one stored "
+                                        "version",
                                         "field", "status.storedVersions"));
     if (storage && json_array_size(stored) && !str_in(stored, storage)) {
-        char *m =
-            ks_printf("Invalid value: \"%s\": must have the storage version %s", storage, storage);
+        char *list = ks_dump(stored, false, NULL);
+        char *m = ks_printf("Invalid value: %s: must have the storage version %s", list, storage);
+        free(list);
         json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid",
                                                 "message", m, "field", "status.storedVersions"));
         free(m);
@@ -785,7 +787,12 @@ static json_t *crd_stored_versions(json_t *crd, bool add_storage)
         if (found)
             continue;
         char *f = ks_printf("status.storedVersions[%zu]", i);
-        char *m = ks_printf("Invalid value: \"%s\": must appear in spec.versions", name);
+        char *m =
+            ks_printf("Invalid value: \"%s\": missing from spec.versions; %s was previously a "
+                      "storage version, and must remain in spec.versions until a storage "
+                      "migration ensures no data remains persisted in %s and removes %s from "
+                      "status.storedVersions",
+                      name, name, name, name);
         json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid",
                                                 "message", m, "field", f));
         free(f);
