@@ -63,7 +63,7 @@ if [ -z "${KOP_TEST_QUICK:-}" ]; then
   # Concurrent modules under TSan.
   # Concurrent modules under TSan (those that exist in this tree).
   tsan_tests=()
-  for t in metrics log ratelimit store informer workqueue events client execcred leader tls http manager; do
+  for t in metrics log ratelimit store informer workqueue events client execcred leader tls http manager migrator; do
     [ -f "tests/test_$t.c" ] && tsan_tests+=("$t")
   done
   # In-process integration suites whose threads are kop's own.

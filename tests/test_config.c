@@ -299,6 +299,8 @@ START_TEST(test_config_bad_values)
                  NULL, "--sync-period=soon", NULL);
     expect_error("kop: invalid value \"0\" for flag --sync-period: must be at least 1ms", NULL,
                  "--sync-period=0", NULL);
+    expect_error("kop: invalid value \"v3\" for flag --storage-version: must be v1 or v2", NULL,
+                 "--storage-version=v3", NULL);
     expect_error("kop: invalid value \"8080\" for flag --metrics-bind-address: not an address "
                  "(examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)",
                  NULL, "--metrics-bind-address=8080", NULL);
@@ -403,6 +405,8 @@ START_TEST(test_config_help_and_version)
         "--kubeconfig",
         "--namespace",
         "--sync-period",
+        "--storage-migration",
+        "--storage-version",
         "--allowed-registries",
         "--log-level",
         "--log-format",

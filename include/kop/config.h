@@ -68,6 +68,8 @@ struct kop_config {
     char *kubeconfig;              /* --kubeconfig, NULL */
     char *namespace;               /* --namespace, NULL = all namespaces */
     int64_t sync_period_ms;        /* --sync-period, 10h */
+    char *storage_version;         /* --storage-version, "v1" (or "v2") */
+    bool storage_migration;        /* --storage-migration, false */
 
     /* admission */
     char **allowed_registries; /* --allowed-registries, NULL-terminated; NULL = any */

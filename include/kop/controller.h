@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "kop/admission.h"
+#include "kop/myresource.h"
 
 struct kop_client;
 struct kop_events;
@@ -81,6 +82,10 @@ struct kop_controller_options {
      * (lease duration minus renew deadline: before another replica can take
      * the lease); <= 0: do not wait. */
     int64_t lost_lease_drain_ms;
+    /* The MyResource version to list, watch and write status in: the CRD's
+     * storage version, so kop's own requests never go through the
+     * conversion webhook (--storage-version). UNKNOWN (0): v1. */
+    enum kop_myresource_version myresource_version;
 };
 
 /* Returns 0, -EINVAL or -ENOMEM; *ret on success. Nothing runs yet. */

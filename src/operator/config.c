@@ -124,6 +124,15 @@ static const struct flag flags[] = {
      "Watch only this namespace (default: all namespaces).", 0, 0},
     {"sync-period", FLAG_DURATION, OFF(sync_period_ms), "10h", "duration",
      "Every object is reconciled again at least this often.", 1, 0},
+    {"storage-version", FLAG_STRING, OFF(storage_version), "v1", "version",
+     "MyResource version the reconciler lists, watches and writes status in: v1 or v2, the "
+     "CRD's storage version (so kop's own requests skip the conversion webhook).",
+     0, 0},
+    {"storage-migration", FLAG_BOOL, OFF(storage_migration), "false", NULL,
+     "On the leader, move MyResources stored in older versions to the CRD's storage version, "
+     "then drop those versions from status.storedVersions (needs the RBAC of "
+     "manifests/overlays/storage-v2).",
+     0, 0},
     {"allowed-registries", FLAG_LIST, OFF(allowed_registries), NULL, "list",
      "Comma-separated image registries admission accepts (default: any).", 0, 0},
     {"log-level", FLAG_LEVEL, OFF(log_level), "info", "level",
@@ -838,6 +847,12 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
      * see what the binary enforces. */
     if (cfg->webhook_only && cfg->controller_only) {
         fprintf(err, "kop: --webhook-only and --controller-only cannot be used together\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (strcmp(cfg->storage_version, "v1") != 0 && strcmp(cfg->storage_version, "v2") != 0) {
+        fprintf(err, "kop: invalid value \"%s\" for flag --storage-version: must be v1 or v2\n",
+                cfg->storage_version);
         usage_hint(err);
         return -EINVAL;
     }

@@ -40,12 +40,14 @@
 #define KIND_SERVICE_META "Service.meta"
 #define DEFAULT_SYNC_PERIOD_MS (10LL * 3600 * 1000)
 
-static const struct kop_resource res_myr = {KOP_MYRESOURCE_GROUP, "v1", KOP_MYRESOURCE_RESOURCE,
-                                            true};
 static const struct kop_resource res_deploy = {"apps", "v1", "deployments", true};
 static const struct kop_resource res_svc = {"", "v1", "services", true};
 
 struct kop_controller {
+    /* MyResources in the CRD's storage version (v1 or v2), so the
+     * apiserver never calls the conversion webhook for kop's list/watch. */
+    struct kop_resource res_myr;
+    enum kop_myresource_version myr_version;
     struct kop_client *client;  /* informers */
     struct kop_client *rclient; /* reconciles (abortable on lease loss) */
     int64_t drain_ms;
@@ -227,7 +229,7 @@ static bool owner_exists(struct rec *r)
         struct kop_api_status st;
         json_t *obj = NULL;
         memset(&st, 0, sizeof(st));
-        int e = kop_client_get(r->c->rclient, &res_myr, r->ns, r->name, &st, &obj);
+        int e = kop_client_get(r->c->rclient, &r->c->res_myr, r->ns, r->name, &st, &obj);
         const char *uid = kop_json_path_str(obj, "metadata.uid");
         if (e == -ENOENT || (e == 0 && (!uid || !r->uid || strcmp(uid, r->uid) != 0 ||
                                         kop_json_path(obj, "metadata.deletionTimestamp"))))
@@ -339,6 +341,26 @@ out:
     json_decref(desired);
 }
 
+/*
+ * The status in another version's shape (@ref new, NULL on failure):
+ * kop computes and compares statuses in the v1 shape; with --storage-version
+ * v2 it reads and writes them in the v2 shape, converted by the same rules
+ * as the webhook.
+ */
+static json_t *status_as(const json_t *status, enum kop_myresource_version from,
+                         enum kop_myresource_version to)
+{
+    json_t *tmp = json_pack("{s:s, s:s, s:{}, s:O}", "apiVersion", kop_myresource_api_version(from),
+                            "kind", KOP_MYRESOURCE_KIND, "metadata", "status", status);
+    if (!tmp || kop_conversion_convert(tmp, to) < 0) {
+        json_decref(tmp);
+        return NULL;
+    }
+    json_t *out = json_incref(json_object_get(tmp, "status"));
+    json_decref(tmp);
+    return out;
+}
+
 static void write_status(struct rec *r, const json_t *old_status, int64_t generation,
                          const struct kop_myresource_spec *spec)
 {
@@ -359,14 +381,25 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
         json_decref(status);
         return;
     }
-    json_t *patch = json_pack("{s:o}", "status", status);
+    if (r->c->myr_version == KOP_MYRESOURCE_VERSION_V2) {
+        json_t *v2 = status_as(status, KOP_MYRESOURCE_VERSION_V1, KOP_MYRESOURCE_VERSION_V2);
+        json_decref(status);
+        status = v2;
+        if (!status) {
+            merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
+            return;
+        }
+    }
+    json_t *patch = json_pack("{s:O}", "status", status);
     if (!patch) {
+        json_decref(status);
         merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
         return;
     }
     struct kop_api_status st;
     memset(&st, 0, sizeof(st));
-    int e = kop_client_patch_status(r->c->rclient, &res_myr, r->ns, r->name, patch, &st, NULL);
+    int e =
+        kop_client_patch_status(r->c->rclient, &r->c->res_myr, r->ns, r->name, patch, &st, NULL);
     if (e == 0) {
         log_rec(r, KOP_LOG_DEBUG, "status updated", json_pack("{s:O}", "status", status));
     } else if (e != -ENOENT) { /* gone: nothing to report on */
@@ -375,6 +408,7 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
         api_error(r, e, &st, "StatusUpdateFailed", what);
     }
     json_decref(patch);
+    json_decref(status);
 }
 
 static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
@@ -408,7 +442,7 @@ static struct kop_reconcile_result reconcile(void *ud, const char *key, const ch
     const json_t *gen = kop_json_path(obj, "metadata.generation");
     int64_t generation = json_is_integer(gen) ? json_integer_value(gen) : 0;
     r.ref = (struct kop_event_ref){
-        .api_version = KOP_MYRESOURCE_V1,
+        .api_version = kop_myresource_api_version(c->myr_version),
         .kind = KOP_MYRESOURCE_KIND,
         .namespace = ns,
         .name = name,
@@ -416,12 +450,20 @@ static struct kop_reconcile_result reconcile(void *ud, const char *key, const ch
         .resource_version = kop_json_path_str(obj, "metadata.resourceVersion"),
     };
     log_rec(&r, KOP_LOG_DEBUG, "reconciling", NULL);
-    /* The status as stored (v1 shape), before the in-place conversion. */
+    /* The status as read, in the v1 shape, before the in-place conversion. */
     if (json_is_object(json_object_get(obj, "status")))
-        old_status = json_deep_copy(json_object_get(obj, "status"));
+        old_status = c->myr_version == KOP_MYRESOURCE_VERSION_V2
+                         ? status_as(json_object_get(obj, "status"), KOP_MYRESOURCE_VERSION_V2,
+                                     KOP_MYRESOURCE_VERSION_V1)
+                         : json_deep_copy(json_object_get(obj, "status"));
     r.had_status = json_array_size(json_object_get(old_status, "conditions")) > 0;
     /* obj is our private copy (kop_store_get decodes a fresh value). */
-    int e = kop_conversion_to_v2(obj);
+    if (!json_object_get(obj, "apiVersion"))
+        json_object_set_new(obj, "apiVersion",
+                            json_string(kop_myresource_api_version(c->myr_version)));
+    if (!json_object_get(obj, "kind"))
+        json_object_set_new(obj, "kind", json_string(KOP_MYRESOURCE_KIND));
+    int e = kop_conversion_convert(obj, KOP_MYRESOURCE_VERSION_V2);
     struct kop_myresource_spec spec;
     if (e == 0)
         e = kop_myresource_spec_read(obj, &spec);
@@ -621,6 +663,12 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     c->events = opt->events;
     c->sync_period_ms = opt->sync_period_ms > 0 ? opt->sync_period_ms : DEFAULT_SYNC_PERIOD_MS;
     c->leading = opt->leading;
+    c->myr_version = opt->myresource_version == KOP_MYRESOURCE_VERSION_V2
+                         ? KOP_MYRESOURCE_VERSION_V2
+                         : KOP_MYRESOURCE_VERSION_V1;
+    c->res_myr = (struct kop_resource){KOP_MYRESOURCE_GROUP,
+                                       c->myr_version == KOP_MYRESOURCE_VERSION_V2 ? "v2" : "v1",
+                                       KOP_MYRESOURCE_RESOURCE, true};
     pthread_mutex_init(&c->resync_lock, NULL);
     if (kop_clock_cond_init(&c->resync_cond) != 0) {
         pthread_mutex_destroy(&c->resync_lock);
@@ -650,7 +698,7 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     r = kop_workers_new(&wo, &c->workers);
     if (r < 0)
         goto fail;
-    r = informer(c, &res_myr, KIND_MYR, NULL, ROLE_MYR, &c->inf_myr);
+    r = informer(c, &c->res_myr, KIND_MYR, NULL, ROLE_MYR, &c->inf_myr);
     if (r == 0)
         r = informer(c, &res_deploy, KIND_DEPLOYMENT, KOP_RECONCILER_CHILD_SELECTOR, ROLE_CHILD,
                      &c->inf_deploy);

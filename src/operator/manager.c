@@ -73,6 +73,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -84,6 +85,8 @@
 #include "kop/kubeconfig.h"
 #include "kop/leader.h"
 #include "kop/log.h"
+#include "kop/migrator.h"
+#include "kop/myresource.h"
 #include "kop/probes.h"
 #include "kop/ratelimit.h"
 #include "kop/selfsigned.h"
@@ -111,6 +114,8 @@ struct kop_manager {
     struct kop_events *events;
     struct kop_controller *controller;
     struct kop_leader *leader;
+    struct kop_client *migrate_client; /* --storage-migration: aborted when the lease is lost */
+    struct kop_migrator *migrator;
 
     struct kop_probes *probes;
     struct kop_webhook *webhook;
@@ -173,14 +178,18 @@ static bool informers_synced(void *ud)
 
 static void on_started_leading(void *ud)
 {
+    struct kop_manager *m = ud;
     kop_log(KOP_LOG_INFO, "leader", "became leader, reconciling", NULL);
-    kop_controller_set_leading(ud, true);
+    kop_controller_set_leading(m->controller, true);
+    kop_migrator_set_leading(m->migrator, true);
 }
 
 static void on_stopped_leading(void *ud)
 {
+    struct kop_manager *m = ud;
     kop_log(KOP_LOG_WARN, "leader", "lost the lease, reconciling stopped", NULL);
-    kop_controller_set_leading(ud, false);
+    kop_migrator_set_leading(m->migrator, false);
+    kop_controller_set_leading(m->controller, false);
 }
 
 static void on_new_leader(void *ud, const char *identity)
@@ -258,6 +267,9 @@ static int reconciler_new(struct kop_manager *m)
         .leading = !cfg->leader_elect,
         .reconcile_client = m->reconcile_client,
         .lost_lease_drain_ms = cfg->leader_lease_duration_ms - cfg->leader_renew_deadline_ms,
+        .myresource_version = cfg->storage_version && strcmp(cfg->storage_version, "v2") == 0
+                                  ? KOP_MYRESOURCE_VERSION_V2
+                                  : KOP_MYRESOURCE_VERSION_V1,
     };
     r = kop_controller_new(&ctl, &m->controller);
     if (r < 0)
@@ -282,7 +294,7 @@ static int reconciler_new(struct kop_manager *m)
             .on_started_leading = on_started_leading,
             .on_stopped_leading = on_stopped_leading,
             .on_new_leader = on_new_leader,
-            .ud = m->controller,
+            .ud = m,
         };
         r = kop_leader_new(&lopt, &m->leader);
         if (r == -EINVAL) {
@@ -297,6 +309,28 @@ static int reconciler_new(struct kop_manager *m)
         kop_log(KOP_LOG_INFO, "setup", "leader election enabled",
                 json_pack("{s:s, s:s, s:s}", "lease", cfg->leader_election_id, "namespace", ns,
                           "identity", kop_leader_identity(m->leader)));
+    }
+    if (cfg->storage_migration) {
+        r = kop_client_new(&ropt, &m->migrate_client);
+        if (r < 0)
+            goto fail;
+        /* The checkpoint lives beside the Lease (the overlay's Role). */
+        const char *cp_ns = cfg->leader_elect ? lease_namespace(cfg, m->client) : NULL;
+        char cp_name[300];
+        snprintf(cp_name, sizeof(cp_name), "%s-storage-migration", cfg->leader_election_id);
+        const struct kop_migrator_options mopt = {
+            .client = m->migrate_client,
+            .events = m->events,
+            .crd_name = KOP_MYRESOURCE_RESOURCE "." KOP_MYRESOURCE_GROUP,
+            .group = KOP_MYRESOURCE_GROUP,
+            .resource = KOP_MYRESOURCE_RESOURCE,
+            .checkpoint_namespace = cp_ns,
+            .checkpoint_name = cp_ns ? cp_name : NULL,
+            .leading = !cfg->leader_elect,
+        };
+        r = kop_migrator_new(&mopt, &m->migrator);
+        if (r < 0)
+            goto fail;
     }
     kop_log(KOP_LOG_INFO, "setup", "API server configured",
             json_pack("{s:s, s:b, s:f, s:i}", "server", m->kc.server ? m->kc.server : "",
@@ -323,6 +357,9 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
             kop_client_abort(m->reconcile_client);
         }
     }
+    /* The migrator's requests share the bucket: stop it with the
+     * reconciles, before the lease is released. */
+    kop_migrator_stop(m->migrator);
     if (m->events && graceful) {
         step(m, "events");
         (void)kop_events_flush(m->events, remaining_ms(m) / 2);
@@ -338,6 +375,10 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
         step(m, "free");
     kop_leader_free(m->leader);
     m->leader = NULL;
+    kop_migrator_free(m->migrator);
+    m->migrator = NULL;
+    kop_client_free(m->migrate_client);
+    m->migrate_client = NULL;
     kop_controller_free(m->controller);
     m->controller = NULL;
     kop_events_free(m->events);
@@ -486,6 +527,14 @@ int kop_manager_start(struct kop_manager *m)
         r = kop_controller_start(m->controller);
         if (r < 0) {
             kop_log(KOP_LOG_ERROR, "setup", "cannot start the controller",
+                    json_pack("{s:i}", "errno", -r));
+            return r;
+        }
+    }
+    if (m->migrator) {
+        r = kop_migrator_start(m->migrator);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start the storage migrator",
                     json_pack("{s:i}", "errno", -r));
             return r;
         }

@@ -348,6 +348,20 @@ static bool same_object(const json_t *a, const json_t *b)
     return same;
 }
 
+/* The stored object is in the resource's storage version of the moment
+ * (an object keeps the version it was last written in: changing a CRD's
+ * storage version rewrites nothing). */
+static bool in_storage_version(const struct ks_res *def, const json_t *stored)
+{
+    if (!def->crd)
+        return true;
+    char *av = ks_api_version(def->group, def->storage);
+    bool same =
+        strcmp(str_or(json_string_value(json_object_get(stored, "apiVersion")), ""), av) == 0;
+    free(av);
+    return same;
+}
+
 /* ---- built-in defaults ---------------------------------------------------- */
 
 static void set_default(json_t *obj, const char *k, json_t *v)
@@ -520,6 +534,12 @@ static json_t *builtin_validate(const struct ks_res *def, const json_t *obj)
             return one_cause("FieldValueRequired", "spec.template.spec.containers",
                              "Required value");
     }
+    if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
+        const json_t *res = json_object_get(json_object_get(obj, "spec"), "resource");
+        const char *plural = json_string_value(json_object_get(res, "resource"));
+        if (!plural || !*plural)
+            return one_cause("FieldValueRequired", "spec.resource.resource", "Required value");
+    }
     return NULL;
 }
 
@@ -690,6 +710,100 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
 }
 
 /* ---- CRD status ---------------------------------------------------------------- */
+
+static bool str_in(const json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        if (strcmp(str_or(json_string_value(v), ""), s) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * status.storedVersions of an updated CRD, as the apiserver keeps it: a
+ * spec update first adds the new storage version (the CRD strategy's
+ * PrepareForUpdate), then both spec and status updates are checked the way
+ * ValidateCustomResourceDefinitionStoredVersions does
+ * (staging/src/k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/
+ * validation/validation.go, the messages of recent releases; values
+ * printed as JSON): at least one entry, the storage version among
+ * them, each one still in spec.versions. So a version leaves storedVersions
+ * only through /status, and leaves spec.versions only after that. Returns
+ * the causes (@ref new) or NULL.
+ */
+static json_t *crd_stored_versions(json_t *crd, bool add_storage)
+{
+    json_t *status = json_object_get(crd, "status");
+    if (!json_is_object(status)) {
+        status = json_object();
+        json_object_set_new(crd, "status", status);
+    }
+    json_t *stored = json_object_get(status, "storedVersions");
+    if (!json_is_array(stored)) {
+        stored = json_array();
+        json_object_set_new(status, "storedVersions", stored);
+    }
+    const json_t *versions = json_object_get(json_object_get(crd, "spec"), "versions");
+    const char *storage = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(versions, i, v)
+    {
+        if (json_is_true(json_object_get(v, "storage")))
+            storage = json_string_value(json_object_get(v, "name"));
+    }
+    if (add_storage && storage && !str_in(stored, storage))
+        json_array_append_new(stored, json_string(storage));
+    json_t *causes = json_array();
+    if (json_array_size(stored) == 0)
+        json_array_append_new(causes,
+                              json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid", "message",
+                                        "Invalid value: []: must have at least one stored "
+                                        "version",
+                                        "field", "status.storedVersions"));
+    if (storage && json_array_size(stored) && !str_in(stored, storage)) {
+        char *list = ks_dump(stored, false, NULL);
+        char *m = ks_printf("Invalid value: %s: must have the storage version %s", list, storage);
+        free(list);
+        json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid",
+                                                "message", m, "field", "status.storedVersions"));
+        free(m);
+    }
+    json_array_foreach(stored, i, v)
+    {
+        const char *name = str_or(json_string_value(v), "");
+        bool found = false;
+        size_t j;
+        json_t *sv;
+        json_array_foreach(versions, j, sv)
+        {
+            if (strcmp(str_or(json_string_value(json_object_get(sv, "name")), ""), name) == 0)
+                found = true;
+        }
+        if (found)
+            continue;
+        char *f = ks_printf("status.storedVersions[%zu]", i);
+        char *m =
+            ks_printf("Invalid value: \"%s\": missing from spec.versions; %s was previously a "
+                      "storage version, and must remain in spec.versions until a storage "
+                      "migration ensures no data remains persisted in %s and removes %s from "
+                      "status.storedVersions",
+                      name, name, name, name);
+        json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid",
+                                                "message", m, "field", f));
+        free(f);
+        free(m);
+    }
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return NULL;
+    }
+    return causes;
+}
 
 static json_t *crd_initial_status(const json_t *crd)
 {
@@ -1432,6 +1546,24 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
         /* Metadata the client cannot change. */
         json_t *nmd = meta(next);
         json_t *cmd = json_object_get(cur_v, "metadata");
+        /* A uid in the object is a precondition: an object deleted and
+         * recreated under the same name is not the one the client read.
+         * The storage layer's Preconditions.Check
+         * (staging/src/k8s.io/apiserver/pkg/storage/interfaces.go) fails
+         * with an invalid-object StorageError, which the registry turns
+         * into a 409 (storage/errors InterpretUpdateError). */
+        const char *nuid = json_string_value(json_object_get(nmd, "uid"));
+        const char *cuid = str_or(json_string_value(json_object_get(cmd, "uid")), "");
+        if (nuid && *nuid && strcmp(nuid, cuid) != 0) {
+            char *msg =
+                ks_printf("StorageError: invalid object, Code: 4, Key: /registry/%s%s%s/%s, "
+                          "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+                          "UID in precondition: %s, UID in object meta: %s",
+                          def->group, *def->group ? "/" : "", def->plural, key, nuid, cuid);
+            reply_conflict(r, def, q->name, msg);
+            free(msg);
+            goto next_attempt;
+        }
         static const char *const fixed[] = {"name",
                                             "namespace",
                                             "uid",
@@ -1452,8 +1584,14 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
         json_object_del(nmd, "selfLink");
         if (is_crd(def)) {
             json_t *st = json_object_get(cur_v, "status");
+            /* A copy: storedVersions may grow below, cur_v stays as read. */
             if (st && !status_sub)
-                json_object_set(next, "status", st);
+                json_object_set_new(next, "status", json_deep_copy(st));
+            json_t *sv_causes = crd_stored_versions(next, !status_sub);
+            if (sv_causes) {
+                reply_invalid(r, def, q->name, sv_causes);
+                goto next_attempt;
+            }
         }
         builtin_defaults(ks, def, next, cur_v);
         json_t *causes = builtin_validate(def, next);
@@ -1469,8 +1607,12 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
                 json_integer(json_integer_value(json_object_get(cmd, "generation")) + 1));
         if (def->typed)
             ks_typed_order(next);
-        if (same_object(next, cur_v)) {
-            /* A no-op write does not bump the resourceVersion. */
+        if (same_object(next, cur_v) && in_storage_version(def, cur)) {
+            /* A no-op write does not bump the resourceVersion: etcd3's
+             * GuaranteedUpdate compares the encoded bytes, which are in the
+             * storage version. An object still stored in an older version
+             * differs there, so the same no-op rewrites it in the current
+             * one (what storage version migration relies on). */
             ks_reply_json(r, 200, cur_v, !def->typed);
             goto next_attempt;
         }

@@ -7,10 +7,10 @@
  * aggregated discovery on request, /version), resource paths
  * (/api/v1/..., /apis/G/V/..., namespaced or not, subresources) and the
  * test endpoints /_kubesim/stats, /_kubesim/faults, /_kubesim/services and
- * /_kubesim/endpoints and /_kubesim/token (bearer token rotation).
- * Unknown non-API paths get Go's text/plain "404 page not found". With
- * --tracing, each request gets a trace (ks_trace_begin) that its webhook
- * calls carry in traceparent.
+ * /_kubesim/endpoints, /_kubesim/token (bearer token rotation) and
+ * /_kubesim/storage. Unknown non-API paths get Go's text/plain "404 page
+ * not found". With --tracing, each request gets a trace (ks_trace_begin)
+ * that its webhook calls carry in traceparent.
  */
 #include "kubesim.h"
 
@@ -259,6 +259,19 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
         json_t *ok = json_object();
         ks_reply_json(r, 200, ok, false);
         json_decref(ok);
+        return;
+    }
+    if (strcmp(what, "storage") == 0) {
+        /* ?resource=plural.group: the version each object is stored in */
+        const char *res = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "resource");
+        pthread_mutex_lock(&ks->lock);
+        json_t *doc = res ? ks_storage_describe(ks, res) : NULL;
+        pthread_mutex_unlock(&ks->lock);
+        if (doc)
+            ks_reply_json(r, 200, doc, false);
+        else
+            ks_reply_status(r, 404, "NotFound", "no such resource (?resource=plural.group)", NULL);
+        json_decref(doc);
         return;
     }
     if (strcmp(what, "faults") == 0) {

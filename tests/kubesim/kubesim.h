@@ -14,7 +14,8 @@
  * whclient.c (the apiserver's webhook transport: pool, retries,
  * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
- * util.c (JSON output, Status bodies, selectors).
+ * util.c (JSON output, Status bodies, selectors), migration.c (storage
+ * versions: StorageVersionMigration and /_kubesim/storage).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
@@ -140,6 +141,7 @@ struct ks_server {
     long bookmark_ms;
     size_t history_cap;
     bool verbose;
+    bool feature_svm; /* --feature StorageVersionMigrator */
 
     /* lock held */
     uint64_t rv;
@@ -148,6 +150,7 @@ struct ks_server {
     struct ks_res **graveyard;
     size_t ngrave, grave_cap;
     json_t *objects; /* res key -> { "ns/name" -> object } */
+    json_t *writes;  /* res key -> { "ns/name" -> times stored } (/_kubesim/storage) */
     struct ks_event *hist;
     size_t hist_head, hist_len;
     uint64_t hist_floor; /* every event with rv > hist_floor is in hist */
@@ -179,6 +182,8 @@ struct ks_server {
     bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
+    pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
+    bool migrator_running;
 };
 
 /* s, or "" when NULL. */
@@ -342,6 +347,20 @@ int ks_controllers_start(struct ks_server *ks);
 void ks_controllers_stop(struct ks_server *ks);
 /* Lock held: a deployment changed (schedule its status). */
 void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key);
+
+/* ---- migration.c ------------------------------------------------------------- */
+
+/* The storagemigration.k8s.io/v1beta1 resource itself is a built-in of
+ * resources.c, published with the feature on. The thread that runs StorageVersionMigrations (with
+ * the feature on). */
+int ks_migration_start(struct ks_server *ks);
+void ks_migration_stop(struct ks_server *ks);
+/* Lock held. /_kubesim/storage: the storage version of a resource and the
+ * version each of its objects is stored in and how many times it was
+ * written since created ({"resource","storageVersion","objects":{"ns/name":
+ * {"version","resourceVersion","uid","writes"}}}), or NULL for
+ * an unknown resource key. @ref new */
+json_t *ks_storage_describe(struct ks_server *ks, const char *res_key);
 
 /* ---- faults.c ------------------------------------------------------------------ */
 

@@ -43,6 +43,8 @@ static const char usage[] =
     "  --fault VERB:CODE:RATE[:RETRY_AFTER][:resource=R][:group=G][:namespace=N]\n"
     "                                inject errors (repeatable; group= is core)\n"
     "  --latency DUR                 add latency to every request\n"
+    "  --feature NAME                turn on a feature: StorageVersionMigrator (serves\n"
+    "                                storagemigration.k8s.io/v1beta1 and runs migrations)\n"
     "  --verbose                     log requests to stderr\n";
 
 /* "200ms", "1s", "2m" or plain milliseconds. -1 on error. */
@@ -157,6 +159,12 @@ static int run(int argc, char **argv)
             bad = !end || *end;
         } else if (strcmp(a, "--fault") == 0) {
             bad = ks_faults_add_flag(ks, v) != 0;
+        } else if (strcmp(a, "--feature") == 0) {
+            /* Feature gates, by the apiserver's names. */
+            if (strcmp(v, "StorageVersionMigrator") == 0)
+                ks->feature_svm = true;
+            else
+                bad = 1;
         } else {
             fprintf(stderr, "kubesim: unknown flag %s\n%s", a, usage);
             rc = 2;
@@ -217,6 +225,10 @@ static int run(int argc, char **argv)
         goto out;
     }
     controllers = true;
+    if (ks_migration_start(ks) != 0) {
+        fprintf(stderr, "kubesim: cannot start the storage version migrator\n");
+        goto out;
+    }
     if (ks_http_start(ks, listen, cert, key, &daemon) != 0) {
         fprintf(stderr, "kubesim: cannot listen on %s\n", listen);
         goto out;
@@ -241,6 +253,7 @@ static int run(int argc, char **argv)
 out:
     if (controllers)
         ks_controllers_stop(ks);
+    ks_migration_stop(ks);
     ks_http_stop(daemon);
     ks_whclient_free(ks);
     pthread_mutex_lock(&ks->lock);

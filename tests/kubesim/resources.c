@@ -68,6 +68,22 @@ static const struct builtin builtins[] = {
      false, NULL},
 };
 
+/* Served only with --feature StorageVersionMigrator (beta and off by default
+ * in Kubernetes 1.35): staging/src/k8s.io/api/storagemigration/v1beta1/types.go */
+static const struct builtin svm_builtin = {
+    "storagemigration.k8s.io",
+    "v1beta1",
+    "storageversionmigrations",
+    "storageversionmigration",
+    "StorageVersionMigration",
+    NULL,
+    NULL,
+    false,
+    true,
+    false,
+    true,
+    "{\"spec\":{\"resource\":{\"group\":\"\",\"resource\":\"\"}},\"status\":{}}"};
+
 static json_t *split_list(const char *csv)
 {
     if (!csv)
@@ -141,34 +157,41 @@ static void bury(struct ks_server *ks, struct ks_res *def)
     ks->graveyard[ks->ngrave++] = def;
 }
 
+static int add_builtin(struct ks_server *ks, const struct builtin *b)
+{
+    struct ks_res *def = calloc(1, sizeof(*def));
+    if (!def)
+        return -ENOMEM;
+    def->group = ks_strdup(b->group);
+    def->plural = ks_strdup(b->plural);
+    def->singular = ks_strdup(b->singular);
+    def->kind = ks_strdup(b->kind);
+    def->list_kind = ks_printf("%sList", b->kind);
+    def->key = res_key(b->group, b->plural);
+    def->short_names = split_list(b->shorts);
+    def->categories = split_list(b->cats);
+    def->namespaced = b->namespaced;
+    def->typed = true;
+    def->generation = b->generation;
+    def->versions[0].name = ks_strdup(b->version);
+    def->versions[0].served = true;
+    def->versions[0].storage = true;
+    def->versions[0].status = b->status;
+    def->versions[0].scale = b->scale;
+    def->nversions = 1;
+    def->storage = def->versions[0].name;
+    def->bookmark_extra = b->bookmark;
+    publish(ks, def);
+    return 0;
+}
+
 int ks_resources_init(struct ks_server *ks)
 {
-    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
-        const struct builtin *b = &builtins[i];
-        struct ks_res *def = calloc(1, sizeof(*def));
-        if (!def)
+    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
+        if (add_builtin(ks, &builtins[i]) != 0)
             return -ENOMEM;
-        def->group = ks_strdup(b->group);
-        def->plural = ks_strdup(b->plural);
-        def->singular = ks_strdup(b->singular);
-        def->kind = ks_strdup(b->kind);
-        def->list_kind = ks_printf("%sList", b->kind);
-        def->key = res_key(b->group, b->plural);
-        def->short_names = split_list(b->shorts);
-        def->categories = split_list(b->cats);
-        def->namespaced = b->namespaced;
-        def->typed = true;
-        def->generation = b->generation;
-        def->versions[0].name = ks_strdup(b->version);
-        def->versions[0].served = true;
-        def->versions[0].storage = true;
-        def->versions[0].status = b->status;
-        def->versions[0].scale = b->scale;
-        def->nversions = 1;
-        def->storage = def->versions[0].name;
-        def->bookmark_extra = b->bookmark;
-        publish(ks, def);
-    }
+    if (ks->feature_svm && add_builtin(ks, &svm_builtin) != 0)
+        return -ENOMEM;
     return 0;
 }
 

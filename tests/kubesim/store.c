@@ -17,8 +17,9 @@
 int ks_store_init(struct ks_server *ks)
 {
     ks->objects = json_object();
+    ks->writes = json_object();
     ks->hist = calloc(ks->history_cap, sizeof(*ks->hist));
-    if (!ks->objects || !ks->hist)
+    if (!ks->objects || !ks->writes || !ks->hist)
         return -ENOMEM;
     return 0;
 }
@@ -38,6 +39,8 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->hist = NULL;
     json_decref(ks->objects);
     ks->objects = NULL;
+    json_decref(ks->writes);
+    ks->writes = NULL;
 }
 
 json_t *ks_store_map(struct ks_server *ks, const char *res_key)
@@ -83,6 +86,18 @@ static void record(struct ks_server *ks, const struct ks_res *def, enum ks_event
     pthread_cond_broadcast(&ks->changed);
 }
 
+/* Count the writes of an object (restarting at a create). */
+static void count_write(struct ks_server *ks, const char *res_key, const char *obj_key, bool fresh)
+{
+    json_t *m = json_object_get(ks->writes, res_key);
+    if (!m) {
+        m = json_object();
+        json_object_set_new(ks->writes, res_key, m);
+    }
+    json_int_t n = fresh ? 0 : json_integer_value(json_object_get(m, obj_key));
+    json_object_set_new(m, obj_key, json_integer(n + 1));
+}
+
 static void set_rv(json_t *obj, uint64_t rv)
 {
     char buf[32];
@@ -104,6 +119,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     set_rv(obj, ks->rv);
     json_object_set(map, obj_key, obj);
     record(ks, def, old ? KS_MODIFIED : KS_ADDED, obj, old);
+    count_write(ks, def->key, obj_key, old == NULL);
     /* The garbage collector also looks at objects whose owners changed
      * (dangling or missing owners), batched: a pass costs all objects. */
     const json_t *refs = json_object_get(json_object_get(obj, "metadata"), "ownerReferences");

@@ -10,6 +10,7 @@
 //     (install and self-signed take an optional last argument: the
 //     app.kubernetes.io/managed-by label the objects carry, "kustomize"
 //     unless told; the Helm chart's renderings carry "Helm")
+//   node check.js storage-v2 FILE      so does the storage-v2 overlay
 //   node check.js selftest FILE        "schema" rejects broken copies of
 //                                      FILE's objects (the check can fail)
 //
@@ -231,9 +232,11 @@ function commonChecks(docs, mode, manager) {
         check('crd names', s.names.plural === 'myresources' && s.names.kind === 'MyResource' &&
               s.names.singular === 'myresource' && (s.names.shortNames || []).includes('myr') &&
               s.scope === 'Namespaced', JSON.stringify(s.names));
-        check('crd versions', vs.v1 && vs.v1.storage && vs.v1.served && vs.v2 && vs.v2.served &&
-              !vs.v2.storage && s.versions.filter((v) => v.storage).length === 1,
-              'v1 storage+served, v2 served');
+        // The storage-v2 overlay flips the storage version; both stay served.
+        const want = mode === 'storage-v2' ? 'v2' : 'v1';
+        check('crd versions', vs.v1 && vs.v1.served && vs.v2 && vs.v2.served && vs[want].storage &&
+              s.versions.filter((v) => v.storage).length === 1,
+              `${want} storage, both served`);
         check('crd status subresource', vs.v1 && vs.v2 && vs.v1.subresources &&
               vs.v1.subresources.status && vs.v2.subresources && vs.v2.subresources.status, 'missing');
         check('crd printer columns', vs.v1 && vs.v2 && (vs.v1.additionalPrinterColumns || []).length &&
@@ -424,6 +427,41 @@ function cmdSelfSigned(file, manager = 'kustomize') {
           JSON.stringify(cr && cr.rules));
 }
 
+function cmdStorageV2(file) {
+    const docs = loadDocs(file);
+    const {dep, c, crd} = commonChecks(docs, 'storage-v2');
+    if (!dep || !crd) return;
+    const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name);
+    check('v2 is the storage version, v1 still served', JSON.stringify(storage) === '["v2"]' &&
+          crd.spec.versions.some((v) => v.name === 'v1' && v.served), JSON.stringify(crd.spec.versions.map(
+              (v) => [v.name, v.served, v.storage])));
+    const args = c.args || [];
+    check('--storage-version=v2 --storage-migration', args.includes('--storage-version=v2') &&
+          args.includes('--storage-migration'), JSON.stringify(args));
+    const cr = find(docs, 'ClusterRole', 'kop-storage-migration-role');
+    const rule = (res, verbs, named) => cr && cr.rules.some((r) => r.resources.length === 1 &&
+        r.resources[0] === res && JSON.stringify(r.verbs) === JSON.stringify(verbs) &&
+        (named ? JSON.stringify(r.resourceNames) === '["myresources.mygroup.example.com"]' : !r.resourceNames));
+    check('migration ClusterRole: CRD get and status patch by name, myresources update, ' +
+          'storageversionmigrations create/get', cr && cr.rules.length === 4 &&
+          rule('customresourcedefinitions', ['get'], true) &&
+          rule('customresourcedefinitions/status', ['patch'], true) &&
+          rule('myresources', ['update'], false) && rule('storageversionmigrations', ['create', 'get'], false),
+          JSON.stringify(cr && cr.rules));
+    const role = find(docs, 'Role', 'kop-storage-migration-checkpoint-role');
+    check('checkpoint Role in kop-system: the one ConfigMap', role && role.metadata.namespace === 'kop-system' &&
+          role.rules.some((r) => JSON.stringify(r.resourceNames) === '["kop-leader-storage-migration"]' &&
+                          JSON.stringify(r.verbs) === '["get","update"]') &&
+          role.rules.some((r) => !r.resourceNames && JSON.stringify(r.verbs) === '["create"]'),
+          JSON.stringify(role));
+    for (const [kind, name] of [['ClusterRoleBinding', 'kop-storage-migration-rolebinding'],
+                                ['RoleBinding', 'kop-storage-migration-checkpoint-rolebinding']]) {
+        const b = find(docs, kind, name);
+        check(`${kind} ${name} binds kop`, b && b.subjects.some((s) => s.kind === 'ServiceAccount' &&
+              s.name === 'kop' && s.namespace === 'kop-system'), JSON.stringify(b && b.subjects));
+    }
+}
+
 // ---- the checker checks itself ---------------------------------------------
 
 // Each mutation breaks the rendered install in one way the schema check must
@@ -463,10 +501,11 @@ function cmdSelftest(file) {
 }
 
 function main(argv) {
-    const cmds = {schema: cmdSchema, install: cmdInstall, 'self-signed': cmdSelfSigned, selftest: cmdSelftest};
+    const cmds = {schema: cmdSchema, install: cmdInstall, 'self-signed': cmdSelfSigned, 'storage-v2': cmdStorageV2,
+                  selftest: cmdSelftest};
     const withManager = argv[0] === 'install' || argv[0] === 'self-signed';
     if (!cmds[argv[0]] || (argv.length !== 2 && !(withManager && argv.length === 3))) {
-        console.error('usage: node check.js schema|install|self-signed|selftest FILE | install|self-signed FILE MANAGER');
+        console.error('usage: node check.js schema|install|self-signed|storage-v2|selftest FILE | install|self-signed FILE MANAGER');
         return 2;
     }
     try {

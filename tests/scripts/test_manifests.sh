@@ -3,7 +3,7 @@
 #
 # kop's deployment manifests (manifests/, kustomize):
 #   1. `kubectl kustomize` renders the default install, the self-signed
-#      overlay and the samples;
+#      and storage-v2 overlays and the samples;
 #   2. every rendered object validates against the official Kubernetes and
 #      cert-manager schemas, unknown fields included (tests/manifests/
 #      check.js, on the npm packages kubernetes-models and
@@ -11,12 +11,13 @@
 #      package-lock.json into tests/manifests/node_modules), and the check
 #      itself rejects broken objects;
 #   3. the install hangs together (names, selectors, ports, certificate
-#      chain, hardening, RBAC wiring) and so does the overlay;
+#      chain, hardening, RBAC wiring) and so do the overlays;
 #   4. kubesim accepts everything: `kubectl apply -k manifests/` (after
 #      registering minimal cert-manager.io Issuer and Certificate CRDs,
 #      which kubesim does not have), the CA patched into the caBundles as
 #      cainjector would, then the samples go through kop's webhooks
-#      (kop --webhook-only), then the self-signed overlay applies on top;
+#      (kop --webhook-only), then the self-signed overlay applies on top,
+#      then the storage-v2 one;
 #   5. the RBAC checker (tests/manifests/rbac.js) on a synthetic request
 #      list. Checking the RBAC against kop's real requests needs the full
 #      operator: skipped, with a note.
@@ -72,6 +73,7 @@ render() { # name dir out
 }
 render manifests/ "$root/manifests" "$work/default.yaml"
 render manifests/overlays/self-signed/ "$root/manifests/overlays/self-signed" "$work/self-signed.yaml"
+render manifests/overlays/storage-v2/ "$root/manifests/overlays/storage-v2" "$work/storage-v2.yaml"
 render manifests/samples/ "$root/manifests/samples" "$work/samples.yaml"
 k kustomize "$root/manifests/base" >"$work/base.yaml" 2>/dev/null || true
 if cmp -s "$work/base.yaml" "$work/default.yaml"; then
@@ -104,6 +106,8 @@ if $node_ok; then
   run_check "selftest" node "$checks/check.js" selftest "$work/default.yaml"
   run_check "install" node "$checks/check.js" install "$work/default.yaml"
   run_check "self-signed" node "$checks/check.js" self-signed "$work/self-signed.yaml"
+  run_check "schema storage-v2" node "$checks/check.js" schema "$work/storage-v2.yaml"
+  run_check "storage-v2" node "$checks/check.js" storage-v2 "$work/storage-v2.yaml"
 fi
 
 # ---- 4. kubesim accepts everything ------------------------------------------------
@@ -225,6 +229,19 @@ if [ "$ready" = "1" ]; then
   pass "kubesim: self-signed overlay runs one replica"
 else
   fail "kubesim: self-signed overlay replicas: $ready"
+fi
+
+# The storage flip: v2 stored from now on, v1 kept until kop migrated.
+if k apply -f "$work/storage-v2.yaml" >"$work/apply-sv2.log" 2>&1; then
+  pass "kubesim: kubectl apply -f the storage-v2 overlay on top"
+else
+  fail "kubesim: storage-v2 overlay: $(grep -iv 'configured\|created\|unchanged' "$work/apply-sv2.log" | head -n 5)"
+fi
+sv=$(k get crd myresources.mygroup.example.com -o jsonpath='{.status.storedVersions}' 2>&1 || true)
+if [ "$sv" = '["v1","v2"]' ]; then
+  pass "kubesim: storage-v2 overlay keeps v1 in storedVersions until the migration"
+else
+  fail "kubesim: storedVersions after the storage-v2 overlay: $sv"
 fi
 
 # ---- 5. RBAC checker ---------------------------------------------------------------
