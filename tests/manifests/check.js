@@ -429,7 +429,7 @@ function cmdSelfSigned(file, manager = 'kustomize') {
 
 function cmdStorageV2(file) {
     const docs = loadDocs(file);
-    const {dep, c, crd} = commonChecks(docs, 'storage-v2');
+    const {dep, c, crd} = commonChecks(docs, 'storage-v2', 'kustomize');
     if (!dep || !crd) return;
     const storage = crd.spec.versions.filter((v) => v.storage).map((v) => v.name);
     check('v2 is the storage version, v1 still served', JSON.stringify(storage) === '["v2"]' &&
