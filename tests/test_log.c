@@ -360,6 +360,43 @@ START_TEST(test_log_concurrent_lines_never_interleave)
 }
 END_TEST
 
+START_TEST(test_log_errno_fields)
+{
+    struct capture c;
+    const char *out;
+    json_t *v;
+    const char *key;
+    json_t *val;
+    static const char *const order[] = {"ts", "level", "logger", "msg", "path", "error", "errno"};
+    size_t i = 0;
+
+    capture_start(&c, KOP_LOG_INFO, KOP_LOG_FORMAT_JSON);
+    kop_log_errno(KOP_LOG_ERROR, "setup", "cannot read", -ENOENT, json_pack("{s:s}", "path", "/x"));
+    kop_log_errno(KOP_LOG_WARN, "setup", "no fields", EACCES, NULL);
+    /* Filtered out: fields are still released (ASan would see a leak). */
+    kop_log_errno(KOP_LOG_DEBUG, "setup", "hidden", -EIO, json_pack("{s:s}", "k", "v"));
+    out = capture_finish(&c);
+    v = parse_line(out);
+    json_object_foreach(v, key, val)
+    {
+        ck_assert_uint_lt(i, 7);
+        ck_assert_str_eq(key, order[i]);
+        i++;
+    }
+    ck_assert_uint_eq(i, 7);
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "errno")), ENOENT);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "error")), "No such file or directory");
+    json_decref(v);
+    v = parse_line(strchr(out, '\n') + 1);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "msg")), "no fields");
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "errno")), EACCES);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "error")), "Permission denied");
+    json_decref(v);
+    ck_assert_ptr_null(strstr(out, "hidden"));
+    capture_free(&c);
+}
+END_TEST
+
 static Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
@@ -373,6 +410,7 @@ static Suite *log_suite(void)
     tcase_add_test(tc, test_log_truncates_huge_lines);
     tcase_add_test(tc, test_log_text_format);
     tcase_add_test(tc, test_log_parse_names);
+    tcase_add_test(tc, test_log_errno_fields);
     tcase_add_test(tc, test_log_concurrent_lines_never_interleave);
     suite_add_tcase(s, tc);
     return s;

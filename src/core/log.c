@@ -418,6 +418,25 @@ void kop_log(enum kop_log_level level, const char *logger, const char *msg, json
     json_decref(fields);
 }
 
+void kop_log_errno(enum kop_log_level level, const char *logger, const char *msg, int err,
+                   json_t *fields)
+{
+    char buf[128];
+    int e = err < 0 ? -err : err;
+
+    if (!kop_log_enabled(level)) {
+        json_decref(fields);
+        return;
+    }
+    if (fields == NULL)
+        fields = json_object();
+    if (fields != NULL) {
+        json_object_set_new(fields, "error", json_string(strerror_r(e, buf, sizeof(buf))));
+        json_object_set_new(fields, "errno", json_integer(e));
+    }
+    kop_log(level, logger, msg, fields);
+}
+
 void kop_logf(enum kop_log_level level, const char *logger, const char *fmt, ...)
 {
     char stack[1024];
