@@ -97,13 +97,31 @@ START_TEST(test_dynbuf_reserve_avoids_realloc)
 
     kop_dynbuf_init(&b, 1 << 20);
     ck_assert_int_eq(kop_dynbuf_reserve(&b, 5000), 0);
-    ck_assert_uint_ge(kop_dynbuf_capacity(&b), 5001);
+    ck_assert_uint_eq(kop_dynbuf_capacity(&b), 5001);
+    ck_assert_str_eq(kop_dynbuf_ptr(&b), "");
     const char *p = kop_dynbuf_ptr(&b);
     for (int i = 0; i < 5000; i++)
         ck_assert_int_eq(kop_dynbuf_add(&b, "y", 1), 0);
     ck_assert_ptr_eq(kop_dynbuf_ptr(&b), p);
     ck_assert_uint_eq(kop_dynbuf_len(&b), 5000);
+    /* Past the reserved size, growth doubles. */
+    ck_assert_int_eq(kop_dynbuf_add(&b, "y", 1), 0);
+    ck_assert_uint_eq(kop_dynbuf_capacity(&b), 10002);
+    /* ... and stops at the cap plus the '\0'. */
+    ck_assert_int_eq(kop_dynbuf_reserve(&b, 200000), 0);
+    ck_assert_uint_eq(kop_dynbuf_capacity(&b), 320064);
+    ck_assert_int_eq(kop_dynbuf_reserve(&b, (1 << 20) - 5001), 0);
+    ck_assert_uint_eq(kop_dynbuf_capacity(&b), (1 << 20) + 1);
     kop_dynbuf_free(&b);
+
+    /* Reserved but nothing added: take hands over "". */
+    char *s = NULL;
+    size_t n = 1;
+    ck_assert_int_eq(kop_dynbuf_reserve(&b, 100), 0);
+    ck_assert_int_eq(kop_dynbuf_take(&b, &s, &n), 0);
+    ck_assert_str_eq(s, "");
+    ck_assert_uint_eq(n, 0);
+    free(s);
 }
 END_TEST
 

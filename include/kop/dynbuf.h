@@ -50,8 +50,10 @@ void kop_dynbuf_free(struct kop_dynbuf *b);
  * memory for the next appends. */
 void kop_dynbuf_reset(struct kop_dynbuf *b);
 
-/* Make room for n more bytes of content without reallocating. Returns 0,
- * -E2BIG, -ENOMEM. */
+/* Make room for n more bytes of content, so that appending them does not
+ * reallocate. A buffer that holds no memory allocates exactly that (a
+ * size known in advance, such as a Content-Length, costs no more); growth
+ * after that doubles. Returns 0, -E2BIG, -ENOMEM. */
 int kop_dynbuf_reserve(struct kop_dynbuf *b, size_t n);
 
 /* Append n bytes (p may be NULL when n is 0). Returns 0, -E2BIG, -ENOMEM. */

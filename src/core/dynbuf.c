@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The growable buffer of kop/dynbuf.h. The allocation starts at
- * FIRST_ALLOC bytes (or the first request, when bigger) and doubles, never
+ * FIRST_ALLOC bytes (or at the size of a first reserve) and doubles, never
  * past the cap plus one byte for the '\0', so a capped buffer never holds
  * more than its owner allowed. Every sum is checked before it is made.
  */
 #include "kop/dynbuf.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,10 @@ static int fail(struct kop_dynbuf *b, int err)
     return err;
 }
 
-int kop_dynbuf_reserve(struct kop_dynbuf *b, size_t n)
+/* Room for n more bytes and the '\0'. exact: a buffer that holds no
+ * memory allocates just that; otherwise the allocation starts at
+ * FIRST_ALLOC, and growth doubles. Never past the cap plus the '\0'. */
+static int grow(struct kop_dynbuf *b, size_t n, bool exact)
 {
     size_t need, cap;
     char *p;
@@ -60,9 +64,13 @@ int kop_dynbuf_reserve(struct kop_dynbuf *b, size_t n)
     need = b->_len + n + 1;
     if (need <= b->_cap)
         return 0;
-    cap = b->_cap ? b->_cap : FIRST_ALLOC;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (b->_cap == 0 && exact) {
+        cap = need;
+    } else {
+        cap = b->_cap ? b->_cap : FIRST_ALLOC;
+        while (cap < need)
+            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    }
     if (cap > b->_max + 1)
         cap = b->_max + 1;
     p = realloc(b->_data, cap);
@@ -70,12 +78,18 @@ int kop_dynbuf_reserve(struct kop_dynbuf *b, size_t n)
         return fail(b, -ENOMEM);
     b->_data = p;
     b->_cap = cap;
+    b->_data[b->_len] = '\0';
     return 0;
+}
+
+int kop_dynbuf_reserve(struct kop_dynbuf *b, size_t n)
+{
+    return grow(b, n, true);
 }
 
 int kop_dynbuf_add(struct kop_dynbuf *b, const void *p, size_t n)
 {
-    int r = kop_dynbuf_reserve(b, n);
+    int r = grow(b, n, false);
 
     if (r < 0)
         return r;
@@ -109,7 +123,7 @@ int kop_dynbuf_vprintf(struct kop_dynbuf *b, const char *fmt, va_list ap)
         r = kop_dynbuf_add(b, small, (size_t)n);
         goto out;
     }
-    r = kop_dynbuf_reserve(b, (size_t)n);
+    r = grow(b, (size_t)n, false);
     if (r < 0)
         goto out;
     if (vsnprintf(b->_data + b->_len, (size_t)n + 1, fmt, again) != n) {
