@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "kop/dynbuf.h"
+#include "kop/file.h"
 
 #define MAX_LABELS 16
 
@@ -785,25 +786,12 @@ enum {
     PROC_N,
 };
 
-static int read_small_file(const char *path, char *buf, size_t len)
-{
-    FILE *f = fopen(path, "re");
-    size_t n;
-
-    if (f == NULL)
-        return -errno;
-    n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return 0;
-}
-
 static double boot_time(void)
 {
     char buf[8192];
     const char *p;
 
-    if (read_small_file("/proc/stat", buf, sizeof(buf)) != 0)
+    if (kop_file_read_into("/proc/stat", buf, sizeof(buf), NULL) != 0)
         return -1;
     p = strstr(buf, "\nbtime ");
     if (p == NULL)
@@ -833,7 +821,7 @@ static void process_collect(struct proc_metric *pm)
     DIR *d;
 
     memcpy(pm, init, sizeof(init));
-    if (read_small_file("/proc/self/stat", buf, sizeof(buf)) == 0) {
+    if (kop_file_read_into("/proc/self/stat", buf, sizeof(buf), NULL) == 0) {
         /* Fields after the command name, which is in parentheses and may
          * itself contain spaces and parentheses: start after the last ')'.
          * f[] is indexed by the 1-based field numbers of proc(5). */

@@ -29,6 +29,7 @@
 
 #include "kop/dynbuf.h"
 #include "kop/execcred.h"
+#include "kop/file.h"
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/jstream.h"
@@ -607,13 +608,12 @@ const char *kop_client_user_agent(const struct kop_client *c)
 
 static char *read_token_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
     char buf[16384];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    size_t n = 0;
+    if (kop_file_read_into(path, buf, sizeof(buf), &n) < 0) {
+        explicit_bzero(buf, sizeof(buf));
+        return NULL;
+    }
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         buf[--n] = '\0';
     char *t = n ? strdup(buf) : NULL;
