@@ -56,6 +56,8 @@ START_TEST(test_netaddr_split)
         ck_assert_ptr_nonnull(why);
         ck_assert_int_eq(port, 7);
     }
+    kop_netaddr_split("8080", host, sizeof(host), &port, &why);
+    ck_assert_ptr_eq(why, kop_netaddr_not_an_address);
     kop_netaddr_split("::1:80", host, sizeof(host), &port, &why);
     ck_assert_ptr_nonnull(strstr(why, "brackets"));
     kop_netaddr_split("h:70000", host, sizeof(host), &port, &why);

@@ -18,12 +18,17 @@
 /* Longest host name accepted, '\0' included. */
 #define KOP_NETADDR_HOST_MAX 256
 
+/* The reason kop_netaddr_split gives for a string that is no address at
+ * all; a caller may compare with it to give its own examples. */
+extern const char *const kop_netaddr_not_an_address;
+
 /*
  * Split "host:port", "[v6addr]:port" or ":port" (every address). The port
  * is 0..65535 (0: the kernel picks); an IPv6 address needs its brackets.
  * ret_host (host_size bytes) gets the host without brackets, "" for every
  * address. Returns 0 or -EINVAL; *ret_why (may be NULL) then says why in
- * words for the user. The out-parameters are written only on success.
+ * words for the user (a static string). ret_host and ret_port are written
+ * only on success.
  */
 int kop_netaddr_split(const char *s, char *ret_host, size_t host_size, int *ret_port,
                       const char **ret_why);

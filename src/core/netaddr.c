@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const kop_netaddr_not_an_address =
+    "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080)";
+
 static int port_number(const char *s, int *ret)
 {
     char *end;
@@ -33,7 +36,7 @@ static int port_number(const char *s, int *ret)
 int kop_netaddr_split(const char *s, char *ret_host, size_t host_size, int *ret_port,
                       const char **ret_why)
 {
-    const char *why = "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080)";
+    const char *why = kop_netaddr_not_an_address;
     const char *colon, *host = s;
     size_t host_len;
     int port, r = -EINVAL;

@@ -59,7 +59,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -80,6 +79,7 @@
 #include "kop/dynbuf.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/netaddr.h"
 
 #define LOGGER "http"
 /* First allocation for a body of unknown length (chunked). */
@@ -1395,30 +1395,6 @@ out:
     return r;
 }
 
-static int resolve_host(const char *host, uint16_t port, struct sockaddr_storage *ss,
-                        socklen_t *len)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *res = NULL;
-    char pstr[8];
-    snprintf(pstr, sizeof(pstr), "%u", (unsigned)port);
-    int r = getaddrinfo(host, pstr, &hints, &res);
-    if (r != 0 || !res)
-        return -EINVAL;
-    /* Prefer IPv4 for "localhost" style names that resolve to both. */
-    struct addrinfo *pick = res;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
-        }
-    }
-    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
-    *len = pick->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
 int kop_http_server_start(struct kop_http_server *srv)
 {
     if (!srv || srv->mhd)
@@ -1432,7 +1408,7 @@ int kop_http_server_start(struct kop_http_server *srv)
     if (o->no_listen) {
         flags |= MHD_USE_NO_LISTEN_SOCKET;
     } else if (o->host && *o->host) {
-        int r = resolve_host(o->host, o->port, &ss, &sslen);
+        int r = kop_netaddr_resolve(o->host, o->port, KOP_NETADDR_PASSIVE, &ss, &sslen);
         if (r < 0)
             return r;
         have_addr = true;

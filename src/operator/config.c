@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kop/netaddr.h"
 #include "kop_version.h"
 
 enum flag_type {
@@ -321,56 +322,16 @@ int kop_config_parse_duration(const char *s, int64_t *ret_ms)
 static int bind_address(const char *s, struct kop_bind_address *ret, const char **why)
 {
     struct kop_bind_address b = {.enabled = true};
-    const char *colon, *host = s;
-    size_t host_len;
-    long long port;
 
     if (strcmp(s, "0") == 0) {
         memset(ret, 0, sizeof(*ret));
         return 0;
     }
-    *why = "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)";
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-
-        if (close == NULL || close[1] != ':')
-            return -EINVAL;
-        host = s + 1;
-        host_len = (size_t)(close - host);
-        colon = close + 1;
-        if (host_len == 0)
-            return -EINVAL;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL)
-            return -EINVAL;
-        host_len = (size_t)(colon - s);
-        if (memchr(s, ':', host_len) != NULL) {
-            *why = "an IPv6 address needs brackets, as in [::1]:8080";
-            return -EINVAL;
-        }
-    }
-    if (host_len >= sizeof(b.host)) {
-        *why = "host name too long";
+    if (kop_netaddr_split(s, b.host, sizeof(b.host), &b.port, why) != 0) {
+        if (*why == kop_netaddr_not_an_address)
+            *why = "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)";
         return -EINVAL;
     }
-    for (size_t i = 0; i < host_len; i++) {
-        unsigned char c = (unsigned char)host[i];
-
-        if (c <= ' ' || c == '/' || c == '[' || c == ']' || c >= 0x7f)
-            return -EINVAL;
-    }
-    if (colon[1] == '\0' || !isdigit((unsigned char)colon[1])) {
-        *why = "missing port number";
-        return -EINVAL;
-    }
-    if (parse_int(colon + 1, 0, 65535, &port, why) != 0) {
-        *why = "port must be a number from 0 to 65535";
-        return -EINVAL;
-    }
-    memcpy(b.host, host, host_len);
-    b.host[host_len] = '\0';
-    b.port = (int)port;
     *ret = b;
     return 0;
 }
