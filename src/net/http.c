@@ -1316,11 +1316,11 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     pthread_cond_init(&srv->job_cond, NULL);
     srv->quiesced_fd = -1;
     if (!srv->opts.header_timeout_ms)
-        srv->opts.header_timeout_ms = 10000;
+        srv->opts.header_timeout_ms = KOP_HTTP_HEADER_TIMEOUT_S * 1000;
     if (!srv->opts.min_body_rate)
         srv->opts.min_body_rate = 16384;
     if (!srv->opts.timeout_s)
-        srv->opts.timeout_s = 120;
+        srv->opts.timeout_s = KOP_HTTP_IDLE_TIMEOUT_S;
     srv->header_timeout_ns = (int64_t)srv->opts.header_timeout_ms * KOP_NSEC_PER_MSEC;
     srv->grace_ns = srv->header_timeout_ns;
     srv->idle_timeout_ns = (int64_t)srv->opts.timeout_s * KOP_NSEC_PER_SEC;

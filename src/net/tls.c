@@ -1531,11 +1531,11 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
     t->lfd = t->epfd = t->evfd = t->infd = -1;
     t->o = *opts;
     if (t->o.handshake_timeout_ms <= 0)
-        t->o.handshake_timeout_ms = 10000;
+        t->o.handshake_timeout_ms = KOP_TLS_HANDSHAKE_TIMEOUT_S * 1000;
     if (t->o.idle_timeout_ms <= 0)
-        t->o.idle_timeout_ms = 120000;
+        t->o.idle_timeout_ms = KOP_HTTP_IDLE_TIMEOUT_S * 1000;
     if (!t->o.max_connections)
-        t->o.max_connections = 1024;
+        t->o.max_connections = KOP_TLS_MAX_CONNECTIONS;
     if (t->o.reload_interval_ms <= 0)
         t->o.reload_interval_ms = 2000;
     if (!t->o.handshakes_per_ip_per_s)
