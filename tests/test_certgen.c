@@ -334,6 +334,24 @@ START_TEST(test_certgen_write_dir)
     char missing[1024];
     snprintf(missing, sizeof(missing), "%s/none", tmp);
     ck_assert_int_eq(kop_certgen_read_dir(missing, &r), -ENOENT);
+    /* The bound: a file of 1 MiB - 1 bytes is read, one of 1 MiB refused. */
+    char ca[1100];
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    for (size_t size = (1u << 20) - 1; size <= (1u << 20); size++) {
+        FILE *f = fopen(ca, "wb");
+        ck_assert_ptr_nonnull(f);
+        for (size_t i = 0; i < size; i++)
+            ck_assert_int_eq(fputc('x', f), 'x');
+        ck_assert_int_eq(fclose(f), 0);
+        int rc = kop_certgen_read_dir(dir, &r);
+        if (size < (1u << 20)) {
+            ck_assert_int_eq(rc, 0);
+            ck_assert_uint_eq(strlen(r.ca_pem), size);
+            kop_certgen_pair_cleanup(&r);
+        } else {
+            ck_assert_int_eq(rc, -EFBIG);
+        }
+    }
     ck_assert_int_eq(kop_certgen_write_dir(NULL, &q), -EINVAL);
     char file[1100];
     snprintf(file, sizeof(file), "%s/tls.crt", dir);

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kop/http.h"
+#include "kop/leader.h"
+#include "kop/tls.h"
 #include "kop_version.h"
 #include "testutil.h"
 
@@ -498,6 +501,24 @@ START_TEST(test_config_bind_helper)
 }
 END_TEST
 
+/* The flags' defaults are the defaults of the layers that own them: an
+ * option left at 0 and the flag left alone mean the same. */
+START_TEST(test_config_defaults_are_the_layers)
+{
+    struct kop_config cfg;
+
+    kop_config_defaults(&cfg);
+    ck_assert_int_eq(cfg.tls_handshake_timeout_ms, KOP_TLS_HANDSHAKE_TIMEOUT_S * 1000);
+    ck_assert_int_eq(cfg.max_connections, KOP_TLS_MAX_CONNECTIONS);
+    ck_assert_int_eq(cfg.idle_timeout_ms, KOP_HTTP_IDLE_TIMEOUT_S * 1000);
+    ck_assert_int_eq(cfg.request_header_timeout_ms, KOP_HTTP_HEADER_TIMEOUT_S * 1000);
+    ck_assert_int_eq(cfg.leader_lease_duration_ms, KOP_LEADER_LEASE_DURATION_S * 1000);
+    ck_assert_int_eq(cfg.leader_renew_deadline_ms, KOP_LEADER_RENEW_DEADLINE_S * 1000);
+    ck_assert_int_eq(cfg.leader_retry_period_ms, KOP_LEADER_RETRY_PERIOD_S * 1000);
+    kop_config_cleanup(&cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -513,6 +534,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_help_and_version);
     tcase_add_test(tc, test_config_duration_helper);
     tcase_add_test(tc, test_config_bind_helper);
+    tcase_add_test(tc, test_config_defaults_are_the_layers);
     suite_add_tcase(s, tc);
     return s;
 }

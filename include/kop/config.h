@@ -41,12 +41,12 @@ struct kop_config {
     size_t admission_max_body;
     size_t webhook_memory_budget;         /* --webhook-memory-budget-bytes, 80 MiB */
     size_t max_header_bytes;              /* --max-header-bytes, 64 KiB */
-    int64_t tls_handshake_timeout_ms;     /* --tls-handshake-timeout, 10s */
-    int64_t idle_timeout_ms;              /* --idle-timeout, 120s */
-    int max_connections;                  /* --max-connections, 1024 */
+    int64_t tls_handshake_timeout_ms;     /* --tls-handshake-timeout, KOP_TLS_HANDSHAKE_TIMEOUT_S */
+    int64_t idle_timeout_ms;              /* --idle-timeout, KOP_HTTP_IDLE_TIMEOUT_S */
+    int max_connections;                  /* --max-connections, KOP_TLS_MAX_CONNECTIONS */
     int max_connections_per_ip;           /* --max-connections-per-ip, 256 */
     int webhook_threads;                  /* --webhook-threads, 2 (MHD worker threads) */
-    int64_t request_header_timeout_ms;    /* --request-header-timeout, 10s */
+    int64_t request_header_timeout_ms;    /* --request-header-timeout, KOP_HTTP_HEADER_TIMEOUT_S */
     size_t min_body_rate;                 /* --min-body-rate, 16 KiB/s */
     int max_handshakes_per_ip_per_second; /* --max-handshakes-per-ip-per-second, 64 */
 
@@ -57,9 +57,11 @@ struct kop_config {
     bool leader_elect;                /* --leader-elect, false */
     char *leader_election_id;         /* --leader-election-id, "kop-leader" */
     char *leader_election_namespace;  /* --leader-election-namespace, NULL = pod namespace */
-    int64_t leader_lease_duration_ms; /* --leader-election-lease-duration, 15s */
-    int64_t leader_renew_deadline_ms; /* --leader-election-renew-deadline, 10s */
-    int64_t leader_retry_period_ms;   /* --leader-election-retry-period, 2s */
+    int64_t leader_lease_duration_ms; /* --leader-election-lease-duration,
+                                         KOP_LEADER_LEASE_DURATION_S */
+    int64_t leader_renew_deadline_ms; /* --leader-election-renew-deadline,
+                                         KOP_LEADER_RENEW_DEADLINE_S */
+    int64_t leader_retry_period_ms; /* --leader-election-retry-period, KOP_LEADER_RETRY_PERIOD_S */
 
     /* reconciler and client */
     int max_concurrent_reconciles; /* --max-concurrent-reconciles, 2 */

@@ -128,6 +128,11 @@ struct kop_http_route {
     const char *webhook_name;
 };
 
+/* Defaults, also those of kop's command line (plain integers, so that
+ * they can be spelled into a default flag value). */
+#define KOP_HTTP_IDLE_TIMEOUT_S 120
+#define KOP_HTTP_HEADER_TIMEOUT_S 10
+
 struct kop_http_server_options {
     /* Listen address. host NULL or "" = all addresses (IPv6 dual-stack when
      * available, else IPv4); a literal IPv4/IPv6 address or "localhost".
@@ -136,10 +141,10 @@ struct kop_http_server_options {
     uint16_t port;
     /* No listen socket: connections come from kop_http_server_add_connection(). */
     bool no_listen;
-    unsigned threads;         /* worker threads, 0 = 1 */
-    size_t max_header_size;   /* per-connection memory for the request head; 0 = 32 KiB */
-    unsigned timeout_s;       /* idle connection timeout, 0 = 120 s; absolute between
-                                 requests, however the bytes of the next one trickle */
+    unsigned threads;       /* worker threads, 0 = 1 */
+    size_t max_header_size; /* per-connection memory for the request head; 0 = 32 KiB */
+    unsigned timeout_s; /* idle connection timeout, 0 = KOP_HTTP_IDLE_TIMEOUT_S; absolute between
+                           requests, however the bytes of the next one trickle */
     unsigned max_connections; /* 0 = 1024 */
     /* A listening server: most connections open at once from one address,
      * 0 = no limit (the TLS front has its own). */
@@ -147,7 +152,7 @@ struct kop_http_server_options {
     /* Absolute deadlines, whatever the traffic: a request's line and
      * headers must be in within header_timeout_ms (from the connection's
      * start for its first request, from the request line for the next
-     * ones; 0 = 10 s), and after that same grace its body must have come
+     * ones; 0 = KOP_HTTP_HEADER_TIMEOUT_S), and after that same grace its body must have come
      * at min_body_rate bytes per second on average (0 = 16 KiB/s). A
      * connection past either is closed and counted in
      * <metric_prefix>_http_connections_timed_out_total{server}. */

@@ -63,14 +63,21 @@ struct kop_leader;
 typedef void (*kop_leader_fn)(void *ud);
 typedef void (*kop_leader_new_leader_fn)(void *ud, const char *identity);
 
+/* Defaults (client-go's leaderelection values), also those of kop's
+ * command line: plain integers, so that they can be spelled into a
+ * default flag value. */
+#define KOP_LEADER_LEASE_DURATION_S 15
+#define KOP_LEADER_RENEW_DEADLINE_S 10
+#define KOP_LEADER_RETRY_PERIOD_S 2
+
 struct kop_leader_options {
     struct kop_client *client; /* borrowed; must outlive the elector */
     const char *namespace;     /* of the Lease (required) */
     const char *name;          /* Lease name (required), also the metric label */
     const char *identity;      /* NULL: kop_leader_default_identity() */
-    int64_t lease_duration_ms; /* 0: 15 s */
-    int64_t renew_deadline_ms; /* 0: 10 s */
-    int64_t retry_period_ms;   /* 0: 2 s */
+    int64_t lease_duration_ms; /* 0: KOP_LEADER_LEASE_DURATION_S */
+    int64_t renew_deadline_ms; /* 0: KOP_LEADER_RENEW_DEADLINE_S */
+    int64_t retry_period_ms;   /* 0: KOP_LEADER_RETRY_PERIOD_S */
     bool once;                 /* stop competing after losing the lease */
     kop_leader_fn on_started_leading;
     kop_leader_fn on_stopped_leading;

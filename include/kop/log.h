@@ -50,6 +50,14 @@ bool kop_log_enabled(enum kop_log_level level);
  */
 void kop_log(enum kop_log_level level, const char *logger, const char *msg, json_t *fields);
 
+/*
+ * kop_log for a failure: fields (may be NULL) gets two more members,
+ * "error" (the strerror_r text of err) and "errno" (the positive value);
+ * err may be given as -errno or errno. @ref steal fields, as kop_log.
+ */
+void kop_log_errno(enum kop_log_level level, const char *logger, const char *msg, int err,
+                   json_t *fields);
+
 /* printf-style message, no extra fields. */
 void kop_logf(enum kop_log_level level, const char *logger, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -41,14 +41,20 @@
 struct kop_http_server;
 struct kop_metrics;
 
+/* Defaults, also those of kop's command line (plain integers, so that
+ * they can be spelled into a default flag value). The idle timeout's is
+ * KOP_HTTP_IDLE_TIMEOUT_S (kop/http.h): one flag sets both servers'. */
+#define KOP_TLS_HANDSHAKE_TIMEOUT_S 10
+#define KOP_TLS_MAX_CONNECTIONS 1024
+
 struct kop_tls_options {
     const char *host;           /* NULL or "" = all addresses (IPv6 dual stack if possible) */
     uint16_t port;              /* 0 = the kernel picks, see kop_tls_port() */
     const char *cert_dir;       /* holds tls.crt and tls.key */
     const char *client_ca_file; /* non-NULL: require a client certificate signed by these CAs */
-    int handshake_timeout_ms;   /* 0 = 10 s */
+    int handshake_timeout_ms;   /* 0 = KOP_TLS_HANDSHAKE_TIMEOUT_S */
     int idle_timeout_ms;        /* established connection with no traffic; 0 = 120 s */
-    unsigned max_connections;   /* 0 = 1024 */
+    unsigned max_connections;   /* 0 = KOP_TLS_MAX_CONNECTIONS */
     unsigned max_per_ip;        /* 0 = no per-address limit */
     /* New handshakes per second from one address, 0 = 64. A burst of
      * max_per_ip (else max_connections) handshakes is always allowed; over

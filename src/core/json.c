@@ -7,69 +7,32 @@
  */
 #include "kop/json.h"
 
+#include "kop/dynbuf.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct dump_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-    int error;
-};
-
 static int dump_cb(const char *buffer, size_t size, void *user)
 {
-    struct dump_buf *b = user;
-
-    if (size >= b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 256;
-        char *p;
-
-        while (size >= cap - b->len) {
-            if (cap > SIZE_MAX / 2) {
-                b->error = -ENOMEM;
-                return -1;
-            }
-            cap *= 2;
-        }
-        p = realloc(b->data, cap);
-        if (p == NULL) {
-            b->error = -ENOMEM;
-            return -1;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, buffer, size);
-    b->len += size;
-    return 0;
+    return kop_dynbuf_add(user, buffer, size) == 0 ? 0 : -1;
 }
 
 int kop_json_dump(const json_t *v, size_t flags, char **ret_buf, size_t *ret_len)
 {
-    struct dump_buf b = {0};
+    struct kop_dynbuf b;
     int r;
 
     if (v == NULL || ret_buf == NULL)
         return -EINVAL;
-    b.cap = 256;
-    b.data = malloc(b.cap);
-    if (b.data == NULL)
-        return -ENOMEM;
+    kop_dynbuf_init(&b, KOP_DYNBUF_NO_LIMIT);
     if (json_dump_callback(v, dump_cb, &b, flags) != 0) {
-        r = b.error ? b.error : -EINVAL;
+        r = kop_dynbuf_error(&b) == -ENOMEM || kop_dynbuf_error(&b) == -E2BIG ? -ENOMEM : -EINVAL;
         goto out;
     }
-    /* dump_cb always leaves room for one more byte. */
-    b.data[b.len] = '\0';
-    *ret_buf = b.data;
-    if (ret_len != NULL)
-        *ret_len = b.len;
-    b.data = NULL;
-    r = 0;
+    r = kop_dynbuf_take(&b, ret_buf, ret_len);
 out:
-    free(b.data);
+    kop_dynbuf_free(&b);
     return r;
 }
 

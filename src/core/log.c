@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "kop/clock.h"
+#include "kop/dynbuf.h"
 #include "kop/json.h"
 
 #define MAX_MSG_BYTES (32 * 1024)
@@ -112,36 +113,26 @@ bool kop_log_enabled(enum kop_log_level level)
     return (int)level >= atomic_load_explicit(&log_min_level, memory_order_relaxed);
 }
 
-/* ---- a small growing buffer -------------------------------------------- */
+/* ---- the line buffer ------------------------------------------------------ */
 
+/* A kop_dynbuf without a cap (the line limit is checked once the line is
+ * built) and a flag for a line that could not be built: once set, nothing
+ * more is added and the line is dropped. */
 struct buf {
-    char *data;
-    size_t len;
-    size_t cap;
+    struct kop_dynbuf d;
     bool oom;
 };
 
+static void buf_init(struct buf *b)
+{
+    kop_dynbuf_init(&b->d, KOP_DYNBUF_NO_LIMIT);
+    b->oom = false;
+}
+
 static void buf_add(struct buf *b, const char *s, size_t n)
 {
-    if (b->oom)
-        return;
-    if (n >= b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 512;
-        char *p;
-
-        while (n >= cap - b->len)
-            cap *= 2;
-        p = realloc(b->data, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
+    if (!b->oom && kop_dynbuf_add(&b->d, s, n) < 0)
+        b->oom = true;
 }
 
 static void buf_adds(struct buf *b, const char *s)
@@ -225,16 +216,17 @@ static bool add_clean_utf8(struct buf *b, const char *msg, size_t max)
 /* A JSON string for s, cleaned and cut; *cut set when shortened. */
 static json_t *clean_string(const char *s, size_t max, bool *cut)
 {
-    struct buf b = {0};
+    struct buf b;
     json_t *j;
 
+    buf_init(&b);
     *cut = add_clean_utf8(&b, s, max);
     if (b.oom) {
-        free(b.data);
+        kop_dynbuf_free(&b.d);
         return NULL;
     }
-    j = json_stringn(b.data ? b.data : "", b.len);
-    free(b.data);
+    j = json_stringn(kop_dynbuf_ptr(&b.d), kop_dynbuf_len(&b.d));
+    kop_dynbuf_free(&b.d);
     return j;
 }
 
@@ -298,11 +290,12 @@ static void text_value(struct buf *b, json_t *v)
 /* Message text with control characters escaped so a line stays one line. */
 static void text_escaped(struct buf *b, const char *s, size_t max, bool *cut)
 {
-    struct buf clean = {0};
+    struct buf clean;
 
+    buf_init(&clean);
     *cut = add_clean_utf8(&clean, s, max);
-    for (size_t i = 0; i < clean.len; i++) {
-        unsigned char c = (unsigned char)clean.data[i];
+    for (size_t i = 0; i < kop_dynbuf_len(&clean.d); i++) {
+        unsigned char c = (unsigned char)kop_dynbuf_ptr(&clean.d)[i];
         char esc[8];
 
         if (c == '\n') {
@@ -315,12 +308,12 @@ static void text_escaped(struct buf *b, const char *s, size_t max, bool *cut)
             snprintf(esc, sizeof(esc), "\\x%02x", c);
             buf_adds(b, esc);
         } else {
-            buf_add(b, clean.data + i, 1);
+            buf_add(b, kop_dynbuf_ptr(&clean.d) + i, 1);
         }
     }
     if (clean.oom)
         b->oom = true;
-    free(clean.data);
+    kop_dynbuf_free(&clean.d);
 }
 
 static void text_line(struct buf *b, const char *ts, enum kop_log_level level, const char *logger,
@@ -381,7 +374,7 @@ static void write_all(int fd, const char *s, size_t n)
 static void emit(enum kop_log_level level, const char *logger, const char *msg, json_t *fields)
 {
     char ts[40];
-    struct buf b = {0};
+    struct buf b;
     int fmt = atomic_load_explicit(&log_format, memory_order_relaxed);
     int saved_errno = errno;
 
@@ -390,24 +383,26 @@ static void emit(enum kop_log_level level, const char *logger, const char *msg, 
     if (msg == NULL)
         msg = "";
     kop_clock_rfc3339_micro(kop_clock_wall_ns(), ts, sizeof(ts));
+    buf_init(&b);
     /* Second attempt, when the line came out too long: no fields and a
      * message short enough that even 6-byte escapes fit the line limit. */
     for (int attempt = 0; attempt < 2; attempt++) {
         bool drop = attempt > 0;
         size_t msg_max = drop ? MAX_MSG_BYTES / 4 : MAX_MSG_BYTES;
 
-        b.len = 0;
+        kop_dynbuf_reset(&b.d);
         b.oom = false;
         if (fmt == KOP_LOG_FORMAT_TEXT)
             text_line(&b, ts, level, logger, msg, msg_max, fields, drop);
         else
             json_line(&b, ts, level, logger, msg, msg_max, fields, drop);
-        if (!b.oom && b.len <= MAX_LINE_BYTES)
+        if (!b.oom && kop_dynbuf_len(&b.d) <= MAX_LINE_BYTES)
             break;
     }
-    if (!b.oom && b.len > 0 && b.len <= MAX_LINE_BYTES)
-        write_all(atomic_load_explicit(&log_fd, memory_order_relaxed), b.data, b.len);
-    free(b.data);
+    if (!b.oom && kop_dynbuf_len(&b.d) > 0 && kop_dynbuf_len(&b.d) <= MAX_LINE_BYTES)
+        write_all(atomic_load_explicit(&log_fd, memory_order_relaxed), kop_dynbuf_ptr(&b.d),
+                  kop_dynbuf_len(&b.d));
+    kop_dynbuf_free(&b.d);
     errno = saved_errno;
 }
 
@@ -416,6 +411,25 @@ void kop_log(enum kop_log_level level, const char *logger, const char *msg, json
     if (kop_log_enabled(level))
         emit(level, logger, msg, fields);
     json_decref(fields);
+}
+
+void kop_log_errno(enum kop_log_level level, const char *logger, const char *msg, int err,
+                   json_t *fields)
+{
+    char buf[128];
+    int e = err < 0 ? -err : err;
+
+    if (!kop_log_enabled(level)) {
+        json_decref(fields);
+        return;
+    }
+    if (fields == NULL)
+        fields = json_object();
+    if (fields != NULL) {
+        json_object_set_new(fields, "error", json_string(strerror_r(e, buf, sizeof(buf))));
+        json_object_set_new(fields, "errno", json_integer(e));
+    }
+    kop_log(level, logger, msg, fields);
 }
 
 void kop_logf(enum kop_log_level level, const char *logger, const char *fmt, ...)

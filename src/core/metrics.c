@@ -32,6 +32,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "kop/dynbuf.h"
+#include "kop/file.h"
+
 #define MAX_LABELS 16
 
 struct kop_metric {
@@ -540,37 +543,14 @@ unsigned long long kop_histogram_count(const struct kop_metric *h)
 
 /* ---- rendering ------------------------------------------------------------- */
 
-struct out {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool oom;
-};
-
-static void out_add(struct out *o, const char *s, size_t n)
+/* The page is built in a kop_dynbuf: its first error is kept, so the
+ * writers below ignore their results and render checks once. */
+static void out_add(struct kop_dynbuf *o, const char *s, size_t n)
 {
-    if (o->oom)
-        return;
-    if (n >= o->cap - o->len) {
-        size_t cap = o->cap ? o->cap : 4096;
-        char *p;
-
-        while (n >= cap - o->len)
-            cap *= 2;
-        p = realloc(o->data, cap);
-        if (p == NULL) {
-            o->oom = true;
-            return;
-        }
-        o->data = p;
-        o->cap = cap;
-    }
-    memcpy(o->data + o->len, s, n);
-    o->len += n;
-    o->data[o->len] = '\0';
+    (void)kop_dynbuf_add(o, s, n);
 }
 
-static void out_adds(struct out *o, const char *s)
+static void out_adds(struct kop_dynbuf *o, const char *s)
 {
     out_add(o, s, strlen(s));
 }
@@ -653,7 +633,7 @@ int kop_metrics_format_double(double v, char *buf, size_t len)
     }
 }
 
-static void out_double(struct out *o, double v)
+static void out_double(struct kop_dynbuf *o, double v)
 {
     char buf[64];
 
@@ -661,7 +641,7 @@ static void out_double(struct out *o, double v)
     out_adds(o, buf);
 }
 
-static void out_u64(struct out *o, unsigned long long v)
+static void out_u64(struct kop_dynbuf *o, unsigned long long v)
 {
     char buf[32];
 
@@ -671,7 +651,7 @@ static void out_u64(struct out *o, unsigned long long v)
 }
 
 /* HELP text: backslash and newline escaped. */
-static void out_help(struct out *o, const char *s)
+static void out_help(struct kop_dynbuf *o, const char *s)
 {
     for (const char *p = s; *p; p++) {
         if (*p == '\\')
@@ -684,7 +664,7 @@ static void out_help(struct out *o, const char *s)
 }
 
 /* Label values: backslash, double quote and newline escaped. */
-static void out_label_value(struct out *o, const char *s)
+static void out_label_value(struct kop_dynbuf *o, const char *s)
 {
     for (const char *p = s; *p; p++) {
         if (*p == '\\')
@@ -698,7 +678,7 @@ static void out_label_value(struct out *o, const char *s)
     }
 }
 
-static void out_header(struct out *o, const char *name, const char *help, const char *type)
+static void out_header(struct kop_dynbuf *o, const char *name, const char *help, const char *type)
 {
     out_adds(o, "# HELP ");
     out_adds(o, name);
@@ -712,7 +692,7 @@ static void out_header(struct out *o, const char *name, const char *help, const 
 }
 
 /* "{a="x",b="y"" (le appended when given) then "}" when anything was written. */
-static void out_labels(struct out *o, const struct kop_metric *c, const char *le)
+static void out_labels(struct kop_dynbuf *o, const struct kop_metric *c, const char *le)
 {
     const struct kop_metric_family *f = c->family;
 
@@ -737,7 +717,7 @@ static void out_labels(struct out *o, const struct kop_metric *c, const char *le
     out_add(o, "}", 1);
 }
 
-static void render_family(struct out *o, const struct kop_metric_family *f)
+static void render_family(struct kop_dynbuf *o, const struct kop_metric_family *f)
 {
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
 
@@ -806,25 +786,12 @@ enum {
     PROC_N,
 };
 
-static int read_small_file(const char *path, char *buf, size_t len)
-{
-    FILE *f = fopen(path, "re");
-    size_t n;
-
-    if (f == NULL)
-        return -errno;
-    n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return 0;
-}
-
 static double boot_time(void)
 {
     char buf[8192];
     const char *p;
 
-    if (read_small_file("/proc/stat", buf, sizeof(buf)) != 0)
+    if (kop_file_read_into("/proc/stat", buf, sizeof(buf), NULL) != 0)
         return -1;
     p = strstr(buf, "\nbtime ");
     if (p == NULL)
@@ -854,7 +821,7 @@ static void process_collect(struct proc_metric *pm)
     DIR *d;
 
     memcpy(pm, init, sizeof(init));
-    if (read_small_file("/proc/self/stat", buf, sizeof(buf)) == 0) {
+    if (kop_file_read_into("/proc/self/stat", buf, sizeof(buf), NULL) == 0) {
         /* Fields after the command name, which is in parentheses and may
          * itself contain spaces and parentheses: start after the last ')'.
          * f[] is indexed by the 1-based field numbers of proc(5). */
@@ -917,7 +884,7 @@ static void process_collect(struct proc_metric *pm)
 int kop_metrics_render(struct kop_metrics *m, char **ret_buf, size_t *ret_len)
 {
     struct proc_metric pm[PROC_N];
-    struct out o = {0};
+    struct kop_dynbuf o;
     size_t fi = 0, pi = 0, n_proc = 0;
 
     if (m == NULL || ret_buf == NULL)
@@ -926,7 +893,8 @@ int kop_metrics_render(struct kop_metrics *m, char **ret_buf, size_t *ret_len)
         process_collect(pm);
         n_proc = PROC_N;
     }
-    out_add(&o, "", 0);
+    kop_dynbuf_init(&o, KOP_DYNBUF_NO_LIMIT);
+    (void)kop_dynbuf_reserve(&o, 4095);
     pthread_mutex_lock(&m->lock);
     /* Merge the sorted families with the (sorted) process metrics. */
     while (fi < m->n_families || pi < n_proc) {
@@ -951,12 +919,9 @@ int kop_metrics_render(struct kop_metrics *m, char **ret_buf, size_t *ret_len)
         }
     }
     pthread_mutex_unlock(&m->lock);
-    if (o.oom || o.data == NULL) {
-        free(o.data);
+    if (kop_dynbuf_error(&o) != 0 || kop_dynbuf_take(&o, ret_buf, ret_len) != 0) {
+        kop_dynbuf_free(&o);
         return -ENOMEM;
     }
-    *ret_buf = o.data;
-    if (ret_len != NULL)
-        *ret_len = o.len;
     return 0;
 }

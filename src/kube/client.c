@@ -27,7 +27,9 @@
 
 #include <curl/curl.h>
 
+#include "kop/dynbuf.h"
 #include "kop/execcred.h"
+#include "kop/file.h"
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/jstream.h"
@@ -606,13 +608,12 @@ const char *kop_client_user_agent(const struct kop_client *c)
 
 static char *read_token_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
     char buf[16384];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    size_t n = 0;
+    if (kop_file_read_into(path, buf, sizeof(buf), &n) < 0) {
+        explicit_bzero(buf, sizeof(buf));
+        return NULL;
+    }
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         buf[--n] = '\0';
     char *t = n ? strdup(buf) : NULL;
@@ -751,9 +752,8 @@ int kop_client_query_add(char *buf, size_t len, const char *key, const char *val
 struct xfer {
     struct kop_client *c;
     CURL *easy;
-    /* body collection */
-    char *buf;
-    size_t len, cap, limit;
+    /* body collection, capped at MAX_BODY or MAX_ERROR_BODY */
+    struct kop_dynbuf body;
     /* streaming */
     kop_client_data_fn on_data;
     void *ud;
@@ -796,22 +796,8 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
 
 static int buf_append(struct xfer *x, const char *data, size_t n)
 {
-    if (n > x->limit - x->len)
-        return -EMSGSIZE;
-    if (x->len + n + 1 > x->cap) {
-        size_t ncap = x->cap ? x->cap : 16384;
-        while (ncap < x->len + n + 1)
-            ncap *= 2;
-        char *nb = realloc(x->buf, ncap);
-        if (!nb)
-            return -ENOMEM;
-        x->buf = nb;
-        x->cap = ncap;
-    }
-    memcpy(x->buf + x->len, data, n);
-    x->len += n;
-    x->buf[x->len] = '\0';
-    return 0;
+    int r = kop_dynbuf_add(&x->body, data, n);
+    return r == -E2BIG ? -EMSGSIZE : r;
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -1087,12 +1073,9 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             h = t;
         }
         free_secret(auth);
-        free(x.buf);
-        x = (struct xfer){.c = c,
-                          .easy = ts->easy,
-                          .on_data = on_data,
-                          .ud = ud,
-                          .limit = on_data ? MAX_ERROR_BODY : MAX_BODY};
+        kop_dynbuf_free(&x.body);
+        x = (struct xfer){.c = c, .easy = ts->easy, .on_data = on_data, .ud = ud};
+        kop_dynbuf_init(&x.body, on_data ? MAX_ERROR_BODY : MAX_BODY);
         errbuf[0] = '\0';
         if (oom) {
             curl_slist_free_all(h);
@@ -1132,7 +1115,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             r = 0;
             break;
         }
-        status_from_body(st, x.buf, x.len);
+        status_from_body(st, kop_dynbuf_ptr(&x.body), kop_dynbuf_len(&x.body));
         const char *reason = st ? st->reason : NULL;
         r = kop_client_errno((int)code, reason);
         if (code == 401 && c->cfg.token_file && !reread_done) {
@@ -1175,11 +1158,14 @@ static int do_request(struct kop_client *c, const char *method, const char *path
     free(url);
     kop_execcred_cred_unref(cred);
     if (r == 0 && ret_body) {
-        *ret_body = x.buf;
-        *ret_len = x.len;
-        x.buf = NULL;
+        /* NULL for a response without a body, as before the buffer was
+         * used; take cannot fail on a buffer that holds memory. */
+        *ret_body = NULL;
+        *ret_len = 0;
+        if (kop_dynbuf_capacity(&x.body) > 0)
+            r = kop_dynbuf_take(&x.body, ret_body, ret_len);
     }
-    free(x.buf);
+    kop_dynbuf_free(&x.body);
     return r;
 }
 

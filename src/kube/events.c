@@ -421,13 +421,10 @@ static int write_job(struct kop_events *ev, struct job *j, bool *ret_created)
     r = kop_client_request(ev->client, &req, &st, NULL);
     *ret_created = true;
 out:
-    if (r < 0 && r != -ECANCELED) {
-        char eb[128];
-        kop_log(KOP_LOG_WARN, LOGGER, "Server rejected event (will not retry!)",
-                json_pack("{s:s, s:s, s:s, s:s, s:i, s:s}", "event", j->name, "namespace", j->ns,
-                          "reason", j->reason, "error", strerror_r(-r, eb, sizeof(eb)), "code",
-                          st.code, "message", st.message));
-    }
+    if (r < 0 && r != -ECANCELED)
+        kop_log_errno(KOP_LOG_WARN, LOGGER, "Server rejected event (will not retry!)", r,
+                      json_pack("{s:s, s:s, s:s, s:i, s:s}", "event", j->name, "namespace", j->ns,
+                                "reason", j->reason, "code", st.code, "message", st.message));
     return r;
 }
 

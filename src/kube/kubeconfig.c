@@ -20,58 +20,17 @@
 #include <jansson.h>
 #include <yaml.h>
 
+#include "kop/file.h"
+
 #define MAX_DEPTH 64
 #define MAX_NODES 200000
-#define MAX_FILE (16u << 20)
+/* Largest kubeconfig or CA file, and largest namespace file, in bytes:
+ * 16 MiB and 4 KiB less the two bytes the reader always kept free. */
+#define MAX_FILE ((16u << 20) - 2)
+#define MAX_NAMESPACE_FILE (4096 - 2)
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static int read_small_file(const char *path, size_t limit, char **ret_buf, size_t *ret_len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? -ENOENT : -errno;
-    int r = 0;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        r = -ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (len + 1 >= cap) {
-            if (cap >= limit) {
-                r = -EFBIG;
-                goto out;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                r = -ENOMEM;
-                goto out;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        if (n == 0)
-            break;
-        len += n;
-    }
-    if (ferror(f)) {
-        r = -EIO;
-        goto out;
-    }
-    buf[len] = '\0';
-    *ret_buf = buf;
-    buf = NULL;
-    if (ret_len)
-        *ret_len = len;
-out:
-    free(buf);
-    fclose(f);
-    return r;
-}
 
 static char *join_path(const char *dir, const char *path)
 {
@@ -396,7 +355,7 @@ static int exec_cluster(const json_t *cluster, const struct kop_kubeconfig *kc, 
         r = kop_base64_encode(kc->ca_data, kc->ca_data_len, &ca);
     } else if (r == 0 && kc->ca_file) {
         char *pem = NULL;
-        r = read_small_file(kc->ca_file, MAX_FILE, &pem, &ca_len);
+        r = kop_file_read(kc->ca_file, MAX_FILE, 0, &pem, &ca_len);
         if (r < 0 && r != -ENOENT && r != -ENOMEM)
             r = -EINVAL; /* a directory, unreadable, too large: not a CA file */
         if (r == 0)
@@ -612,7 +571,7 @@ int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_k
         return -EINVAL;
     char *data = NULL;
     size_t len = 0;
-    int r = read_small_file(path, MAX_FILE, &data, &len);
+    int r = kop_file_read(path, MAX_FILE, 0, &data, &len);
     if (r < 0)
         return r;
     char *dir = strdup(path);
@@ -667,7 +626,7 @@ int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
         kc.ca_file = strdup(path);
     snprintf(path, sizeof(path), "%s" SA_DIR "/namespace", root);
     char *ns = NULL;
-    if (read_small_file(path, 4096, &ns, NULL) == 0) {
+    if (kop_file_read(path, MAX_NAMESPACE_FILE, 0, &ns, NULL) == 0) {
         trim(ns);
         if (*ns)
             kc.namespace = ns;

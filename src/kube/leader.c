@@ -328,9 +328,12 @@ int kop_leader_new(const struct kop_leader_options *opts, struct kop_leader **re
     if (!opts || !ret || !opts->client || !opts->namespace || !opts->namespace[0] || !opts->name ||
         !opts->name[0])
         return -EINVAL;
-    int64_t lease = opts->lease_duration_ms ? opts->lease_duration_ms : 15000;
-    int64_t renew = opts->renew_deadline_ms ? opts->renew_deadline_ms : 10000;
-    int64_t retry = opts->retry_period_ms ? opts->retry_period_ms : 2000;
+    int64_t lease = opts->lease_duration_ms ? opts->lease_duration_ms
+                                            : (int64_t)KOP_LEADER_LEASE_DURATION_S * 1000;
+    int64_t renew = opts->renew_deadline_ms ? opts->renew_deadline_ms
+                                            : (int64_t)KOP_LEADER_RENEW_DEADLINE_S * 1000;
+    int64_t retry =
+        opts->retry_period_ms ? opts->retry_period_ms : (int64_t)KOP_LEADER_RETRY_PERIOD_S * 1000;
     /* client-go: LeaseDuration > RenewDeadline > JitterFactor(1.2) * RetryPeriod. */
     if (retry <= 0 || renew <= 0 || lease <= renew || renew * 10 <= retry * 12 ||
         lease > INT64_C(1) << 40)

@@ -16,11 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kop/dynbuf.h"
+
 #define DEFAULT_MAX_LINE ((size_t)64 << 20)
 
 struct kop_watch_parser {
-    char *buf;
-    size_t len, cap;
+    struct kop_dynbuf buf; /* an incomplete line, capped at max_line */
     size_t max_line;
 };
 
@@ -44,8 +45,10 @@ const char *kop_watch_type_name(enum kop_watch_type t)
 struct kop_watch_parser *kop_watch_parser_new(size_t max_line)
 {
     struct kop_watch_parser *p = calloc(1, sizeof(*p));
-    if (p)
+    if (p) {
         p->max_line = max_line ? max_line : DEFAULT_MAX_LINE;
+        kop_dynbuf_init(&p->buf, p->max_line);
+    }
     return p;
 }
 
@@ -53,7 +56,7 @@ void kop_watch_parser_free(struct kop_watch_parser *p)
 {
     if (!p)
         return;
-    free(p->buf);
+    kop_dynbuf_free(&p->buf);
     free(p);
 }
 
@@ -61,18 +64,15 @@ void kop_watch_parser_reset(struct kop_watch_parser *p)
 {
     if (!p)
         return;
-    p->len = 0;
+    kop_dynbuf_reset(&p->buf);
     /* Do not keep a huge buffer around after one big event. */
-    if (p->cap > ((size_t)1 << 20)) {
-        free(p->buf);
-        p->buf = NULL;
-        p->cap = 0;
-    }
+    if (kop_dynbuf_capacity(&p->buf) > ((size_t)1 << 20))
+        kop_dynbuf_free(&p->buf);
 }
 
 size_t kop_watch_parser_pending(const struct kop_watch_parser *p)
 {
-    return p ? p->len : 0;
+    return p ? kop_dynbuf_len(&p->buf) : 0;
 }
 
 void kop_watch_event_clear(struct kop_watch_event *ev)
@@ -156,21 +156,18 @@ static int handle_line(const char *line, size_t n, kop_watch_event_fn cb, void *
 
 static int append(struct kop_watch_parser *p, const char *data, size_t n)
 {
-    if (n > p->max_line - p->len)
-        return -EMSGSIZE;
-    if (p->len + n > p->cap) {
-        size_t ncap = p->cap ? p->cap : 4096;
-        while (ncap < p->len + n)
-            ncap *= 2;
-        char *nb = realloc(p->buf, ncap);
-        if (!nb)
-            return -ENOMEM;
-        p->buf = nb;
-        p->cap = ncap;
-    }
-    memcpy(p->buf + p->len, data, n);
-    p->len += n;
-    return 0;
+    int r = kop_dynbuf_add(&p->buf, data, n);
+    return r == -E2BIG ? -EMSGSIZE : r;
+}
+
+/* Decode the buffered line, then empty the buffer (keeping its memory).
+ * The handlers cannot reach the parser, so emptying it after the decode
+ * rather than before changes nothing they see. */
+static int handle_buffered(struct kop_watch_parser *p, kop_watch_event_fn cb, void *ud)
+{
+    int r = handle_line(kop_dynbuf_ptr(&p->buf), kop_dynbuf_len(&p->buf), cb, ud);
+    kop_dynbuf_reset(&p->buf);
+    return r;
 }
 
 int kop_watch_parser_feed(struct kop_watch_parser *p, const char *data, size_t len,
@@ -187,14 +184,12 @@ int kop_watch_parser_feed(struct kop_watch_parser *p, const char *data, size_t l
             goto out;
         }
         size_t n = (size_t)(nl - data);
-        if (p->len) {
+        if (kop_dynbuf_len(&p->buf)) {
             /* Finish the buffered line with this piece. */
             r = append(p, data, n);
             if (r < 0)
                 goto out;
-            size_t total = p->len;
-            p->len = 0; /* the bytes stay valid while we decode them */
-            r = handle_line(p->buf, total, cb, ud);
+            r = handle_buffered(p, cb, ud);
         } else if (n > p->max_line) {
             r = -EMSGSIZE;
         } else {
@@ -212,11 +207,9 @@ out:
 
 int kop_watch_parser_finish(struct kop_watch_parser *p, kop_watch_event_fn cb, void *ud)
 {
-    if (!p || !p->len)
+    if (!p || !kop_dynbuf_len(&p->buf))
         return 0;
-    size_t n = p->len;
-    p->len = 0;
-    int r = handle_line(p->buf, n, cb, ud);
+    int r = handle_buffered(p, cb, ud);
     kop_watch_parser_reset(p);
     return r;
 }

@@ -155,11 +155,9 @@ int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **
 
 static void log_error(struct kop_workers *w, const char *key, const char *id, int err)
 {
-    char buf[128];
-    const char *msg = strerror_r(err < 0 ? -err : err, buf, sizeof(buf));
-    kop_log(KOP_LOG_ERROR, LOGGER, "Reconciler error",
-            json_pack("{s:s, s:s, s:s, s:s, s:i}", "controller", w->controller, "key", key,
-                      "reconcileID", id, "error", msg, "errno", err));
+    kop_log_errno(
+        KOP_LOG_ERROR, LOGGER, "Reconciler error", err,
+        json_pack("{s:s, s:s, s:s}", "controller", w->controller, "key", key, "reconcileID", id));
 }
 
 static void reconcile_one(struct kop_workers *w, const char *key)

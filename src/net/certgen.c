@@ -31,12 +31,15 @@
 #include <mbedtls/platform_util.h>
 #include <mbedtls/x509_crt.h>
 
+#include "kop/file.h"
+
 #define CA_VALIDITY_DEFAULT_S (10LL * 365 * 24 * 3600)
 #define LEAF_VALIDITY_DEFAULT_S (365LL * 24 * 3600)
 #define BACKDATE_DEFAULT_S 3600LL
 #define MAX_NAME_LEN 253 /* a DNS name */
 #define MAX_CN_LEN 64    /* ub-common-name */
-#define MAX_FILE_BYTES (1 << 20)
+/* Largest file read: one byte short of 1 MiB, the bound kop has always applied. */
+#define MAX_FILE_BYTES ((1 << 20) - 1)
 #define KEY_PEM_MAX 1024
 
 /* ---- names ------------------------------------------------------------------ */
@@ -500,55 +503,10 @@ int kop_certgen_write_dir(const char *dir, const struct kop_certgen_pair *pair)
 static int read_small(const char *dir, const char *name, char **ret)
 {
     char path[PATH_MAX];
-    char *buf = NULL;
-    size_t len = 0, cap = 4096;
-    int rc = 0;
     int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sizeof(path))
         return -ENAMETOOLONG;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    buf = malloc(cap + 1);
-    if (!buf) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= MAX_FILE_BYTES) {
-                rc = -EFBIG;
-                goto out;
-            }
-            cap *= 2;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                rc = -ENOMEM;
-                goto out;
-            }
-            buf = nb;
-        }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            goto out;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-    }
-    buf[len] = '\0';
-    *ret = buf;
-    buf = NULL;
-out:
-    if (buf) {
-        mbedtls_platform_zeroize(buf, len);
-        free(buf);
-    }
-    close(fd);
-    return rc;
+    return kop_file_read(path, MAX_FILE_BYTES, KOP_FILE_SECRET, ret, NULL);
 }
 
 int kop_certgen_read_dir(const char *dir, struct kop_certgen_pair *ret)

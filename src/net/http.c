@@ -59,7 +59,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -77,8 +76,10 @@
 #include <microhttpd.h>
 
 #include "kop/clock.h"
+#include "kop/dynbuf.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/netaddr.h"
 
 #define LOGGER "http"
 /* First allocation for a body of unknown length (chunked). */
@@ -171,8 +172,8 @@ struct req {
     enum req_state state;
     int pending_status; /* REQ_DISCARD: 404, 405 or 413 */
     size_t discarded;
-    char *body;
-    size_t len, cap;
+    struct kop_dynbuf body; /* a collected body; its capacity is charged */
+    size_t len;             /* body bytes received (collected or streamed) */
     int64_t start_ns;
     bool wh_counted;
     uint64_t content_length; /* 0 when unknown (chunked) */
@@ -763,7 +764,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (rq->state == REQ_WAIT)
         forget_waiter(srv, conn);
     release(srv, rq, 0);
-    free(rq->body);
+    kop_dynbuf_free(&rq->body);
     free(rq->batch);
     if (rq->state == REQ_REPLY)
         free(rq->reply.body); /* made, never queued */
@@ -894,6 +895,7 @@ static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, c
         rq->state = REQ_WAIT;
         return MHD_YES;
     }
+    kop_dynbuf_init(&rq->body, rt->r.max_body);
     if (rt->r.stream) {
         char peer[INET6_ADDRSTRLEN];
         struct kop_http_request req;
@@ -903,33 +905,26 @@ static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, c
             return MHD_NO;
         charge(srv, rq, rt->r.stream->memory(rq->stream), false);
     } else if (rq->content_length > 0) {
-        rq->body = malloc((size_t)rq->content_length + 1);
-        if (!rq->body)
+        /* Exactly the announced length (at most max_body, checked on the
+         * headers), plus the '\0'. */
+        if (kop_dynbuf_reserve(&rq->body, (size_t)rq->content_length) < 0)
             return MHD_NO;
-        rq->cap = (size_t)rq->content_length + 1;
     }
     rq->state = REQ_BODY;
     return MHD_YES;
 }
 
-static int grow_body(struct req *rq, size_t need)
+/* Room for n more body bytes: a body of unknown length starts at
+ * BODY_INITIAL bytes (at most the route's limit), then doubles. */
+static int grow_body(struct req *rq, size_t n)
 {
-    size_t max = rq->route->r.max_body + 1;
-    if (need > max)
-        return -E2BIG;
-    if (need <= rq->cap)
-        return 0;
-    size_t cap = rq->cap ? rq->cap : BODY_INITIAL;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    if (cap > max)
-        cap = max;
-    char *b = realloc(rq->body, cap);
-    if (!b)
-        return -ENOMEM;
-    rq->body = b;
-    rq->cap = cap;
-    return 0;
+    size_t max = rq->route->r.max_body;
+    if (kop_dynbuf_capacity(&rq->body) == 0) {
+        int r = kop_dynbuf_reserve(&rq->body, BODY_INITIAL - 1 < max ? BODY_INITIAL - 1 : max);
+        if (r < 0)
+            return r;
+    }
+    return kop_dynbuf_reserve(&rq->body, n);
 }
 
 /* The request's input is gone, its reply is about to be sent: it keeps
@@ -1055,22 +1050,12 @@ static void finish_work(struct req *rq, struct MHD_Connection *conn, struct kop_
         rq->stream = NULL;
         return;
     }
-    if (!rq->body) {
-        rq->body = malloc(1);
-        if (!rq->body) {
-            kop_http_response_status(resp, 500, "InternalError", "out of memory");
-            return;
-        }
-        rq->cap = 1;
-    }
-    rq->body[rq->len] = '\0';
-    req.body = rq->body;
-    req.body_len = rq->len;
+    req.body = kop_dynbuf_ptr(&rq->body); /* "" when there is none */
+    req.body_len = kop_dynbuf_len(&rq->body);
     rt->r.fn(rt->r.userdata, &req, resp);
     /* The body is no longer needed; free it before the response is sent. */
-    free(rq->body);
-    rq->body = NULL;
-    rq->len = rq->cap = 0;
+    kop_dynbuf_free(&rq->body);
+    rq->len = 0;
 }
 
 static bool suspended(struct MHD_Connection *conn)
@@ -1213,8 +1198,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             size_t n = *upload_data_size;
             if (n > rq->route->r.max_body - rq->len) {
                 /* Chunked (or lying) body past the limit. */
-                free(rq->body);
-                rq->body = NULL;
+                kop_dynbuf_free(&rq->body);
                 free(rq->batch);
                 rq->batch = NULL;
                 rq->batch_len = rq->batch_cap = 0;
@@ -1223,7 +1207,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                     rq->stream = NULL;
                 }
                 release(rq->srv, rq, 0);
-                rq->len = rq->cap = 0;
+                rq->len = 0;
                 *upload_data_size = 0;
                 rq->state = REQ_DISCARD;
                 rq->pending_status = 413;
@@ -1248,11 +1232,13 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 *upload_data_size = 0;
                 return MHD_YES;
             }
-            int r = grow_body(rq, rq->len + n + 1);
+            int r = grow_body(rq, n);
             if (r < 0)
                 return MHD_NO;
-            charge(rq->srv, rq, rq->cap, false);
-            memcpy(rq->body + rq->len, upload_data, n);
+            charge(rq->srv, rq, kop_dynbuf_capacity(&rq->body), false);
+            r = kop_dynbuf_add(&rq->body, upload_data, n); /* room was made */
+            if (r < 0)
+                return MHD_NO;
             rq->len += n;
             *upload_data_size = 0;
             return MHD_YES;
@@ -1330,11 +1316,11 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     pthread_cond_init(&srv->job_cond, NULL);
     srv->quiesced_fd = -1;
     if (!srv->opts.header_timeout_ms)
-        srv->opts.header_timeout_ms = 10000;
+        srv->opts.header_timeout_ms = KOP_HTTP_HEADER_TIMEOUT_S * 1000;
     if (!srv->opts.min_body_rate)
         srv->opts.min_body_rate = 16384;
     if (!srv->opts.timeout_s)
-        srv->opts.timeout_s = 120;
+        srv->opts.timeout_s = KOP_HTTP_IDLE_TIMEOUT_S;
     srv->header_timeout_ns = (int64_t)srv->opts.header_timeout_ms * KOP_NSEC_PER_MSEC;
     srv->grace_ns = srv->header_timeout_ns;
     srv->idle_timeout_ns = (int64_t)srv->opts.timeout_s * KOP_NSEC_PER_SEC;
@@ -1409,30 +1395,6 @@ out:
     return r;
 }
 
-static int resolve_host(const char *host, uint16_t port, struct sockaddr_storage *ss,
-                        socklen_t *len)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *res = NULL;
-    char pstr[8];
-    snprintf(pstr, sizeof(pstr), "%u", (unsigned)port);
-    int r = getaddrinfo(host, pstr, &hints, &res);
-    if (r != 0 || !res)
-        return -EINVAL;
-    /* Prefer IPv4 for "localhost" style names that resolve to both. */
-    struct addrinfo *pick = res;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
-        }
-    }
-    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
-    *len = pick->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
 int kop_http_server_start(struct kop_http_server *srv)
 {
     if (!srv || srv->mhd)
@@ -1446,7 +1408,7 @@ int kop_http_server_start(struct kop_http_server *srv)
     if (o->no_listen) {
         flags |= MHD_USE_NO_LISTEN_SOCKET;
     } else if (o->host && *o->host) {
-        int r = resolve_host(o->host, o->port, &ss, &sslen);
+        int r = kop_netaddr_resolve(o->host, o->port, KOP_NETADDR_PASSIVE, &ss, &sslen);
         if (r < 0)
             return r;
         have_addr = true;

@@ -13,7 +13,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -30,6 +29,7 @@
 #include <mbedtls/ssl.h>
 
 #include "kop/clock.h"
+#include "kop/netaddr.h"
 
 #define TIMEOUT_MS_DEFAULT 800
 #define CACHE_MS_DEFAULT 1000
@@ -52,40 +52,24 @@ struct kop_selfdial {
 /* Where to dial: the bind host, with the wildcard addresses turned into
  * the loopback of their family (the listener takes both families when it
  * binds every address). */
+/* h is name, bare or in brackets ("[::]" as written in bind addresses). */
+static bool is_host(const char *h, const char *name)
+{
+    size_t n = strlen(name);
+    return strcmp(h, name) == 0 ||
+           (h[0] == '[' && strncmp(h + 1, name, n) == 0 && h[n + 1] == ']' && h[n + 2] == '\0');
+}
+
+/* The address to dial for a server bound to host: a wildcard is dialled
+ * on loopback of its family; a name as the TLS front binds it. */
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
-    char h[256];
-    size_t hl = host ? strlen(host) : 0;
-    if (hl >= 2 && hl < sizeof(h) && host[0] == '[' && host[hl - 1] == ']') {
-        memcpy(h, host + 1, hl - 2); /* "[::1]" as written in bind addresses */
-        h[hl - 2] = '\0';
-    } else if (hl < sizeof(h)) {
-        memcpy(h, hl ? host : "", hl + 1);
-    } else {
-        return -EINVAL;
-    }
-    if (!h[0] || strcmp(h, "0.0.0.0") == 0)
-        snprintf(h, sizeof(h), "127.0.0.1");
-    else if (strcmp(h, "::") == 0)
-        snprintf(h, sizeof(h), "::1");
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-    char pstr[8];
-    snprintf(pstr, sizeof(pstr), "%u", (unsigned)port);
-    if (getaddrinfo(h, pstr, &hints, &res) != 0 || !res)
-        return -EINVAL;
-    /* the TLS front binds the first IPv4 address of a name, else the first */
-    struct addrinfo *pick = res;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
-        }
-    }
-    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
-    *len = pick->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
+    const char *h = host ? host : "";
+    if (is_host(h, "") || is_host(h, "0.0.0.0"))
+        h = "127.0.0.1";
+    else if (is_host(h, "::"))
+        h = "::1";
+    return kop_netaddr_resolve(h, port, 0, ss, len);
 }
 
 int kop_selfdial_new(const struct kop_selfdial_options *opts, struct kop_selfdial **ret)

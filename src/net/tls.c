@@ -105,7 +105,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -133,6 +132,7 @@
 #include "kop/http.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/netaddr.h"
 
 #define LOGGER "tls"
 #define BUF_SIZE 16384
@@ -1602,28 +1602,9 @@ static int open_listener(const char *host, uint16_t port, int *ret_fd, uint16_t 
         s6->sin6_port = htons(port);
         len = sizeof(*s6);
     } else {
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-        struct addrinfo *res = NULL;
-        char pstr[8], hbuf[256];
-        size_t hl = strlen(host);
-        if (hl >= 2 && hl < sizeof(hbuf) && host[0] == '[' && host[hl - 1] == ']') {
-            memcpy(hbuf, host + 1, hl - 2); /* "[::1]" as written in bind addresses */
-            hbuf[hl - 2] = '\0';
-            host = hbuf;
-        }
-        snprintf(pstr, sizeof(pstr), "%u", (unsigned)port);
-        if (getaddrinfo(host, pstr, &hints, &res) != 0 || !res)
-            return -EINVAL;
-        struct addrinfo *pick = res;
-        for (struct addrinfo *a = res; a; a = a->ai_next) {
-            if (a->ai_family == AF_INET) {
-                pick = a;
-                break;
-            }
-        }
-        memcpy(&ss, pick->ai_addr, pick->ai_addrlen);
-        len = pick->ai_addrlen;
-        freeaddrinfo(res);
+        int r = kop_netaddr_resolve(host, port, KOP_NETADDR_PASSIVE, &ss, &len);
+        if (r < 0)
+            return r;
     }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 && any && errno == EAFNOSUPPORT) {
@@ -1716,11 +1697,11 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
     pthread_cond_init(&t->hw_cond, NULL);
     t->o = *opts;
     if (t->o.handshake_timeout_ms <= 0)
-        t->o.handshake_timeout_ms = 10000;
+        t->o.handshake_timeout_ms = KOP_TLS_HANDSHAKE_TIMEOUT_S * 1000;
     if (t->o.idle_timeout_ms <= 0)
-        t->o.idle_timeout_ms = 120000;
+        t->o.idle_timeout_ms = KOP_HTTP_IDLE_TIMEOUT_S * 1000;
     if (!t->o.max_connections)
-        t->o.max_connections = 1024;
+        t->o.max_connections = KOP_TLS_MAX_CONNECTIONS;
     if (t->o.reload_interval_ms <= 0)
         t->o.reload_interval_ms = 2000;
     if (!t->o.handshakes_per_ip_per_s)

@@ -23,7 +23,17 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kop/http.h"
+#include "kop/leader.h"
+#include "kop/netaddr.h"
+#include "kop/tls.h"
 #include "kop_version.h"
+
+/* A default owned by a lower layer, spelled as a flag value: DEFAULT_S(10)
+ * is "10s", DEFAULT_INT(1024) "1024". */
+#define SPELL_(x) #x
+#define DEFAULT_INT(x) SPELL_(x)
+#define DEFAULT_S(x) SPELL_(x) "s"
 
 enum flag_type {
     FLAG_INT,      /* int in [min, max] */
@@ -73,15 +83,17 @@ static const struct flag flags[] = {
      0, 0},
     {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "64Ki", "bytes",
      "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 0, 0},
-    {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms), "10s", "duration",
+    {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms),
+     DEFAULT_S(KOP_TLS_HANDSHAKE_TIMEOUT_S), "duration",
      "Time a client has to complete the TLS handshake.", 0, 0},
-    {"idle-timeout", FLAG_DURATION, OFF(idle_timeout_ms), "120s", "duration",
-     "Keep-alive connections idle this long are closed.", 0, 0},
-    {"max-connections", FLAG_INT, OFF(max_connections), "1024", "int",
+    {"idle-timeout", FLAG_DURATION, OFF(idle_timeout_ms), DEFAULT_S(KOP_HTTP_IDLE_TIMEOUT_S),
+     "duration", "Keep-alive connections idle this long are closed.", 0, 0},
+    {"max-connections", FLAG_INT, OFF(max_connections), DEFAULT_INT(KOP_TLS_MAX_CONNECTIONS), "int",
      "Most webhook connections open at once.", 1, 1000000},
     {"max-connections-per-ip", FLAG_INT, OFF(max_connections_per_ip), "256", "int",
      "Most webhook connections open at once from one client address.", 1, 1000000},
-    {"request-header-timeout", FLAG_DURATION, OFF(request_header_timeout_ms), "10s", "duration",
+    {"request-header-timeout", FLAG_DURATION, OFF(request_header_timeout_ms),
+     DEFAULT_S(KOP_HTTP_HEADER_TIMEOUT_S), "duration",
      "A request's line and headers must arrive within this, however the bytes trickle (webhook, "
      "metrics and probe servers).",
      1, 0},
@@ -106,11 +118,14 @@ static const struct flag flags[] = {
      "Name of the Lease used for leader election.", 0, 0},
     {"leader-election-namespace", FLAG_PATH, OFF(leader_election_namespace), NULL, "string",
      "Namespace of the Lease (default: the pod's namespace).", 0, 0},
-    {"leader-election-lease-duration", FLAG_DURATION, OFF(leader_lease_duration_ms), "15s",
-     "duration", "How long followers wait before taking over a lease that is not renewed.", 1, 0},
-    {"leader-election-renew-deadline", FLAG_DURATION, OFF(leader_renew_deadline_ms), "10s",
-     "duration", "The leader gives up reconciling when it could not renew for this long.", 1, 0},
-    {"leader-election-retry-period", FLAG_DURATION, OFF(leader_retry_period_ms), "2s", "duration",
+    {"leader-election-lease-duration", FLAG_DURATION, OFF(leader_lease_duration_ms),
+     DEFAULT_S(KOP_LEADER_LEASE_DURATION_S), "duration",
+     "How long followers wait before taking over a lease that is not renewed.", 1, 0},
+    {"leader-election-renew-deadline", FLAG_DURATION, OFF(leader_renew_deadline_ms),
+     DEFAULT_S(KOP_LEADER_RENEW_DEADLINE_S), "duration",
+     "The leader gives up reconciling when it could not renew for this long.", 1, 0},
+    {"leader-election-retry-period", FLAG_DURATION, OFF(leader_retry_period_ms),
+     DEFAULT_S(KOP_LEADER_RETRY_PERIOD_S), "duration",
      "How often electors try to acquire or renew the lease.", 1, 0},
     {"max-concurrent-reconciles", FLAG_INT, OFF(max_concurrent_reconciles), "2", "int",
      "Reconciler worker threads.", 1, 1024},
@@ -330,56 +345,16 @@ int kop_config_parse_duration(const char *s, int64_t *ret_ms)
 static int bind_address(const char *s, struct kop_bind_address *ret, const char **why)
 {
     struct kop_bind_address b = {.enabled = true};
-    const char *colon, *host = s;
-    size_t host_len;
-    long long port;
 
     if (strcmp(s, "0") == 0) {
         memset(ret, 0, sizeof(*ret));
         return 0;
     }
-    *why = "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)";
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-
-        if (close == NULL || close[1] != ':')
-            return -EINVAL;
-        host = s + 1;
-        host_len = (size_t)(close - host);
-        colon = close + 1;
-        if (host_len == 0)
-            return -EINVAL;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL)
-            return -EINVAL;
-        host_len = (size_t)(colon - s);
-        if (memchr(s, ':', host_len) != NULL) {
-            *why = "an IPv6 address needs brackets, as in [::1]:8080";
-            return -EINVAL;
-        }
-    }
-    if (host_len >= sizeof(b.host)) {
-        *why = "host name too long";
+    if (kop_netaddr_split(s, b.host, sizeof(b.host), &b.port, why) != 0) {
+        if (*why == kop_netaddr_not_an_address)
+            *why = "not an address (examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)";
         return -EINVAL;
     }
-    for (size_t i = 0; i < host_len; i++) {
-        unsigned char c = (unsigned char)host[i];
-
-        if (c <= ' ' || c == '/' || c == '[' || c == ']' || c >= 0x7f)
-            return -EINVAL;
-    }
-    if (colon[1] == '\0' || !isdigit((unsigned char)colon[1])) {
-        *why = "missing port number";
-        return -EINVAL;
-    }
-    if (parse_int(colon + 1, 0, 65535, &port, why) != 0) {
-        *why = "port must be a number from 0 to 65535";
-        return -EINVAL;
-    }
-    memcpy(b.host, host, host_len);
-    b.host[host_len] = '\0';
-    b.port = (int)port;
     *ret = b;
     return 0;
 }

@@ -217,12 +217,10 @@ static const char *lease_namespace(const struct kop_config *cfg, struct kop_clie
 static int reconciler_new(struct kop_manager *m)
 {
     const struct kop_config *cfg = m->cfg;
-    char err[128];
     int r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &m->kc);
     if (r < 0) {
-        kop_log(KOP_LOG_ERROR, "setup", "cannot load the API server configuration",
-                json_pack("{s:s, s:s, s:i}", "kubeconfig", cfg->kubeconfig ? cfg->kubeconfig : "",
-                          "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot load the API server configuration", r,
+                      json_pack("{s:s}", "kubeconfig", cfg->kubeconfig ? cfg->kubeconfig : ""));
         return r;
     }
     r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &m->ratelimit);
@@ -338,8 +336,7 @@ static int reconciler_new(struct kop_manager *m)
                       cfg->kube_api_burst));
     return 0;
 fail:
-    kop_log(KOP_LOG_ERROR, "setup", "cannot set up the reconciler",
-            json_pack("{s:s, s:i}", "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+    kop_log_errno(KOP_LOG_ERROR, "setup", "cannot set up the reconciler", r, NULL);
     return r;
 }
 
@@ -417,11 +414,9 @@ static int inject_ca_bundles(const struct kop_config *cfg, struct kop_client *cl
             const struct kop_client_options copt = {.config = &kc, .user_agent = ua};
             r = kop_client_new(&copt, &c);
         }
-        if (r < 0) {
-            char err[128];
-            kop_log(KOP_LOG_ERROR, "setup", "cannot reach the API server to publish the CA",
-                    json_pack("{s:s}", "error", strerror_r(-r, err, sizeof(err))));
-        }
+        if (r < 0)
+            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot reach the API server to publish the CA",
+                          r, NULL);
     }
     if (r == 0)
         r = kop_selfsigned_inject(c, ss);
@@ -474,7 +469,6 @@ void kop_manager_set_step_observer(struct kop_manager *m, kop_manager_step_fn *f
 int kop_manager_start(struct kop_manager *m)
 {
     const struct kop_config *cfg = m->cfg;
-    char err[128];
     int r;
 
     if (m->started || m->stopped)
@@ -491,9 +485,8 @@ int kop_manager_start(struct kop_manager *m)
         step(m, "self-signed-certs");
         r = kop_selfsigned_prepare(&ss);
         if (r < 0) {
-            kop_log(KOP_LOG_ERROR, "setup", "cannot prepare self-signed certificates",
-                    json_pack("{s:s, s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : "", "error",
-                              strerror_r(-r, err, sizeof(err))));
+            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot prepare self-signed certificates", r,
+                          json_pack("{s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : ""));
             return r;
         }
     }
@@ -507,9 +500,8 @@ int kop_manager_start(struct kop_manager *m)
         };
         r = kop_webhook_start(&wopts, &m->webhook);
         if (r < 0) {
-            kop_log(KOP_LOG_ERROR, "setup", "cannot start the webhook server",
-                    json_pack("{s:s, s:s, s:i}", "certDir", cfg->cert_dir ? cfg->cert_dir : "",
-                              "error", strerror_r(-r, err, sizeof(err)), "errno", -r));
+            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot start the webhook server", r,
+                          json_pack("{s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : ""));
             return r;
         }
         publish_ready(m, m->webhook, m->controller);

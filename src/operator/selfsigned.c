@@ -196,10 +196,9 @@ out:
 
 static void log_failure(const char *what, const char *name, int rc, const struct kop_api_status *st)
 {
-    char err[128];
-    kop_log(KOP_LOG_ERROR, LOGGER, what,
-            json_pack("{s:s, s:s, s:i, s:s}", "name", name, "error",
-                      strerror_r(-rc, err, sizeof(err)), "code", st->code, "message", st->message));
+    kop_log_errno(
+        KOP_LOG_ERROR, LOGGER, what, rc,
+        json_pack("{s:s, s:i, s:s}", "name", name, "code", st->code, "message", st->message));
 }
 
 static int inject_crd(struct kop_client *client, const char *name, const char *bundle)
@@ -327,10 +326,8 @@ int kop_selfsigned_inject(struct kop_client *client, const struct kop_selfsigned
         return -EINVAL;
     int rc = ca_bundle(opts->cert_dir, &bundle);
     if (rc < 0) {
-        char err[128];
-        kop_log(KOP_LOG_ERROR, LOGGER, "cannot read the CA certificate",
-                json_pack("{s:s, s:s}", "certDir", opts->cert_dir, "error",
-                          strerror_r(-rc, err, sizeof(err))));
+        kop_log_errno(KOP_LOG_ERROR, LOGGER, "cannot read the CA certificate", rc,
+                      json_pack("{s:s}", "certDir", opts->cert_dir));
         return rc;
     }
     rc = inject_crd(client, opts->crd_name ? opts->crd_name : DEFAULT_CRD, bundle);

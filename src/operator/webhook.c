@@ -296,12 +296,9 @@ bool kop_webhook_ready(struct kop_webhook *w)
     if (!w || atomic_load(&w->stopped) || !kop_tls_ready(w->tls))
         return false;
     int r = kop_selfdial_check(w->selfdial);
-    if (r < 0 && kop_log_enabled(KOP_LOG_DEBUG)) {
-        char err[128];
-        kop_log(KOP_LOG_DEBUG, "webhook", "readiness self-check failed",
-                json_pack("{s:i, s:s}", "port", (int)kop_tls_port(w->tls), "error",
-                          strerror_r(-r, err, sizeof(err))));
-    }
+    if (r < 0 && kop_log_enabled(KOP_LOG_DEBUG))
+        kop_log_errno(KOP_LOG_DEBUG, "webhook", "readiness self-check failed", r,
+                      json_pack("{s:i}", "port", (int)kop_tls_port(w->tls)));
     return r == 0;
 }
 

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Whole-file readers of kop/file.h. kop_file_read sizes its first buffer
+ * from fstat (so a regular file is read in one allocation) but never
+ * trusts that size: /proc files report 0 and a file may grow while it is
+ * read, so it reads until end of file, growing the buffer by doubling up
+ * to the caller's bound, and reads one byte past the bound to tell "exactly
+ * max bytes" from "more".
+ */
+#include "kop/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIRST_ALLOC 4096
+
+static void wipe(void *p, size_t n)
+{
+    /* explicit_bzero (glibc >= 2.25) is not removed as a dead store. */
+    if (p != NULL)
+        explicit_bzero(p, n);
+}
+
+/* Grow buf to cap bytes; for secrets by copy and wipe, not realloc, so no
+ * copy of the content is left behind in freed memory. */
+static char *grow(char *buf, size_t len, size_t cap, unsigned flags)
+{
+    char *nb;
+
+    if (!(flags & KOP_FILE_SECRET))
+        return realloc(buf, cap);
+    nb = malloc(cap);
+    if (nb == NULL)
+        return NULL;
+    memcpy(nb, buf, len);
+    wipe(buf, len);
+    free(buf);
+    return nb;
+}
+
+int kop_file_read(const char *path, size_t max, unsigned flags, char **ret_buf, size_t *ret_len)
+{
+    char *buf = NULL;
+    size_t len = 0, cap;
+    struct stat st;
+    int fd, r;
+
+    if (path == NULL || ret_buf == NULL || max >= SIZE_MAX - 1)
+        return -EINVAL;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* Room for the content, one byte to detect "more than max", '\0'. */
+    cap = FIRST_ALLOC;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && (unsigned long long)st.st_size < max)
+        cap = (size_t)st.st_size + 2;
+    if (cap > max + 2)
+        cap = max + 2;
+    buf = malloc(cap);
+    if (buf == NULL) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        ssize_t n;
+
+        if (cap - len < 2) {
+            size_t ncap = cap > (max + 2) / 2 ? max + 2 : cap * 2;
+            char *nb;
+
+            if (cap == max + 2) {
+                r = -EFBIG;
+                goto out;
+            }
+            nb = grow(buf, len, ncap, flags);
+            if (nb == NULL) {
+                r = -ENOMEM;
+                goto out;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        n = read(fd, buf + len, cap - len - 1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            r = -errno;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max) {
+            r = -EFBIG;
+            goto out;
+        }
+    }
+    buf[len] = '\0';
+    *ret_buf = buf;
+    if (ret_len != NULL)
+        *ret_len = len;
+    buf = NULL;
+    r = 0;
+out:
+    if (buf != NULL && (flags & KOP_FILE_SECRET))
+        wipe(buf, cap);
+    free(buf);
+    close(fd);
+    return r;
+}
+
+int kop_file_read_into(const char *path, char *buf, size_t size, size_t *ret_len)
+{
+    size_t len = 0;
+    int fd, r = 0;
+
+    if (buf == NULL || size == 0)
+        return -EINVAL;
+    buf[0] = '\0';
+    if (path == NULL)
+        return -EINVAL;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    while (len < size - 1) {
+        ssize_t n = read(fd, buf + len, size - 1 - len);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            r = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    close(fd);
+    if (r == 0 && ret_len != NULL)
+        *ret_len = len;
+    return r;
+}
