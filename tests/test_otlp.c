@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "fakesrv.h"
+#include "kop/arena.h"
 #include "kop/metrics.h"
 #include "kubetest.h"
 #include "testutil.h"
@@ -294,5 +295,8 @@ static Suite *otlp_suite(void)
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* as kop runs: jansson allocates through the arena hook, so a body
+     * from jansson's allocator freed with free() would crash here */
+    kop_arena_json_install();
     return kop_test_run(otlp_suite());
 }

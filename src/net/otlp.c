@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "kop/clock.h"
+#include "kop/json.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
 
@@ -126,11 +127,13 @@ int kop_otlp_encode(struct kop_span *const *spans, size_t n, const char *service
                     scope_name ? scope_name : (service_name ? service_name : ""), "spans", arr);
     if (!doc)
         goto out;
-    char *body = json_dumps(doc, JSON_COMPACT);
-    if (!body)
+    /* not json_dumps: its buffer comes from jansson's allocator, which may
+     * be hooked (kop/arena.h) */
+    char *body = NULL;
+    r = kop_json_dump(doc, JSON_COMPACT, &body, NULL);
+    if (r < 0)
         goto out;
     *ret_body = body;
-    r = 0;
 out:
     json_decref(doc);
     json_decref(arr);
