@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "kop/arena.h"
 #include "testutil.h"
 
 #define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -205,6 +206,27 @@ START_TEST(test_trace_span_child_root_and_sink)
 }
 END_TEST
 
+START_TEST(test_trace_span_outlives_a_bound_arena)
+{
+    struct sunk got = {0};
+    kop_trace_set_sink(sink, &got);
+    struct kop_arena *a = kop_arena_new(4096);
+    ck_assert_ptr_nonnull(a);
+    struct kop_arena *prev = kop_arena_json_bind(a);
+    struct kop_span *s = kop_span_start("POST /convert", KOP_SPAN_SERVER, NULL);
+    kop_span_set_str(s, "http.route", "/convert");
+    kop_arena_json_bind(prev);
+    /* the request's arena goes; the span is exported later */
+    kop_arena_free(a);
+    kop_span_end(s);
+    ck_assert_int_eq(got.n, 1);
+    json_t *kv = json_array_get(got.last->attributes, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(kv, "key")), "http.route");
+    kop_trace_set_sink(NULL, NULL);
+    kop_span_free(got.last);
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -214,11 +236,13 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_trace_random_ids_differ);
     tcase_add_test(tc, test_trace_current_is_per_thread);
     tcase_add_test(tc, test_trace_span_child_root_and_sink);
+    tcase_add_test(tc, test_trace_span_outlives_a_bound_arena);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
+    kop_arena_json_install(); /* as kop runs */
     return kop_test_run(trace_suite());
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "kop/arena.h"
 #include "kop/clock.h"
 
 static _Thread_local struct kop_trace_ctx current;
@@ -192,38 +193,41 @@ struct kop_span *kop_span_start(const char *name, enum kop_span_kind kind,
     s->kind = kind;
     s->start_ns = kop_clock_wall_ns();
     if ((s->ctx.flags & KOP_TRACE_FLAG_SAMPLED) && kop_trace_enabled()) {
+        /* from the heap even inside a request's arena (kop/arena.h): the
+         * span outlives it, on the exporter's thread */
+        struct kop_arena *prev = kop_arena_json_bind(NULL);
         s->attributes = json_array();
+        kop_arena_json_bind(prev);
         s->recording = s->attributes != NULL;
     }
     return s;
 }
 
-static void set_attr(struct kop_span *span, const char *key, json_t *value)
+/* Append {"key": key, "value": {type: value}}, allocated from the heap
+ * (see kop_span_start). */
+static void set_attr(struct kop_span *span, const char *key, const char *type, const char *value)
 {
-    if (!span || !span->recording || !key || !value) {
-        json_decref(value);
+    if (!span || !span->recording || !key || !value)
         return;
-    }
-    json_array_append_new(span->attributes, json_pack("{s:s, s:o}", "key", key, "value", value));
+    struct kop_arena *prev = kop_arena_json_bind(NULL);
+    /* jansson wants UTF-8: a value that is not (a header) is left out */
+    json_t *kv = json_pack("{s:s, s:{s:s}}", "key", key, "value", type, value);
+    if (kv)
+        json_array_append_new(span->attributes, kv);
+    kop_arena_json_bind(prev);
 }
 
 void kop_span_set_str(struct kop_span *span, const char *key, const char *value)
 {
-    if (!span || !span->recording || !value)
-        return;
-    /* jansson wants UTF-8: a value that is not (a header) is left out */
-    json_t *v = json_string(value);
-    set_attr(span, key, v ? json_pack("{s:o}", "stringValue", v) : NULL);
+    set_attr(span, key, "stringValue", value);
 }
 
 void kop_span_set_int(struct kop_span *span, const char *key, int64_t value)
 {
-    if (!span || !span->recording)
-        return;
     /* OTLP/JSON: 64-bit integers are decimal strings (proto3 JSON mapping) */
     char buf[24];
     snprintf(buf, sizeof(buf), "%lld", (long long)value);
-    set_attr(span, key, json_pack("{s:s}", "intValue", buf));
+    set_attr(span, key, "intValue", buf);
 }
 
 void kop_span_set_status(struct kop_span *span, enum kop_span_status status, const char *message)
