@@ -131,8 +131,16 @@ START_TEST(test_trace_current_is_per_thread)
     ck_assert_int_eq(pthread_create(&t, NULL, other_thread, &seen), 0);
     pthread_join(t, NULL);
     ck_assert(!seen);
+    /* spans started under it are counted, others are not */
+    ck_assert_uint_eq(kop_trace_current_children(), 0);
+    struct kop_span *child = kop_span_start("GET", KOP_SPAN_CLIENT, &c);
+    struct kop_span *other = kop_span_start("x", KOP_SPAN_INTERNAL, NULL);
+    ck_assert_uint_eq(kop_trace_current_children(), 1);
+    kop_span_free(child);
+    kop_span_free(other);
     prev = kop_trace_set_current(NULL);
     ck_assert(prev.valid);
+    ck_assert_uint_eq(kop_trace_current_children(), 0);
     ck_assert_mem_eq(prev.span_id, c.span_id, 8);
     ck_assert(!kop_trace_current(&got));
 }

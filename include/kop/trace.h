@@ -63,6 +63,11 @@ bool kop_trace_current(struct kop_trace_ctx *ret);
  * caller can restore it. */
 struct kop_trace_ctx kop_trace_set_current(const struct kop_trace_ctx *ctx);
 
+/* How many spans this thread started as children of its current context
+ * since it was set (0 without one): a caller can drop a span under which
+ * nothing happened. */
+unsigned kop_trace_current_children(void);
+
 enum kop_span_kind {
     /* OTLP's SpanKind numbers (opentelemetry-proto trace.proto) */
     KOP_SPAN_INTERNAL = 1,

@@ -16,6 +16,7 @@
 #include "kop/clock.h"
 
 static _Thread_local struct kop_trace_ctx current;
+static _Thread_local unsigned current_children; /* spans started under it */
 
 /* The sink and its userdata, swapped together. */
 struct sink {
@@ -153,7 +154,13 @@ struct kop_trace_ctx kop_trace_set_current(const struct kop_trace_ctx *ctx)
         current = *ctx;
     else
         memset(&current, 0, sizeof(current));
+    current_children = 0;
     return prev;
+}
+
+unsigned kop_trace_current_children(void)
+{
+    return current.valid ? current_children : 0;
 }
 
 void kop_trace_set_sink(kop_trace_sink_fn *fn, void *userdata)
@@ -179,6 +186,8 @@ struct kop_span *kop_span_start(const char *name, enum kop_span_kind kind,
     if (!s)
         return NULL;
     if (parent && parent->valid) {
+        if (current.valid && memcmp(parent->span_id, current.span_id, sizeof(current.span_id)) == 0)
+            current_children++;
         memcpy(s->ctx.trace_id, parent->trace_id, sizeof(s->ctx.trace_id));
         memcpy(s->parent_span_id, parent->span_id, sizeof(s->parent_span_id));
         s->has_parent = true;

@@ -465,13 +465,23 @@ out:
  * object, current on this worker thread while it runs, so that every API
  * call it makes is a CLIENT child span sending its traceparent
  * (kop/client.h) and its log lines carry traceID and spanID.
+ *
+ * A reconcile that made no API call and did not fail (the converged
+ * objects of a resync) is not exported: Kubernetes' tracing guidelines ask
+ * for no "empty" reconcile spans (kubernetes/community,
+ * contributors/devel/sig-instrumentation/trace-instrumentation.md).
  */
 static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
 {
     struct kop_span *span = kop_span_start("reconcile", KOP_SPAN_INTERNAL, NULL);
     struct kop_trace_ctx prev = kop_trace_set_current(span ? &span->ctx : NULL);
     struct kop_reconcile_result res = reconcile_key(ud, key, reconcile_id);
+    unsigned calls = kop_trace_current_children();
     kop_trace_set_current(&prev);
+    if (span && calls == 0 && res.error == 0) {
+        kop_span_free(span);
+        return res;
+    }
     if (!span)
         return res;
     const char *slash = strchr(key, '/');
