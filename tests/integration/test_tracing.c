@@ -15,7 +15,8 @@
  *    spanID;
  *  - a reconcile is a trace of its own: a root INTERNAL "reconcile" span
  *    naming the object, CLIENT children for its API calls, and kubesim
- *    received each child's traceparent on the call it made;
+ *    received each child's traceparent on the call it made; its log lines
+ *    carry the root span's ids;
  *  - kop_trace_spans_exported_total counts what the receiver got.
  *
  * Waits poll for the spans and log lines with generous deadlines; no
@@ -407,6 +408,18 @@ START_TEST(test_tracing_reconcile_is_a_trace_with_client_children)
     ck_assert_ptr_null(json_object_get(root, "parentSpanId")); /* a trace of its own */
     ck_assert_str_eq(attr(root, "k8s.namespace.name"), NS);
     const char *trace_id = sget(root, "traceId");
+
+    /* the reconcile's log lines carry its ids ("created child" is info) */
+    char needle[128];
+    snprintf(needle, sizeof(needle), "\"traceID\":\"%s\",\"spanID\":\"%s\"", trace_id,
+             sget(root, "spanId"));
+    char *line = NULL;
+    ck_assert_msg(kop_test_wait_for(&kop, 0, needle, 15000, &line) > 0, "no log line with %s",
+                  needle);
+    ck_assert_msg(strstr(line, "\"logger\":\"controller\"") &&
+                      strstr(line, "\"MyResource\":{\"name\":\"traced\""),
+                  "not the reconcile's line: %s", line);
+    free(line);
 
     /* the children, and the traceparents kubesim received from kop */
     json_t *children = json_object();
