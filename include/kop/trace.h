@@ -51,7 +51,8 @@ int kop_trace_format(const struct kop_trace_ctx *ctx, char *buf, size_t len);
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void kop_trace_hex(const uint8_t *id, size_t n, char *out);
 
-/* Fill id with n random bytes from getrandom(2), never all zero. */
+/* Fill id with n random bytes (a per-thread generator seeded from
+ * getrandom(2)), never all zero. */
 void kop_trace_random_id(uint8_t *id, size_t n);
 
 /* The calling thread's current span context: true and *ret written when

@@ -111,30 +111,75 @@ int kop_trace_format(const struct kop_trace_ctx *ctx, char *buf, size_t len)
     return 0;
 }
 
+/*
+ * Ids come from a per-thread xoshiro256** generator (Blackman and Vigna,
+ * "Scrambled linear pseudorandom number generators", 2021) seeded from
+ * getrandom(2) on the thread's first id, as OpenTelemetry's SDKs seed a
+ * fast generator from the system's: a webhook request then costs no system
+ * call for its ids. Ids must be unique and unpredictable enough to not
+ * collide, not secret.
+ */
+static _Thread_local uint64_t rng[4];
+static _Thread_local bool rng_seeded;
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(void)
+{
+    uint64_t out = rotl(rng[1] * 5, 7) * 9;
+    uint64_t t = rng[1] << 17;
+    rng[2] ^= rng[0];
+    rng[3] ^= rng[1];
+    rng[1] ^= rng[2];
+    rng[0] ^= rng[3];
+    rng[2] ^= t;
+    rng[3] = rotl(rng[3], 45);
+    return out;
+}
+
+static void rng_seed(void)
+{
+    uint8_t *p = (uint8_t *)rng;
+    size_t got = 0;
+    while (got < sizeof(rng)) {
+        ssize_t r = getrandom(p + got, sizeof(rng) - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < sizeof(rng)) {
+        /* no getrandom (seccomp, old kernel): time, address and thread
+         * mixed through splitmix64 */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)&ts ^
+                     (uint64_t)kop_clock_now_ns();
+        for (int i = 0; i < 4; i++) {
+            uint64_t z = (x += UINT64_C(0x9e3779b97f4a7c15));
+            z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+            rng[i] = z ^ (z >> 31);
+        }
+    }
+    if (!(rng[0] | rng[1] | rng[2] | rng[3]))
+        rng[0] = 1; /* the one state the generator cannot leave */
+    rng_seeded = true;
+}
+
 void kop_trace_random_id(uint8_t *id, size_t n)
 {
+    if (!rng_seeded)
+        rng_seed();
     do {
-        size_t got = 0;
-        while (got < n) {
-            ssize_t r = getrandom(id + got, n - got, 0);
-            if (r < 0) {
-                if (errno == EINTR)
-                    continue;
-                /* no getrandom (seccomp, old kernel): ids only need to be
-                 * unique, not secret */
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
-                             (uint64_t)(uintptr_t)&ts ^ (uint64_t)kop_clock_now_ns();
-                for (; got < n; got++) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    id[got] = (uint8_t)x;
-                }
-                break;
-            }
-            got += (size_t)r;
+        for (size_t i = 0; i < n; i += 8) {
+            uint64_t v = rng_next();
+            size_t k = n - i < 8 ? n - i : 8;
+            memcpy(id + i, &v, k);
         }
     } while (all_zero(id, n));
 }
