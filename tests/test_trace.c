@@ -174,7 +174,7 @@ START_TEST(test_trace_span_child_root_and_sink)
     ck_assert_mem_eq(s->parent_span_id, parent.span_id, 8);
     ck_assert(memcmp(s->ctx.span_id, parent.span_id, 8) != 0);
     kop_span_set_str(s, "k", "v");
-    ck_assert_ptr_null(s->attributes);
+    ck_assert_uint_eq(s->n_attributes, 0);
     kop_span_end(s);
 
     struct sunk got = {0};
@@ -195,7 +195,9 @@ START_TEST(test_trace_span_child_root_and_sink)
     ck_assert(got.last->end_ns >= got.last->start_ns);
     ck_assert_int_eq(got.last->status, KOP_SPAN_ERROR);
     char *a = NULL;
-    ck_assert_int_eq(kop_json_dump(got.last->attributes, JSON_COMPACT, &a, NULL), 0);
+    json_t *attrs = kop_span_attributes_json(got.last);
+    ck_assert_int_eq(kop_json_dump(attrs, JSON_COMPACT, &a, NULL), 0);
+    json_decref(attrs);
     ck_assert_str_eq(a,
                      "[{\"key\":\"k8s.namespace.name\",\"value\":{\"stringValue\":\"default\"}},"
                      "{\"key\":\"http.response.status_code\",\"value\":{\"intValue\":\"200\"}}]");
@@ -230,8 +232,30 @@ START_TEST(test_trace_span_outlives_a_bound_arena)
     kop_arena_free(a);
     kop_span_end(s);
     ck_assert_int_eq(got.n, 1);
-    json_t *kv = json_array_get(got.last->attributes, 0);
+    json_t *attrs = kop_span_attributes_json(got.last);
+    json_t *kv = json_array_get(attrs, 0);
     ck_assert_str_eq(json_string_value(json_object_get(kv, "key")), "http.route");
+    json_decref(attrs);
+    kop_trace_set_sink(NULL, NULL);
+    kop_span_free(got.last);
+}
+END_TEST
+
+START_TEST(test_trace_attribute_limits)
+{
+    struct sunk got = {0};
+    kop_trace_set_sink(sink, &got);
+    struct kop_span *s = kop_span_start("x", KOP_SPAN_INTERNAL, NULL);
+    kop_span_set_str(s, "bad", "\xff\xfe"); /* kept, left out of the JSON */
+    for (int i = 0; i < KOP_SPAN_MAX_ATTRIBUTES + 3; i++)
+        kop_span_set_int(s, "n", i);
+    ck_assert_uint_eq(s->n_attributes, KOP_SPAN_MAX_ATTRIBUTES);
+    json_t *attrs = kop_span_attributes_json(s);
+    ck_assert_uint_eq(json_array_size(attrs), KOP_SPAN_MAX_ATTRIBUTES - 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(attrs, 0), "key")), "n");
+    json_decref(attrs);
+    kop_span_end(s);
+    ck_assert_int_eq(got.n, 1);
     kop_trace_set_sink(NULL, NULL);
     kop_span_free(got.last);
 }
@@ -247,6 +271,7 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_trace_current_is_per_thread);
     tcase_add_test(tc, test_trace_span_child_root_and_sink);
     tcase_add_test(tc, test_trace_span_outlives_a_bound_arena);
+    tcase_add_test(tc, test_trace_attribute_limits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -83,6 +83,16 @@ enum kop_span_status {
     KOP_SPAN_ERROR = 2,
 };
 
+/* Attributes a span keeps at most; later ones are dropped. */
+#define KOP_SPAN_MAX_ATTRIBUTES 12
+
+struct kop_span_attribute {
+    const char *key; /* a string that outlives the span (a literal) */
+    bool is_int;
+    int64_t int_value;
+    char *str_value; /* malloc'd */
+};
+
 struct kop_span {
     struct kop_trace_ctx ctx; /* this span: trace id, its own span id, flags */
     uint8_t parent_span_id[8];
@@ -94,7 +104,8 @@ struct kop_span {
     int64_t end_ns;
     enum kop_span_status status;
     char status_message[128];
-    json_t *attributes; /* OTLP KeyValue array; NULL when not recording */
+    unsigned n_attributes; /* only while recording */
+    struct kop_span_attribute attributes[KOP_SPAN_MAX_ATTRIBUTES];
     struct kop_span *_next;
 };
 
@@ -106,7 +117,9 @@ struct kop_span {
 struct kop_span *kop_span_start(const char *name, enum kop_span_kind kind,
                                 const struct kop_trace_ctx *parent);
 
-/* Attributes (no-ops when the span is not recording or span is NULL). */
+/* Attributes (no-ops when the span is not recording or span is NULL). key
+ * must outlive the span (a string literal); a string value is copied (left
+ * out of the JSON when it is not valid UTF-8). */
 void kop_span_set_str(struct kop_span *span, const char *key, const char *value);
 void kop_span_set_int(struct kop_span *span, const char *key, int64_t value);
 void kop_span_set_status(struct kop_span *span, enum kop_span_status status, const char *message);
@@ -117,6 +130,11 @@ void kop_span_end(struct kop_span *span);
 
 /* Release a span without ending it. NULL is fine. */
 void kop_span_free(struct kop_span *span);
+
+/* The attributes as an OTLP/JSON KeyValue array ([{"key": k, "value":
+ * {"stringValue": v}}], integers as {"intValue": "decimal"}; strings that
+ * are not UTF-8 left out). @ref new; NULL on ENOMEM. */
+json_t *kop_span_attributes_json(const struct kop_span *span);
 
 /* Takes ownership of span (it must free it, now or later). */
 typedef void kop_trace_sink_fn(void *userdata, struct kop_span *span);

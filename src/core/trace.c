@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "kop/arena.h"
 #include "kop/clock.h"
 
 static _Thread_local struct kop_trace_ctx current;
@@ -246,42 +245,62 @@ struct kop_span *kop_span_start(const char *name, enum kop_span_kind kind,
     snprintf(s->name, sizeof(s->name), "%s", name ? name : "");
     s->kind = kind;
     s->start_ns = kop_clock_wall_ns();
-    if ((s->ctx.flags & KOP_TRACE_FLAG_SAMPLED) && kop_trace_enabled()) {
-        /* from the heap even inside a request's arena (kop/arena.h): the
-         * span outlives it, on the exporter's thread */
-        struct kop_arena *prev = kop_arena_json_bind(NULL);
-        s->attributes = json_array();
-        kop_arena_json_bind(prev);
-        s->recording = s->attributes != NULL;
-    }
+    s->recording = (s->ctx.flags & KOP_TRACE_FLAG_SAMPLED) && kop_trace_enabled();
     return s;
 }
 
-/* Append {"key": key, "value": {type: value}}, allocated from the heap
- * (see kop_span_start). */
-static void set_attr(struct kop_span *span, const char *key, const char *type, const char *value)
+static struct kop_span_attribute *new_attr(struct kop_span *span, const char *key)
 {
-    if (!span || !span->recording || !key || !value)
-        return;
-    struct kop_arena *prev = kop_arena_json_bind(NULL);
-    /* jansson wants UTF-8: a value that is not (a header) is left out */
-    json_t *kv = json_pack("{s:s, s:{s:s}}", "key", key, "value", type, value);
-    if (kv)
-        json_array_append_new(span->attributes, kv);
-    kop_arena_json_bind(prev);
+    if (!span || !span->recording || !key || span->n_attributes >= KOP_SPAN_MAX_ATTRIBUTES)
+        return NULL;
+    struct kop_span_attribute *a = &span->attributes[span->n_attributes];
+    memset(a, 0, sizeof(*a));
+    a->key = key;
+    return a;
 }
 
 void kop_span_set_str(struct kop_span *span, const char *key, const char *value)
 {
-    set_attr(span, key, "stringValue", value);
+    struct kop_span_attribute *a = new_attr(span, key);
+    if (!a || !value)
+        return;
+    a->str_value = strdup(value);
+    if (a->str_value)
+        span->n_attributes++;
 }
 
 void kop_span_set_int(struct kop_span *span, const char *key, int64_t value)
 {
-    /* OTLP/JSON: 64-bit integers are decimal strings (proto3 JSON mapping) */
-    char buf[24];
-    snprintf(buf, sizeof(buf), "%lld", (long long)value);
-    set_attr(span, key, "intValue", buf);
+    struct kop_span_attribute *a = new_attr(span, key);
+    if (!a)
+        return;
+    a->is_int = true;
+    a->int_value = value;
+    span->n_attributes++;
+}
+
+json_t *kop_span_attributes_json(const struct kop_span *span)
+{
+    json_t *arr = json_array();
+    for (unsigned i = 0; arr && span && i < span->n_attributes; i++) {
+        const struct kop_span_attribute *a = &span->attributes[i];
+        json_t *kv;
+        if (a->is_int) {
+            /* OTLP/JSON: 64-bit integers are decimal strings (proto3 JSON
+             * mapping) */
+            char buf[24];
+            snprintf(buf, sizeof(buf), "%lld", (long long)a->int_value);
+            kv = json_pack("{s:s, s:{s:s}}", "key", a->key, "value", "intValue", buf);
+        } else {
+            kv = json_pack("{s:s, s:{s:s}}", "key", a->key, "value", "stringValue", a->str_value);
+        }
+        /* JSON wants UTF-8: a value that is not (a header) is left out */
+        if (kv && json_array_append_new(arr, kv) < 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
 }
 
 void kop_span_set_status(struct kop_span *span, enum kop_span_status status, const char *message)
@@ -296,7 +315,8 @@ void kop_span_free(struct kop_span *span)
 {
     if (!span)
         return;
-    json_decref(span->attributes);
+    for (unsigned i = 0; i < span->n_attributes; i++)
+        free(span->attributes[i].str_value);
     free(span);
 }
 

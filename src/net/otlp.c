@@ -94,7 +94,7 @@ static json_t *encode_span(const struct kop_span *s)
     json_object_set_new(o, "kind", json_integer(s->kind));
     json_object_set_new(o, "startTimeUnixNano", nanos(s->start_ns));
     json_object_set_new(o, "endTimeUnixNano", nanos(s->end_ns));
-    json_object_set_new(o, "attributes", s->attributes ? json_incref(s->attributes) : json_array());
+    json_object_set_new(o, "attributes", kop_span_attributes_json(s));
     json_t *st = json_pack("{s:i}", "code", (int)s->status);
     if (st && s->status_message[0]) {
         json_t *m = json_string(s->status_message);
