@@ -1011,7 +1011,6 @@ static bool cancel_pair_fired(void *ud)
     return kop_client_cancel_fired(cp->cc) || kop_client_cancel_fired(cp->abort);
 }
 
-/* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
 /*
  * The CLIENT span of one HTTP attempt, a child of the thread's current
  * span, with the OpenTelemetry HTTP client attributes (semconv
@@ -1052,6 +1051,7 @@ static void end_client_span(struct kop_span *span, int r, long code, const char 
     kop_span_end(span);
 }
 
+/* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
                       size_t body_len, struct kop_client_cancel *cc, kop_client_data_fn on_data,

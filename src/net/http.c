@@ -752,14 +752,14 @@ static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     return rq;
 }
 
+static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
+                         const char *method, char *peer, struct kop_http_request *req);
+
 /*
  * The request's SERVER span (opts.trace), with the attributes of the
  * OpenTelemetry HTTP semantic conventions for servers (semconv
  * docs/http/http-spans.md: span name "{method} {http.route}").
  */
-static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
-                         const char *method, char *peer, struct kop_http_request *req);
-
 static void start_span(struct MHD_Connection *conn, struct req *rq, const char *url,
                        const char *method)
 {
@@ -1090,13 +1090,12 @@ static bool append_batch(struct req *rq, const char *p, size_t n)
     return rq->batch_len < HEAVY_BATCH;
 }
 
-/* The request's work at its end, the answer in resp: the stream's end, or
- * the collecting route's handler. On an MHD thread or the lane. */
 static void finish_handler(struct req *rq, struct MHD_Connection *conn,
                            struct kop_http_response *resp);
 
-/* The handler (or the stream's end) with the request's span current on
- * this thread (an MHD worker or the heavy lane). */
+/* The request's work at its end, the answer in resp: the stream's end, or
+ * the collecting route's handler. On an MHD thread or the lane, with the
+ * request's span current on that thread (its log lines carry the ids). */
 static void finish_work(struct req *rq, struct MHD_Connection *conn, struct kop_http_response *resp)
 {
     struct kop_trace_ctx prev = kop_trace_set_current(rq->span ? &rq->span->ctx : NULL);
