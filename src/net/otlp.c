@@ -60,6 +60,7 @@ struct kop_otlp {
     int64_t last_failure_log; /* exporter thread */
     unsigned long failures_unlogged;
     size_t shutdown_dropped; /* by the thread, read after the join */
+    struct kop_span **batch; /* batch_max slots, the exporter thread's */
 };
 
 /* ---- encoding ------------------------------------------------------------------------ */
@@ -222,7 +223,7 @@ static void export_batch(struct kop_otlp *o, struct kop_span **batch, size_t n, 
 static void *exporter_main(void *arg)
 {
     struct kop_otlp *o = arg;
-    struct kop_span **batch = calloc(o->batch_max, sizeof(*batch));
+    struct kop_span **batch = o->batch;
     pthread_mutex_lock(&o->lock);
     for (;;) {
         if (!o->stop && o->n < o->batch_max) {
@@ -234,7 +235,7 @@ static void *exporter_main(void *arg)
         if (o->stop && (o->n == 0 || kop_clock_now_ns() >= o->deadline))
             break;
         size_t n = 0;
-        while (o->head && n < o->batch_max && batch) {
+        while (o->head && n < o->batch_max) {
             batch[n++] = o->head;
             o->head = o->head->_next;
         }
@@ -250,8 +251,6 @@ static void *exporter_main(void *arg)
         pthread_mutex_unlock(&o->lock);
         if (n)
             export_batch(o, batch, n, timeout);
-        else if (!batch)
-            kop_log(KOP_LOG_ERROR, LOGGER, "out of memory: no span is exported", NULL);
         pthread_mutex_lock(&o->lock);
     }
     /* past the shutdown deadline: what is left is dropped */
@@ -267,7 +266,6 @@ static void *exporter_main(void *arg)
         kop_span_free(s);
         s = next;
     }
-    free(batch);
     return NULL;
 }
 
@@ -312,6 +310,9 @@ int kop_otlp_new(const struct kop_otlp_options *opts, struct kop_otlp **ret)
         o->batch_max = o->queue_max;
     o->flush_ms = opts->flush_interval_ms > 0 ? opts->flush_interval_ms : FLUSH_MS_DEFAULT;
     o->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TIMEOUT_MS_DEFAULT;
+    o->batch = calloc(o->batch_max, sizeof(*o->batch));
+    if (!o->batch)
+        goto out;
 
     struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
     const char *p = opts->metric_prefix;
@@ -387,5 +388,6 @@ void kop_otlp_free(struct kop_otlp *o)
     free(o->url);
     free(o->service_name);
     free(o->scope_name);
+    free(o->batch);
     free(o);
 }
