@@ -88,6 +88,7 @@ static bool fsrv_read_req(int fd, char *buf, size_t cap, size_t *have, struct fs
         hdr_copy(line, "User-Agent", req->user_agent, sizeof(req->user_agent));
         hdr_copy(line, "Authorization", req->auth, sizeof(req->auth));
         hdr_copy(line, "Content-Type", req->content_type, sizeof(req->content_type));
+        hdr_copy(line, "traceparent", req->traceparent, sizeof(req->traceparent));
         hdr_copy(line, "Content-Length", cl, sizeof(cl));
         if (cl[0])
             clen = (size_t)strtoul(cl, NULL, 10);

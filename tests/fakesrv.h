@@ -22,6 +22,7 @@ struct fsrv_req {
     char user_agent[256];
     char auth[1024];
     char content_type[128];
+    char traceparent[128];
     char *body;
     size_t body_len;
 };

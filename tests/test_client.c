@@ -26,6 +26,7 @@
 #include "kop/metrics.h"
 #include "kop/json.h"
 #include "kop/ratelimit.h"
+#include "kop/trace.h"
 #include "testutil.h"
 
 #include "fakesrv.h"
@@ -257,6 +258,73 @@ START_TEST(test_client_get_headers)
     ck_assert_ptr_nonnull(strstr(last.user_agent, ") kubernetes/unknown"));
     ck_assert_str_eq(last.user_agent, kop_client_user_agent(client));
     ck_assert_str_eq(kop_client_namespace(client), "dflt");
+}
+END_TEST
+
+static pthread_mutex_t spans_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kop_span *spans[8];
+static int n_spans;
+
+static void span_sink(void *ud, struct kop_span *span)
+{
+    (void)ud;
+    pthread_mutex_lock(&spans_lock);
+    if (n_spans < 8)
+        spans[n_spans++] = span;
+    else
+        kop_span_free(span);
+    pthread_mutex_unlock(&spans_lock);
+}
+
+START_TEST(test_client_traceparent_under_current_span)
+{
+    json_t *o = NULL;
+    /* no current span: no header, no span */
+    ck_assert_int_eq(kop_client_get(client, &deploy, "ns1", "web", NULL, &o), 0);
+    json_decref(o);
+    ck_assert_str_eq(last.traceparent, "");
+
+    n_spans = 0;
+    kop_trace_set_sink(span_sink, NULL);
+    struct kop_span *root = kop_span_start("reconcile", KOP_SPAN_INTERNAL, NULL);
+    ck_assert_ptr_nonnull(root);
+    kop_trace_set_current(&root->ctx);
+    ck_assert_int_eq(kop_client_get(client, &deploy, "ns1", "web", NULL, &o), 0);
+    json_decref(o);
+    char root_tp[KOP_TRACEPARENT_SIZE];
+    ck_assert_int_eq(kop_trace_format(&root->ctx, root_tp, sizeof(root_tp)), 0);
+    /* the header names the same trace and a new span: the CLIENT span */
+    ck_assert_uint_eq(strlen(last.traceparent), 55);
+    ck_assert_int_eq(strncmp(last.traceparent, root_tp, 36), 0);
+    ck_assert_int_ne(strcmp(last.traceparent, root_tp), 0);
+    ck_assert_int_eq(n_spans, 1);
+    struct kop_span *s = spans[0];
+    ck_assert_int_eq(s->kind, KOP_SPAN_CLIENT);
+    ck_assert_str_eq(s->name, "GET");
+    ck_assert(s->has_parent);
+    ck_assert_mem_eq(s->parent_span_id, root->ctx.span_id, 8);
+    char tp[KOP_TRACEPARENT_SIZE];
+    kop_trace_format(&s->ctx, tp, sizeof(tp));
+    ck_assert_str_eq(tp, last.traceparent);
+    json_t *attrs = kop_span_attributes_json(s);
+    char *a = json_dumps(attrs, JSON_COMPACT);
+    json_decref(attrs);
+    ck_assert_msg(strstr(a, "\"http.response.status_code\",\"value\":{\"intValue\":\"200\"}") &&
+                      strstr(a, "/apis/apps/v1/namespaces/ns1/deployments/web"),
+                  "%s", a);
+    free(a);
+    ck_assert_int_eq(s->status, KOP_SPAN_UNSET);
+
+    /* an error answer: the span says so */
+    ck_assert_int_eq(kop_client_get(client, &svc, "x", "e404", NULL, &o), -ENOENT);
+    ck_assert_int_eq(n_spans, 2);
+    ck_assert_int_eq(spans[1]->status, KOP_SPAN_ERROR);
+
+    kop_trace_set_current(NULL);
+    kop_trace_set_sink(NULL, NULL);
+    kop_span_free(root);
+    for (int i = 0; i < n_spans; i++)
+        kop_span_free(spans[i]);
 }
 END_TEST
 
@@ -870,6 +938,7 @@ static Suite *client_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_client_paths);
     tcase_add_test(tc, test_client_get_headers);
+    tcase_add_test(tc, test_client_traceparent_under_current_span);
     tcase_add_test(tc, test_client_verbs);
     tcase_add_test(tc, test_client_error_mapping);
     tcase_add_test(tc, test_client_retry_after);

@@ -134,6 +134,9 @@ START_TEST(test_config_defaults)
     ck_assert_int_eq(cfg.shutdown_delay_ms, 5000);
     ck_assert_int_eq(cfg.shutdown_timeout_ms, 30000);
     ck_assert(!cfg.webhook_only && !cfg.controller_only && !cfg.self_signed_certs);
+    ck_assert_str_eq(cfg.otlp_endpoint, "");
+    ck_assert_str_eq(cfg.otlp_service_name, "kop");
+    ck_assert_int_eq(cfg.otlp_flush_interval_ms, 5000);
     /* Cleanup of a defaults-only config frees nothing it does not own. */
     kop_config_cleanup(&cfg);
     kop_config_cleanup(NULL);
@@ -156,7 +159,8 @@ START_TEST(test_config_every_flag)
         "--kubeconfig=/kc", "--namespace", "team-a", "--sync-period=1h30m",
         "--allowed-registries= docker.io , quay.io,registry.local:5000", "--log-level=debug",
         "--log-format", "text", "--shutdown-timeout=300ms", "--shutdown-delay=1.5s",
-        "--webhook-only", "--self-signed-certs=true", NULL);
+        "--webhook-only", "--self-signed-certs=true", "--otlp-endpoint=http://collector:4318",
+        "--otlp-service-name", "kop-a", "--otlp-flush-interval=250ms", NULL);
 
     ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
     ck_assert_str_eq(r.err, "");
@@ -201,6 +205,9 @@ START_TEST(test_config_every_flag)
     ck_assert(cfg.webhook_only);
     ck_assert(!cfg.controller_only);
     ck_assert(cfg.self_signed_certs);
+    ck_assert_str_eq(cfg.otlp_endpoint, "http://collector:4318");
+    ck_assert_str_eq(cfg.otlp_service_name, "kop-a");
+    ck_assert_int_eq(cfg.otlp_flush_interval_ms, 250);
     kop_config_cleanup(&cfg);
     run_free(&r);
 }
@@ -360,6 +367,11 @@ START_TEST(test_config_cross_flag_rules)
     /* All three: the first rule answers. */
     expect_error("kop: --webhook-only and --controller-only cannot be used together", NULL,
                  "--self-signed-certs", "--webhook-only", "--controller-only", NULL);
+
+    expect_error("kop: --otlp-endpoint must be an http:// or https:// URL", NULL, "--otlp-endpoint",
+                 "collector:4318", NULL);
+    expect_error("kop: --otlp-service-name must not be empty", NULL,
+                 "--otlp-endpoint=https://collector", "--otlp-service-name=", NULL);
 
     /* What the rules allow. */
     struct kop_config cfg;

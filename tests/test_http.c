@@ -22,6 +22,7 @@
 
 #include "kop/http.h"
 #include "kop/metrics.h"
+#include "kop/trace.h"
 #include "kubetest.h"
 #include "testutil.h"
 
@@ -63,6 +64,22 @@ static void slow_handler(void *userdata, const struct kop_http_request *req,
     resp->body_len = resp->body ? strlen(resp->body) : 0;
 }
 
+/* What the handler sees of the trace: the request's context and the
+ * thread's current one, in headers. */
+static void trace_handler(void *userdata, const struct kop_http_request *req,
+                          struct kop_http_response *resp)
+{
+    char tp[KOP_TRACEPARENT_SIZE] = "none";
+    struct kop_trace_ctx cur;
+    if (req->trace)
+        kop_trace_format(req->trace, tp, sizeof(tp));
+    kop_http_response_header(resp, "X-Trace", tp);
+    snprintf(tp, sizeof(tp), "none");
+    if (kop_trace_current(&cur))
+        kop_trace_format(&cur, tp, sizeof(tp));
+    kop_http_response_header(resp, "X-Current", tp);
+}
+
 static const struct kop_http_route test_routes[] = {
     {.path = "/echo",
      .methods = KOP_HTTP_GET | KOP_HTTP_POST,
@@ -75,6 +92,7 @@ static const struct kop_http_route test_routes[] = {
      .fn = echo_handler,
      .webhook_name = "/convert"},
     {.path = "/slow", .methods = KOP_HTTP_GET, .fn = slow_handler},
+    {.path = "/traced", .methods = KOP_HTTP_POST, .max_body = 1024, .fn = trace_handler},
 };
 
 struct fixture {
@@ -102,6 +120,7 @@ static void start_server(struct fixture *f, unsigned threads)
         .max_per_ip = next_limits.max_per_ip,
         .header_timeout_ms = next_limits.header_timeout_ms,
         .min_body_rate = next_limits.min_body_rate,
+        .trace = next_limits.trace,
     };
     memset(&next_limits, 0, sizeof(next_limits));
     ck_assert_int_eq(
@@ -1220,12 +1239,143 @@ START_TEST(test_http_close_idle)
 }
 END_TEST
 
+/* ---- tracing ------------------------------------------------------------ */
+
+static pthread_mutex_t sunk_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kop_span *sunk[8];
+static int n_sunk;
+
+static void span_sink(void *ud, struct kop_span *span)
+{
+    (void)ud;
+    pthread_mutex_lock(&sunk_lock);
+    if (n_sunk < 8)
+        sunk[n_sunk++] = span;
+    else
+        kop_span_free(span);
+    pthread_mutex_unlock(&sunk_lock);
+}
+
+static bool spans_sunk(const void *arg)
+{
+    pthread_mutex_lock(&sunk_lock);
+    bool ok = n_sunk >= *(const int *)arg;
+    pthread_mutex_unlock(&sunk_lock);
+    return ok;
+}
+
+/* A POST /traced with an optional traceparent; the X-Trace header's value
+ * into tp (KOP_TRACEPARENT_SIZE). */
+static void traced_post(uint16_t port, const char *traceparent, char *tp)
+{
+    CURL *h = curl_easy_init();
+    char url[128], hdr[128];
+    struct result r = {0};
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/traced", (unsigned)port);
+    struct curl_slist *l = curl_slist_append(NULL, "Expect:");
+    if (traceparent) {
+        snprintf(hdr, sizeof(hdr), "traceparent: %s", traceparent);
+        l = curl_slist_append(l, hdr);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "tester/1");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, kop_test_buf_write);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r.head);
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    ck_assert_int_eq(r.status, 200);
+    const char *x = strcasestr(r.head.p, "X-Trace: ");
+    ck_assert_ptr_nonnull(x);
+    x += 9;
+    snprintf(tp, KOP_TRACEPARENT_SIZE, "%.*s", (int)strcspn(x, "\r\n"), x);
+    /* the thread's current context while the handler ran is the same */
+    const char *c = strcasestr(r.head.p, "X-Current: ");
+    ck_assert_ptr_nonnull(c);
+    c += 11;
+    ck_assert_int_eq((int)strcspn(c, "\r\n"), (int)strlen(tp));
+    ck_assert_int_eq(strncmp(c, tp, strlen(tp)), 0);
+    result_free(&r);
+    curl_slist_free_all(l);
+    curl_easy_cleanup(h);
+}
+
+START_TEST(test_http_trace_server_span_child_of_traceparent)
+{
+    struct fixture f;
+    n_sunk = 0;
+    kop_trace_set_sink(span_sink, NULL);
+    next_limits.trace = true;
+    start_server(&f, 2);
+    char tp[KOP_TRACEPARENT_SIZE];
+
+    /* a valid traceparent: same trace id, a new span id */
+    traced_post(f.port, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tp);
+    ck_assert_int_eq(strncmp(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-", 36), 0);
+    ck_assert_int_ne(strncmp(tp + 36, "00f067aa0ba902b7", 16), 0);
+    int want = 1;
+    ck_assert(kop_test_eventually(spans_sunk, &want, 10000));
+    struct kop_span *s = sunk[0];
+    ck_assert_str_eq(s->name, "POST /traced");
+    ck_assert_int_eq(s->kind, KOP_SPAN_SERVER);
+    ck_assert(s->has_parent);
+    char hex[33];
+    kop_trace_hex(s->parent_span_id, 8, hex);
+    ck_assert_str_eq(hex, "00f067aa0ba902b7");
+    kop_trace_hex(s->ctx.span_id, 8, hex);
+    ck_assert_int_eq(strncmp(tp + 36, hex, 16), 0);
+    json_t *attrs = kop_span_attributes_json(s);
+    char *a = json_dumps(attrs, JSON_COMPACT);
+    json_decref(attrs);
+    ck_assert_msg(
+        strstr(a, "{\"key\":\"http.request.method\",\"value\":{\"stringValue\":\"POST\"}}") &&
+            strstr(a, "{\"key\":\"http.route\",\"value\":{\"stringValue\":\"/traced\"}}") &&
+            strstr(a, "{\"key\":\"http.response.status_code\",\"value\":{\"intValue\":"
+                      "\"200\"}}") &&
+            strstr(a, "{\"key\":\"user_agent.original\",\"value\":{\"stringValue\":"
+                      "\"tester/1\"}}"),
+        "attributes: %s", a);
+    free(a);
+    ck_assert_int_eq(s->status, KOP_SPAN_UNSET);
+
+    /* an invalid one (upper-case hex): a new trace, no parent */
+    traced_post(f.port, "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", tp);
+    ck_assert_int_ne(strncmp(tp + 3, "4bf92f3577b34da6a3ce929d0e0e4736", 32), 0);
+    want = 2;
+    ck_assert(kop_test_eventually(spans_sunk, &want, 10000));
+    ck_assert(!sunk[1]->has_parent);
+    kop_trace_hex(sunk[1]->ctx.trace_id, 16, hex);
+    ck_assert_int_eq(strncmp(tp + 3, hex, 32), 0);
+
+    stop_server(&f);
+    kop_trace_set_sink(NULL, NULL);
+    for (int i = 0; i < n_sunk; i++)
+        kop_span_free(sunk[i]);
+}
+END_TEST
+
+START_TEST(test_http_no_trace_without_option)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    char tp[KOP_TRACEPARENT_SIZE];
+    traced_post(f.port, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tp);
+    ck_assert_str_eq(tp, "none");
+    stop_server(&f);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_http_routes_on_path_with_query);
+    tcase_add_test(tc, test_http_trace_server_span_child_of_traceparent);
+    tcase_add_test(tc, test_http_no_trace_without_option);
     tcase_add_test(tc, test_http_unknown_path_404);
     tcase_add_test(tc, test_http_wrong_method_405_with_allow);
     tcase_add_test(tc, test_http_body_too_large_by_content_length);

@@ -5,6 +5,7 @@
  * safety, and that lines written by concurrent threads never interleave.
  */
 #include "kop/log.h"
+#include "kop/trace.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -395,6 +396,47 @@ START_TEST(test_log_errno_fields)
 }
 END_TEST
 
+START_TEST(test_log_carries_current_trace)
+{
+    struct capture c;
+    struct kop_trace_ctx tc;
+    ck_assert_int_eq(
+        kop_trace_parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", &tc), 0);
+    capture_start(&c, KOP_LOG_INFO, KOP_LOG_FORMAT_JSON);
+    kop_log(KOP_LOG_INFO, "webhook", "before", NULL);
+    kop_trace_set_current(&tc);
+    kop_log(KOP_LOG_INFO, "webhook", "admitted", json_pack("{s:s}", "admissionUID", "u1"));
+    kop_logf(KOP_LOG_INFO, "webhook", "formatted %d", 1);
+    kop_trace_set_current(NULL);
+    kop_log(KOP_LOG_INFO, "webhook", "after", NULL);
+    const char *out = capture_finish(&c);
+    const char *want[][3] = {
+        {"before", NULL, NULL},
+        {"admitted", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"},
+        {"formatted 1", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"},
+        {"after", NULL, NULL}};
+    const char *line = out;
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_ptr_nonnull(line);
+        json_t *v = parse_line(line);
+        ck_assert_str_eq(json_string_value(json_object_get(v, "msg")), want[i][0]);
+        if (want[i][1]) {
+            ck_assert_str_eq(json_string_value(json_object_get(v, "traceID")), want[i][1]);
+            ck_assert_str_eq(json_string_value(json_object_get(v, "spanID")), want[i][2]);
+        } else {
+            ck_assert_ptr_null(json_object_get(v, "traceID"));
+            ck_assert_ptr_null(json_object_get(v, "spanID"));
+        }
+        if (i == 1)
+            ck_assert_str_eq(json_string_value(json_object_get(v, "admissionUID")), "u1");
+        json_decref(v);
+        line = strchr(line, '\n');
+        line = line && line[1] ? line + 1 : NULL;
+    }
+    capture_free(&c);
+}
+END_TEST
+
 static Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
@@ -402,6 +444,7 @@ static Suite *log_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_log_json_keys_and_order);
+    tcase_add_test(tc, test_log_carries_current_trace);
     tcase_add_test(tc, test_log_json_escaping);
     tcase_add_test(tc, test_log_level_filter_and_null_safety);
     tcase_add_test(tc, test_log_logf_formats);

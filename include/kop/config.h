@@ -85,6 +85,11 @@ struct kop_config {
     bool webhook_only;              /* --webhook-only */
     bool controller_only;           /* --controller-only */
     bool self_signed_certs;         /* --self-signed-certs */
+
+    /* tracing */
+    char *otlp_endpoint;            /* --otlp-endpoint, "" = no export */
+    char *otlp_service_name;        /* --otlp-service-name, "kop" */
+    int64_t otlp_flush_interval_ms; /* --otlp-flush-interval, 5s */
 };
 
 enum kop_config_result {

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 
 struct kop_metrics;
+struct kop_trace_ctx;
 
 /* Method bits for kop_http_route.methods. */
 enum kop_http_method {
@@ -53,6 +54,11 @@ struct kop_http_request {
     const char *peer;                 /* "127.0.0.1" or "::1" */
     const struct sockaddr *peer_addr; /* NULL when unknown */
     socklen_t peer_addr_len;
+    /* The request's SERVER span context (kop/trace.h): the trace id of the
+     * client's traceparent (or a new one) and this request's span id; it is
+     * also the handler thread's current context while the handler runs, so
+     * log lines carry it. NULL when the server does not trace. */
+    const struct kop_trace_ctx *trace;
     void *_conn; /* private */
 };
 
@@ -178,6 +184,14 @@ struct kop_http_server_options {
      */
     size_t budget;
     unsigned budget_wait_ms; /* 0 = 10 s */
+    /*
+     * Trace every request to a route: a SERVER span named "<method>
+     * <route path>" with the HTTP semantic-convention attributes, a child
+     * of the W3C traceparent header when it is valid, else the root of a
+     * new trace (kop/trace.h). It ends when the request completes; it is
+     * exported when a trace sink is installed.
+     */
+    bool trace;
 };
 
 struct kop_http_server;

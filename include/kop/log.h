@@ -4,7 +4,9 @@
  * line, written with a single write(2) so lines from threads never mix.
  *
  * Every line carries "ts" (RFC 3339 UTC with microseconds), "level",
- * "logger" and "msg", then the caller's fields in the order given.
+ * "logger" and "msg", then the caller's fields in the order given, then,
+ * when the calling thread has a current span (kop/trace.h), "traceID" and
+ * "spanID" (lower-case hex) unless the caller set them.
  *
  * Thread-safety: kop_log_setup() is init-only (before threads start);
  * everything else may be called from any thread.

@@ -24,6 +24,7 @@
 #include "kop/clock.h"
 #include "kop/dynbuf.h"
 #include "kop/json.h"
+#include "kop/trace.h"
 
 #define MAX_MSG_BYTES (32 * 1024)
 #define MAX_LINE_BYTES (64 * 1024)
@@ -371,6 +372,31 @@ static void write_all(int fd, const char *s, size_t n)
     pthread_mutex_unlock(&log_write_lock);
 }
 
+/*
+ * The caller's fields plus "traceID" and "spanID" of the thread's current
+ * span (kop/trace.h), after them, unless the caller set them: @ref new, or
+ * NULL when there is no current span (or fields are not an object).
+ */
+static json_t *trace_fields(json_t *fields)
+{
+    struct kop_trace_ctx tc;
+    if (!kop_trace_current(&tc) || (fields && !json_is_object(fields)))
+        return NULL;
+    json_t *f = fields ? json_copy(fields) : json_object();
+    if (!f)
+        return NULL;
+    char hex[33];
+    if (!json_object_get(f, "traceID")) {
+        kop_trace_hex(tc.trace_id, sizeof(tc.trace_id), hex);
+        json_object_set_new(f, "traceID", json_string(hex));
+    }
+    if (!json_object_get(f, "spanID")) {
+        kop_trace_hex(tc.span_id, sizeof(tc.span_id), hex);
+        json_object_set_new(f, "spanID", json_string(hex));
+    }
+    return f;
+}
+
 static void emit(enum kop_log_level level, const char *logger, const char *msg, json_t *fields)
 {
     char ts[40];
@@ -382,6 +408,9 @@ static void emit(enum kop_log_level level, const char *logger, const char *msg, 
         logger = "";
     if (msg == NULL)
         msg = "";
+    json_t *traced = trace_fields(fields);
+    if (traced)
+        fields = traced;
     kop_clock_rfc3339_micro(kop_clock_wall_ns(), ts, sizeof(ts));
     buf_init(&b);
     /* Second attempt, when the line came out too long: no fields and a
@@ -403,6 +432,7 @@ static void emit(enum kop_log_level level, const char *logger, const char *msg, 
         write_all(atomic_load_explicit(&log_fd, memory_order_relaxed), kop_dynbuf_ptr(&b.d),
                   kop_dynbuf_len(&b.d));
     kop_dynbuf_free(&b.d);
+    json_decref(traced);
     errno = saved_errno;
 }
 

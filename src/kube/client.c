@@ -36,6 +36,7 @@
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/ratelimit.h"
+#include "kop/trace.h"
 
 #define LOGGER "kube-client"
 #define MAX_BODY ((size_t)512 << 20)
@@ -996,6 +997,46 @@ static bool cancel_pair_fired(void *ud)
     return kop_client_cancel_fired(cp->cc) || kop_client_cancel_fired(cp->abort);
 }
 
+/*
+ * The CLIENT span of one HTTP attempt, a child of the thread's current
+ * span, with the OpenTelemetry HTTP client attributes (semconv
+ * docs/http/http-spans.md; span name "{method}"); its "traceparent: ..."
+ * header line into hdr. NULL (hdr empty) on ENOMEM.
+ */
+static struct kop_span *client_span(const char *method, const char *url, int resend, char *hdr,
+                                    size_t hdr_len)
+{
+    struct kop_trace_ctx cur;
+    char tp[KOP_TRACEPARENT_SIZE];
+    if (!kop_trace_current(&cur))
+        return NULL;
+    struct kop_span *span = kop_span_start(method, KOP_SPAN_CLIENT, &cur);
+    if (!span || kop_trace_format(&span->ctx, tp, sizeof(tp)) < 0) {
+        kop_span_free(span);
+        return NULL;
+    }
+    snprintf(hdr, hdr_len, "traceparent: %s", tp);
+    kop_span_set_str(span, "http.request.method", method);
+    kop_span_set_str(span, "url.full", url);
+    if (resend > 0)
+        kop_span_set_int(span, "http.request.resend_count", resend);
+    return span;
+}
+
+static void end_client_span(struct kop_span *span, int r, long code, const char *errbuf)
+{
+    if (!span)
+        return;
+    if (code)
+        kop_span_set_int(span, "http.response.status_code", code);
+    /* a client span is an error for a transport failure or any 4xx/5xx */
+    if (r < 0 && !code)
+        kop_span_set_status(span, KOP_SPAN_ERROR, errbuf);
+    else if (code >= 400)
+        kop_span_set_status(span, KOP_SPAN_ERROR, NULL);
+    kop_span_end(span);
+}
+
 /* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
@@ -1060,7 +1101,12 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         snprintf(ct, sizeof(ct), "Content-Type: %s",
                  content_type ? content_type : "application/json");
         snprintf(ac, sizeof(ac), "Accept: %s", accept ? accept : "application/json");
-        const char *fixed[] = {ac, "Expect:", body ? ct : NULL, auth, c->host_header};
+        /* A call made under a span (a reconcile's) is a CLIENT child span
+         * of it, and the server gets its traceparent (W3C Trace Context). */
+        char tp[KOP_TRACEPARENT_SIZE + 16] = "";
+        struct kop_span *span = client_span(method, url, sent, tp, sizeof(tp));
+        const char *fixed[] = {ac,   "Expect:",      body ? ct : NULL,
+                               auth, c->host_header, tp[0] ? tp : NULL};
         bool oom = false;
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
             if (!fixed[i])
@@ -1079,6 +1125,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
         errbuf[0] = '\0';
         if (oom) {
             curl_slist_free_all(h);
+            kop_span_free(span);
             r = -ENOMEM;
             break;
         }
@@ -1098,6 +1145,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             explicit_bzero(p->data, strlen(p->data));
         curl_slist_free_all(h);
         count_request(c, method, r == 0 || code ? code : 0);
+        end_client_span(span, r, code, errbuf);
         sent++;
         if (st) {
             st->attempts = sent;

@@ -80,6 +80,7 @@
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/netaddr.h"
+#include "kop/trace.h"
 
 #define LOGGER "http"
 /* First allocation for a body of unknown length (chunked). */
@@ -191,6 +192,8 @@ struct req {
     struct MHD_Connection *conn;    /* to resume */
     const char *url, *method;       /* MHD's, valid for the request */
     struct kop_http_response reply; /* REQ_REPLY: the answer the lane made */
+    struct kop_span *span;          /* opts.trace: the request's SERVER span */
+    int answered;                   /* the status queued, 0 before */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -399,6 +402,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
     MHD_destroy_response(r);
     if (ok == MHD_YES) {
         rq->state = REQ_ANSWERED;
+        rq->answered = status;
         record_webhook(rq, status);
     }
     return ok;
@@ -749,6 +753,53 @@ static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     return rq;
 }
 
+static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
+                         const char *method, char *peer, struct kop_http_request *req);
+
+/*
+ * The request's SERVER span (opts.trace), with the attributes of the
+ * OpenTelemetry HTTP semantic conventions for servers (semconv
+ * docs/http/http-spans.md: span name "{method} {http.route}").
+ */
+static void start_span(struct MHD_Connection *conn, struct req *rq, const char *url,
+                       const char *method)
+{
+    struct kop_trace_ctx parent;
+    const char *tp = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
+    bool remote = kop_trace_parse(tp, &parent) == 0;
+    char name[96];
+    snprintf(name, sizeof(name), "%s %s", method_bit(method) ? method : "HTTP", rq->route->r.path);
+    rq->span = kop_span_start(name, KOP_SPAN_SERVER, remote ? &parent : NULL);
+    if (!rq->span || !rq->span->recording)
+        return;
+    char peer[INET6_ADDRSTRLEN];
+    struct kop_http_request req;
+    fill_request(conn, rq, url, method, peer, &req);
+    kop_span_set_str(rq->span, "http.request.method", method_bit(method) ? method : "_OTHER");
+    kop_span_set_str(rq->span, "http.route", rq->route->r.path);
+    kop_span_set_str(rq->span, "url.path", url);
+    if (peer[0])
+        kop_span_set_str(rq->span, "client.address", peer);
+    kop_span_set_str(rq->span, "user_agent.original",
+                     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent"));
+}
+
+static void end_span(struct req *rq, enum MHD_RequestTerminationCode toe)
+{
+    if (!rq->span)
+        return;
+    if (rq->answered)
+        kop_span_set_int(rq->span, "http.response.status_code", rq->answered);
+    /* a server span is an error for 5xx only; 4xx is the client's */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        kop_span_set_status(rq->span, KOP_SPAN_ERROR,
+                            "the connection ended before the response was sent");
+    else if (rq->answered >= 500)
+        kop_span_set_status(rq->span, KOP_SPAN_ERROR, NULL);
+    kop_span_end(rq->span);
+    rq->span = NULL;
+}
+
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -759,6 +810,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     if (rq->wh_counted && rq->route)
         kop_gauge_add(rq->route->in_flight, -1);
+    end_span(rq, toe);
     if (rq->stream)
         rq->route->r.stream->free(rq->stream);
     if (rq->state == REQ_WAIT)
@@ -819,6 +871,8 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     if (!rt)
         return decide(conn, rq, 404);
     rq->route = rt;
+    if (srv->opts.trace)
+        start_span(conn, rq, url, method);
     if (rt->r.webhook_name) {
         rq->wh_counted = true;
         kop_gauge_add(rt->in_flight, 1);
@@ -900,7 +954,9 @@ static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, c
         char peer[INET6_ADDRSTRLEN];
         struct kop_http_request req;
         fill_request(conn, rq, url, method, peer, &req);
+        struct kop_trace_ctx prev = kop_trace_set_current(req.trace);
         rq->stream = rt->r.stream->begin(rt->r.userdata, &req, (size_t)rq->content_length);
+        kop_trace_set_current(&prev);
         if (!rq->stream)
             return MHD_NO;
         charge(srv, rq, rt->r.stream->memory(rq->stream), false);
@@ -969,6 +1025,7 @@ static void fill_request(struct MHD_Connection *conn, const struct req *rq, cons
         .peer = peer,
         .peer_addr = sa,
         .peer_addr_len = salen,
+        .trace = rq->span ? &rq->span->ctx : NULL,
         ._conn = conn,
     };
 }
@@ -1028,9 +1085,21 @@ static bool append_batch(struct req *rq, const char *p, size_t n)
     return rq->batch_len < HEAVY_BATCH;
 }
 
+static void finish_handler(struct req *rq, struct MHD_Connection *conn,
+                           struct kop_http_response *resp);
+
 /* The request's work at its end, the answer in resp: the stream's end, or
- * the collecting route's handler. On an MHD thread or the lane. */
+ * the collecting route's handler. On an MHD thread or the lane, with the
+ * request's span current on that thread (its log lines carry the ids). */
 static void finish_work(struct req *rq, struct MHD_Connection *conn, struct kop_http_response *resp)
+{
+    struct kop_trace_ctx prev = kop_trace_set_current(rq->span ? &rq->span->ctx : NULL);
+    finish_handler(rq, conn, resp);
+    kop_trace_set_current(&prev);
+}
+
+static void finish_handler(struct req *rq, struct MHD_Connection *conn,
+                           struct kop_http_response *resp)
 {
     const struct route *rt = rq->route;
     char peer[INET6_ADDRSTRLEN];

@@ -166,6 +166,14 @@ static const struct flag flags[] = {
      "Run the reconciler only; do not serve the webhooks.", 0, 0},
     {"self-signed-certs", FLAG_BOOL, OFF(self_signed_certs), "false", NULL,
      "Generate a self-signed serving certificate when cert-dir has none (development).", 0, 0},
+    {"otlp-endpoint", FLAG_STRING, OFF(otlp_endpoint), "", "url",
+     "OTLP/HTTP collector base URL (http://host:4318): trace spans are sent as JSON to "
+     "<url>/v1/traces (empty: no export).",
+     0, 0},
+    {"otlp-service-name", FLAG_STRING, OFF(otlp_service_name), "kop", "string",
+     "service.name resource attribute of the exported spans.", 0, 0},
+    {"otlp-flush-interval", FLAG_DURATION, OFF(otlp_flush_interval_ms), "5s", "duration",
+     "Longest time an ended span waits before it is exported.", 1, 0},
     {"help", FLAG_HELP, 0, NULL, NULL, "Print this help and exit.", 0, 0},
     {"version", FLAG_VERSION, 0, NULL, NULL, "Print the version and exit.", 0, 0},
 };
@@ -834,6 +842,17 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
     if (cfg->self_signed_certs && cfg->controller_only) {
         fprintf(err, "kop: --self-signed-certs needs the webhook server; it does not go with "
                      "--controller-only\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (cfg->otlp_endpoint[0] && strncmp(cfg->otlp_endpoint, "http://", 7) != 0 &&
+        strncmp(cfg->otlp_endpoint, "https://", 8) != 0) {
+        fprintf(err, "kop: --otlp-endpoint must be an http:// or https:// URL\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (cfg->otlp_endpoint[0] && !cfg->otlp_service_name[0]) {
+        fprintf(err, "kop: --otlp-service-name must not be empty\n");
         usage_hint(err);
         return -EINVAL;
     }

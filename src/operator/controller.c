@@ -29,6 +29,7 @@
 #include "kop/myresource.h"
 #include "kop/reconciler.h"
 #include "kop/store.h"
+#include "kop/trace.h"
 #include "kop/workers.h"
 #include "kop/workqueue.h"
 
@@ -411,9 +412,9 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
     json_decref(status);
 }
 
-static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
+static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const char *key,
+                                                 const char *reconcile_id)
 {
-    struct kop_controller *c = ud;
     char ns[256], name[256];
     const char *slash = strchr(key, '/');
     struct rec r;
@@ -499,6 +500,50 @@ out:
     json_decref(old_status);
     json_decref(obj);
     return r.result;
+}
+
+/*
+ * One trace per reconcile: a root INTERNAL span "reconcile" naming the
+ * object, current on this worker thread while it runs, so that every API
+ * call it makes is a CLIENT child span sending its traceparent
+ * (kop/client.h) and its log lines carry traceID and spanID.
+ *
+ * A reconcile that made no API call and did not fail (the converged
+ * objects of a resync) is not exported: Kubernetes' tracing guidelines ask
+ * for no "empty" reconcile spans (kubernetes/community,
+ * contributors/devel/sig-instrumentation/trace-instrumentation.md).
+ */
+static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
+{
+    struct kop_span *span = kop_span_start("reconcile", KOP_SPAN_INTERNAL, NULL);
+    struct kop_trace_ctx prev = kop_trace_set_current(span ? &span->ctx : NULL);
+    struct kop_reconcile_result res = reconcile_key(ud, key, reconcile_id);
+    unsigned calls = kop_trace_current_children();
+    kop_trace_set_current(&prev);
+    if (span && calls == 0 && res.error == 0) {
+        kop_span_free(span);
+        return res;
+    }
+    if (!span)
+        return res;
+    const char *slash = strchr(key, '/');
+    kop_span_set_str(span, "controller", KOP_CONTROLLER_NAME);
+    kop_span_set_str(span, "reconcileID", reconcile_id);
+    kop_span_set_str(span, "k8s.object.kind", KOP_MYRESOURCE_KIND);
+    if (slash) {
+        char ns[256];
+        snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+        kop_span_set_str(span, "k8s.namespace.name", ns);
+        kop_span_set_str(span, "k8s.object.name", slash + 1);
+    }
+    if (res.requeue || res.requeue_after_ns)
+        kop_span_set_int(span, "requeueAfterMs", res.requeue_after_ns / KOP_NSEC_PER_MSEC);
+    if (res.error < 0) {
+        char err[128];
+        kop_span_set_status(span, KOP_SPAN_ERROR, strerror_r(-res.error, err, sizeof(err)));
+    }
+    kop_span_end(span);
+    return res;
 }
 
 /* ---- resync ------------------------------------------------------------------------- */

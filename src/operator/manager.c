@@ -23,6 +23,8 @@
  *      the TLS listener answers a self-dial, kop/selfdial.h), registered
  *      before the probe server starts;
  *   kop_manager_start:
+ *   4a'. with --otlp-endpoint, the span exporter (kop/otlp.h; its thread)
+ *      installed as the trace sink, before anything can end a span;
  *   4b. metrics and health-probe servers (/readyz fails until ready);
  *   5. the webhook server (TLS front + HTTP), when not --controller-only,
  *      with admission rule 4 reading the controller's store; with
@@ -57,6 +59,8 @@
  *   5. the lease is released (--leader-elect), after the last reconcile,
  *      so the next leader never overlaps with this one;
  *   6. the client and store are freed; metrics and probe servers stop;
+ *   6b. the trace sink is removed (every span has ended by now) and the
+ *      span exporter sends what is queued within what is left of the time;
  *   7. (main) process-wide state is released; exit 0, or 1 when the time
  *      ran out.
  *
@@ -87,10 +91,12 @@
 #include "kop/log.h"
 #include "kop/migrator.h"
 #include "kop/myresource.h"
+#include "kop/otlp.h"
 #include "kop/probes.h"
 #include "kop/ratelimit.h"
 #include "kop/selfsigned.h"
 #include "kop/store.h"
+#include "kop/trace.h"
 #include "kop/webhook.h"
 #include "kop_version.h"
 
@@ -119,6 +125,7 @@ struct kop_manager {
 
     struct kop_probes *probes;
     struct kop_webhook *webhook;
+    struct kop_otlp *otlp; /* --otlp-endpoint; the trace sink while set */
 
     /* What the readiness checks look at (DESIGN). */
     pthread_mutex_t ready_lock;
@@ -475,6 +482,26 @@ int kop_manager_start(struct kop_manager *m)
         return -EALREADY;
     m->started = true;
 
+    if (cfg->otlp_endpoint && cfg->otlp_endpoint[0]) {
+        step(m, "tracing");
+        const struct kop_otlp_options oo = {
+            .endpoint = cfg->otlp_endpoint,
+            .service_name = cfg->otlp_service_name,
+            .flush_interval_ms = cfg->otlp_flush_interval_ms,
+            .metric_prefix = "kop",
+        };
+        r = kop_otlp_new(&oo, &m->otlp);
+        if (r < 0) {
+            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot start the OTLP span exporter", r,
+                          json_pack("{s:s}", "endpoint", cfg->otlp_endpoint));
+            return r;
+        }
+        kop_trace_set_sink(kop_otlp_sink, m->otlp);
+        kop_log(KOP_LOG_INFO, "setup", "exporting trace spans",
+                json_pack("{s:s, s:s}", "endpoint", cfg->otlp_endpoint, "serviceName",
+                          cfg->otlp_service_name));
+    }
+
     step(m, "probes");
     r = kop_probes_start(m->probes, cfg);
     if (r < 0)
@@ -551,6 +578,19 @@ void kop_manager_unready(struct kop_manager *m)
     kop_probes_set_shutting_down(m->probes);
 }
 
+/* Remove the trace sink, then export what is queued within timeout_ms. */
+static void stop_tracing(struct kop_manager *m, int timeout_ms)
+{
+    if (!m->otlp)
+        return;
+    step(m, "tracing");
+    kop_trace_set_sink(NULL, NULL);
+    if (kop_otlp_shutdown(m->otlp, timeout_ms) < 0)
+        kop_log(KOP_LOG_WARN, "setup", "spans not exported before the shutdown deadline", NULL);
+    kop_otlp_free(m->otlp);
+    m->otlp = NULL;
+}
+
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
 {
     if (m->stopped)
@@ -602,6 +642,8 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
     step(m, "probes");
     kop_probes_free(m->probes, remaining_ms(m));
     m->probes = NULL;
+    /* 6b. the spans of everything above, sent */
+    stop_tracing(m, remaining_ms(m));
     return r;
 }
 
@@ -617,6 +659,7 @@ void kop_manager_free(struct kop_manager *m)
     kop_webhook_free(m->webhook);
     reconciler_free(m, false);
     kop_probes_free(m->probes, remaining_ms(m));
+    stop_tracing(m, 0);
     pthread_mutex_destroy(&m->ready_lock);
     free(m);
 }

@@ -246,6 +246,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .budget = cfg->webhook_memory_budget,
         .header_timeout_ms = (unsigned)clamp_ms(cfg->request_header_timeout_ms),
         .min_body_rate = cfg->min_body_rate,
+        /* a span per review: log lines carry its ids (kop/trace.h) */
+        .trace = true,
     };
     r = kop_http_server_new(&hopts, routes, sizeof(routes) / sizeof(routes[0]), &w->http);
     if (r < 0)

@@ -317,6 +317,9 @@ void ks_stats_record(struct ks_server *ks, const struct ks_req_info *ri)
         /* jansson wants UTF-8; a header that is not stays out. */
         json_t *ua = json_string(ks_nz(ri->user_agent));
         json_object_set_new(r, "userAgent", ua ? ua : json_string(""));
+        json_t *tp = ri->traceparent ? json_string(ri->traceparent) : NULL;
+        if (tp)
+            json_object_set_new(r, "traceparent", tp);
         json_array_append_new(ks->stats_requests, r);
     }
     if (is_write(ri->verb))

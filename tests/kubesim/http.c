@@ -486,6 +486,7 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         .name = q.name,
         .subresource = q.sub,
         .user_agent = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent"),
+        .traceparent = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"),
     };
     pthread_mutex_lock(&ks->lock);
     ks_stats_record(ks, &ri);

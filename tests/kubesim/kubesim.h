@@ -373,6 +373,7 @@ struct ks_req_info {
     const char *name;        /* NULL for collections */
     const char *subresource; /* NULL for the main resource */
     const char *user_agent;  /* NULL when the client sent none */
+    const char *traceparent; /* NULL when the client sent none */
 };
 
 /* Lock held. Decide a fault for a request: 0 = none, else the HTTP code. */
