@@ -28,6 +28,10 @@
  *  - kop_leader_stop(l, true) releases a held lease as ReleaseOnCancel
  *    does: holderIdentity "", leaseDurationSeconds 1, so others take over
  *    at their next retry.
+ *  - kop_leader_retire(l) (a replica shutting down): the elector no longer
+ *    acquires or creates the Lease, as client-go's Run stops acquiring
+ *    once its context is cancelled (leaderelection.go, acquire()); a
+ *    leader keeps renewing until kop_leader_stop.
  *
  * Differences from client-go: leaseDurationSeconds is the configured lease
  * duration rounded UP to whole seconds (client-go truncates), so a
@@ -43,8 +47,8 @@
  * on_started_leading, once per term, also when the elector is stopped
  * while leading (before the lease is released).
  *
- * Thread-safety: kop_leader_is_leader(), kop_leader_identity() and
- * kop_leader_leader() from any thread; new/start/stop/free from one
+ * Thread-safety: kop_leader_is_leader(), kop_leader_identity(),
+ * kop_leader_leader() and kop_leader_retire() from any thread; new/start/stop/free from one
  * owner thread. The pure record functions are reentrant.
  */
 #ifndef KOP_LEADER_H
@@ -115,6 +119,16 @@ const char *kop_leader_identity(const struct kop_leader *l);
 /* The last observed holder into buf ("" when none or unknown). Returns 0,
  * -ENOBUFS (truncated) or -EINVAL. */
 int kop_leader_leader(struct kop_leader *l, char *buf, size_t len);
+
+/*
+ * From now on this elector never acquires or creates the Lease: a
+ * follower stops competing (it would otherwise take a Lease released in
+ * the meantime and lead a process that is on its way out); a leader keeps
+ * renewing until kop_leader_stop, and does not compete again once it lost
+ * the Lease. A Lease acquired by a request already in flight is released
+ * at once, without on_started_leading. Any thread; idempotent; NULL-safe.
+ */
+void kop_leader_retire(struct kop_leader *l);
 
 /*
  * Stop the elector and join its thread; aborts a request in flight. When

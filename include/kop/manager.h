@@ -64,10 +64,12 @@ int kop_manager_start(struct kop_manager *m);
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms);
 
 /*
- * Shutdown step 1 on its own: /readyz fails from now on. main calls it as
- * soon as the signal came, before it logs "shutting down", so that nobody
- * who saw the line can still find the replica ready; kop_manager_shutdown
- * takes the step too. NULL-safe.
+ * Shutdown step 1 on its own: /readyz fails from now on, and with
+ * --leader-elect a replica that does not lead stops competing for the
+ * Lease (one that leads keeps it until the shutdown releases it). main
+ * calls it as soon as the signal came, before it logs "shutting down", so
+ * that nobody who saw the line can still find the replica ready;
+ * kop_manager_shutdown takes the step too. NULL-safe.
  */
 void kop_manager_unready(struct kop_manager *m);
 

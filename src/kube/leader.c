@@ -14,7 +14,8 @@
  * time of the last successful renewal) belongs to the elector thread.
  * The mutex guards the hand-over fields: stopping/releasing, the request
  * deadline the watchdog watches, the holder shown by kop_leader_leader().
- * "leading" is an atomic so is_leader() takes no lock.
+ * "leading" is an atomic so is_leader() takes no lock; "retired" is an
+ * atomic so retire() can be called from any thread without the mutex.
  *
  * Cancel protocol: the cancel handle is reset only under the mutex and only
  * when no stop is pending (or during the release, which the elector starts
@@ -79,6 +80,7 @@ struct kop_leader {
     char holder[KOP_LEADER_HOLDER_MAX];
 
     atomic_bool leading;
+    atomic_bool retired; /* kop_leader_retire: never acquire again */
 
     /* Elector thread only. */
     json_t *lease; /* last Lease read or written, @ref new */
@@ -354,6 +356,7 @@ int kop_leader_new(const struct kop_leader_options *opts, struct kop_leader **re
         return r;
     }
     atomic_init(&l->leading, false);
+    atomic_init(&l->retired, false);
     r = -ENOMEM;
     l->client = opts->client;
     l->lease_ns = lease * KOP_NSEC_PER_MSEC;
@@ -698,11 +701,24 @@ static void *elector_main(void *arg)
 {
     struct kop_leader *l = arg;
     while (!is_stopping(l)) {
+        /* Retired and not leading: nothing to renew, nothing to take. */
+        if (atomic_load(&l->retired) && !atomic_load(&l->leading)) {
+            if (wait_or_stop(l, l->retry_ns))
+                break;
+            continue;
+        }
         int64_t start = kop_clock_now_ns();
         bool taken = false;
         int r = try_acquire_or_renew(l, start, &taken);
         bool leading = atomic_load(&l->leading);
-        if (r == 0) {
+        if (r == 0 && !leading && atomic_load(&l->retired)) {
+            /* Acquired by a request that was under way when retire() came:
+             * hand it back at once instead of leading. */
+            if (release(l) != 0)
+                kop_log(KOP_LOG_WARN, LOGGER, "could not release a lease acquired while retiring",
+                        json_pack("{s:s,s:s}", "lease", l->name, "namespace", l->ns));
+            report_leader(l);
+        } else if (r == 0) {
             l->last_renew_ns = start;
             report_leader(l);
             if (!leading)
@@ -747,6 +763,12 @@ static void *elector_main(void *arg)
         report_leader(l);
     }
     return NULL;
+}
+
+void kop_leader_retire(struct kop_leader *l)
+{
+    if (l)
+        atomic_store(&l->retired, true);
 }
 
 int kop_leader_start(struct kop_leader *l)

@@ -42,7 +42,9 @@
  * and exits at once with status 1 on a second signal or when
  * --shutdown-delay plus --shutdown-timeout run out), each step bounded by
  * what is left of that time:
- *   1. /readyz fails, so the endpoint is taken out of the Service;
+ *   1. /readyz fails, so the endpoint is taken out of the Service; the
+ *      elector retires (kop_leader_retire): a follower stops competing
+ *      for the Lease, a leader keeps it until step 5;
  *   1b. --shutdown-delay (with a webhook server): everything keeps serving
  *      as before, keep-alive included, while the endpoint removal reaches
  *      every client (kube-proxy on each node, the apiserver); then the
@@ -576,6 +578,9 @@ void kop_manager_unready(struct kop_manager *m)
         return;
     atomic_store(&m->shutting_down, true);
     kop_probes_set_shutting_down(m->probes);
+    /* A replica on its way out leaves the Lease to those that stay; a
+     * leader keeps it (and reconciles) until step 5 releases it. */
+    kop_leader_retire(m->leader);
 }
 
 /* Remove the trace sink, then export what is queued within timeout_ms. */

@@ -8,7 +8,9 @@
  * past the renew deadline (injected 500s: the leader stops at once,
  * before the lease expires for the others), a hung API server (injected
  * latency: the watchdog aborts the renewal at the deadline and stop()
- * still returns promptly), and the leader_election_master_status gauge.
+ * still returns promptly), a retired elector (a leader renews on, a
+ * follower takes no released Lease), and the leader_election_master_status
+ * gauge.
  *
  * Time bounds are generous (seconds of slack over the configured periods)
  * and only check which side of the lease duration an event falls.
@@ -473,6 +475,48 @@ START_TEST(test_leader_once_stops_competing)
 }
 END_TEST
 
+/* kop_leader_retire: a retired follower leaves a released Lease alone; a
+ * retired leader keeps renewing until it is stopped, then releases. */
+START_TEST(test_leader_retired_does_not_acquire)
+{
+    struct cand a, b;
+    cand_init(&a, "retire", "cand-a", 30000, 20000, 200);
+    struct cand *ca[] = {&a};
+    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
+    cand_init(&b, "retire", "cand-b", 30000, 20000, 200);
+    sleep_ms(500);
+    ck_assert(!kop_leader_is_leader(b.l));
+
+    /* The leader retires: it still leads and renews. */
+    kop_leader_retire(a.l);
+    json_t *lease = get_lease("retire");
+    char *renew1 = strdup(kop_json_path_str(lease, "spec.renewTime"));
+    json_decref(lease);
+    sleep_ms(1000);
+    ck_assert(kop_leader_is_leader(a.l));
+    lease = get_lease("retire");
+    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-a");
+    ck_assert_str_ne(kop_json_path_str(lease, "spec.renewTime"), renew1);
+    json_decref(lease);
+    free(renew1);
+
+    /* The follower retires, then the leader releases: the Lease stays
+     * free for many of the follower's retry periods (200-440 ms). */
+    kop_leader_retire(b.l);
+    kop_leader_retire(b.l); /* idempotent */
+    ck_assert_int_eq(kop_leader_stop(a.l, true), 0);
+    sleep_ms(2500);
+    ck_assert(!kop_leader_is_leader(b.l));
+    ck_assert_int_eq(atomic_load(&b.started), 0);
+    lease = get_lease("retire");
+    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "");
+    json_decref(lease);
+    kop_leader_retire(NULL);
+    cand_free(&a);
+    cand_free(&b);
+}
+END_TEST
+
 static Suite *leader_suite(void)
 {
     Suite *s = suite_create("integration_leader");
@@ -485,6 +529,7 @@ static Suite *leader_suite(void)
     tcase_add_test(tc, test_leader_lost_renewal_stops_at_once);
     tcase_add_test(tc, test_leader_hung_server_aborted_at_deadline);
     tcase_add_test(tc, test_leader_once_stops_competing);
+    tcase_add_test(tc, test_leader_retired_does_not_acquire);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -25,7 +25,8 @@
  *    before the timeout); the other tests run with --shutdown-delay=0,
  *    the drain of before the flag;
  * and with the full operator (reconciler + webhooks + --leader-elect
- * against kubesim): SIGTERM -> exit 0 and the Lease released.
+ * against kubesim): SIGTERM -> exit 0 and the Lease released; a follower
+ * in its --shutdown-delay does not take the Lease the leader released.
  */
 #include "kubetest.h"
 #include "testutil.h"
@@ -751,10 +752,10 @@ static long sim_req(const char *method, const char *path, const char *body, char
     return kop_test_http(&o, method, url, body, ret_body);
 }
 
-START_TEST(test_shutdown_operator_releases_lease)
+/* kubesim with the MyResource CRD; its kubeconfig path into kc. */
+static void start_sim_with_crd(char *kc, size_t kc_len)
 {
-    char kc[600];
-    snprintf(kc, sizeof(kc), "%s/kubeconfig", K.dir);
+    snprintf(kc, kc_len, "%s/kubeconfig", K.dir);
     snprintf(sim_ca, sizeof(sim_ca), "%s/sim-ca.pem", K.dir);
     char *sargs[] = {"--deployment-ready-delay", "100ms", NULL};
     const struct kop_test_kubesim_options so = {
@@ -763,11 +764,15 @@ START_TEST(test_shutdown_operator_releases_lease)
     sim_running = true;
     ck_assert_int_eq(
         sim_req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, NULL), 201);
+}
 
-    /* The whole operator: webhooks, reconciler, leader election. */
+/* The whole operator: webhooks, reconciler, leader election (Lease in
+ * "default", 15 s lease, 500 ms retry period), with this --shutdown-delay. */
+static void spawn_operator(struct kop_test_proc *p, const char *kc, const char *shutdown_delay)
+{
     char *argv[] = {(char *)kop_test_bin("kop"),
                     "--kubeconfig",
-                    kc,
+                    (char *)kc,
                     "--cert-dir",
                     K.cert_dir,
                     "--webhook-host=127.0.0.1",
@@ -783,8 +788,17 @@ START_TEST(test_shutdown_operator_releases_lease)
                     "500ms",
                     "--shutdown-timeout",
                     "10s",
+                    "--shutdown-delay",
+                    (char *)shutdown_delay,
                     NULL};
-    ck_assert_int_eq(kop_test_spawn(&K.proc, argv), 0);
+    ck_assert_int_eq(kop_test_spawn(p, argv), 0);
+}
+
+START_TEST(test_shutdown_operator_releases_lease)
+{
+    char kc[600];
+    start_sim_with_crd(kc, sizeof(kc));
+    spawn_operator(&K.proc, kc, "5s");
     K.running = true;
     K.port = port_from(&K.proc, "serving webhook");
     K.health_port = port_from(&K.proc, "serving health probes");
@@ -835,6 +849,58 @@ START_TEST(test_shutdown_operator_releases_lease)
 }
 END_TEST
 
+/* A replica that is shutting down no longer competes for the Lease (as
+ * client-go's LeaderElector.Run, whose acquire loop ends with the context
+ * that SIGTERM cancels in controller-runtime): in a rolling update the old
+ * leader releases the Lease while the other old replica is still in its
+ * --shutdown-delay, and that one must leave the Lease to a replica that
+ * stays, not lead for the moment before its own exit. */
+START_TEST(test_shutdown_follower_does_not_take_the_lease)
+{
+    char kc[600];
+    start_sim_with_crd(kc, sizeof(kc));
+    spawn_operator(&K.proc, kc, "0");
+    K.running = true;
+    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "became leader, reconciling", 10000, NULL) > 0,
+                  "the first replica did not lead");
+
+    struct kop_test_proc b;
+    spawn_operator(&b, kc, "8s");
+    if (kop_test_wait_for(&b, 0, "\"msg\":\"new leader elected\"", 10000, NULL) < 0) {
+        kop_test_stop(&b, SIGKILL, 5000);
+        ck_abort_msg("the second replica did not see the leader");
+    }
+    /* The follower is told to stop and serves on for 8 s... */
+    ck_assert_int_eq(kill(b.pid, SIGTERM), 0);
+    ck_assert(kop_test_wait_for(&b, 0, "serving on while the endpoint is removed", 10000, NULL) >
+              0);
+    /* ...while the leader stops and releases the Lease. */
+    ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
+    ck_assert(kop_test_wait_for(&K.proc, 0, "\"msg\":\"released lease\"", 10000, NULL) > 0);
+    K.running = false;
+    int st = wait_exit(&K.proc, 10000);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+
+    /* The follower ends its shutdown without ever leading, though the
+     * Lease was free for several of its retry periods. */
+    bool stopped = kop_test_wait_for(&b, 0, "\"msg\":\"stopped\"", 20000, NULL) > 0;
+    char *out = kop_test_output(&b);
+    bool led = strstr(out, "became leader") != NULL;
+    free(out);
+    st = kop_test_stop(&b, 0, 10000);
+    ck_assert(stopped);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    ck_assert_msg(!led, "a replica shutting down took the Lease");
+    char *body = NULL;
+    ck_assert_int_eq(sim_req("GET", LEASE_PATH, NULL, &body), 200);
+    json_t *lease = json_loads(body, 0, NULL);
+    free(body);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(lease, "spec"), "holderIdentity")), "");
+    json_decref(lease);
+}
+END_TEST
+
 static Suite *shutdown_suite(void)
 {
     Suite *s = suite_create("shutdown");
@@ -850,6 +916,7 @@ static Suite *shutdown_suite(void)
     tcase_add_test(tc, test_shutdown_second_signal_exits_at_once);
     tcase_add_test(tc, test_shutdown_timeout_cuts_hung_request);
     tcase_add_test(tc, test_shutdown_operator_releases_lease);
+    tcase_add_test(tc, test_shutdown_follower_does_not_take_the_lease);
     suite_add_tcase(s, tc);
     return s;
 }
