@@ -620,6 +620,46 @@ static int cr_schema(const struct ks_res *def, const char *version, json_t *obj,
     return 0;
 }
 
+/*
+ * Built-in kinds: the schema check of kschema.c with the request's
+ * fieldValidation (--strict-fields: always Strict). 0, or the apiserver's
+ * answer in r: an unsupported fieldValidation is a 422 as
+ * apimachinery/pkg/apis/meta/v1/validation.ValidateFieldValidation makes it.
+ */
+static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
+                       const char *name, struct ks_reply *r)
+{
+    enum ks_field_validation mode;
+    const char *fv = ks_query(q, "fieldValidation");
+    if (ks_field_validation_parse(fv, &mode) != 0) {
+        const char *opts = strcmp(q->verb, "create") == 0  ? "CreateOptions"
+                           : strcmp(q->verb, "patch") == 0 ? "PatchOptions"
+                                                           : "UpdateOptions";
+        char *msg = ks_printf("%s.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
+                              "value: \"%s\": supported values: \"\", \"Ignore\", \"Strict\", "
+                              "\"Warn\"",
+                              opts, fv);
+        ks_reply_status(r, 422, "Invalid", msg, NULL);
+        free(msg);
+        return -EINVAL;
+    }
+    if (q->ks->strict_fields)
+        mode = KS_FV_STRICT;
+    if (!r->warnings)
+        r->warnings = json_array();
+    struct ks_kcheck c;
+    if (ks_schema_check(def, q->version, obj, mode, r->warnings, &c) == 0)
+        return 0;
+    if (c.code == 422) {
+        reply_invalid(r, def, name, c.causes);
+        c.causes = NULL;
+    } else {
+        reply_bad_request(r, c.message);
+    }
+    ks_kcheck_clear(&c);
+    return -EINVAL;
+}
+
 /* Request object (version) -> storage version, defaulted. @ref new */
 static int to_storage(struct ks_server *ks, const struct ks_res *def, const json_t *obj,
                       const char *version, json_t **ret, struct ks_reply *r)
@@ -640,8 +680,10 @@ static int to_storage(struct ks_server *ks, const struct ks_res *def, const json
             ks_schema_default(out, sv->schema);
         }
     }
-    if (def->typed)
+    if (def->typed) {
+        ks_kschema_fill(def, out);
         ks_typed_order(out);
+    }
     *ret = out;
     return 0;
 }
@@ -1218,6 +1260,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     const struct ks_version *ver = ks_res_version(def, q->version);
     if (ver && ver->status)
         json_object_del(obj, "status");
+    if (typed_check(q, def, obj, name, r) != 0)
+        goto out;
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
     builtin_defaults(ks, def, obj, NULL);
@@ -1406,6 +1450,8 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
             if (check_type(def, q->version, next, r) != 0)
                 goto next_attempt;
         }
+        if (typed_check(q, def, next, q->name, r) != 0)
+            goto next_attempt;
         if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
             reply_conflict(r, def, q->name,
                            "the object has been modified; please apply your changes to the "

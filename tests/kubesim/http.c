@@ -82,9 +82,23 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *
     json_t *w;
     json_array_foreach(r->warnings, i, w)
     {
-        char *h = ks_printf("299 - \"%s\"", json_string_value(w));
-        MHD_add_response_header(resp, "Warning", h);
-        free(h);
+        /* apimachinery/pkg/util/net/http.go NewWarningHeader: the text is
+         * quoted as Go's strconv.Quote does (\" and \\ escaped). */
+        const char *t = json_string_value(w);
+        size_t n = strlen(t);
+        char *q = malloc(2 * n + 16);
+        if (!q)
+            abort();
+        size_t o = (size_t)snprintf(q, 16, "299 - \"");
+        for (size_t j = 0; j < n; j++) {
+            if (t[j] == '"' || t[j] == '\\')
+                q[o++] = '\\';
+            q[o++] = t[j];
+        }
+        q[o++] = '"';
+        q[o] = '\0';
+        MHD_add_response_header(resp, "Warning", q);
+        free(q);
     }
     enum MHD_Result ret = MHD_queue_response(conn, r->code ? r->code : 500, resp);
     MHD_destroy_response(resp);
