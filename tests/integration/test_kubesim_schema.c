@@ -349,6 +349,68 @@ START_TEST(test_schema_strict_fields_flag)
 }
 END_TEST
 
+/* labelSelector and fieldSelector syntax errors: 400 with the texts of
+ * apimachinery's labels and fields parsers. */
+START_TEST(test_schema_selector_errors)
+{
+    static const struct {
+        const char *query, *message;
+    } cases[] = {
+        {"labelSelector=a%20in%20b", "unable to parse requirement: found 'b' expected: '('"},
+        {"labelSelector=a%20b",
+         "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"},
+        {"labelSelector=!", "unable to parse requirement: found '', expected: identifier"},
+        {"labelSelector=a%3Db%2C", "found '', expected: identifier after ','"},
+        {"labelSelector=a%3Db%20c", "found 'c', expected: ',' or 'end of string'"},
+        {"labelSelector=%2Ca", "found ',', expected: !, identifier, or 'end of string'"},
+        {"labelSelector=c%20notin%20(x", "unable to parse requirement: found '', expected: ',' or "
+                                         "')'"},
+        {"labelSelector=a%3E1x", "unable to parse requirement: values[0]: Invalid value: \"1x\": "
+                                 "for 'Gt', 'Lt' operators, the value must be an integer"},
+        {"labelSelector=a%20b%3Dc", "unable to parse requirement: found 'b', expected: in, notin, "
+                                    "=, ==, !=, gt, lt"},
+        {"labelSelector=a_%3Dc",
+         "unable to parse requirement: <nil>: Invalid value: \"a_\": name part must consist of "
+         "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+         "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+         "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"},
+        {"labelSelector=a%3Dc-",
+         "unable to parse requirement: values[0][a]: Invalid value: \"c-\": a valid label must be "
+         "an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
+         "and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+         "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"},
+        {"fieldSelector=metadata.name", "invalid selector: 'metadata.name'; can't understand "
+                                        "'metadata.name'"},
+        {"fieldSelector=spec.foo%3Dx", "field label not supported: spec.foo"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "/api/v1/namespaces?%s", cases[i].query);
+        expect_message("GET", path, NULL, 400, cases[i].message);
+        snprintf(path, sizeof(path), "/api/v1/namespaces?watch=1&%s", cases[i].query);
+        expect_message("GET", path, NULL, 400, cases[i].message);
+    }
+    /* Valid ones, the odd corners of the grammar included. */
+    static const char *const ok[] = {
+        "labelSelector=x%20in%20(foo,,baz),y,z%20notin%20()",
+        "labelSelector=a%20in%20(in),!b",
+        "labelSelector=n%3E3,n%3C10",
+        "fieldSelector=metadata.name%3D%3Ddefault,status.phase!%3DTerminating",
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "/api/v1/namespaces?%s", ok[i]);
+        json_t *l = request_json("GET", path, NULL, 200);
+        json_decref(l);
+    }
+    json_t *l = request_json(
+        "GET", "/api/v1/namespaces?fieldSelector=metadata.name%3D%3Ddefault,status.phase%3DActive",
+        NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(l, "items")), 1);
+    json_decref(l);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kubesim_schema");
@@ -361,6 +423,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_schema_always_serialized_members);
     tcase_add_test(tc, test_schema_real_objects_accepted);
     tcase_add_test(tc, test_schema_strict_fields_flag);
+    tcase_add_test(tc, test_schema_selector_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -906,7 +906,8 @@ static void list_opts_free(struct list_opts *o)
     o->start = NULL;
 }
 
-static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_reply *r)
+static int parse_list_opts(struct ks_api_req *q, const struct ks_res *def, struct list_opts *o,
+                           struct ks_reply *r)
 {
     char *err = NULL;
     memset(o, 0, sizeof(*o));
@@ -914,7 +915,8 @@ static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_
     const char *fs = ks_query(q, "fieldSelector");
     o->filtered = (ls && *ls) || (fs && *fs);
     if (ks_selector_parse(ls, false, &o->labels, &err) != 0 ||
-        ks_selector_parse(fs, true, &o->fields, &err) != 0) {
+        ks_selector_parse(fs, true, &o->fields, &err) != 0 ||
+        ks_selector_check_fields(def, o->fields, &err) != 0) {
         reply_bad_request(r, err);
         free(err);
         return -EINVAL;
@@ -1043,7 +1045,7 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
 {
     struct ks_server *ks = q->ks;
     struct list_opts o;
-    if (parse_list_opts(q, &o, r) != 0) {
+    if (parse_list_opts(q, def, &o, r) != 0) {
         list_opts_free(&o); /* what was parsed before the bad parameter */
         return;
     }
@@ -1754,7 +1756,7 @@ static void do_delete_collection(struct ks_api_req *q, const struct ks_res *def,
 {
     struct ks_server *ks = q->ks;
     struct list_opts o;
-    if (parse_list_opts(q, &o, r) != 0) {
+    if (parse_list_opts(q, def, &o, r) != 0) {
         list_opts_free(&o); /* what was parsed before the bad parameter */
         return;
     }

@@ -16,7 +16,8 @@
  * whclient.c (the apiserver's webhook transport: pool, retries,
  * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
- * util.c (JSON output, Status bodies, selectors).
+ * util.c (JSON output, Status bodies), selector.c (label and field
+ * selectors, parsed as the apiserver parses them).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
@@ -220,6 +221,10 @@ struct ks_selector;
 int ks_selector_parse(const char *s, bool field, struct ks_selector **ret_sel, char **ret_err);
 bool ks_selector_match(const struct ks_selector *sel, const json_t *obj);
 void ks_selector_free(struct ks_selector *sel);
+/* 0, or -EINVAL with *ret_err "field label not supported: KEY" (malloc'd)
+ * when a field selector names a field the kind does not index. */
+int ks_selector_check_fields(const struct ks_res *def, const struct ks_selector *sel,
+                             char **ret_err);
 
 /* "group/version" or "version" for core. malloc'd. */
 char *ks_api_version(const char *group, const char *version);
