@@ -200,7 +200,8 @@ function visit(info) {
         const d = docOf(m);
         if (d) t.d = d;
         def.p[member] = t;
-        if (!m.questionToken) def.r.push(member);
+        // TypeMeta's apiVersion and kind are optional on the wire.
+        if (!m.questionToken && member !== 'apiVersion' && member !== 'kind') def.r.push(member);
     }
     if (!def.r.length) delete def.r;
 }

@@ -373,6 +373,21 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         kubesim_endpoint(ks, conn, method, segs[1], ctx, r);
         goto out;
     }
+    if (n == 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v2") == 0) {
+        /* JSON only: a client that accepts nothing but the protobuf form
+         * gets 406 (and kubectl then uses /openapi/v3). */
+        const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+        if (acc && !strstr(acc, "json") && !strstr(acc, "*/*")) {
+            ks_reply_status(r, 406, "NotAcceptable",
+                            "only the following media types are accepted: application/json", NULL);
+            goto out;
+        }
+        pthread_mutex_lock(&ks->lock);
+        doc = ks_openapi_v2(ks);
+        pthread_mutex_unlock(&ks->lock);
+        ks_reply_json(r, 200, doc, false);
+        goto out;
+    }
     if (n >= 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v3") == 0) {
         pthread_mutex_lock(&ks->lock);
         if (n == 2)

@@ -404,3 +404,118 @@ void ks_kschema_fill(const struct ks_res *def, json_t *obj)
         fill(obj, tmpl);
     json_decref(tmpl);
 }
+
+/* ---- OpenAPI ------------------------------------------------------------------- */
+
+/* The schema of one table TYPE, for OpenAPI v2 (refs "#/definitions/") or
+ * v3 ("#/components/schemas/", a ref with siblings wrapped in allOf as the
+ * apiserver's v3 documents do). @ref new */
+static json_t *openapi_type(const json_t *t, bool v3)
+{
+    const char *prefix = v3 ? "#/components/schemas/" : "#/definitions/";
+    const char *ty = json_string_value(json_object_get(t, "t"));
+    const char *f = json_string_value(json_object_get(t, "f"));
+    const char *ref = json_string_value(json_object_get(t, "ref"));
+    const char *d = json_string_value(json_object_get(t, "d"));
+    json_t *s = json_object();
+    const char *special = NULL;
+    if (strcmp(ty, "int-or-string") == 0)
+        special = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
+    else if (strcmp(ty, "quantity") == 0)
+        special = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+    else if (f && strcmp(f, "date-time") == 0)
+        special = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
+    if (ref || special) {
+        char *r = ks_printf("%s%s", prefix, ref ? ref : special);
+        if (v3 && d)
+            json_object_set_new(s, "allOf", json_pack("[{s:s}]", "$ref", r));
+        else
+            json_object_set_new(s, "$ref", json_string(r));
+        free(r);
+    } else if (strcmp(ty, "array") == 0) {
+        json_object_set_new(s, "type", json_string("array"));
+        json_object_set_new(s, "items", openapi_type(json_object_get(t, "items"), v3));
+    } else if (strcmp(ty, "object") == 0) {
+        json_object_set_new(s, "type", json_string("object"));
+        json_object_set_new(s, "additionalProperties", openapi_type(json_object_get(t, "add"), v3));
+    } else if (strcmp(ty, "number") == 0) {
+        json_object_set_new(s, "type", json_string("number"));
+        json_object_set_new(s, "format", json_string("double"));
+    } else if (strcmp(ty, "any") != 0) {
+        json_object_set_new(s, "type", json_string(ty));
+        if (f)
+            json_object_set_new(s, "format", json_string(f));
+    }
+    const json_t *e = json_object_get(t, "e");
+    if (json_array_size(e) > 1)
+        json_object_set(s, "enum", (json_t *)e);
+    if (d)
+        json_object_set_new(s, "description", json_string(d));
+    return s;
+}
+
+json_t *ks_kschema_openapi(bool v3)
+{
+    const json_t *tbl = ks_kschema_table();
+    json_t *out = json_object();
+    const char *name;
+    json_t *def;
+    json_object_foreach(json_object_get(tbl, "defs"), name, def)
+    {
+        json_t *s = json_object();
+        const char *d = json_string_value(json_object_get(def, "d"));
+        if (d)
+            json_object_set_new(s, "description", json_string(d));
+        const json_t *props = json_object_get(def, "p");
+        if (json_object_size(props)) {
+            json_t *ps = json_object();
+            const char *k;
+            json_t *t;
+            json_object_foreach((json_t *)props, k, t)
+            {
+                json_object_set_new(ps, k, openapi_type(t, v3));
+            }
+            json_object_set_new(s, "type", json_string("object"));
+            json_object_set_new(s, "properties", ps);
+        }
+        const json_t *req = json_object_get(def, "r");
+        if (req)
+            json_object_set(s, "required", (json_t *)req);
+        json_object_set_new(out, name, s);
+    }
+    /* The kinds: x-kubernetes-group-version-kind, as kubectl explain and
+     * client-side validation look them up. */
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(tbl, "kinds"), key, v)
+    {
+        char g[128], ver[32], kind[128];
+        const char *s1 = strchr(key, '/');
+        const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+        if (!s2)
+            continue;
+        snprintf(g, sizeof(g), "%.*s", (int)(s1 - key), key);
+        snprintf(ver, sizeof(ver), "%.*s", (int)(s2 - s1 - 1), s1 + 1);
+        snprintf(kind, sizeof(kind), "%s", s2 + 1);
+        json_t *s = json_object_get(out, json_string_value(v));
+        if (s)
+            json_object_set_new(
+                s, "x-kubernetes-group-version-kind",
+                json_pack("[{s:s,s:s,s:s}]", "group", g, "kind", kind, "version", ver));
+    }
+    /* The apimachinery scalars the types refer to. */
+    json_object_set_new(out, "io.k8s.apimachinery.pkg.util.intstr.IntOrString",
+                        json_pack("{s:s,s:s,s:s}", "description",
+                                  "IntOrString is a type that can hold an int32 or a string.",
+                                  "type", "string", "format", "int-or-string"));
+    json_object_set_new(out, "io.k8s.apimachinery.pkg.api.resource.Quantity",
+                        json_pack("{s:s,s:s}", "description",
+                                  "Quantity is a fixed-point representation of a number.", "type",
+                                  "string"));
+    json_object_set_new(out, "io.k8s.apimachinery.pkg.apis.meta.v1.Time",
+                        json_pack("{s:s,s:s,s:s}", "description",
+                                  "Time is a wrapper around time.Time which supports correct "
+                                  "marshaling to YAML and JSON.",
+                                  "type", "string", "format", "date-time"));
+    return out;
+}

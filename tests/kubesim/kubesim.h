@@ -331,6 +331,12 @@ void ks_kschema_fill(const struct ks_res *def, json_t *obj);
 const json_t *ks_kschema_table(void);
 const json_t *ks_kschema_def(const char *name);
 const char *ks_kschema_kind_def(const char *group, const char *version, const char *kind);
+/* The table as OpenAPI definitions (v2 "definitions" or v3
+ * "components.schemas"), the kinds marked with
+ * x-kubernetes-group-version-kind. @ref new */
+json_t *ks_kschema_openapi(bool v3);
+/* The OpenAPI v2 (swagger 2.0) document. Lock held. @ref new */
+json_t *ks_openapi_v2(struct ks_server *ks);
 
 /* ---- schema.c -------------------------------------------------------------- */
 
