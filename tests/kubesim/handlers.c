@@ -1349,42 +1349,272 @@ static enum patch_kind patch_kind(const char *ct)
     return PATCH_NONE;
 }
 
-static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
-                      enum patch_kind pk, bool dry, struct ks_reply *r)
+/* PUT: the body names the object of the URL; its resourceVersion, if any,
+ * in *ret_rv (CRs require one). 0 or the apiserver's answer in r. */
+static int check_put_body(struct ks_api_req *q, const struct ks_res *def, json_t *body,
+                          const char **ret_rv, struct ks_reply *r)
+{
+    if (check_type(def, q->version, body, r) != 0)
+        return -EINVAL;
+    const char *bname = meta_str(body, "name");
+    if (!bname || strcmp(bname, q->name) != 0) {
+        char *msg = ks_printf("the name of the object (%s) does not match the name on the URL "
+                              "(%s)",
+                              str_or(bname, ""), q->name);
+        reply_bad_request(r, msg);
+        free(msg);
+        return -EINVAL;
+    }
+    const char *bns = meta_str(body, "namespace");
+    if (def->namespaced && bns && *bns && strcmp(bns, q->ns) != 0) {
+        reply_bad_request(r, "the namespace of the provided object does not match the "
+                             "namespace sent on the request");
+        return -EINVAL;
+    }
+    const char *body_rv = meta_str(body, "resourceVersion");
+    if (body_rv && !*body_rv)
+        body_rv = NULL;
+    if (!body_rv && def->crd) {
+        reply_invalid(r, def, q->name,
+                      one_cause("FieldValueInvalid", "metadata.resourceVersion",
+                                "Invalid value: 0x0: must be specified for an update"));
+        return -EINVAL;
+    }
+    *ret_rv = body_rv;
+    return 0;
+}
+
+/* The object the request makes of cur_v (in the request version): the PUT
+ * body or the patched object. NULL with the apiserver's answer in r.
+ * @ref new */
+static json_t *next_object(const json_t *cur_v, json_t *body, enum patch_kind pk,
+                           struct ks_reply *r)
+{
+    json_t *next = NULL;
+    char *err = NULL;
+    switch (pk) {
+    case PATCH_NONE:
+        next = json_deep_copy(body);
+        break;
+    case PATCH_MERGE:
+    case PATCH_APPLY:
+        next = ks_merge_patch(cur_v, body);
+        break;
+    case PATCH_STRATEGIC:
+        next = ks_strategic_patch(cur_v, body, &err);
+        break;
+    case PATCH_JSON:
+        next = ks_json_patch(cur_v, body, &err);
+        break;
+    }
+    if (!next)
+        ks_reply_status(r, pk == PATCH_JSON ? 422 : 400,
+                        pk == PATCH_JSON ? "Invalid" : "BadRequest", err ? err : "bad patch", NULL);
+    free(err);
+    return next;
+}
+
+/* The status subresource's rules: through /status only status changes;
+ * elsewhere status keeps its current value. Returns the (possibly new)
+ * object. @ref steal next, new */
+static json_t *status_rules(json_t *next, const json_t *cur_v, bool status_sub, bool has_status)
+{
+    if (status_sub) {
+        json_t *merged = json_deep_copy(cur_v);
+        json_t *st = json_object_get(next, "status");
+        if (st)
+            json_object_set(merged, "status", st);
+        else
+            json_object_del(merged, "status");
+        json_decref(next);
+        return merged;
+    }
+    if (has_status) {
+        json_t *st = json_object_get(cur_v, "status");
+        if (st)
+            json_object_set(next, "status", st);
+        else
+            json_object_del(next, "status");
+    }
+    return next;
+}
+
+/* Metadata the client cannot change keeps its current value. */
+static void keep_system_metadata(json_t *next, const json_t *cur_v)
+{
+    json_t *nmd = meta(next);
+    json_t *cmd = json_object_get(cur_v, "metadata");
+    static const char *const fixed[] = {"name",
+                                        "namespace",
+                                        "uid",
+                                        "creationTimestamp",
+                                        "deletionTimestamp",
+                                        "deletionGracePeriodSeconds",
+                                        "generation",
+                                        "resourceVersion",
+                                        NULL};
+    for (const char *const *f = fixed; *f; f++) {
+        json_t *v = json_object_get(cmd, *f);
+        if (v)
+            json_object_set(nmd, *f, v);
+        else
+            json_object_del(nmd, *f);
+    }
+    json_object_del(nmd, "managedFields");
+    json_object_del(nmd, "selfLink");
+}
+
+static void reply_modified(struct ks_reply *r, const struct ks_res *def, const char *name)
+{
+    reply_conflict(r, def, name,
+                   "the object has been modified; please apply your changes to the latest "
+                   "version and try again");
+}
+
+/* Stores the updated object if the stored one is still at cur_rv. 0 when
+ * done (r filled), -EAGAIN when another write came first and the request
+ * had no resourceVersion of its own (try again). */
+static int commit_update(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                         json_t *stored, const char *cur_rv, const char *body_rv, bool dry,
+                         struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    pthread_mutex_lock(&ks->lock);
+    const json_t *now_obj = ks_store_get(ks, def->key, key);
+    if (!now_obj || strcmp(str_or(meta_str(now_obj, "resourceVersion"), ""), cur_rv) != 0) {
+        pthread_mutex_unlock(&ks->lock);
+        if (!body_rv)
+            return -EAGAIN;
+        reply_modified(r, def, q->name);
+        return 0;
+    }
+    if (is_crd(def) && !dry) {
+        char *cerr = NULL;
+        if (ks_res_register_crd(ks, stored, &cerr) != 0) {
+            pthread_mutex_unlock(&ks->lock);
+            reply_invalid(r, def, q->name, one_cause("FieldValueInvalid", "spec", cerr));
+            free(cerr);
+            return 0;
+        }
+    }
+    bool deleting =
+        meta_str(stored, "deletionTimestamp") &&
+        json_array_size(json_object_get(json_object_get(stored, "metadata"), "finalizers")) == 0;
+    if (!dry) {
+        json_incref(stored);
+        ks_store_put(ks, def, key, stored);
+        if (deleting)
+            ks_remove_object(ks, def, key);
+        else if (is_crd(def))
+            crd_establish(ks, def, key);
+    }
+    pthread_mutex_unlock(&ks->lock);
+    respond_object(ks, def, stored, q->version, 200, r);
+    return 0;
+}
+
+/* One attempt of an update on the current object: 0 when answered (r
+ * filled), -EAGAIN to try again on a newer object. */
+static int update_once(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                       json_t *body, enum patch_kind pk, bool dry, const char *body_rv,
+                       struct ks_reply *r)
 {
     struct ks_server *ks = q->ks;
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
     const struct ks_version *ver = ks_res_version(def, q->version);
     bool has_status = ver && ver->status;
+    json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL;
+    char *err = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&ks->lock);
+    cur = json_incref(ks_store_get(ks, def->key, key));
+    pthread_mutex_unlock(&ks->lock);
+    if (!cur) {
+        if (pk == PATCH_APPLY && !status_sub) {
+            json_t *obj = json_deep_copy(body);
+            if (check_type(def, q->version, obj, r) == 0) {
+                json_object_set_new(meta(obj), "name", json_string(q->name));
+                do_create(q, def, obj, dry, r);
+            }
+            json_decref(obj);
+            return 0;
+        }
+        reply_not_found(r, def, q->name);
+        return 0;
+    }
+    const char *cur_rv = meta_str(cur, "resourceVersion");
+    if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+        goto out;
+    }
+
+    /* Build the new object in the request version. */
+    next = next_object(cur_v, body, pk, r);
+    if (!next)
+        goto out;
+    if (pk != PATCH_NONE) {
+        const char *prv = meta_str(next, "resourceVersion");
+        if (prv && *prv && strcmp(prv, cur_rv) != 0)
+            body_rv = "patch";
+        if (check_type(def, q->version, next, r) != 0)
+            goto out;
+    }
+    if (typed_check(q, def, next, q->name, r) != 0)
+        goto out;
+    if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
+        reply_modified(r, def, q->name);
+        goto out;
+    }
+    next = status_rules(next, cur_v, status_sub, has_status);
+    keep_system_metadata(next, cur_v);
+    if (is_crd(def)) {
+        json_t *st = json_object_get(cur_v, "status");
+        if (st && !status_sub)
+            json_object_set(next, "status", st);
+    }
+    builtin_defaults(ks, def, next, cur_v);
+    json_t *causes = builtin_validate(def, next);
+    if (causes) {
+        reply_invalid(r, def, q->name, causes);
+        goto out;
+    }
+    if (cr_schema(def, q->version, next, q->name, r) != 0)
+        goto out;
+    if (def->generation && spec_changed(cur_v, next))
+        json_object_set_new(meta(next), "generation",
+                            json_integer(json_integer_value(json_object_get(
+                                             json_object_get(cur_v, "metadata"), "generation")) +
+                                         1));
+    if (def->typed)
+        ks_typed_order(next);
+    if (same_object(next, cur_v)) {
+        /* A no-op write does not bump the resourceVersion. */
+        ks_reply_json(r, 200, cur_v, !def->typed);
+        goto out;
+    }
+    if (admit(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
+        goto out;
+    if (to_storage(ks, def, next, q->version, &stored, r) != 0)
+        goto out;
+    rc = commit_update(q, def, key, stored, cur_rv, body_rv, dry, r);
+out:
+    json_decref(cur);
+    json_decref(cur_v);
+    json_decref(next);
+    json_decref(stored);
+    return rc;
+}
+
+static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
+                      enum patch_kind pk, bool dry, struct ks_reply *r)
+{
     const char *body_rv = NULL;
 
     if (pk == PATCH_NONE) {
-        if (check_type(def, q->version, body, r) != 0)
+        if (check_put_body(q, def, body, &body_rv, r) != 0)
             return;
-        const char *bname = meta_str(body, "name");
-        if (!bname || strcmp(bname, q->name) != 0) {
-            char *msg = ks_printf("the name of the object (%s) does not match the name on the URL "
-                                  "(%s)",
-                                  str_or(bname, ""), q->name);
-            reply_bad_request(r, msg);
-            free(msg);
-            return;
-        }
-        const char *bns = meta_str(body, "namespace");
-        if (def->namespaced && bns && *bns && strcmp(bns, q->ns) != 0) {
-            reply_bad_request(r, "the namespace of the provided object does not match the "
-                                 "namespace sent on the request");
-            return;
-        }
-        body_rv = meta_str(body, "resourceVersion");
-        if (body_rv && !*body_rv)
-            body_rv = NULL;
-        if (!body_rv && def->crd) {
-            reply_invalid(r, def, q->name,
-                          one_cause("FieldValueInvalid", "metadata.resourceVersion",
-                                    "Invalid value: 0x0: must be specified for an update"));
-            return;
-        }
     } else if (pk == PATCH_STRATEGIC && !def->typed) {
         ks_reply_status(r, 415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media types "
@@ -1393,190 +1623,10 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
                         NULL);
         return;
     }
-
-    for (int attempt = 0; attempt < 8; attempt++) {
-        json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL;
-        char *err = NULL;
-        bool done = true;
-
-        pthread_mutex_lock(&ks->lock);
-        cur = json_incref(ks_store_get(ks, def->key, key));
-        pthread_mutex_unlock(&ks->lock);
-        if (!cur) {
-            if (pk == PATCH_APPLY && !status_sub) {
-                json_t *obj = json_deep_copy(body);
-                if (check_type(def, q->version, obj, r) == 0) {
-                    json_object_set_new(meta(obj), "name", json_string(q->name));
-                    do_create(q, def, obj, dry, r);
-                }
-                json_decref(obj);
-                return;
-            }
-            reply_not_found(r, def, q->name);
+    for (int attempt = 0; attempt < 8; attempt++)
+        if (update_once(q, def, key, body, pk, dry, body_rv, r) == 0)
             return;
-        }
-        const char *cur_rv = meta_str(cur, "resourceVersion");
-        if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
-            reply_internal(r, err);
-            free(err);
-            goto next_attempt;
-        }
-
-        /* Build the new object in the request version. */
-        switch (pk) {
-        case PATCH_NONE:
-            next = json_deep_copy(body);
-            break;
-        case PATCH_MERGE:
-        case PATCH_APPLY:
-            next = ks_merge_patch(cur_v, body);
-            break;
-        case PATCH_STRATEGIC:
-            next = ks_strategic_patch(cur_v, body, &err);
-            break;
-        case PATCH_JSON:
-            next = ks_json_patch(cur_v, body, &err);
-            break;
-        }
-        if (!next) {
-            ks_reply_status(r, pk == PATCH_JSON ? 422 : 400,
-                            pk == PATCH_JSON ? "Invalid" : "BadRequest", err ? err : "bad patch",
-                            NULL);
-            free(err);
-            goto next_attempt;
-        }
-        if (pk != PATCH_NONE) {
-            const char *prv = meta_str(next, "resourceVersion");
-            if (prv && *prv && strcmp(prv, cur_rv) != 0)
-                body_rv = "patch";
-            if (check_type(def, q->version, next, r) != 0)
-                goto next_attempt;
-        }
-        if (typed_check(q, def, next, q->name, r) != 0)
-            goto next_attempt;
-        if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
-            reply_conflict(r, def, q->name,
-                           "the object has been modified; please apply your changes to the "
-                           "latest version and try again");
-            goto next_attempt;
-        }
-        if (status_sub) {
-            /* Only status changes through /status. */
-            json_t *merged = json_deep_copy(cur_v);
-            json_t *st = json_object_get(next, "status");
-            if (st)
-                json_object_set(merged, "status", st);
-            else
-                json_object_del(merged, "status");
-            json_decref(next);
-            next = merged;
-        } else if (has_status) {
-            json_t *st = json_object_get(cur_v, "status");
-            if (st)
-                json_object_set(next, "status", st);
-            else
-                json_object_del(next, "status");
-        }
-        /* Metadata the client cannot change. */
-        json_t *nmd = meta(next);
-        json_t *cmd = json_object_get(cur_v, "metadata");
-        static const char *const fixed[] = {"name",
-                                            "namespace",
-                                            "uid",
-                                            "creationTimestamp",
-                                            "deletionTimestamp",
-                                            "deletionGracePeriodSeconds",
-                                            "generation",
-                                            "resourceVersion",
-                                            NULL};
-        for (const char *const *f = fixed; *f; f++) {
-            json_t *v = json_object_get(cmd, *f);
-            if (v)
-                json_object_set(nmd, *f, v);
-            else
-                json_object_del(nmd, *f);
-        }
-        json_object_del(nmd, "managedFields");
-        json_object_del(nmd, "selfLink");
-        if (is_crd(def)) {
-            json_t *st = json_object_get(cur_v, "status");
-            if (st && !status_sub)
-                json_object_set(next, "status", st);
-        }
-        builtin_defaults(ks, def, next, cur_v);
-        json_t *causes = builtin_validate(def, next);
-        if (causes) {
-            reply_invalid(r, def, q->name, causes);
-            goto next_attempt;
-        }
-        if (cr_schema(def, q->version, next, q->name, r) != 0)
-            goto next_attempt;
-        if (def->generation && spec_changed(cur_v, next))
-            json_object_set_new(
-                nmd, "generation",
-                json_integer(json_integer_value(json_object_get(cmd, "generation")) + 1));
-        if (def->typed)
-            ks_typed_order(next);
-        if (same_object(next, cur_v)) {
-            /* A no-op write does not bump the resourceVersion. */
-            ks_reply_json(r, 200, cur_v, !def->typed);
-            goto next_attempt;
-        }
-        if (admit(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
-            goto next_attempt;
-        if (to_storage(ks, def, next, q->version, &stored, r) != 0)
-            goto next_attempt;
-
-        pthread_mutex_lock(&ks->lock);
-        const json_t *now_obj = ks_store_get(ks, def->key, key);
-        if (!now_obj || strcmp(str_or(meta_str(now_obj, "resourceVersion"), ""), cur_rv) != 0) {
-            pthread_mutex_unlock(&ks->lock);
-            if (body_rv) {
-                reply_conflict(r, def, q->name,
-                               "the object has been modified; please apply your changes to the "
-                               "latest version and try again");
-            } else {
-                done = false;
-            }
-            goto next_attempt;
-        }
-        if (is_crd(def) && !dry) {
-            char *cerr = NULL;
-            if (ks_res_register_crd(ks, stored, &cerr) != 0) {
-                pthread_mutex_unlock(&ks->lock);
-                reply_invalid(r, def, q->name, one_cause("FieldValueInvalid", "spec", cerr));
-                free(cerr);
-                goto next_attempt;
-            }
-        }
-        bool deleting = meta_str(stored, "deletionTimestamp") &&
-                        json_array_size(json_object_get(json_object_get(stored, "metadata"),
-                                                        "finalizers")) == 0;
-        if (!dry) {
-            if (deleting) {
-                json_incref(stored);
-                ks_store_put(ks, def, key, stored);
-                ks_remove_object(ks, def, key);
-            } else {
-                json_incref(stored);
-                ks_store_put(ks, def, key, stored);
-                if (is_crd(def))
-                    crd_establish(ks, def, key);
-            }
-        }
-        pthread_mutex_unlock(&ks->lock);
-        respond_object(ks, def, stored, q->version, 200, r);
-    next_attempt:
-        json_decref(cur);
-        json_decref(cur_v);
-        json_decref(next);
-        json_decref(stored);
-        if (done)
-            return;
-    }
-    reply_conflict(r, def, q->name,
-                   "the object has been modified; please apply your changes to the latest "
-                   "version and try again");
+    reply_modified(r, def, q->name);
 }
 
 /* ---- delete --------------------------------------------------------------------- */
