@@ -13,7 +13,8 @@
 #   3. the official Python client (Debian's python3-kubernetes, installed by
 #      scripts/install-deps.sh): tests/clients/python_client.py;
 #   4. @kubernetes/client-node (pinned in tests/clients/package-lock.json,
-#      installed here with npm ci): tests/clients/node_client.mjs.
+#      installed here with npm ci): tests/clients/node_client.mjs;
+#   5. the committed schema table is what scripts/gen-kube-schema.js makes.
 # The node part is skipped (exit 77 when nothing else ran) only when npm
 # cannot reach its registry.
 set -euo pipefail
@@ -170,6 +171,25 @@ else
   count_lines "$work/node.lines"
   if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$work/node.out"; then
     fail "node client: exit $rc"
+  fi
+fi
+
+# ---- 5. the committed schema table is what the generator makes ------------------------------
+# (from the kubernetes-models version pinned in tests/manifests)
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  checks=$root/tests/manifests
+  if npm_checks; then
+    if node "$root/scripts/gen-kube-schema.js" >"$work/table.c" 2>"$work/gen.err" &&
+      cmp -s "$work/table.c" "$root/tests/kubesim/kschema_table.c"; then
+      pass "tests/kubesim/kschema_table.c is scripts/gen-kube-schema.js's output"
+    else
+      fail "tests/kubesim/kschema_table.c differs from the generator's output (re-run" \
+        "scripts/gen-kube-schema.js): $(head -c 300 "$work/gen.err")"
+    fi
+  elif npm ping >/dev/null 2>&1; then
+    fail "npm ci in tests/manifests: $npm_error"
+  else
+    skip "schema table regeneration: the npm registry is unreachable"
   fi
 fi
 
