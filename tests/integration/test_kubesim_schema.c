@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TOKEN "kubesim-schema-token"
 
@@ -411,6 +412,69 @@ START_TEST(test_schema_selector_errors)
 }
 END_TEST
 
+/* Custom resources: unknown fields against the CRD's structural schema
+ * under each fieldValidation, the status subresource included. */
+START_TEST(test_schema_custom_resource_unknown_fields)
+{
+    json_t *crd = request_json(
+        "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "{\"metadata\":{\"name\":\"widgets.example.com\"},\"spec\":{\"group\":\"example.com\","
+        "\"scope\":\"Namespaced\",\"names\":{\"plural\":\"widgets\",\"singular\":\"widget\","
+        "\"kind\":\"Widget\",\"listKind\":\"WidgetList\"},\"versions\":[{\"name\":\"v1\","
+        "\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},\"schema\":{"
+        "\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
+        "\"object\",\"properties\":{\"size\":{\"type\":\"integer\"},\"items\":{\"type\":"
+        "\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
+        "\"string\"}}}}}},\"status\":{\"type\":\"object\",\"properties\":{\"ready\":{"
+        "\"type\":\"boolean\"}}}}}}}]}}",
+        201);
+    json_decref(crd);
+    const char *path = "/apis/example.com/v1/namespaces/default/widgets";
+    struct resp r = {0};
+    for (int i = 0; i < 200; i++) {
+        r = request("GET", path, NULL);
+        if (r.code == 200)
+            break;
+        resp_free(&r);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+
+    const char *body = "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{"
+                       "\"name\":\"w1\"},\"spec\":{\"size\":1,\"colour\":\"red\",\"items\":[{"
+                       "\"n\":\"a\",\"x\":1}]}}";
+    char url[256];
+    snprintf(url, sizeof(url), "%s?fieldValidation=Strict", path);
+    expect_message("POST", url, body, 400,
+                   "Widget in version \"v1\" cannot be handled as a Widget: strict decoding "
+                   "error: unknown field \"spec.colour\", unknown field \"spec.items[0].x\"");
+    r = request("POST", path, body);
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    ck_assert_msg(strstr(r.headers, "Warning: 299 - \"unknown field \\\"spec.colour\\\"\"\r\n"),
+                  "headers: %s", r.headers);
+    ck_assert_ptr_null(strstr(r.body, "colour"));
+    resp_free(&r);
+    /* The status subresource too (what kop's status writes go through). */
+    r = request_at(sim.url, "PATCH",
+                   "/apis/example.com/v1/namespaces/default/widgets/w1/status"
+                   "?fieldValidation=Strict",
+                   "application/merge-patch+json", "{\"status\":{\"ready\":true,\"phase\":\"x\"}}");
+    ck_assert_int_eq(r.code, 400);
+    ck_assert_ptr_nonnull(strstr(r.body, "unknown field \\\"status.phase\\\""));
+    resp_free(&r);
+    r = request_at(sim.url, "PATCH",
+                   "/apis/example.com/v1/namespaces/default/widgets/w1/status"
+                   "?fieldValidation=Ignore",
+                   "application/merge-patch+json", "{\"status\":{\"ready\":true,\"phase\":\"x\"}}");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    ck_assert_ptr_null(strstr(r.headers, "Warning:"));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"ready\":true"));
+    resp_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kubesim_schema");
@@ -424,6 +488,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_schema_real_objects_accepted);
     tcase_add_test(tc, test_schema_strict_fields_flag);
     tcase_add_test(tc, test_schema_selector_errors);
+    tcase_add_test(tc, test_schema_custom_resource_unknown_fields);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -600,38 +600,16 @@ static int check_type(const struct ks_res *def, const char *version, json_t *obj
     return rc;
 }
 
-/* CR defaults/pruning/validation for "version"; 0 or a 422 in r. */
-static int cr_schema(const struct ks_res *def, const char *version, json_t *obj, const char *name,
-                     struct ks_reply *r)
-{
-    if (!def->crd)
-        return 0;
-    const struct ks_version *v = ks_res_version(def, version);
-    if (!v || !v->schema)
-        return 0;
-    ks_schema_prune(obj, v->schema);
-    ks_schema_default(obj, v->schema);
-    json_t *causes = ks_schema_validate(obj, v->schema);
-    if (json_array_size(causes)) {
-        reply_invalid(r, def, name, causes);
-        return -EINVAL;
-    }
-    json_decref(causes);
-    return 0;
-}
-
 /*
- * Built-in kinds: the schema check of kschema.c with the request's
- * fieldValidation (--strict-fields: always Strict). 0, or the apiserver's
- * answer in r: an unsupported fieldValidation is a 422 as
+ * The request's fieldValidation (--strict-fields: always Strict). 0, or
+ * the apiserver's answer in r: an unsupported value is a 422 as
  * apimachinery/pkg/apis/meta/v1/validation.ValidateFieldValidation makes it.
  */
-static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
-                       const char *name, struct ks_reply *r)
+static int field_validation(struct ks_api_req *q, enum ks_field_validation *mode,
+                            struct ks_reply *r)
 {
-    enum ks_field_validation mode;
     const char *fv = ks_query(q, "fieldValidation");
-    if (ks_field_validation_parse(fv, &mode) != 0) {
+    if (ks_field_validation_parse(fv, mode) != 0) {
         const char *opts = strcmp(q->verb, "create") == 0  ? "CreateOptions"
                            : strcmp(q->verb, "patch") == 0 ? "PatchOptions"
                                                            : "UpdateOptions";
@@ -644,9 +622,20 @@ static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *o
         return -EINVAL;
     }
     if (q->ks->strict_fields)
-        mode = KS_FV_STRICT;
+        *mode = KS_FV_STRICT;
     if (!r->warnings)
         r->warnings = json_array();
+    return 0;
+}
+
+/* Built-in kinds: the schema check of kschema.c. 0 or the apiserver's
+ * answer in r. */
+static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
+                       const char *name, struct ks_reply *r)
+{
+    enum ks_field_validation mode;
+    if (field_validation(q, &mode, r) != 0)
+        return -EINVAL;
     struct ks_kcheck c;
     if (ks_schema_check(def, q->version, obj, mode, r->warnings, &c) == 0)
         return 0;
@@ -658,6 +647,58 @@ static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *o
     }
     ks_kcheck_clear(&c);
     return -EINVAL;
+}
+
+/*
+ * Custom resources: pruning of the fields the structural schema does not
+ * know, as the apiserver's strict decoding sees them (Strict: 400
+ * 'MyResource in version "v1" cannot be handled as a MyResource: strict
+ * decoding error: unknown field "spec.foo"'; Warn: pruned with a Warning;
+ * Ignore: pruned), then defaults and validation (422). 0 or r filled.
+ */
+static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj, const char *name,
+                     struct ks_reply *r)
+{
+    if (!def->crd)
+        return 0;
+    const struct ks_version *v = ks_res_version(def, q->version);
+    if (!v || !v->schema)
+        return 0;
+    enum ks_field_validation mode;
+    if (field_validation(q, &mode, r) != 0)
+        return -EINVAL;
+    json_t *unknown = json_array();
+    ks_schema_prune_report(obj, v->schema, unknown);
+    if (json_array_size(unknown) && mode == KS_FV_STRICT) {
+        char *list = ks_strdup("");
+        size_t i;
+        json_t *x;
+        json_array_foreach(unknown, i, x)
+        {
+            char *n = ks_printf("%s%s%s", list, i ? ", " : "", json_string_value(x));
+            free(list);
+            list = n;
+        }
+        char *msg = ks_printf("%s in version \"%s\" cannot be handled as a %s: strict decoding "
+                              "error: %s",
+                              def->kind, q->version, def->kind, list);
+        reply_bad_request(r, msg);
+        free(msg);
+        free(list);
+        json_decref(unknown);
+        return -EINVAL;
+    }
+    if (mode == KS_FV_WARN)
+        json_array_extend(r->warnings, unknown);
+    json_decref(unknown);
+    ks_schema_default(obj, v->schema);
+    json_t *causes = ks_schema_validate(obj, v->schema);
+    if (json_array_size(causes)) {
+        reply_invalid(r, def, name, causes);
+        return -EINVAL;
+    }
+    json_decref(causes);
+    return 0;
 }
 
 /* Request object (version) -> storage version, defaulted. @ref new */
@@ -1272,7 +1313,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         reply_invalid(r, def, name, causes);
         goto out;
     }
-    if (cr_schema(def, q->version, obj, name, r) != 0)
+    if (cr_schema(q, def, obj, name, r) != 0)
         goto out;
     if (def->typed)
         ks_typed_order(obj);
@@ -1580,7 +1621,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         reply_invalid(r, def, q->name, causes);
         goto out;
     }
-    if (cr_schema(def, q->version, next, q->name, r) != 0)
+    if (cr_schema(q, def, next, q->name, r) != 0)
         goto out;
     if (def->generation && spec_changed(cur_v, next))
         json_object_set_new(meta(next), "generation",

@@ -343,6 +343,10 @@ json_t *ks_openapi_v2(struct ks_server *ks);
 /* Apply structural defaults and prune unknown fields, in place. */
 void ks_schema_default(json_t *obj, const json_t *schema);
 void ks_schema_prune(json_t *obj, const json_t *schema);
+/* ks_schema_prune that also appends "unknown field \"PATH\"" to unknown
+ * (an array, or NULL) for every member it drops, as the apiserver's strict
+ * decoding of custom resources names them (paths with list indices). */
+void ks_schema_prune_report(json_t *obj, const json_t *schema, json_t *unknown);
 /* Validate; returns a causes array (@ref new, empty when valid). */
 json_t *ks_schema_validate(const json_t *obj, const json_t *schema);
 
