@@ -325,6 +325,19 @@ START_TEST(test_schema_real_objects_accepted)
     json_t *ev = load_vector("event_core_v1_gke_kubectl_json.json");
     vector_accepted(ev, "/api/v1/namespaces/default/events");
     json_decref(ev);
+    /* The upstream serializer fixtures set every member of their kind
+     * (metadata aside, which kubesim also checks for names and UIDs). */
+    static const char *const full[][2] = {
+        {"lease_serializer_fieldorder_HEAD.json",
+         "/apis/coordination.k8s.io/v1/namespaces/default/leases"},
+        {"event_serializer_fieldorder_HEAD.json", "/api/v1/namespaces/default/events"},
+    };
+    for (size_t f = 0; f < sizeof(full) / sizeof(full[0]); f++) {
+        json_t *o = load_vector(full[f][0]);
+        json_object_set_new(o, "metadata", json_pack("{s:s}", "name", "full"));
+        vector_accepted(o, full[f][1]);
+        json_decref(o);
+    }
 }
 END_TEST
 
