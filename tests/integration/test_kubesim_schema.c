@@ -469,6 +469,13 @@ START_TEST(test_schema_custom_resource_unknown_fields)
                   "headers: %s", r.headers);
     ck_assert_ptr_null(strstr(r.body, "colour"));
     resp_free(&r);
+    r = request_at(sim.url, "PATCH",
+                   "/apis/example.com/v1/namespaces/default/widgets/w1"
+                   "?fieldValidation=Strict",
+                   "application/merge-patch+json", "{\"metadata\":{\"lables\":{\"a\":\"b\"}}}");
+    ck_assert_int_eq(r.code, 400);
+    ck_assert_ptr_nonnull(strstr(r.body, "unknown field \\\"metadata.lables\\\""));
+    resp_free(&r);
     /* The status subresource too (what kop's status writes go through). */
     r = request_at(sim.url, "PATCH",
                    "/apis/example.com/v1/namespaces/default/widgets/w1/status"

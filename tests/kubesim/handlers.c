@@ -668,6 +668,7 @@ static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj
     if (field_validation(q, &mode, r) != 0)
         return -EINVAL;
     json_t *unknown = json_array();
+    ks_kschema_prune_metadata(obj, unknown);
     ks_schema_prune_report(obj, v->schema, unknown);
     if (json_array_size(unknown) && mode == KS_FV_STRICT) {
         char *list = ks_strdup("");

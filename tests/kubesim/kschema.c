@@ -380,6 +380,22 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
     return rc;
 }
 
+void ks_kschema_prune_metadata(json_t *obj, json_t *unknown)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md))
+        return;
+    struct walk w = {.mode = KS_FV_IGNORE, .unknown = json_array(), .causes = json_array()};
+    snprintf(w.gopath, sizeof(w.gopath), "metadata");
+    snprintf(w.path, sizeof(w.path), "metadata");
+    check_struct(&w, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", md);
+    if (unknown)
+        json_array_extend(unknown, w.unknown);
+    free(w.type_err);
+    json_decref(w.unknown);
+    json_decref(w.causes);
+}
+
 /* Members absent from obj that template has: added (deep), recursively. */
 static void fill(json_t *obj, const json_t *tmpl)
 {

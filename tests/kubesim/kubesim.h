@@ -322,6 +322,10 @@ static inline void ks_kcheck_clear(struct ks_kcheck *c)
     c->message = NULL;
     c->causes = NULL;
 }
+/* Custom resources: drops the members of obj's metadata that ObjectMeta
+ * does not have, appending "unknown field \"metadata.x\"" to unknown (or
+ * NULL) for each (types are not checked here). */
+void ks_kschema_prune_metadata(json_t *obj, json_t *unknown);
 /* Adds the members a built-in kind's Go types always serialize (status: {},
  * spec.template.metadata: {}, ...; struct ks_res.bookmark_extra) where obj
  * lacks them. */
