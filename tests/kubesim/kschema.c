@@ -147,7 +147,9 @@ static void go_type_of(const json_t *t, char *buf, size_t len)
     const char *f = json_string_value(json_object_get(t, "f"));
     const char *ref = json_string_value(json_object_get(t, "ref"));
     char inner[256];
-    if (ref) {
+    if (!ty) {
+        snprintf(buf, len, "interface {}");
+    } else if (ref) {
         go_type(ref, buf, len);
     } else if (strcmp(ty, "integer") == 0) {
         snprintf(buf, len, "%s", f && strcmp(f, "int32") == 0 ? "int32" : "int64");
