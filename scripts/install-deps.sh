@@ -13,6 +13,9 @@ packages=(
   openssl curl ca-certificates procps jq
   # unzip: tests/scripts/test_helm.sh takes helm out of an npm package's zip.
   unzip
+  # The official Python client, driven against kubesim by
+  # tests/scripts/test_clients.sh (tests/clients/python_client.py).
+  python3-kubernetes
 )
 
 missing=()

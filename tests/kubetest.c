@@ -64,6 +64,8 @@ void kop_test_kubesim_start(struct kop_test_kubesim *ks, const struct kop_test_k
         argv[n++] = (char *)o->token;
         snprintf(ks->token, sizeof(ks->token), "%s", o->token);
     }
+    if (!o->lenient_fields)
+        argv[n++] = "--strict-fields";
     for (size_t i = 0; o->args && o->args[i]; i++) {
         ck_assert_msg(n < KUBESIM_MAX_ARGS - 1, "too many kubesim arguments");
         argv[n++] = o->args[i];

@@ -51,6 +51,9 @@ struct kop_test_kubesim_options {
     const char *token;      /* --token value, NULL: not passed */
     char *const *args;      /* further arguments, NULL-terminated, or NULL */
     int timeout_ms;         /* wait for the URL line; 0: 10000 */
+    bool lenient_fields;    /* false: --strict-fields, so that every object and
+                             * patch kop writes passes the apiserver's strict
+                             * decoding (unknown fields are a 400) */
 };
 
 struct kop_test_kubesim {

@@ -153,8 +153,12 @@ static void start_sim(void)
     snprintf(kc, n + 8, "%s/kubeconfig", tmpdir);
     char *args[] = {
         "--deployment-ready-delay", "100ms", "--bookmark-interval", "200ms", "--seed", "7", NULL};
-    const struct kop_test_kubesim_options o = {
-        .listen = "127.0.0.1:0", .kubeconfig = kc, .ca = ca_path, .token = TOKEN, .args = args};
+    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
+                                               .kubeconfig = kc,
+                                               .ca = ca_path,
+                                               .token = TOKEN,
+                                               .args = args,
+                                               .lenient_fields = true};
     kop_test_kubesim_start(&sim, &o);
     snprintf(base_url, sizeof(base_url), "%s", sim.url);
     /* The kubeconfig has the server and the CA data. */

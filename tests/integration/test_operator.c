@@ -780,8 +780,9 @@ static char *b64(const unsigned char *in, size_t n)
 }
 
 /* Copy manifests/base/NAME to the temp dir with "caBundle: <ca>" inserted
- * before every clientConfig "service:" line (what cainjector does), then
- * kubectl apply it. */
+ * before every "service:" line right under "clientConfig:" (what cainjector
+ * does; a schema property named "service" stays as it is), then kubectl
+ * apply it. */
 static void apply_with_ca(const char *name, const char *ca_b64)
 {
     char src[1024], dst[1024];
@@ -791,12 +792,14 @@ static void apply_with_ca(const char *name, const char *ca_b64)
     ck_assert_msg(text, "cannot read %s", src);
     FILE *f = fopen(dst, "w");
     ck_assert_ptr_nonnull(f);
+    bool in_client_config = false;
     for (char *line = text; *line;) {
         char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
         size_t indent = strspn(line, " ");
-        if (strncmp(line + indent, "service:", 8) == 0)
+        if (in_client_config && strncmp(line + indent, "service:", 8) == 0)
             fprintf(f, "%.*scaBundle: %s\n", (int)indent, line, ca_b64);
+        in_client_config = strncmp(line + indent, "clientConfig:", 13) == 0;
         fwrite(line, 1, len, f);
         line += len;
     }

@@ -79,17 +79,44 @@ static void drop_finalizer(struct ks_server *ks, const struct ks_res *def, const
         ks_remove_object(ks, def, key);
 }
 
+/* What the garbage collector does to one object. */
+enum gc_what {
+    GC_NONE = -1,
+    GC_DELETE,             /* every owner is gone */
+    GC_DROP_FOREGROUND,    /* foreground deletion done: drop the finalizer */
+    GC_ORPHAN,             /* orphan finalizer: strip dependents' refs, drop it */
+    GC_NAMESPACE_DONE,     /* a terminating namespace is empty */
+    GC_NAMESPACE_CONTENTS, /* a terminating namespace: delete what is in it */
+    GC_DELETE_DEPENDENTS,  /* foreground deletion: delete the dependents */
+    GC_DROP_DANGLING,      /* some owners remain: drop the dangling refs */
+};
+
 struct action {
     const struct ks_res *def;
     char *key;
-    int what; /* 0 delete, 1 drop foreground, 2 drop orphan (and strip refs), 3 namespace done,
-               * 4 delete namespace contents, 5 delete dependents, 6 drop dangling refs */
+    enum gc_what what;
 };
 
-static void run_gc(struct ks_server *ks)
+/* What the collector needs to know about the whole store (@ref new
+ * each): the uids present, the number of objects per namespace, and the
+ * number of dependents per owner uid. Lock held. */
+struct gc_index {
+    json_t *uids;
+    json_t *ns_count;
+    json_t *dependents;
+};
+
+static void count_up(json_t *counts, const char *k)
 {
-    json_t *uids = json_object();
-    json_t *ns_count = json_object();
+    json_int_t n = json_integer_value(json_object_get(counts, k));
+    json_object_set_new(counts, k, json_integer(n + 1));
+}
+
+static void gc_index_build(struct ks_server *ks, struct gc_index *ix)
+{
+    ix->uids = json_object();
+    ix->ns_count = json_object();
+    ix->dependents = json_object();
     const char *rk, *key;
     json_t *map, *obj;
     json_object_foreach(ks->objects, rk, map)
@@ -98,36 +125,97 @@ static void run_gc(struct ks_server *ks)
         {
             const char *uid = meta_str(obj, "uid");
             if (uid)
-                json_object_set_new(uids, uid, json_true());
+                json_object_set_new(ix->uids, uid, json_true());
             const char *ns = meta_str(obj, "namespace");
-            if (ns) {
-                json_int_t n = json_integer_value(json_object_get(ns_count, ns));
-                json_object_set_new(ns_count, ns, json_integer(n + 1));
-            }
-        }
-    }
-    /* owner uid -> number of dependents */
-    json_t *dependents = json_object();
-    json_object_foreach(ks->objects, rk, map)
-    {
-        json_object_foreach(map, key, obj)
-        {
+            if (ns)
+                count_up(ix->ns_count, ns);
             size_t i;
             json_t *ref;
             json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"),
                                i, ref)
             {
                 const char *u = json_string_value(json_object_get(ref, "uid"));
-                if (!u)
-                    continue;
-                json_int_t n = json_integer_value(json_object_get(dependents, u));
-                json_object_set_new(dependents, u, json_integer(n + 1));
+                if (u)
+                    count_up(ix->dependents, u);
             }
         }
     }
+}
 
+static void gc_index_free(struct gc_index *ix)
+{
+    json_decref(ix->uids);
+    json_decref(ix->ns_count);
+    json_decref(ix->dependents);
+}
+
+static bool has_finalizer(const json_t *md, const char *name)
+{
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(md, "finalizers"), i, f)
+    {
+        if (strcmp(ks_nz(json_string_value(f)), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The action for one object (rk: its resource key, key: its object key). */
+static enum gc_what gc_decide(const struct gc_index *ix, const char *rk, const char *key,
+                              const json_t *obj)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    const json_t *refs = json_object_get(md, "ownerReferences");
+    const char *uid = meta_str(obj, "uid");
+    bool deleting = meta_str(obj, "deletionTimestamp") != NULL;
+    if (json_array_size(refs) && !deleting) {
+        bool all_missing = true, some_missing = false;
+        size_t i;
+        json_t *ref;
+        json_array_foreach(refs, i, ref)
+        {
+            const char *u = json_string_value(json_object_get(ref, "uid"));
+            if (u && json_object_get(ix->uids, u))
+                all_missing = false;
+            else
+                some_missing = true;
+        }
+        if (all_missing)
+            return GC_DELETE;
+        if (some_missing)
+            return GC_DROP_DANGLING;
+    }
+    if (!deleting)
+        return GC_NONE;
+    bool has_dependents = uid && json_object_get(ix->dependents, uid);
+    /* An owner being deleted with the foreground or orphan policy (the last
+     * of its finalizers that says so decides); a terminating namespace. */
+    if (strcmp(rk, "namespaces") == 0)
+        return json_object_get(ix->ns_count, key) ? GC_NAMESPACE_CONTENTS : GC_NAMESPACE_DONE;
+    enum gc_what what = GC_NONE;
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(md, "finalizers"), i, f)
+    {
+        const char *fs = ks_nz(json_string_value(f));
+        if (strcmp(fs, "foregroundDeletion") == 0 && uid && !has_dependents)
+            what = GC_DROP_FOREGROUND;
+        if (strcmp(fs, "orphan") == 0)
+            what = GC_ORPHAN;
+    }
+    if (what == GC_NONE && has_dependents && has_finalizer(md, "foregroundDeletion"))
+        what = GC_DELETE_DEPENDENTS;
+    return what;
+}
+
+/* The actions of one pass over the store. Lock held. */
+static struct action *gc_plan(struct ks_server *ks, const struct gc_index *ix, size_t *ret_n)
+{
     struct action *acts = NULL;
     size_t nacts = 0;
+    const char *rk, *key;
+    json_t *map, *obj;
     json_object_foreach(ks->objects, rk, map)
     {
         const struct ks_res *def = def_by_key(ks, rk);
@@ -135,57 +223,8 @@ static void run_gc(struct ks_server *ks)
             continue;
         json_object_foreach(map, key, obj)
         {
-            int what = -1;
-            const json_t *md = json_object_get(obj, "metadata");
-            const json_t *refs = json_object_get(md, "ownerReferences");
-            const char *uid = meta_str(obj, "uid");
-            if (json_array_size(refs) && !meta_str(obj, "deletionTimestamp")) {
-                bool all_missing = true, some_missing = false;
-                size_t i;
-                json_t *ref;
-                json_array_foreach(refs, i, ref)
-                {
-                    const char *u = json_string_value(json_object_get(ref, "uid"));
-                    if (u && json_object_get(uids, u))
-                        all_missing = false;
-                    else
-                        some_missing = true;
-                }
-                if (all_missing)
-                    what = 0;
-                else if (some_missing)
-                    what = 6; /* solid owners remain: drop the dangling references */
-            }
-            const char *ns_name = strcmp(rk, "namespaces") == 0 ? key : NULL;
-            /* Dependents of an owner being deleted with foreground/orphan policy. */
-            if (what < 0 && meta_str(obj, "deletionTimestamp")) {
-                size_t i;
-                json_t *f;
-                json_array_foreach(json_object_get(md, "finalizers"), i, f)
-                {
-                    const char *fs = json_string_value(f);
-                    if (fs && strcmp(fs, "foregroundDeletion") == 0 && uid &&
-                        !json_object_get(dependents, uid))
-                        what = 1;
-                    if (fs && strcmp(fs, "orphan") == 0)
-                        what = 2;
-                }
-                if (ns_name && !json_object_get(ns_count, ns_name))
-                    what = 3;
-                else if (ns_name)
-                    what = 4; /* delete contents */
-            }
-            if (what < 0 && uid && json_object_get(dependents, uid) &&
-                meta_str(obj, "deletionTimestamp")) {
-                size_t i;
-                json_t *f;
-                json_array_foreach(json_object_get(md, "finalizers"), i, f)
-                {
-                    if (strcmp(ks_nz(json_string_value(f)), "foregroundDeletion") == 0)
-                        what = 5; /* delete dependents */
-                }
-            }
-            if (what < 0)
+            enum gc_what what = gc_decide(ix, rk, key, obj);
+            if (what == GC_NONE)
                 continue;
             struct action *na = realloc(acts, (nacts + 1) * sizeof(*na));
             if (!na)
@@ -197,128 +236,173 @@ static void run_gc(struct ks_server *ks)
             nacts++;
         }
     }
+    *ret_n = nacts;
+    return acts;
+}
 
+/* Keys in def's map of the objects that list owner_uid as an owner. @ref new */
+static json_t *dependents_of(struct ks_server *ks, const struct ks_res *def, const char *owner_uid)
+{
+    json_t *todo = json_array();
+    const char *dk;
+    json_t *o;
+    json_object_foreach((json_t *)ks_store_map(ks, def->key), dk, o)
+    {
+        size_t i;
+        json_t *ref;
+        json_array_foreach(json_object_get(json_object_get(o, "metadata"), "ownerReferences"), i,
+                           ref)
+        {
+            if (strcmp(ks_nz(json_string_value(json_object_get(ref, "uid"))), owner_uid) == 0)
+                json_array_append_new(todo, json_string(dk));
+        }
+    }
+    return todo;
+}
+
+/* Removes the references to owner_uid from an object. Lock held. */
+static void strip_owner(struct ks_server *ks, const struct ks_res *def, const char *key,
+                        const char *owner_uid)
+{
+    json_t *next = json_deep_copy(ks_store_get(ks, def->key, key));
+    json_t *md = json_object_get(next, "metadata");
+    json_t *refs = json_object_get(md, "ownerReferences");
+    for (size_t r = json_array_size(refs); r > 0; r--)
+        if (strcmp(ks_nz(json_string_value(json_object_get(json_array_get(refs, r - 1), "uid"))),
+                   owner_uid) == 0)
+            json_array_remove(refs, r - 1);
+    if (json_array_size(refs) == 0)
+        json_object_del(md, "ownerReferences");
+    ks_store_put(ks, def, key, next);
+}
+
+/* The dependents of owner_uid, in every resource: deleted (foreground) or
+ * orphaned (their references to it removed). Lock held. */
+static void release_dependents(struct ks_server *ks, const char *owner_uid, bool delete)
+{
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *dd = ks->defs[d];
+        json_t *todo = dependents_of(ks, dd, owner_uid);
+        size_t i;
+        json_t *t;
+        json_array_foreach(todo, i, t)
+        {
+            if (delete)
+                delete_obj(ks, dd, json_string_value(t));
+            else
+                strip_owner(ks, dd, json_string_value(t), owner_uid);
+        }
+        json_decref(todo);
+    }
+}
+
+/* A terminating namespace is empty: its spec.finalizers go, then it. */
+static void namespace_done(struct ks_server *ks, const struct ks_res *def, const char *key,
+                           const json_t *cur)
+{
+    json_t *next = json_deep_copy(cur);
+    json_object_del(json_object_get(next, "spec"), "finalizers");
+    ks_store_put(ks, def, key, next);
+    if (json_array_size(json_object_get(json_object_get(next, "metadata"), "finalizers")) == 0)
+        ks_remove_object(ks, def, key);
+}
+
+/* Deletes every object in namespace ns. Lock held. */
+static void delete_namespace_contents(struct ks_server *ks, const char *ns)
+{
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *dd = ks->defs[d];
+        if (!dd->namespaced)
+            continue;
+        json_t *todo = json_array();
+        const char *dk;
+        json_t *o;
+        json_object_foreach((json_t *)ks_store_map(ks, dd->key), dk, o)
+        {
+            if (strcmp(ks_nz(meta_str(o, "namespace")), ns) == 0)
+                json_array_append_new(todo, json_string(dk));
+        }
+        size_t i;
+        json_t *t;
+        json_array_foreach(todo, i, t)
+        {
+            delete_obj(ks, dd, json_string_value(t));
+        }
+        json_decref(todo);
+    }
+}
+
+/* As the garbage collector does when some owners remain: the references to
+ * owners that are gone are dropped. */
+static void drop_dangling(struct ks_server *ks, const struct ks_res *def, const char *key,
+                          const json_t *cur, const json_t *uids)
+{
+    json_t *next = json_deep_copy(cur);
+    json_t *refs = json_object_get(json_object_get(next, "metadata"), "ownerReferences");
+    for (size_t r = json_array_size(refs); r > 0; r--) {
+        const char *u = json_string_value(json_object_get(json_array_get(refs, r - 1), "uid"));
+        if (!u || !json_object_get(uids, u))
+            json_array_remove(refs, r - 1);
+    }
+    if (next)
+        ks_store_put(ks, def, key, next);
+}
+
+static void gc_apply(struct ks_server *ks, const struct gc_index *ix, const struct action *act)
+{
+    const struct ks_res *def = act->def;
+    const char *k = act->key;
+    const json_t *cur = ks_store_get(ks, def->key, k);
+    char *uid = cur && meta_str(cur, "uid") ? ks_strdup(meta_str(cur, "uid")) : NULL;
+    switch (act->what) {
+    case GC_DELETE:
+        delete_obj(ks, def, k);
+        break;
+    case GC_DROP_FOREGROUND:
+        drop_finalizer(ks, def, k, "foregroundDeletion");
+        break;
+    case GC_ORPHAN:
+        if (uid)
+            release_dependents(ks, uid, false);
+        drop_finalizer(ks, def, k, "orphan");
+        break;
+    case GC_DELETE_DEPENDENTS:
+        if (uid)
+            release_dependents(ks, uid, true);
+        break;
+    case GC_NAMESPACE_DONE:
+        namespace_done(ks, def, k, cur);
+        break;
+    case GC_NAMESPACE_CONTENTS:
+        delete_namespace_contents(ks, k);
+        break;
+    case GC_DROP_DANGLING:
+        drop_dangling(ks, def, k, cur, ix->uids);
+        break;
+    case GC_NONE:
+    default:
+        break;
+    }
+    free(uid);
+}
+
+/* One pass of the garbage collector and the namespace controller: plan on
+ * a snapshot of the store, then act; another pass follows when anything
+ * was done. Lock held. */
+static void run_gc(struct ks_server *ks)
+{
+    struct gc_index ix;
+    gc_index_build(ks, &ix);
+    size_t nacts = 0;
+    struct action *acts = gc_plan(ks, &ix, &nacts);
     for (size_t a = 0; a < nacts; a++) {
-        const struct ks_res *def = acts[a].def;
-        const char *k = acts[a].key;
-        const json_t *cur = ks_store_get(ks, def->key, k);
-        const char *uid = cur ? meta_str(cur, "uid") : NULL;
-        char *uidc = uid ? ks_strdup(uid) : NULL;
-        switch (acts[a].what) {
-        case 0:
-            delete_obj(ks, def, k);
-            break;
-        case 1:
-            drop_finalizer(ks, def, k, "foregroundDeletion");
-            break;
-        case 2:
-        case 5: {
-            /* Orphan: strip references; foreground: delete dependents. */
-            for (size_t d = 0; uidc && d < ks->ndefs; d++) {
-                const struct ks_res *dd = ks->defs[d];
-                json_t *m = json_incref(ks_store_map(ks, dd->key));
-                const char *dk;
-                json_t *o;
-                json_t *todo = json_array();
-                json_object_foreach(m, dk, o)
-                {
-                    size_t i;
-                    json_t *ref;
-                    json_array_foreach(
-                        json_object_get(json_object_get(o, "metadata"), "ownerReferences"), i, ref)
-                    {
-                        if (strcmp(ks_nz(json_string_value(json_object_get(ref, "uid"))), uidc) ==
-                            0)
-                            json_array_append_new(todo, json_string(dk));
-                    }
-                }
-                size_t i;
-                json_t *t;
-                json_array_foreach(todo, i, t)
-                {
-                    const char *tk = json_string_value(t);
-                    if (acts[a].what == 5) {
-                        delete_obj(ks, dd, tk);
-                        continue;
-                    }
-                    json_t *next = json_deep_copy(ks_store_get(ks, dd->key, tk));
-                    json_t *md = json_object_get(next, "metadata");
-                    json_t *refs = json_object_get(md, "ownerReferences");
-                    for (size_t r = json_array_size(refs); r > 0; r--)
-                        if (strcmp(ks_nz(json_string_value(
-                                       json_object_get(json_array_get(refs, r - 1), "uid"))),
-                                   uidc) == 0)
-                            json_array_remove(refs, r - 1);
-                    if (json_array_size(refs) == 0)
-                        json_object_del(md, "ownerReferences");
-                    ks_store_put(ks, dd, tk, next);
-                }
-                json_decref(todo);
-                json_decref(m);
-            }
-            if (acts[a].what == 2)
-                drop_finalizer(ks, def, k, "orphan");
-            break;
-        }
-        case 3: {
-            json_t *next = json_deep_copy(cur);
-            json_object_del(json_object_get(next, "spec"), "finalizers");
-            ks_store_put(ks, def, k, next);
-            if (json_array_size(json_object_get(json_object_get(next, "metadata"), "finalizers")) ==
-                0)
-                ks_remove_object(ks, def, k);
-            break;
-        }
-        case 6: {
-            /* As the garbage collector does when some owners remain. */
-            json_t *next = json_deep_copy(cur);
-            json_t *refs = json_object_get(json_object_get(next, "metadata"), "ownerReferences");
-            for (size_t r = json_array_size(refs); r > 0; r--) {
-                const char *u =
-                    json_string_value(json_object_get(json_array_get(refs, r - 1), "uid"));
-                if (!u || !json_object_get(uids, u))
-                    json_array_remove(refs, r - 1);
-            }
-            if (next)
-                ks_store_put(ks, def, k, next);
-            break;
-        }
-        case 4:
-            for (size_t d = 0; d < ks->ndefs; d++) {
-                const struct ks_res *dd = ks->defs[d];
-                if (!dd->namespaced)
-                    continue;
-                json_t *m = json_incref(ks_store_map(ks, dd->key));
-                json_t *todo = json_array();
-                const char *dk;
-                json_t *o;
-                json_object_foreach(m, dk, o)
-                {
-                    if (strcmp(ks_nz(meta_str(o, "namespace")), k) == 0)
-                        json_array_append_new(todo, json_string(dk));
-                }
-                size_t i;
-                json_t *t;
-                json_array_foreach(todo, i, t)
-                {
-                    delete_obj(ks, dd, json_string_value(t));
-                }
-                json_decref(todo);
-                json_decref(m);
-            }
-            break;
-        default:
-            break;
-        }
-        free(uidc);
+        gc_apply(ks, &ix, &acts[a]);
         free(acts[a].key);
     }
     if (nacts)
         ks->gc_dirty = true; /* another pass sees the consequences */
     free(acts);
-    json_decref(uids);
-    json_decref(ns_count);
-    json_decref(dependents);
+    gc_index_free(&ix);
 }
 
 /* ---- deployments ------------------------------------------------------------ */

@@ -620,16 +620,98 @@ static int check_type(const struct ks_res *def, const char *version, json_t *obj
     return rc;
 }
 
-/* CR defaults/pruning/validation for "version"; 0 or a 422 in r. */
-static int cr_schema(const struct ks_res *def, const char *version, json_t *obj, const char *name,
+/*
+ * The request's fieldValidation (--strict-fields: always Strict). 0, or
+ * the apiserver's answer in r: an unsupported value is a 422 as
+ * apimachinery/pkg/apis/meta/v1/validation.ValidateFieldValidation makes it.
+ */
+static int field_validation(struct ks_api_req *q, enum ks_field_validation *mode,
+                            struct ks_reply *r)
+{
+    const char *fv = ks_query(q, "fieldValidation");
+    if (ks_field_validation_parse(fv, mode) != 0) {
+        const char *opts = strcmp(q->verb, "create") == 0  ? "CreateOptions"
+                           : strcmp(q->verb, "patch") == 0 ? "PatchOptions"
+                                                           : "UpdateOptions";
+        char *msg = ks_printf("%s.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
+                              "value: \"%s\": supported values: \"\", \"Ignore\", \"Strict\", "
+                              "\"Warn\"",
+                              opts, fv);
+        ks_reply_status(r, 422, "Invalid", msg, NULL);
+        free(msg);
+        return -EINVAL;
+    }
+    if (q->ks->strict_fields)
+        *mode = KS_FV_STRICT;
+    if (!r->warnings)
+        r->warnings = json_array();
+    return 0;
+}
+
+/* Built-in kinds: the schema check of kschema.c. 0 or the apiserver's
+ * answer in r. */
+static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
+                       const char *name, struct ks_reply *r)
+{
+    enum ks_field_validation mode;
+    if (field_validation(q, &mode, r) != 0)
+        return -EINVAL;
+    struct ks_kcheck c;
+    if (ks_schema_check(def, q->version, obj, mode, r->warnings, &c) == 0)
+        return 0;
+    if (c.code == 422) {
+        reply_invalid(r, def, name, c.causes);
+        c.causes = NULL;
+    } else {
+        reply_bad_request(r, c.message);
+    }
+    ks_kcheck_clear(&c);
+    return -EINVAL;
+}
+
+/*
+ * Custom resources: pruning of the fields the structural schema does not
+ * know, as the apiserver's strict decoding sees them (Strict: 400
+ * 'MyResource in version "v1" cannot be handled as a MyResource: strict
+ * decoding error: unknown field "spec.foo"'; Warn: pruned with a Warning;
+ * Ignore: pruned), then defaults and validation (422). 0 or r filled.
+ */
+static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj, const char *name,
                      struct ks_reply *r)
 {
     if (!def->crd)
         return 0;
-    const struct ks_version *v = ks_res_version(def, version);
+    const struct ks_version *v = ks_res_version(def, q->version);
     if (!v || !v->schema)
         return 0;
-    ks_schema_prune(obj, v->schema);
+    enum ks_field_validation mode;
+    if (field_validation(q, &mode, r) != 0)
+        return -EINVAL;
+    json_t *unknown = json_array();
+    ks_kschema_prune_metadata(obj, unknown);
+    ks_schema_prune_report(obj, v->schema, unknown);
+    if (json_array_size(unknown) && mode == KS_FV_STRICT) {
+        char *list = ks_strdup("");
+        size_t i;
+        json_t *x;
+        json_array_foreach(unknown, i, x)
+        {
+            char *n = ks_printf("%s%s%s", list, i ? ", " : "", json_string_value(x));
+            free(list);
+            list = n;
+        }
+        char *msg = ks_printf("%s in version \"%s\" cannot be handled as a %s: strict decoding "
+                              "error: %s",
+                              def->kind, q->version, def->kind, list);
+        reply_bad_request(r, msg);
+        free(msg);
+        free(list);
+        json_decref(unknown);
+        return -EINVAL;
+    }
+    if (mode == KS_FV_WARN)
+        json_array_extend(r->warnings, unknown);
+    json_decref(unknown);
     ks_schema_default(obj, v->schema);
     json_t *causes = ks_schema_validate(obj, v->schema);
     if (json_array_size(causes)) {
@@ -660,8 +742,10 @@ static int to_storage(struct ks_server *ks, const struct ks_res *def, const json
             ks_schema_default(out, sv->schema);
         }
     }
-    if (def->typed)
+    if (def->typed) {
+        ks_kschema_fill(def, out);
         ks_typed_order(out);
+    }
     *ret = out;
     return 0;
 }
@@ -978,7 +1062,8 @@ static void list_opts_free(struct list_opts *o)
     o->start = NULL;
 }
 
-static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_reply *r)
+static int parse_list_opts(struct ks_api_req *q, const struct ks_res *def, struct list_opts *o,
+                           struct ks_reply *r)
 {
     char *err = NULL;
     memset(o, 0, sizeof(*o));
@@ -986,7 +1071,8 @@ static int parse_list_opts(struct ks_api_req *q, struct list_opts *o, struct ks_
     const char *fs = ks_query(q, "fieldSelector");
     o->filtered = (ls && *ls) || (fs && *fs);
     if (ks_selector_parse(ls, false, &o->labels, &err) != 0 ||
-        ks_selector_parse(fs, true, &o->fields, &err) != 0) {
+        ks_selector_parse(fs, true, &o->fields, &err) != 0 ||
+        ks_selector_check_fields(def, o->fields, &err) != 0) {
         reply_bad_request(r, err);
         free(err);
         return -EINVAL;
@@ -1115,7 +1201,7 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
 {
     struct ks_server *ks = q->ks;
     struct list_opts o;
-    if (parse_list_opts(q, &o, r) != 0) {
+    if (parse_list_opts(q, def, &o, r) != 0) {
         list_opts_free(&o); /* what was parsed before the bad parameter */
         return;
     }
@@ -1332,6 +1418,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     const struct ks_version *ver = ks_res_version(def, q->version);
     if (ver && ver->status)
         json_object_del(obj, "status");
+    if (typed_check(q, def, obj, name, r) != 0)
+        goto out;
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
     builtin_defaults(ks, def, obj, NULL);
@@ -1340,7 +1428,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         reply_invalid(r, def, name, causes);
         goto out;
     }
-    if (cr_schema(def, q->version, obj, name, r) != 0)
+    if (cr_schema(q, def, obj, name, r) != 0)
         goto out;
     if (def->typed)
         ks_typed_order(obj);
@@ -1417,42 +1505,307 @@ static enum patch_kind patch_kind(const char *ct)
     return PATCH_NONE;
 }
 
-static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
-                      enum patch_kind pk, bool dry, struct ks_reply *r)
+/* PUT: the body names the object of the URL; its resourceVersion, if any,
+ * in *ret_rv (CRs require one). 0 or the apiserver's answer in r. */
+static int check_put_body(struct ks_api_req *q, const struct ks_res *def, json_t *body,
+                          const char **ret_rv, struct ks_reply *r)
+{
+    if (check_type(def, q->version, body, r) != 0)
+        return -EINVAL;
+    const char *bname = meta_str(body, "name");
+    if (!bname || strcmp(bname, q->name) != 0) {
+        char *msg = ks_printf("the name of the object (%s) does not match the name on the URL "
+                              "(%s)",
+                              str_or(bname, ""), q->name);
+        reply_bad_request(r, msg);
+        free(msg);
+        return -EINVAL;
+    }
+    const char *bns = meta_str(body, "namespace");
+    if (def->namespaced && bns && *bns && strcmp(bns, q->ns) != 0) {
+        reply_bad_request(r, "the namespace of the provided object does not match the "
+                             "namespace sent on the request");
+        return -EINVAL;
+    }
+    const char *body_rv = meta_str(body, "resourceVersion");
+    if (body_rv && !*body_rv)
+        body_rv = NULL;
+    if (!body_rv && def->crd) {
+        reply_invalid(r, def, q->name,
+                      one_cause("FieldValueInvalid", "metadata.resourceVersion",
+                                "Invalid value: 0x0: must be specified for an update"));
+        return -EINVAL;
+    }
+    *ret_rv = body_rv;
+    return 0;
+}
+
+/* The object the request makes of cur_v (in the request version): the PUT
+ * body or the patched object. NULL with the apiserver's answer in r.
+ * @ref new */
+static json_t *next_object(const json_t *cur_v, json_t *body, enum patch_kind pk,
+                           struct ks_reply *r)
+{
+    json_t *next = NULL;
+    char *err = NULL;
+    switch (pk) {
+    case PATCH_NONE:
+        next = json_deep_copy(body);
+        break;
+    case PATCH_MERGE:
+    case PATCH_APPLY:
+        next = ks_merge_patch(cur_v, body);
+        break;
+    case PATCH_STRATEGIC:
+        next = ks_strategic_patch(cur_v, body, &err);
+        break;
+    case PATCH_JSON:
+        next = ks_json_patch(cur_v, body, &err);
+        break;
+    }
+    if (!next)
+        ks_reply_status(r, pk == PATCH_JSON ? 422 : 400,
+                        pk == PATCH_JSON ? "Invalid" : "BadRequest", err ? err : "bad patch", NULL);
+    free(err);
+    return next;
+}
+
+/* The status subresource's rules: through /status only status changes;
+ * elsewhere status keeps its current value. Returns the (possibly new)
+ * object. @ref steal next, new */
+static json_t *status_rules(json_t *next, const json_t *cur_v, bool status_sub, bool has_status)
+{
+    if (status_sub) {
+        json_t *merged = json_deep_copy(cur_v);
+        json_t *st = json_object_get(next, "status");
+        if (st)
+            json_object_set(merged, "status", st);
+        else
+            json_object_del(merged, "status");
+        json_decref(next);
+        return merged;
+    }
+    if (has_status) {
+        json_t *st = json_object_get(cur_v, "status");
+        if (st)
+            json_object_set(next, "status", st);
+        else
+            json_object_del(next, "status");
+    }
+    return next;
+}
+
+/* Metadata the client cannot change keeps its current value. */
+static void keep_system_metadata(json_t *next, const json_t *cur_v)
+{
+    json_t *nmd = meta(next);
+    json_t *cmd = json_object_get(cur_v, "metadata");
+    static const char *const fixed[] = {"name",
+                                        "namespace",
+                                        "uid",
+                                        "creationTimestamp",
+                                        "deletionTimestamp",
+                                        "deletionGracePeriodSeconds",
+                                        "generation",
+                                        "resourceVersion",
+                                        NULL};
+    for (const char *const *f = fixed; *f; f++) {
+        json_t *v = json_object_get(cmd, *f);
+        if (v)
+            json_object_set(nmd, *f, v);
+        else
+            json_object_del(nmd, *f);
+    }
+    json_object_del(nmd, "managedFields");
+    json_object_del(nmd, "selfLink");
+}
+
+static void reply_modified(struct ks_reply *r, const struct ks_res *def, const char *name)
+{
+    reply_conflict(r, def, name,
+                   "the object has been modified; please apply your changes to the latest "
+                   "version and try again");
+}
+
+/* Stores the updated object if the stored one is still at cur_rv. 0 when
+ * done (r filled), -EAGAIN when another write came first and the request
+ * had no resourceVersion of its own (try again). */
+static int commit_update(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                         json_t *stored, const char *cur_rv, const char *body_rv, bool dry,
+                         struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    pthread_mutex_lock(&ks->lock);
+    const json_t *now_obj = ks_store_get(ks, def->key, key);
+    if (!now_obj || strcmp(str_or(meta_str(now_obj, "resourceVersion"), ""), cur_rv) != 0) {
+        pthread_mutex_unlock(&ks->lock);
+        if (!body_rv)
+            return -EAGAIN;
+        reply_modified(r, def, q->name);
+        return 0;
+    }
+    if (is_crd(def) && !dry) {
+        char *cerr = NULL;
+        if (ks_res_register_crd(ks, stored, &cerr) != 0) {
+            pthread_mutex_unlock(&ks->lock);
+            reply_invalid(r, def, q->name, one_cause("FieldValueInvalid", "spec", cerr));
+            free(cerr);
+            return 0;
+        }
+    }
+    bool deleting =
+        meta_str(stored, "deletionTimestamp") &&
+        json_array_size(json_object_get(json_object_get(stored, "metadata"), "finalizers")) == 0;
+    if (!dry) {
+        json_incref(stored);
+        ks_store_put(ks, def, key, stored);
+        if (deleting)
+            ks_remove_object(ks, def, key);
+        else if (is_crd(def))
+            crd_establish(ks, def, key);
+    }
+    pthread_mutex_unlock(&ks->lock);
+    respond_object(ks, def, stored, q->version, 200, r);
+    return 0;
+}
+
+/* One attempt of an update on the current object: 0 when answered (r
+ * filled), -EAGAIN to try again on a newer object. */
+/* A uid in the object is a precondition: an object deleted and recreated
+ * under the same name is not the one the client read. The storage layer's
+ * Preconditions.Check (staging/src/k8s.io/apiserver/pkg/storage/
+ * interfaces.go) fails with an invalid-object StorageError, which the
+ * registry turns into a 409 (storage/errors InterpretUpdateError). Replies
+ * and returns true when it fails. */
+static bool uid_precondition_failed(const struct ks_res *def, const char *key, json_t *next,
+                                    const json_t *cur_v, const char *name, struct ks_reply *r)
+{
+    const char *nuid = json_string_value(json_object_get(meta(next), "uid"));
+    const char *cuid =
+        str_or(json_string_value(json_object_get(json_object_get(cur_v, "metadata"), "uid")), "");
+    if (!nuid || !*nuid || strcmp(nuid, cuid) == 0)
+        return false;
+    char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: /registry/%s%s%s/%s, "
+                          "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+                          "UID in precondition: %s, UID in object meta: %s",
+                          def->group, *def->group ? "/" : "", def->plural, key, nuid, cuid);
+    reply_conflict(r, def, name, msg);
+    free(msg);
+    return true;
+}
+
+static int update_once(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                       json_t *body, enum patch_kind pk, bool dry, const char *body_rv,
+                       struct ks_reply *r)
 {
     struct ks_server *ks = q->ks;
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
     const struct ks_version *ver = ks_res_version(def, q->version);
     bool has_status = ver && ver->status;
+    json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL;
+    char *err = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&ks->lock);
+    cur = json_incref(ks_store_get(ks, def->key, key));
+    pthread_mutex_unlock(&ks->lock);
+    if (!cur) {
+        if (pk == PATCH_APPLY && !status_sub) {
+            json_t *obj = json_deep_copy(body);
+            if (check_type(def, q->version, obj, r) == 0) {
+                json_object_set_new(meta(obj), "name", json_string(q->name));
+                do_create(q, def, obj, dry, r);
+            }
+            json_decref(obj);
+            return 0;
+        }
+        reply_not_found(r, def, q->name);
+        return 0;
+    }
+    const char *cur_rv = meta_str(cur, "resourceVersion");
+    if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
+        reply_internal(r, err);
+        free(err);
+        goto out;
+    }
+
+    /* Build the new object in the request version. */
+    next = next_object(cur_v, body, pk, r);
+    if (!next)
+        goto out;
+    if (pk != PATCH_NONE) {
+        const char *prv = meta_str(next, "resourceVersion");
+        if (prv && *prv && strcmp(prv, cur_rv) != 0)
+            body_rv = "patch";
+        if (check_type(def, q->version, next, r) != 0)
+            goto out;
+    }
+    if (typed_check(q, def, next, q->name, r) != 0)
+        goto out;
+    if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
+        reply_modified(r, def, q->name);
+        goto out;
+    }
+    next = status_rules(next, cur_v, status_sub, has_status);
+    if (uid_precondition_failed(def, key, next, cur_v, q->name, r))
+        goto out;
+    keep_system_metadata(next, cur_v);
+    if (is_crd(def)) {
+        json_t *st = json_object_get(cur_v, "status");
+        /* A copy: storedVersions may grow below, cur_v stays as read. */
+        if (st && !status_sub)
+            json_object_set_new(next, "status", json_deep_copy(st));
+        json_t *sv_causes = crd_stored_versions(next, !status_sub);
+        if (sv_causes) {
+            reply_invalid(r, def, q->name, sv_causes);
+            goto out;
+        }
+    }
+    builtin_defaults(ks, def, next, cur_v);
+    json_t *causes = builtin_validate(def, next);
+    if (causes) {
+        reply_invalid(r, def, q->name, causes);
+        goto out;
+    }
+    if (cr_schema(q, def, next, q->name, r) != 0)
+        goto out;
+    if (def->generation && spec_changed(cur_v, next))
+        json_object_set_new(meta(next), "generation",
+                            json_integer(json_integer_value(json_object_get(
+                                             json_object_get(cur_v, "metadata"), "generation")) +
+                                         1));
+    if (def->typed)
+        ks_typed_order(next);
+    if (same_object(next, cur_v) && in_storage_version(def, cur)) {
+        /* A no-op write does not bump the resourceVersion: etcd3's
+         * GuaranteedUpdate compares the encoded bytes, which are in the
+         * storage version. An object still stored in an older version
+         * differs there, so the same no-op rewrites it in the current
+         * one (what storage version migration relies on). */
+        ks_reply_json(r, 200, cur_v, !def->typed);
+        goto out;
+    }
+    if (admit(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
+        goto out;
+    if (to_storage(ks, def, next, q->version, &stored, r) != 0)
+        goto out;
+    rc = commit_update(q, def, key, stored, cur_rv, body_rv, dry, r);
+out:
+    json_decref(cur);
+    json_decref(cur_v);
+    json_decref(next);
+    json_decref(stored);
+    return rc;
+}
+
+static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
+                      enum patch_kind pk, bool dry, struct ks_reply *r)
+{
     const char *body_rv = NULL;
 
     if (pk == PATCH_NONE) {
-        if (check_type(def, q->version, body, r) != 0)
+        if (check_put_body(q, def, body, &body_rv, r) != 0)
             return;
-        const char *bname = meta_str(body, "name");
-        if (!bname || strcmp(bname, q->name) != 0) {
-            char *msg = ks_printf("the name of the object (%s) does not match the name on the URL "
-                                  "(%s)",
-                                  str_or(bname, ""), q->name);
-            reply_bad_request(r, msg);
-            free(msg);
-            return;
-        }
-        const char *bns = meta_str(body, "namespace");
-        if (def->namespaced && bns && *bns && strcmp(bns, q->ns) != 0) {
-            reply_bad_request(r, "the namespace of the provided object does not match the "
-                                 "namespace sent on the request");
-            return;
-        }
-        body_rv = meta_str(body, "resourceVersion");
-        if (body_rv && !*body_rv)
-            body_rv = NULL;
-        if (!body_rv && def->crd) {
-            reply_invalid(r, def, q->name,
-                          one_cause("FieldValueInvalid", "metadata.resourceVersion",
-                                    "Invalid value: 0x0: must be specified for an update"));
-            return;
-        }
     } else if (pk == PATCH_STRATEGIC && !def->typed) {
         ks_reply_status(r, 415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media types "
@@ -1461,216 +1814,10 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
                         NULL);
         return;
     }
-
-    for (int attempt = 0; attempt < 8; attempt++) {
-        json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL;
-        char *err = NULL;
-        bool done = true;
-
-        pthread_mutex_lock(&ks->lock);
-        cur = json_incref(ks_store_get(ks, def->key, key));
-        pthread_mutex_unlock(&ks->lock);
-        if (!cur) {
-            if (pk == PATCH_APPLY && !status_sub) {
-                json_t *obj = json_deep_copy(body);
-                if (check_type(def, q->version, obj, r) == 0) {
-                    json_object_set_new(meta(obj), "name", json_string(q->name));
-                    do_create(q, def, obj, dry, r);
-                }
-                json_decref(obj);
-                return;
-            }
-            reply_not_found(r, def, q->name);
+    for (int attempt = 0; attempt < 8; attempt++)
+        if (update_once(q, def, key, body, pk, dry, body_rv, r) == 0)
             return;
-        }
-        const char *cur_rv = meta_str(cur, "resourceVersion");
-        if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
-            reply_internal(r, err);
-            free(err);
-            goto next_attempt;
-        }
-
-        /* Build the new object in the request version. */
-        switch (pk) {
-        case PATCH_NONE:
-            next = json_deep_copy(body);
-            break;
-        case PATCH_MERGE:
-        case PATCH_APPLY:
-            next = ks_merge_patch(cur_v, body);
-            break;
-        case PATCH_STRATEGIC:
-            next = ks_strategic_patch(cur_v, body, &err);
-            break;
-        case PATCH_JSON:
-            next = ks_json_patch(cur_v, body, &err);
-            break;
-        }
-        if (!next) {
-            ks_reply_status(r, pk == PATCH_JSON ? 422 : 400,
-                            pk == PATCH_JSON ? "Invalid" : "BadRequest", err ? err : "bad patch",
-                            NULL);
-            free(err);
-            goto next_attempt;
-        }
-        if (pk != PATCH_NONE) {
-            const char *prv = meta_str(next, "resourceVersion");
-            if (prv && *prv && strcmp(prv, cur_rv) != 0)
-                body_rv = "patch";
-            if (check_type(def, q->version, next, r) != 0)
-                goto next_attempt;
-        }
-        if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
-            reply_conflict(r, def, q->name,
-                           "the object has been modified; please apply your changes to the "
-                           "latest version and try again");
-            goto next_attempt;
-        }
-        if (status_sub) {
-            /* Only status changes through /status. */
-            json_t *merged = json_deep_copy(cur_v);
-            json_t *st = json_object_get(next, "status");
-            if (st)
-                json_object_set(merged, "status", st);
-            else
-                json_object_del(merged, "status");
-            json_decref(next);
-            next = merged;
-        } else if (has_status) {
-            json_t *st = json_object_get(cur_v, "status");
-            if (st)
-                json_object_set(next, "status", st);
-            else
-                json_object_del(next, "status");
-        }
-        /* Metadata the client cannot change. */
-        json_t *nmd = meta(next);
-        json_t *cmd = json_object_get(cur_v, "metadata");
-        /* A uid in the object is a precondition: an object deleted and
-         * recreated under the same name is not the one the client read.
-         * The storage layer's Preconditions.Check
-         * (staging/src/k8s.io/apiserver/pkg/storage/interfaces.go) fails
-         * with an invalid-object StorageError, which the registry turns
-         * into a 409 (storage/errors InterpretUpdateError). */
-        const char *nuid = json_string_value(json_object_get(nmd, "uid"));
-        const char *cuid = str_or(json_string_value(json_object_get(cmd, "uid")), "");
-        if (nuid && *nuid && strcmp(nuid, cuid) != 0) {
-            char *msg =
-                ks_printf("StorageError: invalid object, Code: 4, Key: /registry/%s%s%s/%s, "
-                          "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
-                          "UID in precondition: %s, UID in object meta: %s",
-                          def->group, *def->group ? "/" : "", def->plural, key, nuid, cuid);
-            reply_conflict(r, def, q->name, msg);
-            free(msg);
-            goto next_attempt;
-        }
-        static const char *const fixed[] = {"name",
-                                            "namespace",
-                                            "uid",
-                                            "creationTimestamp",
-                                            "deletionTimestamp",
-                                            "deletionGracePeriodSeconds",
-                                            "generation",
-                                            "resourceVersion",
-                                            NULL};
-        for (const char *const *f = fixed; *f; f++) {
-            json_t *v = json_object_get(cmd, *f);
-            if (v)
-                json_object_set(nmd, *f, v);
-            else
-                json_object_del(nmd, *f);
-        }
-        json_object_del(nmd, "managedFields");
-        json_object_del(nmd, "selfLink");
-        if (is_crd(def)) {
-            json_t *st = json_object_get(cur_v, "status");
-            /* A copy: storedVersions may grow below, cur_v stays as read. */
-            if (st && !status_sub)
-                json_object_set_new(next, "status", json_deep_copy(st));
-            json_t *sv_causes = crd_stored_versions(next, !status_sub);
-            if (sv_causes) {
-                reply_invalid(r, def, q->name, sv_causes);
-                goto next_attempt;
-            }
-        }
-        builtin_defaults(ks, def, next, cur_v);
-        json_t *causes = builtin_validate(def, next);
-        if (causes) {
-            reply_invalid(r, def, q->name, causes);
-            goto next_attempt;
-        }
-        if (cr_schema(def, q->version, next, q->name, r) != 0)
-            goto next_attempt;
-        if (def->generation && spec_changed(cur_v, next))
-            json_object_set_new(
-                nmd, "generation",
-                json_integer(json_integer_value(json_object_get(cmd, "generation")) + 1));
-        if (def->typed)
-            ks_typed_order(next);
-        if (same_object(next, cur_v) && in_storage_version(def, cur)) {
-            /* A no-op write does not bump the resourceVersion: etcd3's
-             * GuaranteedUpdate compares the encoded bytes, which are in the
-             * storage version. An object still stored in an older version
-             * differs there, so the same no-op rewrites it in the current
-             * one (what storage version migration relies on). */
-            ks_reply_json(r, 200, cur_v, !def->typed);
-            goto next_attempt;
-        }
-        if (admit(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
-            goto next_attempt;
-        if (to_storage(ks, def, next, q->version, &stored, r) != 0)
-            goto next_attempt;
-
-        pthread_mutex_lock(&ks->lock);
-        const json_t *now_obj = ks_store_get(ks, def->key, key);
-        if (!now_obj || strcmp(str_or(meta_str(now_obj, "resourceVersion"), ""), cur_rv) != 0) {
-            pthread_mutex_unlock(&ks->lock);
-            if (body_rv) {
-                reply_conflict(r, def, q->name,
-                               "the object has been modified; please apply your changes to the "
-                               "latest version and try again");
-            } else {
-                done = false;
-            }
-            goto next_attempt;
-        }
-        if (is_crd(def) && !dry) {
-            char *cerr = NULL;
-            if (ks_res_register_crd(ks, stored, &cerr) != 0) {
-                pthread_mutex_unlock(&ks->lock);
-                reply_invalid(r, def, q->name, one_cause("FieldValueInvalid", "spec", cerr));
-                free(cerr);
-                goto next_attempt;
-            }
-        }
-        bool deleting = meta_str(stored, "deletionTimestamp") &&
-                        json_array_size(json_object_get(json_object_get(stored, "metadata"),
-                                                        "finalizers")) == 0;
-        if (!dry) {
-            if (deleting) {
-                json_incref(stored);
-                ks_store_put(ks, def, key, stored);
-                ks_remove_object(ks, def, key);
-            } else {
-                json_incref(stored);
-                ks_store_put(ks, def, key, stored);
-                if (is_crd(def))
-                    crd_establish(ks, def, key);
-            }
-        }
-        pthread_mutex_unlock(&ks->lock);
-        respond_object(ks, def, stored, q->version, 200, r);
-    next_attempt:
-        json_decref(cur);
-        json_decref(cur_v);
-        json_decref(next);
-        json_decref(stored);
-        if (done)
-            return;
-    }
-    reply_conflict(r, def, q->name,
-                   "the object has been modified; please apply your changes to the latest "
-                   "version and try again");
+    reply_modified(r, def, q->name);
 }
 
 /* ---- delete --------------------------------------------------------------------- */
@@ -1850,7 +1997,7 @@ static void do_delete_collection(struct ks_api_req *q, const struct ks_res *def,
 {
     struct ks_server *ks = q->ks;
     struct list_opts o;
-    if (parse_list_opts(q, &o, r) != 0) {
+    if (parse_list_opts(q, def, &o, r) != 0) {
         list_opts_free(&o); /* what was parsed before the bad parameter */
         return;
     }

@@ -82,9 +82,23 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *
     json_t *w;
     json_array_foreach(r->warnings, i, w)
     {
-        char *h = ks_printf("299 - \"%s\"", json_string_value(w));
-        MHD_add_response_header(resp, "Warning", h);
-        free(h);
+        /* apimachinery/pkg/util/net/http.go NewWarningHeader: the text is
+         * quoted as Go's strconv.Quote does (\" and \\ escaped). */
+        const char *t = json_string_value(w);
+        size_t n = strlen(t);
+        char *q = malloc(2 * n + 16);
+        if (!q)
+            abort();
+        size_t o = (size_t)snprintf(q, 16, "299 - \"");
+        for (size_t j = 0; j < n; j++) {
+            if (t[j] == '"' || t[j] == '\\')
+                q[o++] = '\\';
+            q[o++] = t[j];
+        }
+        q[o++] = '"';
+        q[o] = '\0';
+        MHD_add_response_header(resp, "Warning", q);
+        free(q);
     }
     enum MHD_Result ret = MHD_queue_response(conn, r->code ? r->code : 500, resp);
     MHD_destroy_response(resp);
@@ -370,6 +384,21 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     }
     if (n == 2 && strcmp(segs[0], "_kubesim") == 0) {
         kubesim_endpoint(ks, conn, method, segs[1], ctx, r);
+        goto out;
+    }
+    if (n == 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v2") == 0) {
+        /* JSON only: a client that accepts nothing but the protobuf form
+         * gets 406 (and kubectl then uses /openapi/v3). */
+        const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+        if (acc && !strstr(acc, "json") && !strstr(acc, "*/*")) {
+            ks_reply_status(r, 406, "NotAcceptable",
+                            "only the following media types are accepted: application/json", NULL);
+            goto out;
+        }
+        pthread_mutex_lock(&ks->lock);
+        doc = ks_openapi_v2(ks);
+        pthread_mutex_unlock(&ks->lock);
+        ks_reply_json(r, 200, doc, false);
         goto out;
     }
     if (n >= 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v3") == 0) {

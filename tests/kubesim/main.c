@@ -34,6 +34,8 @@ static const char usage[] =
     "  --webhook-idle-timeout DUR    close pooled webhook connections idle that long\n"
     "                                (default 90s)\n"
     "  --tracing                     send a W3C traceparent on webhook calls\n"
+    "  --strict-fields               check every write of a built-in kind as with\n"
+    "                                fieldValidation=Strict (tests of kop's own writes)\n"
     "  --webhook-skip-idle-check     test hook: reuse pooled webhook connections without\n"
     "                                first noticing that the server closed them\n"
     "  --deployment-ready-delay DUR  Deployment status delay (default 200ms)\n"
@@ -116,6 +118,9 @@ static int run(int argc, char **argv)
             takes = false;
         } else if (strcmp(a, "--tracing") == 0) {
             ks->tracing = true;
+            takes = false;
+        } else if (strcmp(a, "--strict-fields") == 0) {
+            ks->strict_fields = true;
             takes = false;
         } else if (strcmp(a, "--webhook-skip-idle-check") == 0) {
             ks->skip_idle_check = true;

@@ -707,8 +707,7 @@ json_t *ks_openapi_root(struct ks_server *ks)
  * A spec3 document with one PATCH operation per resource that lists the
  * fieldValidation query parameter: kubectl checks this to decide that the
  * server validates (it then sends fieldValidation=Strict and skips its own
- * schema validation). No schemas: kubectl falls back to its compiled-in
- * types for strategic merge patches.
+ * schema validation), and the built-in kinds' schemas (kubectl explain).
  */
 json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *version)
 {
@@ -739,6 +738,17 @@ json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *versi
         json_decref(paths);
         return NULL;
     }
-    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:{}}}", "openapi", "3.0.0", "info", "title",
-                     "Kubernetes", "version", "v1.32.3", "paths", paths, "components", "schemas");
+    /* The schemas of the built-in kinds (kschema.c): every document
+     * carries all of them, so that references resolve in any of them. */
+    return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:o}}", "openapi", "3.0.0", "info", "title",
+                     "Kubernetes", "version", "v1.32.3", "paths", paths, "components", "schemas",
+                     ks_kschema_openapi(true));
+}
+
+/* Swagger 2.0 with the same definitions (/openapi/v2, JSON only). */
+json_t *ks_openapi_v2(struct ks_server *ks)
+{
+    (void)ks;
+    return json_pack("{s:s,s:{s:s,s:s},s:{},s:o}", "swagger", "2.0", "info", "title", "Kubernetes",
+                     "version", "v1.32.3", "paths", "definitions", ks_kschema_openapi(false));
 }

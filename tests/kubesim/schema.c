@@ -85,7 +85,30 @@ void ks_schema_default(json_t *obj, const json_t *schema)
     }
 }
 
-static void prune(json_t *v, const json_t *s)
+/* path: the JSON path of v (list indices in brackets), a buffer of
+ * PATH_LEN extended in place; unknown: where "unknown field \"PATH\""
+ * goes for every member dropped, or NULL. */
+#define PATH_LEN 1024
+
+static void path_key(char *path, size_t *saved, const char *key)
+{
+    *saved = strlen(path);
+    snprintf(path + *saved, PATH_LEN - *saved, "%s%s", *saved ? "." : "", key);
+}
+
+static void path_index(char *path, size_t *saved, size_t idx)
+{
+    *saved = strlen(path);
+    snprintf(path + *saved, PATH_LEN - *saved, "[%zu]", idx);
+}
+
+static void dropped(json_t *unknown, const char *path)
+{
+    if (unknown)
+        json_array_append_new(unknown, json_sprintf("unknown field \"%s\"", path));
+}
+
+static void prune(json_t *v, const json_t *s, char *path, json_t *unknown)
 {
     if (!json_is_object(s) || is_true(s, "x-kubernetes-preserve-unknown-fields") ||
         is_true(s, "x-kubernetes-int-or-string"))
@@ -100,33 +123,41 @@ static void prune(json_t *v, const json_t *s)
         json_object_foreach_safe(v, tmp, k, x)
         {
             const json_t *ps = json_object_get(props, k);
+            size_t saved;
+            path_key(path, &saved, k);
             if (ps) {
-                prune(x, ps);
+                prune(x, ps, path, unknown);
             } else if (json_is_object(ap)) {
-                prune(x, ap);
+                prune(x, ap, path, unknown);
             } else if (json_is_true(ap) ||
                        (embedded && (strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0 ||
                                      strcmp(k, "metadata") == 0))) {
-                continue;
+                /* kept */
             } else {
+                dropped(unknown, path);
                 json_object_del(v, k);
             }
+            path[saved] = '\0';
         }
     } else if (json_is_array(v)) {
         size_t i;
         json_t *x;
         json_array_foreach(v, i, x)
         {
-            prune(x, json_object_get(s, "items"));
+            size_t saved;
+            path_index(path, &saved, i);
+            prune(x, json_object_get(s, "items"), path, unknown);
+            path[saved] = '\0';
         }
     }
 }
 
-void ks_schema_prune(json_t *obj, const json_t *schema)
+void ks_schema_prune_report(json_t *obj, const json_t *schema, json_t *unknown)
 {
     if (!json_is_object(obj) || !json_is_object(schema))
         return;
     const json_t *props = json_object_get(schema, "properties");
+    char path[PATH_LEN] = "";
     const char *k;
     json_t *x;
     void *tmp;
@@ -135,11 +166,21 @@ void ks_schema_prune(json_t *obj, const json_t *schema)
         if (strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0 || strcmp(k, "metadata") == 0)
             continue;
         const json_t *ps = json_object_get(props, k);
-        if (ps)
-            prune(x, ps);
-        else if (!is_true(schema, "x-kubernetes-preserve-unknown-fields"))
+        size_t saved;
+        path_key(path, &saved, k);
+        if (ps) {
+            prune(x, ps, path, unknown);
+        } else if (!is_true(schema, "x-kubernetes-preserve-unknown-fields")) {
+            dropped(unknown, path);
             json_object_del(obj, k);
+        }
+        path[saved] = '\0';
     }
+}
+
+void ks_schema_prune(json_t *obj, const json_t *schema)
+{
+    ks_schema_prune_report(obj, schema, NULL);
 }
 
 /* ---- validation ------------------------------------------------------------ */

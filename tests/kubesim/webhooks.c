@@ -662,15 +662,60 @@ static void admit_error(int *ret_code, char **ret_body, const char *name, const 
     free(msg);
 }
 
-int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings, int *ret_code,
-             char **ret_body)
+/* The version of the request the webhook is called with: the request's if
+ * a rule matches it, else (matchPolicy Equivalent) the first served
+ * version a rule matches; NULL when none. */
+static const char *hook_version(const struct ks_admit_req *ar, const json_t *hook)
+{
+    const json_t *rules = json_object_get(hook, "rules");
+    const char *chosen = NULL;
+    size_t r;
+    json_t *rule;
+    json_array_foreach(rules, r, rule)
+    {
+        if (rule_match(rule, ar->def, ar->version, ar->operation, ar->subresource))
+            chosen = ar->version;
+    }
+    if (chosen || strcmp(jstr(hook, "matchPolicy"), "Exact") == 0)
+        return chosen;
+    for (size_t v = 0; v < ar->def->nversions && !chosen; v++) {
+        if (!ar->def->versions[v].served)
+            continue;
+        json_array_foreach(rules, r, rule)
+        {
+            if (!chosen && rule_match(rule, ar->def, ar->def->versions[v].name, ar->operation,
+                                      ar->subresource))
+                chosen = ar->def->versions[v].name;
+        }
+    }
+    return chosen;
+}
+
+/* The webhook's namespaceSelector and objectSelector let the request in. */
+static bool hook_selects(const struct ks_admit_req *ar, const json_t *hook, const json_t *ns_labels)
+{
+    const json_t *labels_new = json_object_get(json_object_get(ar->obj, "metadata"), "labels");
+    const json_t *labels_old = json_object_get(json_object_get(ar->old, "metadata"), "labels");
+    if (ar->def->namespaced &&
+        !label_selector_match(json_object_get(hook, "namespaceSelector"), ns_labels))
+        return false;
+    if (strcmp(ar->def->key, "namespaces") == 0 &&
+        !label_selector_match(json_object_get(hook, "namespaceSelector"),
+                              labels_new ? labels_new : labels_old))
+        return false;
+    const json_t *os = json_object_get(hook, "objectSelector");
+    if (json_is_object(os) && !label_selector_match(os, labels_new) &&
+        !label_selector_match(os, labels_old))
+        return false;
+    return true;
+}
+
+/* The validating webhooks that apply to the request, in order. */
+static struct match *collect_matches(struct ks_server *ks, const struct ks_admit_req *ar,
+                                     size_t *ret_n)
 {
     struct match *matches = NULL;
     size_t nmatches = 0;
-    int rc = 0;
-    const json_t *labels_new = json_object_get(json_object_get(ar->obj, "metadata"), "labels");
-    const json_t *labels_old = json_object_get(json_object_get(ar->old, "metadata"), "labels");
-
     pthread_mutex_lock(&ks->lock);
     json_t *ns_labels = NULL;
     if (ar->def->namespaced && *ar->ns)
@@ -687,39 +732,8 @@ int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnin
         json_t *hook;
         json_array_foreach(json_object_get(cfg, "webhooks"), i, hook)
         {
-            const json_t *rules = json_object_get(hook, "rules");
-            const char *chosen = NULL;
-            size_t r;
-            json_t *rule;
-            json_array_foreach(rules, r, rule)
-            {
-                if (rule_match(rule, ar->def, ar->version, ar->operation, ar->subresource))
-                    chosen = ar->version;
-            }
-            if (!chosen && strcmp(jstr(hook, "matchPolicy"), "Exact") != 0) {
-                for (size_t v = 0; v < ar->def->nversions && !chosen; v++) {
-                    if (!ar->def->versions[v].served)
-                        continue;
-                    json_array_foreach(rules, r, rule)
-                    {
-                        if (!chosen && rule_match(rule, ar->def, ar->def->versions[v].name,
-                                                  ar->operation, ar->subresource))
-                            chosen = ar->def->versions[v].name;
-                    }
-                }
-            }
-            if (!chosen)
-                continue;
-            if (ar->def->namespaced &&
-                !label_selector_match(json_object_get(hook, "namespaceSelector"), ns_labels))
-                continue;
-            if (strcmp(ar->def->key, "namespaces") == 0 &&
-                !label_selector_match(json_object_get(hook, "namespaceSelector"),
-                                      labels_new ? labels_new : labels_old))
-                continue;
-            const json_t *os = json_object_get(hook, "objectSelector");
-            if (json_is_object(os) && !label_selector_match(os, labels_new) &&
-                !label_selector_match(os, labels_old))
+            const char *chosen = hook_version(ar, hook);
+            if (!chosen || !hook_selects(ar, hook, ns_labels))
                 continue;
             struct match *nm = realloc(matches, (nmatches + 1) * sizeof(*nm));
             if (!nm)
@@ -732,155 +746,192 @@ int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnin
     }
     json_decref(ns_labels);
     pthread_mutex_unlock(&ks->lock);
+    *ret_n = nmatches;
+    return matches;
+}
 
-    for (size_t m = 0; m < nmatches && rc == 0; m++) {
-        const json_t *hook = matches[m].hook;
-        const char *name = jstr(hook, "name");
-        bool ignore = strcmp(jstr(hook, "failurePolicy"), "Ignore") == 0;
-        long timeout = json_is_integer(json_object_get(hook, "timeoutSeconds"))
-                           ? (long)json_integer_value(json_object_get(hook, "timeoutSeconds"))
-                           : 10;
-        const char *rv = review_version(json_object_get(hook, "admissionReviewVersions"), NULL);
-        char *reason = NULL;
-        json_t *obj = NULL, *old = NULL;
-        char *resp_txt = NULL;
-        json_t *resp = NULL;
-        char *cerr = NULL;
+/* The AdmissionReview for one webhook (obj and old in its version, or
+ * NULL). @ref new */
+static json_t *build_review(const struct ks_admit_req *ar, const char *version,
+                            const char *review_av, const char *uid, json_t *obj, json_t *old)
+{
+    json_t *req = json_object();
+    json_object_set_new(req, "uid", json_string(uid));
+    json_object_set_new(req, "kind",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", version,
+                                  "kind", ar->def->kind));
+    json_object_set_new(req, "resource",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", version,
+                                  "resource", ar->def->plural));
+    if (*ar->subresource)
+        json_object_set_new(req, "subResource", json_string(ar->subresource));
+    json_object_set_new(req, "requestKind",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", ar->version,
+                                  "kind", ar->def->kind));
+    json_object_set_new(req, "requestResource",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", ar->version,
+                                  "resource", ar->def->plural));
+    if (*ar->subresource)
+        json_object_set_new(req, "requestSubResource", json_string(ar->subresource));
+    json_object_set_new(req, "name", json_string(ar->name ? ar->name : ""));
+    if (*ar->ns)
+        json_object_set_new(req, "namespace", json_string(ar->ns));
+    json_object_set_new(req, "operation", json_string(ar->operation));
+    json_object_set_new(req, "userInfo",
+                        json_pack("{s:s,s:[s,s]}", "username", "kubernetes-admin", "groups",
+                                  "kubeadm:cluster-admins", "system:authenticated"));
+    json_object_set_new(req, "object", obj ? json_incref(obj) : json_null());
+    json_object_set_new(req, "oldObject", old ? json_incref(old) : json_null());
+    json_object_set_new(req, "dryRun", json_boolean(ar->dry_run));
+    const char *okind = strcmp(ar->operation, "CREATE") == 0   ? "CreateOptions"
+                        : strcmp(ar->operation, "UPDATE") == 0 ? "UpdateOptions"
+                                                               : "DeleteOptions";
+    json_t *opts = json_pack("{s:s,s:s}", "kind", okind, "apiVersion", "meta.k8s.io/v1");
+    if (ar->field_manager && strcmp(okind, "DeleteOptions") != 0)
+        json_object_set_new(opts, "fieldManager", json_string(ar->field_manager));
+    if (strcmp(okind, "DeleteOptions") == 0)
+        json_object_set_new(opts, "propagationPolicy", json_string("Background"));
+    json_object_set_new(req, "options", opts);
+    return json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion", review_av, "request",
+                     req);
+}
 
-        if (!rv) {
-            reason = ks_strdup("webhook does not accept v1 or v1beta1 AdmissionReview");
-            goto failed;
-        }
-        if (ar->obj && ks_convert_one(ks, ar->def, ar->obj, matches[m].version, &obj, &cerr) != 0) {
-            reason = cerr;
-            goto failed;
-        }
-        if (ar->old && ks_convert_one(ks, ar->def, ar->old, matches[m].version, &old, &cerr) != 0) {
-            reason = cerr;
-            goto failed;
-        }
-        char uid[40];
-        ks_uuid(uid, sizeof(uid));
-        char *review_av = ks_printf("admission.k8s.io/%s", rv);
-        json_t *req = json_object();
-        json_object_set_new(req, "uid", json_string(uid));
-        json_object_set_new(req, "kind",
-                            json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version",
-                                      matches[m].version, "kind", ar->def->kind));
-        json_object_set_new(req, "resource",
-                            json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version",
-                                      matches[m].version, "resource", ar->def->plural));
-        if (*ar->subresource)
-            json_object_set_new(req, "subResource", json_string(ar->subresource));
-        json_object_set_new(req, "requestKind",
-                            json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version",
-                                      ar->version, "kind", ar->def->kind));
-        json_object_set_new(req, "requestResource",
-                            json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version",
-                                      ar->version, "resource", ar->def->plural));
-        if (*ar->subresource)
-            json_object_set_new(req, "requestSubResource", json_string(ar->subresource));
-        json_object_set_new(req, "name", json_string(ar->name ? ar->name : ""));
-        if (*ar->ns)
-            json_object_set_new(req, "namespace", json_string(ar->ns));
-        json_object_set_new(req, "operation", json_string(ar->operation));
-        json_object_set_new(req, "userInfo",
-                            json_pack("{s:s,s:[s,s]}", "username", "kubernetes-admin", "groups",
-                                      "kubeadm:cluster-admins", "system:authenticated"));
-        json_object_set_new(req, "object", obj ? json_incref(obj) : json_null());
-        json_object_set_new(req, "oldObject", old ? json_incref(old) : json_null());
-        json_object_set_new(req, "dryRun", json_boolean(ar->dry_run));
-        const char *okind = strcmp(ar->operation, "CREATE") == 0   ? "CreateOptions"
-                            : strcmp(ar->operation, "UPDATE") == 0 ? "UpdateOptions"
-                                                                   : "DeleteOptions";
-        json_t *opts = json_pack("{s:s,s:s}", "kind", okind, "apiVersion", "meta.k8s.io/v1");
-        if (ar->field_manager && strcmp(okind, "DeleteOptions") != 0)
-            json_object_set_new(opts, "fieldManager", json_string(ar->field_manager));
-        if (strcmp(okind, "DeleteOptions") == 0)
-            json_object_set_new(opts, "propagationPolicy", json_string("Background"));
-        json_object_set_new(req, "options", opts);
-        json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion",
-                                   review_av, "request", req);
-        char *payload = ks_dump(review, false, NULL);
-        json_decref(review);
-        int crc = call_webhook(ks, json_object_get(hook, "clientConfig"), timeout, payload,
-                               &resp_txt, &cerr);
-        free(payload);
-        if (crc != 0) {
-            reason = ks_printf("failed to call webhook: %s", cerr);
-            free(cerr);
-            free(review_av);
-            goto failed;
-        }
-        resp = json_loads(resp_txt, 0, NULL);
-        const json_t *response = json_object_get(resp, "response");
-        if (!json_is_object(resp)) {
-            reason = ks_strdup("received invalid webhook response: couldn't get version/kind; "
-                               "json parse error");
-        } else if (strcmp(jstr(resp, "apiVersion"), review_av) != 0 ||
-                   strcmp(jstr(resp, "kind"), "AdmissionReview") != 0) {
-            char *got = gvk_string(jstr(resp, "apiVersion"), jstr(resp, "kind"));
-            reason = ks_printf("received invalid webhook response: expected webhook response of "
-                               "admission.k8s.io/%s, Kind=AdmissionReview, got %s",
-                               rv, got);
-            free(got);
-        } else if (!json_is_object(response)) {
-            reason = ks_strdup("received invalid webhook response: webhook response was absent");
-        } else if (strcmp(jstr(response, "uid"), uid) != 0) {
-            reason = ks_printf("received invalid webhook response: expected response.uid=\"%s\", "
-                               "got \"%s\"",
-                               uid, jstr(response, "uid"));
-        } else if (json_object_get(response, "patch") &&
-                   !json_is_null(json_object_get(response, "patch"))) {
-            reason = ks_strdup("received invalid webhook response: validating webhook may not "
-                               "return a patch");
-        }
-        free(review_av);
-        if (reason)
-            goto failed;
-        size_t wi;
-        json_t *wv;
-        json_array_foreach(json_object_get(response, "warnings"), wi, wv)
-        {
-            if (json_is_string(wv))
-                json_array_append(warnings, wv);
-        }
-        if (!json_is_true(json_object_get(response, "allowed"))) {
-            const json_t *st = json_object_get(response, "status");
-            const char *msg = jstr(st, "message");
-            const char *rsn = jstr(st, "reason");
-            char *full =
-                *msg   ? ks_printf("admission webhook \"%s\" denied the request: %s", name, msg)
-                : *rsn ? ks_printf("admission webhook \"%s\" denied the request: %s", name, rsn)
-                       : ks_printf("admission webhook \"%s\" denied the request without "
-                                   "explanation",
-                                   name);
-            int code = json_is_integer(json_object_get(st, "code"))
-                           ? (int)json_integer_value(json_object_get(st, "code"))
-                           : 400;
-            if (code < 400)
-                code = 400;
-            json_t *details = json_deep_copy(json_object_get(st, "details"));
-            *ret_code = code;
-            *ret_body = ks_status_body(code, "Failure", rsn, full, details, NULL);
-            free(full);
-            rc = -EPERM;
-        }
-        goto next;
-    failed:
-        if (!ignore) {
-            admit_error(ret_code, ret_body, name, reason);
-            rc = -EPERM;
-        } else if (ks->verbose) {
-            fprintf(stderr, "kubesim: ignoring webhook %s: %s\n", name, reason);
-        }
-    next:
-        free(reason);
-        free(resp_txt);
-        json_decref(resp);
-        json_decref(obj);
-        json_decref(old);
+/* What is wrong with a webhook's answer (the apiserver's "received
+ * invalid webhook response" texts), malloc'd, or NULL. */
+static char *response_error(const json_t *resp, const char *review_av, const char *rv,
+                            const char *uid)
+{
+    const json_t *response = json_object_get(resp, "response");
+    if (!json_is_object(resp))
+        return ks_strdup("received invalid webhook response: couldn't get version/kind; json "
+                         "parse error");
+    if (strcmp(jstr(resp, "apiVersion"), review_av) != 0 ||
+        strcmp(jstr(resp, "kind"), "AdmissionReview") != 0) {
+        char *got = gvk_string(jstr(resp, "apiVersion"), jstr(resp, "kind"));
+        char *reason = ks_printf("received invalid webhook response: expected webhook response "
+                                 "of admission.k8s.io/%s, Kind=AdmissionReview, got %s",
+                                 rv, got);
+        free(got);
+        return reason;
     }
+    if (!json_is_object(response))
+        return ks_strdup("received invalid webhook response: webhook response was absent");
+    if (strcmp(jstr(response, "uid"), uid) != 0)
+        return ks_printf("received invalid webhook response: expected response.uid=\"%s\", got "
+                         "\"%s\"",
+                         uid, jstr(response, "uid"));
+    if (json_object_get(response, "patch") && !json_is_null(json_object_get(response, "patch")))
+        return ks_strdup("received invalid webhook response: validating webhook may not return "
+                         "a patch");
+    return NULL;
+}
+
+/* A denial (allowed false) as the apiserver answers it. */
+static void denial(const char *name, const json_t *response, int *ret_code, char **ret_body)
+{
+    const json_t *st = json_object_get(response, "status");
+    const char *msg = jstr(st, "message");
+    const char *rsn = jstr(st, "reason");
+    char *full = *msg   ? ks_printf("admission webhook \"%s\" denied the request: %s", name, msg)
+                 : *rsn ? ks_printf("admission webhook \"%s\" denied the request: %s", name, rsn)
+                        : ks_printf("admission webhook \"%s\" denied the request without "
+                                    "explanation",
+                                    name);
+    int code = json_is_integer(json_object_get(st, "code"))
+                   ? (int)json_integer_value(json_object_get(st, "code"))
+                   : 400;
+    if (code < 400)
+        code = 400;
+    json_t *details = json_deep_copy(json_object_get(st, "details"));
+    *ret_code = code;
+    *ret_body = ks_status_body(code, "Failure", rsn, full, details, NULL);
+    free(full);
+}
+
+/* Calls one webhook: 0 (allowed, or failed with failurePolicy Ignore) or
+ * -EPERM with the answer in ret_code/ret_body. */
+static int call_one(struct ks_server *ks, const struct ks_admit_req *ar, const struct match *mt,
+                    json_t *warnings, int *ret_code, char **ret_body)
+{
+    const json_t *hook = mt->hook;
+    const char *name = jstr(hook, "name");
+    bool ignore = strcmp(jstr(hook, "failurePolicy"), "Ignore") == 0;
+    long timeout = json_is_integer(json_object_get(hook, "timeoutSeconds"))
+                       ? (long)json_integer_value(json_object_get(hook, "timeoutSeconds"))
+                       : 10;
+    const char *rv = review_version(json_object_get(hook, "admissionReviewVersions"), NULL);
+    char *reason = NULL, *resp_txt = NULL, *cerr = NULL, *review_av = NULL;
+    json_t *obj = NULL, *old = NULL, *resp = NULL;
+    int rc = 0;
+
+    if (!rv) {
+        reason = ks_strdup("webhook does not accept v1 or v1beta1 AdmissionReview");
+        goto failed;
+    }
+    if (ar->obj && ks_convert_one(ks, ar->def, ar->obj, mt->version, &obj, &cerr) != 0) {
+        reason = cerr;
+        goto failed;
+    }
+    if (ar->old && ks_convert_one(ks, ar->def, ar->old, mt->version, &old, &cerr) != 0) {
+        reason = cerr;
+        goto failed;
+    }
+    char uid[40];
+    ks_uuid(uid, sizeof(uid));
+    review_av = ks_printf("admission.k8s.io/%s", rv);
+    json_t *review = build_review(ar, mt->version, review_av, uid, obj, old);
+    char *payload = ks_dump(review, false, NULL);
+    json_decref(review);
+    int crc =
+        call_webhook(ks, json_object_get(hook, "clientConfig"), timeout, payload, &resp_txt, &cerr);
+    free(payload);
+    if (crc != 0) {
+        reason = ks_printf("failed to call webhook: %s", cerr);
+        free(cerr);
+        goto failed;
+    }
+    resp = json_loads(resp_txt, 0, NULL);
+    reason = response_error(resp, review_av, rv, uid);
+    if (reason)
+        goto failed;
+    const json_t *response = json_object_get(resp, "response");
+    size_t wi;
+    json_t *wv;
+    json_array_foreach(json_object_get(response, "warnings"), wi, wv)
+    {
+        if (json_is_string(wv))
+            json_array_append(warnings, wv);
+    }
+    if (!json_is_true(json_object_get(response, "allowed"))) {
+        denial(name, response, ret_code, ret_body);
+        rc = -EPERM;
+    }
+    goto out;
+failed:
+    if (!ignore) {
+        admit_error(ret_code, ret_body, name, reason);
+        rc = -EPERM;
+    } else if (ks->verbose) {
+        fprintf(stderr, "kubesim: ignoring webhook %s: %s\n", name, reason);
+    }
+out:
+    free(review_av);
+    free(reason);
+    free(resp_txt);
+    json_decref(resp);
+    json_decref(obj);
+    json_decref(old);
+    return rc;
+}
+
+int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings, int *ret_code,
+             char **ret_body)
+{
+    size_t nmatches = 0;
+    struct match *matches = collect_matches(ks, ar, &nmatches);
+    int rc = 0;
+    for (size_t m = 0; m < nmatches && rc == 0; m++)
+        rc = call_one(ks, ar, &matches[m], warnings, ret_code, ret_body);
     for (size_t m = 0; m < nmatches; m++) {
         json_decref(matches[m].hook);
         free(matches[m].version);

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Real Kubernetes clients against kubesim (issue: kubesim answers every real
+# client as the apiserver would):
+#   1. kubectl explain, served from kubesim's OpenAPI v3 (the schema table of
+#      tests/kubesim/kschema_table.c), and /openapi/v2 with the same
+#      definitions;
+#   2. kubectl's own writes: it sends fieldValidation=Strict, so an unknown
+#      field is the apiserver's 400 'strict decoding error: unknown field';
+#      a wrong JSON type is a 400 too; a label selector syntax error is the
+#      apiserver's message;
+#   3. the official Python client (Debian's python3-kubernetes, installed by
+#      scripts/install-deps.sh): tests/clients/python_client.py;
+#   4. @kubernetes/client-node (pinned in tests/clients/package-lock.json,
+#      installed here with npm ci): tests/clients/node_client.mjs;
+#   5. the committed schema table is what scripts/gen-kube-schema.js makes.
+# The node part is skipped (exit 77 when nothing else ran) only when npm
+# cannot reach its registry.
+set -euo pipefail
+
+root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+build=${KOP_BUILD_ROOT:-$root/build}
+kubesim=$build/tests/kubesim/kubesim
+checks=$root/tests/clients
+python=/usr/bin/python3 # Debian's, where python3-kubernetes is installed
+
+if ! command -v kubectl >/dev/null; then
+  echo "clients: kubectl not installed (scripts/install-deps.sh), skipping"
+  exit 77
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+"$kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" --ca-out "$work/ca.pem" \
+  --token clients-token >"$work/kubesim.log" 2>&1 &
+pids+=($!)
+wait_for "$work/kubesim.log" '^https://' || {
+  fail "kubesim did not start: $(tail -n 5 "$work/kubesim.log")"
+  finish
+}
+url=$(head -n 1 "$work/kubesim.log")
+k() { kubectl --kubeconfig "$work/kubeconfig" --cache-dir "$work/cache" "$@"; }
+
+# ---- 1. kubectl explain, OpenAPI v2 -------------------------------------------------------
+if k explain deployment.spec >"$work/explain.out" 2>&1 &&
+  grep -q '^KIND: *Deployment' "$work/explain.out" &&
+  grep -q 'replicas.*<integer>' "$work/explain.out" &&
+  grep -q 'template.*<PodTemplateSpec> -required-' "$work/explain.out"; then
+  pass "kubectl explain deployment.spec"
+else
+  fail "kubectl explain deployment.spec: $(head -c 600 "$work/explain.out")"
+fi
+if k explain service.spec.ports.protocol >"$work/explain.out" 2>&1 &&
+  grep -q 'The IP protocol for this port' "$work/explain.out" &&
+  grep -q '"SCTP"' "$work/explain.out"; then
+  pass "kubectl explain service.spec.ports.protocol (enum values)"
+else
+  fail "kubectl explain service.spec.ports.protocol: $(head -c 600 "$work/explain.out")"
+fi
+if ! k explain configmap.nosuchfield >"$work/explain.out" 2>&1 &&
+  grep -q 'nosuchfield' "$work/explain.out"; then
+  pass "kubectl explain of an unknown field fails"
+else
+  fail "kubectl explain configmap.nosuchfield: $(head -c 300 "$work/explain.out")"
+fi
+if curl -sf --cacert "$work/ca.pem" -H "Authorization: Bearer clients-token" \
+  -H 'Accept: application/json' "$url/openapi/v2" >"$work/v2.json" &&
+  jq -e '.swagger == "2.0" and
+    (.definitions["io.k8s.api.core.v1.ServicePort"].properties.port.format == "int32") and
+    (.definitions["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0].kind
+      == "Deployment")' "$work/v2.json" >/dev/null; then
+  pass "/openapi/v2 has the definitions"
+else
+  fail "/openapi/v2: $(head -c 300 "$work/v2.json")"
+fi
+
+# ---- 2. what kubectl writes, checked as the apiserver does -------------------------------
+cat >"$work/bad-field.yaml" <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: typo
+dta:
+  a: b
+EOF
+if ! k create -f "$work/bad-field.yaml" >"$work/create.out" 2>&1 &&
+  grep -q 'strict decoding error: unknown field "dta"' "$work/create.out"; then
+  pass "kubectl create: unknown field refused (fieldValidation=Strict)"
+else
+  fail "kubectl create with an unknown field: $(cat "$work/create.out")"
+fi
+if k create -f "$work/bad-field.yaml" --validate=warn >"$work/create.out" 2>&1 &&
+  grep -q 'unknown field "dta"' "$work/create.out"; then
+  pass "kubectl create --validate=warn: stored with a warning"
+else
+  fail "kubectl create --validate=warn: $(cat "$work/create.out")"
+fi
+cat >"$work/bad-type.yaml" <<'EOF'
+apiVersion: v1
+kind: Service
+metadata:
+  name: bad
+spec:
+  selector:
+    x: true
+  ports:
+  - port: 80
+EOF
+if ! k create -f "$work/bad-type.yaml" >"$work/create.out" 2>&1 &&
+  grep -q 'cannot unmarshal bool into Go struct field ServiceSpec.spec.selector of type string' \
+    "$work/create.out"; then
+  pass "kubectl create: wrong JSON type refused"
+else
+  fail "kubectl create with a wrong type: $(cat "$work/create.out")"
+fi
+if ! k get configmaps -l 'a in b' >"$work/get.out" 2>&1 &&
+  grep -q "unable to parse requirement: found 'b' expected: '('" "$work/get.out"; then
+  pass "kubectl get -l with a syntax error: the apiserver's message"
+else
+  fail "kubectl get -l 'a in b': $(cat "$work/get.out")"
+fi
+
+# ---- 3. python3-kubernetes ----------------------------------------------------------------------
+k create -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "python"}}
+EOF
+if ! "$python" -c 'import kubernetes' 2>/dev/null; then
+  fail "python3-kubernetes is not installed (scripts/install-deps.sh installs it)"
+else
+  rc=0
+  timeout 300 "$python" "$checks/python_client.py" "$work/kubeconfig" python \
+    >"$work/python.out" 2>&1 || rc=$?
+  sed 's/^\(PASS\|FAIL\) /\1 python: /' "$work/python.out" >"$work/python.lines"
+  count_lines "$work/python.lines"
+  if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$work/python.out"; then
+    fail "python client: exit $rc"
+  fi
+fi
+
+# ---- 4. @kubernetes/client-node ---------------------------------------------------------------------
+k create -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "node"}}
+EOF
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  fail "node/npm are not installed (scripts/install-deps.sh installs them)"
+elif ! npm_checks; then
+  if npm ping >/dev/null 2>&1; then
+    fail "npm ci in tests/clients: $npm_error"
+  else
+    skip "@kubernetes/client-node: the npm registry is unreachable"
+  fi
+else
+  rc=0
+  (cd "$checks" && timeout 300 node node_client.mjs "$work/kubeconfig" node) \
+    >"$work/node.out" 2>&1 || rc=$?
+  sed 's/^\(PASS\|FAIL\) /\1 node: /' "$work/node.out" >"$work/node.lines"
+  count_lines "$work/node.lines"
+  if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$work/node.out"; then
+    fail "node client: exit $rc"
+  fi
+fi
+
+# ---- 5. the committed schema table is what the generator makes ------------------------------
+# (from the kubernetes-models version pinned in tests/manifests)
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  checks=$root/tests/manifests
+  if npm_checks; then
+    if node "$root/scripts/gen-kube-schema.js" >"$work/table.c" 2>"$work/gen.err" &&
+      cmp -s "$work/table.c" "$root/tests/kubesim/kschema_table.c"; then
+      pass "tests/kubesim/kschema_table.c is scripts/gen-kube-schema.js's output"
+    else
+      fail "tests/kubesim/kschema_table.c differs from the generator's output (re-run" \
+        "scripts/gen-kube-schema.js): $(head -c 300 "$work/gen.err")"
+    fi
+  elif npm ping >/dev/null 2>&1; then
+    fail "npm ci in tests/manifests: $npm_error"
+  else
+    skip "schema table regeneration: the npm registry is unreachable"
+  fi
+fi
+
+if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
+  exit 77
+fi
+finish
