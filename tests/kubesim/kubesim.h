@@ -14,7 +14,8 @@
  * whclient.c (the apiserver's webhook transport: pool, retries,
  * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
- * util.c (JSON output, Status bodies, selectors).
+ * util.c (JSON output, Status bodies, selectors), protobuf.c (protobuf
+ * bodies of built-in kinds, with the generated table pbtable.c).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
@@ -278,6 +279,29 @@ json_t *ks_merge_patch(const json_t *target, const json_t *patch);
 json_t *ks_strategic_patch(const json_t *target, const json_t *patch, char **ret_err);
 /* RFC 6902 JSON patch. @ref new, NULL with *ret_err on failure. */
 json_t *ks_json_patch(const json_t *target, const json_t *patch, char **ret_err);
+
+/* ---- protobuf.c ------------------------------------------------------------ */
+
+/* Is ct application/vnd.kubernetes.protobuf (parameters allowed)? */
+bool ks_pb_media_type(const char *ct);
+/* Does kind in api_version have a protobuf form? */
+bool ks_pb_has_kind(const char *api_version, const char *kind);
+/* Read a protobuf body ("k8s\0" + runtime.Unknown) into the JSON object
+ * encoding/json would write, kind and apiVersion first. 0 with *ret_obj
+ * (@ref new); -ENOTSUP for a kind without a protobuf form, -EINVAL for a
+ * malformed body, each with a message in *ret_err (malloc'd). */
+int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err);
+/* Write obj (@ref borrow; kind and apiVersion set) as a protobuf body.
+ * 0 with *ret_buf (malloc'd) and *ret_len; -ENOTSUP or -EINVAL with a
+ * message in *ret_err (malloc'd). */
+int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err);
+/* Does an Accept header take protobuf but not JSON (JSON stays the answer
+ * whenever the client takes it)? */
+bool ks_pb_accept_only(const char *accept);
+struct ks_reply;
+/* Turn a JSON answer into protobuf; 406 when its kind has no protobuf
+ * form. Streams (watches) are left alone. */
+void ks_pb_reply(struct ks_reply *r);
 
 /* ---- schema.c -------------------------------------------------------------- */
 
