@@ -1117,6 +1117,67 @@ START_TEST(test_kubesim_protobuf)
 }
 END_TEST
 
+START_TEST(test_kubesim_apply_conflict)
+{
+    const char *path = "/api/v1/namespaces/default/configmaps/ssa";
+    const char *ct = "application/apply-patch+yaml";
+    struct resp r =
+        request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=one", ct,
+                "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
+                "{\"name\":\"ssa\"},\"data\":{\"a\":\"1\"}}",
+                NULL);
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    resp_free(&r);
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=two", ct,
+                "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
+                "{\"name\":\"ssa\"},\"data\":{\"a\":\"2\"}}",
+                NULL);
+    ck_assert_int_eq(r.code, 409);
+    /* apimachinery's managedfields/internal/conflict.go */
+    ck_assert_str_eq(r.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                             "\"status\":\"Failure\",\"message\":\"Apply failed with 1 "
+                             "conflict: conflict with \\\"one\\\": .data.a\",\"reason\":"
+                             "\"Conflict\",\"details\":{\"causes\":[{\"reason\":"
+                             "\"FieldManagerConflict\",\"message\":\"conflict with "
+                             "\\\"one\\\"\",\"field\":\".data.a\"}]},\"code\":409}\n");
+    resp_free(&r);
+    /* An Update by a third manager takes the field from "one". */
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=three",
+                "application/merge-patch+json", "{\"data\":{\"a\":\"3\"}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    json_t *cm = request_json("GET", path, NULL, 200);
+    json_t *mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
+    ck_assert_int_eq(json_array_size(mf), 1);
+    json_t *e = json_array_get(mf, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "manager")), "three");
+    ck_assert_str_eq(json_string_value(json_object_get(e, "operation")), "Update");
+    char *fields = json_dumps(json_object_get(e, "fieldsV1"), JSON_COMPACT);
+    ck_assert_str_eq(fields, "{\"f:data\":{\"f:a\":{}}}");
+    free(fields);
+    json_decref(cm);
+    /* Now "two" applies with force... no conflict left with "one"; with
+     * "three" it conflicts, force takes it. */
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=two&force=true",
+                ct,
+                "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
+                "{\"name\":\"ssa\"},\"data\":{\"a\":\"2\"}}",
+                NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_str_eq(jpath(cm, "data", "a"), "2");
+    mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
+    ck_assert_int_eq(json_array_size(mf), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mf, 0), "manager")), "two");
+    json_decref(cm);
+    /* fieldManager is required for apply. */
+    r = request("PATCH", path, ct, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\"}", NULL);
+    ck_assert_int_eq(r.code, 422);
+    resp_free(&r);
+}
+END_TEST
+
 /* ---- run-time webhook service map ------------------------------------------------ */
 
 /* A validating webhook that admits everything and counts its calls. */
@@ -1613,7 +1674,7 @@ START_TEST(test_kubesim_metadata_only)
     struct resp r = request_ex("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, NULL,
                                PARTIAL_LIST_ACCEPT);
     ck_assert_int_eq(r.code, 200);
-    ck_assert_ptr_null(strstr(r.body, "secret"));
+    ck_assert_ptr_null(strstr(r.body, "\"secret\":")); /* managedFields has "f:secret" */
     static const char head[] = "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":"
                                "\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"";
     ck_assert_msg(strncmp(r.body, head, strlen(head)) == 0, "%s", r.body);
@@ -1715,7 +1776,7 @@ START_TEST(test_kubesim_metadata_only)
              rv);
     r = request_ex("GET", path, NULL, NULL, NULL, PARTIAL_ACCEPT);
     ck_assert_int_eq(r.code, 200);
-    ck_assert_ptr_null(strstr(r.body, "secret"));
+    ck_assert_ptr_null(strstr(r.body, "\"secret\":"));
     ck_assert_ptr_null(strstr(r.body, "pm-2"));
     ck_assert_ptr_nonnull(strstr(r.body, "{\"type\":\"MODIFIED\",\"object\":{\"kind\":"
                                          "\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/"
@@ -1735,7 +1796,7 @@ START_TEST(test_kubesim_metadata_only)
          p++)
         added++;
     ck_assert_int_eq(added, 3);
-    ck_assert_ptr_null(strstr(r.body, "secret"));
+    ck_assert_ptr_null(strstr(r.body, "\"secret\":"));
     resp_free(&r);
     /* A watch asked for lists: 406 before any event. */
     r = request_ex("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", NULL,
@@ -1775,7 +1836,7 @@ START_TEST(test_kubesim_metadata_only_custom_resource)
     r = request_ex("GET", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL, NULL, NULL,
                    PARTIAL_LIST_ACCEPT);
     ck_assert_int_eq(r.code, 200);
-    ck_assert_ptr_null(strstr(r.body, "spec"));
+    ck_assert_ptr_null(strstr(r.body, "\"spec\":")); /* managedFields has "f:spec" */
     ck_assert_ptr_nonnull(strstr(r.body, "\"metadata\":{\"name\":\"g1\",\"namespace\":\"default\","
                                          "\"uid\":"));
     ck_assert_ptr_nonnull(strstr(r.body, "\"finalizers\":[\"t.example.com/keep\"]"));
@@ -1812,6 +1873,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
     tcase_add_test(tc, test_kubesim_protobuf);
+    tcase_add_test(tc, test_kubesim_apply_conflict);
     tcase_add_test(tc, test_kubesim_service_map_runtime);
     tcase_add_test(tc, test_kubesim_stats_user_agent);
     tcase_add_test(tc, test_kubesim_fault_filters);

@@ -333,15 +333,25 @@ static bool spec_changed(const json_t *a, const json_t *b)
     return changed;
 }
 
-/* Equal as stored, ignoring resourceVersion and managedFields. */
+static void drop_times(json_t *obj)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(meta(obj), "managedFields"), i, e)
+    {
+        json_object_del(e, "time");
+    }
+}
+
+/* Equal as stored, ignoring resourceVersion and when managers wrote. */
 static bool same_object(const json_t *a, const json_t *b)
 {
     json_t *x = json_deep_copy(a);
     json_t *y = json_deep_copy(b);
     json_object_del(meta(x), "resourceVersion");
     json_object_del(meta(y), "resourceVersion");
-    json_object_del(meta(x), "managedFields");
-    json_object_del(meta(y), "managedFields");
+    drop_times(x);
+    drop_times(y);
     bool same = json_equal(x, y);
     json_decref(x);
     json_decref(y);
@@ -1178,6 +1188,51 @@ static void random_suffix(char *buf, size_t n)
     buf[n - 1] = '\0';
 }
 
+/* ---- field managers (apply.c) ------------------------------------------------------ */
+
+struct ssa {
+    struct ks_ssa_ctx c;
+    char *manager;
+    char *api_version;
+};
+
+static void ssa_begin(struct ks_api_req *q, const struct ks_res *def, struct ssa *s)
+{
+    const struct ks_version *ver = ks_res_version(def, q->version);
+    const char *fm = ks_query(q, "fieldManager");
+    s->manager = fm && *fm ? ks_strdup(fm)
+                           : ks_ssa_default_manager(MHD_lookup_connection_value(
+                                 q->conn, MHD_HEADER_KIND, "User-Agent"));
+    s->api_version = ks_api_version(def->group, q->version);
+    s->c.manager = s->manager;
+    s->c.subresource = q->sub && strcmp(q->sub, "status") == 0 ? q->sub : NULL;
+    s->c.api_version = s->api_version;
+    s->c.force = ks_query_bool(q, "force");
+    s->c.has_status = ver && ver->status;
+}
+
+static void ssa_end(struct ssa *s)
+{
+    free(s->manager);
+    free(s->api_version);
+}
+
+/* The JSON of the kind's zero value: what a create changes from. @ref new */
+static json_t *zero_object(const struct ks_res *def)
+{
+    json_t *z = json_pack("{s:{s:n}}", "metadata", "creationTimestamp");
+    json_t *extra = def->bookmark_extra ? json_loads(def->bookmark_extra, 0, NULL) : NULL;
+    if (json_is_object(extra))
+        json_object_update(z, extra);
+    json_decref(extra);
+    return z;
+}
+
+static bool is_apply(const struct ks_api_req *q)
+{
+    return q->content_type && strncmp(q->content_type, "application/apply-patch+yaml", 28) == 0;
+}
+
 static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj, bool dry,
                       struct ks_reply *r)
 {
@@ -1225,7 +1280,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     json_object_del(md, "resourceVersion");
     json_object_del(md, "deletionTimestamp");
     json_object_del(md, "deletionGracePeriodSeconds");
-    json_object_del(md, "managedFields");
+    if (!is_apply(q)) /* an apply's were set by ks_ssa_apply */
+        json_object_del(md, "managedFields");
     json_object_del(md, "selfLink");
     if (def->generation)
         json_object_set_new(md, "generation", json_integer(1));
@@ -1242,6 +1298,14 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     }
     if (cr_schema(def, q->version, obj, name, r) != 0)
         goto out;
+    if (!is_apply(q)) {
+        struct ssa s;
+        json_t *zero = zero_object(def);
+        ssa_begin(q, def, &s);
+        ks_ssa_update(zero, obj, &s.c);
+        ssa_end(&s);
+        json_decref(zero);
+    }
     if (def->typed)
         ks_typed_order(obj);
     if (admit(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
@@ -1317,8 +1381,33 @@ static enum patch_kind patch_kind(const char *ct)
     return PATCH_NONE;
 }
 
+static void do_update_ssa(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                          json_t *body, enum patch_kind pk, bool dry, struct ks_reply *r,
+                          const struct ks_ssa_ctx *ssa);
+
 static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
                       enum patch_kind pk, bool dry, struct ks_reply *r)
+{
+    struct ssa ssa;
+
+    if (pk == PATCH_APPLY && !ks_query(q, "fieldManager")) {
+        ks_reply_status(r, 422, "Invalid",
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: "
+                        "is required for apply patch",
+                        json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "group", "meta.k8s.io", "kind",
+                                  "PatchOptions", "causes", "reason", "FieldValueRequired",
+                                  "message", "Required value: is required for apply patch", "field",
+                                  "fieldManager"));
+        return;
+    }
+    ssa_begin(q, def, &ssa);
+    do_update_ssa(q, def, key, body, pk, dry, r, &ssa.c);
+    ssa_end(&ssa);
+}
+
+static void do_update_ssa(struct ks_api_req *q, const struct ks_res *def, const char *key,
+                          json_t *body, enum patch_kind pk, bool dry, struct ks_reply *r,
+                          const struct ks_ssa_ctx *ssa)
 {
     struct ks_server *ks = q->ks;
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
@@ -1372,12 +1461,20 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
         pthread_mutex_unlock(&ks->lock);
         if (!cur) {
             if (pk == PATCH_APPLY && !status_sub) {
-                json_t *obj = json_deep_copy(body);
-                if (check_type(def, q->version, obj, r) == 0) {
-                    json_object_set_new(meta(obj), "name", json_string(q->name));
-                    do_create(q, def, obj, dry, r);
+                json_t *cfg = json_deep_copy(body);
+                if (check_type(def, q->version, cfg, r) == 0) {
+                    json_object_set_new(meta(cfg), "name", json_string(q->name));
+                    json_t *zero = zero_object(def), *obj = NULL, *causes = NULL;
+                    char *msg = NULL;
+                    ks_ssa_apply(zero, cfg, ssa, &obj, &msg, &causes); /* no one to conflict with */
+                    if (obj)
+                        do_create(q, def, obj, dry, r);
+                    json_decref(obj);
+                    json_decref(causes);
+                    free(msg);
+                    json_decref(zero);
                 }
-                json_decref(obj);
+                json_decref(cfg);
                 return;
             }
             reply_not_found(r, def, q->name);
@@ -1396,9 +1493,21 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
             next = json_deep_copy(body);
             break;
         case PATCH_MERGE:
-        case PATCH_APPLY:
             next = ks_merge_patch(cur_v, body);
             break;
+        case PATCH_APPLY: {
+            json_t *causes = NULL;
+            if (!json_is_object(body)) {
+                err = ks_strdup("the apply configuration must be an object");
+                break;
+            }
+            if (ks_ssa_apply(cur_v, body, ssa, &next, &err, &causes) == -EBUSY) {
+                ks_reply_status(r, 409, "Conflict", err, json_pack("{s:o}", "causes", causes));
+                free(err);
+                goto next_attempt;
+            }
+            break;
+        }
         case PATCH_STRATEGIC:
             next = ks_strategic_patch(cur_v, body, &err);
             break;
@@ -1462,7 +1571,6 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
             else
                 json_object_del(nmd, *f);
         }
-        json_object_del(nmd, "managedFields");
         json_object_del(nmd, "selfLink");
         if (is_crd(def)) {
             json_t *st = json_object_get(cur_v, "status");
@@ -1481,6 +1589,8 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
             json_object_set_new(
                 nmd, "generation",
                 json_integer(json_integer_value(json_object_get(cmd, "generation")) + 1));
+        if (pk != PATCH_APPLY)
+            ks_ssa_update(cur_v, next, ssa);
         if (def->typed)
             ks_typed_order(next);
         if (same_object(next, cur_v)) {

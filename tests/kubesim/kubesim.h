@@ -14,7 +14,8 @@
  * whclient.c (the apiserver's webhook transport: pool, retries,
  * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
- * util.c (JSON output, Status bodies, selectors), protobuf.c (protobuf
+ * util.c (JSON output, Status bodies, selectors), apply.c (server-side
+ * apply, managedFields), protobuf.c (protobuf
  * bodies of built-in kinds, with the generated table pbtable.c).
  *
  * DESIGN (threads and locking):
@@ -279,6 +280,32 @@ json_t *ks_merge_patch(const json_t *target, const json_t *patch);
 json_t *ks_strategic_patch(const json_t *target, const json_t *patch, char **ret_err);
 /* RFC 6902 JSON patch. @ref new, NULL with *ret_err on failure. */
 json_t *ks_json_patch(const json_t *target, const json_t *patch, char **ret_err);
+
+/* ---- apply.c: server-side apply and managedFields ------------------------------ */
+
+/* Who writes, and how. */
+struct ks_ssa_ctx {
+    const char *manager;     /* fieldManager */
+    const char *subresource; /* NULL or "status" */
+    const char *api_version; /* of the request */
+    bool force;              /* apply: take conflicting fields over */
+    bool has_status;         /* main-resource writes do not own status */
+};
+
+/* An Update operation (create, PUT, merge/strategic/JSON patch): set
+ * next's metadata.managedFields from old's (next's own when the write
+ * carries them) and the fields the write changed. old is the live object,
+ * or for a create the JSON of the kind's zero value. @ref borrow old. */
+void ks_ssa_update(const json_t *old, json_t *next, const struct ks_ssa_ctx *c);
+/* Apply config (an apply-patch body) to live (its presented form, or the
+ * zero value for a create). 0 with *ret_next (@ref new: merged, with
+ * managedFields); -EBUSY on conflicts with the apiserver's 409 message in
+ * *ret_msg (malloc'd) and its causes in *ret_causes (@ref new). */
+int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_ctx *c,
+                 json_t **ret_next, char **ret_msg, json_t **ret_causes);
+/* The apiserver's default field manager: the User-Agent up to its first
+ * "/". malloc'd */
+char *ks_ssa_default_manager(const char *user_agent);
 
 /* ---- protobuf.c ------------------------------------------------------------ */
 

@@ -231,6 +231,89 @@ code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H 'Content-Type: applicati
   --data-binary 'x' "$url/api/v1/namespaces/pb/configmaps")
 [ "$code" = 415 ] || fail "cbor accepted: $code"
 
+# Server-side apply: managedFields per manager, a 409 naming the other
+# manager and the fields, --force-conflicts takes them over, Update
+# operations (create, label) recorded too, and a field dropped from the
+# configuration is removed.
+mf() { k -n pb get "$1" -o json --show-managed-fields; }
+grep -q '"manager": "kubectl-create"' <<<"$(mf deployment/d1)" || fail "create recorded no manager"
+cat >"$work/ssa.yaml" <<'EOF2'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: d1
+  namespace: pb
+spec:
+  replicas: 4
+  selector:
+    matchLabels: {app: d1}
+  template:
+    metadata:
+      labels: {app: d1}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        env: [{name: A, value: "1"}, {name: B, value: "2"}]
+EOF2
+if k apply --server-side -f "$work/ssa.yaml" >"$work/ssa.log" 2>&1; then
+  fail "apply over kubectl-create's fields did not conflict"
+fi
+grep -q 'Apply failed with 2 conflicts: conflicts with "kubectl-create" using apps/v1 at ' "$work/ssa.log" ||
+  fail "conflict message: $(cat "$work/ssa.log")"
+grep -q '^- .spec.replicas$' "$work/ssa.log" || fail "conflict lacks .spec.replicas: $(cat "$work/ssa.log")"
+grep -q '^- .spec.template.spec.containers\[name="nginx"\].image$' "$work/ssa.log" ||
+  fail "conflict lacks the image: $(cat "$work/ssa.log")"
+[ "$(k -n pb get deployment d1 -o jsonpath='{.spec.replicas}')" = 2 ] || fail "conflicting apply wrote"
+k apply --server-side --force-conflicts -f "$work/ssa.yaml" >>"$work/ssa.log" 2>&1 ||
+  fail "forced apply: $(tail -3 "$work/ssa.log")"
+d1=$(mf deployment/d1)
+[ "$(jq -r '.spec.replicas' <<<"$d1")" = 4 ] || fail "forced apply did not set replicas"
+[ "$(jq -r '.metadata.managedFields[] | select(.manager=="kubectl" and .operation=="Apply") |
+  .fieldsV1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"]["f:env"] |
+  keys | join(" ")' <<<"$d1")" = 'k:{"name":"A"} k:{"name":"B"}' ] ||
+  fail "apply's field set: $(jq -c '.metadata.managedFields' <<<"$d1")"
+jq -e '.metadata.managedFields[] | select(.manager=="kubectl-create") | .fieldsV1["f:spec"] |
+  has("f:replicas") | not' <<<"$d1" >/dev/null || fail "kubectl-create still owns replicas"
+k -n pb label deployment d1 tier=web >>"$work/ssa.log" 2>&1 || fail "label"
+jq -e '.metadata.managedFields[] | select(.manager=="kubectl-label" and .operation=="Update") |
+  .fieldsV1["f:metadata"]["f:labels"] | has("f:tier")' <<<"$(mf deployment/d1)" >/dev/null ||
+  fail "label recorded no Update entry"
+# Another manager sharing a value co-owns it without a conflict.
+cat >"$work/ssa2.yaml" <<'EOF2'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: d1
+  namespace: pb
+spec:
+  replicas: 4
+EOF2
+k apply --server-side --field-manager=hpa-like -f "$work/ssa2.yaml" >>"$work/ssa.log" 2>&1 ||
+  fail "co-owning apply conflicted: $(tail -3 "$work/ssa.log")"
+# Dropping env B from the configuration removes it; replicas stays (co-owned).
+sed -i 's/, {name: B, value: "2"}//; /replicas: 4/d' "$work/ssa.yaml"
+k apply --server-side -f "$work/ssa.yaml" >>"$work/ssa.log" 2>&1 || fail "apply without B"
+[ "$(k -n pb get deployment d1 -o jsonpath='{.spec.template.spec.containers[0].env[*].name}')" = A ] ||
+  fail "env B not removed"
+[ "$(k -n pb get deployment d1 -o jsonpath='{.spec.replicas}')" = 4 ] || fail "co-owned replicas lost"
+# fieldManager is required for apply.
+code=$(c -o "$work/pb.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/apply-patch+yaml' \
+  --data-binary '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm1"}}' \
+  "$url/api/v1/namespaces/pb/configmaps/cm1")
+[ "$code" = 422 ] && grep -q 'fieldManager: Required value' "$work/pb.out" ||
+  fail "apply without fieldManager: $code $(cat "$work/pb.out")"
+
+# get -w on a built-in kind sees a change made through protobuf.
+timeout 120 kubectl --cache-dir "$work/cache" -n pb get configmaps -w --output-watch-events \
+  >"$work/watch2.log" 2>&1 &
+watch_pid=$!
+pids+=($watch_pid)
+wait_for "$work/watch2.log" 'cm1' || fail "configmap watch printed nothing"
+k -n pb create configmap cm2 --from-literal=x=y >>"$work/apply.log" 2>&1 || fail "create cm2"
+wait_for "$work/watch2.log" 'ADDED.*cm2' || fail "watch saw no cm2: $(cat "$work/watch2.log")"
+kill "$watch_pid" 2>/dev/null || true
+
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
 if k get myresources.v1.mygroup.example.com example-resource >/dev/null 2>&1; then
