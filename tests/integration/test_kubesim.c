@@ -1117,6 +1117,145 @@ START_TEST(test_kubesim_protobuf)
 }
 END_TEST
 
+/* A protobuf writer for hand-built request bodies (field numbers from the
+ * upstream generated.proto files). */
+struct pbw {
+    unsigned char b[1024];
+    size_t n;
+};
+
+static void pb_varint(struct pbw *w, uint64_t v)
+{
+    do {
+        ck_assert_uint_lt(w->n, sizeof(w->b));
+        w->b[w->n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+}
+
+static void pb_len(struct pbw *w, unsigned int field, const void *p, size_t n)
+{
+    pb_varint(w, (uint64_t)field << 3 | 2);
+    pb_varint(w, n);
+    ck_assert_uint_le(w->n + n, sizeof(w->b));
+    memcpy(w->b + w->n, p, n);
+    w->n += n;
+}
+
+static void pb_str(struct pbw *w, unsigned int field, const char *s)
+{
+    pb_len(w, field, s, strlen(s));
+}
+
+static void pb_msg(struct pbw *w, unsigned int field, const struct pbw *m)
+{
+    pb_len(w, field, m->b, m->n);
+}
+
+static void pb_int(struct pbw *w, unsigned int field, uint64_t v)
+{
+    pb_varint(w, (uint64_t)field << 3);
+    pb_varint(w, v);
+}
+
+/* POST "k8s\0" + Unknown{typeMeta, raw}; the JSON answer. */
+static json_t *pb_post(const char *path, const char *av, const char *kind, const struct pbw *raw)
+{
+    struct pbw tm = {0}, env = {0};
+    memcpy(env.b, "k8s", 4);
+    env.n = 4;
+    pb_str(&tm, 1, av);
+    pb_str(&tm, 2, kind);
+    pb_msg(&env, 1, &tm);
+    pb_msg(&env, 2, raw);
+    next_body_len = (long)env.n;
+    struct resp r =
+        request("POST", path, "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
+    ck_assert_msg(r.code == 201, "%s: %ld %s", path, r.code, r.body);
+    json_t *v = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(v);
+    resp_free(&r);
+    return v;
+}
+
+START_TEST(test_kubesim_protobuf_types)
+{
+    /* Pod{metadata{name}, spec{containers[{name, image, ports[{containerPort}],
+     * resources{limits{"cpu": Quantity{"500m"}}}}]}} */
+    struct pbw md = {0}, q = {0}, ent = {0}, res = {0}, port = {0}, ctr = {0}, spec = {0},
+               pod = {0};
+    pb_str(&md, 1, "pbpod");
+    pb_str(&q, 1, "500m");
+    pb_str(&ent, 1, "cpu");
+    pb_msg(&ent, 2, &q);
+    pb_msg(&res, 1, &ent);
+    pb_int(&port, 3, 8080); /* ContainerPort.containerPort */
+    pb_str(&ctr, 1, "c");
+    pb_str(&ctr, 2, "busybox");
+    pb_msg(&ctr, 6, &port);
+    pb_msg(&ctr, 8, &res);
+    pb_msg(&spec, 2, &ctr);
+    pb_msg(&pod, 1, &md);
+    pb_msg(&pod, 2, &spec);
+    json_t *v = pb_post("/api/v1/namespaces/default/pods", "v1", "Pod", &pod);
+    json_t *c = json_array_get(json_object_get(json_object_get(v, "spec"), "containers"), 0);
+    json_t *lim = json_object_get(json_object_get(c, "resources"), "limits");
+    ck_assert_str_eq(json_string_value(json_object_get(lim, "cpu")), "500m");
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(c, "ports"), 0), "containerPort")),
+                     8080);
+    json_decref(v);
+
+    /* Lease{metadata, spec{holderIdentity, leaseDurationSeconds, acquireTime
+     * MicroTime{seconds, nanos}, leaseTransitions -1 (int32 as a 10-byte varint)}} */
+    struct pbw lmd = {0}, mt = {0}, ls = {0}, lease = {0};
+    pb_str(&lmd, 1, "pblease");
+    pb_int(&mt, 1, 1700000000);
+    pb_int(&mt, 2, 123456789);
+    pb_str(&ls, 1, "me");
+    pb_int(&ls, 2, 15);
+    pb_msg(&ls, 3, &mt);
+    pb_int(&ls, 5, (uint64_t)(int64_t)-1);
+    pb_msg(&lease, 1, &lmd);
+    pb_msg(&lease, 2, &ls);
+    v = pb_post("/apis/coordination.k8s.io/v1/namespaces/default/leases", "coordination.k8s.io/v1",
+                "Lease", &lease);
+    json_t *sp = json_object_get(v, "spec");
+    ck_assert_str_eq(json_string_value(json_object_get(sp, "acquireTime")),
+                     "2023-11-14T22:13:20.123456Z");
+    ck_assert_int_eq(json_integer_value(json_object_get(sp, "leaseDurationSeconds")), 15);
+    ck_assert_int_eq(json_integer_value(json_object_get(sp, "leaseTransitions")), -1);
+    ck_assert_str_eq(json_string_value(json_object_get(sp, "holderIdentity")), "me");
+    json_decref(v);
+
+    /* Service ports: targetPort IntOrString{type 0, intVal 8080}; Secret
+     * data map<string, bytes> comes out base64. */
+    struct pbw smd = {0}, ios = {0}, sport = {0}, sspec = {0}, svc = {0};
+    pb_str(&smd, 1, "pbsvc");
+    pb_int(&ios, 1, 0);
+    pb_int(&ios, 2, 8080);
+    pb_int(&sport, 3, 80);
+    pb_msg(&sport, 4, &ios);
+    pb_msg(&sspec, 1, &sport);
+    pb_msg(&svc, 1, &smd);
+    pb_msg(&svc, 2, &sspec);
+    v = pb_post("/api/v1/namespaces/default/services", "v1", "Service", &svc);
+    json_t *p0 = json_array_get(json_object_get(json_object_get(v, "spec"), "ports"), 0);
+    ck_assert(json_is_integer(json_object_get(p0, "targetPort")));
+    ck_assert_int_eq(json_integer_value(json_object_get(p0, "targetPort")), 8080);
+    json_decref(v);
+    struct pbw semd = {0}, de = {0}, sec = {0};
+    pb_str(&semd, 1, "pbsecret");
+    pb_str(&de, 1, "k");
+    pb_len(&de, 2, "\x00\xff", 2);
+    pb_msg(&sec, 1, &semd);
+    pb_msg(&sec, 2, &de);
+    v = pb_post("/api/v1/namespaces/default/secrets", "v1", "Secret", &sec);
+    ck_assert_str_eq(jpath(v, "data", "k"), "AP8=");
+    json_decref(v);
+}
+END_TEST
+
 START_TEST(test_kubesim_apply_conflict)
 {
     const char *path = "/api/v1/namespaces/default/configmaps/ssa";
@@ -1873,6 +2012,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
     tcase_add_test(tc, test_kubesim_protobuf);
+    tcase_add_test(tc, test_kubesim_protobuf_types);
     tcase_add_test(tc, test_kubesim_apply_conflict);
     tcase_add_test(tc, test_kubesim_service_map_runtime);
     tcase_add_test(tc, test_kubesim_stats_user_agent);
