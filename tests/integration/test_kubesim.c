@@ -1260,12 +1260,26 @@ START_TEST(test_kubesim_apply_conflict)
 {
     const char *path = "/api/v1/namespaces/default/configmaps/ssa";
     const char *ct = "application/apply-patch+yaml";
+    /* A YAML body (sigs.k8s.io/yaml reads apply-patch+yaml). */
     struct resp r =
         request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=one", ct,
-                "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
-                "{\"name\":\"ssa\"},\"data\":{\"a\":\"1\"}}",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n"
+                "  labels: {z: \"1\", b: \"2\"}\ndata:\n  a: \"1\"\n",
                 NULL);
     ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    json_t *created = json_loads(r.body, 0, NULL);
+    json_t *mf0 =
+        json_array_get(json_object_get(json_object_get(created, "metadata"), "managedFields"), 0);
+    char *f0 = json_dumps(json_object_get(mf0, "fieldsV1"), JSON_COMPACT);
+    /* fieldpath's order: sorted fields */
+    ck_assert_str_eq(f0, "{\"f:data\":{\"f:a\":{}},\"f:metadata\":{\"f:labels\":{\"f:b\":{},"
+                         "\"f:z\":{}}}}");
+    ck_assert_str_eq(json_string_value(json_object_get(mf0, "operation")), "Apply");
+    free(f0);
+    json_decref(created);
+    resp_free(&r);
+    r = request("PATCH", path, ct, "data: [unclosed", NULL);
+    ck_assert_int_eq(r.code, 400);
     resp_free(&r);
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=two", ct,
                 "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
@@ -1287,16 +1301,18 @@ START_TEST(test_kubesim_apply_conflict)
     resp_free(&r);
     json_t *cm = request_json("GET", path, NULL, 200);
     json_t *mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
-    ck_assert_int_eq(json_array_size(mf), 1);
-    json_t *e = json_array_get(mf, 0);
+    ck_assert_int_eq(json_array_size(mf), 2); /* "one" keeps the labels */
+    char *one = json_dumps(json_object_get(json_array_get(mf, 0), "fieldsV1"), JSON_COMPACT);
+    ck_assert_str_eq(one, "{\"f:metadata\":{\"f:labels\":{\"f:b\":{},\"f:z\":{}}}}");
+    free(one);
+    json_t *e = json_array_get(mf, 1);
     ck_assert_str_eq(json_string_value(json_object_get(e, "manager")), "three");
     ck_assert_str_eq(json_string_value(json_object_get(e, "operation")), "Update");
     char *fields = json_dumps(json_object_get(e, "fieldsV1"), JSON_COMPACT);
     ck_assert_str_eq(fields, "{\"f:data\":{\"f:a\":{}}}");
     free(fields);
     json_decref(cm);
-    /* Now "two" applies with force... no conflict left with "one"; with
-     * "three" it conflicts, force takes it. */
+    /* "two" conflicts with "three" now; force takes the field. */
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=two&force=true",
                 ct,
                 "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
@@ -1307,8 +1323,9 @@ START_TEST(test_kubesim_apply_conflict)
     cm = request_json("GET", path, NULL, 200);
     ck_assert_str_eq(jpath(cm, "data", "a"), "2");
     mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
-    ck_assert_int_eq(json_array_size(mf), 1);
-    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mf, 0), "manager")), "two");
+    ck_assert_int_eq(json_array_size(mf), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mf, 0), "manager")), "one");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mf, 1), "manager")), "two");
     json_decref(cm);
     /* fieldManager is required for apply. */
     r = request("PATCH", path, ct, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\"}", NULL);

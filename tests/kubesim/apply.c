@@ -364,7 +364,39 @@ static json_t *set_to_fields(const json_t *set)
     return root;
 }
 
-/* Drop "." from nodes without children (a member leaf is {}). */
+static int elem_rank(const char *k)
+{
+    switch (k[0]) {
+    case '.':
+        return 0;
+    case 'f':
+        return 1;
+    case 'k':
+        return 2;
+    case 'v':
+        return 3;
+    default:
+        return 4;
+    }
+}
+
+/* fieldpath's order: "." first, then fields by name, keys, values,
+ * indices (keys and values compared as their JSON text). */
+static int elem_cmp(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int rx = elem_rank(x), ry = elem_rank(y);
+    if (rx != ry)
+        return rx - ry;
+    if (rx == 4) {
+        long long ix = strtoll(x + 2, NULL, 10), iy = strtoll(y + 2, NULL, 10);
+        return ix < iy ? -1 : ix > iy;
+    }
+    return strcmp(x, y);
+}
+
+/* Drop "." from nodes without children (a member leaf is {}), and put
+ * children in fieldpath's order. */
 static void fields_tidy(json_t *node)
 {
     const char *k;
@@ -376,6 +408,24 @@ static void fields_tidy(json_t *node)
     }
     if (json_object_size(node) == 1 && json_object_get(node, "."))
         json_object_del(node, ".");
+    size_t n = json_object_size(node), i = 0;
+    if (n < 2)
+        return;
+    const char **keys = calloc(n, sizeof(*keys));
+    if (!keys)
+        abort();
+    json_object_foreach(node, k, v)
+    {
+        keys[i++] = k;
+    }
+    qsort(keys, n, sizeof(*keys), elem_cmp);
+    json_t *sorted = json_object();
+    for (i = 0; i < n; i++)
+        json_object_set(sorted, keys[i], json_object_get(node, keys[i]));
+    free(keys);
+    json_object_clear(node);
+    json_object_update(node, sorted);
+    json_decref(sorted);
 }
 
 static void fields_to_set(const json_t *node, const json_t *path, json_t *set)

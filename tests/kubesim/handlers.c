@@ -559,6 +559,8 @@ static int check_namespace(struct ks_server *ks, const char *ns, struct ks_reply
 
 /* ---- request body ------------------------------------------------------------ */
 
+static bool is_apply(const struct ks_api_req *q);
+
 static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
 {
     json_error_t jerr;
@@ -581,6 +583,17 @@ static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
         return obj;
     }
     json_t *v = json_loadb(q->body, q->body_len, 0, &jerr);
+    if (!v && is_apply(q)) { /* apply-patch+yaml: YAML or JSON */
+        char *err = NULL;
+        v = ks_yaml_load(q->body, q->body_len, &err);
+        if (!v) {
+            char *msg = ks_printf("error decoding YAML: %s", err);
+            reply_bad_request(r, msg);
+            free(msg);
+            free(err);
+            return NULL;
+        }
+    }
     if (!v) {
         char *msg =
             ks_printf("the object provided is unrecognized (must be of type JSON): %s", jerr.text);

@@ -15,7 +15,7 @@
  * traceparent), partial.c (metadata-only answers:
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
  * util.c (JSON output, Status bodies, selectors), apply.c (server-side
- * apply, managedFields), protobuf.c (protobuf
+ * apply, managedFields), yaml.c (apply-patch+yaml bodies), protobuf.c (protobuf
  * bodies of built-in kinds, with the generated table pbtable.c).
  *
  * DESIGN (threads and locking):
@@ -306,6 +306,12 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
 /* The apiserver's default field manager: the User-Agent up to its first
  * "/". malloc'd */
 char *ks_ssa_default_manager(const char *user_agent);
+
+/* ---- yaml.c ------------------------------------------------------------------ */
+
+/* One YAML document as sigs.k8s.io/yaml turns it into JSON. @ref new, or
+ * NULL with a message in *ret_err (malloc'd). */
+json_t *ks_yaml_load(const char *buf, size_t len, char **ret_err);
 
 /* ---- protobuf.c ------------------------------------------------------------ */
 
