@@ -1218,7 +1218,7 @@ static void ssa_begin(struct ks_api_req *q, const struct ks_res *def, struct ssa
                                  q->conn, MHD_HEADER_KIND, "User-Agent"));
     s->api_version = ks_api_version(def->group, q->version);
     s->c.manager = s->manager;
-    s->c.subresource = q->sub && strcmp(q->sub, "status") == 0 ? q->sub : NULL;
+    s->c.subresource = q->sub;
     s->c.api_version = s->api_version;
     s->c.force = ks_query_bool(q, "force");
     s->c.has_status = ver && ver->status;
@@ -2094,6 +2094,11 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
             json_object_set_new(
                 md, "generation",
                 json_integer(json_integer_value(json_object_get(md, "generation")) + 1));
+            struct ssa s; /* an Update of subresource "scale" */
+            ssa_begin(q, def, &s);
+            ks_ssa_update(cur, dep, &s.c);
+            ssa_end(&s);
+            ks_typed_order(dep);
         }
         bool dry = dry_run(q, NULL);
         pthread_mutex_lock(&ks->lock);

@@ -151,6 +151,9 @@ EOF
 k apply -f "$work/deploy.yaml" >>"$work/apply.log" 2>&1 || fail "apply deployment"
 k scale deployment web --replicas=3 >>"$work/apply.log" 2>&1 || fail "scale: $(tail -3 "$work/apply.log")"
 [ "$(k get deployment web -o jsonpath='{.spec.replicas}')" = 3 ] || fail "scale did not set replicas"
+k get deployment web -o json --show-managed-fields |
+  jq -e '.metadata.managedFields[] | select(.subresource=="scale" and .operation=="Update") |
+  .fieldsV1["f:spec"] | has("f:replicas")' >/dev/null || fail "scale recorded no managedFields entry"
 k get deployment web >"$work/table.log" 2>&1 || fail "get deployment"
 grep -Eq '^NAME +READY +UP-TO-DATE +AVAILABLE +AGE' "$work/table.log" ||
   fail "no deployment columns: $(cat "$work/table.log")"
