@@ -151,22 +151,6 @@ static char *elem_text(const json_t *e, enum list_kind lk, const char *const *ke
     return ek ? ek : ks_printf("i:%zu", i);
 }
 
-static const json_t *find_elem(const json_t *list, enum list_kind lk, const char *const *keys,
-                               const char *field, const char *ek)
-{
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e)
-    {
-        char *t = elem_text(e, lk, keys, field, i);
-        bool same = strcmp(t, ek) == 0;
-        free(t);
-        if (same)
-            return e;
-    }
-    return NULL;
-}
-
 /* ---- field sets ---------------------------------------------------------------- */
 
 static void set_add(json_t *set, const json_t *path)
@@ -591,6 +575,8 @@ static void diff(const json_t *o, const json_t *n, const json_t *path, json_t *c
         set_add(removed, path);
         return;
     }
+    if (o && json_equal(o, n)) /* nothing below changed */
+        return;
     const char *field = last_field(path, 0);
     if (json_is_object(n) && (!o || json_is_object(o)) && !atomic_struct(n) &&
         !(o && atomic_struct(o))) {
@@ -617,14 +603,22 @@ static void diff(const json_t *o, const json_t *n, const json_t *path, json_t *c
         json_is_array(n) && field ? list_kind(last_field(path, 1), field, &keys) : LIST_ATOMIC;
     if (json_is_array(n) && (!o || json_is_array(o)) && lk != LIST_ATOMIC) {
         json_t *seen = json_object();
+        json_t *olds = json_object(); /* element path -> old element */
         size_t i;
         json_t *e;
+        json_array_foreach(o, i, e)
+        {
+            char *ek = elem_text(e, lk, keys, field, i);
+            if (!json_object_get(olds, ek))
+                json_object_set(olds, ek, e);
+            free(ek);
+        }
         json_array_foreach(n, i, e)
         {
             char *ek = elem_text(e, lk, keys, field, i);
             json_object_set_new(seen, ek, json_true());
             json_t *p = child(path, ek);
-            const json_t *oe = find_elem(o, lk, keys, field, ek);
+            const json_t *oe = json_object_get(olds, ek);
             if (lk == LIST_SET) {
                 if (!oe)
                     set_add(changed, p);
@@ -634,16 +628,16 @@ static void diff(const json_t *o, const json_t *n, const json_t *path, json_t *c
             json_decref(p);
             free(ek);
         }
-        json_array_foreach(o, i, e)
+        const char *ok;
+        json_object_foreach(olds, ok, e)
         {
-            char *ek = elem_text(e, lk, keys, field, i);
-            if (!json_object_get(seen, ek)) {
-                json_t *p = child(path, ek);
+            if (!json_object_get(seen, ok)) {
+                json_t *p = child(path, ok);
                 set_add(removed, p);
                 json_decref(p);
             }
-            free(ek);
         }
+        json_decref(olds);
         json_decref(seen);
         return;
     }
@@ -654,14 +648,54 @@ static void diff(const json_t *o, const json_t *n, const json_t *path, json_t *c
 /* ---- managedFields ------------------------------------------------------------------ */
 
 struct entry {
-    json_t *meta; /* the entry without fieldsV1, @ref owned */
-    json_t *set;  /* @ref owned */
+    json_t *meta;   /* the entry without fieldsV1, @ref owned */
+    json_t *fields; /* its fieldsV1 as read, @ref owned; NULL for a new entry */
+    json_t *set;    /* @ref owned; NULL until needed (an Update leaves most
+                     * entries alone and writes their fieldsV1 back as read) */
 };
 
 struct managed {
     struct entry *e;
     size_t n;
 };
+
+static json_t *entry_set(struct entry *e)
+{
+    if (!e->set) {
+        json_t *root = json_array();
+        e->set = json_object();
+        fields_to_set(e->fields, root, e->set);
+        json_decref(root);
+    }
+    return e->set;
+}
+
+/* Does the entry's tree reach any path of set (the path itself or a
+ * node below it)? */
+static bool touches(const struct entry *e, const json_t *set)
+{
+    if (e->set)
+        return true;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)set, k, v)
+    {
+        json_t *path = json_loads(k, 0, NULL);
+        const json_t *node = e->fields;
+        size_t i;
+        json_t *pe;
+        json_array_foreach(path, i, pe)
+        {
+            node = json_object_get(node, ks_nz(json_string_value(pe)));
+            if (!node)
+                break;
+        }
+        json_decref(path);
+        if (node)
+            return true;
+    }
+    return false;
+}
 
 static void managed_load(const json_t *obj, struct managed *m)
 {
@@ -679,10 +713,8 @@ static void managed_load(const json_t *obj, struct managed *m)
         struct entry *e = &m->e[m->n++];
         e->meta = json_deep_copy(x);
         json_object_del(e->meta, "fieldsV1");
-        e->set = json_object();
-        json_t *root = json_array();
-        fields_to_set(json_object_get(x, "fieldsV1"), root, e->set);
-        json_decref(root);
+        json_t *f = json_object_get(x, "fieldsV1");
+        e->fields = json_is_object(f) ? json_incref(f) : json_object();
     }
 }
 
@@ -690,6 +722,7 @@ static void managed_free(struct managed *m)
 {
     for (size_t i = 0; i < m->n; i++) {
         json_decref(m->e[i].meta);
+        json_decref(m->e[i].fields);
         json_decref(m->e[i].set);
     }
     free(m->e);
@@ -715,6 +748,7 @@ static struct entry *managed_entry(struct managed *m, const struct ks_ssa_ctx *c
     m->e = ne;
     struct entry *e = &m->e[m->n++];
     e->meta = json_pack("{s:s,s:s}", "manager", c->manager, "operation", op);
+    e->fields = NULL;
     e->set = json_object();
     return e;
 }
@@ -728,10 +762,17 @@ static void managed_store(struct managed *m, json_t *obj, struct entry *touched,
     ks_now_rfc3339(now, sizeof(now));
     for (size_t i = 0; i < m->n; i++) {
         struct entry *e = &m->e[i];
-        if (json_object_size(e->set) == 0)
+        json_t *fields = NULL;
+        if (e->set) {
+            fields = set_to_fields(e->set);
+            fields_tidy(fields);
+        } else {
+            fields = json_incref(e->fields); /* stored objects are frozen */
+        }
+        if (json_object_size(fields) == 0) {
+            json_decref(fields);
             continue;
-        json_t *fields = set_to_fields(e->set);
-        fields_tidy(fields);
+        }
         /* ManagedFieldsEntry order: manager, operation, apiVersion, time,
          * fieldsType, fieldsV1, subresource */
         json_t *out = json_object();
@@ -777,11 +818,12 @@ void ks_ssa_update(const json_t *old, json_t *next, const struct ks_ssa_ctx *c)
     set_filter(removed, c->subresource, c->has_status);
     struct entry *mine = managed_entry(&m, c, "Update");
     for (size_t i = 0; i < m.n; i++) {
-        if (&m.e[i] != mine)
-            set_sub(m.e[i].set, changed, false);
-        set_sub(m.e[i].set, removed, true);
+        if (&m.e[i] != mine && touches(&m.e[i], changed))
+            set_sub(entry_set(&m.e[i]), changed, false);
+        if (touches(&m.e[i], removed))
+            set_sub(entry_set(&m.e[i]), removed, true);
     }
-    json_object_update(mine->set, changed);
+    json_object_update(entry_set(mine), changed);
     managed_store(&m, next, json_object_size(changed) ? mine : NULL, c);
     json_decref(changed);
     json_decref(removed);
@@ -859,6 +901,8 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
 {
     struct managed m;
     managed_load(live, &m);
+    for (size_t i = 0; i < m.n; i++)
+        entry_set(&m.e[i]);
     json_t *applied = json_object();
     json_t *root = json_array();
     collect(config, root, applied, false);
