@@ -484,7 +484,7 @@ static const struct ks_pb_field f69[] = {
 };
 static const struct ks_pb_field f70[] = {
     {1, "name", KS_PB_STRING, 0, -1},
-    {2, "", KS_PB_MESSAGE, 0, 110},
+    {2, "volumeSource", KS_PB_MESSAGE, KS_PB_F_INLINE, 110},
 };
 static const struct ks_pb_field f71[] = {
     {1, "name", KS_PB_STRING, 0, -1},
@@ -514,7 +514,7 @@ static const struct ks_pb_field f71[] = {
     {18, "tty", KS_PB_BOOL, KS_PB_F_OMITEMPTY, -1},
 };
 static const struct ks_pb_field f72[] = {
-    {1, "", KS_PB_MESSAGE, 0, 121},
+    {1, "ephemeralContainerCommon", KS_PB_MESSAGE, KS_PB_F_INLINE, 121},
     {2, "targetContainerName", KS_PB_STRING, KS_PB_F_OMITEMPTY, -1},
 };
 static const struct ks_pb_field f73[] = {
@@ -659,7 +659,7 @@ static const struct ks_pb_field f97[] = {
 };
 static const struct ks_pb_field f98[] = {
     {1, "operations", KS_PB_STRING, KS_PB_F_REPEATED | KS_PB_F_OMITEMPTY, -1},
-    {2, "", KS_PB_MESSAGE, 0, 140},
+    {2, "rule", KS_PB_MESSAGE, KS_PB_F_INLINE, 140},
 };
 static const struct ks_pb_field f99[] = {
     {1, "matchLabels", KS_PB_STRING, KS_PB_F_MAP | KS_PB_F_OMITEMPTY, -1},
@@ -772,7 +772,7 @@ static const struct ks_pb_field f117[] = {
     {2, "devicePath", KS_PB_STRING, 0, -1},
 };
 static const struct ks_pb_field f118[] = {
-    {1, "", KS_PB_MESSAGE, 0, 179},
+    {1, "handler", KS_PB_MESSAGE, KS_PB_F_INLINE, 179},
     {2, "initialDelaySeconds", KS_PB_INT32, KS_PB_F_OMITEMPTY, -1},
     {3, "timeoutSeconds", KS_PB_INT32, KS_PB_F_OMITEMPTY, -1},
     {4, "periodSeconds", KS_PB_INT32, KS_PB_F_OMITEMPTY, -1},
@@ -1050,7 +1050,7 @@ static const struct ks_pb_field f162[] = {
     {3, "readOnly", KS_PB_BOOL, KS_PB_F_OMITEMPTY, -1},
 };
 static const struct ks_pb_field f163[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "items", KS_PB_MESSAGE, KS_PB_F_REPEATED | KS_PB_F_OMITEMPTY, 194},
     {3, "defaultMode", KS_PB_INT32, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
     {4, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
@@ -1124,11 +1124,11 @@ static const struct ks_pb_field f174[] = {
     {2, "pullPolicy", KS_PB_STRING, KS_PB_F_OMITEMPTY, -1},
 };
 static const struct ks_pb_field f175[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
 };
 static const struct ks_pb_field f176[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
 };
 static const struct ks_pb_field f177[] = {
@@ -1248,12 +1248,12 @@ static const struct ks_pb_field f199[] = {
     {3, "divisor", KS_PB_MESSAGE, KS_PB_F_OMITEMPTY, 79},
 };
 static const struct ks_pb_field f200[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "key", KS_PB_STRING, 0, -1},
     {3, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
 };
 static const struct ks_pb_field f201[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "key", KS_PB_STRING, 0, -1},
     {3, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
 };
@@ -1292,7 +1292,7 @@ static const struct ks_pb_field f209[] = {
     {1, "imageRef", KS_PB_STRING, KS_PB_F_OMITEMPTY, -1},
 };
 static const struct ks_pb_field f210[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "items", KS_PB_MESSAGE, KS_PB_F_REPEATED | KS_PB_F_OMITEMPTY, 194},
     {4, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
 };
@@ -1300,7 +1300,7 @@ static const struct ks_pb_field f211[] = {
     {1, "items", KS_PB_MESSAGE, KS_PB_F_REPEATED | KS_PB_F_OMITEMPTY, 195},
 };
 static const struct ks_pb_field f212[] = {
-    {1, "", KS_PB_MESSAGE, 0, 47},
+    {1, "localObjectReference", KS_PB_MESSAGE, KS_PB_F_INLINE, 47},
     {2, "items", KS_PB_MESSAGE, KS_PB_F_REPEATED | KS_PB_F_OMITEMPTY, 194},
     {4, "optional", KS_PB_BOOL, KS_PB_F_OMITEMPTY | KS_PB_F_POINTER, -1},
 };

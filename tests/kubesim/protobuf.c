@@ -10,7 +10,8 @@
  * (apimachinery's pkg/runtime/serializer/protobuf/protobuf.go). The object
  * message is read with the field table in pbtable.c and turned into the
  * JSON that encoding/json would write for the same Go value: the Go struct
- * order, omitempty zeros left out, pointers' zeros kept, bytes as base64,
+ * order, omitempty zeros left out, pointers' zeros kept, inlined embedded
+ * structs' members in their parent, bytes as base64,
  * and the types with their own JSON form (Time, MicroTime, Duration,
  * Quantity, IntOrString, RawExtension, FieldsV1). Encoding goes the other
  * way. Fields the table does not know are skipped when reading, as proto2
@@ -447,7 +448,10 @@ static json_t *decode_msg(int idx, struct rd r, char **err)
         if (!coll && (f->flags & KS_PB_F_OMITEMPTY) && is_zero(vals[i]) &&
             (!(f->flags & KS_PB_F_POINTER) || json_is_null(vals[i])))
             continue;
-        json_object_set(out, f->name, vals[i]);
+        if ((f->flags & KS_PB_F_INLINE) && json_is_object(vals[i]))
+            json_object_update(out, vals[i]);
+        else
+            json_object_set(out, f->name, vals[i]);
     }
 out:
     for (size_t i = 0; i < m->nfields; i++)
@@ -849,7 +853,7 @@ static int encode_msg(int idx, const json_t *v, struct wr *w, char **err)
         goto bad;
     for (size_t i = 0; i < m->nfields; i++) {
         const struct ks_pb_field *f = &m->fields[i];
-        const json_t *fv = json_object_get(v, f->name);
+        const json_t *fv = f->flags & KS_PB_F_INLINE ? v : json_object_get(v, f->name);
         if (!fv || json_is_null(fv))
             continue;
         if (f->flags & KS_PB_F_MAP) {

@@ -31,6 +31,7 @@ enum ks_pb_type {
 #define KS_PB_F_MAP 0x02u
 #define KS_PB_F_OMITEMPTY 0x04u /* Go json tag omitempty/omitzero */
 #define KS_PB_F_POINTER 0x08u   /* Go pointer: a zero value is kept */
+#define KS_PB_F_INLINE 0x10u    /* embedded struct, json:",inline": its members are the parent's */
 
 struct ks_pb_field {
     uint32_t num;

@@ -16,7 +16,8 @@ What protobuf does not say comes from the Go struct tags of the same
 package (types.go and its siblings): the JSON name, omitempty/omitzero and
 whether the Go field is a pointer (a pointer keeps a zero value that
 protobuf carries; omitempty drops the zero of a plain field, as
-encoding/json does). Go types declared as slices (type X []string) are
+encoding/json does), and embedded structs inlined in JSON (json:",inline":
+Volume's VolumeSource, Probe's ProbeHandler, RuleWithOperations' Rule). Go types declared as slices (type X []string) are
 marked: their JSON form is the bare list of their only field.
 
 Only the messages reachable from the kinds below go into the table.
@@ -169,7 +170,8 @@ def read_go(dirpath):
                     continue
                 parts = jm.group(1).split(",")
                 cur[int(pm.group(1))] = (parts[0], "omitempty" in parts[1:] or
-                                         "omitzero" in parts[1:], gotype.startswith("*"))
+                                         "omitzero" in parts[1:], gotype.startswith("*"),
+                                         parts[0] == "" and "inline" in parts[1:])
     return structs, slices
 
 
@@ -254,11 +256,15 @@ def main():
                     sys.exit("%s.%s: map key %s" % (full, f["name"], f["map"][0]))
                 flags.append("KS_PB_F_MAP")
                 t = f["map"][1]
-            jname, omit, ptr = tags.get(f["num"], (f["name"], f["optional"], False))
+            jname, omit, ptr, inline = tags.get(f["num"],
+                                                (f["name"], f["optional"], False, False))
             if omit:
                 flags.append("KS_PB_F_OMITEMPTY")
             if ptr:
                 flags.append("KS_PB_F_POINTER")
+            if inline:
+                flags.append("KS_PB_F_INLINE")
+                jname = f["name"]
             if t in SCALARS:
                 kind, msg = SCALARS[t], -1
             else:
