@@ -1253,6 +1253,24 @@ START_TEST(test_kubesim_protobuf_types)
     v = pb_post("/api/v1/namespaces/default/secrets", "v1", "Secret", &sec);
     ck_assert_str_eq(jpath(v, "data", "k"), "AP8=");
     json_decref(v);
+
+    /* A typed client's DELETE carries DeleteOptions in protobuf: a uid
+     * precondition that does not match is a 409. */
+    struct pbw pre = {0}, opts = {0}, tm = {0}, env = {0};
+    pb_str(&pre, 1, "not-the-uid");
+    pb_msg(&opts, 2, &pre);
+    memcpy(env.b, "k8s", 4);
+    env.n = 4;
+    pb_str(&tm, 1, "v1");
+    pb_str(&tm, 2, "DeleteOptions");
+    pb_msg(&env, 1, &tm);
+    pb_msg(&env, 2, &opts);
+    next_body_len = (long)env.n;
+    struct resp r = request("DELETE", "/api/v1/namespaces/default/secrets/pbsecret",
+                            "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
+    ck_assert_msg(r.code == 409, "%ld %s", r.code, r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "Precondition failed: UID in precondition: not-the-uid"));
+    resp_free(&r);
 }
 END_TEST
 
