@@ -328,8 +328,9 @@ int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err)
  * 0 with *ret_buf (malloc'd) and *ret_len; -ENOTSUP or -EINVAL with a
  * message in *ret_err (malloc'd). */
 int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err);
-/* Does an Accept header take protobuf but not JSON (JSON stays the answer
- * whenever the client takes it)? */
+/* Does an Accept header take plain protobuf but not JSON (JSON stays the
+ * answer whenever the client takes it; protobuf Tables and partial objects
+ * are not served)? */
 bool ks_pb_accept_only(const char *accept);
 struct ks_reply;
 /* Turn a JSON answer into protobuf; 406 when its kind has no protobuf

@@ -946,7 +946,9 @@ bool ks_pb_accept_only(const char *accept)
             (t == 13 && strncmp(p, "application/*", 13) == 0) ||
             (t == 3 && strncmp(p, "*/*", 3) == 0))
             return false;
-        if (ks_pb_media_type(p))
+        /* "as=Table" / "as=PartialObjectMetadata" in protobuf are not served */
+        const char *as = strstr(p, "as=");
+        if (ks_pb_media_type(p) && !(as && as < p + n))
             pb = true;
         p += n;
     }

@@ -222,6 +222,9 @@ code=$(c -o "$work/cm1.pb" -w '%{http_code} %{content_type}' -H "Accept: $pbct" 
 code=$(c -o /dev/null -w '%{content_type}' -H "Accept: $pbct,application/json" \
   "$url/api/v1/namespaces/pb/configmaps/cm1")
 [ "$code" = application/json ] || fail "JSON not preferred: $code"
+code=$(c -o /dev/null -w '%{content_type}' \
+  -H "Accept: $pbct;as=PartialObjectMetadata;g=meta.k8s.io;v=v1" "$url/api/v1/namespaces/pb/configmaps/cm1")
+[ "$code" = application/json ] || fail "protobuf PartialObjectMetadata answered as $code"
 k -n pb delete configmap cm1 >>"$work/apply.log" 2>&1 || fail "delete cm1"
 code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H "Content-Type: $pbct" \
   --data-binary @"$work/cm1.pb" "$url/api/v1/namespaces/pb/configmaps")
