@@ -333,15 +333,25 @@ static bool spec_changed(const json_t *a, const json_t *b)
     return changed;
 }
 
-/* Equal as stored, ignoring resourceVersion and managedFields. */
+static void drop_times(json_t *obj)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(meta(obj), "managedFields"), i, e)
+    {
+        json_object_del(e, "time");
+    }
+}
+
+/* Equal as stored, ignoring resourceVersion and when managers wrote. */
 static bool same_object(const json_t *a, const json_t *b)
 {
     json_t *x = json_deep_copy(a);
     json_t *y = json_deep_copy(b);
     json_object_del(meta(x), "resourceVersion");
     json_object_del(meta(y), "resourceVersion");
-    json_object_del(meta(x), "managedFields");
-    json_object_del(meta(y), "managedFields");
+    drop_times(x);
+    drop_times(y);
     bool same = json_equal(x, y);
     json_decref(x);
     json_decref(y);
@@ -569,6 +579,8 @@ static int check_namespace(struct ks_server *ks, const char *ns, struct ks_reply
 
 /* ---- request body ------------------------------------------------------------ */
 
+static bool is_apply(const struct ks_api_req *q);
+
 static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
 {
     json_error_t jerr;
@@ -576,7 +588,32 @@ static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
         reply_bad_request(r, "the body of the request was empty");
         return NULL;
     }
+    if (ks_pb_media_type(q->content_type)) {
+        json_t *obj = NULL;
+        char *err = NULL;
+        int rc = ks_pb_decode(q->body, q->body_len, &obj, &err);
+        if (rc == -ENOTSUP) /* a kind without a protobuf form (CRs, CRDs) */
+            ks_reply_status(r, 415, "UnsupportedMediaType",
+                            "the body of the request was in an unknown format - accepted media "
+                            "types include: application/json, application/yaml",
+                            NULL);
+        else if (rc != 0)
+            reply_bad_request(r, err);
+        free(err);
+        return obj;
+    }
     json_t *v = json_loadb(q->body, q->body_len, 0, &jerr);
+    if (!v && is_apply(q)) { /* apply-patch+yaml: YAML or JSON */
+        char *err = NULL;
+        v = ks_yaml_load(q->body, q->body_len, &err);
+        if (!v) {
+            char *msg = ks_printf("error decoding YAML: %s", err);
+            reply_bad_request(r, msg);
+            free(msg);
+            free(err);
+            return NULL;
+        }
+    }
     if (!v) {
         char *msg =
             ks_printf("the object provided is unrecognized (must be of type JSON): %s", jerr.text);
@@ -1364,6 +1401,51 @@ static void random_suffix(char *buf, size_t n)
     buf[n - 1] = '\0';
 }
 
+/* ---- field managers (apply.c) ------------------------------------------------------ */
+
+struct ssa {
+    struct ks_ssa_ctx c;
+    char *manager;
+    char *api_version;
+};
+
+static void ssa_begin(struct ks_api_req *q, const struct ks_res *def, struct ssa *s)
+{
+    const struct ks_version *ver = ks_res_version(def, q->version);
+    const char *fm = ks_query(q, "fieldManager");
+    s->manager = fm && *fm ? ks_strdup(fm)
+                           : ks_ssa_default_manager(MHD_lookup_connection_value(
+                                 q->conn, MHD_HEADER_KIND, "User-Agent"));
+    s->api_version = ks_api_version(def->group, q->version);
+    s->c.manager = s->manager;
+    s->c.subresource = q->sub;
+    s->c.api_version = s->api_version;
+    s->c.force = ks_query_bool(q, "force");
+    s->c.has_status = ver && ver->status;
+}
+
+static void ssa_end(struct ssa *s)
+{
+    free(s->manager);
+    free(s->api_version);
+}
+
+/* The JSON of the kind's zero value: what a create changes from. @ref new */
+static json_t *zero_object(const struct ks_res *def)
+{
+    json_t *z = json_pack("{s:{s:n}}", "metadata", "creationTimestamp");
+    json_t *extra = def->bookmark_extra ? json_loads(def->bookmark_extra, 0, NULL) : NULL;
+    if (json_is_object(extra))
+        json_object_update(z, extra);
+    json_decref(extra);
+    return z;
+}
+
+static bool is_apply(const struct ks_api_req *q)
+{
+    return q->content_type && strncmp(q->content_type, "application/apply-patch+yaml", 28) == 0;
+}
+
 static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj, bool dry,
                       struct ks_reply *r)
 {
@@ -1411,7 +1493,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     json_object_del(md, "resourceVersion");
     json_object_del(md, "deletionTimestamp");
     json_object_del(md, "deletionGracePeriodSeconds");
-    json_object_del(md, "managedFields");
+    if (!is_apply(q)) /* an apply's were set by ks_ssa_apply */
+        json_object_del(md, "managedFields");
     json_object_del(md, "selfLink");
     if (def->generation)
         json_object_set_new(md, "generation", json_integer(1));
@@ -1430,6 +1513,14 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     }
     if (cr_schema(q, def, obj, name, r) != 0)
         goto out;
+    if (!is_apply(q)) {
+        struct ssa s;
+        json_t *zero = zero_object(def);
+        ssa_begin(q, def, &s);
+        ks_ssa_update(zero, obj, &s.c);
+        ssa_end(&s);
+        json_decref(zero);
+    }
     if (def->typed)
         ks_typed_order(obj);
     if (admit(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
@@ -1544,7 +1635,7 @@ static int check_put_body(struct ks_api_req *q, const struct ks_res *def, json_t
  * body or the patched object. NULL with the apiserver's answer in r.
  * @ref new */
 static json_t *next_object(const json_t *cur_v, json_t *body, enum patch_kind pk,
-                           struct ks_reply *r)
+                           const struct ks_ssa_ctx *ssa, struct ks_reply *r)
 {
     json_t *next = NULL;
     char *err = NULL;
@@ -1553,9 +1644,21 @@ static json_t *next_object(const json_t *cur_v, json_t *body, enum patch_kind pk
         next = json_deep_copy(body);
         break;
     case PATCH_MERGE:
-    case PATCH_APPLY:
         next = ks_merge_patch(cur_v, body);
         break;
+    case PATCH_APPLY: {
+        json_t *causes = NULL;
+        if (!json_is_object(body)) {
+            err = ks_strdup("the apply configuration must be an object");
+            break;
+        }
+        if (ks_ssa_apply(cur_v, body, ssa, &next, &err, &causes) == -EBUSY) {
+            ks_reply_status(r, 409, "Conflict", err, json_pack("{s:o}", "causes", causes));
+            free(err);
+            return NULL;
+        }
+        break;
+    }
     case PATCH_STRATEGIC:
         next = ks_strategic_patch(cur_v, body, &err);
         break;
@@ -1616,7 +1719,6 @@ static void keep_system_metadata(json_t *next, const json_t *cur_v)
         else
             json_object_del(nmd, *f);
     }
-    json_object_del(nmd, "managedFields");
     json_object_del(nmd, "selfLink");
 }
 
@@ -1696,7 +1798,7 @@ static bool uid_precondition_failed(const struct ks_res *def, const char *key, j
 
 static int update_once(struct ks_api_req *q, const struct ks_res *def, const char *key,
                        json_t *body, enum patch_kind pk, bool dry, const char *body_rv,
-                       struct ks_reply *r)
+                       const struct ks_ssa_ctx *ssa, struct ks_reply *r)
 {
     struct ks_server *ks = q->ks;
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
@@ -1711,12 +1813,20 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     pthread_mutex_unlock(&ks->lock);
     if (!cur) {
         if (pk == PATCH_APPLY && !status_sub) {
-            json_t *obj = json_deep_copy(body);
-            if (check_type(def, q->version, obj, r) == 0) {
-                json_object_set_new(meta(obj), "name", json_string(q->name));
-                do_create(q, def, obj, dry, r);
+            json_t *cfg = json_deep_copy(body);
+            if (check_type(def, q->version, cfg, r) == 0) {
+                json_object_set_new(meta(cfg), "name", json_string(q->name));
+                json_t *zero = zero_object(def), *obj = NULL, *causes = NULL;
+                char *msg = NULL;
+                ks_ssa_apply(zero, cfg, ssa, &obj, &msg, &causes); /* no one to conflict with */
+                if (obj)
+                    do_create(q, def, obj, dry, r);
+                json_decref(obj);
+                json_decref(causes);
+                free(msg);
+                json_decref(zero);
             }
-            json_decref(obj);
+            json_decref(cfg);
             return 0;
         }
         reply_not_found(r, def, q->name);
@@ -1730,7 +1840,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     }
 
     /* Build the new object in the request version. */
-    next = next_object(cur_v, body, pk, r);
+    next = next_object(cur_v, body, pk, ssa, r);
     if (!next)
         goto out;
     if (pk != PATCH_NONE) {
@@ -1774,6 +1884,8 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
                             json_integer(json_integer_value(json_object_get(
                                              json_object_get(cur_v, "metadata"), "generation")) +
                                          1));
+    if (pk != PATCH_APPLY)
+        ks_ssa_update(cur_v, next, ssa);
     if (def->typed)
         ks_typed_order(next);
     if (same_object(next, cur_v) && in_storage_version(def, cur)) {
@@ -1803,6 +1915,16 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
 {
     const char *body_rv = NULL;
 
+    if (pk == PATCH_APPLY && !ks_query(q, "fieldManager")) {
+        ks_reply_status(r, 422, "Invalid",
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: "
+                        "is required for apply patch",
+                        json_pack("{s:s,s:s,s:[{s:s,s:s,s:s}]}", "group", "meta.k8s.io", "kind",
+                                  "PatchOptions", "causes", "reason", "FieldValueRequired",
+                                  "message", "Required value: is required for apply patch", "field",
+                                  "fieldManager"));
+        return;
+    }
     if (pk == PATCH_NONE) {
         if (check_put_body(q, def, body, &body_rv, r) != 0)
             return;
@@ -1814,9 +1936,14 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
                         NULL);
         return;
     }
+    struct ssa ssa;
+    ssa_begin(q, def, &ssa);
     for (int attempt = 0; attempt < 8; attempt++)
-        if (update_once(q, def, key, body, pk, dry, body_rv, r) == 0)
+        if (update_once(q, def, key, body, pk, dry, body_rv, &ssa.c, r) == 0) {
+            ssa_end(&ssa);
             return;
+        }
+    ssa_end(&ssa);
     reply_modified(r, def, q->name);
 }
 
@@ -1853,7 +1980,12 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
     struct ks_server *ks = q->ks;
     json_t *opts = NULL;
     if (q->body && q->body_len) {
-        opts = json_loadb(q->body, q->body_len, 0, NULL);
+        char *err = NULL;
+        if (ks_pb_media_type(q->content_type))
+            ks_pb_decode(q->body, q->body_len, &opts, &err); /* typed clients' DeleteOptions */
+        else
+            opts = json_loadb(q->body, q->body_len, 0, NULL);
+        free(err);
         if (!json_is_object(opts)) {
             json_decref(opts);
             reply_bad_request(r, "the body of the request was in an unknown format");
@@ -2039,14 +2171,17 @@ static void do_delete_collection(struct ks_api_req *q, const struct ks_res *def,
     json_decref(list);
 }
 
-/* kubesim reads JSON only: a create or update in another media type (the
- * protobuf kubectl sends for built-in types, YAML, CBOR) gets the 415 the
- * apiserver gives for a media type it has no serializer for. */
+/* kubesim reads JSON, and protobuf for the built-in kinds (protobuf.c;
+ * parse_body answers 415 for other kinds as the apiserver does): a create
+ * or update in another media type (YAML, CBOR) gets the 415 the apiserver
+ * gives for a media type it has no serializer for. */
 static bool json_body(struct ks_api_req *q, struct ks_reply *r)
 {
     const char *ct = q->content_type;
     size_t n = strlen("application/json");
     if (!ct || !*ct || (strncmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';')))
+        return true;
+    if (ks_pb_media_type(ct))
         return true;
     ks_reply_status(r, 415, "UnsupportedMediaType",
                     "the body of the request was in an unknown format - accepted media types "
@@ -2238,6 +2373,11 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
             json_object_set_new(
                 md, "generation",
                 json_integer(json_integer_value(json_object_get(md, "generation")) + 1));
+            struct ssa s; /* an Update of subresource "scale" */
+            ssa_begin(q, def, &s);
+            ks_ssa_update(cur, dep, &s.c);
+            ssa_end(&s);
+            ks_typed_order(dep);
         }
         bool dry = dry_run(q, NULL);
         pthread_mutex_lock(&ks->lock);

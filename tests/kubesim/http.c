@@ -526,6 +526,8 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         goto out;
     }
     ks_handle_api(&q, r);
+    if (ks_pb_accept_only(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept")))
+        ks_pb_reply(r);
 out:
     json_decref(doc);
     free(q.group);

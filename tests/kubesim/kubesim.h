@@ -18,7 +18,10 @@
  * PartialObjectMetadata), certs.c (CA, serving certificate, kubeconfig),
  * util.c (JSON output, Status bodies), selector.c (label and field
  * selectors, parsed as the apiserver parses them), migration.c (storage
- * versions: StorageVersionMigration and /_kubesim/storage).
+ * versions: StorageVersionMigration and /_kubesim/storage), apply.c
+ * (server-side apply, managedFields), yaml.c (apply-patch+yaml bodies),
+ * protobuf.c (protobuf bodies of built-in kinds, with the generated table
+ * pbtable.c).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
@@ -346,6 +349,62 @@ const char *ks_kschema_kind_def(const char *group, const char *version, const ch
 json_t *ks_kschema_openapi(bool v3);
 /* The OpenAPI v2 (swagger 2.0) document. Lock held. @ref new */
 json_t *ks_openapi_v2(struct ks_server *ks);
+
+/* ---- apply.c: server-side apply and managedFields ------------------------------ */
+
+/* Who writes, and how. */
+struct ks_ssa_ctx {
+    const char *manager;     /* fieldManager */
+    const char *subresource; /* NULL or "status" */
+    const char *api_version; /* of the request */
+    bool force;              /* apply: take conflicting fields over */
+    bool has_status;         /* main-resource writes do not own status */
+};
+
+/* An Update operation (create, PUT, merge/strategic/JSON patch): set
+ * next's metadata.managedFields from old's (next's own when the write
+ * carries them) and the fields the write changed. old is the live object,
+ * or for a create the JSON of the kind's zero value. @ref borrow old. */
+void ks_ssa_update(const json_t *old, json_t *next, const struct ks_ssa_ctx *c);
+/* Apply config (an apply-patch body) to live (its presented form, or the
+ * zero value for a create). 0 with *ret_next (@ref new: merged, with
+ * managedFields); -EBUSY on conflicts with the apiserver's 409 message in
+ * *ret_msg (malloc'd) and its causes in *ret_causes (@ref new). */
+int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_ctx *c,
+                 json_t **ret_next, char **ret_msg, json_t **ret_causes);
+/* The apiserver's default field manager: the User-Agent up to its first
+ * "/". malloc'd */
+char *ks_ssa_default_manager(const char *user_agent);
+
+/* ---- yaml.c ------------------------------------------------------------------ */
+
+/* One YAML document as sigs.k8s.io/yaml turns it into JSON. @ref new, or
+ * NULL with a message in *ret_err (malloc'd). */
+json_t *ks_yaml_load(const char *buf, size_t len, char **ret_err);
+
+/* ---- protobuf.c ------------------------------------------------------------ */
+
+/* Is ct application/vnd.kubernetes.protobuf (parameters allowed)? */
+bool ks_pb_media_type(const char *ct);
+/* Does kind in api_version have a protobuf form? */
+bool ks_pb_has_kind(const char *api_version, const char *kind);
+/* Read a protobuf body ("k8s\0" + runtime.Unknown) into the JSON object
+ * encoding/json would write, kind and apiVersion first. 0 with *ret_obj
+ * (@ref new); -ENOTSUP for a kind without a protobuf form, -EINVAL for a
+ * malformed body, each with a message in *ret_err (malloc'd). */
+int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err);
+/* Write obj (@ref borrow; kind and apiVersion set) as a protobuf body.
+ * 0 with *ret_buf (malloc'd) and *ret_len; -ENOTSUP or -EINVAL with a
+ * message in *ret_err (malloc'd). */
+int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err);
+/* Does an Accept header take plain protobuf but not JSON (JSON stays the
+ * answer whenever the client takes it; protobuf Tables and partial objects
+ * are not served)? */
+bool ks_pb_accept_only(const char *accept);
+struct ks_reply;
+/* Turn a JSON answer into protobuf; 406 when its kind has no protobuf
+ * form. Streams (watches) are left alone. */
+void ks_pb_reply(struct ks_reply *r);
 
 /* ---- schema.c -------------------------------------------------------------- */
 

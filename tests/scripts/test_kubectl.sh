@@ -151,18 +151,250 @@ EOF
 k apply -f "$work/deploy.yaml" >>"$work/apply.log" 2>&1 || fail "apply deployment"
 k scale deployment web --replicas=3 >>"$work/apply.log" 2>&1 || fail "scale: $(tail -3 "$work/apply.log")"
 [ "$(k get deployment web -o jsonpath='{.spec.replicas}')" = 3 ] || fail "scale did not set replicas"
+k get deployment web -o json --show-managed-fields |
+  jq -e '.metadata.managedFields[] | select(.subresource=="scale" and .operation=="Update") |
+  .fieldsV1["f:spec"] | has("f:replicas")' >/dev/null || fail "scale recorded no managedFields entry"
 k get deployment web >"$work/table.log" 2>&1 || fail "get deployment"
 grep -Eq '^NAME +READY +UP-TO-DATE +AVAILABLE +AGE' "$work/table.log" ||
   fail "no deployment columns: $(cat "$work/table.log")"
 
-# kubesim reads JSON only: kubectl create for built-in types sends protobuf
-# and gets the apiserver's 415; create -f (JSON) works.
-if k create namespace pb >"$work/pb.log" 2>&1; then
-  fail "protobuf create accepted"
+# kubectl create sends built-in kinds as protobuf: every built-in kind
+# kubesim serves goes in that way and reads back as the JSON the apiserver
+# writes.
+k create namespace pb >>"$work/apply.log" 2>&1 || fail "create namespace: $(tail -3 "$work/apply.log")"
+k -n pb create configmap cm1 --from-literal=a=b >>"$work/apply.log" 2>&1 || fail "create configmap"
+k -n pb create secret generic s1 --from-literal=pw=hunter2 >>"$work/apply.log" 2>&1 ||
+  fail "create secret"
+k -n pb create deployment d1 --image=nginx --replicas=2 --port=8080 >>"$work/apply.log" 2>&1 ||
+  fail "create deployment"
+k -n pb create service clusterip s1 --tcp=80:http >>"$work/apply.log" 2>&1 || fail "create service"
+k -n pb create serviceaccount sa1 >>"$work/apply.log" 2>&1 || fail "create serviceaccount"
+k -n pb create role r1 --verb=get,list --resource=pods >>"$work/apply.log" 2>&1 || fail "create role"
+k -n pb create rolebinding rb1 --role=r1 --serviceaccount=pb:sa1 >>"$work/apply.log" 2>&1 ||
+  fail "create rolebinding"
+k create clusterrole cr1 --verb=get --resource=configmaps >>"$work/apply.log" 2>&1 ||
+  fail "create clusterrole"
+k create clusterrolebinding crb1 --clusterrole=cr1 --user=u1 >>"$work/apply.log" 2>&1 ||
+  fail "create clusterrolebinding"
+k -n pb create poddisruptionbudget pdb1 --selector=app=d1 --min-available=50% >>"$work/apply.log" 2>&1 ||
+  fail "create poddisruptionbudget"
+k -n pb run p1 --image=busybox --labels=app=p1 --env=A=1 --port=9090 -- sleep 10 >>"$work/apply.log" 2>&1 ||
+  fail "run pod"
+k -n pb get configmap cm1 -o jsonpath='{.data.a}' | grep -qx b || fail "configmap data"
+[ "$(k -n pb get secret s1 -o jsonpath='{.data.pw}')" = "$(printf hunter2 | base64)" ] ||
+  fail "secret data is not base64 of the value"
+k -n pb get secret s1 -o jsonpath='{.type}' | grep -qx Opaque || fail "secret type"
+d1=$(k -n pb get deployment d1 -o json)
+grep -q '"replicas": 2' <<<"$d1" || fail "deployment replicas: $d1"
+grep -q '"containerPort": 8080' <<<"$d1" || fail "deployment port: $d1"
+grep -q '"maxSurge": "25%"' <<<"$d1" || fail "deployment IntOrString default: $d1"
+[ "$(k -n pb get service s1 -o jsonpath='{.spec.ports[0].targetPort}')" = http ] ||
+  fail "service targetPort (IntOrString string)"
+[ "$(k -n pb get service s1 -o jsonpath='{.spec.ports[0].port}')" = 80 ] || fail "service port"
+[ "$(k -n pb get pdb pdb1 -o jsonpath='{.spec.minAvailable}')" = 50% ] || fail "pdb minAvailable"
+[ "$(k -n pb get rolebinding rb1 -o jsonpath='{.subjects[0].name}')" = sa1 ] || fail "rolebinding"
+[ "$(k get clusterrole cr1 -o jsonpath='{.rules[0].resources[0]}')" = configmaps ] ||
+  fail "clusterrole rules"
+p1=$(k -n pb get pod p1 -o json)
+grep -q '"sleep"' <<<"$p1" || fail "pod args: $p1"
+grep -q '"containerPort": 9090' <<<"$p1" || fail "pod port: $p1"
+# Other media types and kinds without a protobuf form still get the 415.
+ca_file=$work/kubesim-ca.crt
+grep certificate-authority-data "$work/kubeconfig" | awk '{print $2}' | base64 -d >"$ca_file"
+url=$(head -n1 "$work/kubesim.log")
+token=$(grep 'token:' "$work/kubeconfig" | awk '{print $2}')
+c() { curl -sS --cacert "$ca_file" -H "Authorization: Bearer $token" "$@"; }
+pbct='application/vnd.kubernetes.protobuf'
+code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H "Content-Type: $pbct" --data-binary 'k8s' \
+  "$url/api/v1/namespaces/pb/configmaps")
+[ "$code" = 400 ] || fail "truncated protobuf: $code $(cat "$work/pb.out")"
+# "k8s\0" + Unknown{typeMeta{apiVersion, kind}} of a custom resource
+printf 'k8s\0\x0a\x24\x0a\x16mygroup.example.com/v1\x12\x0aMyResource' >"$work/cr.pb"
+code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H "Content-Type: $pbct" \
+  --data-binary @"$work/cr.pb" "$url/apis/mygroup.example.com/v1/namespaces/pb/myresources")
+[ "$code" = 415 ] || fail "protobuf custom resource: $code $(cat "$work/pb.out")"
+# A client that takes only protobuf gets protobuf (JSON stays the answer
+# whenever the client takes it); the bytes go back in as a create.
+code=$(c -o "$work/cm1.pb" -w '%{http_code} %{content_type}' -H "Accept: $pbct" \
+  "$url/api/v1/namespaces/pb/configmaps/cm1")
+[ "$code" = "200 $pbct" ] || fail "protobuf answer: $code"
+[ "$(head -c 3 "$work/cm1.pb")" = k8s ] || fail "no k8s envelope"
+code=$(c -o /dev/null -w '%{content_type}' -H "Accept: $pbct,application/json" \
+  "$url/api/v1/namespaces/pb/configmaps/cm1")
+[ "$code" = application/json ] || fail "JSON not preferred: $code"
+code=$(c -o /dev/null -w '%{content_type}' \
+  -H "Accept: $pbct;as=PartialObjectMetadata;g=meta.k8s.io;v=v1" "$url/api/v1/namespaces/pb/configmaps/cm1")
+[ "$code" = application/json ] || fail "protobuf PartialObjectMetadata answered as $code"
+k -n pb delete configmap cm1 >>"$work/apply.log" 2>&1 || fail "delete cm1"
+code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H "Content-Type: $pbct" \
+  --data-binary @"$work/cm1.pb" "$url/api/v1/namespaces/pb/configmaps")
+[ "$code" = 201 ] || fail "protobuf create from protobuf answer: $code $(cat "$work/pb.out")"
+k -n pb get configmap cm1 -o jsonpath='{.data.a}' | grep -qx b || fail "round trip lost data"
+# Kinds kubectl has no create generator for: stored from JSON, read back
+# in protobuf, deleted, created again from those bytes: the same object.
+cat >"$work/more.yaml" <<'EOF2'
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: l1, namespace: pb}
+spec: {holderIdentity: me, leaseDurationSeconds: 15, acquireTime: "2024-05-06T07:08:09.123456Z", leaseTransitions: 2}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: np1, namespace: pb}
+spec:
+  podSelector: {matchLabels: {app: d1}}
+  policyTypes: [Ingress]
+  ingress: [{ports: [{port: 8080, protocol: TCP}, {port: http}], from: [{ipBlock: {cidr: 10.0.0.0/8}}]}]
+---
+apiVersion: v1
+kind: Event
+metadata: {name: ev1, namespace: pb}
+involvedObject: {kind: Pod, name: p1, namespace: pb}
+reason: Tested
+message: hello
+type: Normal
+count: 3
+firstTimestamp: "2024-05-06T07:08:09Z"
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p2, namespace: pb}
+spec:
+  volumes: [{name: cfg, configMap: {name: cm1, defaultMode: 420}}, {name: tmp, emptyDir: {sizeLimit: 64Mi}}]
+  containers:
+  - name: c
+    image: busybox
+    env: [{name: K, valueFrom: {configMapKeyRef: {name: cm1, key: a}}}]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 5}
+    resources: {limits: {cpu: 500m, memory: 1Gi}}
+    volumeMounts: [{name: cfg, mountPath: /cfg}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: vwc1}
+webhooks:
+- name: v.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  timeoutSeconds: 5
+  clientConfig: {url: "https://127.0.0.1:1/validate", caBundle: "AAEC"}
+  rules: [{apiGroups: ["nothing.example.com"], apiVersions: [v1], operations: [CREATE], resources: [things]}]
+EOF2
+k apply -f "$work/more.yaml" >>"$work/apply.log" 2>&1 || fail "apply more kinds: $(tail -3 "$work/apply.log")"
+for obj in api/v1/namespaces/pb/events/ev1 api/v1/namespaces/pb/pods/p2 \
+  apis/coordination.k8s.io/v1/namespaces/pb/leases/l1 \
+  apis/networking.k8s.io/v1/namespaces/pb/networkpolicies/np1 \
+  apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/vwc1 \
+  api/v1/namespaces/pb/secrets/s1 api/v1/namespaces/pb/services/s1 \
+  apis/apps/v1/namespaces/pb/deployments/d1 apis/policy/v1/namespaces/pb/poddisruptionbudgets/pdb1 \
+  apis/rbac.authorization.k8s.io/v1/namespaces/pb/rolebindings/rb1 \
+  apis/rbac.authorization.k8s.io/v1/clusterroles/cr1; do
+  c -H 'Accept: application/json' "$url/$obj" | jq -S 'del(.metadata, .status)' >"$work/before.json"
+  code=$(c -o "$work/obj.pb" -w '%{http_code}' -H "Accept: $pbct" "$url/$obj")
+  [ "$code" = 200 ] || fail "protobuf GET $obj: $code"
+  code=$(c -o /dev/null -w '%{http_code}' -X DELETE "$url/$obj")
+  [ "$code" = 200 ] || fail "DELETE $obj: $code"
+  code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H "Content-Type: $pbct" \
+    --data-binary @"$work/obj.pb" "$url/${obj%/*}")
+  [ "$code" = 201 ] || fail "protobuf POST $obj: $code $(cat "$work/pb.out")"
+  c -H 'Accept: application/json' "$url/$obj" | jq -S 'del(.metadata, .status)' >"$work/after.json"
+  diff "$work/before.json" "$work/after.json" >"$work/diff.log" || { cat "$work/before.json" "$work/diff.log"; fail "$obj changed"; }
+done
+grep -q '"acquireTime": "2024-05-06T07:08:09.123456Z"' <<<"$(k -n pb get lease l1 -o json)" ||
+  fail "lease MicroTime"
+code=$(c -o "$work/pb.out" -w '%{http_code}' -H "Accept: $pbct" \
+  "$url/apis/mygroup.example.com/v1/namespaces/pb/myresources")
+[ "$code" = 406 ] || fail "protobuf list of a CR: $code"
+code=$(c -o "$work/pb.out" -w '%{http_code}' -X POST -H 'Content-Type: application/cbor' \
+  --data-binary 'x' "$url/api/v1/namespaces/pb/configmaps")
+[ "$code" = 415 ] || fail "cbor accepted: $code"
+
+# Server-side apply: managedFields per manager, a 409 naming the other
+# manager and the fields, --force-conflicts takes them over, Update
+# operations (create, label) recorded too, and a field dropped from the
+# configuration is removed.
+mf() { k -n pb get "$1" -o json --show-managed-fields; }
+# d1 was created again by curl above: the manager defaults to the
+# User-Agent up to its first "/".
+grep -q '"manager": "curl"' <<<"$(mf deployment/d1)" || fail "create recorded no manager"
+jq -e '.metadata.managedFields[] | select(.manager=="kubectl-create" and .operation=="Update") |
+  .fieldsV1 | has("f:rules")' <<<"$(mf role/r1)" >/dev/null || fail "kubectl create recorded no manager"
+cat >"$work/ssa.yaml" <<'EOF2'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: d1
+  namespace: pb
+spec:
+  replicas: 4
+  selector:
+    matchLabels: {app: d1}
+  template:
+    metadata:
+      labels: {app: d1}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        env: [{name: A, value: "1"}, {name: B, value: "2"}]
+EOF2
+if k apply --server-side -f "$work/ssa.yaml" >"$work/ssa.log" 2>&1; then
+  fail "apply over curl's fields did not conflict"
 fi
-grep -q 'unknown format' "$work/pb.log" || fail "no 415 message: $(cat "$work/pb.log")"
-k create namespace pb --dry-run=client -o json | k create -f - >>"$work/apply.log" 2>&1 ||
-  fail "create -f namespace: $(tail -3 "$work/apply.log")"
+grep -q 'Apply failed with 2 conflicts: conflicts with "curl" using apps/v1 at ' "$work/ssa.log" ||
+  fail "conflict message: $(cat "$work/ssa.log")"
+grep -q '^- .spec.replicas$' "$work/ssa.log" || fail "conflict lacks .spec.replicas: $(cat "$work/ssa.log")"
+grep -q '^- .spec.template.spec.containers\[name="nginx"\].image$' "$work/ssa.log" ||
+  fail "conflict lacks the image: $(cat "$work/ssa.log")"
+[ "$(k -n pb get deployment d1 -o jsonpath='{.spec.replicas}')" = 2 ] || fail "conflicting apply wrote"
+k apply --server-side --force-conflicts -f "$work/ssa.yaml" >>"$work/ssa.log" 2>&1 ||
+  fail "forced apply: $(tail -3 "$work/ssa.log")"
+d1=$(mf deployment/d1)
+[ "$(jq -r '.spec.replicas' <<<"$d1")" = 4 ] || fail "forced apply did not set replicas"
+[ "$(jq -r '.metadata.managedFields[] | select(.manager=="kubectl" and .operation=="Apply") |
+  .fieldsV1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"]["f:env"] |
+  keys | join(" ")' <<<"$d1")" = 'k:{"name":"A"} k:{"name":"B"}' ] ||
+  fail "apply's field set: $(jq -c '.metadata.managedFields' <<<"$d1")"
+jq -e '.metadata.managedFields[] | select(.manager=="curl") | .fieldsV1["f:spec"] |
+  has("f:replicas") | not' <<<"$d1" >/dev/null || fail "curl still owns replicas"
+k -n pb label deployment d1 tier=web >>"$work/ssa.log" 2>&1 || fail "label"
+jq -e '.metadata.managedFields[] | select(.manager=="kubectl-label" and .operation=="Update") |
+  .fieldsV1["f:metadata"]["f:labels"] | has("f:tier")' <<<"$(mf deployment/d1)" >/dev/null ||
+  fail "label recorded no Update entry"
+# Another manager sharing a value co-owns it without a conflict.
+cat >"$work/ssa2.yaml" <<'EOF2'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: d1
+  namespace: pb
+spec:
+  replicas: 4
+EOF2
+k apply --server-side --field-manager=hpa-like -f "$work/ssa2.yaml" >>"$work/ssa.log" 2>&1 ||
+  fail "co-owning apply conflicted: $(tail -3 "$work/ssa.log")"
+# Dropping env B from the configuration removes it; replicas stays (co-owned).
+sed -i 's/, {name: B, value: "2"}//; /replicas: 4/d' "$work/ssa.yaml"
+k apply --server-side -f "$work/ssa.yaml" >>"$work/ssa.log" 2>&1 || fail "apply without B"
+[ "$(k -n pb get deployment d1 -o jsonpath='{.spec.template.spec.containers[0].env[*].name}')" = A ] ||
+  fail "env B not removed"
+[ "$(k -n pb get deployment d1 -o jsonpath='{.spec.replicas}')" = 4 ] || fail "co-owned replicas lost"
+# fieldManager is required for apply.
+code=$(c -o "$work/pb.out" -w '%{http_code}' -X PATCH -H 'Content-Type: application/apply-patch+yaml' \
+  --data-binary '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm1"}}' \
+  "$url/api/v1/namespaces/pb/configmaps/cm1")
+[ "$code" = 422 ] && grep -q 'fieldManager: Required value' "$work/pb.out" ||
+  fail "apply without fieldManager: $code $(cat "$work/pb.out")"
+
+# get -w on a built-in kind sees a change made through protobuf.
+timeout 120 kubectl --cache-dir "$work/cache" -n pb get configmaps -w --output-watch-events \
+  >"$work/watch2.log" 2>&1 &
+watch_pid=$!
+pids+=($watch_pid)
+wait_for "$work/watch2.log" 'cm1' || fail "configmap watch printed nothing"
+k -n pb create configmap cm2 --from-literal=x=y >>"$work/apply.log" 2>&1 || fail "create cm2"
+wait_for "$work/watch2.log" 'ADDED.*cm2' || fail "watch saw no cm2: $(cat "$work/watch2.log")"
+kill "$watch_pid" 2>/dev/null || true
 
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
