@@ -285,7 +285,7 @@ END_TEST
 
 static mode_t mode_of(const char *dir, const char *name)
 {
-    char path[1024];
+    char path[2048]; /* dir is at most 1023 bytes */
     struct stat st;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     ck_assert_int_eq(stat(path, &st), 0);

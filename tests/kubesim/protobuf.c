@@ -185,7 +185,7 @@ static json_t *decode_value(const struct ks_pb_field *f, const struct wire *w, c
 static int decode_entry(const struct ks_pb_field *f, struct rd r, json_t *obj, char **err)
 {
     json_t *key = NULL, *val = NULL;
-    struct wire w;
+    struct wire w = {0};
     while (r.n) {
         if (rd_field(&r, &w) != 0)
             goto bad;
@@ -299,7 +299,7 @@ static json_t *decode_special(const struct ks_pb_msg *m, struct rd r, char **err
     uint64_t n1 = 0, n2 = 0;
     struct rd s1 = {NULL, 0}, s3 = {NULL, 0};
     bool have1 = false;
-    struct wire w;
+    struct wire w = {0};
     while (r.n) {
         if (rd_field(&r, &w) != 0) {
             *err = ks_printf("%s: malformed message", m->name);
@@ -380,7 +380,7 @@ static json_t *decode_msg(int idx, struct rd r, char **err)
     if (!vals)
         abort();
     json_t *out = NULL;
-    struct wire w;
+    struct wire w = {0};
     while (r.n) {
         if (rd_field(&r, &w) != 0) {
             *err = ks_printf("%s: malformed message", m->name);
@@ -491,7 +491,7 @@ int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err)
     char *av = NULL, *kind = NULL;
     struct rd raw = {NULL, 0};
     bool encoded = false;
-    struct wire w;
+    struct wire w = {0};
     int rc = -EINVAL;
     while (r.n) {
         if (rd_field(&r, &w) != 0) {
