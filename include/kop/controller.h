@@ -54,6 +54,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "kop/admission.h"
 
 struct kop_client;
@@ -81,6 +83,14 @@ struct kop_controller_options {
      * (lease duration minus renew deadline: before another replica can take
      * the lease); <= 0: do not wait. */
     int64_t lost_lease_drain_ms;
+    /* Sharding (NULL: off; kop/sharder.h): the MyResource informer selects
+     * shard_selector ("label=value"), the child informers add it to theirs,
+     * the label is copied from the MyResource onto its children, and gate
+     * (ud gate_ud) decides before each reconcile of a MyResource whether to
+     * go on (true). */
+    const char *shard_selector;
+    bool (*gate)(void *gate_ud, struct kop_client *client, const json_t *obj);
+    void *gate_ud;
 };
 
 /* Returns 0, -EINVAL or -ENOMEM; *ret on success. Nothing runs yet. */

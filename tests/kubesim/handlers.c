@@ -683,14 +683,27 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
     json_t *mutated = NULL;
     if (!r->warnings)
         r->warnings = json_array();
-    if (ks_admit_mutate(q->ks, &ar, r->warnings, &mutated, &code, &body) != 0)
+    /* The apiserver runs mutating admission before rest.BeforeCreate fills
+     * metadata.uid and creationTimestamp (k8s.io/apiserver/pkg/endpoints/
+     * handlers/create.go), so mutating webhooks see neither at CREATE. */
+    json_t *unsystem = NULL;
+    struct ks_admit_req mar = ar;
+    if (obj && strcmp(op, "CREATE") == 0) {
+        unsystem = json_deep_copy(obj);
+        json_object_del(json_object_get(unsystem, "metadata"), "uid");
+        json_object_del(json_object_get(unsystem, "metadata"), "creationTimestamp");
+        mar.obj = unsystem;
+    }
+    int mrc = ks_admit_mutate(q->ks, &mar, r->warnings, &mutated, &code, &body);
+    json_decref(unsystem);
+    if (mrc != 0)
         goto denied;
     if (mutated && obj) {
         /* The caller holds pointers into obj's name and namespace strings:
          * keep those values (the apiserver does not let a webhook rename). */
         json_t *mmd = json_object_get(mutated, "metadata");
         json_t *omd = json_object_get(obj, "metadata");
-        static const char *const keep[] = {"name", "namespace", "uid", NULL};
+        static const char *const keep[] = {"name", "namespace", "uid", "creationTimestamp", NULL};
         for (const char *const *f = keep; json_is_object(mmd) && *f; f++) {
             if (json_object_get(omd, *f))
                 json_object_set(mmd, *f, json_object_get(omd, *f));
