@@ -86,10 +86,12 @@ struct kop_controller_options {
     /* Sharding (NULL: off; kop/sharder.h): the MyResource informer selects
      * shard_selector ("label=value"), the child informers add it to theirs,
      * the label is copied from the MyResource onto its children, and gate
-     * (ud gate_ud) decides before each reconcile of a MyResource whether to
-     * go on (true). */
+     * (ud gate_ud) is asked before each reconcile of "ns/name" (key) with
+     * the cached MyResource (obj, @ref borrow): 0 reconcile, < 0 skip, > 0
+     * skip and requeue after that many nanoseconds. When the object is no
+     * longer in the cache, gate is called with obj NULL (result unused). */
     const char *shard_selector;
-    bool (*gate)(void *gate_ud, struct kop_client *client, const json_t *obj);
+    int64_t (*gate)(void *gate_ud, struct kop_client *client, const char *key, const json_t *obj);
     void *gate_ud;
 };
 

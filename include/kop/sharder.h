@@ -26,9 +26,10 @@
  *    2. the owner sees it (its informer holds the object), stops
  *       reconciling the object and removes the drain label in the same
  *       worker slot (so no reconcile of it is in flight) and refuses to
- *       reconcile it for a lease duration after;
+ *       reconcile it until it leaves its cache, or for a lease duration;
  *    3. the sharder sees the drain label gone and changes the owner label
- *       (with the resourceVersion it read as a precondition).
+ *       (with the resourceVersion it read as a precondition; on a conflict
+ *       it forgets the drain and starts over).
  *    Until every move of a membership change completed, each pass tries
  *    again.
  *
@@ -137,10 +138,12 @@ const char *kop_sharder_selector(const struct kop_sharder *s);
 /* This replica's identity (the owner label value). */
 const char *kop_sharder_identity(const struct kop_sharder *s);
 
-/* Controller gate (kop_controller_gate_fn; ud is the sharder): true to
- * reconcile obj (@ref borrow). Removes the drain label through client
- * when the object is draining. */
-bool kop_sharder_gate(void *ud, struct kop_client *client, const json_t *obj);
+/* Controller gate (kop_controller_options.gate; ud is the sharder):
+ * 0 to reconcile obj (@ref borrow) now, < 0 to skip it, > 0 to skip it and
+ * look again after that many nanoseconds (released recently). Removes the
+ * drain label through client when the object is draining. obj NULL: key
+ * left this replica's cache; its release is forgotten. */
+int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, const json_t *obj);
 
 /* The mutating webhook (kop_http_handler_fn; ud is the sharder). */
 void kop_sharder_mutate_http(void *ud, const struct kop_http_request *req,

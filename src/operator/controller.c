@@ -56,7 +56,7 @@ struct kop_controller {
     bool leading;
     /* Sharding (kop_controller_options): NULL when off. */
     char *shard_key, *shard_value, *child_selector;
-    bool (*gate)(void *, struct kop_client *, const json_t *);
+    int64_t (*gate)(void *, struct kop_client *, const char *, const json_t *);
     void *gate_ud;
 
     struct kop_workqueue *queue;
@@ -409,6 +409,8 @@ static struct kop_reconcile_result reconcile(void *ud, const char *key, const ch
     json_t *obj = kop_store_get(c->store, KIND_MYR, ns, name);
     json_t *old_status = NULL;
     if (!obj) {
+        if (c->gate)
+            (void)c->gate(c->gate_ud, c->rclient, key, NULL);
         log_rec(&r, KOP_LOG_DEBUG, "MyResource not found; nothing to do", NULL);
         return r.result;
     }
@@ -416,8 +418,11 @@ static struct kop_reconcile_result reconcile(void *ud, const char *key, const ch
         log_rec(&r, KOP_LOG_DEBUG, "MyResource is being deleted; nothing to do", NULL);
         goto out;
     }
-    if (c->gate && !c->gate(c->gate_ud, c->rclient, obj)) {
+    int64_t gated = c->gate ? c->gate(c->gate_ud, c->rclient, key, obj) : 0;
+    if (gated != 0) {
         log_rec(&r, KOP_LOG_DEBUG, "MyResource not reconciled here (shard gate)", NULL);
+        if (gated > 0)
+            r.result.requeue_after_ns = gated;
         goto out;
     }
     if (c->shard_key)

@@ -208,7 +208,9 @@ static void on_joined(void *ud)
 static void on_left(void *ud)
 {
     struct kop_manager *m = ud;
-    kop_log(KOP_LOG_WARN, "sharder", "membership lease lost, reconciling stopped", NULL);
+    kop_log(KOP_LOG_WARN, "sharder",
+            "left the shard members (stopping, or the Lease was not renewed), reconciling stopped",
+            NULL);
     kop_controller_set_leading(m->controller, false);
 }
 

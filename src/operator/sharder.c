@@ -362,6 +362,8 @@ static void pass(struct kop_sharder *s)
             break;
         case KOP_SHARD_MOVE:
             r = patch_labels(s->client, obj, target, NULL, true);
+            if (r != 0)
+                json_object_del(s->requested, uid); /* changed since: drain again */
             if (r == 0) {
                 now_owner = target;
                 moves++;
@@ -396,7 +398,7 @@ static void pass(struct kop_sharder *s)
     }
     if (assigned || drains || moves || (rebalance && !pending))
         kop_log(KOP_LOG_INFO, LOGGER, "sharder pass",
-                json_pack("{s:O, s:I, s:b, s:I, s:I, s:I, s:b}", "members", members,
+                json_pack("{s:O, s:I, s:b, s:I, s:I, s:I, s:b}", "members", members, "objects",
                           (json_int_t)json_array_size(json_object_get(list, "items")), "rebalance",
                           rebalance, "assigned", (json_int_t)assigned, "drainsRequested",
                           (json_int_t)drains, "moved", (json_int_t)moves, "pending", pending));
@@ -551,18 +553,25 @@ const char *kop_sharder_identity(const struct kop_sharder *s)
     return kop_membership_identity(s->membership);
 }
 
-bool kop_sharder_gate(void *ud, struct kop_client *client, const json_t *obj)
+int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, const json_t *obj)
 {
     struct kop_sharder *s = ud;
-    const char *uid = meta_str(obj, "uid");
+    int64_t lease_ns = s->lease_ms * KOP_NSEC_PER_MSEC;
+    int64_t now = kop_clock_now_ns();
+    if (!obj) {
+        /* Moved away (or deleted): a later return is a new assignment. */
+        pthread_mutex_lock(&s->rel_lock);
+        json_object_del(s->released, key);
+        pthread_mutex_unlock(&s->rel_lock);
+        return -1;
+    }
     const char *drain = label(obj, KOP_SHARDER_DRAIN_LABEL);
     bool draining = drain && strcmp(drain, "true") == 0;
-    int64_t now = kop_clock_now_ns();
     pthread_mutex_lock(&s->rel_lock);
-    const json_t *t = json_object_get(s->released, uid);
-    bool recent = t && now - json_integer_value(t) < s->lease_ms * KOP_NSEC_PER_MSEC;
-    enum kop_shard_gate g = kop_shard_gate_decide(label(obj, KOP_SHARDER_OWNER_LABEL),
-                                                  kop_sharder_identity(s), draining, recent);
+    const json_t *t = json_object_get(s->released, key);
+    int64_t since = t ? now - json_integer_value(t) : lease_ns;
+    enum kop_shard_gate g = kop_shard_gate_decide(
+        label(obj, KOP_SHARDER_OWNER_LABEL), kop_sharder_identity(s), draining, since < lease_ns);
     if (g == KOP_SHARD_RELEASE) {
         /* Refuse from now on, before the label is gone; drop old entries. */
         const char *k;
@@ -570,20 +579,28 @@ bool kop_sharder_gate(void *ud, struct kop_client *client, const json_t *obj)
         void *tmp;
         json_object_foreach_safe(s->released, tmp, k, v)
         {
-            if (now - json_integer_value(v) >= s->lease_ms * KOP_NSEC_PER_MSEC)
+            if (now - json_integer_value(v) >= lease_ns)
                 json_object_del(s->released, k);
         }
-        json_object_set_new(s->released, uid, json_integer(now));
+        json_object_set_new(s->released, key, json_integer(now));
     }
     pthread_mutex_unlock(&s->rel_lock);
-    if (g == KOP_SHARD_RELEASE) {
-        int r = patch_labels(client, obj, NULL, "", false);
-        kop_log(r == 0 ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
-                r == 0 ? "released a draining MyResource" : "cannot release a MyResource",
-                json_pack("{s:s, s:s}", "namespace", meta_str(obj, "namespace"), "name",
-                          meta_str(obj, "name")));
+    switch (g) {
+    case KOP_SHARD_RECONCILE:
+        return 0;
+    case KOP_SHARD_SKIP:
+        /* Released: look again when the refusal ends, in case the object
+         * came back to this replica before it left the cache. */
+        return since < lease_ns ? lease_ns - since + KOP_NSEC_PER_MSEC : -1;
+    case KOP_SHARD_RELEASE:
+        break;
     }
-    return g == KOP_SHARD_RECONCILE;
+    int r = patch_labels(client, obj, NULL, "", false);
+    kop_log(r == 0 ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
+            r == 0 ? "released a draining MyResource" : "cannot release a MyResource",
+            json_pack("{s:s, s:s}", "namespace", meta_str(obj, "namespace"), "name",
+                      meta_str(obj, "name")));
+    return r == 0 ? -1 : KOP_NSEC_PER_SEC; /* a failed release is tried again */
 }
 
 /* ---- the mutating webhook ---------------------------------------------------------- */
