@@ -16,7 +16,9 @@
  *    endpoints/handlers/create.go: admission, then rest.BeforeCreate, which
  *    fills metadata.uid), so the webhook hashes "namespace/name" unless
  *    the request carries a uid;
- *  - the sharder, elected with the leader Lease, on every pass labels
+ *  - the sharder, elected with the leader Lease, lists the MyResources
+ *    (metadata only) every period after a membership change until its
+ *    moves completed, else every fifth period, and labels
  *    objects without a live owner (no label, or an owner whose membership
  *    Lease expired or was released: moved at once, no drain) and, when
  *    the membership changed, moves every object whose owner is not the

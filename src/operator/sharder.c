@@ -292,8 +292,14 @@ static void count(json_t *counts, const char *owner)
     json_object_set_new(counts, owner, json_integer(n + 1));
 }
 
-/* One pass (sharder thread). */
-static void pass(struct kop_sharder *s)
+/* Full passes while nothing changes: one in this many periods, to label
+ * objects the webhook did not (failurePolicy Ignore, created before
+ * --sharding); a membership change or a pending move runs one every period. */
+#define IDLE_PASS_EVERY 5
+
+/* One pass (sharder thread); with idle, only when the membership changed
+ * since the last completed pass. */
+static void pass(struct kop_sharder *s, bool idle)
 {
     json_t *members = NULL, *list = NULL, *counts = json_object(), *seen = json_object();
     struct kop_shard_ring *ring = NULL;
@@ -302,6 +308,8 @@ static void pass(struct kop_sharder *s)
         json_array_size(members) == 0 || kop_shard_ring_new(members, &ring) < 0)
         goto out;
     bool rebalance = !s->balanced || gen != s->balanced_gen;
+    if (idle && !rebalance)
+        goto out;
     const struct kop_list_options lo = {
         .accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
                   "application/json",
@@ -430,6 +438,7 @@ static bool wait_stop(struct kop_sharder *s, int64_t ms)
 static void *sharder_main(void *arg)
 {
     struct kop_sharder *s = arg;
+    unsigned tick = 0;
     while (!wait_stop(s, s->period_ms)) {
         if (!atomic_load(&s->active))
             continue;
@@ -437,7 +446,7 @@ static void *sharder_main(void *arg)
             json_object_clear(s->requested);
             s->balanced = false;
         }
-        pass(s);
+        pass(s, ++tick % IDLE_PASS_EVERY != 0);
     }
     return NULL;
 }
