@@ -39,6 +39,7 @@
 #include "kop/client.h"
 #include "kop/clock.h"
 #include "kop/http.h"
+#include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
 #include "kop/membership.h"
@@ -614,6 +615,9 @@ int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, c
 
 /* ---- the mutating webhook ---------------------------------------------------------- */
 
+/* Strings handed to the HTTP server come from kop_json_dump (plain malloc):
+ * json_dumps memory carries the arena hook's header (kop/arena.h). */
+
 static char *review_answer(const char *api_version, const char *uid, const char *patch_b64)
 {
     json_t *resp = json_pack("{s:s, s:b}", "uid", uid, "allowed", 1);
@@ -623,7 +627,9 @@ static char *review_answer(const char *api_version, const char *uid, const char 
     }
     json_t *rev = json_pack("{s:s, s:s, s:o*}", "apiVersion", api_version, "kind",
                             "AdmissionReview", "response", resp);
-    char *out = rev ? json_dumps(rev, JSON_COMPACT) : NULL;
+    char *out = NULL;
+    if (rev && kop_json_dump(rev, JSON_COMPACT, &out, NULL) < 0)
+        out = NULL;
     json_decref(rev);
     return out;
 }
@@ -670,7 +676,8 @@ int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char
                                   "/metadata/labels/shard.kop.io~1owner", "value", owner)
                       : json_pack("[{s:s, s:s, s:{s:s}}]", "op", "add", "path", "/metadata/labels",
                                   "value", KOP_SHARDER_OWNER_LABEL, owner);
-    ptxt = ops ? json_dumps(ops, JSON_COMPACT) : NULL;
+    if (ops && kop_json_dump(ops, JSON_COMPACT, &ptxt, NULL) < 0)
+        ptxt = NULL;
     json_decref(ops);
     if (ptxt && kop_base64_encode(ptxt, strlen(ptxt), &b64) < 0)
         b64 = NULL; /* answered without a patch: the sharder labels it */
