@@ -3,9 +3,9 @@
  * kop --sharding with two and three replicas, as real processes against
  * kubesim (the MyResource CRD in v1 only, `kop --controller-only
  * --sharding` with short lease durations, each replica named by
- * POD_NAME). The owner labels come from the sharder here (no webhook);
- * the webhook route has its unit test (test_sharder.c) and kubesim's
- * mutating admission its own suite.
+ * POD_NAME). In the first test the owner labels come from the sharder (no
+ * webhook); the second runs the webhook servers too and kubesim calls
+ * their mutating route through a MutatingWebhookConfiguration.
  *
  * Covers:
  *  - every MyResource gets exactly one owner, a live replica, and its
@@ -79,7 +79,7 @@ static const struct kop_test_http_options *api_opts(void)
 {
     static struct kop_test_http_options o;
     o = (struct kop_test_http_options){
-        .handle = curl, .ca = ca_path, .token = TOKEN, .timeout_s = 10, .attempts = 5};
+        .handle = curl, .ca = ca_path, .token = TOKEN, .timeout_s = 10};
     return &o;
 }
 
@@ -101,10 +101,12 @@ static double metric(const struct node *n, const char *name, const char *label)
     return sum;
 }
 
-static void start_node(struct node *n, int index)
+/* cert_dir NULL: --controller-only; else the webhook server too, on a
+ * kernel-chosen port (*ret_webhook_port). */
+static void start_node_with(struct node *n, int index, const char *cert_dir, long *ret_webhook_port)
 {
     char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--controller-only",
+                    cert_dir ? "--webhook-port=0" : "--controller-only",
                     "--sharding",
                     "--leader-election-namespace",
                     LEASE_NS,
@@ -126,6 +128,12 @@ static void start_node(struct node *n, int index)
                     "400",
                     "--shutdown-timeout",
                     "10s",
+                    cert_dir ? "--cert-dir" : NULL,
+                    (char *)cert_dir,
+                    "--webhook-host",
+                    "127.0.0.1",
+                    "--shutdown-delay",
+                    "0s",
                     NULL};
     memset(n, 0, sizeof(*n));
     snprintf(n->id, sizeof(n->id), "kop-%d", index);
@@ -140,6 +148,20 @@ static void start_node(struct node *n, int index)
     n->metrics_port = kop_test_json_int(line, "port");
     free(line);
     ck_assert_int_gt(n->metrics_port, 0);
+    if (cert_dir) {
+        line = NULL;
+        ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"serving webhook\"", 10000, &line) >
+                          0,
+                      "kop webhook line");
+        *ret_webhook_port = kop_test_json_int(line, "port");
+        free(line);
+        ck_assert_int_gt(*ret_webhook_port, 0);
+    }
+}
+
+static void start_node(struct node *n, int index)
+{
+    start_node_with(n, index, NULL, NULL);
 }
 
 static bool logged(struct node *n, const char *needle)
@@ -165,7 +187,13 @@ static void setup(void)
     snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", tmpdir);
     snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
     memset(nodes, 0, sizeof(nodes));
-    char *args[] = {"--deployment-ready-delay", "100ms", "--bookmark-interval", "500ms", NULL};
+    char *args[] = {"--deployment-ready-delay",
+                    "100ms",
+                    "--bookmark-interval",
+                    "500ms",
+                    "--endpoint-propagation-delay",
+                    "0s",
+                    NULL};
     const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
                                                .kubeconfig = kc_path,
                                                .ca = ca_path,
@@ -437,6 +465,102 @@ START_TEST(test_sharding_join_leave_kill)
 }
 END_TEST
 
+static char *b64(const char *in, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned char)in[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned char)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= (unsigned char)in[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    return out;
+}
+
+/* The owner label comes with the CREATE: kubesim calls the mutating
+ * webhook route of a replica (its Service stand-in points at both), so
+ * the object is labelled in the create response, before any sharder pass;
+ * and the sharder does not relabel it while the membership stays. */
+START_TEST(test_sharding_webhook_labels_at_create)
+{
+    char certs[1024], cmd[2048];
+    snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
+    const char *root = getenv("KOP_SOURCE_ROOT");
+    ck_assert_ptr_nonnull(root);
+    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
+    ck_assert_int_eq(system(cmd), 0);
+    long port0 = 0, port1 = 0;
+    start_node_with(&nodes[0], 0, certs, &port0);
+    start_node_with(&nodes[1], 1, certs, &port1);
+    char body[4096];
+    snprintf(body, sizeof(body),
+             "{\"service\":\"kop-system/kop-webhook-service\",\"endpoints\":["
+             "{\"address\":\"127.0.0.1:%ld\",\"ready\":true},"
+             "{\"address\":\"127.0.0.1:%ld\",\"ready\":true}]}",
+             port0, port1);
+    json_decref(api("POST", "/_kubesim/endpoints", body, 200));
+    char ca_file[1100];
+    snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
+    size_t ca_len = 0;
+    char *ca_pem = kop_test_read_file(ca_file, &ca_len);
+    ck_assert_ptr_nonnull(ca_pem);
+    char *bundle = b64(ca_pem, ca_len);
+    free(ca_pem);
+    char *mwc = NULL;
+    ck_assert_int_gt(
+        asprintf(
+            &mwc,
+            "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+            "\"MutatingWebhookConfiguration\",\"metadata\":{\"name\":\"kop-shard-webhook\"},"
+            "\"webhooks\":[{\"name\":\"mshard.mygroup.example.com\",\"admissionReviewVersions\":"
+            "[\"v1\"],\"sideEffects\":\"None\",\"failurePolicy\":\"Fail\",\"timeoutSeconds\":5,"
+            "\"clientConfig\":{\"caBundle\":\"%s\",\"service\":{\"namespace\":\"kop-system\","
+            "\"name\":\"kop-webhook-service\",\"path\":"
+            "\"/mutate-mygroup-example-com-myresource-shard\",\"port\":443}},\"rules\":[{"
+            "\"apiGroups\":[\"mygroup.example.com\"],\"apiVersions\":[\"v1\"],\"operations\":"
+            "[\"CREATE\"],\"resources\":[\"myresources\"]}]}]}",
+            bundle),
+        0);
+    free(bundle);
+    json_decref(api("POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+                    mwc, 201));
+    free(mwc);
+    /* Both replicas listed both memberships (a member's own list shows it). */
+    bool live[MAX_NODES] = {true, true, false};
+    int counts[MAX_NODES];
+    struct settled_arg sa = {live, counts, -1};
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(kop_test_wait_for(&nodes[k].proc, 0, "\"members\":[\"kop-0\",\"kop-1\"]",
+                                        20000, NULL) > 0,
+                      "%s never saw both members", nodes[k].id);
+    for (int i = 0; i < N_OBJECTS; i++) {
+        char obj[256];
+        snprintf(obj, sizeof(obj), "{\"metadata\":{\"name\":\"web-%02d\"},\"spec\":{}}", i);
+        json_t *created = api("POST", MYR_PATH, obj, 201);
+        const char *owner = label_of(created, OWNER);
+        ck_assert_msg(owner && (strcmp(owner, "kop-0") == 0 || strcmp(owner, "kop-1") == 0),
+                      "web-%02d created without an owner label", i);
+        json_decref(created);
+    }
+    char first[N_OBJECTS][16], later[N_OBJECTS][16];
+    owners_now(first);
+    ck_assert_msg(settle(&sa), "did not settle");
+    ck_assert_int_gt(counts[0], 0);
+    ck_assert_int_gt(counts[1], 0);
+    owners_now(later);
+    for (int i = 0; i < N_OBJECTS; i++)
+        ck_assert_str_eq(first[i], later[i]); /* no sharder relabelling */
+}
+END_TEST
+
 static Suite *sharding_suite(void)
 {
     Suite *s = suite_create("sharding");
@@ -444,6 +568,7 @@ static Suite *sharding_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_sharding_join_leave_kill);
+    tcase_add_test(tc, test_sharding_webhook_labels_at_create);
     suite_add_tcase(s, tc);
     return s;
 }
