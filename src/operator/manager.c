@@ -35,6 +35,10 @@
  *      replica leads and pauses them at once when the lease is lost (the
  *      replica competes again; its webhooks and informers keep running, so
  *      the webhook's store stays warm).
+ *      With --sharding (kop/sharder.h) the workers start paused too; this
+ *      replica's membership Lease (kop-shard-<identity>) resumes them while
+ *      it is held, the leader Lease only makes the replica the sharder, and
+ *      the informers select the replica's owner label.
  *
  * Shutdown order (kop_manager_shutdown; main calls it on SIGTERM or SIGINT
  * and exits at once with status 1 on a second signal or when
@@ -55,7 +59,9 @@
  *      waiting on it fail fast);
  *   4. the event recorder sends what is queued (bounded), then stops;
  *   5. the lease is released (--leader-elect), after the last reconcile,
- *      so the next leader never overlaps with this one;
+ *      so the next leader never overlaps with this one; with --sharding the
+ *      membership Lease first, so the sharder moves this replica's objects
+ *      only once it reconciles none of them;
  *   6. the client and store are freed; metrics and probe servers stop;
  *   7. (main) process-wide state is released; exit 0, or 1 when the time
  *      ran out.
