@@ -124,7 +124,7 @@ for r in $counts; do
   done
   sed -i '1d' "$cfg"
   t0=$(date +%s.%N)
-  curl -sS -K "$cfg" --parallel --parallel-max 16
+  curl -sS --no-progress-meter -K "$cfg" --parallel --parallel-max 16
   deadline=$(($(date +%s) + 3600))
   while :; do
     ok=$(converged)
