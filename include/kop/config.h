@@ -55,6 +55,7 @@ struct kop_config {
 
     /* leader election */
     bool leader_elect;                /* --leader-elect, false */
+    bool sharding;                    /* --sharding, false */
     char *leader_election_id;         /* --leader-election-id, "kop-leader" */
     char *leader_election_namespace;  /* --leader-election-namespace, NULL = pod namespace */
     int64_t leader_lease_duration_ms; /* --leader-election-lease-duration,

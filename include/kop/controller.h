@@ -54,6 +54,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "kop/admission.h"
 #include "kop/myresource.h"
 
@@ -86,6 +88,16 @@ struct kop_controller_options {
      * storage version, so kop's own requests never go through the
      * conversion webhook (--storage-version). UNKNOWN (0): v1. */
     enum kop_myresource_version myresource_version;
+    /* Sharding (NULL: off; kop/sharder.h): the MyResource informer selects
+     * shard_selector ("label=value"), the child informers add it to theirs,
+     * the label is copied from the MyResource onto its children, and gate
+     * (ud gate_ud) is asked before each reconcile of "ns/name" (key) with
+     * the cached MyResource (obj, @ref borrow): 0 reconcile, < 0 skip, > 0
+     * skip and requeue after that many nanoseconds. When the object is no
+     * longer in the cache, gate is called with obj NULL (result unused). */
+    const char *shard_selector;
+    int64_t (*gate)(void *gate_ud, struct kop_client *client, const char *key, const json_t *obj);
+    void *gate_ud;
 };
 
 /* Returns 0, -EINVAL or -ENOMEM; *ret on success. Nothing runs yet. */

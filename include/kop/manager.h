@@ -92,9 +92,9 @@ uint16_t kop_manager_health_port(const struct kop_manager *m);
 /*
  * Called before each step of start and shutdown with the step's name, in
  * the order taken. Start: "probes", "self-signed-certs", "webhook",
- * "ca-bundles", "controller", "leader-election". Shutdown: "readyz",
- * "delay" (--shutdown-delay > 0 with a webhook server), "webhook",
- * "controller", "events", "lease", "free", "probes". A step that
+ * "ca-bundles", "controller", "sharding" (--sharding), "leader-election".
+ * Shutdown: "readyz", "delay" (--shutdown-delay > 0 with a webhook server),
+ * "webhook", "controller", "events", "lease", "free", "probes". A step that
  * the configuration leaves out is not reported. For tests and tracing; set
  * before start.
  */

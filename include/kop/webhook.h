@@ -5,6 +5,8 @@
  *
  *   POST /convert                                  ConversionReview
  *   POST /validate-mygroup-example-com-myresource  AdmissionReview
+ *   POST /mutate-mygroup-example-com-myresource-shard  AdmissionReview
+ *        (only with --sharding: the owner label at CREATE, kop/sharder.h)
  *
  * Each request is parsed, converted or judged and answered inside a
  * per-thread arena (kop/arena.h) bound to jansson for the duration of the
@@ -31,12 +33,19 @@
 #define KOP_WEBHOOK_VALIDATE_PATH "/validate-mygroup-example-com-myresource"
 
 struct kop_webhook;
+struct kop_http_request;
+struct kop_http_response;
 
 struct kop_webhook_options {
     const struct kop_config *cfg; /* flags: port, host, cert dir, limits, registries */
     /* Admission rule 4 (name collisions), NULL until a store exists. */
     kop_admission_child_lookup_fn *child_lookup;
     void *child_lookup_userdata;
+    /* --sharding: the mutating route KOP_SHARDER_MUTATE_PATH (kop/sharder.h)
+     * served by this handler; NULL: not served. */
+    void (*shard_mutate)(void *ud, const struct kop_http_request *req,
+                         struct kop_http_response *resp);
+    void *shard_mutate_userdata;
 };
 
 /*

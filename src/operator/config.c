@@ -114,6 +114,10 @@ static const struct flag flags[] = {
      "Address of the /healthz and /readyz endpoints (\"0\" turns it off).", 0, 0},
     {"leader-elect", FLAG_BOOL, OFF(leader_elect), "false", NULL,
      "Run the reconciler only in the replica holding the leader lease.", 0, 0},
+    {"sharding", FLAG_BOOL, OFF(sharding), "false", NULL,
+     "Every replica reconciles its share of the MyResources (membership Leases kop-shard-<POD_NAME "
+     "or hostname>; the leader Lease elects the sharder).",
+     0, 0},
     {"leader-election-id", FLAG_STRING, OFF(leader_election_id), "kop-leader", "string",
      "Name of the Lease used for leader election.", 0, 0},
     {"leader-election-namespace", FLAG_PATH, OFF(leader_election_namespace), NULL, "string",

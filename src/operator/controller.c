@@ -57,6 +57,10 @@ struct kop_controller {
     char *namespace; /* NULL: all */
     int64_t sync_period_ms;
     bool leading;
+    /* Sharding (kop_controller_options): NULL when off. */
+    char *shard_key, *shard_value, *child_selector;
+    int64_t (*gate)(void *, struct kop_client *, const char *, const json_t *);
+    void *gate_ud;
 
     struct kop_workqueue *queue;
     struct kop_workers *workers;
@@ -132,9 +136,10 @@ struct rec {
     struct kop_reconcile_result result;
     const char *error_reason; /* static string, Degraded */
     char error_message[768];
-    json_t *deployment; /* live Deployment, @ref new, may be NULL */
-    bool had_status;    /* the MyResource was reconciled before */
-    int owner_state;    /* 0 unknown, 1 exists on the server, -1 gone */
+    json_t *deployment;      /* live Deployment, @ref new, may be NULL */
+    bool had_status;         /* the MyResource was reconciled before */
+    int owner_state;         /* 0 unknown, 1 exists on the server, -1 gone */
+    const char *shard_value; /* the MyResource's shard label (sharding), or NULL */
 };
 
 static json_t *log_fields(const struct rec *r)
@@ -254,6 +259,13 @@ static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, en
                                                : kop_reconciler_desired_service(&owner, spec);
     json_t *live = NULL, *patch = NULL;
     if (!desired) {
+        merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
+        return;
+    }
+    if (c->shard_key && r->shard_value &&
+        json_object_set_new(json_object_get(json_object_get(desired, "metadata"), "labels"),
+                            c->shard_key, json_string(r->shard_value)) < 0) {
+        json_decref(desired);
         merge_result(r, (struct kop_reconcile_result){.error = -ENOMEM});
         return;
     }
@@ -432,6 +444,8 @@ static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const
     json_t *obj = kop_store_get(c->store, KIND_MYR, ns, name);
     json_t *old_status = NULL;
     if (!obj) {
+        if (c->gate)
+            (void)c->gate(c->gate_ud, c->rclient, key, NULL);
         log_rec(&r, KOP_LOG_DEBUG, "MyResource not found; nothing to do", NULL);
         return r.result;
     }
@@ -439,6 +453,16 @@ static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const
         log_rec(&r, KOP_LOG_DEBUG, "MyResource is being deleted; nothing to do", NULL);
         goto out;
     }
+    int64_t gated = c->gate ? c->gate(c->gate_ud, c->rclient, key, obj) : 0;
+    if (gated != 0) {
+        log_rec(&r, KOP_LOG_DEBUG, "MyResource not reconciled here (shard gate)", NULL);
+        if (gated > 0)
+            r.result.requeue_after_ns = gated;
+        goto out;
+    }
+    if (c->shard_key)
+        r.shard_value = json_string_value(json_object_get(
+            json_object_get(json_object_get(obj, "metadata"), "labels"), c->shard_key));
     r.uid = kop_json_path_str(obj, "metadata.uid");
     const json_t *gen = kop_json_path(obj, "metadata.generation");
     int64_t generation = json_is_integer(gen) ? json_integer_value(gen) : 0;
@@ -714,6 +738,8 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     c->res_myr = (struct kop_resource){KOP_MYRESOURCE_GROUP,
                                        c->myr_version == KOP_MYRESOURCE_VERSION_V2 ? "v2" : "v1",
                                        KOP_MYRESOURCE_RESOURCE, true};
+    c->gate = opt->gate;
+    c->gate_ud = opt->gate_ud;
     pthread_mutex_init(&c->resync_lock, NULL);
     if (kop_clock_cond_init(&c->resync_cond) != 0) {
         pthread_mutex_destroy(&c->resync_lock);
@@ -724,6 +750,24 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
         c->namespace = strdup(opt->namespace);
         if (!c->namespace)
             goto fail;
+    }
+    if (opt->shard_selector) {
+        const char *eq = strchr(opt->shard_selector, '=');
+        if (!eq) {
+            r = -EINVAL;
+            goto fail;
+        }
+        c->shard_key = strndup(opt->shard_selector, (size_t)(eq - opt->shard_selector));
+        c->shard_value = strdup(eq + 1);
+        size_t n = strlen(KOP_RECONCILER_CHILD_SELECTOR) + strlen(opt->shard_selector) + 2;
+        c->child_selector = malloc(n);
+        if (c->child_selector)
+            snprintf(c->child_selector, n, "%s,%s", KOP_RECONCILER_CHILD_SELECTOR,
+                     opt->shard_selector);
+        if (!c->shard_key || !c->shard_value || !c->child_selector) {
+            r = -ENOMEM;
+            goto fail;
+        }
     }
     const struct kop_workqueue_options qo = {
         .name = KOP_CONTROLLER_NAME,
@@ -743,13 +787,12 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     r = kop_workers_new(&wo, &c->workers);
     if (r < 0)
         goto fail;
-    r = informer(c, &c->res_myr, KIND_MYR, NULL, ROLE_MYR, &c->inf_myr);
+    const char *child_sel = c->child_selector ? c->child_selector : KOP_RECONCILER_CHILD_SELECTOR;
+    r = informer(c, &c->res_myr, KIND_MYR, opt->shard_selector, ROLE_MYR, &c->inf_myr);
     if (r == 0)
-        r = informer(c, &res_deploy, KIND_DEPLOYMENT, KOP_RECONCILER_CHILD_SELECTOR, ROLE_CHILD,
-                     &c->inf_deploy);
+        r = informer(c, &res_deploy, KIND_DEPLOYMENT, child_sel, ROLE_CHILD, &c->inf_deploy);
     if (r == 0)
-        r = informer(c, &res_svc, KIND_SERVICE, KOP_RECONCILER_CHILD_SELECTOR, ROLE_CHILD,
-                     &c->inf_svc);
+        r = informer(c, &res_svc, KIND_SERVICE, child_sel, ROLE_CHILD, &c->inf_svc);
     if (r == 0)
         r = informer(c, &res_deploy, KIND_DEPLOYMENT_META, NULL, ROLE_META, &c->inf_deploy_meta);
     if (r == 0)
@@ -873,6 +916,9 @@ void kop_controller_free(struct kop_controller *c)
     pthread_cond_destroy(&c->resync_cond);
     pthread_mutex_destroy(&c->resync_lock);
     free(c->namespace);
+    free(c->shard_key);
+    free(c->shard_value);
+    free(c->child_selector);
     free(c);
 }
 

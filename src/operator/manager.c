@@ -37,6 +37,10 @@
  *      replica leads and pauses them at once when the lease is lost (the
  *      replica competes again; its webhooks and informers keep running, so
  *      the webhook's store stays warm).
+ *      With --sharding (kop/sharder.h) the workers start paused too; this
+ *      replica's membership Lease (kop-shard-<identity>) resumes them while
+ *      it is held, the leader Lease only makes the replica the sharder, and
+ *      the informers select the replica's owner label.
  *
  * Shutdown order (kop_manager_shutdown; main calls it on SIGTERM or SIGINT
  * and exits at once with status 1 on a second signal or when
@@ -59,7 +63,9 @@
  *      waiting on it fail fast);
  *   4. the event recorder sends what is queued (bounded), then stops;
  *   5. the lease is released (--leader-elect), after the last reconcile,
- *      so the next leader never overlaps with this one;
+ *      so the next leader never overlaps with this one; with --sharding the
+ *      membership Lease first, so the sharder moves this replica's objects
+ *      only once it reconciles none of them;
  *   6. the client and store are freed; metrics and probe servers stop;
  *   6b. the trace sink is removed (every span has ended by now) and the
  *      span exporter sends what is queued within what is left of the time;
@@ -82,6 +88,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "kop/client.h"
@@ -94,9 +101,11 @@
 #include "kop/migrator.h"
 #include "kop/myresource.h"
 #include "kop/otlp.h"
+#include "kop/membership.h"
 #include "kop/probes.h"
 #include "kop/ratelimit.h"
 #include "kop/selfsigned.h"
+#include "kop/sharder.h"
 #include "kop/store.h"
 #include "kop/trace.h"
 #include "kop/webhook.h"
@@ -124,6 +133,8 @@ struct kop_manager {
     struct kop_leader *leader;
     struct kop_client *migrate_client; /* --storage-migration: aborted when the lease is lost */
     struct kop_migrator *migrator;
+    struct kop_membership *membership; /* --sharding */
+    struct kop_sharder *sharder;       /* --sharding */
 
     struct kop_probes *probes;
     struct kop_webhook *webhook;
@@ -208,6 +219,53 @@ static void on_new_leader(void *ud, const char *identity)
             json_pack("{s:s}", "holder", identity && identity[0] ? identity : "(none)"));
 }
 
+/* --sharding: this replica reconciles while its membership Lease is held;
+ * the leader Lease makes it the sharder. */
+static void on_joined(void *ud)
+{
+    struct kop_manager *m = ud;
+    kop_log(KOP_LOG_INFO, "sharder", "joined the shard members, reconciling", NULL);
+    kop_controller_set_leading(m->controller, true);
+}
+
+static void on_left(void *ud)
+{
+    struct kop_manager *m = ud;
+    kop_log(KOP_LOG_WARN, "sharder",
+            "left the shard members (stopping, or the Lease was not renewed), reconciling stopped",
+            NULL);
+    kop_controller_set_leading(m->controller, false);
+}
+
+/* With --sharding the leader Lease elects the sharder (every replica
+ * reconciles its own share); the storage migrator runs on it too. */
+static void on_started_sharder(void *ud)
+{
+    struct kop_manager *m = ud;
+    kop_sharder_set_active(m->sharder, true);
+    kop_migrator_set_leading(m->migrator, true);
+}
+
+static void on_stopped_sharder(void *ud)
+{
+    struct kop_manager *m = ud;
+    kop_migrator_set_leading(m->migrator, false);
+    kop_sharder_set_active(m->sharder, false);
+}
+
+/* The shard identity: POD_NAME, else the hostname; it names the membership
+ * Lease and is the owner label value, so it must be a DNS label. */
+static int shard_identity(char *buf, size_t len)
+{
+    const char *pod = getenv("POD_NAME");
+    if (pod && pod[0])
+        snprintf(buf, len, "%s", pod);
+    else if (gethostname(buf, len) != 0)
+        return -errno;
+    buf[len - 1] = '\0';
+    return kop_membership_identity_valid(buf) ? 0 : -EINVAL;
+}
+
 /* The Lease's namespace: the flag, else the pod's (POD_NAMESPACE from the
  * downward API, or the service account's namespace file in-cluster). */
 static const char *lease_namespace(const struct kop_config *cfg, struct kop_client *client)
@@ -219,6 +277,55 @@ static const char *lease_namespace(const struct kop_config *cfg, struct kop_clie
         return ns;
     ns = kop_client_namespace(client);
     return ns && ns[0] ? ns : NULL;
+}
+
+/* --sharding, in start step 3: the membership (its Lease renewed with the
+ * leader election durations) and the sharder, and the controller options
+ * that narrow the informers to this replica's share. */
+static int sharding_new(struct kop_manager *m, struct kop_controller_options *ctl)
+{
+    const struct kop_config *cfg = m->cfg;
+    char id[256];
+    const char *ns = lease_namespace(cfg, m->client);
+    if (!ns || shard_identity(id, sizeof(id)) < 0) {
+        kop_log(KOP_LOG_ERROR, "setup",
+                "sharding needs a Lease namespace (--leader-election-namespace or POD_NAMESPACE) "
+                "and a POD_NAME or hostname that is a DNS label",
+                NULL);
+        return -EINVAL;
+    }
+    const struct kop_membership_options mo = {
+        .client = m->lease_client,
+        .namespace = ns,
+        .prefix = KOP_SHARDER_LEASE_PREFIX,
+        .identity = id,
+        .lease_duration_ms = cfg->leader_lease_duration_ms,
+        .renew_deadline_ms = cfg->leader_renew_deadline_ms,
+        .retry_period_ms = cfg->leader_retry_period_ms,
+        .on_joined = on_joined,
+        .on_left = on_left,
+        .ud = m,
+    };
+    int r = kop_membership_new(&mo, &m->membership);
+    if (r < 0)
+        return r;
+    const struct kop_sharder_options so = {
+        .client = m->client,
+        .membership = m->membership,
+        .namespace = cfg->namespace,
+        .period_ms = cfg->leader_retry_period_ms,
+        .lease_duration_ms = cfg->leader_lease_duration_ms,
+    };
+    r = kop_sharder_new(&so, &m->sharder);
+    if (r < 0)
+        return r;
+    ctl->shard_selector = kop_sharder_selector(m->sharder);
+    ctl->gate = kop_sharder_gate;
+    ctl->gate_ud = m->sharder;
+    kop_log(KOP_LOG_INFO, "setup", "sharding enabled",
+            json_pack("{s:s, s:s, s:s}", "identity", id, "namespace", ns, "selector",
+                      ctl->shard_selector));
+    return 0;
 }
 
 /* Start step 3. On failure the pieces made so far stay in m for
@@ -251,7 +358,7 @@ static int reconciler_new(struct kop_manager *m)
     r = kop_client_new(&ropt, &m->reconcile_client);
     if (r < 0)
         goto fail;
-    if (cfg->leader_elect) {
+    if (cfg->leader_elect || cfg->sharding) {
         const struct kop_client_options lopt = {.config = &m->kc, .user_agent = ua};
         r = kop_client_new(&lopt, &m->lease_client);
         if (r < 0)
@@ -264,24 +371,29 @@ static int reconciler_new(struct kop_manager *m)
     r = kop_events_new(&eopt, &m->events);
     if (r < 0)
         goto fail;
-    const struct kop_controller_options ctl = {
+    struct kop_controller_options ctl = {
         .client = m->client,
         .store = m->store,
         .events = m->events,
         .namespace = cfg->namespace,
         .max_concurrent = cfg->max_concurrent_reconciles,
         .sync_period_ms = cfg->sync_period_ms,
-        .leading = !cfg->leader_elect,
+        .leading = !cfg->leader_elect && !cfg->sharding,
         .reconcile_client = m->reconcile_client,
         .lost_lease_drain_ms = cfg->leader_lease_duration_ms - cfg->leader_renew_deadline_ms,
         .myresource_version = cfg->storage_version && strcmp(cfg->storage_version, "v2") == 0
                                   ? KOP_MYRESOURCE_VERSION_V2
                                   : KOP_MYRESOURCE_VERSION_V1,
     };
+    if (cfg->sharding) {
+        r = sharding_new(m, &ctl);
+        if (r < 0)
+            goto fail;
+    }
     r = kop_controller_new(&ctl, &m->controller);
     if (r < 0)
         goto fail;
-    if (cfg->leader_elect) {
+    if (cfg->leader_elect || cfg->sharding) {
         const char *ns = lease_namespace(cfg, m->client);
         if (!ns) {
             kop_log(KOP_LOG_ERROR, "setup",
@@ -298,8 +410,8 @@ static int reconciler_new(struct kop_manager *m)
             .lease_duration_ms = cfg->leader_lease_duration_ms,
             .renew_deadline_ms = cfg->leader_renew_deadline_ms,
             .retry_period_ms = cfg->leader_retry_period_ms,
-            .on_started_leading = on_started_leading,
-            .on_stopped_leading = on_stopped_leading,
+            .on_started_leading = cfg->sharding ? on_started_sharder : on_started_leading,
+            .on_stopped_leading = cfg->sharding ? on_stopped_sharder : on_stopped_leading,
             .on_new_leader = on_new_leader,
             .ud = m,
         };
@@ -370,8 +482,12 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
         step(m, "events");
         (void)kop_events_flush(m->events, remaining_ms(m) / 2);
     }
-    /* After the last reconcile: release the lease so another replica takes
-     * over at once instead of waiting for it to expire. */
+    /* After the last reconcile: leave the shard members (the sharder moves
+     * this replica's objects at its next pass) and release the lease so
+     * another replica takes over at once instead of waiting for it to
+     * expire. */
+    kop_membership_stop(m->membership, graceful);
+    kop_sharder_stop(m->sharder);
     if (m->leader) {
         if (graceful)
             step(m, "lease");
@@ -385,6 +501,10 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
     m->migrator = NULL;
     kop_client_free(m->migrate_client);
     m->migrate_client = NULL;
+    kop_sharder_free(m->sharder);
+    m->sharder = NULL;
+    kop_membership_free(m->membership);
+    m->membership = NULL;
     kop_controller_free(m->controller);
     m->controller = NULL;
     kop_events_free(m->events);
@@ -526,6 +646,8 @@ int kop_manager_start(struct kop_manager *m)
             .cfg = cfg,
             .child_lookup = m->controller ? kop_controller_child_lookup : NULL,
             .child_lookup_userdata = m->controller,
+            .shard_mutate = m->sharder ? kop_sharder_mutate_http : NULL,
+            .shard_mutate_userdata = m->sharder,
         };
         r = kop_webhook_start(&wopts, &m->webhook);
         if (r < 0) {
@@ -556,6 +678,17 @@ int kop_manager_start(struct kop_manager *m)
         r = kop_migrator_start(m->migrator);
         if (r < 0) {
             kop_log(KOP_LOG_ERROR, "setup", "cannot start the storage migrator",
+                    json_pack("{s:i}", "errno", -r));
+            return r;
+        }
+    }
+    if (m->membership) {
+        step(m, "sharding");
+        r = kop_membership_start(m->membership);
+        if (r == 0)
+            r = kop_sharder_start(m->sharder);
+        if (r < 0) {
+            kop_log(KOP_LOG_ERROR, "setup", "cannot start sharding",
                     json_pack("{s:i}", "errno", -r));
             return r;
         }

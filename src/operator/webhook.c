@@ -21,6 +21,7 @@
 #include "kop/log.h"
 #include "kop/review.h"
 #include "kop/selfdial.h"
+#include "kop/sharder.h"
 #include "kop/tls.h"
 
 /* First chunk of a worker thread's arena; later chunks grow with demand and
@@ -230,7 +231,16 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
             .userdata = w,
             .webhook_name = KOP_WEBHOOK_VALIDATE_PATH,
         },
+        {
+            .path = KOP_SHARDER_MUTATE_PATH,
+            .methods = KOP_HTTP_POST,
+            .max_body = cfg->admission_max_body,
+            .fn = opts->shard_mutate,
+            .userdata = opts->shard_mutate_userdata,
+            .webhook_name = KOP_SHARDER_MUTATE_PATH,
+        },
     };
+    size_t n_routes = sizeof(routes) / sizeof(routes[0]) - (opts->shard_mutate ? 0 : 1);
     int64_t idle_s = cfg->idle_timeout_ms / 1000;
     const struct kop_http_server_options hopts = {
         .no_listen = true,
@@ -249,7 +259,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         /* a span per review: log lines carry its ids (kop/trace.h) */
         .trace = true,
     };
-    r = kop_http_server_new(&hopts, routes, sizeof(routes) / sizeof(routes[0]), &w->http);
+    r = kop_http_server_new(&hopts, routes, n_routes, &w->http);
     if (r < 0)
         goto out;
     r = kop_http_server_start(w->http);

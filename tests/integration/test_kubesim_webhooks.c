@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubesim as a webhook client: conversion and validating admission calls
+ * kubesim as a webhook client: conversion, mutating and validating admission calls
  * the way the kube-apiserver makes them, and the checks it applies to the
  * replies. First against a small fake webhook (libmicrohttpd with TLS,
  * certificates from scripts/gen-certs.sh) whose answers the test controls,
@@ -36,7 +36,62 @@ static struct {
     char *last_review; /* last AdmissionReview request */
     char *last_path;
     char *last_agent;
+    int calls_a, calls_b; /* mutating webhooks */
+    bool bad_patch_type;  /* /mutate-b answers a patch without patchType */
 } fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static char *b64(const char *in, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned char)in[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned char)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= (unsigned char)in[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    return out;
+}
+
+/* Mutating webhooks: /mutate-a records in label seen-b what label b held
+ * when it was called; /mutate-b sets b=yes. Both answer a JSONPatch that
+ * replaces metadata.labels whole. */
+static json_t *fake_mutate(json_t *req, bool is_a)
+{
+    json_t *request = json_object_get(req, "request");
+    const json_t *obj = json_object_get(request, "object");
+    const json_t *have = json_object_get(json_object_get(obj, "metadata"), "labels");
+    json_t *labels = json_is_object(have) ? json_deep_copy(have) : json_object();
+    if (is_a) {
+        const char *b = json_string_value(json_object_get(labels, "b"));
+        json_object_set_new(labels, "seen-b", json_string(b ? b : "no"));
+        fake.calls_a++;
+    } else {
+        json_object_set_new(labels, "b", json_string("yes"));
+        fake.calls_b++;
+    }
+    json_t *ops =
+        json_pack("[{s:s,s:s,s:o}]", "op", "add", "path", "/metadata/labels", "value", labels);
+    char *txt = json_dumps(ops, JSON_COMPACT);
+    json_decref(ops);
+    char *enc = b64(txt, strlen(txt));
+    free(txt);
+    json_t *resp =
+        json_pack("{s:s,s:b,s:s}", "uid", json_string_value(json_object_get(request, "uid")),
+                  "allowed", 1, "patch", enc);
+    free(enc);
+    if (is_a || !fake.bad_patch_type)
+        json_object_set_new(resp, "patchType", json_string("JSONPatch"));
+    return json_pack("{s:s,s:s,s:o}", "apiVersion", "admission.k8s.io/v1", "kind",
+                     "AdmissionReview", "response", resp);
+}
 
 static json_t *fake_convert(json_t *req, enum fake_mode mode)
 {
@@ -110,6 +165,8 @@ static void fake_answer(void *ud, const struct fhook_request *rq, struct fhook_a
         fake.last_objects =
             json_array_size(json_object_get(json_object_get(req, "request"), "objects"));
         out = fake_convert(req, mode);
+    } else if (strncmp(rq->url, "/mutate-", 8) == 0) {
+        out = fake_mutate(req, strcmp(rq->url, "/mutate-a") == 0);
     } else {
         fake.admissions++;
         free(fake.last_review);
@@ -257,20 +314,7 @@ static void setup(void)
     ck_assert_ptr_nonnull(key_pem);
     ck_assert_ptr_nonnull(ca_pem);
     /* base64 of the CA for caBundle */
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    dev_ca_b64 = calloc(1, 4 * ((ca_len + 2) / 3) + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < ca_len; i += 3) {
-        unsigned v = (unsigned char)ca_pem[i] << 16;
-        if (i + 1 < ca_len)
-            v |= (unsigned char)ca_pem[i + 1] << 8;
-        if (i + 2 < ca_len)
-            v |= (unsigned char)ca_pem[i + 2];
-        dev_ca_b64[o++] = tbl[(v >> 18) & 63];
-        dev_ca_b64[o++] = tbl[(v >> 12) & 63];
-        dev_ca_b64[o++] = i + 1 < ca_len ? tbl[(v >> 6) & 63] : '=';
-        dev_ca_b64[o++] = i + 2 < ca_len ? tbl[v & 63] : '=';
-    }
+    dev_ca_b64 = b64(ca_pem, ca_len);
     fhook_start(&fake_hook, crt_pem, key_pem, 0, fake_answer, NULL);
     fake_port = fake_hook.port;
     char service[128];
@@ -278,6 +322,8 @@ static void setup(void)
     start_sim(service);
     fake.mode = FAKE_OK;
     fake.conversions = fake.admissions = 0;
+    fake.calls_a = fake.calls_b = 0;
+    fake.bad_patch_type = false;
     free(crt);
     free(key);
     free(ca);
@@ -465,6 +511,100 @@ START_TEST(test_kubesim_webhooks_ignore_policy)
 }
 END_TEST
 
+/* Two MutatingWebhookConfigurations: "a-first" (webhook A, reinvocation
+ * policy as given) and "b-second" (webhook B, failurePolicy as given). */
+static void install_mutators(const char *reinvocation, const char *b_failure)
+{
+    static const char *const names[] = {"a-first", "b-second"};
+    static const char *const paths[] = {"/mutate-a", "/mutate-b"};
+    for (int i = 0; i < 2; i++) {
+        char *mwc = NULL;
+        int n =
+            asprintf(&mwc,
+                     "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":"
+                     "\"MutatingWebhookConfiguration\",\"metadata\":{\"name\":\"%s\"},"
+                     "\"webhooks\":[{\"name\":\"%s.test.example.com\",\"admissionReviewVersions\":"
+                     "[\"v1\"],\"sideEffects\":\"None\",\"failurePolicy\":\"%s\","
+                     "\"reinvocationPolicy\":\"%s\",\"clientConfig\":{\"caBundle\":\"%s\","
+                     "\"service\":{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\","
+                     "\"path\":\"%s\",\"port\":443}},\"rules\":[{\"apiGroups\":["
+                     "\"test.example.com\"],\"apiVersions\":[\"v2\"],\"operations\":[\"CREATE\"],"
+                     "\"resources\":[\"widgets\"]}]}]}",
+                     names[i], names[i], i == 1 ? b_failure : "Fail",
+                     i == 0 ? reinvocation : "Never", dev_ca_b64, paths[i]);
+        ck_assert_int_gt(n, 0);
+        expect("POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc,
+               201, NULL);
+        free(mwc);
+    }
+}
+
+START_TEST(test_kubesim_webhooks_mutating_reinvocation)
+{
+    install_widgets("Fail");
+    install_mutators("IfNeeded", "Fail");
+    struct resp r = request("POST", "/apis/test.example.com/v1/namespaces/default/widgets", NULL,
+                            "{\"metadata\":{\"name\":\"m1\"},\"spec\":{\"replicas\":1}}");
+    ck_assert_int_eq(r.code, 201);
+    /* A ran, B changed the object, A ran again and saw B's label. */
+    ck_assert_ptr_nonnull(strstr(r.body, "\"b\":\"yes\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"seen-b\":\"yes\""));
+    resp_free(&r);
+    ck_assert_int_eq(fake.calls_a, 2);
+    ck_assert_int_eq(fake.calls_b, 1);
+    /* The validating webhook ran after the mutating ones and saw their output. */
+    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"seen-b\":\"yes\""));
+    /* The mutation was stored. */
+    expect("GET", "/apis/test.example.com/v1/namespaces/default/widgets/m1", NULL, 200,
+           "\"seen-b\":\"yes\"");
+    /* UPDATE is not in the mutating rules: no call. */
+    r = request("PATCH", "/apis/test.example.com/v2/namespaces/default/widgets/m1",
+                "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}");
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    ck_assert_int_eq(fake.calls_a, 2);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_mutating_never)
+{
+    install_widgets("Fail");
+    install_mutators("Never", "Fail");
+    expect("POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+           "{\"metadata\":{\"name\":\"m2\"},\"spec\":{}}", 201, "\"seen-b\":\"no\"");
+    ck_assert_int_eq(fake.calls_a, 1);
+    ck_assert_int_eq(fake.calls_b, 1);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_mutating_reply_checks)
+{
+    install_widgets("Fail");
+    install_mutators("IfNeeded", "Fail");
+    fake.bad_patch_type = true;
+    expect("POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+           "{\"metadata\":{\"name\":\"m3\"},\"spec\":{}}", 500,
+           "failed calling webhook \\\"b-second.test.example.com\\\": received invalid webhook "
+           "response: webhook returned response.patch but not response.patchType");
+    expect("GET", "/apis/test.example.com/v2/namespaces/default/widgets/m3", NULL, 404, NULL);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_mutating_ignore)
+{
+    install_widgets("Fail");
+    install_mutators("IfNeeded", "Ignore");
+    fake.bad_patch_type = true; /* B's bad reply is ignored: A's patch alone applies */
+    struct resp r = request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
+                            "{\"metadata\":{\"name\":\"m4\"},\"spec\":{}}");
+    ck_assert_int_eq(r.code, 201);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"seen-b\":\"no\""));
+    ck_assert_ptr_null(strstr(r.body, "\"b\":\"yes\""));
+    resp_free(&r);
+    ck_assert_int_eq(fake.calls_a, 1); /* nothing changed after A: no reinvocation */
+}
+END_TEST
+
 /* ---- against kop --webhook-only ----------------------------------------------------- */
 
 static bool kop_has_webhook_only(void)
@@ -589,6 +729,10 @@ static Suite *kubesim_webhooks_suite(void)
     tcase_add_test(tc, test_kubesim_webhooks_admission);
     tcase_add_test(tc, test_kubesim_webhooks_down);
     tcase_add_test(tc, test_kubesim_webhooks_ignore_policy);
+    tcase_add_test(tc, test_kubesim_webhooks_mutating_reinvocation);
+    tcase_add_test(tc, test_kubesim_webhooks_mutating_never);
+    tcase_add_test(tc, test_kubesim_webhooks_mutating_reply_checks);
+    tcase_add_test(tc, test_kubesim_webhooks_mutating_ignore);
     tcase_add_test(tc, test_kubesim_webhooks_kop);
     suite_add_tcase(s, tc);
     return s;

@@ -801,7 +801,10 @@ static void respond_object(struct ks_server *ks, const struct ks_res *def, const
     json_decref(out);
 }
 
-static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, const json_t *obj,
+/* Admission as the apiserver chains it: mutating webhooks first (their
+ * output pruned, defaulted and validated again like a request body), then
+ * the validating ones. obj (may be NULL) is replaced in place. */
+static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
                  const json_t *old, const char *name, bool dry, struct ks_reply *r)
 {
     struct ks_admit_req ar = {
@@ -818,10 +821,57 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
     };
     int code = 0;
     char *body = NULL;
+    json_t *mutated = NULL;
     if (!r->warnings)
         r->warnings = json_array();
+    /* The apiserver runs mutating admission before rest.BeforeCreate fills
+     * metadata.uid and creationTimestamp (k8s.io/apiserver/pkg/endpoints/
+     * handlers/create.go), so mutating webhooks see neither at CREATE. */
+    json_t *unsystem = NULL;
+    struct ks_admit_req mar = ar;
+    if (obj && strcmp(op, "CREATE") == 0) {
+        unsystem = json_deep_copy(obj);
+        json_object_del(json_object_get(unsystem, "metadata"), "uid");
+        json_object_del(json_object_get(unsystem, "metadata"), "creationTimestamp");
+        mar.obj = unsystem;
+    }
+    int mrc = ks_admit_mutate(q->ks, &mar, r->warnings, &mutated, &code, &body);
+    json_decref(unsystem);
+    if (mrc != 0)
+        goto denied;
+    if (mutated && obj) {
+        /* The caller holds pointers into obj's name and namespace strings:
+         * keep those values (the apiserver does not let a webhook rename). */
+        json_t *mmd = json_object_get(mutated, "metadata");
+        json_t *omd = json_object_get(obj, "metadata");
+        static const char *const keep[] = {"name", "namespace", "uid", "creationTimestamp", NULL};
+        for (const char *const *f = keep; json_is_object(mmd) && *f; f++) {
+            if (json_object_get(omd, *f))
+                json_object_set(mmd, *f, json_object_get(omd, *f));
+        }
+        json_object_update(obj, mutated);
+        const char *k;
+        void *tmp;
+        json_t *v;
+        json_object_foreach_safe(obj, tmp, k, v)
+        {
+            if (!json_object_get(mutated, k))
+                json_object_del(obj, k);
+        }
+        json_decref(mutated);
+        json_t *causes = builtin_validate(def, obj);
+        if (causes) {
+            reply_invalid(r, def, name, causes);
+            return -EPERM;
+        }
+        if (cr_schema(q, def, obj, name, r) != 0)
+            return -EPERM;
+        if (def->typed)
+            ks_typed_order(obj);
+    }
     if (ks_admit(q->ks, &ar, r->warnings, &code, &body) == 0)
         return 0;
+denied:
     free(r->body);
     r->code = (unsigned int)code;
     r->body = body;

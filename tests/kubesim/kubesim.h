@@ -447,6 +447,12 @@ struct ks_admit_req {
  * appended to warnings (array). */
 int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings, int *ret_code,
              char **ret_body);
+/* Run the matching mutating webhooks (in configuration-name order, with
+ * one reinvocation pass for IfNeeded ones). 0 = allowed, *ret_obj the
+ * mutated object in ar->version (@ref new) or NULL when none changed it;
+ * otherwise -EPERM with a Status as ks_admit. */
+int ks_admit_mutate(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings,
+                    json_t **ret_obj, int *ret_code, char **ret_body);
 
 /* ---- table.c ----------------------------------------------------------------- */
 

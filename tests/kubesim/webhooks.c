@@ -19,6 +19,15 @@
  * Fail/Ignore applies to call errors, denials become the apiserver's
  * `admission webhook "NAME" denied the request: MESSAGE` Status.
  *
+ * Mutating admission (before the validating webhooks, as the apiserver's
+ * admission chain orders them): MutatingWebhookConfigurations sorted by
+ * name, each webhook called in turn on the output of the previous one; a
+ * JSONPatch reply (patchType JSONPatch, base64 patch) is applied to the
+ * object in the webhook's version and converted back; reinvocationPolicy
+ * IfNeeded webhooks are called once more when a later webhook changed the
+ * object (k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/
+ * dispatcher.go).
+ *
  * Transport: a clientConfig.service goes through whclient.c (a connection
  * pool per Service in front of its endpoints, the apiserver's retry rules,
  * traceparent); a clientConfig.url through libcurl, HTTPS, caBundle as
@@ -649,7 +658,14 @@ static bool label_selector_match(const json_t *sel, const json_t *labels)
 struct match {
     json_t *hook;  /* @ref owned */
     char *version; /* version the webhook gets */
+    char *uid;     /* configuration name/index */
+    bool reinvoke; /* due for the reinvocation pass */
 };
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
 static void admit_error(int *ret_code, char **ret_body, const char *name, const char *reason)
 {
@@ -662,60 +678,19 @@ static void admit_error(int *ret_code, char **ret_body, const char *name, const 
     free(msg);
 }
 
-/* The version of the request the webhook is called with: the request's if
- * a rule matches it, else (matchPolicy Equivalent) the first served
- * version a rule matches; NULL when none. */
-static const char *hook_version(const struct ks_admit_req *ar, const json_t *hook)
-{
-    const json_t *rules = json_object_get(hook, "rules");
-    const char *chosen = NULL;
-    size_t r;
-    json_t *rule;
-    json_array_foreach(rules, r, rule)
-    {
-        if (rule_match(rule, ar->def, ar->version, ar->operation, ar->subresource))
-            chosen = ar->version;
-    }
-    if (chosen || strcmp(jstr(hook, "matchPolicy"), "Exact") == 0)
-        return chosen;
-    for (size_t v = 0; v < ar->def->nversions && !chosen; v++) {
-        if (!ar->def->versions[v].served)
-            continue;
-        json_array_foreach(rules, r, rule)
-        {
-            if (!chosen && rule_match(rule, ar->def, ar->def->versions[v].name, ar->operation,
-                                      ar->subresource))
-                chosen = ar->def->versions[v].name;
-        }
-    }
-    return chosen;
-}
-
-/* The webhook's namespaceSelector and objectSelector let the request in. */
-static bool hook_selects(const struct ks_admit_req *ar, const json_t *hook, const json_t *ns_labels)
-{
-    const json_t *labels_new = json_object_get(json_object_get(ar->obj, "metadata"), "labels");
-    const json_t *labels_old = json_object_get(json_object_get(ar->old, "metadata"), "labels");
-    if (ar->def->namespaced &&
-        !label_selector_match(json_object_get(hook, "namespaceSelector"), ns_labels))
-        return false;
-    if (strcmp(ar->def->key, "namespaces") == 0 &&
-        !label_selector_match(json_object_get(hook, "namespaceSelector"),
-                              labels_new ? labels_new : labels_old))
-        return false;
-    const json_t *os = json_object_get(hook, "objectSelector");
-    if (json_is_object(os) && !label_selector_match(os, labels_new) &&
-        !label_selector_match(os, labels_old))
-        return false;
-    return true;
-}
-
-/* The validating webhooks that apply to the request, in order. */
-static struct match *collect_matches(struct ks_server *ks, const struct ks_admit_req *ar,
-                                     size_t *ret_n)
+/* The webhooks of every configuration in res_key that match the request, in
+ * the apiserver's order: configurations sorted by name, webhooks in their
+ * listed order (k8s.io/apiserver/pkg/admission/configuration/
+ * mutating_webhook_manager.go sorts by name; validating ones run in
+ * parallel, so their order only decides which denial is reported). */
+static size_t collect_matches(struct ks_server *ks, const struct ks_admit_req *ar,
+                              const char *res_key, struct match **ret)
 {
     struct match *matches = NULL;
     size_t nmatches = 0;
+    const json_t *labels_new = json_object_get(json_object_get(ar->obj, "metadata"), "labels");
+    const json_t *labels_old = json_object_get(json_object_get(ar->old, "metadata"), "labels");
+
     pthread_mutex_lock(&ks->lock);
     json_t *ns_labels = NULL;
     if (ar->def->namespaced && *ar->ns)
@@ -723,17 +698,54 @@ static struct match *collect_matches(struct ks_server *ks, const struct ks_admit
             json_object_get(ks_store_get(ks, "namespaces", ar->ns), "metadata"), "labels"));
     if (!ns_labels)
         ns_labels = json_pack("{s:s}", "kubernetes.io/metadata.name", ar->ns);
+    json_t *map = ks_store_map(ks, res_key);
+    size_t ncfg = json_object_size(map), c = 0;
+    const char **keys = calloc(ncfg ? ncfg : 1, sizeof(*keys));
+    if (!keys)
+        abort();
     const char *key;
     json_t *cfg;
-    json_object_foreach(
-        ks_store_map(ks, "validatingwebhookconfigurations.admissionregistration.k8s.io"), key, cfg)
-    {
+    json_object_foreach(map, key, cfg) keys[c++] = key;
+    qsort(keys, ncfg, sizeof(*keys), cmp_str);
+    for (c = 0; c < ncfg; c++) {
+        cfg = json_object_get(map, keys[c]);
         size_t i;
         json_t *hook;
         json_array_foreach(json_object_get(cfg, "webhooks"), i, hook)
         {
-            const char *chosen = hook_version(ar, hook);
-            if (!chosen || !hook_selects(ar, hook, ns_labels))
+            const json_t *rules = json_object_get(hook, "rules");
+            const char *chosen = NULL;
+            size_t r;
+            json_t *rule;
+            json_array_foreach(rules, r, rule)
+            {
+                if (rule_match(rule, ar->def, ar->version, ar->operation, ar->subresource))
+                    chosen = ar->version;
+            }
+            if (!chosen && strcmp(jstr(hook, "matchPolicy"), "Exact") != 0) {
+                for (size_t v = 0; v < ar->def->nversions && !chosen; v++) {
+                    if (!ar->def->versions[v].served)
+                        continue;
+                    json_array_foreach(rules, r, rule)
+                    {
+                        if (!chosen && rule_match(rule, ar->def, ar->def->versions[v].name,
+                                                  ar->operation, ar->subresource))
+                            chosen = ar->def->versions[v].name;
+                    }
+                }
+            }
+            if (!chosen)
+                continue;
+            if (ar->def->namespaced &&
+                !label_selector_match(json_object_get(hook, "namespaceSelector"), ns_labels))
+                continue;
+            if (strcmp(ar->def->key, "namespaces") == 0 &&
+                !label_selector_match(json_object_get(hook, "namespaceSelector"),
+                                      labels_new ? labels_new : labels_old))
+                continue;
+            const json_t *os = json_object_get(hook, "objectSelector");
+            if (json_is_object(os) && !label_selector_match(os, labels_new) &&
+                !label_selector_match(os, labels_old))
                 continue;
             struct match *nm = realloc(matches, (nmatches + 1) * sizeof(*nm));
             if (!nm)
@@ -741,27 +753,72 @@ static struct match *collect_matches(struct ks_server *ks, const struct ks_admit
             matches = nm;
             matches[nmatches].hook = json_incref(hook);
             matches[nmatches].version = ks_strdup(chosen);
+            matches[nmatches].uid = ks_printf("%s/%zu", keys[c], i);
+            matches[nmatches].reinvoke = false;
             nmatches++;
         }
     }
+    free(keys);
     json_decref(ns_labels);
     pthread_mutex_unlock(&ks->lock);
-    *ret_n = nmatches;
-    return matches;
+    *ret = matches;
+    return nmatches;
 }
 
-/* The AdmissionReview for one webhook (obj and old in its version, or
- * NULL). @ref new */
-static json_t *build_review(const struct ks_admit_req *ar, const char *version,
-                            const char *review_av, const char *uid, json_t *obj, json_t *old)
+static void free_matches(struct match *matches, size_t n)
 {
+    for (size_t m = 0; m < n; m++) {
+        json_decref(matches[m].hook);
+        free(matches[m].version);
+        free(matches[m].uid);
+    }
+    free(matches);
+}
+
+/* Call one admission webhook on obj (ar->version, may be NULL) and check the
+ * reply. 0: allowed (for a mutating hook *ret_patched is the patched object
+ * in ar->version, or NULL when it sent no patch); -EPERM: denied or failed
+ * closed, Status in *ret_code and *ret_body. */
+static int call_hook(struct ks_server *ks, const struct ks_admit_req *ar, const struct match *mt,
+                     bool mutating, const json_t *cur, json_t *warnings, json_t **ret_patched,
+                     int *ret_code, char **ret_body)
+{
+    const json_t *hook = mt->hook;
+    const char *name = jstr(hook, "name");
+    bool ignore = strcmp(jstr(hook, "failurePolicy"), "Ignore") == 0;
+    long timeout = json_is_integer(json_object_get(hook, "timeoutSeconds"))
+                       ? (long)json_integer_value(json_object_get(hook, "timeoutSeconds"))
+                       : 10;
+    const char *rv = review_version(json_object_get(hook, "admissionReviewVersions"), NULL);
+    char *reason = NULL;
+    json_t *obj = NULL, *old = NULL;
+    char *resp_txt = NULL;
+    json_t *resp = NULL;
+    char *cerr = NULL;
+    int rc = 0;
+
+    if (!rv) {
+        reason = ks_strdup("webhook does not accept v1 or v1beta1 AdmissionReview");
+        goto failed;
+    }
+    if (cur && ks_convert_one(ks, ar->def, cur, mt->version, &obj, &cerr) != 0) {
+        reason = cerr;
+        goto failed;
+    }
+    if (ar->old && ks_convert_one(ks, ar->def, ar->old, mt->version, &old, &cerr) != 0) {
+        reason = cerr;
+        goto failed;
+    }
+    char uid[40];
+    ks_uuid(uid, sizeof(uid));
+    char *review_av = ks_printf("admission.k8s.io/%s", rv);
     json_t *req = json_object();
     json_object_set_new(req, "uid", json_string(uid));
     json_object_set_new(req, "kind",
-                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", version,
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", mt->version,
                                   "kind", ar->def->kind));
     json_object_set_new(req, "resource",
-                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", version,
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", mt->version,
                                   "resource", ar->def->plural));
     if (*ar->subresource)
         json_object_set_new(req, "subResource", json_string(ar->subresource));
@@ -792,94 +849,8 @@ static json_t *build_review(const struct ks_admit_req *ar, const char *version,
     if (strcmp(okind, "DeleteOptions") == 0)
         json_object_set_new(opts, "propagationPolicy", json_string("Background"));
     json_object_set_new(req, "options", opts);
-    return json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion", review_av, "request",
-                     req);
-}
-
-/* What is wrong with a webhook's answer (the apiserver's "received
- * invalid webhook response" texts), malloc'd, or NULL. */
-static char *response_error(const json_t *resp, const char *review_av, const char *rv,
-                            const char *uid)
-{
-    const json_t *response = json_object_get(resp, "response");
-    if (!json_is_object(resp))
-        return ks_strdup("received invalid webhook response: couldn't get version/kind; json "
-                         "parse error");
-    if (strcmp(jstr(resp, "apiVersion"), review_av) != 0 ||
-        strcmp(jstr(resp, "kind"), "AdmissionReview") != 0) {
-        char *got = gvk_string(jstr(resp, "apiVersion"), jstr(resp, "kind"));
-        char *reason = ks_printf("received invalid webhook response: expected webhook response "
-                                 "of admission.k8s.io/%s, Kind=AdmissionReview, got %s",
-                                 rv, got);
-        free(got);
-        return reason;
-    }
-    if (!json_is_object(response))
-        return ks_strdup("received invalid webhook response: webhook response was absent");
-    if (strcmp(jstr(response, "uid"), uid) != 0)
-        return ks_printf("received invalid webhook response: expected response.uid=\"%s\", got "
-                         "\"%s\"",
-                         uid, jstr(response, "uid"));
-    if (json_object_get(response, "patch") && !json_is_null(json_object_get(response, "patch")))
-        return ks_strdup("received invalid webhook response: validating webhook may not return "
-                         "a patch");
-    return NULL;
-}
-
-/* A denial (allowed false) as the apiserver answers it. */
-static void denial(const char *name, const json_t *response, int *ret_code, char **ret_body)
-{
-    const json_t *st = json_object_get(response, "status");
-    const char *msg = jstr(st, "message");
-    const char *rsn = jstr(st, "reason");
-    char *full = *msg   ? ks_printf("admission webhook \"%s\" denied the request: %s", name, msg)
-                 : *rsn ? ks_printf("admission webhook \"%s\" denied the request: %s", name, rsn)
-                        : ks_printf("admission webhook \"%s\" denied the request without "
-                                    "explanation",
-                                    name);
-    int code = json_is_integer(json_object_get(st, "code"))
-                   ? (int)json_integer_value(json_object_get(st, "code"))
-                   : 400;
-    if (code < 400)
-        code = 400;
-    json_t *details = json_deep_copy(json_object_get(st, "details"));
-    *ret_code = code;
-    *ret_body = ks_status_body(code, "Failure", rsn, full, details, NULL);
-    free(full);
-}
-
-/* Calls one webhook: 0 (allowed, or failed with failurePolicy Ignore) or
- * -EPERM with the answer in ret_code/ret_body. */
-static int call_one(struct ks_server *ks, const struct ks_admit_req *ar, const struct match *mt,
-                    json_t *warnings, int *ret_code, char **ret_body)
-{
-    const json_t *hook = mt->hook;
-    const char *name = jstr(hook, "name");
-    bool ignore = strcmp(jstr(hook, "failurePolicy"), "Ignore") == 0;
-    long timeout = json_is_integer(json_object_get(hook, "timeoutSeconds"))
-                       ? (long)json_integer_value(json_object_get(hook, "timeoutSeconds"))
-                       : 10;
-    const char *rv = review_version(json_object_get(hook, "admissionReviewVersions"), NULL);
-    char *reason = NULL, *resp_txt = NULL, *cerr = NULL, *review_av = NULL;
-    json_t *obj = NULL, *old = NULL, *resp = NULL;
-    int rc = 0;
-
-    if (!rv) {
-        reason = ks_strdup("webhook does not accept v1 or v1beta1 AdmissionReview");
-        goto failed;
-    }
-    if (ar->obj && ks_convert_one(ks, ar->def, ar->obj, mt->version, &obj, &cerr) != 0) {
-        reason = cerr;
-        goto failed;
-    }
-    if (ar->old && ks_convert_one(ks, ar->def, ar->old, mt->version, &old, &cerr) != 0) {
-        reason = cerr;
-        goto failed;
-    }
-    char uid[40];
-    ks_uuid(uid, sizeof(uid));
-    review_av = ks_printf("admission.k8s.io/%s", rv);
-    json_t *review = build_review(ar, mt->version, review_av, uid, obj, old);
+    json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion", review_av,
+                               "request", req);
     char *payload = ks_dump(review, false, NULL);
     json_decref(review);
     int crc =
@@ -888,13 +859,46 @@ static int call_one(struct ks_server *ks, const struct ks_admit_req *ar, const s
     if (crc != 0) {
         reason = ks_printf("failed to call webhook: %s", cerr);
         free(cerr);
+        free(review_av);
         goto failed;
     }
     resp = json_loads(resp_txt, 0, NULL);
-    reason = response_error(resp, review_av, rv, uid);
+    const json_t *response = json_object_get(resp, "response");
+    const json_t *patch_b64 = json_object_get(response, "patch");
+    bool has_patch = patch_b64 && !json_is_null(patch_b64);
+    if (!json_is_object(resp)) {
+        reason = ks_strdup("received invalid webhook response: couldn't get version/kind; "
+                           "json parse error");
+    } else if (strcmp(jstr(resp, "apiVersion"), review_av) != 0 ||
+               strcmp(jstr(resp, "kind"), "AdmissionReview") != 0) {
+        char *got = gvk_string(jstr(resp, "apiVersion"), jstr(resp, "kind"));
+        reason = ks_printf("received invalid webhook response: expected webhook response of "
+                           "admission.k8s.io/%s, Kind=AdmissionReview, got %s",
+                           rv, got);
+        free(got);
+    } else if (!json_is_object(response)) {
+        reason = ks_strdup("received invalid webhook response: webhook response was absent");
+    } else if (strcmp(jstr(response, "uid"), uid) != 0) {
+        reason = ks_printf("received invalid webhook response: expected response.uid=\"%s\", "
+                           "got \"%s\"",
+                           uid, jstr(response, "uid"));
+    } else if (has_patch && !mutating) {
+        reason = ks_strdup("received invalid webhook response: validating webhook may not "
+                           "return a patch");
+    } else if (has_patch && strcmp(rv, "v1") == 0 && !json_object_get(response, "patchType")) {
+        /* k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go
+         * VerifyAdmissionResponse: v1 needs patchType beside a patch. */
+        reason = ks_strdup("received invalid webhook response: webhook returned response.patch "
+                           "but not response.patchType");
+    } else if (has_patch && json_object_get(response, "patchType") &&
+               strcmp(jstr(response, "patchType"), "JSONPatch") != 0) {
+        reason = ks_printf("received invalid webhook response: webhook returned invalid "
+                           "response.patchType of \"%s\"",
+                           jstr(response, "patchType"));
+    }
+    free(review_av);
     if (reason)
         goto failed;
-    const json_t *response = json_object_get(resp, "response");
     size_t wi;
     json_t *wv;
     json_array_foreach(json_object_get(response, "warnings"), wi, wv)
@@ -903,8 +907,65 @@ static int call_one(struct ks_server *ks, const struct ks_admit_req *ar, const s
             json_array_append(warnings, wv);
     }
     if (!json_is_true(json_object_get(response, "allowed"))) {
-        denial(name, response, ret_code, ret_body);
+        const json_t *st = json_object_get(response, "status");
+        const char *msg = jstr(st, "message");
+        const char *rsn = jstr(st, "reason");
+        char *full = *msg ? ks_printf("admission webhook \"%s\" denied the request: %s", name, msg)
+                     : *rsn
+                         ? ks_printf("admission webhook \"%s\" denied the request: %s", name, rsn)
+                         : ks_printf("admission webhook \"%s\" denied the request without "
+                                     "explanation",
+                                     name);
+        int code = json_is_integer(json_object_get(st, "code"))
+                       ? (int)json_integer_value(json_object_get(st, "code"))
+                       : 400;
+        if (code < 400)
+            code = 400;
+        json_t *details = json_deep_copy(json_object_get(st, "details"));
+        *ret_code = code;
+        *ret_body = ks_status_body(code, "Failure", rsn, full, details, NULL);
+        free(full);
         rc = -EPERM;
+        goto out;
+    }
+    if (has_patch) {
+        /* dispatcher.go callAttrMutatingHook: decode, apply to the object in
+         * the webhook's version, decode the result back. A patch that does
+         * not decode is a call error (failurePolicy applies); one that does
+         * not apply, or any patch on DELETE, is an internal error. */
+        size_t plen = 0;
+        unsigned char *raw = ks_base64_decode(jstr(response, "patch"), &plen);
+        json_t *ops = raw ? json_loadb((const char *)raw, plen, 0, NULL) : NULL;
+        free(raw);
+        if (!json_is_array(ops)) {
+            json_decref(ops);
+            reason = ks_strdup("received undecodable patch in webhook response: not a JSON "
+                               "Patch array");
+            goto failed;
+        }
+        if (json_array_size(ops) > 0) {
+            char *perr = NULL;
+            json_t *patched = obj ? ks_json_patch(obj, ops, &perr) : NULL;
+            json_t *back = NULL;
+            if (patched && ks_convert_one(ks, ar->def, patched, ar->version, &back, &perr) != 0)
+                back = NULL;
+            if (!back) {
+                char *m = obj ? ks_printf("Internal error occurred: %s", perr ? perr : "patch")
+                              : ks_printf("Internal error occurred: admission webhook \"%s\" "
+                                          "attempted to modify the object, which is not "
+                                          "supported for this operation",
+                                          name);
+                *ret_code = 500;
+                *ret_body = ks_status_body(500, "Failure", "InternalError", m, NULL, NULL);
+                free(m);
+                rc = -EPERM;
+            } else {
+                *ret_patched = back;
+            }
+            free(perr);
+            json_decref(patched);
+        }
+        json_decref(ops);
     }
     goto out;
 failed:
@@ -915,7 +976,6 @@ failed:
         fprintf(stderr, "kubesim: ignoring webhook %s: %s\n", name, reason);
     }
 out:
-    free(review_av);
     free(reason);
     free(resp_txt);
     json_decref(resp);
@@ -927,15 +987,74 @@ out:
 int ks_admit(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings, int *ret_code,
              char **ret_body)
 {
-    size_t nmatches = 0;
-    struct match *matches = collect_matches(ks, ar, &nmatches);
+    struct match *matches = NULL;
+    size_t n = collect_matches(
+        ks, ar, "validatingwebhookconfigurations.admissionregistration.k8s.io", &matches);
     int rc = 0;
-    for (size_t m = 0; m < nmatches && rc == 0; m++)
-        rc = call_one(ks, ar, &matches[m], warnings, ret_code, ret_body);
-    for (size_t m = 0; m < nmatches; m++) {
-        json_decref(matches[m].hook);
-        free(matches[m].version);
+    for (size_t m = 0; m < n && rc == 0; m++) {
+        json_t *unused = NULL;
+        rc = call_hook(ks, ar, &matches[m], false, ar->obj, warnings, &unused, ret_code, ret_body);
     }
-    free(matches);
+    free_matches(matches, n);
+    return rc;
+}
+
+/* One pass over the mutating webhooks (dispatcher.go Dispatch). In the first
+ * pass every matching hook is called; a hook that changed the object makes
+ * every IfNeeded hook called before it due for the second pass; an IfNeeded
+ * hook joins that list after its own call (its own change does not
+ * reinvoke it). */
+static int mutate_pass(struct ks_server *ks, const struct ks_admit_req *ar, struct match *mt,
+                       size_t n, bool reinvoke, json_t **io_obj, json_t *warnings,
+                       bool *ret_changed, int *ret_code, char **ret_body)
+{
+    bool *invoked = calloc(n ? n : 1, sizeof(*invoked));
+    if (!invoked)
+        abort();
+    for (size_t m = 0; m < n; m++) {
+        if (reinvoke && !mt[m].reinvoke)
+            continue;
+        json_t *patched = NULL;
+        int rc = call_hook(ks, ar, &mt[m], true, *io_obj, warnings, &patched, ret_code, ret_body);
+        if (rc != 0) {
+            free(invoked);
+            return rc;
+        }
+        if (patched && !json_equal(patched, *io_obj)) {
+            json_decref(*io_obj);
+            *io_obj = patched;
+            patched = NULL;
+            *ret_changed = true;
+            for (size_t p = 0; p < n; p++) {
+                if (invoked[p])
+                    mt[p].reinvoke = true;
+                invoked[p] = false;
+            }
+        }
+        json_decref(patched);
+        if (strcmp(jstr(mt[m].hook, "reinvocationPolicy"), "IfNeeded") == 0)
+            invoked[m] = true;
+    }
+    free(invoked);
+    return 0;
+}
+
+int ks_admit_mutate(struct ks_server *ks, const struct ks_admit_req *ar, json_t *warnings,
+                    json_t **ret_obj, int *ret_code, char **ret_body)
+{
+    struct match *matches = NULL;
+    size_t n = collect_matches(ks, ar, "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+                               &matches);
+    json_t *cur = ar->obj ? json_deep_copy(ar->obj) : NULL;
+    bool changed = false;
+    int rc = mutate_pass(ks, ar, matches, n, false, &cur, warnings, &changed, ret_code, ret_body);
+    if (rc == 0 && changed)
+        rc = mutate_pass(ks, ar, matches, n, true, &cur, warnings, &changed, ret_code, ret_body);
+    free_matches(matches, n);
+    if (rc != 0 || !changed) {
+        json_decref(cur);
+        cur = NULL;
+    }
+    *ret_obj = cur;
     return rc;
 }

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # kop's deployment manifests (manifests/, kustomize):
-#   1. `kubectl kustomize` renders the default install, the self-signed
-#      and storage-v2 overlays and the samples;
+#   1. `kubectl kustomize` renders the default install, the self-signed,
+#      storage-v2 and sharding overlays and the samples;
 #   2. every rendered object validates against the official Kubernetes and
 #      cert-manager schemas, unknown fields included (tests/manifests/
 #      check.js, on the npm packages kubernetes-models and
@@ -75,6 +75,13 @@ render manifests/ "$root/manifests" "$work/default.yaml"
 render manifests/overlays/self-signed/ "$root/manifests/overlays/self-signed" "$work/self-signed.yaml"
 render manifests/overlays/storage-v2/ "$root/manifests/overlays/storage-v2" "$work/storage-v2.yaml"
 render manifests/samples/ "$root/manifests/samples" "$work/samples.yaml"
+render manifests/overlays/sharding/ "$root/manifests/overlays/sharding" "$work/sharding.yaml"
+if grep -q -- '- --sharding$' "$work/sharding.yaml" && ! grep -q -- '- --leader-elect$' "$work/sharding.yaml" &&
+  grep -q '^kind: MutatingWebhookConfiguration$' "$work/sharding.yaml"; then
+  pass "the sharding overlay runs --sharding with its mutating webhook"
+else
+  fail "the sharding overlay does not switch --leader-elect to --sharding or lacks its webhook"
+fi
 k kustomize "$root/manifests/base" >"$work/base.yaml" 2>/dev/null || true
 if cmp -s "$work/base.yaml" "$work/default.yaml"; then
   pass "manifests/ is manifests/base/"
@@ -103,6 +110,7 @@ fi
 if $node_ok; then
   run_check "schema default" node "$checks/check.js" schema "$work/default.yaml"
   run_check "schema self-signed" node "$checks/check.js" schema "$work/self-signed.yaml"
+  run_check "schema sharding" node "$checks/check.js" schema "$work/sharding.yaml"
   run_check "selftest" node "$checks/check.js" selftest "$work/default.yaml"
   run_check "install" node "$checks/check.js" install "$work/default.yaml"
   run_check "self-signed" node "$checks/check.js" self-signed "$work/self-signed.yaml"

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Active-active sharding of MyResources across replicas (--sharding).
+ *
+ * Membership: every replica holds a Lease "kop-shard-<identity>"
+ * (kop/membership.h); the live members form a consistent-hash ring.
+ * Assignment: the label shard.kop.io/owner=<identity> on each MyResource;
+ * each replica's MyResource informer selects its own value and kop copies
+ * the label onto the children it creates, so a replica caches and
+ * reconciles only its share.
+ *
+ * Who writes the label:
+ *  - at CREATE, the mutating webhook route served by every replica
+ *    (KOP_SHARDER_MUTATE_PATH) adds it with a JSONPatch. The apiserver runs
+ *    mutating admission before it assigns the uid (k8s.io/apiserver/pkg/
+ *    endpoints/handlers/create.go: admission, then rest.BeforeCreate, which
+ *    fills metadata.uid), so the webhook hashes "namespace/name" unless
+ *    the request carries a uid;
+ *  - the sharder, elected with the leader Lease, lists the MyResources
+ *    (metadata only) every period after a membership change until its
+ *    moves completed, else every fifth period, and labels
+ *    objects without a live owner (no label, or an owner whose membership
+ *    Lease expired or was released: moved at once, no drain) and, when
+ *    the membership changed, moves every object whose owner is not the
+ *    ring's choice for FNV-1a-64 of its uid (kop_shard_ring_owner),
+ *    through the drain protocol:
+ *    1. the sharder sets shard.kop.io/drain=true;
+ *    2. the owner sees it (its informer holds the object), stops
+ *       reconciling the object and removes the drain label in the same
+ *       worker slot (so no reconcile of it is in flight) and refuses to
+ *       reconcile it until it leaves its cache, or for a lease duration;
+ *    3. the sharder sees the drain label gone and changes the owner label
+ *       (with the resourceVersion it read as a precondition; on a conflict
+ *       it forgets the drain and starts over).
+ *    Until every move of a membership change completed, each pass tries
+ *    again.
+ *
+ * Metrics: kop_shard_objects{shard} (gauge, objects per owner at the
+ * sharder's last pass), kop_shard_moves_total (counter, owner label
+ * changes of objects that had an owner), kop_shard_drain_seconds
+ * (histogram, drain label set to owner changed).
+ *
+ * Thread-safety: new/start/stop/free from one owner thread; set_active,
+ * gate and the webhook handler from any thread.
+ */
+#ifndef KOP_SHARDER_H
+#define KOP_SHARDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define KOP_SHARDER_OWNER_LABEL "shard.kop.io/owner"
+#define KOP_SHARDER_DRAIN_LABEL "shard.kop.io/drain"
+#define KOP_SHARDER_LEASE_PREFIX "kop-shard-"
+#define KOP_SHARDER_MUTATE_PATH "/mutate-mygroup-example-com-myresource-shard"
+
+struct kop_client;
+struct kop_membership;
+struct kop_metrics;
+struct kop_http_request;
+struct kop_http_response;
+struct kop_sharder;
+
+/* ---- the ring (pure) -------------------------------------------------------- */
+
+/* FNV-1a, 64 bit, of s. */
+uint64_t kop_sharder_fnv1a64(const char *s);
+
+struct kop_shard_ring;
+
+/* A ring over members (a JSON array of strings, @ref borrow) with
+ * KOP_SHARD_VNODES points per member at mix(FNV-1a-64("<member>#<i>")),
+ * mix being the MurmurHash3 64-bit finalizer (a bijection that spreads
+ * FNV-1a's weakly mixed high bits).
+ * Returns 0, -EINVAL (not an array of strings), -ENOMEM. An empty array
+ * makes an empty ring. */
+#define KOP_SHARD_VNODES 128
+int kop_shard_ring_new(const json_t *members, struct kop_shard_ring **ret);
+void kop_shard_ring_free(struct kop_shard_ring *r);
+/* The member owning key: the first point at or after
+ * mix(FNV-1a-64(key)), wrapping. NULL on an empty ring. Valid until the ring is freed. */
+const char *kop_shard_ring_owner(const struct kop_shard_ring *r, const char *key);
+
+/* ---- decisions (pure) ------------------------------------------------------- */
+
+enum kop_shard_action {
+    KOP_SHARD_KEEP,   /* leave the object alone */
+    KOP_SHARD_ASSIGN, /* no live owner: write the owner label now, no drain */
+    KOP_SHARD_DRAIN,  /* live owner must let go: set the drain label */
+    KOP_SHARD_WAIT,   /* drain label set: wait for the owner to remove it */
+    KOP_SHARD_MOVE,   /* drained: change the owner label */
+};
+
+/*
+ * The sharder's decision for one object. owner: its owner label (NULL:
+ * none); owner_live: that owner is a live member; draining: the drain label
+ * is set; drain_requested: this sharder set it earlier; target: the ring's
+ * choice (non-NULL); rebalance: the membership changed since the last
+ * completed pass.
+ */
+enum kop_shard_action kop_shard_decide(const char *owner, bool owner_live, bool draining,
+                                       bool drain_requested, const char *target, bool rebalance);
+
+enum kop_shard_gate {
+    KOP_SHARD_RECONCILE, /* reconcile as usual */
+    KOP_SHARD_RELEASE,   /* remove the drain label, do not reconcile */
+    KOP_SHARD_SKIP,      /* not ours (or given up): do not reconcile */
+};
+
+/* The owner replica's decision before a reconcile: owner label vs self,
+ * the drain label, and whether this replica released the object within
+ * the last lease duration. */
+enum kop_shard_gate kop_shard_gate_decide(const char *owner, const char *self, bool draining,
+                                          bool released_recently);
+
+/* ---- the runtime ------------------------------------------------------------ */
+
+struct kop_sharder_options {
+    struct kop_client *client;         /* lists and label writes (borrowed) */
+    struct kop_membership *membership; /* borrowed; started by the caller */
+    const char *namespace;             /* --namespace; NULL or "": all */
+    int64_t period_ms;                 /* sharder pass interval; 0: 2 s */
+    int64_t lease_duration_ms;         /* how long a released object stays refused */
+    struct kop_metrics *metrics;       /* NULL: kop_metrics_global() */
+};
+
+int kop_sharder_new(const struct kop_sharder_options *opts, struct kop_sharder **ret);
+/* Start the sharder thread (it works only while active). */
+int kop_sharder_start(struct kop_sharder *s);
+/* The leader Lease was won (true) or lost (false). */
+void kop_sharder_set_active(struct kop_sharder *s, bool active);
+void kop_sharder_stop(struct kop_sharder *s);
+void kop_sharder_free(struct kop_sharder *s);
+
+/* "shard.kop.io/owner=<identity>" for the informer selectors. */
+const char *kop_sharder_selector(const struct kop_sharder *s);
+/* This replica's identity (the owner label value). */
+const char *kop_sharder_identity(const struct kop_sharder *s);
+
+/* Controller gate (kop_controller_options.gate; ud is the sharder):
+ * 0 to reconcile obj (@ref borrow) now, < 0 to skip it, > 0 to skip it and
+ * look again after that many nanoseconds (released recently). Removes the
+ * drain label through client when the object is draining. obj NULL: key
+ * left this replica's cache; its release is forgotten. */
+int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, const json_t *obj);
+
+/* The mutating webhook (kop_http_handler_fn; ud is the sharder). */
+void kop_sharder_mutate_http(void *ud, const struct kop_http_request *req,
+                             struct kop_http_response *resp);
+
+/* The AdmissionReview answer for body (pure given members: a JSON array,
+ * @ref borrow, NULL or empty: no label). Returns the HTTP status and a
+ * malloc'd JSON body in *ret_body. */
+int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char **ret_body);
+
+#endif /* KOP_SHARDER_H */

@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Sharding MyResources across replicas (see kop/sharder.h).
+ *
+ * DESIGN
+ *
+ * Threads: the sharder thread runs a pass every period while this replica
+ * holds the leader Lease (set_active from the elector's callbacks). The
+ * gate runs on the controller's worker threads, the webhook handler on
+ * the HTTP server's; both only read the membership (its own lock) and
+ * the released map (rel_lock). No request is made under a lock.
+ *
+ * State: the pass state (drains this sharder asked for, the membership
+ * generation last balanced, the shards reported in the gauge) belongs to
+ * the sharder thread and is reset when the replica becomes the sharder:
+ * a new sharder has no memory of its predecessor's drains, so at worst it
+ * asks a drained object to drain once more.
+ *
+ * Why the drain protocol is safe: the owner's workqueue hands a key to
+ * one worker at a time, and the gate runs inside that worker's reconcile;
+ * the worker that removes the drain label is therefore the only one
+ * working on the object, and the released map refuses every later
+ * reconcile of it on this replica. The sharder changes the owner label
+ * only after it saw the drain label gone, with the resourceVersion it
+ * read as a precondition. The new owner's informer sees the object only
+ * after that write. An owner whose membership Lease expired is gone: its
+ * membership elector stopped its reconciles at the renew deadline, before
+ * the Lease could expire (kop/leader.h), so its objects move at once.
+ */
+#include "kop/sharder.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kop/client.h"
+#include "kop/clock.h"
+#include "kop/http.h"
+#include "kop/json.h"
+#include "kop/kubeconfig.h"
+#include "kop/log.h"
+#include "kop/membership.h"
+#include "kop/metrics.h"
+#include "kop/myresource.h"
+
+#define LOGGER "sharder"
+
+static const struct kop_resource res_myr = {KOP_MYRESOURCE_GROUP, "v1", KOP_MYRESOURCE_RESOURCE,
+                                            true};
+
+/* ---- ring ---------------------------------------------------------------------- */
+
+uint64_t kop_sharder_fnv1a64(const char *s)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        h ^= *p;
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+/* Ring position of a string: FNV-1a-64, then the MurmurHash3 64-bit
+ * finalizer (a bijection). FNV-1a alone barely moves the high bits when
+ * only the last bytes differ ("kop-0#1", "kop-0#2"), which would bunch the
+ * points of one member together on the ring. */
+static uint64_t position(const char *s)
+{
+    uint64_t h = kop_sharder_fnv1a64(s);
+    h ^= h >> 33;
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    h ^= h >> 33;
+    h *= UINT64_C(0xc4ceb9fe1a85ec53);
+    h ^= h >> 33;
+    return h;
+}
+
+struct point {
+    uint64_t hash;
+    size_t member;
+};
+
+struct kop_shard_ring {
+    char **members;
+    size_t n_members;
+    struct point *points;
+    size_t n_points;
+};
+
+static int cmp_point(const void *a, const void *b)
+{
+    const struct point *x = a, *y = b;
+    if (x->hash != y->hash)
+        return x->hash < y->hash ? -1 : 1;
+    /* Equal hashes (unlikely): order by member so every replica agrees. */
+    return x->member < y->member ? -1 : x->member > y->member;
+}
+
+void kop_shard_ring_free(struct kop_shard_ring *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_members; i++)
+        free(r->members[i]);
+    free(r->members);
+    free(r->points);
+    free(r);
+}
+
+int kop_shard_ring_new(const json_t *members, struct kop_shard_ring **ret)
+{
+    if (!json_is_array(members))
+        return -EINVAL;
+    size_t n = json_array_size(members);
+    for (size_t i = 0; i < n; i++) {
+        if (!json_is_string(json_array_get(members, i)))
+            return -EINVAL;
+    }
+    struct kop_shard_ring *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    /* Members sorted, so equal sets give equal rings whatever the order. */
+    r->members = calloc(n ? n : 1, sizeof(*r->members));
+    r->points = calloc(n ? n * KOP_SHARD_VNODES : 1, sizeof(*r->points));
+    if (!r->members || !r->points)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        r->members[i] = strdup(json_string_value(json_array_get(members, i)));
+        if (!r->members[i])
+            goto fail;
+        r->n_members++;
+    }
+    for (size_t i = 1; i < n; i++) {
+        for (size_t j = i; j > 0 && strcmp(r->members[j - 1], r->members[j]) > 0; j--) {
+            char *t = r->members[j - 1];
+            r->members[j - 1] = r->members[j];
+            r->members[j] = t;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned v = 0; v < KOP_SHARD_VNODES; v++) {
+            char buf[96];
+            int len = snprintf(buf, sizeof(buf), "%s#%u", r->members[i], v);
+            if (len < 0 || (size_t)len >= sizeof(buf))
+                goto fail; /* identities are DNS labels: 63 bytes at most */
+            r->points[r->n_points++] = (struct point){position(buf), i};
+        }
+    }
+    qsort(r->points, r->n_points, sizeof(*r->points), cmp_point);
+    *ret = r;
+    return 0;
+fail:
+    kop_shard_ring_free(r);
+    return -ENOMEM;
+}
+
+const char *kop_shard_ring_owner(const struct kop_shard_ring *r, const char *key)
+{
+    if (!r || r->n_points == 0)
+        return NULL;
+    uint64_t h = position(key);
+    size_t lo = 0, hi = r->n_points;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->points[mid].hash < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == r->n_points)
+        lo = 0;
+    return r->members[r->points[lo].member];
+}
+
+/* ---- decisions ------------------------------------------------------------------ */
+
+enum kop_shard_action kop_shard_decide(const char *owner, bool owner_live, bool draining,
+                                       bool drain_requested, const char *target, bool rebalance)
+{
+    if (!owner || !*owner || !owner_live)
+        return KOP_SHARD_ASSIGN;
+    if (strcmp(owner, target) == 0)
+        return KOP_SHARD_KEEP;
+    if (draining)
+        return drain_requested || rebalance ? KOP_SHARD_WAIT : KOP_SHARD_KEEP;
+    if (drain_requested)
+        return KOP_SHARD_MOVE;
+    return rebalance ? KOP_SHARD_DRAIN : KOP_SHARD_KEEP;
+}
+
+enum kop_shard_gate kop_shard_gate_decide(const char *owner, const char *self, bool draining,
+                                          bool released_recently)
+{
+    if (!owner || !self || strcmp(owner, self) != 0)
+        return KOP_SHARD_SKIP;
+    if (draining)
+        return KOP_SHARD_RELEASE;
+    return released_recently ? KOP_SHARD_SKIP : KOP_SHARD_RECONCILE;
+}
+
+/* ---- runtime ------------------------------------------------------------------- */
+
+struct kop_sharder {
+    struct kop_client *client;
+    struct kop_membership *membership;
+    char *ns;
+    char *selector;
+    int64_t period_ms, lease_ms;
+    struct kop_metric_family *f_objects;
+    struct kop_metric *m_moves, *m_drain;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool stopping; /* under lock */
+    atomic_bool active;
+    atomic_bool reset; /* became active: forget the pass state */
+
+    /* Sharder thread only. */
+    json_t *requested; /* uid -> monotonic ns when the drain label was set */
+    json_t *shards;    /* identities reported in the gauge */
+    bool balanced;
+    uint64_t balanced_gen;
+
+    pthread_mutex_t rel_lock;
+    json_t *released; /* uid -> monotonic ns; under rel_lock */
+};
+
+static const char *label(const json_t *obj, const char *key)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(obj, "metadata"), "labels"), key));
+}
+
+static const char *meta_str(const json_t *obj, const char *key)
+{
+    const char *v = json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+    return v ? v : "";
+}
+
+static bool is_member(const json_t *members, const char *id)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(members, i, v)
+    {
+        if (strcmp(json_string_value(v), id) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Merge-patch the shard labels of obj: owner (NULL: leave), drain ("":
+ * remove, NULL: leave), with obj's resourceVersion as precondition. */
+static int patch_labels(struct kop_client *c, const json_t *obj, const char *owner,
+                        const char *drain, bool precondition)
+{
+    json_t *labels = json_object();
+    json_t *md = json_pack("{s:o}", "labels", labels);
+    json_t *patch = json_pack("{s:o}", "metadata", md);
+    if (!labels || !md || !patch) {
+        json_decref(patch);
+        return -ENOMEM;
+    }
+    if (owner)
+        json_object_set_new(labels, KOP_SHARDER_OWNER_LABEL, json_string(owner));
+    if (drain)
+        json_object_set_new(labels, KOP_SHARDER_DRAIN_LABEL,
+                            *drain ? json_string(drain) : json_null());
+    if (precondition)
+        json_object_set_new(md, "resourceVersion", json_string(meta_str(obj, "resourceVersion")));
+    struct kop_api_status st;
+    memset(&st, 0, sizeof(st));
+    int r = kop_client_patch(c, &res_myr, meta_str(obj, "namespace"), meta_str(obj, "name"), patch,
+                             &st, NULL);
+    json_decref(patch);
+    if (r < 0 && r != -EEXIST && r != -EBUSY && r != -ENOENT)
+        kop_log(KOP_LOG_WARN, LOGGER, "cannot write the shard labels",
+                json_pack("{s:s, s:s, s:i, s:s}", "namespace", meta_str(obj, "namespace"), "name",
+                          meta_str(obj, "name"), "errno", -r, "message", st.message));
+    return r;
+}
+
+static void count(json_t *counts, const char *owner)
+{
+    if (!owner)
+        return;
+    json_int_t n = json_integer_value(json_object_get(counts, owner));
+    json_object_set_new(counts, owner, json_integer(n + 1));
+}
+
+/* Full passes while nothing changes: one in this many periods, to label
+ * objects the webhook did not (failurePolicy Ignore, created before
+ * --sharding); a membership change or a pending move runs one every period. */
+#define IDLE_PASS_EVERY 5
+
+/* One pass (sharder thread); with idle, only when the membership changed
+ * since the last completed pass. */
+static void pass(struct kop_sharder *s, bool idle)
+{
+    json_t *members = NULL, *list = NULL, *counts = json_object(), *seen = json_object();
+    struct kop_shard_ring *ring = NULL;
+    uint64_t gen = 0;
+    if (!counts || !seen || kop_membership_members(s->membership, &members, &gen) < 0 ||
+        json_array_size(members) == 0 || kop_shard_ring_new(members, &ring) < 0)
+        goto out;
+    bool rebalance = !s->balanced || gen != s->balanced_gen;
+    if (idle && !rebalance)
+        goto out;
+    const struct kop_list_options lo = {
+        .accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+                  "application/json",
+    };
+    struct kop_api_status st;
+    memset(&st, 0, sizeof(st));
+    int r = kop_client_list(s->client, &res_myr, s->ns, &lo, &st, &list);
+    if (r < 0) {
+        kop_log(KOP_LOG_WARN, LOGGER, "cannot list MyResources",
+                json_pack("{s:i, s:s}", "errno", -r, "message", st.message));
+        goto out;
+    }
+    bool pending = false;
+    int64_t now = kop_clock_now_ns();
+    size_t i, assigned = 0, drains = 0, moves = 0;
+    json_t *obj;
+    json_array_foreach(json_object_get(list, "items"), i, obj)
+    {
+        const char *uid = meta_str(obj, "uid");
+        if (!*uid || json_string_value(
+                         json_object_get(json_object_get(obj, "metadata"), "deletionTimestamp")))
+            continue;
+        json_object_set(seen, uid, json_true());
+        const char *owner = label(obj, KOP_SHARDER_OWNER_LABEL);
+        const char *drain = label(obj, KOP_SHARDER_DRAIN_LABEL);
+        bool draining = drain && strcmp(drain, "true") == 0;
+        const json_t *req = json_object_get(s->requested, uid);
+        const char *target = kop_shard_ring_owner(ring, uid);
+        bool live = owner && is_member(members, owner);
+        enum kop_shard_action a =
+            kop_shard_decide(owner, live, draining, req != NULL, target, rebalance);
+        const char *now_owner = owner;
+        switch (a) {
+        case KOP_SHARD_KEEP:
+            break;
+        case KOP_SHARD_WAIT:
+            pending = true;
+            break;
+        case KOP_SHARD_ASSIGN:
+            r = patch_labels(s->client, obj, target, drain ? "" : NULL, true);
+            if (r == 0) {
+                now_owner = target;
+                assigned++;
+                if (owner && *owner)
+                    kop_counter_inc(s->m_moves);
+                json_object_del(s->requested, uid);
+            } else {
+                pending = true;
+            }
+            break;
+        case KOP_SHARD_DRAIN:
+            r = patch_labels(s->client, obj, NULL, "true", true);
+            if (r == 0) {
+                json_object_set_new(s->requested, uid, json_integer(now));
+                drains++;
+            }
+            pending = true;
+            break;
+        case KOP_SHARD_MOVE:
+            r = patch_labels(s->client, obj, target, NULL, true);
+            if (r != 0)
+                json_object_del(s->requested, uid); /* changed since: drain again */
+            if (r == 0) {
+                now_owner = target;
+                moves++;
+                kop_counter_inc(s->m_moves);
+                kop_histogram_observe(s->m_drain, (double)(now - json_integer_value(req)) / 1e9);
+                json_object_del(s->requested, uid);
+            } else {
+                pending = true;
+            }
+            break;
+        }
+        count(counts, now_owner);
+    }
+    /* Forget drains of objects that are gone. */
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(s->requested, tmp, k, v)
+    {
+        if (!json_object_get(seen, k))
+            json_object_del(s->requested, k);
+    }
+    json_object_foreach(s->shards, k, v)
+    {
+        if (!json_object_get(counts, k))
+            kop_gauge_set(kop_metric_child(s->f_objects, k), 0);
+    }
+    json_object_foreach(counts, k, v)
+    {
+        kop_gauge_set(kop_metric_child(s->f_objects, k), (double)json_integer_value(v));
+        json_object_set(s->shards, k, json_true());
+    }
+    if (assigned || drains || moves || (rebalance && !pending))
+        kop_log(KOP_LOG_INFO, LOGGER, "sharder pass",
+                json_pack("{s:O, s:I, s:b, s:I, s:I, s:I, s:b}", "members", members, "objects",
+                          (json_int_t)json_array_size(json_object_get(list, "items")), "rebalance",
+                          rebalance, "assigned", (json_int_t)assigned, "drainsRequested",
+                          (json_int_t)drains, "moved", (json_int_t)moves, "pending", pending));
+    if (!pending) {
+        s->balanced = true;
+        s->balanced_gen = gen;
+    }
+out:
+    kop_shard_ring_free(ring);
+    json_decref(members);
+    json_decref(list);
+    json_decref(counts);
+    json_decref(seen);
+}
+
+static bool wait_stop(struct kop_sharder *s, int64_t ms)
+{
+    struct timespec ts = kop_clock_deadline_ms(ms);
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping) {
+        if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    bool stop = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
+static void *sharder_main(void *arg)
+{
+    struct kop_sharder *s = arg;
+    unsigned tick = 0;
+    while (!wait_stop(s, s->period_ms)) {
+        if (!atomic_load(&s->active))
+            continue;
+        if (atomic_exchange(&s->reset, false)) {
+            json_object_clear(s->requested);
+            s->balanced = false;
+        }
+        pass(s, ++tick % IDLE_PASS_EVERY != 0);
+    }
+    return NULL;
+}
+
+int kop_sharder_new(const struct kop_sharder_options *o, struct kop_sharder **ret)
+{
+    if (!o || !o->client || !o->membership)
+        return -EINVAL;
+    struct kop_sharder *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->rel_lock, NULL);
+    if (kop_clock_cond_init(&s->cond) != 0) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_mutex_destroy(&s->rel_lock);
+        free(s);
+        return -ENOMEM;
+    }
+    s->client = o->client;
+    s->membership = o->membership;
+    s->period_ms = o->period_ms > 0 ? o->period_ms : 2000;
+    s->lease_ms = o->lease_duration_ms > 0 ? o->lease_duration_ms : 15000;
+    const char *id = kop_membership_identity(o->membership);
+    size_t n = strlen(KOP_SHARDER_OWNER_LABEL) + strlen(id) + 2;
+    s->selector = malloc(n);
+    if (s->selector)
+        snprintf(s->selector, n, "%s=%s", KOP_SHARDER_OWNER_LABEL, id);
+    s->ns = o->namespace && *o->namespace ? strdup(o->namespace) : NULL;
+    s->requested = json_object();
+    s->shards = json_object();
+    s->released = json_object();
+    struct kop_metrics *m = o->metrics ? o->metrics : kop_metrics_global();
+    static const char *const shard_labels[] = {"shard", NULL};
+    double buckets[12];
+    kop_metrics_exp_buckets(0.05, 2, 12, buckets);
+    s->f_objects = kop_metrics_register(m, KOP_METRIC_GAUGE, "kop_shard_objects",
+                                        "MyResources per owner replica at the sharder's last pass.",
+                                        shard_labels, NULL, 0);
+    s->m_moves =
+        kop_metric_child(kop_metrics_register(m, KOP_METRIC_COUNTER, "kop_shard_moves_total",
+                                              "Owner label changes of MyResources that "
+                                              "had an owner.",
+                                              NULL, NULL, 0));
+    s->m_drain =
+        kop_metric_child(kop_metrics_register(m, KOP_METRIC_HISTOGRAM, "kop_shard_drain_seconds",
+                                              "From the drain label set to the owner "
+                                              "label changed.",
+                                              NULL, buckets, 12));
+    if (!s->selector || (o->namespace && *o->namespace && !s->ns) || !s->requested || !s->shards ||
+        !s->released) {
+        kop_sharder_free(s);
+        return -ENOMEM;
+    }
+    *ret = s;
+    return 0;
+}
+
+int kop_sharder_start(struct kop_sharder *s)
+{
+    if (s->started)
+        return -EALREADY;
+    int r = -pthread_create(&s->thread, NULL, sharder_main, s);
+    s->started = r == 0;
+    return r;
+}
+
+void kop_sharder_set_active(struct kop_sharder *s, bool active)
+{
+    if (active)
+        atomic_store(&s->reset, true);
+    atomic_store(&s->active, active);
+    kop_log(KOP_LOG_INFO, LOGGER, active ? "this replica is the sharder" : "sharder stopped", NULL);
+}
+
+void kop_sharder_stop(struct kop_sharder *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    if (s->started) {
+        pthread_join(s->thread, NULL);
+        s->started = false;
+    }
+}
+
+void kop_sharder_free(struct kop_sharder *s)
+{
+    if (!s)
+        return;
+    kop_sharder_stop(s);
+    json_decref(s->requested);
+    json_decref(s->shards);
+    json_decref(s->released);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->rel_lock);
+    free(s->selector);
+    free(s->ns);
+    free(s);
+}
+
+const char *kop_sharder_selector(const struct kop_sharder *s)
+{
+    return s->selector;
+}
+
+const char *kop_sharder_identity(const struct kop_sharder *s)
+{
+    return kop_membership_identity(s->membership);
+}
+
+int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, const json_t *obj)
+{
+    struct kop_sharder *s = ud;
+    int64_t lease_ns = s->lease_ms * KOP_NSEC_PER_MSEC;
+    int64_t now = kop_clock_now_ns();
+    if (!obj) {
+        /* Moved away (or deleted): a later return is a new assignment. */
+        pthread_mutex_lock(&s->rel_lock);
+        json_object_del(s->released, key);
+        pthread_mutex_unlock(&s->rel_lock);
+        return -1;
+    }
+    const char *drain = label(obj, KOP_SHARDER_DRAIN_LABEL);
+    bool draining = drain && strcmp(drain, "true") == 0;
+    pthread_mutex_lock(&s->rel_lock);
+    const json_t *t = json_object_get(s->released, key);
+    int64_t since = t ? now - json_integer_value(t) : lease_ns;
+    enum kop_shard_gate g = kop_shard_gate_decide(
+        label(obj, KOP_SHARDER_OWNER_LABEL), kop_sharder_identity(s), draining, since < lease_ns);
+    if (g == KOP_SHARD_RELEASE) {
+        /* Refuse from now on, before the label is gone; drop old entries. */
+        const char *k;
+        json_t *v;
+        void *tmp;
+        json_object_foreach_safe(s->released, tmp, k, v)
+        {
+            if (now - json_integer_value(v) >= lease_ns)
+                json_object_del(s->released, k);
+        }
+        json_object_set_new(s->released, key, json_integer(now));
+    }
+    pthread_mutex_unlock(&s->rel_lock);
+    switch (g) {
+    case KOP_SHARD_RECONCILE:
+        return 0;
+    case KOP_SHARD_SKIP:
+        /* Released: look again when the refusal ends, in case the object
+         * came back to this replica before it left the cache. */
+        return since < lease_ns ? lease_ns - since + KOP_NSEC_PER_MSEC : -1;
+    case KOP_SHARD_RELEASE:
+        break;
+    }
+    int r = patch_labels(client, obj, NULL, "", false);
+    kop_log(r == 0 ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
+            r == 0 ? "released a draining MyResource" : "cannot release a MyResource",
+            json_pack("{s:s, s:s}", "namespace", meta_str(obj, "namespace"), "name",
+                      meta_str(obj, "name")));
+    return r == 0 ? -1 : KOP_NSEC_PER_SEC; /* a failed release is tried again */
+}
+
+/* ---- the mutating webhook ---------------------------------------------------------- */
+
+/* Strings handed to the HTTP server come from kop_json_dump (plain malloc):
+ * json_dumps memory carries the arena hook's header (kop/arena.h). */
+
+static char *review_answer(const char *api_version, const char *uid, const char *patch_b64)
+{
+    json_t *resp = json_pack("{s:s, s:b}", "uid", uid, "allowed", 1);
+    if (resp && patch_b64) {
+        json_object_set_new(resp, "patchType", json_string("JSONPatch"));
+        json_object_set_new(resp, "patch", json_string(patch_b64));
+    }
+    json_t *rev = json_pack("{s:s, s:s, s:o*}", "apiVersion", api_version, "kind",
+                            "AdmissionReview", "response", resp);
+    char *out = NULL;
+    if (rev && kop_json_dump(rev, JSON_COMPACT, &out, NULL) < 0)
+        out = NULL;
+    json_decref(rev);
+    return out;
+}
+
+int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char **ret_body)
+{
+    json_t *rev = json_loadb(body, len, 0, NULL);
+    const json_t *req = json_object_get(rev, "request");
+    const char *av = json_string_value(json_object_get(rev, "apiVersion"));
+    const char *ruid = json_string_value(json_object_get(req, "uid"));
+    const char *kind = json_string_value(json_object_get(rev, "kind"));
+    int code = 200;
+    char *out = NULL, *b64 = NULL, *ptxt = NULL;
+    struct kop_shard_ring *ring = NULL;
+    if (!json_is_object(req) || !ruid || !av || !kind || strcmp(kind, "AdmissionReview") != 0 ||
+        (strcmp(av, "admission.k8s.io/v1") != 0 && strcmp(av, "admission.k8s.io/v1beta1") != 0)) {
+        code = 400;
+        out = strdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                     "\"message\":\"expected an admission.k8s.io AdmissionReview with a "
+                     "request\",\"reason\":\"BadRequest\",\"code\":400}");
+        goto out;
+    }
+    const json_t *obj = json_object_get(req, "object");
+    const char *op = json_string_value(json_object_get(req, "operation"));
+    const char *have = label(obj, KOP_SHARDER_OWNER_LABEL);
+    if (!op || strcmp(op, "CREATE") != 0 || !json_is_object(obj) ||
+        (have && is_member(members, have)) || json_array_size(members) == 0 ||
+        kop_shard_ring_new(members, &ring) < 0)
+        goto allow;
+    /* The uid when the request has one; the apiserver assigns it after
+     * mutating admission, so normally namespace/name (or, for a
+     * generateName, the request's uid: a fresh random key). */
+    char key[600];
+    const char *uid = meta_str(obj, "uid");
+    const char *name = meta_str(obj, "name");
+    const char *ns = json_string_value(json_object_get(req, "namespace"));
+    if (*uid)
+        snprintf(key, sizeof(key), "%s", uid);
+    else
+        snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", *name ? name : ruid);
+    const char *owner = kop_shard_ring_owner(ring, key);
+    json_t *ops = json_object_get(json_object_get(obj, "metadata"), "labels")
+                      ? json_pack("[{s:s, s:s, s:s}]", "op", "add", "path",
+                                  "/metadata/labels/shard.kop.io~1owner", "value", owner)
+                      : json_pack("[{s:s, s:s, s:{s:s}}]", "op", "add", "path", "/metadata/labels",
+                                  "value", KOP_SHARDER_OWNER_LABEL, owner);
+    if (ops && kop_json_dump(ops, JSON_COMPACT, &ptxt, NULL) < 0)
+        ptxt = NULL;
+    json_decref(ops);
+    if (ptxt && kop_base64_encode(ptxt, strlen(ptxt), &b64) < 0)
+        b64 = NULL; /* answered without a patch: the sharder labels it */
+allow:
+    out = review_answer(av, ruid, b64);
+    if (!out)
+        code = 500;
+out:
+    kop_shard_ring_free(ring);
+    free(ptxt);
+    free(b64);
+    json_decref(rev);
+    *ret_body = out;
+    return code;
+}
+
+void kop_sharder_mutate_http(void *ud, const struct kop_http_request *req,
+                             struct kop_http_response *resp)
+{
+    struct kop_sharder *s = ud;
+    json_t *members = NULL;
+    if (kop_membership_members(s->membership, &members, NULL) < 0)
+        members = NULL; /* not listed yet: no label; the sharder assigns one */
+    char *body = NULL;
+    int code = kop_sharder_mutate(req->body, req->body_len, members, &body);
+    json_decref(members);
+    if (!body) {
+        kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
+        return;
+    }
+    resp->status = code;
+    resp->body = body;
+    resp->body_len = strlen(body);
+    resp->content_type = "application/json";
+}
