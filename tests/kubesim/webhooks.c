@@ -775,6 +775,169 @@ static void free_matches(struct match *matches, size_t n)
     free(matches);
 }
 
+/* The AdmissionReview (admission.k8s.io/<rv>) for one webhook: obj and old
+ * in the webhook's version (mt->version), either NULL. @ref new */
+static json_t *build_review(const struct ks_admit_req *ar, const struct match *mt, const char *rv,
+                            const char *uid, const json_t *obj, const json_t *old)
+{
+    json_t *req = json_object();
+    json_object_set_new(req, "uid", json_string(uid));
+    json_object_set_new(req, "kind",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", mt->version,
+                                  "kind", ar->def->kind));
+    json_object_set_new(req, "resource",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", mt->version,
+                                  "resource", ar->def->plural));
+    if (*ar->subresource)
+        json_object_set_new(req, "subResource", json_string(ar->subresource));
+    json_object_set_new(req, "requestKind",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", ar->version,
+                                  "kind", ar->def->kind));
+    json_object_set_new(req, "requestResource",
+                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", ar->version,
+                                  "resource", ar->def->plural));
+    if (*ar->subresource)
+        json_object_set_new(req, "requestSubResource", json_string(ar->subresource));
+    json_object_set_new(req, "name", json_string(ar->name ? ar->name : ""));
+    if (*ar->ns)
+        json_object_set_new(req, "namespace", json_string(ar->ns));
+    json_object_set_new(req, "operation", json_string(ar->operation));
+    json_object_set_new(req, "userInfo",
+                        json_pack("{s:s,s:[s,s]}", "username", "kubernetes-admin", "groups",
+                                  "kubeadm:cluster-admins", "system:authenticated"));
+    json_object_set_new(req, "object", obj ? json_incref((json_t *)obj) : json_null());
+    json_object_set_new(req, "oldObject", old ? json_incref((json_t *)old) : json_null());
+    json_object_set_new(req, "dryRun", json_boolean(ar->dry_run));
+    const char *okind = strcmp(ar->operation, "CREATE") == 0   ? "CreateOptions"
+                        : strcmp(ar->operation, "UPDATE") == 0 ? "UpdateOptions"
+                                                               : "DeleteOptions";
+    json_t *opts = json_pack("{s:s,s:s}", "kind", okind, "apiVersion", "meta.k8s.io/v1");
+    if (ar->field_manager && strcmp(okind, "DeleteOptions") != 0)
+        json_object_set_new(opts, "fieldManager", json_string(ar->field_manager));
+    if (strcmp(okind, "DeleteOptions") == 0)
+        json_object_set_new(opts, "propagationPolicy", json_string("Background"));
+    json_object_set_new(req, "options", opts);
+    char *review_av = ks_printf("admission.k8s.io/%s", rv);
+    json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion", review_av,
+                               "request", req);
+    free(review_av);
+    return review;
+}
+
+/* Why the webhook's answer is not a usable AdmissionReview response for
+ * the request uid (malloc'd), or NULL when it is. */
+static char *check_response(const json_t *resp, const char *rv, const char *uid, bool mutating)
+{
+    const json_t *response = json_object_get(resp, "response");
+    const json_t *patch_b64 = json_object_get(response, "patch");
+    bool has_patch = patch_b64 && !json_is_null(patch_b64);
+    char *review_av = ks_printf("admission.k8s.io/%s", rv);
+    char *reason = NULL;
+    if (!json_is_object(resp)) {
+        reason = ks_strdup("received invalid webhook response: couldn't get version/kind; "
+                           "json parse error");
+    } else if (strcmp(jstr(resp, "apiVersion"), review_av) != 0 ||
+               strcmp(jstr(resp, "kind"), "AdmissionReview") != 0) {
+        char *got = gvk_string(jstr(resp, "apiVersion"), jstr(resp, "kind"));
+        reason = ks_printf("received invalid webhook response: expected webhook response of "
+                           "admission.k8s.io/%s, Kind=AdmissionReview, got %s",
+                           rv, got);
+        free(got);
+    } else if (!json_is_object(response)) {
+        reason = ks_strdup("received invalid webhook response: webhook response was absent");
+    } else if (strcmp(jstr(response, "uid"), uid) != 0) {
+        reason = ks_printf("received invalid webhook response: expected response.uid=\"%s\", "
+                           "got \"%s\"",
+                           uid, jstr(response, "uid"));
+    } else if (has_patch && !mutating) {
+        reason = ks_strdup("received invalid webhook response: validating webhook may not "
+                           "return a patch");
+    } else if (has_patch && strcmp(rv, "v1") == 0 && !json_object_get(response, "patchType")) {
+        /* k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go
+         * VerifyAdmissionResponse: v1 needs patchType beside a patch. */
+        reason = ks_strdup("received invalid webhook response: webhook returned response.patch "
+                           "but not response.patchType");
+    } else if (has_patch && json_object_get(response, "patchType") &&
+               strcmp(jstr(response, "patchType"), "JSONPatch") != 0) {
+        reason = ks_printf("received invalid webhook response: webhook returned invalid "
+                           "response.patchType of \"%s\"",
+                           jstr(response, "patchType"));
+    }
+    free(review_av);
+    return reason;
+}
+
+/* The Status of a denial (response.allowed false) by webhook name. */
+static void denied(const json_t *response, const char *name, int *ret_code, char **ret_body)
+{
+    const json_t *st = json_object_get(response, "status");
+    const char *msg = jstr(st, "message");
+    const char *rsn = jstr(st, "reason");
+    char *full = *msg   ? ks_printf("admission webhook \"%s\" denied the request: %s", name, msg)
+                 : *rsn ? ks_printf("admission webhook \"%s\" denied the request: %s", name, rsn)
+                        : ks_printf("admission webhook \"%s\" denied the request without "
+                                    "explanation",
+                                    name);
+    int code = json_is_integer(json_object_get(st, "code"))
+                   ? (int)json_integer_value(json_object_get(st, "code"))
+                   : 400;
+    if (code < 400)
+        code = 400;
+    json_t *details = json_deep_copy(json_object_get(st, "details"));
+    *ret_code = code;
+    *ret_body = ks_status_body(code, "Failure", rsn, full, details, NULL);
+    free(full);
+}
+
+/*
+ * A mutating webhook's patch, as dispatcher.go callAttrMutatingHook does:
+ * decode it, apply it to obj (the object in the webhook's version), turn the
+ * result back into ar->version. 0 with *ret_patched (NULL for an empty
+ * patch); -EINVAL with *ret_reason when the patch does not decode (a call
+ * error: failurePolicy applies); -EPERM with a 500 Status when it does not
+ * apply or there is no object (DELETE).
+ */
+static int apply_patch(struct ks_server *ks, const struct ks_admit_req *ar, const json_t *obj,
+                       const json_t *response, const char *name, json_t **ret_patched,
+                       char **ret_reason, int *ret_code, char **ret_body)
+{
+    size_t plen = 0;
+    unsigned char *raw = ks_base64_decode(jstr(response, "patch"), &plen);
+    json_t *ops = raw ? json_loadb((const char *)raw, plen, 0, NULL) : NULL;
+    free(raw);
+    if (!json_is_array(ops)) {
+        json_decref(ops);
+        *ret_reason = ks_strdup("received undecodable patch in webhook response: not a JSON "
+                                "Patch array");
+        return -EINVAL;
+    }
+    int rc = 0;
+    if (json_array_size(ops) > 0) {
+        char *perr = NULL;
+        json_t *patched = obj ? ks_json_patch(obj, ops, &perr) : NULL;
+        json_t *back = NULL;
+        if (patched && ks_convert_one(ks, ar->def, patched, ar->version, &back, &perr) != 0)
+            back = NULL;
+        if (!back) {
+            char *m = obj ? ks_printf("Internal error occurred: %s", perr ? perr : "patch")
+                          : ks_printf("Internal error occurred: admission webhook \"%s\" "
+                                      "attempted to modify the object, which is not "
+                                      "supported for this operation",
+                                      name);
+            *ret_code = 500;
+            *ret_body = ks_status_body(500, "Failure", "InternalError", m, NULL, NULL);
+            free(m);
+            rc = -EPERM;
+        } else {
+            *ret_patched = back;
+        }
+        free(perr);
+        json_decref(patched);
+    }
+    json_decref(ops);
+    return rc;
+}
+
 /* Call one admission webhook on obj (ar->version, may be NULL) and check the
  * reply. 0: allowed (for a mutating hook *ret_patched is the patched object
  * in ar->version, or NULL when it sent no patch); -EPERM: denied or failed
@@ -811,46 +974,7 @@ static int call_hook(struct ks_server *ks, const struct ks_admit_req *ar, const 
     }
     char uid[40];
     ks_uuid(uid, sizeof(uid));
-    char *review_av = ks_printf("admission.k8s.io/%s", rv);
-    json_t *req = json_object();
-    json_object_set_new(req, "uid", json_string(uid));
-    json_object_set_new(req, "kind",
-                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", mt->version,
-                                  "kind", ar->def->kind));
-    json_object_set_new(req, "resource",
-                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", mt->version,
-                                  "resource", ar->def->plural));
-    if (*ar->subresource)
-        json_object_set_new(req, "subResource", json_string(ar->subresource));
-    json_object_set_new(req, "requestKind",
-                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", ar->version,
-                                  "kind", ar->def->kind));
-    json_object_set_new(req, "requestResource",
-                        json_pack("{s:s,s:s,s:s}", "group", ar->def->group, "version", ar->version,
-                                  "resource", ar->def->plural));
-    if (*ar->subresource)
-        json_object_set_new(req, "requestSubResource", json_string(ar->subresource));
-    json_object_set_new(req, "name", json_string(ar->name ? ar->name : ""));
-    if (*ar->ns)
-        json_object_set_new(req, "namespace", json_string(ar->ns));
-    json_object_set_new(req, "operation", json_string(ar->operation));
-    json_object_set_new(req, "userInfo",
-                        json_pack("{s:s,s:[s,s]}", "username", "kubernetes-admin", "groups",
-                                  "kubeadm:cluster-admins", "system:authenticated"));
-    json_object_set_new(req, "object", obj ? json_incref(obj) : json_null());
-    json_object_set_new(req, "oldObject", old ? json_incref(old) : json_null());
-    json_object_set_new(req, "dryRun", json_boolean(ar->dry_run));
-    const char *okind = strcmp(ar->operation, "CREATE") == 0   ? "CreateOptions"
-                        : strcmp(ar->operation, "UPDATE") == 0 ? "UpdateOptions"
-                                                               : "DeleteOptions";
-    json_t *opts = json_pack("{s:s,s:s}", "kind", okind, "apiVersion", "meta.k8s.io/v1");
-    if (ar->field_manager && strcmp(okind, "DeleteOptions") != 0)
-        json_object_set_new(opts, "fieldManager", json_string(ar->field_manager));
-    if (strcmp(okind, "DeleteOptions") == 0)
-        json_object_set_new(opts, "propagationPolicy", json_string("Background"));
-    json_object_set_new(req, "options", opts);
-    json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion", review_av,
-                               "request", req);
+    json_t *review = build_review(ar, mt, rv, uid, obj, old);
     char *payload = ks_dump(review, false, NULL);
     json_decref(review);
     int crc =
@@ -859,46 +983,13 @@ static int call_hook(struct ks_server *ks, const struct ks_admit_req *ar, const 
     if (crc != 0) {
         reason = ks_printf("failed to call webhook: %s", cerr);
         free(cerr);
-        free(review_av);
         goto failed;
     }
     resp = json_loads(resp_txt, 0, NULL);
-    const json_t *response = json_object_get(resp, "response");
-    const json_t *patch_b64 = json_object_get(response, "patch");
-    bool has_patch = patch_b64 && !json_is_null(patch_b64);
-    if (!json_is_object(resp)) {
-        reason = ks_strdup("received invalid webhook response: couldn't get version/kind; "
-                           "json parse error");
-    } else if (strcmp(jstr(resp, "apiVersion"), review_av) != 0 ||
-               strcmp(jstr(resp, "kind"), "AdmissionReview") != 0) {
-        char *got = gvk_string(jstr(resp, "apiVersion"), jstr(resp, "kind"));
-        reason = ks_printf("received invalid webhook response: expected webhook response of "
-                           "admission.k8s.io/%s, Kind=AdmissionReview, got %s",
-                           rv, got);
-        free(got);
-    } else if (!json_is_object(response)) {
-        reason = ks_strdup("received invalid webhook response: webhook response was absent");
-    } else if (strcmp(jstr(response, "uid"), uid) != 0) {
-        reason = ks_printf("received invalid webhook response: expected response.uid=\"%s\", "
-                           "got \"%s\"",
-                           uid, jstr(response, "uid"));
-    } else if (has_patch && !mutating) {
-        reason = ks_strdup("received invalid webhook response: validating webhook may not "
-                           "return a patch");
-    } else if (has_patch && strcmp(rv, "v1") == 0 && !json_object_get(response, "patchType")) {
-        /* k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go
-         * VerifyAdmissionResponse: v1 needs patchType beside a patch. */
-        reason = ks_strdup("received invalid webhook response: webhook returned response.patch "
-                           "but not response.patchType");
-    } else if (has_patch && json_object_get(response, "patchType") &&
-               strcmp(jstr(response, "patchType"), "JSONPatch") != 0) {
-        reason = ks_printf("received invalid webhook response: webhook returned invalid "
-                           "response.patchType of \"%s\"",
-                           jstr(response, "patchType"));
-    }
-    free(review_av);
+    reason = check_response(resp, rv, uid, mutating);
     if (reason)
         goto failed;
+    const json_t *response = json_object_get(resp, "response");
     size_t wi;
     json_t *wv;
     json_array_foreach(json_object_get(response, "warnings"), wi, wv)
@@ -907,65 +998,17 @@ static int call_hook(struct ks_server *ks, const struct ks_admit_req *ar, const 
             json_array_append(warnings, wv);
     }
     if (!json_is_true(json_object_get(response, "allowed"))) {
-        const json_t *st = json_object_get(response, "status");
-        const char *msg = jstr(st, "message");
-        const char *rsn = jstr(st, "reason");
-        char *full = *msg ? ks_printf("admission webhook \"%s\" denied the request: %s", name, msg)
-                     : *rsn
-                         ? ks_printf("admission webhook \"%s\" denied the request: %s", name, rsn)
-                         : ks_printf("admission webhook \"%s\" denied the request without "
-                                     "explanation",
-                                     name);
-        int code = json_is_integer(json_object_get(st, "code"))
-                       ? (int)json_integer_value(json_object_get(st, "code"))
-                       : 400;
-        if (code < 400)
-            code = 400;
-        json_t *details = json_deep_copy(json_object_get(st, "details"));
-        *ret_code = code;
-        *ret_body = ks_status_body(code, "Failure", rsn, full, details, NULL);
-        free(full);
+        denied(response, name, ret_code, ret_body);
         rc = -EPERM;
         goto out;
     }
-    if (has_patch) {
-        /* dispatcher.go callAttrMutatingHook: decode, apply to the object in
-         * the webhook's version, decode the result back. A patch that does
-         * not decode is a call error (failurePolicy applies); one that does
-         * not apply, or any patch on DELETE, is an internal error. */
-        size_t plen = 0;
-        unsigned char *raw = ks_base64_decode(jstr(response, "patch"), &plen);
-        json_t *ops = raw ? json_loadb((const char *)raw, plen, 0, NULL) : NULL;
-        free(raw);
-        if (!json_is_array(ops)) {
-            json_decref(ops);
-            reason = ks_strdup("received undecodable patch in webhook response: not a JSON "
-                               "Patch array");
+    const json_t *patch_b64 = json_object_get(response, "patch");
+    if (patch_b64 && !json_is_null(patch_b64)) {
+        rc = apply_patch(ks, ar, obj, response, name, ret_patched, &reason, ret_code, ret_body);
+        if (rc == -EINVAL) {
+            rc = 0;
             goto failed;
         }
-        if (json_array_size(ops) > 0) {
-            char *perr = NULL;
-            json_t *patched = obj ? ks_json_patch(obj, ops, &perr) : NULL;
-            json_t *back = NULL;
-            if (patched && ks_convert_one(ks, ar->def, patched, ar->version, &back, &perr) != 0)
-                back = NULL;
-            if (!back) {
-                char *m = obj ? ks_printf("Internal error occurred: %s", perr ? perr : "patch")
-                              : ks_printf("Internal error occurred: admission webhook \"%s\" "
-                                          "attempted to modify the object, which is not "
-                                          "supported for this operation",
-                                          name);
-                *ret_code = 500;
-                *ret_body = ks_status_body(500, "Failure", "InternalError", m, NULL, NULL);
-                free(m);
-                rc = -EPERM;
-            } else {
-                *ret_patched = back;
-            }
-            free(perr);
-            json_decref(patched);
-        }
-        json_decref(ops);
     }
     goto out;
 failed:
