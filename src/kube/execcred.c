@@ -43,6 +43,7 @@
 
 #include <jansson.h>
 
+#include "kop/clock.h"
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
@@ -763,12 +764,11 @@ static int provider_new(const struct kop_exec_config *cfg, const struct kop_exec
     struct kop_execcred *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
+    if (kop_clock_cond_init(&p->cond) != 0) {
+        free(p);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&p->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
     p->refs = 1;
     p->interactive_mode = cfg->interactive_mode;
     p->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;

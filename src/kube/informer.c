@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kop/clock.h"
 #include "kop/log.h"
 #include "kop/store.h"
 #include "kop/watch.h"
@@ -130,12 +131,11 @@ int kop_informer_new(const struct kop_informer_options *o, struct kop_informer *
     struct kop_informer *inf = calloc(1, sizeof(*inf));
     if (!inf)
         return -ENOMEM;
+    if (kop_clock_cond_init(&inf->cond) != 0) {
+        free(inf);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&inf->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&inf->cond, &ca);
-    pthread_condattr_destroy(&ca);
 
     bool oom = false;
     inf->client = o->client;

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "kop/clock.h"
+
 struct kop_ratelimit {
     pthread_mutex_t lock;
     pthread_cond_t cond; /* CLOCK_MONOTONIC */
@@ -50,11 +52,10 @@ int kop_ratelimit_new(double qps, int burst, struct kop_ratelimit **ret)
     struct kop_ratelimit *rl = calloc(1, sizeof(*rl));
     if (!rl)
         return -ENOMEM;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&rl->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    if (kop_clock_cond_init(&rl->cond) != 0) {
+        free(rl);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&rl->lock, NULL);
     if (qps > 0) {
         if (burst < 1)
