@@ -37,9 +37,8 @@ for a in "$@"; do
   esac
 done
 
-bold=$'\033[1m' off=$'\033[0m'
-[ -t 1 ] || { bold='' off=''; }
-step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$off"; }
+# shellcheck source=scripts/lib/demo.sh
+. scripts/lib/demo.sh
 build=${KOP_DEMO_BUILD_DIR:-build}
 n=${KOP_DEMO_OBJECTS:-200}
 
@@ -48,33 +47,6 @@ step "building kop and kubesim"
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 scripts/gen-certs.sh certs/dev >/dev/null
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  if ! $keep; then
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-die() {
-  echo "demo: $*" >&2
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 10 "$f" >&2; }
-  done
-  exit 1
-}
-wait_for() { # FILE PATTERN [TRIES of 50 ms]
-  for _ in $(seq "${3:-200}"); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
-log_port() { # FILE MSG
-  grep -o "\"msg\":\"$2\"[^}]*" "$1" | grep -o '"port":[0-9]*' | head -n 1 | cut -d: -f2
-}
 k() { # kubectl, showing the command first
   echo "\$ kubectl $*"
   kubectl --cache-dir "$work/cache" "$@"
@@ -105,11 +77,12 @@ step "kubesim$($with_api && echo ' with --feature StorageVersionMigrator')"
 token=demo-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 features=()
 $with_api && features=(--feature StorageVersionMigrator)
-"$build/tests/kubesim/kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" \
-  --ca-out "$work/kubesim-ca.pem" --token "$token" "${features[@]}" >"$work/kubesim.log" 2>&1 &
-pids+=($!)
-wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
-url=$(head -n 1 "$work/kubesim.log")
+# shellcheck source=scripts/lib/kubesim.sh
+. scripts/lib/kubesim.sh
+kubesim_start "$build/tests/kubesim/kubesim" "$work" "$token" "${features[@]}" ||
+  die "kubesim did not start"
+pids+=("$kubesim_pid")
+url=$kubesim_url
 export KUBECONFIG=$work/kubeconfig
 ca=$(base64 -w0 certs/dev/ca.crt)
 sed "s|^        service:|        caBundle: $ca\n        service:|" manifests/base/crd.yaml >"$work/crd.yaml"

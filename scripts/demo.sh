@@ -32,9 +32,8 @@ cd "$top"
 keep=false
 [ "${1:-}" = "--keep" ] && keep=true
 
-bold=$'\033[1m' off=$'\033[0m'
-[ -t 1 ] || { bold='' off=''; }
-step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$off"; }
+# shellcheck source=scripts/lib/demo.sh
+. scripts/lib/demo.sh
 
 # The build directory (KOP_DEMO_BUILD_DIR to use another one).
 build=${KOP_DEMO_BUILD_DIR:-build}
@@ -46,35 +45,6 @@ ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 scripts/gen-certs.sh certs/dev >/dev/null
 echo "built $build/kop and $build/tests/kubesim/kubesim; dev certificates in certs/dev/"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  if ! $keep; then
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-
-die() {
-  echo "demo: $*" >&2
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 10 "$f" >&2; }
-  done
-  exit 1
-}
-wait_for() { # FILE PATTERN [TRIES of 50 ms]
-  for _ in $(seq "${3:-200}"); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
-# The "port" field of a kop log line with this msg.
-log_port() { # FILE MSG
-  grep -o "\"msg\":\"$2\"[^}]*" "$1" | grep -o '"port":[0-9]*' | head -n 1 | cut -d: -f2
-}
 show() { # print a kubectl command line
   local shown=kubectl a
   for a in "$@"; do
