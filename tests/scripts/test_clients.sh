@@ -30,20 +30,9 @@ if ! command -v kubectl >/dev/null; then
   exit 77
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
+# shellcheck source=tests/scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+scratch
 
 "$kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" --ca-out "$work/ca.pem" \
   --token clients-token >"$work/kubesim.log" 2>&1 &

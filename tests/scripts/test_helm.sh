@@ -50,17 +50,10 @@ for tool in kubectl node npm unzip openssl; do
   }
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+scratch
+
 k() { kubectl --cache-dir "$work/cache" "$@"; }
 run_check() { # name command...
   local name=$1 out=$work/check.out rc=0

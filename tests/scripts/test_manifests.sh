@@ -35,21 +35,10 @@ if ! command -v kubectl >/dev/null; then
   exit 77
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+scratch
+
 # Runs a PASS/FAIL-printing checker and adds its lines to the counts.
 run_check() { # name command...
   local name=$1 out=$work/check.out rc=0

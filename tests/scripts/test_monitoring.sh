@@ -24,24 +24,11 @@ kop=${KOP_BIN:-$build/kop}
 checks=$root/tests/manifests
 comp=$root/manifests/components/monitoring
 
-for tool in kubectl node npm curl; do
-  command -v "$tool" >/dev/null || {
-    echo "monitoring: $tool not installed, skipping"
-    exit 77
-  }
-done
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_tools monitoring kubectl node npm curl
+scratch
+
 k() { kubectl --cache-dir "$work/cache" "$@"; }
 
 if ! npm_checks; then

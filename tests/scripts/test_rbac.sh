@@ -33,37 +33,11 @@ checks=$root/tests/manifests
 token=rbac-test-token
 ns=default
 
-for tool in kubectl node npm curl; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "rbac: $tool not installed, skipping"
-    exit 77
-  fi
-done
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# A step the rest depends on failed: show the logs and stop.
-die() {
-  fail "$*"
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $(basename "$f")"; tail -n 15 "$f"; }
-  done
-  echo "$passed passed, $failed failed"
-  exit 1
-}
+need_tools rbac kubectl node npm curl
+scratch
+
 k() { kubectl --cache-dir "$work/cache" "$@"; }
 
 # ---- npm packages for rbac.js (as test_manifests.sh installs them) -------------

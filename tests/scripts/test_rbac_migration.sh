@@ -28,36 +28,11 @@ checks=$root/tests/manifests
 token=rbac-migration-token
 n=150
 
-for tool in kubectl node npm curl; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "rbac-migration: $tool not installed, skipping"
-    exit 77
-  fi
-done
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-die() {
-  fail "$*"
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $(basename "$f")"; tail -n 15 "$f"; }
-  done
-  echo "$passed passed, $failed failed"
-  exit 1
-}
+need_tools rbac-migration kubectl node npm curl
+scratch
+
 k() { kubectl --cache-dir "$work/cache" --kubeconfig "$work/kubeconfig" "$@"; }
 
 npm_checks || die "npm ci in tests/manifests: $npm_error"
