@@ -282,7 +282,7 @@ static bool is_live(const char *id, const bool live[MAX_NODES])
 struct settled_arg {
     const bool *live;
     int *counts;
-    int need; /* >= 0: node that must own at least one object */
+    unsigned need; /* bit i set: node i must own at least one object */
 };
 
 static bool settled(const void *argp)
@@ -312,7 +312,10 @@ static bool settled(const void *argp)
                 a->counts[k]++;
     }
     world_free(&w);
-    return ok && (a->need < 0 || a->counts[a->need] > 0);
+    for (int k = 0; k < MAX_NODES; k++)
+        if ((a->need & (1u << k)) && a->counts[k] == 0)
+            ok = false;
+    return ok;
 }
 
 /* The owner label of each MyResource, by index, into owners. */
@@ -377,7 +380,9 @@ START_TEST(test_sharding_join_leave_kill)
 {
     bool live[MAX_NODES] = {true, true, false};
     int counts[MAX_NODES];
-    struct settled_arg sa = {live, counts, 1};
+    /* Both must own objects: until kop-0's membership Lease is seen,
+     * kop-1 alone owns every object, and that is settled too. */
+    struct settled_arg sa = {live, counts, 1u << 0 | 1u << 1};
     start_node(&nodes[0], 0);
     start_node(&nodes[1], 1);
     for (int i = 0; i < N_OBJECTS; i++) {
@@ -396,7 +401,7 @@ START_TEST(test_sharding_join_leave_kill)
     owners_now(before);
     start_node(&nodes[2], 2);
     live[2] = true;
-    sa.need = 2;
+    sa.need = 1u << 2;
     bump_replicas(1);
     ck_assert_msg(settle(&sa), "three replicas did not settle");
     ck_assert_int_gt(counts[2], 0);
@@ -436,7 +441,7 @@ START_TEST(test_sharding_join_leave_kill)
     /* Graceful stop of kop-1: its Lease is released, its objects move. */
     stop_node(&nodes[1], SIGTERM);
     live[1] = false;
-    sa.need = -1;
+    sa.need = 0;
     bump_replicas(2);
     ck_assert_msg(settle(&sa), "did not settle after SIGTERM");
     ck_assert_int_eq(counts[1], 0);
@@ -536,7 +541,7 @@ START_TEST(test_sharding_webhook_labels_at_create)
     /* Both replicas listed both memberships (a member's own list shows it). */
     bool live[MAX_NODES] = {true, true, false};
     int counts[MAX_NODES];
-    struct settled_arg sa = {live, counts, -1};
+    struct settled_arg sa = {live, counts, 0};
     for (int k = 0; k < 2; k++)
         ck_assert_msg(kop_test_wait_for(&nodes[k].proc, 0, "\"members\":[\"kop-0\",\"kop-1\"]",
                                         20000, NULL) > 0,
