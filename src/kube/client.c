@@ -1418,9 +1418,11 @@ int kop_client_create(struct kop_client *c, const struct kop_resource *res, cons
     return simple(c, "POST", res, ns, NULL, NULL, NULL, obj, NULL, status, ret_obj);
 }
 
-int kop_client_update(struct kop_client *c, const struct kop_resource *res, const char *ns,
-                      const char *name, const json_t *obj, struct kop_api_status *status,
-                      json_t **ret_obj)
+/* PUT of obj to the object (subresource NULL) or to its subresource; the
+ * name defaults to obj's own. */
+static int put(struct kop_client *c, const struct kop_resource *res, const char *ns,
+               const char *name, const char *subresource, const json_t *obj,
+               struct kop_api_status *status, json_t **ret_obj)
 {
     if (!json_is_object(obj))
         return -EINVAL;
@@ -1428,20 +1430,21 @@ int kop_client_update(struct kop_client *c, const struct kop_resource *res, cons
         name = obj_name(obj);
     if (!name)
         return -EINVAL;
-    return simple(c, "PUT", res, ns, name, NULL, NULL, obj, NULL, status, ret_obj);
+    return simple(c, "PUT", res, ns, name, subresource, NULL, obj, NULL, status, ret_obj);
+}
+
+int kop_client_update(struct kop_client *c, const struct kop_resource *res, const char *ns,
+                      const char *name, const json_t *obj, struct kop_api_status *status,
+                      json_t **ret_obj)
+{
+    return put(c, res, ns, name, NULL, obj, status, ret_obj);
 }
 
 int kop_client_update_status(struct kop_client *c, const struct kop_resource *res, const char *ns,
                              const char *name, const json_t *obj, struct kop_api_status *status,
                              json_t **ret_obj)
 {
-    if (!json_is_object(obj))
-        return -EINVAL;
-    if (!name)
-        name = obj_name(obj);
-    if (!name)
-        return -EINVAL;
-    return simple(c, "PUT", res, ns, name, "status", NULL, obj, NULL, status, ret_obj);
+    return put(c, res, ns, name, "status", obj, status, ret_obj);
 }
 
 int kop_client_patch(struct kop_client *c, const struct kop_resource *res, const char *ns,

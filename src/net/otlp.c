@@ -292,7 +292,11 @@ int kop_otlp_new(const struct kop_otlp_options *opts, struct kop_otlp **ret)
     if (!o)
         return -ENOMEM;
     pthread_mutex_init(&o->lock, NULL);
-    kop_clock_cond_init(&o->cond);
+    if (kop_clock_cond_init(&o->cond) != 0) {
+        pthread_mutex_destroy(&o->lock);
+        free(o);
+        return -ENOMEM;
+    }
     size_t elen = strlen(opts->endpoint);
     while (elen && opts->endpoint[elen - 1] == '/')
         elen--;

@@ -196,6 +196,16 @@ static void set_state(struct kop_migrator *m, enum state s)
         kop_gauge_set(m->states[i], i == (int)s ? 1 : 0);
 }
 
+/* The strings kop_migrator_new copied from its options. */
+static void free_names(struct kop_migrator *m)
+{
+    free(m->crd_name);
+    free(m->group);
+    free(m->resource);
+    free(m->cp_ns);
+    free(m->cp_name);
+}
+
 int kop_migrator_new(const struct kop_migrator_options *opt, struct kop_migrator **ret)
 {
     if (!opt || !opt->client || !opt->crd_name || !opt->group || !opt->resource || !ret)
@@ -221,8 +231,9 @@ int kop_migrator_new(const struct kop_migrator_options *opt, struct kop_migrator
     m->recheck_ms = opt->recheck_ms > 0 ? opt->recheck_ms : 60000;
     m->leading = opt->leading;
     atomic_init(&m->running_ok, opt->leading);
+    if (kop_clock_cond_init(&m->cond) != 0)
+        goto nomem;
     pthread_mutex_init(&m->lock, NULL);
-    kop_clock_cond_init(&m->cond);
 
     struct kop_metrics *reg = opt->metrics ? opt->metrics : kop_metrics_global();
     static const char *const rl[] = {"result", NULL};
@@ -245,11 +256,7 @@ int kop_migrator_new(const struct kop_migrator_options *opt, struct kop_migrator
     *ret = m;
     return 0;
 nomem:
-    free(m->crd_name);
-    free(m->group);
-    free(m->resource);
-    free(m->cp_ns);
-    free(m->cp_name);
+    free_names(m);
     free(m);
     return -ENOMEM;
 }
@@ -832,10 +839,6 @@ void kop_migrator_free(struct kop_migrator *m)
     kop_migrator_stop(m);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
-    free(m->crd_name);
-    free(m->group);
-    free(m->resource);
-    free(m->cp_ns);
-    free(m->cp_name);
+    free_names(m);
     free(m);
 }
