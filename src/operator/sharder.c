@@ -30,6 +30,7 @@
 #include "kop/sharder.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,6 +54,24 @@ static const struct kop_resource res_myr = {KOP_MYRESOURCE_GROUP, "v1", KOP_MYRE
 
 /* ---- ring ---------------------------------------------------------------------- */
 
+/*
+ * Positions. An object's position is plain FNV-1a-64 of its uid, the hash
+ * that the upstream server-side sharding of list and watch (KEP-5866) puts
+ * behind shardSelector=shardRange(object.metadata.uid, start, end):
+ * kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/sharding/hash.go
+ * (FNV-1a 64 of the field's bytes), selector.go (start <= hash < end, ranges
+ * joined by ||) and staging/src/k8s.io/apiserver/pkg/sharding/parser.go
+ * (16-digit 0x bounds, 0x10000000000000000 for 2^64). A member owns ring
+ * arcs, which are such ranges (kop_shard_ring_ranges), so each replica's
+ * share is a selector the apiserver could evaluate.
+ *
+ * Member points are kop's own choice: mix(FNV-1a-64("<member>#<i>")).
+ * FNV-1a alone barely moves the high bits when only the last bytes differ
+ * ("kop-0#1", "kop-0#2"), which would bunch one member's points together.
+ * UUIDv4 strings need no mixing: their FNV-1a is uniform in the high bits
+ * (tests/test_sharder.c measures it).
+ */
+
 uint64_t kop_sharder_fnv1a64(const char *s)
 {
     uint64_t h = UINT64_C(14695981039346656037);
@@ -63,13 +82,9 @@ uint64_t kop_sharder_fnv1a64(const char *s)
     return h;
 }
 
-/* Ring position of a string: FNV-1a-64, then the MurmurHash3 64-bit
- * finalizer (a bijection). FNV-1a alone barely moves the high bits when
- * only the last bytes differ ("kop-0#1", "kop-0#2"), which would bunch the
- * points of one member together on the ring. */
-static uint64_t position(const char *s)
+/* The MurmurHash3 64-bit finalizer, a bijection. */
+uint64_t kop_sharder_mix64(uint64_t h)
 {
-    uint64_t h = kop_sharder_fnv1a64(s);
     h ^= h >> 33;
     h *= UINT64_C(0xff51afd7ed558ccd);
     h ^= h >> 33;
@@ -146,7 +161,8 @@ int kop_shard_ring_new(const json_t *members, struct kop_shard_ring **ret)
             int len = snprintf(buf, sizeof(buf), "%s#%u", r->members[i], v);
             if (len < 0 || (size_t)len >= sizeof(buf))
                 goto fail; /* identities are DNS labels: 63 bytes at most */
-            r->points[r->n_points++] = (struct point){position(buf), i};
+            r->points[r->n_points++] =
+                (struct point){kop_sharder_mix64(kop_sharder_fnv1a64(buf)), i};
         }
     }
     qsort(r->points, r->n_points, sizeof(*r->points), cmp_point);
@@ -157,22 +173,105 @@ fail:
     return -ENOMEM;
 }
 
-const char *kop_shard_ring_owner(const struct kop_shard_ring *r, const char *key)
+/* Index of the point whose arc holds pos: the last point at or below pos;
+ * below the first point, the last point (its arc wraps through 2^64). */
+static size_t arc_of(const struct kop_shard_ring *r, uint64_t pos)
 {
-    if (!r || r->n_points == 0)
-        return NULL;
-    uint64_t h = position(key);
     size_t lo = 0, hi = r->n_points;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (r->points[mid].hash < h)
+        if (r->points[mid].hash <= pos)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo == r->n_points)
-        lo = 0;
-    return r->members[r->points[lo].member];
+    return lo ? lo - 1 : r->n_points - 1;
+}
+
+const char *kop_shard_ring_owner_at(const struct kop_shard_ring *r, uint64_t pos)
+{
+    if (!r || r->n_points == 0)
+        return NULL;
+    return r->members[r->points[arc_of(r, pos)].member];
+}
+
+const char *kop_shard_ring_owner(const struct kop_shard_ring *r, const char *uid)
+{
+    return kop_shard_ring_owner_at(r, kop_sharder_fnv1a64(uid));
+}
+
+int kop_shard_ring_ranges(const struct kop_shard_ring *r, const char *member,
+                          struct kop_shard_range **ret, size_t *ret_n)
+{
+    size_t m = 0;
+    while (r && m < r->n_members && strcmp(r->members[m], member) != 0)
+        m++;
+    if (!r || m == r->n_members)
+        return -ENOENT;
+    /* At most one range per point, plus the wrap split in two. */
+    struct kop_shard_range *out = calloc(r->n_points + 1, sizeof(*out));
+    if (!out)
+        return -ENOMEM;
+    size_t n = 0, np = r->n_points;
+    /* The arc below the first point belongs to the last point. */
+    if (r->points[np - 1].member == m && r->points[0].hash > 0)
+        out[n++] = (struct kop_shard_range){0, r->points[0].hash - 1};
+    for (size_t i = 0; i < np; i++) {
+        if (r->points[i].member != m)
+            continue;
+        uint64_t start = r->points[i].hash;
+        uint64_t last = i + 1 < np ? r->points[i + 1].hash - 1 : UINT64_MAX;
+        if (i + 1 < np && r->points[i + 1].hash == start)
+            continue; /* an empty arc: an equal point after it wins */
+        if (n > 0 && out[n - 1].last != UINT64_MAX && out[n - 1].last + 1 == start)
+            out[n - 1].last = last; /* adjacent arcs of one member: one range */
+        else
+            out[n++] = (struct kop_shard_range){start, last};
+    }
+    *ret = out;
+    *ret_n = n;
+    return 0;
+}
+
+int kop_shard_ring_selector(const struct kop_shard_ring *r, const char *member, char **ret)
+{
+    struct kop_shard_range *rg = NULL;
+    size_t n = 0;
+    int e = kop_shard_ring_ranges(r, member, &rg, &n);
+    if (e < 0)
+        return e;
+    if (n == 0) { /* only empty arcs; "" would select everything */
+        free(rg);
+        return -ENOENT;
+    }
+    /* shardRange(object.metadata.uid, '0x' 16 digits, '0x' 16 or 17) || */
+    static const char fmt[] = "shardRange(object.metadata.uid, '0x%016" PRIx64 "', '0x%s') || ";
+    size_t cap = n * (sizeof(fmt) + 40) + 1, len = 0;
+    char *s = malloc(cap);
+    if (!s) {
+        free(rg);
+        return -ENOMEM;
+    }
+    s[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char end[24];
+        if (rg[i].last == UINT64_MAX)
+            snprintf(end, sizeof(end), "10000000000000000");
+        else
+            snprintf(end, sizeof(end), "%016" PRIx64, rg[i].last + 1);
+        int w = snprintf(s + len, cap - len, fmt, rg[i].start, end);
+        if (w < 0 || (size_t)w >= cap - len) {
+            free(s);
+            free(rg);
+            return -ENOMEM;
+        }
+        len += (size_t)w;
+    }
+    if (len >= 4)
+        s[len - 4] = '\0'; /* the last " || " */
+    free(rg);
+    *ret = s;
+    return 0;
 }
 
 /* ---- decisions ------------------------------------------------------------------ */
@@ -659,18 +758,15 @@ int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char
         (have && is_member(members, have)) || json_array_size(members) == 0 ||
         kop_shard_ring_new(members, &ring) < 0)
         goto allow;
-    /* The uid when the request has one; the apiserver assigns it after
-     * mutating admission, so normally namespace/name (or, for a
-     * generateName, the request's uid: a fresh random key). */
+    /* The apiserver assigns the uid after mutating admission (see
+     * kop/sharder.h), replacing any the client sent, so the key here is
+     * namespace/name (or, for a generateName, the request's uid: a fresh
+     * random key), mixed because FNV-1a of similar names is bunched. */
     char key[600];
-    const char *uid = meta_str(obj, "uid");
     const char *name = meta_str(obj, "name");
     const char *ns = json_string_value(json_object_get(req, "namespace"));
-    if (*uid)
-        snprintf(key, sizeof(key), "%s", uid);
-    else
-        snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", *name ? name : ruid);
-    const char *owner = kop_shard_ring_owner(ring, key);
+    snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", *name ? name : ruid);
+    const char *owner = kop_shard_ring_owner_at(ring, kop_sharder_mix64(kop_sharder_fnv1a64(key)));
     json_t *ops = json_object_get(json_object_get(obj, "metadata"), "labels")
                       ? json_pack("[{s:s, s:s, s:s}]", "op", "add", "path",
                                   "/metadata/labels/shard.kop.io~1owner", "value", owner)
