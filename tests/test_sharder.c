@@ -141,7 +141,7 @@ START_TEST(test_sharder_ring_balanced_and_order_free)
                s, KOP_SHARD_VNODES, N_UIDS, hi, lo);
         ck_assert_msg(hi <= 1.10, "largest share %.3f of a quarter", hi);
         ck_assert_msg(lo >= 0.90, "smallest share %.3f of a quarter", lo);
-        kop_shard_ring_free(r);
+        kop_shard_ring_unref(r);
     }
     /* Same set in another order: same ring. */
     json_t *rev = json_pack("[s,s,s,s]", "kop-3", "kop-1", "kop-0", "kop-2");
@@ -154,8 +154,8 @@ START_TEST(test_sharder_ring_balanced_and_order_free)
         uuid4(uid);
         ck_assert_str_eq(kop_shard_ring_owner(r, uid), kop_shard_ring_owner(r2, uid));
     }
-    kop_shard_ring_free(r);
-    kop_shard_ring_free(r2);
+    kop_shard_ring_unref(r);
+    kop_shard_ring_unref(r2);
     json_decref(rev);
     json_decref(sets[0]);
     json_decref(sets[1]);
@@ -184,8 +184,8 @@ START_TEST(test_sharder_ring_minimal_movement)
     /* The new member's share: a quarter, within the balance bound. */
     ck_assert_msg(moved > N_UIDS / 4 * 90 / 100 && moved < N_UIDS / 4 * 110 / 100,
                   "moved %d of %d (about a quarter expected)", moved, N_UIDS);
-    kop_shard_ring_free(r3);
-    kop_shard_ring_free(r4);
+    kop_shard_ring_unref(r3);
+    kop_shard_ring_unref(r4);
     json_decref(three);
     json_decref(four);
 }
@@ -293,7 +293,7 @@ START_TEST(test_sharder_ring_ranges_are_the_assignment)
     ck_assert_int_eq(kop_shard_ring_selector(r, "kop-9", &sel), -ENOENT);
     for (int k = 0; k < 4; k++)
         free(rg[k]);
-    kop_shard_ring_free(r);
+    kop_shard_ring_unref(r);
 
     /* One member: the whole space, one range, up to 2^64. */
     json_t *one = members_of(1);
@@ -302,7 +302,7 @@ START_TEST(test_sharder_ring_ranges_are_the_assignment)
     ck_assert_str_eq(sel, "shardRange(object.metadata.uid, '0x0000000000000000', "
                           "'0x10000000000000000')");
     free(sel);
-    kop_shard_ring_free(r);
+    kop_shard_ring_unref(r);
     json_decref(one);
     json_decref(m);
 }
@@ -314,7 +314,7 @@ START_TEST(test_sharder_ring_empty_and_invalid)
     struct kop_shard_ring *r = NULL;
     ck_assert_int_eq(kop_shard_ring_new(empty, &r), 0);
     ck_assert_ptr_null(kop_shard_ring_owner(r, "x"));
-    kop_shard_ring_free(r);
+    kop_shard_ring_unref(r);
     ck_assert_int_eq(kop_shard_ring_new(bad, &r), -EINVAL);
     ck_assert_int_eq(kop_shard_ring_new(NULL, &r), -EINVAL);
     json_decref(empty);
@@ -387,7 +387,7 @@ START_TEST(test_sharder_mutate_adds_owner_label)
         "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
         "\"uid\":\"req-1\",\"operation\":\"CREATE\",\"namespace\":\"default\",\"name\":\"web\","
         "\"object\":{\"metadata\":{\"name\":\"web\",\"namespace\":\"default\"}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(no_labels, strlen(no_labels), m, &body), 200);
+    ck_assert_int_eq(kop_sharder_mutate(no_labels, strlen(no_labels), r, &body), 200);
     json_t *rev = NULL;
     json_t *p = answer_patch(body, &rev);
     const json_t *resp = json_object_get(rev, "response");
@@ -408,7 +408,7 @@ START_TEST(test_sharder_mutate_adds_owner_label)
         "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
         "\"uid\":\"req-2\",\"operation\":\"CREATE\",\"namespace\":\"default\",\"name\":\"web\","
         "\"object\":{\"metadata\":{\"name\":\"web\",\"labels\":{\"app\":\"x\"}}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(labels, strlen(labels), m, &body), 200);
+    ck_assert_int_eq(kop_sharder_mutate(labels, strlen(labels), r, &body), 200);
     p = answer_patch(body, &rev);
     expect = json_pack("[{s:s,s:s,s:s}]", "op", "add", "path",
                        "/metadata/labels/shard.kop.io~1owner", "value", want);
@@ -426,7 +426,7 @@ START_TEST(test_sharder_mutate_adds_owner_label)
         "\"object\":{\"metadata\":{\"name\":\"web\",\"uid\":\"6f1c1a52-64cc-4a8e-9a4c-"
         "0d2f1c3b5e77\","
         "\"labels\":{}}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(with_uid, strlen(with_uid), m, &body), 200);
+    ck_assert_int_eq(kop_sharder_mutate(with_uid, strlen(with_uid), r, &body), 200);
     p = answer_patch(body, &rev);
     expect = json_pack("[{s:s,s:s,s:s}]", "op", "add", "path",
                        "/metadata/labels/shard.kop.io~1owner", "value", want);
@@ -435,7 +435,7 @@ START_TEST(test_sharder_mutate_adds_owner_label)
     json_decref(p);
     json_decref(rev);
     free(body);
-    kop_shard_ring_free(r);
+    kop_shard_ring_unref(r);
     json_decref(m);
 }
 END_TEST
@@ -443,6 +443,9 @@ END_TEST
 START_TEST(test_sharder_mutate_leaves_alone)
 {
     json_t *m = members_of(2), *none = json_array();
+    struct kop_shard_ring *r = NULL, *empty = NULL;
+    ck_assert_int_eq(kop_shard_ring_new(m, &r), 0);
+    ck_assert_int_eq(kop_shard_ring_new(none, &empty), 0);
     char *body = NULL;
     json_t *rev = NULL;
     /* A live owner already set: kept. */
@@ -450,22 +453,45 @@ START_TEST(test_sharder_mutate_leaves_alone)
         "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
         "\"uid\":\"u\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{\"name\":\"a\","
         "\"labels\":{\"shard.kop.io/owner\":\"kop-1\"}}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(owned, strlen(owned), m, &body), 200);
+    ck_assert_int_eq(kop_sharder_mutate(owned, strlen(owned), r, &body), 200);
     ck_assert_ptr_null(answer_patch(body, &rev));
     ck_assert(json_is_true(json_object_get(json_object_get(rev, "response"), "allowed")));
     json_decref(rev);
     free(body);
-    /* No members known yet: allowed without a label (the sharder assigns). */
+    /* An owner that is not a member: labelled again. */
+    static const char gone[] =
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+        "\"uid\":\"u\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{\"name\":\"a\","
+        "\"labels\":{\"shard.kop.io/owner\":\"kop-7\"}}}}}";
+    ck_assert_int_eq(kop_sharder_mutate(gone, strlen(gone), r, &body), 200);
+    json_t *p = answer_patch(body, &rev);
+    ck_assert_ptr_nonnull(p);
+    json_decref(p);
+    json_decref(rev);
+    free(body);
+    /* No members known yet (no ring, or an empty one): allowed without a
+     * label (the sharder assigns). */
     static const char fresh[] =
         "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
         "\"uid\":\"u\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{\"name\":\"a\"}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(fresh, strlen(fresh), none, &body), 200);
+    ck_assert_int_eq(kop_sharder_mutate(fresh, strlen(fresh), empty, &body), 200);
+    ck_assert_ptr_null(answer_patch(body, &rev));
+    json_decref(rev);
+    free(body);
+    ck_assert_int_eq(kop_sharder_mutate(fresh, strlen(fresh), NULL, &body), 200);
     ck_assert_ptr_null(answer_patch(body, &rev));
     json_decref(rev);
     free(body);
     /* Not a review: 400. */
-    ck_assert_int_eq(kop_sharder_mutate("{}", 2, m, &body), 400);
+    ck_assert_int_eq(kop_sharder_mutate("{}", 2, r, &body), 400);
     free(body);
+    /* References: the last unref frees (ASan would see a leak or a double
+     * free otherwise). */
+    ck_assert_ptr_eq(kop_shard_ring_ref(r), r);
+    kop_shard_ring_unref(r);
+    kop_shard_ring_unref(r);
+    kop_shard_ring_unref(empty);
+    kop_shard_ring_unref(NULL);
     json_decref(m);
     json_decref(none);
 }

@@ -89,7 +89,10 @@ struct kop_shard_ring;
  * makes an empty ring. */
 #define KOP_SHARD_VNODES 1024
 int kop_shard_ring_new(const json_t *members, struct kop_shard_ring **ret);
-void kop_shard_ring_free(struct kop_shard_ring *r);
+/* Rings are immutable and reference-counted (any thread): _ref returns r,
+ * _unref drops one reference and frees with the last (NULL-safe). */
+struct kop_shard_ring *kop_shard_ring_ref(struct kop_shard_ring *r);
+void kop_shard_ring_unref(struct kop_shard_ring *r);
 /* The member owning position pos. NULL on an empty ring. Valid until the
  * ring is freed. */
 const char *kop_shard_ring_owner_at(const struct kop_shard_ring *r, uint64_t pos);
@@ -184,9 +187,10 @@ int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, c
 void kop_sharder_mutate_http(void *ud, const struct kop_http_request *req,
                              struct kop_http_response *resp);
 
-/* The AdmissionReview answer for body (pure given members: a JSON array,
- * @ref borrow, NULL or empty: no label). Returns the HTTP status and a
- * malloc'd JSON body in *ret_body. */
-int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char **ret_body);
+/* The AdmissionReview answer for body (pure given ring, which the caller
+ * keeps; NULL or empty: no label). Returns the HTTP
+ * status and a malloc'd JSON body in *ret_body. */
+int kop_sharder_mutate(const char *body, size_t len, const struct kop_shard_ring *ring,
+                       char **ret_body);
 
 #endif /* KOP_SHARDER_H */
