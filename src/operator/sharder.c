@@ -8,7 +8,9 @@
  * holds the leader Lease (set_active from the elector's callbacks). The
  * gate runs on the controller's worker threads, the webhook handler on
  * the HTTP server's; both only read the membership (its own lock) and
- * the released map (rel_lock). No request is made under a lock.
+ * the released map (rel_lock); the webhook handlers share one ring per
+ * membership generation (ring_lock guards the pointer; the ring itself is
+ * immutable and reference-counted). No request is made under a lock.
  *
  * State: the pass state (drains this sharder asked for, the membership
  * generation last balanced, the shards reported in the gauge) belongs to
@@ -30,6 +32,7 @@
 #include "kop/sharder.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,6 +56,24 @@ static const struct kop_resource res_myr = {KOP_MYRESOURCE_GROUP, "v1", KOP_MYRE
 
 /* ---- ring ---------------------------------------------------------------------- */
 
+/*
+ * Positions. An object's position is plain FNV-1a-64 of its uid, the hash
+ * that the upstream server-side sharding of list and watch (KEP-5866) puts
+ * behind shardSelector=shardRange(object.metadata.uid, start, end):
+ * kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/sharding/hash.go
+ * (FNV-1a 64 of the field's bytes), selector.go (start <= hash < end, ranges
+ * joined by ||) and staging/src/k8s.io/apiserver/pkg/sharding/parser.go
+ * (16-digit 0x bounds, 0x10000000000000000 for 2^64). A member owns ring
+ * arcs, which are such ranges (kop_shard_ring_ranges), so each replica's
+ * share is a selector the apiserver could evaluate.
+ *
+ * Member points are kop's own choice: mix(FNV-1a-64("<member>#<i>")).
+ * FNV-1a alone barely moves the high bits when only the last bytes differ
+ * ("kop-0#1", "kop-0#2"), which would bunch one member's points together.
+ * UUIDv4 strings need no mixing: their FNV-1a is uniform in the high bits
+ * (tests/test_sharder.c measures it).
+ */
+
 uint64_t kop_sharder_fnv1a64(const char *s)
 {
     uint64_t h = UINT64_C(14695981039346656037);
@@ -63,13 +84,9 @@ uint64_t kop_sharder_fnv1a64(const char *s)
     return h;
 }
 
-/* Ring position of a string: FNV-1a-64, then the MurmurHash3 64-bit
- * finalizer (a bijection). FNV-1a alone barely moves the high bits when
- * only the last bytes differ ("kop-0#1", "kop-0#2"), which would bunch the
- * points of one member together on the ring. */
-static uint64_t position(const char *s)
+/* The MurmurHash3 64-bit finalizer, a bijection. */
+uint64_t kop_sharder_mix64(uint64_t h)
 {
-    uint64_t h = kop_sharder_fnv1a64(s);
     h ^= h >> 33;
     h *= UINT64_C(0xff51afd7ed558ccd);
     h ^= h >> 33;
@@ -84,6 +101,7 @@ struct point {
 };
 
 struct kop_shard_ring {
+    atomic_int refs;
     char **members;
     size_t n_members;
     struct point *points;
@@ -99,9 +117,15 @@ static int cmp_point(const void *a, const void *b)
     return x->member < y->member ? -1 : x->member > y->member;
 }
 
-void kop_shard_ring_free(struct kop_shard_ring *r)
+struct kop_shard_ring *kop_shard_ring_ref(struct kop_shard_ring *r)
 {
-    if (!r)
+    atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+    return r;
+}
+
+void kop_shard_ring_unref(struct kop_shard_ring *r)
+{
+    if (!r || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
         return;
     for (size_t i = 0; i < r->n_members; i++)
         free(r->members[i]);
@@ -122,6 +146,7 @@ int kop_shard_ring_new(const json_t *members, struct kop_shard_ring **ret)
     struct kop_shard_ring *r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
+    atomic_init(&r->refs, 1);
     /* Members sorted, so equal sets give equal rings whatever the order. */
     r->members = calloc(n ? n : 1, sizeof(*r->members));
     r->points = calloc(n ? n * KOP_SHARD_VNODES : 1, sizeof(*r->points));
@@ -146,33 +171,126 @@ int kop_shard_ring_new(const json_t *members, struct kop_shard_ring **ret)
             int len = snprintf(buf, sizeof(buf), "%s#%u", r->members[i], v);
             if (len < 0 || (size_t)len >= sizeof(buf))
                 goto fail; /* identities are DNS labels: 63 bytes at most */
-            r->points[r->n_points++] = (struct point){position(buf), i};
+            r->points[r->n_points++] =
+                (struct point){kop_sharder_mix64(kop_sharder_fnv1a64(buf)), i};
         }
     }
     qsort(r->points, r->n_points, sizeof(*r->points), cmp_point);
     *ret = r;
     return 0;
 fail:
-    kop_shard_ring_free(r);
+    kop_shard_ring_unref(r);
     return -ENOMEM;
 }
 
-const char *kop_shard_ring_owner(const struct kop_shard_ring *r, const char *key)
+static bool ring_has(const struct kop_shard_ring *r, const char *member)
 {
-    if (!r || r->n_points == 0)
-        return NULL;
-    uint64_t h = position(key);
+    for (size_t i = 0; r && i < r->n_members; i++) {
+        if (strcmp(r->members[i], member) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Index of the point whose arc holds pos: the last point at or below pos;
+ * below the first point, the last point (its arc wraps through 2^64). */
+static size_t arc_of(const struct kop_shard_ring *r, uint64_t pos)
+{
     size_t lo = 0, hi = r->n_points;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (r->points[mid].hash < h)
+        if (r->points[mid].hash <= pos)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo == r->n_points)
-        lo = 0;
-    return r->members[r->points[lo].member];
+    return lo ? lo - 1 : r->n_points - 1;
+}
+
+const char *kop_shard_ring_owner_at(const struct kop_shard_ring *r, uint64_t pos)
+{
+    if (!r || r->n_points == 0)
+        return NULL;
+    return r->members[r->points[arc_of(r, pos)].member];
+}
+
+const char *kop_shard_ring_owner(const struct kop_shard_ring *r, const char *uid)
+{
+    return kop_shard_ring_owner_at(r, kop_sharder_fnv1a64(uid));
+}
+
+int kop_shard_ring_ranges(const struct kop_shard_ring *r, const char *member,
+                          struct kop_shard_range **ret, size_t *ret_n)
+{
+    size_t m = 0;
+    while (r && m < r->n_members && strcmp(r->members[m], member) != 0)
+        m++;
+    if (!r || m == r->n_members)
+        return -ENOENT;
+    /* At most one range per point, plus the wrap split in two. */
+    struct kop_shard_range *out = calloc(r->n_points + 1, sizeof(*out));
+    if (!out)
+        return -ENOMEM;
+    size_t n = 0, np = r->n_points;
+    /* The arc below the first point belongs to the last point. */
+    if (r->points[np - 1].member == m && r->points[0].hash > 0)
+        out[n++] = (struct kop_shard_range){0, r->points[0].hash - 1};
+    for (size_t i = 0; i < np; i++) {
+        if (r->points[i].member != m)
+            continue;
+        uint64_t start = r->points[i].hash;
+        uint64_t last = i + 1 < np ? r->points[i + 1].hash - 1 : UINT64_MAX;
+        if (i + 1 < np && r->points[i + 1].hash == start)
+            continue; /* an empty arc: an equal point after it wins */
+        if (n > 0 && out[n - 1].last != UINT64_MAX && out[n - 1].last + 1 == start)
+            out[n - 1].last = last; /* adjacent arcs of one member: one range */
+        else
+            out[n++] = (struct kop_shard_range){start, last};
+    }
+    *ret = out;
+    *ret_n = n;
+    return 0;
+}
+
+int kop_shard_ring_selector(const struct kop_shard_ring *r, const char *member, char **ret)
+{
+    struct kop_shard_range *rg = NULL;
+    size_t n = 0;
+    int e = kop_shard_ring_ranges(r, member, &rg, &n);
+    if (e < 0)
+        return e;
+    if (n == 0) { /* only empty arcs; "" would select everything */
+        free(rg);
+        return -ENOENT;
+    }
+    /* shardRange(object.metadata.uid, '0x' 16 digits, '0x' 16 or 17) || */
+    static const char fmt[] = "shardRange(object.metadata.uid, '0x%016" PRIx64 "', '0x%s') || ";
+    size_t cap = n * (sizeof(fmt) + 40) + 1, len = 0;
+    char *s = malloc(cap);
+    if (!s) {
+        free(rg);
+        return -ENOMEM;
+    }
+    s[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char end[24];
+        if (rg[i].last == UINT64_MAX)
+            snprintf(end, sizeof(end), "10000000000000000");
+        else
+            snprintf(end, sizeof(end), "%016" PRIx64, rg[i].last + 1);
+        int w = snprintf(s + len, cap - len, fmt, rg[i].start, end);
+        if (w < 0 || (size_t)w >= cap - len) {
+            free(s);
+            free(rg);
+            return -ENOMEM;
+        }
+        len += (size_t)w;
+    }
+    if (len >= 4)
+        s[len - 4] = '\0'; /* the last " || " */
+    free(rg);
+    *ret = s;
+    return 0;
 }
 
 /* ---- decisions ------------------------------------------------------------------ */
@@ -228,6 +346,10 @@ struct kop_sharder {
 
     pthread_mutex_t rel_lock;
     json_t *released; /* uid -> monotonic ns; under rel_lock */
+
+    pthread_mutex_t ring_lock;
+    struct kop_shard_ring *ring; /* the webhook's, of membership generation ring_gen */
+    uint64_t ring_gen;           /* under ring_lock */
 };
 
 static const char *label(const json_t *obj, const char *key)
@@ -416,7 +538,7 @@ static void pass(struct kop_sharder *s, bool idle)
         s->balanced_gen = gen;
     }
 out:
-    kop_shard_ring_free(ring);
+    kop_shard_ring_unref(ring);
     json_decref(members);
     json_decref(list);
     json_decref(counts);
@@ -461,9 +583,11 @@ int kop_sharder_new(const struct kop_sharder_options *o, struct kop_sharder **re
         return -ENOMEM;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->rel_lock, NULL);
+    pthread_mutex_init(&s->ring_lock, NULL);
     if (kop_clock_cond_init(&s->cond) != 0) {
         pthread_mutex_destroy(&s->lock);
         pthread_mutex_destroy(&s->rel_lock);
+        pthread_mutex_destroy(&s->ring_lock);
         free(s);
         return -ENOMEM;
     }
@@ -548,6 +672,8 @@ void kop_sharder_free(struct kop_sharder *s)
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->rel_lock);
+    pthread_mutex_destroy(&s->ring_lock);
+    kop_shard_ring_unref(s->ring);
     free(s->selector);
     free(s->ns);
     free(s);
@@ -634,7 +760,8 @@ static char *review_answer(const char *api_version, const char *uid, const char 
     return out;
 }
 
-int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char **ret_body)
+int kop_sharder_mutate(const char *body, size_t len, const struct kop_shard_ring *ring,
+                       char **ret_body)
 {
     json_t *rev = json_loadb(body, len, 0, NULL);
     const json_t *req = json_object_get(rev, "request");
@@ -643,7 +770,6 @@ int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char
     const char *kind = json_string_value(json_object_get(rev, "kind"));
     int code = 200;
     char *out = NULL, *b64 = NULL, *ptxt = NULL;
-    struct kop_shard_ring *ring = NULL;
     if (!json_is_object(req) || !ruid || !av || !kind || strcmp(kind, "AdmissionReview") != 0 ||
         (strcmp(av, "admission.k8s.io/v1") != 0 && strcmp(av, "admission.k8s.io/v1beta1") != 0)) {
         code = 400;
@@ -656,21 +782,17 @@ int kop_sharder_mutate(const char *body, size_t len, const json_t *members, char
     const char *op = json_string_value(json_object_get(req, "operation"));
     const char *have = label(obj, KOP_SHARDER_OWNER_LABEL);
     if (!op || strcmp(op, "CREATE") != 0 || !json_is_object(obj) ||
-        (have && is_member(members, have)) || json_array_size(members) == 0 ||
-        kop_shard_ring_new(members, &ring) < 0)
+        (have && ring_has(ring, have)) || !ring || ring->n_points == 0)
         goto allow;
-    /* The uid when the request has one; the apiserver assigns it after
-     * mutating admission, so normally namespace/name (or, for a
-     * generateName, the request's uid: a fresh random key). */
+    /* The apiserver assigns the uid after mutating admission (see
+     * kop/sharder.h), replacing any the client sent, so the key here is
+     * namespace/name (or, for a generateName, the request's uid: a fresh
+     * random key), mixed because FNV-1a of similar names is bunched. */
     char key[600];
-    const char *uid = meta_str(obj, "uid");
     const char *name = meta_str(obj, "name");
     const char *ns = json_string_value(json_object_get(req, "namespace"));
-    if (*uid)
-        snprintf(key, sizeof(key), "%s", uid);
-    else
-        snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", *name ? name : ruid);
-    const char *owner = kop_shard_ring_owner(ring, key);
+    snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", *name ? name : ruid);
+    const char *owner = kop_shard_ring_owner_at(ring, kop_sharder_mix64(kop_sharder_fnv1a64(key)));
     json_t *ops = json_object_get(json_object_get(obj, "metadata"), "labels")
                       ? json_pack("[{s:s, s:s, s:s}]", "op", "add", "path",
                                   "/metadata/labels/shard.kop.io~1owner", "value", owner)
@@ -686,7 +808,6 @@ allow:
     if (!out)
         code = 500;
 out:
-    kop_shard_ring_free(ring);
     free(ptxt);
     free(b64);
     json_decref(rev);
@@ -694,16 +815,44 @@ out:
     return code;
 }
 
+/* The ring of the current membership (a reference, NULL before the first
+ * list). Built once per membership generation and shared by the webhook
+ * threads: 1024 points per member make a ring too dear to build per
+ * request (0.7 ms at 4 members). */
+static struct kop_shard_ring *current_ring(struct kop_sharder *s)
+{
+    json_t *members = NULL;
+    uint64_t gen = 0;
+    struct kop_shard_ring *r = NULL;
+    if (kop_membership_members(s->membership, &members, &gen) < 0)
+        return NULL; /* not listed yet: no label; the sharder assigns one */
+    pthread_mutex_lock(&s->ring_lock);
+    if (s->ring && s->ring_gen == gen)
+        r = kop_shard_ring_ref(s->ring);
+    pthread_mutex_unlock(&s->ring_lock);
+    if (r || kop_shard_ring_new(members, &r) < 0) {
+        json_decref(members);
+        return r;
+    }
+    json_decref(members);
+    pthread_mutex_lock(&s->ring_lock);
+    if (!s->ring || s->ring_gen < gen) { /* generations only grow */
+        kop_shard_ring_unref(s->ring);
+        s->ring = kop_shard_ring_ref(r);
+        s->ring_gen = gen;
+    }
+    pthread_mutex_unlock(&s->ring_lock);
+    return r;
+}
+
 void kop_sharder_mutate_http(void *ud, const struct kop_http_request *req,
                              struct kop_http_response *resp)
 {
     struct kop_sharder *s = ud;
-    json_t *members = NULL;
-    if (kop_membership_members(s->membership, &members, NULL) < 0)
-        members = NULL; /* not listed yet: no label; the sharder assigns one */
+    struct kop_shard_ring *ring = current_ring(s);
     char *body = NULL;
-    int code = kop_sharder_mutate(req->body, req->body_len, members, &body);
-    json_decref(members);
+    int code = kop_sharder_mutate(req->body, req->body_len, ring, &body);
+    kop_shard_ring_unref(ring);
     if (!body) {
         kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
         return;

@@ -289,6 +289,37 @@ const CASES = {
               JSON.stringify(crd.metadata.annotations));
         check('networkPolicy.enabled=false: no NetworkPolicy', !find(d, 'NetworkPolicy'), 'rendered');
     },
+    // sharding.enabled=true, namespace.name=kop-other, replicaCount=4,
+    // webhook.failurePolicy=Fail, webhook.timeoutSeconds=10,
+    // certificates.source=secret (my-tls, CA)
+    'sharding-secret': (d) => {
+        const ns = 'kop-other';
+        const c = container(d);
+        check('sharding: --sharding instead of --leader-elect, 4 replicas',
+              c.args[0] === '--sharding' && !c.args.includes('--leader-elect') &&
+              find(d, 'Deployment').spec.replicas === 4, JSON.stringify(c.args));
+        const m = find(d, 'MutatingWebhookConfiguration', 'kop-shard-webhook');
+        const w = m && m.webhooks[0];
+        check('sharding: the mutating webhook calls kop-webhook-service.kop-other with the Secret\'s CA',
+              w && w.clientConfig.service.namespace === ns && w.clientConfig.caBundle === CA &&
+              !injectAnnotation(m), JSON.stringify(m && m.metadata));
+        check('sharding: the mutating webhook stays Ignore (webhook.failurePolicy is the validating one\'s)',
+              w && w.failurePolicy === 'Ignore' && w.timeoutSeconds === 10 &&
+              find(d, 'ValidatingWebhookConfiguration').webhooks[0].failurePolicy === 'Fail',
+              `${w && w.failurePolicy} ${w && w.timeoutSeconds}`);
+        check('sharding: the mutating webhook leaves kop-other out',
+              w && JSON.stringify(w.namespaceSelector).includes(`"${ns}"`) &&
+              !JSON.stringify(w.namespaceSelector).includes('kop-system'), JSON.stringify(w && w.namespaceSelector));
+        const role = find(d, 'Role', 'kop-shard-membership-role');
+        const rb = find(d, 'RoleBinding', 'kop-shard-membership-rolebinding');
+        const crb = find(d, 'ClusterRoleBinding', 'kop-sharding-rolebinding');
+        check('sharding: Lease list in kop-other, label patches cluster-wide, bound to kop in kop-other',
+              role && role.metadata.namespace === ns && JSON.stringify(role.rules[0].verbs) === '["list"]' &&
+              rb && rb.metadata.namespace === ns && rb.subjects[0].namespace === ns &&
+              crb && crb.subjects[0].namespace === ns &&
+              JSON.stringify(find(d, 'ClusterRole', 'kop-sharding-role').rules[0].verbs) === '["patch"]',
+              JSON.stringify([role && role.metadata, rb && rb.subjects, crb && crb.subjects]));
+    },
     // certificates.source=self-signed, replicaCount=3
     'self-signed-replicas': (d) => {
         check('self-signed: one replica whatever replicaCount says', find(d, 'Deployment').spec.replicas === 1 &&

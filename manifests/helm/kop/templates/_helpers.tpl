@@ -37,6 +37,9 @@ app.kubernetes.io/component: controller-manager
 {{- if and (eq $s "secret") (or (not .Values.certificates.secret.name) (not .Values.certificates.secret.caBundle)) -}}
 {{- fail "certificates.source=secret needs certificates.secret.name and certificates.secret.caBundle" -}}
 {{- end -}}
+{{- if and (eq $s "self-signed") .Values.sharding.enabled -}}
+{{- fail "sharding.enabled needs certificates.source cert-manager or secret: self-signed runs one replica and leaves the mutating webhook without a caBundle" -}}
+{{- end -}}
 {{- $s -}}
 {{- end -}}
 
