@@ -27,6 +27,7 @@
 
 #include <curl/curl.h>
 
+#include "kop/curltls.h"
 #include "kop/dynbuf.h"
 #include "kop/execcred.h"
 #include "kop/file.h"
@@ -993,6 +994,8 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     }
     if (c->connect_to)
         bad |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+    /* iPAddress SANs with libcurl's mbedTLS backend (kop/curltls.h) */
+    bad |= kop_curltls_setup(e) ? 1 : 0;
     if (k->insecure_skip_tls_verify) {
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
