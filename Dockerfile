@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # kop's container image: build on Debian 12 with the project's fixed
-# dependencies, run FROM scratch with only what the binary loads. The same
-# files as scripts/image.sh (buildah) puts in its image: both take the root
-# filesystem from scripts/image-rootfs.sh.
+# dependencies (libcurl built from Debian's curl source with HTTP/HTTPS over
+# mbedTLS only, linked statically), run FROM scratch with only what the
+# binary loads. The same files as scripts/image.sh (buildah) puts in its
+# image: both build the binary with scripts/image-build.sh and take the
+# root filesystem from scripts/image-rootfs.sh.
 #
 #   docker build -t kop:0.1.0 .
 #
@@ -14,31 +16,29 @@
 # ---- build ------------------------------------------------------------------
 FROM debian:12 AS builder
 
-RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        build-essential \
-        meson \
-        ninja-build \
-        pkg-config \
-        libmicrohttpd-dev \
-        libmbedtls-dev \
-        libjansson-dev \
-        libcurl4-openssl-dev \
-        libyaml-dev \
-        check \
-    && rm -rf /var/lib/apt/lists/*
+# Compilers, the fixed dependencies' -dev packages and the tools that build
+# curl from Debian's source (the same list scripts/image.sh installs).
+COPY scripts/install-deps.sh /src/scripts/
+RUN /src/scripts/install-deps.sh --image-build
+
+# The minimal libcurl first, in its own layer: it depends only on the
+# installed libcurl4-openssl-dev's version and on this script, so a change
+# to kop's sources does not rebuild it. When it cannot be built (no
+# network), image-build.sh below tries once more and falls back to Debian's
+# libcurl4 with a WARNING (a ~21 MiB image).
+COPY scripts/curl-minimal.sh /src/scripts/
+RUN /src/scripts/curl-minimal.sh /src/build-docker/curl-cache || true
 
 WORKDIR /src
 COPY . .
-# Release build of the binary only (kubesim is configured, not built), then
-# the image's root filesystem: the stripped binary, the shared libraries it
-# loads (from the Debian packages installed above), the loader,
-# /etc/nsswitch.conf and the packages' copyright files.
-RUN meson setup build-docker --buildtype=release -Dtests=false \
-    && ninja -C build-docker kop \
-    && strip --strip-all -o /kop build-docker/kop \
+# The release binary (scripts/image-build.sh: statically linked against the
+# minimal libcurl cached above, stripped), then the image's root
+# filesystem: the binary, the shared libraries it loads (from the Debian
+# packages installed above), the loader, /etc/nsswitch.conf, the packages'
+# copyright files and curl's.
+RUN scripts/image-build.sh build-docker /kop \
     && /kop --version \
-    && scripts/image-rootfs.sh /kop /rootfs
+    && scripts/image-rootfs.sh /kop /rootfs build-docker/image-doc
 
 # ---- run --------------------------------------------------------------------
 FROM scratch

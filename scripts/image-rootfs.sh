@@ -3,7 +3,7 @@
 #
 # The root filesystem of kop's container image, and nothing else:
 #
-#   scripts/image-rootfs.sh KOP_BINARY DESTDIR
+#   scripts/image-rootfs.sh KOP_BINARY DESTDIR [DOC_DIR]
 #
 #   /usr/local/bin/kop                    the (stripped) binary given
 #   /usr/lib/<triplet>/<soname>           every shared library it loads, as
@@ -16,6 +16,10 @@
 #   /usr/share/doc/<pkg>/copyright        the license of every Debian package
 #                                         a file above comes from
 #   /usr/share/doc/kop/LICENSE            kop's own
+#   /usr/share/doc/<name>/copyright       from DOC_DIR/<name>/copyright: the
+#                                         licenses of what the binary links
+#                                         statically (scripts/image-build.sh
+#                                         puts curl's there)
 #
 # No shell, no package manager, no CA bundle (kop trusts the cluster CA from
 # the service account files or the kubeconfig), no /etc/passwd (the image
@@ -32,12 +36,13 @@
 # through the /etc/resolv.conf the kubelet mounts.
 set -euo pipefail
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 KOP_BINARY DESTDIR" >&2
+if [ $# -ne 2 ] && [ $# -ne 3 ]; then
+  echo "usage: $0 KOP_BINARY DESTDIR [DOC_DIR]" >&2
   exit 2
 fi
 bin=$1
 dest=$2
+docdir=${3:-}
 top=$(cd "$(dirname "$0")/.." && pwd)
 
 for tool in ldd readelf dpkg-query; do
@@ -137,5 +142,19 @@ for pkg in "${packages[@]}"; do
   fi
   install -D -m 0644 "/usr/share/doc/$pkg/copyright" "$dest/usr/share/doc/$pkg/copyright"
 done
-echo "image-rootfs: $(find "$dest" -type f | wc -l) files from ${#packages[@]} Debian packages + kop," \
-  "$(du -sb "$dest" | cut -f1) bytes"
+# Licenses of what is linked statically.
+static=0
+if [ -n "$docdir" ]; then
+  for f in "$docdir"/*/copyright; do
+    [ -f "$f" ] || continue
+    name=$(basename "$(dirname "$f")")
+    if [ -e "$dest/usr/share/doc/$name/copyright" ]; then
+      echo "image-rootfs: $name/copyright from $docdir would replace a Debian package's" >&2
+      exit 1
+    fi
+    install -D -m 0644 "$f" "$dest/usr/share/doc/$name/copyright"
+    static=$((static + 1))
+  done
+fi
+echo "image-rootfs: $(find "$dest" -type f | wc -l) files from ${#packages[@]} Debian packages + kop" \
+  "($static license(s) of statically linked code), $(du -sb "$dest" | cut -f1) bytes"

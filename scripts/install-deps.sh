@@ -3,13 +3,40 @@
 #
 # Installs what building and testing kop needs on Debian 12, from Debian's
 # own packages. Idempotent and quick when everything is already there.
+#
+#   scripts/install-deps.sh                everything (the image part unless
+#                                          KOP_WITH_IMAGE=0)
+#   scripts/install-deps.sh --image        the image part only: what
+#                                          scripts/image.sh needs
+#   scripts/install-deps.sh --image-build  the same without buildah: what the
+#                                          Dockerfile's build stage needs
 set -euo pipefail
 
-packages=(
+mode=${1:-all}
+case $mode in
+  all | --image | --image-build) ;;
+  *)
+    echo "usage: $0 [--image | --image-build]" >&2
+    exit 2
+    ;;
+esac
+
+# The release binary: compilers and the fixed dependencies' -dev packages
+# (libcurl4-openssl-dev also names the curl version scripts/curl-minimal.sh
+# builds, and is what the image links when that build fails).
+build=(
   build-essential pkg-config meson ninja-build
+  libmicrohttpd-dev libmbedtls-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
+)
+# scripts/curl-minimal.sh: apt-get source (dpkg-source from dpkg-dev, the
+# archive keyring), Debian's ./buildconf (autoconf, automake, libtool),
+# patch.
+curl_source=(dpkg-dev debian-archive-keyring patch autoconf automake libtool)
+
+packages=(
+  "${build[@]}"
   clang libclang-rt-14-dev clang-format
-  libmicrohttpd-dev libmbedtls-dev libjansson-dev libcurl4-openssl-dev
-  libyaml-dev check
+  check
   openssl curl ca-certificates procps jq
   # unzip: tests/scripts/test_helm.sh takes helm out of an npm package's zip.
   unzip
@@ -18,32 +45,45 @@ packages=(
   python3-kubernetes
 )
 
+# buildah builds and runs the container image (scripts/image.sh,
+# tests/scripts/test_image.sh): ~16 MB to download, so it is installed by
+# default; KOP_WITH_IMAGE=0 leaves it (and the curl source tools) out and
+# the image test skips. Its recommended runtimes are not needed: the image
+# is built from scratch and run with --isolation chroot.
+image=0
+case $mode in
+  --image) packages=("${build[@]}" "${curl_source[@]}") image=1 ;;
+  --image-build) packages=("${build[@]}" "${curl_source[@]}") ;;
+  *)
+    if [ "${KOP_WITH_IMAGE:-1}" != 0 ]; then
+      packages+=("${curl_source[@]}")
+      image=1
+    fi
+    ;;
+esac
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi
 done
-# kubectl: any recent client will do; Debian ships one as kubernetes-client.
-if ! command -v kubectl >/dev/null 2>&1; then
-  missing+=(kubernetes-client)
-fi
-# Node.js and npm validate the manifests against the official schemas
-# (tests/manifests); any Node >= 14 with npm will do, Debian's included.
-if ! command -v node >/dev/null 2>&1; then
-  missing+=(nodejs)
-fi
-if ! command -v npm >/dev/null 2>&1; then
-  missing+=(npm)
-fi
-
-# buildah builds and runs the container image (scripts/image.sh,
-# tests/scripts/test_image.sh): ~16 MB to download, so it is installed by
-# default; KOP_WITH_IMAGE=0 leaves it out and the image test skips. Its
-# recommended runtimes are not needed: the image is built from scratch and
-# run with --isolation chroot.
-if [ "${KOP_WITH_IMAGE:-1}" != 0 ] && ! command -v buildah >/dev/null 2>&1; then
+if [ "$image" = 1 ] && ! command -v buildah >/dev/null 2>&1; then
   missing+=(buildah)
+fi
+if [ "$mode" = all ]; then
+  # kubectl: any recent client will do; Debian ships one as kubernetes-client.
+  if ! command -v kubectl >/dev/null 2>&1; then
+    missing+=(kubernetes-client)
+  fi
+  # Node.js and npm validate the manifests against the official schemas
+  # (tests/manifests); any Node >= 14 with npm will do, Debian's included.
+  if ! command -v node >/dev/null 2>&1; then
+    missing+=(nodejs)
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    missing+=(npm)
+  fi
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then

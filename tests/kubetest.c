@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
+
 long kop_test_now_ms(void)
 {
     struct timespec ts;
@@ -124,6 +126,7 @@ static long http_once(const struct kop_test_http_options *o, const char *method,
         hdrs = curl_slist_append(hdrs, line);
     }
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     if (o->ca)
         curl_easy_setopt(h, CURLOPT_CAINFO, o->ca);
     if (hdrs)

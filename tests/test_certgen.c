@@ -23,6 +23,7 @@
 #include <mbedtls/x509_crt.h>
 
 #include "kop/certgen.h"
+#include "kop/curltls.h"
 #include "kop/http.h"
 #include "kop/metrics.h"
 #include "kop/tls.h"
@@ -460,6 +461,7 @@ static CURLcode fetch(const char *url, const char *resolve, const char *ca_pem, 
     struct curl_blob blob = {.data = (void *)ca_pem, .len = strlen(ca_pem), .flags = 0};
     out[0] = '\0';
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
     curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
     curl_easy_setopt(h, CURLOPT_RESOLVE, res);

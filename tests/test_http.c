@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
 #include "kop/http.h"
 #include "kop/metrics.h"
 #include "kop/trace.h"
@@ -176,6 +177,7 @@ static CURLcode request(CURL *h, uint16_t port, const char *method, const char *
     snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port, path);
     memset(r, 0, sizeof(*r));
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, kop_test_buf_write);
@@ -577,6 +579,7 @@ static void get_url(const char *url, long *status, char *peer, size_t peer_len)
     CURL *h = curl_easy_init();
     struct result r = {0};
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r.body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, kop_test_buf_write);
@@ -1278,6 +1281,7 @@ static void traced_post(uint16_t port, const char *traceparent, char *tp)
         l = curl_slist_append(l, hdr);
     }
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "tester/1");

@@ -28,6 +28,7 @@
 #include <mbedtls/ssl.h>
 
 #include "kop/clock.h"
+#include "kop/curltls.h"
 #include "kop/http.h"
 #include "kop/metrics.h"
 #include "kop/tls.h"
@@ -177,6 +178,7 @@ static CURL *client(const struct fixture *f, const char *path)
     char url[256];
     snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", (unsigned)f->port, path);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, f->ca);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);

@@ -27,6 +27,7 @@
 
 #include <curl/curl.h>
 
+#include "kop/curltls.h"
 #include "kop/dynbuf.h"
 #include "kop/execcred.h"
 #include "kop/file.h"
@@ -399,6 +400,21 @@ static char *dup_mem(const char *s, size_t n, bool *oom)
     memcpy(d, s, n);
     d[n] = '\0';
     return d;
+}
+
+/*
+ * A PEM private key as a curl blob. libcurl's mbedTLS backend hands the
+ * blob to mbedtls_pk_parse_key() as it is, and mbedTLS reads PEM only when
+ * the terminating NUL is counted in the length (without it the key does
+ * not parse: CURLE_SSL_CERTPROBLEM); OpenSSL and GnuTLS read the PEM block
+ * and ignore a NUL after it. Both key buffers the client uses hold that NUL
+ * after their length: its own copy of the configuration (dup_mem) and the
+ * exec plugin's credential (strdup).
+ */
+static struct curl_blob pem_key_blob(char *data, size_t len)
+{
+    bool pem = len > 0 && data[len - 1] != '\0' && memmem(data, len, "-----BEGIN ", 11);
+    return (struct curl_blob){.data = data, .len = pem ? len + 1 : len, .flags = CURL_BLOB_COPY};
 }
 
 static int copy_config(const struct kop_kubeconfig *in, struct kop_kubeconfig *out)
@@ -956,8 +972,7 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
             .data = cred->cert_data, .len = cred->cert_data_len, .flags = CURL_BLOB_COPY};
         bad |= curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
         bad |= curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
-        struct curl_blob kb = {
-            .data = cred->key_data, .len = cred->key_data_len, .flags = CURL_BLOB_COPY};
+        struct curl_blob kb = pem_key_blob(cred->key_data, cred->key_data_len);
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &kb);
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
     } else if (k->cert_data) {
@@ -971,7 +986,7 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     if (exec_cert) {
         /* set above */
     } else if (k->key_data) {
-        struct curl_blob b = {.data = k->key_data, .len = k->key_data_len, .flags = CURL_BLOB_COPY};
+        struct curl_blob b = pem_key_blob(k->key_data, k->key_data_len);
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
         bad |= curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
     } else if (k->key_file) {
@@ -979,6 +994,8 @@ static int setup_easy(struct kop_client *c, CURL *e, const char *method, const c
     }
     if (c->connect_to)
         bad |= curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+    /* iPAddress SANs with libcurl's mbedTLS backend (kop/curltls.h) */
+    bad |= kop_curltls_setup(e) ? 1 : 0;
     if (k->insecure_skip_tls_verify) {
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
         bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);

@@ -16,6 +16,7 @@
  * that is down must not make the queue hold old spans while new ones are
  * dropped.
  */
+#include "kop/curltls.h"
 #include "kop/otlp.h"
 
 #include <curl/curl.h>
@@ -162,6 +163,7 @@ static int post(struct kop_otlp *o, const char *body, int64_t timeout_ms, char *
     CURL *e = o->easy;
     curl_easy_reset(e);
     curl_easy_setopt(e, CURLOPT_URL, o->url);
+    kop_curltls_setup(e); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
+
 #define TOKEN "kubesim-test-token"
 
 static struct kop_test_kubesim sim;
@@ -106,6 +108,7 @@ static struct resp request_ex(const char *method, const char *path, const char *
     if (extra)
         hdrs = curl_slist_append(hdrs, extra);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);

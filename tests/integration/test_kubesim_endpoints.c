@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
+
 #define TOKEN "kubesim-endpoints-token"
 #define SVC "kop-system/kop-webhook-service"
 
@@ -642,6 +644,7 @@ START_TEST(test_endpoints_traceparent)
     hdrs = curl_slist_append(hdrs, "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"
                                    "00f067aa0ba902b7-01");
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"metadata\":{\"name\":\"t2\"}}");

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "kop/curltls.h"
+
 #define TOKEN "kubesim-schema-token"
 
 static struct kop_test_kubesim sim;
@@ -79,6 +81,7 @@ static struct resp request_at(const char *base, const char *method, const char *
     struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
     hdrs = curl_slist_append(hdrs, ct);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);

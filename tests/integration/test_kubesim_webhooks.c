@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
+
 #define TOKEN "kubesim-webhook-token"
 
 /* ---- fake webhook ------------------------------------------------------------ */
@@ -235,6 +237,7 @@ static struct resp request(const char *method, const char *path, const char *cty
     struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
     hdrs = curl_slist_append(hdrs, ct);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);

@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
+
 struct kop_under_test {
     struct kop_test_proc proc;
     bool running;
@@ -180,6 +182,7 @@ static CURLcode fresh_request(long *ret_code)
     struct kop_test_buf b = {0};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
@@ -275,6 +278,7 @@ static void *slow_main(void *arg)
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     hdrs = curl_slist_append(hdrs, "Expect:");
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -405,6 +409,7 @@ static void ka_init(struct keepalive *k)
     char url[256];
     snprintf(url, sizeof(url), "https://127.0.0.1:%ld/convert", K.port);
     curl_easy_setopt(k->h, CURLOPT_URL, url);
+    kop_curltls_setup(k->h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(k->h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(k->h, CURLOPT_HTTPHEADER, k->hdrs);
     curl_easy_setopt(k->h, CURLOPT_POSTFIELDS, review);
@@ -564,6 +569,7 @@ START_TEST(test_shutdown_delay_closes_idle_connections)
     char url[256];
     snprintf(url, sizeof(url), "https://127.0.0.1:%ld/", K.port);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

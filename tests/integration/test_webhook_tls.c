@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kop/curltls.h"
+
 #include "kubetest.h"
 #include "testutil.h"
 
@@ -127,6 +129,7 @@ static long request(CURL *h, const char *method, const char *url, const char *ct
     }
     hdrs = curl_slist_append(hdrs, expect_continue ? "Expect: 100-continue" : "Expect:");
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_CAINFO, K.ca);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);

@@ -43,6 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kop/curltls.h"
+
 static const char *jstr(const json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -127,6 +129,7 @@ static int call_webhook(struct ks_server *ks, const json_t *cc, long timeout_s, 
     hdrs = curl_slist_append(hdrs, "Accept: application/json, */*");
     hdrs = curl_slist_append(hdrs, "Expect:");
     curl_easy_setopt(h, CURLOPT_URL, url);
+    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "kube-apiserver-admission");
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);

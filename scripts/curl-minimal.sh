@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# A minimal libcurl for kop's container image, built from Debian's own curl
+# source package: the same version as the installed libcurl4-openssl-dev,
+# with Debian's patches, configured for what kop uses and nothing else.
+#
+#   scripts/curl-minimal.sh CACHE_DIR
+#
+# Prints the install prefix (CACHE_DIR/curl-<Debian version>-<hash of this
+# script>) on stdout; below it: lib/libcurl.a (static, -fPIC, one section
+# per function so the linker's --gc-sections keeps only what kop calls),
+# include/curl/, lib/pkgconfig/libcurl.pc (its Libs name mbedTLS, since there
+# is no shared library to carry them) and share/doc/curl/copyright (the
+# source package's debian/copyright: the license that goes into the image).
+# A second run with the same Debian version and the same script prints the
+# cached prefix at once. Exits non-zero, the reason on stderr, when the
+# source cannot be fetched or built (scripts/image-build.sh then falls back
+# to Debian's libcurl); the full log is CACHE_DIR/curl-build.log.
+#
+# Why: Debian's libcurl4 (OpenSSL flavour) loads libcrypto, libssl, the
+# krb5/GSS-API stack, OpenLDAP, SASL, libssh2, librtmp, brotli, zstd,
+# nghttp2, libpsl, libidn2 and zlib: ~10 MB of the image for protocols and
+# features kop never asks for. kop speaks HTTP/1.1 and HTTPS to the API
+# server and to webhooks (client certificates and CAs given as blobs or
+# files, CURLOPT_CONNECT_TO, proxies from the environment), so this build
+# keeps HTTP, HTTPS through mbedTLS (kop links mbedTLS 2.28 anyway), proxy
+# support, IPv6 and the threaded resolver, and leaves out every other
+# protocol, GSS-API, HTTP/2, IDN, PSL, compression (kop sets no
+# CURLOPT_ACCEPT_ENCODING, so libcurl never decodes a body), cookies, HSTS,
+# alt-svc, DoH, MIME, netrc, NTLM and Unix sockets. No default CA
+# directory (Debian's has /etc/ssl/certs): the mbedTLS backend fails every
+# handshake when that directory is missing, even with a CA given, and the
+# image has none (the default bundle file is read only when no CA is given).
+#
+# How, as debian/rules does for the OpenSSL flavour: `apt-get source`
+# (applies debian/patches), the last two patches of the series (90_gnutls,
+# 99_nss: the other flavours' library names) taken back out, ./buildconf,
+# the patched ltmain.sh put back, configure with dpkg-buildflags' hardening
+# flags (Debian's -D_DEB_HOST_ARCH and -DCURL_PATCHSTAMP only matter to the
+# NSS backend and the curl tool, which are not built). apt runs with a private configuration
+# below CACHE_DIR (deb-src lines for <codename>, -updates and -security on
+# deb.debian.org, or $KOP_DEBIAN_MIRROR and $KOP_DEBIAN_SECURITY_MIRROR);
+# /etc/apt is not touched. Tools: apt-get, dpkg-source (dpkg-dev), patch,
+# autoreconf/libtoolize (autoconf, automake, libtool), make, cc:
+# `scripts/install-deps.sh --image` installs them.
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 CACHE_DIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+cache=$(cd "$1" && pwd)
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+log=$cache/curl-build.log
+jobs=${KOP_JOBS:-2}
+
+die() {
+  echo "curl-minimal: $*" >&2
+  exit 1
+}
+
+version=$(dpkg-query -W -f='${Version}' libcurl4-openssl-dev 2>/dev/null) ||
+  die "libcurl4-openssl-dev is not installed (its version is the one to build)"
+[ -n "$version" ] || die "libcurl4-openssl-dev is not installed"
+upstream=${version%%-*}
+upstream=${upstream#*:}
+prefix=$cache/curl-$version-$(sha256sum "$self" | cut -c1-12)
+if [ -f "$prefix/.built" ]; then
+  echo "$prefix"
+  exit 0
+fi
+
+for tool in apt-get dpkg-source patch autoreconf libtoolize make cc dpkg-buildflags; do
+  command -v "$tool" >/dev/null || die "$tool is missing (scripts/install-deps.sh --image installs it)"
+done
+codename=$(sed -n "s/^VERSION_CODENAME=//p" /etc/os-release | tr -d '"')
+[ -n "$codename" ] || die "no VERSION_CODENAME in /etc/os-release (not Debian?)"
+
+: >"$log"
+run() { # what command...: runs it with its output in the log
+  local what=$1
+  shift
+  echo "+ $*" >>"$log"
+  "$@" >>"$log" 2>&1 || die "$what failed (last lines of $log):
+$(tail -n 15 "$log")"
+}
+
+# ---- the source, through a private apt configuration -----------------------------
+apt=$cache/apt
+mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+mirror=${KOP_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+security=${KOP_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+[ -f "$keyring" ] || die "$keyring is missing (debian-archive-keyring)"
+cat >"$apt/sources.list" <<EOF
+deb-src [signed-by=$keyring] $mirror $codename main
+deb-src [signed-by=$keyring] $mirror $codename-updates main
+deb-src [signed-by=$keyring] $security $codename-security main
+EOF
+aptopts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=-
+  -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o Debug::NoLocking=1)
+# As root apt downloads as the _apt user, who cannot write below CACHE_DIR.
+[ "$(id -u)" -ne 0 ] || aptopts+=(-o APT::Sandbox::User=root)
+run "apt-get update (deb-src $mirror $codename)" apt-get "${aptopts[@]}" -q --error-on=any update
+
+work=$cache/curl-work
+rm -rf "$work"
+mkdir -p "$work"
+(cd "$work" && run "apt-get source curl=$version" \
+  apt-get "${aptopts[@]}" -q source --only-source "curl=$version")
+src=$work/curl-$upstream
+[ -d "$src/debian/patches" ] || die "apt-get source left no $src (log: $log)"
+
+# debian/rules: "pop the last patch (nss)", "pop the second last (gnutls)".
+series=$(grep -v '^[[:space:]]*#' "$src/debian/patches/series" | grep -v '^[[:space:]]*$')
+[ "$(tail -n 2 <<<"$series" | tr '\n' ' ')" = "90_gnutls.patch 99_nss.patch " ] ||
+  die "debian/patches/series no longer ends with 90_gnutls.patch 99_nss.patch; see debian/rules"
+for p in 99_nss.patch 90_gnutls.patch; do
+  run "reverting $p" patch -d "$src" -R -p1 --no-backup-if-mismatch -i "debian/patches/$p"
+done
+cp "$src/ltmain.sh" "$work/ltmain.sh.debian"
+(cd "$src" && run "buildconf" ./buildconf)
+cp "$work/ltmain.sh.debian" "$src/ltmain.sh"
+
+# ---- configure and build --------------------------------------------------------
+eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
+features=(
+  --disable-shared --enable-static --with-pic
+  --enable-http --enable-proxy --enable-ipv6 --enable-threaded-resolver
+  --with-mbedtls --without-openssl --without-gnutls
+  --with-ca-bundle=/etc/ssl/certs/ca-certificates.crt --without-ca-path
+  --disable-ftp --disable-file --disable-ldap --disable-ldaps --disable-rtsp --disable-dict
+  --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smb --disable-smtp
+  --disable-gopher --disable-mqtt --disable-websockets
+  --disable-ntlm --disable-ntlm-wb --disable-tls-srp --disable-unix-sockets --disable-cookies
+  --disable-doh --disable-mime --disable-netrc --disable-alt-svc --disable-hsts
+  --disable-dnsshuffle --disable-get-easy-options --disable-progress-meter --disable-headers-api
+  --disable-manual --disable-libcurl-option
+  --without-zlib --without-brotli --without-zstd --without-nghttp2 --without-libpsl
+  --without-libidn2 --without-libssh2 --without-libssh --without-librtmp --without-gssapi
+  --without-zsh-functions-dir --without-fish-functions-dir
+)
+mkdir -p "$work/build"
+# Builds for other Debian versions or an older script are stale.
+find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'curl-[0-9]*' -exec rm -rf {} +
+(cd "$work/build" && run configure "$src/configure" --prefix="$prefix" \
+  --disable-dependency-tracking "${features[@]}" \
+  CFLAGS="$CFLAGS -ffunction-sections -fdata-sections" \
+  CPPFLAGS="$CPPFLAGS" \
+  LDFLAGS="$LDFLAGS")
+grep -q '^ *Protocols: *HTTP HTTPS *$' "$log" || die "configure did not settle on HTTP and HTTPS only (log: $log)"
+grep -q '^ *SSL: *enabled (mbedTLS)' "$log" || die "configure did not pick mbedTLS (log: $log)"
+run "make" make -C "$work/build/lib" -j"$jobs"
+# Installed under a temporary name: a prefix exists only when complete.
+for d in lib include; do
+  run "install ($d)" make -C "$work/build/$d" install prefix="$prefix.tmp"
+done
+run "install (libcurl.pc)" make -C "$work/build" install-pkgconfigDATA prefix="$prefix.tmp"
+sed -i "s|$prefix.tmp|$prefix|g" "$prefix.tmp/lib/pkgconfig/libcurl.pc"
+rm -f "$prefix.tmp/lib/libcurl.la"
+install -D -m 0644 "$src/debian/copyright" "$prefix.tmp/share/doc/curl/copyright"
+mv "$prefix.tmp" "$prefix"
+touch "$prefix/.built"
+rm -rf "$work"
+echo "$prefix"

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests for the iPAddress SAN check on libcurl (kop/curltls.h), against
+ * kubesim's serving certificate (DNS localhost, IP 127.0.0.1 and ::1):
+ * https://127.0.0.1 verifies with the check set up, whatever libcurl's TLS
+ * backend; an address the certificate does not name (127.0.0.2, sent to
+ * kubesim with CURLOPT_CONNECT_TO) and a wrong CA still fail; a name
+ * (localhost) is unaffected; and with the mbedTLS backend the check is
+ * what makes the address verify (without it: BADCERT_CN_MISMATCH).
+ */
+#include "kop/curltls.h"
+
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kubetest.h"
+#include "testutil.h"
+
+static struct kop_test_kubesim sim;
+static char *tmpdir;
+static char ca[1024];
+static int port;
+
+static void setup(void)
+{
+    tmpdir = kop_test_tmpdir();
+    snprintf(ca, sizeof(ca), "%s/ca.crt", tmpdir);
+    const struct kop_test_kubesim_options o = {.ca = ca, .token = "curltls"};
+    kop_test_kubesim_start(&sim, &o);
+    const char *colon = strrchr(sim.url, ':');
+    ck_assert_ptr_nonnull(colon);
+    port = (int)strtol(colon + 1, NULL, 10);
+    ck_assert_int_gt(port, 0);
+}
+
+static void teardown(void)
+{
+    kop_test_kubesim_stop(&sim, SIGTERM, 5000);
+    kop_test_rmdir(tmpdir);
+    free(tmpdir);
+}
+
+/* GET host/version with the check (or not); the result, and the error
+ * text in err. connect_ip: the address actually dialled, NULL: host's. */
+static CURLcode get_version(const char *host, const char *connect_ip, const char *cafile,
+                            bool check, char err[CURL_ERROR_SIZE])
+{
+    CURL *h = curl_easy_init();
+    ck_assert_ptr_nonnull(h);
+    char url[256], ct[256];
+    snprintf(url, sizeof(url), "https://%s:%d/version", host, port);
+    struct curl_slist *to = NULL;
+    if (connect_ip) {
+        snprintf(ct, sizeof(ct), "%s:%d:%s:%d", host, port, connect_ip, port);
+        to = curl_slist_append(NULL, ct);
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, to);
+    }
+    struct kop_test_buf b = {0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, cafile);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+    err[0] = '\0';
+    if (check)
+        ck_assert_int_eq(kop_curltls_setup(h), 0);
+    CURLcode r = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (r == CURLE_OK) /* /version needs no token */
+        ck_assert_int_eq(code, 200);
+    curl_slist_free_all(to);
+    free(b.p);
+    curl_easy_cleanup(h);
+    return r;
+}
+
+START_TEST(test_curltls_active_with_mbedtls_only)
+{
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    bool mbed = v->ssl_version && strncmp(v->ssl_version, "mbedTLS/", 8) == 0;
+    ck_assert_int_eq(kop_curltls_active(), mbed);
+    ck_assert_int_eq(kop_curltls_setup(NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_curltls_address_in_certificate)
+{
+    char err[CURL_ERROR_SIZE];
+    CURLcode r = get_version("127.0.0.1", NULL, ca, true, err);
+    ck_assert_msg(r == CURLE_OK, "https://127.0.0.1: %s", err);
+    /* the name is checked as before */
+    r = get_version("localhost", "127.0.0.1", ca, true, err);
+    ck_assert_msg(r == CURLE_OK, "https://localhost: %s", err);
+    r = get_version("localhost", "127.0.0.1", ca, false, err);
+    ck_assert_msg(r == CURLE_OK, "https://localhost without the check: %s", err);
+}
+END_TEST
+
+START_TEST(test_curltls_without_check_mbedtls_fails)
+{
+    /* What the check is for: mbedTLS alone refuses the address. */
+    if (!kop_curltls_active())
+        return; /* OpenSSL and GnuTLS match iPAddress SANs themselves */
+    char err[CURL_ERROR_SIZE];
+    CURLcode r = get_version("127.0.0.1", NULL, ca, false, err);
+    ck_assert_int_eq(r, CURLE_PEER_FAILED_VERIFICATION);
+    ck_assert_ptr_nonnull(strstr(err, "CN_MISMATCH"));
+}
+END_TEST
+
+START_TEST(test_curltls_other_address_fails)
+{
+    /* The certificate names 127.0.0.1 and ::1, not 127.0.0.2. */
+    char err[CURL_ERROR_SIZE];
+    CURLcode r = get_version("127.0.0.2", "127.0.0.1", ca, true, err);
+    ck_assert_int_eq(r, CURLE_PEER_FAILED_VERIFICATION);
+}
+END_TEST
+
+START_TEST(test_curltls_wrong_ca_fails)
+{
+    /* The chain is still checked: a CA that did not sign kubesim's pair. */
+    char dir[1024], cmd[2048], other[1200];
+    snprintf(dir, sizeof(dir), "%s/other", tmpdir);
+    snprintf(cmd, sizeof(cmd), "'%s/scripts/gen-certs.sh' '%s' >/dev/null",
+             getenv("KOP_SOURCE_ROOT"), dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(other, sizeof(other), "%s/ca.crt", dir);
+    char err[CURL_ERROR_SIZE];
+    CURLcode r = get_version("127.0.0.1", NULL, other, true, err);
+    ck_assert_int_eq(r, CURLE_PEER_FAILED_VERIFICATION);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("curltls");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_curltls_active_with_mbedtls_only);
+    tcase_add_test(tc, test_curltls_address_in_certificate);
+    tcase_add_test(tc, test_curltls_without_check_mbedtls_fails);
+    tcase_add_test(tc, test_curltls_other_address_fails);
+    tcase_add_test(tc, test_curltls_wrong_ca_fails);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int r = kop_test_run(suite());
+    curl_global_cleanup();
+    return r;
+}
