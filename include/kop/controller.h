@@ -12,9 +12,11 @@
  * A MyResource event enqueues "ns/name"; a child event enqueues the
  * MyResource named by its controller ownerReference (kind MyResource,
  * group mygroup.example.com).
- * For admission rule 4, two more informers see every Deployment and
- * Service (no label selector), metadata only (PartialObjectMetadata
- * lists and watches), each object cut down by an informer transform to
+ * For admission rule 4, two more informers see the Deployments and
+ * Services the child informers leave out (labelSelector
+ * app.kubernetes.io/managed-by!=kop, which objects without the label match
+ * too), metadata only (PartialObjectMetadata lists and watches), each
+ * object cut down by an informer transform to
  *   {apiVersion, kind, metadata: {name, namespace, uid, resourceVersion,
  *    ownerReferences: [the controller reference only]}}
  * under the store kinds "Deployment.meta" and "Service.meta"; they have
@@ -133,12 +135,15 @@ void kop_controller_free(struct kop_controller *c);
 
 /*
  * Admission rule 4 from the store (kop_admission_child_lookup_fn;
- * userdata is the controller), read from the metadata entries
- * ("Deployment.meta" / "Service.meta"), so every same-named object counts,
- * labelled or not: KOP_CHILD_NOT_SYNCED until both metadata informers
- * synced, and for namespaces outside --namespace; else ABSENT, or PRESENT
- * with the uid of the controller ownerReference ("" when none). No API
- * call, no decode (a hash lookup under the store's read lock).
+ * userdata is the controller), read from the metadata entries of the
+ * objects not managed by kop ("Deployment.meta" / "Service.meta", selector
+ * KOP_RECONCILER_FOREIGN_SELECTOR), then from the child informers' entries
+ * (kop's children; with sharding only this replica's share, so a kop child
+ * of another replica's share is ABSENT): KOP_CHILD_NOT_SYNCED until the
+ * four informers synced, and for namespaces outside --namespace; else
+ * ABSENT, or PRESENT with the uid of the controller ownerReference (""
+ * when none). No API call, no decode (hash lookups under the store's read
+ * lock).
  */
 enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,
                                                   const char *name, char *ret_controller_uid,

@@ -74,6 +74,11 @@
 #define KOP_RECONCILER_MANAGED_BY_VALUE "kop"
 /* The label selector of the child informers. */
 #define KOP_RECONCILER_CHILD_SELECTOR "app.kubernetes.io/managed-by=kop"
+/* Its complement: every object the child selector leaves out, those without
+ * the label included ("key!=value" matches them, as labels.Selector does in
+ * k8s.io/apimachinery/pkg/labels/selector.go). The metadata informers of
+ * admission rule 4. */
+#define KOP_RECONCILER_FOREIGN_SELECTOR "app.kubernetes.io/managed-by!=kop"
 #define KOP_RECONCILER_CONTAINER_NAME "app"
 
 /* The MyResource a child belongs to. Strings are borrowed. */

@@ -5,8 +5,8 @@
  *
  * Threads: five informer threads (the three of the reconciler only add
  * keys to the queue from their handlers; the two metadata-only ones for
- * admission rule 4 have no handlers), the queue's timer thread, the workers (reconcile), and the
- * resync thread. The controller's own state after start is read-only
+ * admission rule 4 have no handlers), the queue's timer thread, the
+ * workers (reconcile), and the resync thread. The controller's own state after start is read-only
  * except the resync thread's stop flag (under resync_lock). Lock order:
  * resync_lock is never held while calling into another module.
  */
@@ -65,7 +65,9 @@ struct kop_controller {
     struct kop_workqueue *queue;
     struct kop_workers *workers;
     struct kop_informer *inf_myr, *inf_deploy, *inf_svc;
-    struct kop_informer *inf_deploy_meta, *inf_svc_meta; /* rule 4: every object, metadata */
+    /* Rule 4: metadata of the Deployments and Services not managed by kop
+     * (kop's own are in inf_deploy / inf_svc, never held twice). */
+    struct kop_informer *inf_deploy_meta, *inf_svc_meta;
 
     pthread_t resync;
     bool resync_started;
@@ -608,7 +610,7 @@ static void *resync_main(void *arg)
     return NULL;
 }
 
-/* ---- metadata of every Deployment and Service (admission rule 4) ---------------------- */
+/* ---- metadata of the Deployments and Services not kop's (admission rule 4) ------------- */
 
 struct meta_type {
     const char *api_version;
@@ -794,9 +796,11 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     if (r == 0)
         r = informer(c, &res_svc, KIND_SERVICE, child_sel, ROLE_CHILD, &c->inf_svc);
     if (r == 0)
-        r = informer(c, &res_deploy, KIND_DEPLOYMENT_META, NULL, ROLE_META, &c->inf_deploy_meta);
+        r = informer(c, &res_deploy, KIND_DEPLOYMENT_META, KOP_RECONCILER_FOREIGN_SELECTOR,
+                     ROLE_META, &c->inf_deploy_meta);
     if (r == 0)
-        r = informer(c, &res_svc, KIND_SERVICE_META, NULL, ROLE_META, &c->inf_svc_meta);
+        r = informer(c, &res_svc, KIND_SERVICE_META, KOP_RECONCILER_FOREIGN_SELECTOR, ROLE_META,
+                     &c->inf_svc_meta);
     if (r < 0)
         goto fail;
     *ret = c;
@@ -922,25 +926,42 @@ void kop_controller_free(struct kop_controller *c)
     free(c);
 }
 
+/*
+ * Rule 4 reads two disjoint caches: the foreign metadata (objects without
+ * kop's managed-by label) and the child informers (kop's children; with
+ * sharding only this replica's share). In single-leader mode the two
+ * together are every Deployment and Service of the watched namespaces, as
+ * one cluster-wide cache was before. With sharding, a kop-managed child of
+ * another replica's share is not seen: see README "Sharding", admission
+ * rule 4, for when that happens and why no API call replaces it.
+ */
 enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,
                                                   const char *name, char *ret_controller_uid,
                                                   size_t uid_size)
 {
     struct kop_controller *c = userdata;
     if (!c || !kop_informer_has_synced(c->inf_deploy_meta) ||
-        !kop_informer_has_synced(c->inf_svc_meta))
+        !kop_informer_has_synced(c->inf_svc_meta) || !kop_informer_has_synced(c->inf_deploy) ||
+        !kop_informer_has_synced(c->inf_svc))
         return KOP_CHILD_NOT_SYNCED;
     if (!kind || !ns || !name)
         return KOP_CHILD_ABSENT;
     if (c->namespace && strcmp(c->namespace, ns) != 0)
         return KOP_CHILD_NOT_SYNCED; /* a namespace this replica does not watch */
-    const char *meta_kind = strcmp(kind, KIND_DEPLOYMENT) == 0 ? KIND_DEPLOYMENT_META
-                            : strcmp(kind, KIND_SERVICE) == 0  ? KIND_SERVICE_META
-                                                               : NULL;
-    if (!meta_kind)
+    const char *meta_kind, *child_kind;
+    if (strcmp(kind, KIND_DEPLOYMENT) == 0) {
+        meta_kind = KIND_DEPLOYMENT_META;
+        child_kind = KIND_DEPLOYMENT;
+    } else if (strcmp(kind, KIND_SERVICE) == 0) {
+        meta_kind = KIND_SERVICE_META;
+        child_kind = KIND_SERVICE;
+    } else {
         return KOP_CHILD_ABSENT;
+    }
     char uid[128];
     int r = kop_store_controller_uid(c->store, meta_kind, ns, name, uid, sizeof(uid));
+    if (r == -ENOENT)
+        r = kop_store_controller_uid(c->store, child_kind, ns, name, uid, sizeof(uid));
     if (r == -ENOENT)
         return KOP_CHILD_ABSENT;
     if (r < 0)

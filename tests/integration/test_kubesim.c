@@ -413,6 +413,69 @@ START_TEST(test_kubesim_watch_resume_bookmark_selector)
 }
 END_TEST
 
+/* "key!=value" also matches objects without the key, in lists and watches
+ * (k8s.io/apimachinery/pkg/labels/selector.go, Requirement.Matches:
+ * NotEquals is true when the label is absent); a watch sends DELETED when
+ * an object stops matching and ADDED when it starts to
+ * (k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go,
+ * convertToWatchEvent). kop's rule-4 informers select managed-by!=kop. */
+START_TEST(test_kubesim_not_equal_selector_list_and_watch)
+{
+    json_t *l = request_json("GET", "/api/v1/namespaces/default/configmaps", NULL, 200);
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%s", jpath(l, "metadata", "resourceVersion"));
+    json_decref(l);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"ne-a\"}}", 201));
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"ne-b\",\"labels\":{\"m\":\"kop\"}}}", 201));
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
+                             "{\"metadata\":{\"name\":\"ne-c\",\"labels\":{\"m\":\"helm\"}}}",
+                             201));
+    l = request_json("GET", "/api/v1/namespaces/default/configmaps?labelSelector=m%21%3Dkop", NULL,
+                     200);
+    json_t *items = json_object_get(l, "items");
+    ck_assert_int_eq(json_array_size(items), 2);
+    ck_assert_str_eq(jpath(json_array_get(items, 0), "metadata", "name"), "ne-a");
+    ck_assert_str_eq(jpath(json_array_get(items, 1), "metadata", "name"), "ne-c");
+    json_decref(l);
+    /* ne-a gets the label (leaves), ne-b loses it (enters). */
+    struct resp r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-a",
+                            "application/merge-patch+json",
+                            "{\"metadata\":{\"labels\":{\"m\":\"kop\"}}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-b",
+                "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"m\":null}}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+
+    char path[256];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
+             "&labelSelector=m%%21%%3Dkop",
+             rv);
+    r = request("GET", path, NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    char seen[256] = "";
+    for (char *line = r.body; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        json_t *ev = json_loadb(line, len, 0, NULL);
+        ck_assert_msg(ev, "not an event: %.*s", (int)len, line);
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        const char *name = jpath(json_object_get(ev, "object"), "metadata", "name");
+        size_t n = strlen(seen);
+        snprintf(seen + n, sizeof(seen) - n, "%s%s %s", n ? "," : "", type ? type : "?",
+                 name ? name : "?");
+        json_decref(ev);
+        line += len + (nl ? 1 : 0);
+    }
+    ck_assert_str_eq(seen, "ADDED ne-a,ADDED ne-c,DELETED ne-a,ADDED ne-b");
+    resp_free(&r);
+}
+END_TEST
+
 START_TEST(test_kubesim_watch_410_after_compaction)
 {
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
@@ -1974,6 +2037,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_crud_and_conflicts);
     tcase_add_test(tc, test_kubesim_selectors_and_paging);
     tcase_add_test(tc, test_kubesim_watch_resume_bookmark_selector);
+    tcase_add_test(tc, test_kubesim_not_equal_selector_list_and_watch);
     tcase_add_test(tc, test_kubesim_query_parameters);
     tcase_add_test(tc, test_kubesim_watch_410_after_compaction);
     tcase_add_test(tc, test_kubesim_dropped_watch);

@@ -24,7 +24,8 @@
  * and manifests/base/webhook.yaml applied by kubectl (caBundle = the
  * test's dev CA, as cainjector would) and kop's webhook port registered
  * through /_kubesim/services. A Deployment or Service without kop's label
- * makes a CREATE of a same-named MyResource fail with a message naming it;
+ * makes a CREATE of a same-named MyResource fail with a message naming it,
+ * and so does one labelled as kop's but controlled by another MyResource;
  * other names are admitted; objects created or deleted after the caches
  * synced are seen through the metadata watches.
  */
@@ -1013,6 +1014,53 @@ START_TEST(test_operator_rule4_follows_watch)
 }
 END_TEST
 
+START_TEST(test_operator_rule4_denies_kop_child_of_other_owner)
+{
+    if (!have_kubectl) {
+        fprintf(stderr, "kubectl not installed: rule-4 end-to-end test skipped\n");
+        return;
+    }
+    /* A Deployment and a Service labelled as kop's but controlled by
+     * another MyResource (as a deleted MyResource's children are until
+     * garbage collection). The metadata informers leave kop's objects to
+     * the child informers, and the lookup reads those too: a CREATE of
+     * that name is denied, naming both. */
+    json_decref(api("POST", MYR_PATH,
+                    "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\","
+                    "\"metadata\":{\"name\":\"holder\"},\"spec\":{\"image\":\"nginx:1.14.2\"}}",
+                    201));
+    json_t *h = get_named(MYR_PATH, "holder");
+    ck_assert_ptr_nonnull(h);
+    char meta[512], body[2048];
+    snprintf(meta, sizeof(meta),
+             "\"metadata\":{\"name\":\"held\",\"labels\":{\"app.kubernetes.io/managed-by\":"
+             "\"kop\"},\"ownerReferences\":[{\"apiVersion\":\"mygroup.example.com/v1\","
+             "\"kind\":\"MyResource\",\"name\":\"holder\",\"uid\":\"%s\",\"controller\":"
+             "true}]}",
+             jstr(h, "metadata.uid"));
+    json_decref(h);
+    snprintf(body, sizeof(body),
+             "{%s,\"spec\":{\"replicas\":1,\"selector\":{\"matchLabels\":{\"a\":\"h\"}},"
+             "\"template\":{\"metadata\":{\"labels\":{\"a\":\"h\"}},\"spec\":{"
+             "\"containers\":[{\"name\":\"c\",\"image\":\"busybox:1\"}]}}}}",
+             meta);
+    json_decref(api("POST", DEP_PATH, body, 201));
+    snprintf(body, sizeof(body), "{%s,\"spec\":{\"ports\":[{\"port\":80}]}}", meta);
+    json_decref(api("POST", SVC_PATH, body, 201));
+    struct dry deny = {"held", 403};
+    ck_assert_msg(kop_test_eventually(dry_create_is, &deny, 10000), "kop's children not seen");
+    char *out = NULL;
+    int rc = kubectl_create_myr("held", &out);
+    ck_assert_msg(rc != 0, "MyResource held was admitted: %s", out);
+    ck_assert_msg(strstr(out, "a Deployment named \"held\" already exists"),
+                  "Deployment not named: %s", out);
+    ck_assert_msg(strstr(out, "a Service named \"held\" already exists"), "Service not named: %s",
+                  out);
+    free(out);
+    ck_assert_ptr_null(get_named(MYR_PATH, "held"));
+}
+END_TEST
+
 static Suite *operator_suite(void)
 {
     Suite *s = suite_create("operator");
@@ -1035,6 +1083,7 @@ static Suite *operator_suite(void)
     tcase_set_timeout(ta, 120);
     tcase_add_test(ta, test_operator_rule4_denies_unlabelled_namesake);
     tcase_add_test(ta, test_operator_rule4_follows_watch);
+    tcase_add_test(ta, test_operator_rule4_denies_kop_child_of_other_owner);
     suite_add_tcase(s, ta);
     return s;
 }
