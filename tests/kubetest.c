@@ -104,10 +104,29 @@ size_t kop_test_buf_write(char *data, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-/* One attempt; the HTTP code (0: transport error), body collected into b. */
-static long http_once(const struct kop_test_http_options *o, const char *method, const char *url,
-                      const char *body, struct kop_test_buf *b)
+void kop_test_resp_free(struct kop_test_resp *r)
 {
+    free(r->body);
+    free(r->headers);
+    memset(r, 0, sizeof(*r));
+}
+
+/* CURLOPT_HEADERFUNCTION appending to the headers of the kop_test_resp in userdata. */
+static size_t resp_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct kop_test_resp *r = userdata;
+    struct kop_test_buf b = {r->headers, r->headers ? strlen(r->headers) : 0};
+    size_t n = kop_test_buf_write(data, size, nmemb, &b);
+    r->headers = b.p;
+    return n;
+}
+
+/* One attempt into *r (zeroed first); r->code (0: transport error). */
+static long http_once(const struct kop_test_http_options *o, const char *method, const char *url,
+                      const char *body, struct kop_test_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->rc = CURLE_FAILED_INIT;
     CURL *h = o->handle;
     if (h)
         curl_easy_reset(h);
@@ -125,6 +144,9 @@ static long http_once(const struct kop_test_http_options *o, const char *method,
         snprintf(line, sizeof(line), "Content-Type: %s", o->ctype);
         hdrs = curl_slist_append(hdrs, line);
     }
+    if (o->header)
+        hdrs = curl_slist_append(hdrs, o->header);
+    struct kop_test_buf b = {0};
     curl_easy_setopt(h, CURLOPT_URL, url);
     kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
     if (o->ca)
@@ -134,41 +156,72 @@ static long http_once(const struct kop_test_http_options *o, const char *method,
     if (method)
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, resp_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
     if (o->timeout_s > 0)
         curl_easy_setopt(h, CURLOPT_TIMEOUT, o->timeout_s);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (body)
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    long code = 0;
-    if (curl_easy_perform(h) == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (body && o->body_len > 0)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->body_len);
+    r->rc = curl_easy_perform(h);
+    if (r->rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->code);
     curl_slist_free_all(hdrs);
     if (!o->handle)
         curl_easy_cleanup(h);
-    return code;
+    r->body = b.p;
+    r->len = b.len;
+    return r->code;
+}
+
+/* Empty strings for the buffers of r that got nothing. */
+static void resp_fill(struct kop_test_resp *r)
+{
+    if (!r->body)
+        r->body = strdup("");
+    if (!r->headers)
+        r->headers = strdup("");
+    ck_assert_ptr_nonnull(r->body);
+    ck_assert_ptr_nonnull(r->headers);
+}
+
+long kop_test_request(const struct kop_test_http_options *o, const char *method, const char *url,
+                      const char *body, struct kop_test_resp *r)
+{
+    for (int attempt = 0; attempt < (o->attempts > 0 ? o->attempts : 1); attempt++) {
+        long code = http_once(o, method, url, body, r);
+        bool again = code == 0 || code == 429 || code >= 500;
+        if (!again || o->attempts <= 0) {
+            resp_fill(r);
+            return code;
+        }
+        if (attempt + 1 < o->attempts) {
+            kop_test_resp_free(r);
+            kop_test_sleep_ms(50);
+        }
+    }
+    /* Every attempt retried away: the last code, nothing else. */
+    free(r->body);
+    free(r->headers);
+    r->body = r->headers = NULL;
+    r->len = 0;
+    resp_fill(r);
+    return r->code;
 }
 
 long kop_test_http(const struct kop_test_http_options *o, const char *method, const char *url,
                    const char *body, char **ret_body)
 {
-    long code = 0;
-    for (int attempt = 0; attempt < (o->attempts > 0 ? o->attempts : 1); attempt++) {
-        struct kop_test_buf b = {0};
-        code = http_once(o, method, url, body, &b);
-        bool again = code == 0 || code == 429 || code >= 500;
-        if (!again || o->attempts <= 0) {
-            if (ret_body)
-                *ret_body = b.p ? b.p : strdup("");
-            else
-                free(b.p);
-            return code;
-        }
-        free(b.p);
-        kop_test_sleep_ms(50);
-    }
+    struct kop_test_resp r;
+    long code = kop_test_request(o, method, url, body, &r);
+    free(r.headers);
     if (ret_body)
-        *ret_body = strdup("");
+        *ret_body = r.body;
+    else
+        free(r.body);
     return code;
 }
 
@@ -254,4 +307,144 @@ json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base
     json_t *v = code == 200 ? json_loads(out ? out : "", 0, NULL) : NULL;
     free(out);
     return v;
+}
+
+double kop_test_scrape_sum(const struct kop_test_http_options *o, long port, const char *name,
+                           const char *label)
+{
+    char url[128];
+    char *out = NULL;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", port);
+    struct kop_test_http_options mo = *o;
+    mo.ca = mo.token = mo.ctype = NULL;
+    long code = kop_test_http(&mo, "GET", url, NULL, &out);
+    ck_assert_msg(code == 200, "GET /metrics on port %ld: %ld", port, code);
+    double sum = kop_test_metric_sum(out, name, label);
+    free(out);
+    return sum;
+}
+
+/* ---- files, certificates, base64 ------------------------------------------------------------ */
+
+char *kop_test_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+char *kop_test_base64(const void *in, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *s = in;
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)s[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned)s[i + 1] << 8;
+        if (i + 2 < len)
+            v |= s[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *kop_test_file_base64(const char *path)
+{
+    size_t len = 0;
+    char *data = kop_test_read_file(path, &len);
+    ck_assert_msg(data != NULL, "cannot read %s", path);
+    char *b64 = kop_test_base64(data, len);
+    free(data);
+    return b64;
+}
+
+void kop_test_gen_certs(const char *dir)
+{
+    const char *root = getenv("KOP_SOURCE_ROOT");
+    ck_assert_ptr_nonnull(root);
+    char cmd[2048];
+    int n = snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root,
+                     dir);
+    ck_assert(n > 0 && (size_t)n < sizeof(cmd));
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- kop processes ----------------------------------------------------------------------------
+ */
+
+#define MYR_CRD_HEAD                                                                               \
+    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","           \
+    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"             \
+    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","   \
+    "\"kind\":\"MyResource\""
+#define MYR_CRD_TAIL                                                                               \
+    "},\"scope\":\"Namespaced\",\"versions\":[{"                                                   \
+    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"           \
+    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"     \
+    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1}," \
+    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\"," \
+    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"           \
+    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}"
+
+const char kop_test_myresource_crd[] = MYR_CRD_HEAD ",\"shortNames\":[\"myr\"]" MYR_CRD_TAIL;
+const char kop_test_myresource_crd_no_short[] = MYR_CRD_HEAD MYR_CRD_TAIL;
+
+long kop_test_start_webhook_kop(struct kop_test_proc *p, const char *cert_dir, int timeout_ms)
+{
+    char *argv[] = {(char *)kop_test_bin("kop"),
+                    "--webhook-only",
+                    "--cert-dir",
+                    (char *)cert_dir,
+                    "--webhook-port",
+                    "0",
+                    "--metrics-bind-address",
+                    "0",
+                    "--health-probe-bind-address",
+                    "0",
+                    NULL};
+    ck_assert_int_eq(kop_test_spawn(p, argv), 0);
+    char *line = NULL;
+    ck_assert_int_gt(kop_test_wait_for(p, 0, "\"msg\":\"serving webhook\"", timeout_ms, &line), 0);
+    long port = kop_test_json_int(line, "port");
+    free(line);
+    ck_assert_int_gt(port, 0);
+    return port;
+}
+
+size_t kop_test_output_len(struct kop_test_proc *p)
+{
+    char *out = kop_test_output(p);
+    size_t n = strlen(out);
+    free(out);
+    return n;
+}
+
+bool kop_test_logged(struct kop_test_proc *p, const char *needle)
+{
+    char *out = kop_test_output(p);
+    bool hit = strstr(out, needle) != NULL;
+    free(out);
+    return hit;
+}
+
+void kop_test_log_str(const char *line, const char *key, char *buf, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+    const char *p = strstr(line, pat);
+    ck_assert_msg(p != NULL, "no %s in %s", key, line);
+    p += strlen(pat);
+    size_t n = strcspn(p, "\"");
+    ck_assert_uint_lt(n, len);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
 }

@@ -99,7 +99,21 @@ struct kop_test_http_options {
      * them fail that way the last code is returned with an empty body.
      */
     int attempts;
+    const char *header; /* one more request header line ("Accept: ..."), NULL: none */
+    size_t body_len;    /* bytes of a binary body (it may hold NULs); 0: strlen(body) */
 };
+
+/* An answer collected by kop_test_request. */
+struct kop_test_resp {
+    long code;     /* HTTP code, 0 when there was no answer */
+    CURLcode rc;   /* what curl_easy_perform returned (of the last attempt) */
+    char *body;    /* NUL-terminated, malloc'd, "" when there was none */
+    size_t len;    /* bytes of body */
+    char *headers; /* the response's header lines as received ("Name: v\r\n"...), malloc'd */
+};
+
+/* Free r's buffers and zero it. */
+void kop_test_resp_free(struct kop_test_resp *r);
 
 /*
  * One request: method (NULL: curl's default, GET or POST with a body) on
@@ -109,6 +123,15 @@ struct kop_test_http_options {
  */
 long kop_test_http(const struct kop_test_http_options *o, const char *method, const char *url,
                    const char *body, char **ret_body);
+
+/*
+ * kop_test_http keeping the whole answer: *r gets the code, curl's result,
+ * the body and the response header lines (of the last attempt; when every
+ * attempt was retried away, body and headers are ""). Free with
+ * kop_test_resp_free. Returns r->code.
+ */
+long kop_test_request(const struct kop_test_http_options *o, const char *method, const char *url,
+                      const char *body, struct kop_test_resp *r);
 
 /*
  * A JSON request to base+path with o's settings (PATCH bodies are sent as
@@ -137,5 +160,60 @@ double kop_test_metric_value(const char *text, const char *name_with_labels);
  * no such sample.
  */
 double kop_test_metric_sum(const char *text, const char *name, const char *label);
+
+/*
+ * GET http://127.0.0.1:port/metrics with o's settings (ca, token and ctype
+ * are not used): the test fails unless the answer is 200. Returns
+ * kop_test_metric_sum of the text.
+ */
+double kop_test_scrape_sum(const struct kop_test_http_options *o, long port, const char *name,
+                           const char *label);
+
+/* ---- files, certificates, base64 ------------------------------------------------------------ */
+
+/* "dir/name" (malloc'd). */
+char *kop_test_path(const char *dir, const char *name);
+
+/* Standard base64 (with '=' padding) of len bytes of in (malloc'd). */
+char *kop_test_base64(const void *in, size_t len);
+
+/* Base64 of a whole file, e.g. a CA as a caBundle (malloc'd). Aborts the
+ * test when the file cannot be read. */
+char *kop_test_file_base64(const char *path);
+
+/*
+ * Development certificates in dir by $KOP_SOURCE_ROOT/scripts/gen-certs.sh
+ * (ca.crt, tls.crt, tls.key for the kop-webhook-service names and
+ * 127.0.0.1), its output discarded. Aborts the test when it fails.
+ */
+void kop_test_gen_certs(const char *dir);
+
+/* ---- kop processes ----------------------------------------------------------------------------
+ */
+
+/* The MyResource CRD, v1 only, as JSON: the schema of manifests/base with
+ * spec defaults, a status subresource and short name "myr". */
+extern const char kop_test_myresource_crd[];
+
+/* The same without the short name. */
+extern const char kop_test_myresource_crd_no_short[];
+
+/*
+ * Start `kop --webhook-only --cert-dir cert_dir --webhook-port 0` with
+ * metrics and health probes off, and wait up to timeout_ms for its "serving
+ * webhook" line. Returns the kernel-chosen webhook port; aborts the test
+ * when kop cannot be started, logs no such line in time or no port.
+ */
+long kop_test_start_webhook_kop(struct kop_test_proc *p, const char *cert_dir, int timeout_ms);
+
+/* Bytes of p's output so far (to wait for a line logged after now). */
+size_t kop_test_output_len(struct kop_test_proc *p);
+
+/* Whether p's output so far contains needle. */
+bool kop_test_logged(struct kop_test_proc *p, const char *needle);
+
+/* The string value of "key":"..." in a JSON log line into buf (len bytes,
+ * no unescaping). Aborts the test when key is missing or too long. */
+void kop_test_log_str(const char *line, const char *key, char *buf, size_t len);
 
 #endif /* KOP_KUBETEST_H */

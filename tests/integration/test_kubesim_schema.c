@@ -22,88 +22,28 @@
 #include <string.h>
 #include <time.h>
 
-#include "kop/curltls.h"
-
 #define TOKEN "kubesim-schema-token"
 
 static struct kop_test_kubesim sim;
 static char *tmpdir;
 static char *ca_path;
 
-struct resp {
-    long code;
-    char *body;
-    size_t len;
-    char *headers;
-    size_t hlen;
-};
-
-static size_t append(char *p, size_t s, size_t n, char **buf, size_t *len)
+static struct kop_test_resp request_at(const char *base, const char *method, const char *path,
+                                       const char *ctype, const char *body)
 {
-    char *nb = realloc(*buf, *len + s * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + *len, p, s * n);
-    *len += s * n;
-    nb[*len] = '\0';
-    *buf = nb;
-    return s * n;
-}
-
-static size_t on_body(char *p, size_t s, size_t n, void *ud)
-{
-    struct resp *r = ud;
-    return append(p, s, n, &r->body, &r->len);
-}
-
-static size_t on_header(char *p, size_t s, size_t n, void *ud)
-{
-    struct resp *r = ud;
-    return append(p, s, n, &r->headers, &r->hlen);
-}
-
-static void resp_free(struct resp *r)
-{
-    free(r->body);
-    free(r->headers);
-    memset(r, 0, sizeof(*r));
-}
-
-static struct resp request_at(const char *base, const char *method, const char *path,
-                              const char *ctype, const char *body)
-{
-    struct resp r = {0};
-    char url[2048], ct[128];
+    struct kop_test_resp r;
+    char url[2048];
     snprintf(url, sizeof(url), "%s%s", base, path);
-    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-    CURL *h = curl_easy_init();
-    ck_assert_ptr_nonnull(h);
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
-    hdrs = curl_slist_append(hdrs, ct);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
-    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    if (body)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.code);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    if (!r.body)
-        r.body = strdup("");
-    if (!r.headers)
-        r.headers = strdup("");
+    const struct kop_test_http_options o = {.ca = ca_path,
+                                            .token = TOKEN,
+                                            .ctype = ctype ? ctype : "application/json",
+                                            .timeout_s = 30};
+    kop_test_request(&o, method, url, body, &r);
+    ck_assert_int_eq(r.rc, CURLE_OK);
     return r;
 }
 
-static struct resp request(const char *method, const char *path, const char *body)
+static struct kop_test_resp request(const char *method, const char *path, const char *body)
 {
     return request_at(sim.url, method, path, NULL, body);
 }
@@ -111,12 +51,12 @@ static struct resp request(const char *method, const char *path, const char *bod
 /* The request's answer as JSON, asserting the status code. @ref new */
 static json_t *request_json(const char *method, const char *path, const char *body, long want)
 {
-    struct resp r = request(method, path, body);
+    struct kop_test_resp r = request(method, path, body);
     ck_assert_msg(r.code == want, "%s %s: got %ld want %ld: %s", method, path, r.code, want,
                   r.body);
     json_t *v = json_loads(r.body, 0, NULL);
     ck_assert_msg(v != NULL, "%s %s: not JSON: %.200s", method, path, r.body);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return v;
 }
 
@@ -205,13 +145,13 @@ START_TEST(test_schema_unknown_fields)
                    "value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
 
     /* Warn (the default): stored pruned, one Warning per field. */
-    struct resp r = request("POST", SVC, body);
+    struct kop_test_resp r = request("POST", SVC, body);
     ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
     ck_assert_msg(
         strstr(r.headers, "Warning: 299 - \"unknown field \\\"spec.foo\\\"\"\r\n") &&
             strstr(r.headers, "Warning: 299 - \"unknown field \\\"spec.ports[0].bar\\\"\"\r\n"),
         "headers: %s", r.headers);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_t *got = request_json("GET", SVC "/u1", NULL, 200);
     json_t *spec = json_object_get(got, "spec");
     ck_assert_ptr_null(json_object_get(spec, "foo"));
@@ -224,20 +164,20 @@ START_TEST(test_schema_unknown_fields)
     ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
     ck_assert_ptr_null(strstr(r.headers, "Warning:"));
     ck_assert_ptr_null(strstr(r.body, "\"foo\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* Patches are checked as the object they make. */
     r = request_at(sim.url, "PATCH", SVC "/u1?fieldValidation=Strict",
                    "application/merge-patch+json", "{\"spec\":{\"baz\":true}}");
     ck_assert_int_eq(r.code, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "strict decoding error: unknown field \\\"spec.baz\\\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_at(sim.url, "PATCH", SVC "/u1", "application/merge-patch+json",
                    "{\"spec\":{\"type\":7}}");
     ck_assert_int_eq(r.code, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "cannot unmarshal number 7 into Go struct field "
                                          "ServiceSpec.spec.type of type string"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -291,10 +231,10 @@ static void vector_accepted(json_t *obj, const char *path)
     char *body = json_dumps(obj, JSON_COMPACT);
     char url[512];
     snprintf(url, sizeof(url), "%s?fieldValidation=Strict&dryRun=All", path);
-    struct resp r = request("POST", url, body);
+    struct kop_test_resp r = request("POST", url, body);
     ck_assert_msg(r.code == 201, "%s: %ld %s", path, r.code, r.body);
     ck_assert_msg(!strstr(r.headers, "Warning:"), "%s: %s", path, r.headers);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     free(body);
 }
 
@@ -355,12 +295,12 @@ START_TEST(test_schema_strict_fields_flag)
     kop_test_kubesim_start(&strict, &o);
     char *saved = ca_path;
     ca_path = ca2;
-    struct resp r =
+    struct kop_test_resp r =
         request_at(strict.url, "POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Warn",
                    NULL, "{\"metadata\":{\"name\":\"c\"},\"dta\":{}}");
     ck_assert_int_eq(r.code, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "unknown field \\\"dta\\\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ca_path = saved;
     ck_assert_int_eq(kop_test_kubesim_stop(&strict, SIGTERM, 5000), 0);
 }
@@ -446,17 +386,17 @@ START_TEST(test_schema_custom_resource_unknown_fields)
         201);
     json_decref(crd);
     const char *path = "/apis/example.com/v1/namespaces/default/widgets";
-    struct resp r = {0};
+    struct kop_test_resp r = {0};
     for (int i = 0; i < 200; i++) {
         r = request("GET", path, NULL);
         if (r.code == 200)
             break;
-        resp_free(&r);
+        kop_test_resp_free(&r);
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     const char *body = "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{"
                        "\"name\":\"w1\"},\"spec\":{\"size\":1,\"colour\":\"red\",\"items\":[{"
@@ -471,14 +411,14 @@ START_TEST(test_schema_custom_resource_unknown_fields)
     ck_assert_msg(strstr(r.headers, "Warning: 299 - \"unknown field \\\"spec.colour\\\"\"\r\n"),
                   "headers: %s", r.headers);
     ck_assert_ptr_null(strstr(r.body, "colour"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_at(sim.url, "PATCH",
                    "/apis/example.com/v1/namespaces/default/widgets/w1"
                    "?fieldValidation=Strict",
                    "application/merge-patch+json", "{\"metadata\":{\"lables\":{\"a\":\"b\"}}}");
     ck_assert_int_eq(r.code, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "unknown field \\\"metadata.lables\\\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* The status subresource too (what kop's status writes go through). */
     r = request_at(sim.url, "PATCH",
                    "/apis/example.com/v1/namespaces/default/widgets/w1/status"
@@ -486,7 +426,7 @@ START_TEST(test_schema_custom_resource_unknown_fields)
                    "application/merge-patch+json", "{\"status\":{\"ready\":true,\"phase\":\"x\"}}");
     ck_assert_int_eq(r.code, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "unknown field \\\"status.phase\\\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_at(sim.url, "PATCH",
                    "/apis/example.com/v1/namespaces/default/widgets/w1/status"
                    "?fieldValidation=Ignore",
@@ -494,7 +434,7 @@ START_TEST(test_schema_custom_resource_unknown_fields)
     ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
     ck_assert_ptr_null(strstr(r.headers, "Warning:"));
     ck_assert_ptr_nonnull(strstr(r.body, "\"ready\":true"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
