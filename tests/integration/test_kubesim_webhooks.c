@@ -21,8 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kop/curltls.h"
-
 #define TOKEN "kubesim-webhook-token"
 
 /* ---- fake webhook ------------------------------------------------------------ */
@@ -41,26 +39,6 @@ static struct {
     int calls_a, calls_b; /* mutating webhooks */
     bool bad_patch_type;  /* /mutate-b answers a patch without patchType */
 } fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static char *b64(const char *in, size_t len)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
-    ck_assert_ptr_nonnull(out);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned char)in[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned char)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= (unsigned char)in[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    return out;
-}
 
 /* Mutating webhooks: /mutate-a records in label seen-b what label b held
  * when it was called; /mutate-b sets b=yes. Both answer a JSONPatch that
@@ -83,7 +61,7 @@ static json_t *fake_mutate(json_t *req, bool is_a)
         json_pack("[{s:s,s:s,s:o}]", "op", "add", "path", "/metadata/labels", "value", labels);
     char *txt = json_dumps(ops, JSON_COMPACT);
     json_decref(ops);
-    char *enc = b64(txt, strlen(txt));
+    char *enc = kop_test_base64(txt, strlen(txt));
     free(txt);
     json_t *resp =
         json_pack("{s:s,s:b,s:s}", "uid", json_string_value(json_object_get(request, "uid")),
@@ -190,107 +168,30 @@ static char *ca_path;    /* kubesim's CA */
 static char *dev_ca_b64; /* webhook CA as caBundle */
 static unsigned int fake_port;
 
-struct resp {
-    long code;
-    char *body;
-    size_t len;
-    char *headers;
-    size_t hlen;
-};
-
-static size_t on_body(char *p, size_t s, size_t n, void *ud)
+static struct kop_test_resp request(const char *method, const char *path, const char *ctype,
+                                    const char *body)
 {
-    struct resp *r = ud;
-    char *nb = realloc(r->body, r->len + s * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + r->len, p, s * n);
-    r->len += s * n;
-    nb[r->len] = '\0';
-    r->body = nb;
-    return s * n;
-}
-
-static size_t on_header(char *p, size_t s, size_t n, void *ud)
-{
-    struct resp *r = ud;
-    char *nb = realloc(r->headers, r->hlen + s * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + r->hlen, p, s * n);
-    r->hlen += s * n;
-    nb[r->hlen] = '\0';
-    r->headers = nb;
-    return s * n;
-}
-
-static struct resp request(const char *method, const char *path, const char *ctype,
-                           const char *body)
-{
-    struct resp r = {0};
+    struct kop_test_resp r;
     char url[1024];
-    char ct[128];
     snprintf(url, sizeof(url), "%s%s", sim.url, path);
-    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-    CURL *h = curl_easy_init();
-    ck_assert_ptr_nonnull(h);
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
-    hdrs = curl_slist_append(hdrs, ct);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
-    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    if (body)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.code);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    if (!r.body)
-        r.body = strdup("");
-    if (!r.headers)
-        r.headers = strdup("");
+    const struct kop_test_http_options o = {.ca = ca_path,
+                                            .token = TOKEN,
+                                            .ctype = ctype ? ctype : "application/json",
+                                            .timeout_s = 30};
+    kop_test_request(&o, method, url, body, &r);
+    ck_assert_int_eq(r.rc, CURLE_OK);
     return r;
-}
-
-static void resp_free(struct resp *r)
-{
-    free(r->body);
-    free(r->headers);
 }
 
 static void expect(const char *method, const char *path, const char *body, long code,
                    const char *needle)
 {
-    struct resp r = request(method, path, NULL, body);
+    struct kop_test_resp r = request(method, path, NULL, body);
     ck_assert_msg(r.code == code, "%s %s: %ld (want %ld): %s", method, path, r.code, code, r.body);
     if (needle)
         ck_assert_msg(strstr(r.body, needle) != NULL, "%s %s: no '%s' in %s", method, path, needle,
                       r.body);
-    resp_free(&r);
-}
-
-static char *path_in(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static void gen_certs(const char *dir)
-{
-    const char *root = getenv("KOP_SOURCE_ROOT");
-    ck_assert_ptr_nonnull(root);
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, dir);
-    ck_assert_int_eq(system(cmd), 0);
+    kop_test_resp_free(&r);
 }
 
 static void start_sim(const char *service)
@@ -305,11 +206,11 @@ static void setup(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     tmpdir = kop_test_tmpdir();
     ck_assert_ptr_nonnull(tmpdir);
-    ca_path = path_in(tmpdir, "kubesim-ca.pem");
-    char *certs = path_in(tmpdir, "certs");
-    gen_certs(certs);
-    char *crt = path_in(certs, "tls.crt"), *key = path_in(certs, "tls.key");
-    char *ca = path_in(certs, "ca.crt");
+    ca_path = kop_test_path(tmpdir, "kubesim-ca.pem");
+    char *certs = kop_test_path(tmpdir, "certs");
+    kop_test_gen_certs(certs);
+    char *crt = kop_test_path(certs, "tls.crt"), *key = kop_test_path(certs, "tls.key");
+    char *ca = kop_test_path(certs, "ca.crt");
     char *crt_pem = kop_test_read_file(crt, NULL), *key_pem = kop_test_read_file(key, NULL);
     size_t ca_len = 0;
     char *ca_pem = kop_test_read_file(ca, &ca_len);
@@ -317,7 +218,7 @@ static void setup(void)
     ck_assert_ptr_nonnull(key_pem);
     ck_assert_ptr_nonnull(ca_pem);
     /* base64 of the CA for caBundle */
-    dev_ca_b64 = b64(ca_pem, ca_len);
+    dev_ca_b64 = kop_test_base64(ca_pem, ca_len);
     fhook_start(&fake_hook, crt_pem, key_pem, 0, fake_answer, NULL);
     fake_port = fake_hook.port;
     char service[128];
@@ -437,11 +338,11 @@ START_TEST(test_kubesim_webhooks_conversion_reply_checks)
     fake.mode = FAKE_RENAME;
     expect("GET", path, NULL, 500, "must have the same name: w1 != renamed");
     fake.mode = FAKE_LABEL; /* labels may change; other metadata is restored */
-    struct resp r = request("GET", path, NULL, NULL);
+    struct kop_test_resp r = request("GET", path, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "\"converted\":\"yes\""));
     ck_assert_ptr_null(strstr(r.body, "\"generation\":99")); /* metadata restored */
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -459,11 +360,12 @@ START_TEST(test_kubesim_webhooks_admission)
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"requestKind\":{\"group\":"
                                                    "\"test.example.com\",\"version\":\"v1\""));
     ck_assert_str_eq(fake.last_path, "/validate?timeout=5s");
-    struct resp r = request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
-                            "{\"metadata\":{\"name\":\"ok\"},\"spec\":{\"replicas\":2}}");
+    struct kop_test_resp r =
+        request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
+                "{\"metadata\":{\"name\":\"ok\"},\"spec\":{\"replicas\":2}}");
     ck_assert_int_eq(r.code, 201);
     ck_assert_ptr_nonnull(strstr(r.headers, "Warning: 299 - \"fake warning\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"operation\":\"CREATE\""));
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"oldObject\":null"));
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"userInfo\":{"));
@@ -471,7 +373,7 @@ START_TEST(test_kubesim_webhooks_admission)
     r = request("PATCH", "/apis/test.example.com/v2/namespaces/default/widgets/ok?dryRun=All",
                 "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}");
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"operation\":\"UPDATE\""));
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"dryRun\":true"));
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"oldObject\":{"));
@@ -546,13 +448,14 @@ START_TEST(test_kubesim_webhooks_mutating_reinvocation)
 {
     install_widgets("Fail");
     install_mutators("IfNeeded", "Fail");
-    struct resp r = request("POST", "/apis/test.example.com/v1/namespaces/default/widgets", NULL,
-                            "{\"metadata\":{\"name\":\"m1\"},\"spec\":{\"replicas\":1}}");
+    struct kop_test_resp r =
+        request("POST", "/apis/test.example.com/v1/namespaces/default/widgets", NULL,
+                "{\"metadata\":{\"name\":\"m1\"},\"spec\":{\"replicas\":1}}");
     ck_assert_int_eq(r.code, 201);
     /* A ran, B changed the object, A ran again and saw B's label. */
     ck_assert_ptr_nonnull(strstr(r.body, "\"b\":\"yes\""));
     ck_assert_ptr_nonnull(strstr(r.body, "\"seen-b\":\"yes\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_int_eq(fake.calls_a, 2);
     ck_assert_int_eq(fake.calls_b, 1);
     /* The validating webhook ran after the mutating ones and saw their output. */
@@ -564,7 +467,7 @@ START_TEST(test_kubesim_webhooks_mutating_reinvocation)
     r = request("PATCH", "/apis/test.example.com/v2/namespaces/default/widgets/m1",
                 "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}");
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_int_eq(fake.calls_a, 2);
 }
 END_TEST
@@ -598,12 +501,12 @@ START_TEST(test_kubesim_webhooks_mutating_ignore)
     install_widgets("Fail");
     install_mutators("IfNeeded", "Ignore");
     fake.bad_patch_type = true; /* B's bad reply is ignored: A's patch alone applies */
-    struct resp r = request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
-                            "{\"metadata\":{\"name\":\"m4\"},\"spec\":{}}");
+    struct kop_test_resp r = request("POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+                                     NULL, "{\"metadata\":{\"name\":\"m4\"},\"spec\":{}}");
     ck_assert_int_eq(r.code, 201);
     ck_assert_ptr_nonnull(strstr(r.body, "\"seen-b\":\"no\""));
     ck_assert_ptr_null(strstr(r.body, "\"b\":\"yes\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_int_eq(fake.calls_a, 1); /* nothing changed after A: no reinvocation */
 }
 END_TEST
@@ -626,25 +529,9 @@ START_TEST(test_kubesim_webhooks_kop)
     /* Reuse the fixture's certificates for kop; point kubesim at kop. */
     kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     fhook_stop(&fake_hook);
-    char *certs = path_in(tmpdir, "certs");
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--webhook-only",
-                    "--cert-dir",
-                    certs,
-                    "--webhook-port",
-                    "0",
-                    "--metrics-bind-address",
-                    "0",
-                    "--health-probe-bind-address",
-                    "0",
-                    NULL};
+    char *certs = kop_test_path(tmpdir, "certs");
     struct kop_test_proc kop;
-    ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
-    char *line = NULL;
-    ck_assert_int_gt(kop_test_wait_for(&kop, 0, "\"msg\":\"serving webhook\"", 10000, &line), 0);
-    long port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(port, 0);
+    long port = kop_test_start_webhook_kop(&kop, certs, 10000);
     char service[128];
     snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%ld", port);
     start_sim(service);
@@ -696,14 +583,14 @@ START_TEST(test_kubesim_webhooks_kop)
            "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":{"
            "\"name\":\"example-resource\"},\"spec\":{\"replicas\":3}}",
            201, "\"image\":\"nginx:1.14.2\"");
-    struct resp r = request(
+    struct kop_test_resp r = request(
         "GET", "/apis/mygroup.example.com/v2/namespaces/default/myresources/example-resource", NULL,
         NULL);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "\"apiVersion\":\"mygroup.example.com/v2\""));
     ck_assert_ptr_nonnull(strstr(r.body, "\"repository\":\"nginx\""));
     ck_assert_ptr_nonnull(strstr(r.body, "\"tag\":\"1.14.2\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* Admission denial carries kop's message. */
     expect("POST", "/apis/mygroup.example.com/v2/namespaces/default/myresources",
