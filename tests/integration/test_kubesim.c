@@ -28,8 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kop/curltls.h"
-
 #define TOKEN "kubesim-test-token"
 
 static struct kop_test_kubesim sim;
@@ -37,108 +35,45 @@ static char *tmpdir;
 static char *ca_path;
 static char base_url[128];
 
-struct resp {
-    long code;
-    char *body;
-    size_t len;
-    char *headers;
-    size_t hlen;
-    CURLcode rc;
-};
-
-static size_t append(char *p, size_t s, size_t n, void *ud, bool headers)
-{
-    struct resp *r = ud;
-    char **buf = headers ? &r->headers : &r->body;
-    size_t *len = headers ? &r->hlen : &r->len;
-    char *nb = realloc(*buf, *len + s * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + *len, p, s * n);
-    *len += s * n;
-    nb[*len] = '\0';
-    *buf = nb;
-    return s * n;
-}
-
-static size_t on_body(char *p, size_t s, size_t n, void *ud)
-{
-    return append(p, s, n, ud, false);
-}
-
-static size_t on_header(char *p, size_t s, size_t n, void *ud)
-{
-    return append(p, s, n, ud, true);
-}
-
-static void resp_free(struct resp *r)
-{
-    free(r->body);
-    free(r->headers);
-    memset(r, 0, sizeof(*r));
-}
-
-static struct resp request_ex(const char *method, const char *path, const char *ctype,
-                              const char *body, const char *token, const char *extra);
+static struct kop_test_resp request_ex(const char *method, const char *path, const char *ctype,
+                                       const char *body, const char *token, const char *extra);
 
 /* The length of the next request body when it is binary (else -1: strlen). */
 static long next_body_len = -1;
 
-static struct resp request(const char *method, const char *path, const char *ctype,
-                           const char *body, const char *token)
+static struct kop_test_resp request(const char *method, const char *path, const char *ctype,
+                                    const char *body, const char *token)
 {
     return request_ex(method, path, ctype, body, token, NULL);
 }
 
 /* extra: one more request header ("Accept: ..."), or NULL. */
-static struct resp request_ex(const char *method, const char *path, const char *ctype,
-                              const char *body, const char *token, const char *extra)
+static struct kop_test_resp request_ex(const char *method, const char *path, const char *ctype,
+                                       const char *body, const char *token, const char *extra)
 {
-    struct resp r = {0};
+    struct kop_test_resp r;
     char url[1024];
-    char auth[256];
-    char ct[128];
     snprintf(url, sizeof(url), "%s%s", base_url, path);
-    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token ? token : TOKEN);
-    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-    CURL *h = curl_easy_init();
-    ck_assert_ptr_nonnull(h);
-    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
-    hdrs = curl_slist_append(hdrs, ct);
-    if (extra)
-        hdrs = curl_slist_append(hdrs, extra);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
-    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
-    if (body)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    if (body && next_body_len >= 0)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, next_body_len);
+    const struct kop_test_http_options o = {
+        .ca = ca_path,
+        .token = token ? token : TOKEN,
+        .ctype = ctype ? ctype : "application/json",
+        .header = extra,
+        .timeout_s = 20,
+        .body_len = body && next_body_len >= 0 ? (size_t)next_body_len : 0};
     next_body_len = -1;
-    r.rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.code);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    if (!r.body)
-        r.body = strdup("");
+    kop_test_request(&o, method, url, body, &r);
     return r;
 }
 
 static json_t *request_json(const char *method, const char *path, const char *body, long want_code)
 {
-    struct resp r = request(method, path, NULL, body, NULL);
+    struct kop_test_resp r = request(method, path, NULL, body, NULL);
     ck_assert_msg(r.code == want_code, "%s %s: got %ld want %ld: %s", method, path, r.code,
                   want_code, r.body);
     json_t *v = json_loads(r.body, 0, NULL);
     ck_assert_ptr_nonnull(v);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return v;
 }
 
@@ -190,26 +125,20 @@ static void stop_sim(void)
     curl_global_cleanup();
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
 /* ---- tests ------------------------------------------------------------------- */
 
 START_TEST(test_kubesim_unauthorized)
 {
-    struct resp r = request("GET", "/api/v1/namespaces", NULL, NULL, "wrong");
+    struct kop_test_resp r = request("GET", "/api/v1/namespaces", NULL, NULL, "wrong");
     ck_assert_int_eq(r.code, 401);
     ck_assert_str_eq(r.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
                              "\"status\":\"Failure\",\"message\":\"Unauthorized\",\"reason\":"
                              "\"Unauthorized\",\"code\":401}\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("GET", "/no/such/path", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 404);
     ck_assert_str_eq(r.body, "404 page not found\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -242,14 +171,15 @@ START_TEST(test_kubesim_crud_and_conflicts)
     ck_assert_ptr_nonnull(jpath(created, "metadata", "uid"));
     ck_assert_ptr_nonnull(jpath(created, "metadata", "creationTimestamp"));
 
-    struct resp r = request("POST", "/api/v1/namespaces/default/configmaps", NULL, cm, NULL);
+    struct kop_test_resp r =
+        request("POST", "/api/v1/namespaces/default/configmaps", NULL, cm, NULL);
     ck_assert_int_eq(r.code, 409);
     ck_assert_str_eq(r.body,
                      "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
                      "\"Failure\",\"message\":\"configmaps \\\"cm1\\\" already exists\","
                      "\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"cm1\",\"kind\":"
                      "\"configmaps\"},\"code\":409}\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* Stale resourceVersion -> 409 Conflict with the apiserver's message. */
     json_t *upd = json_deep_copy(created);
@@ -264,7 +194,7 @@ START_TEST(test_kubesim_crud_and_conflicts)
                                  "\\\"cm1\\\": the object has been modified; please apply "
                                  "your changes to the latest version and try again\""));
     ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"Conflict\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     free(body);
 
     /* A no-op merge patch does not bump the resourceVersion. */
@@ -272,7 +202,7 @@ START_TEST(test_kubesim_crud_and_conflicts)
                 "application/merge-patch+json", "{\"data\":{\"a\":\"2\"}}", NULL);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body, jpath(updated, "metadata", "resourceVersion")));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     r = request("GET", "/api/v1/namespaces/default/services/missing", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 404);
@@ -281,12 +211,12 @@ START_TEST(test_kubesim_crud_and_conflicts)
                      "\"Failure\",\"message\":\"services \\\"missing\\\" not found\","
                      "\"reason\":\"NotFound\",\"details\":{\"name\":\"missing\",\"kind\":"
                      "\"services\"},\"code\":404}\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     r = request("POST", "/api/v1/namespaces/nope/configmaps", NULL, cm, NULL);
     ck_assert_int_eq(r.code, 404);
     ck_assert_ptr_nonnull(strstr(r.body, "namespaces \\\"nope\\\" not found"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     r = request("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", NULL,
                 "{\"metadata\":{\"name\":\"test_\"},\"spec\":{}}", NULL);
@@ -294,14 +224,14 @@ START_TEST(test_kubesim_crud_and_conflicts)
     ck_assert_ptr_nonnull(strstr(r.body, "\"message\":\"Lease.coordination.k8s.io \\\"test_\\\" is "
                                          "invalid: metadata.name: Invalid value: \\\"test_\\\": a "
                                          "lowercase RFC 1123 subdomain"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* Delete answers a Success Status with the uid; preconditions conflict. */
     r = request("DELETE", "/api/v1/namespaces/default/configmaps/cm1", NULL,
                 "{\"preconditions\":{\"uid\":\"x\"}}", NULL);
     ck_assert_int_eq(r.code, 409);
     ck_assert_ptr_nonnull(strstr(r.body, "Precondition failed: UID in precondition: x"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("DELETE", "/api/v1/namespaces/default/configmaps/cm1", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     char want[512];
@@ -310,7 +240,7 @@ START_TEST(test_kubesim_crud_and_conflicts)
              "\"details\":{\"name\":\"cm1\",\"kind\":\"configmaps\",\"uid\":\"%s\"}}\n",
              jpath(created, "metadata", "uid"));
     ck_assert_str_eq(r.body, want);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_decref(created);
     json_decref(updated);
     json_decref(upd);
@@ -342,9 +272,10 @@ START_TEST(test_kubesim_selectors_and_paging)
                      NULL, 200);
     ck_assert_int_eq(json_array_size(json_object_get(l, "items")), 1);
     json_decref(l);
-    struct resp r = request("GET", "/api/v1/configmaps?labelSelector=a%20in%20b", NULL, NULL, NULL);
+    struct kop_test_resp r =
+        request("GET", "/api/v1/configmaps?labelSelector=a%20in%20b", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 400);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* limit/continue walks every item exactly once. */
     char path[1024] = "/api/v1/namespaces/default/configmaps?limit=2";
@@ -378,11 +309,11 @@ START_TEST(test_kubesim_watch_resume_bookmark_selector)
     json_decref(l);
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
                              "{\"metadata\":{\"name\":\"w1\",\"labels\":{\"x\":\"y\"}}}", 201));
-    struct resp r =
+    struct kop_test_resp r =
         request("PATCH", "/api/v1/namespaces/default/configmaps/w1", "application/merge-patch+json",
                 "{\"metadata\":{\"labels\":{\"x\":\"z\"}}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     char path[256];
     snprintf(path, sizeof(path),
@@ -403,13 +334,13 @@ START_TEST(test_kubesim_watch_resume_bookmark_selector)
     ck_assert(added < deleted);
     ck_assert(deleted < bookmark);
     ck_assert_ptr_nonnull(strstr(r.headers, "chunked"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* resourceVersion=0: synthetic ADDED for what exists. */
     r = request("GET", "/api/v1/namespaces?watch=true&resourceVersion=0&timeoutSeconds=1", NULL,
                 NULL, NULL);
     ck_assert_ptr_nonnull(strstr(r.body, "\"name\":\"kube-system\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -440,15 +371,15 @@ START_TEST(test_kubesim_not_equal_selector_list_and_watch)
     ck_assert_str_eq(jpath(json_array_get(items, 1), "metadata", "name"), "ne-c");
     json_decref(l);
     /* ne-a gets the label (leaves), ne-b loses it (enters). */
-    struct resp r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-a",
-                            "application/merge-patch+json",
-                            "{\"metadata\":{\"labels\":{\"m\":\"kop\"}}}", NULL);
+    struct kop_test_resp r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-a",
+                                     "application/merge-patch+json",
+                                     "{\"metadata\":{\"labels\":{\"m\":\"kop\"}}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-b",
                 "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"m\":null}}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     char path[256];
     snprintf(path, sizeof(path),
@@ -472,7 +403,7 @@ START_TEST(test_kubesim_not_equal_selector_list_and_watch)
         line += len + (nl ? 1 : 0);
     }
     ck_assert_str_eq(seen, "ADDED ne-a,ADDED ne-c,DELETED ne-a,ADDED ne-b");
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -481,7 +412,7 @@ START_TEST(test_kubesim_watch_410_after_compaction)
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
                              "{\"metadata\":{\"name\":\"c1\"}}", 201));
     json_decref(request_json("POST", "/_kubesim/faults", "{\"compact\":true}", 200));
-    struct resp r = request(
+    struct kop_test_resp r = request(
         "GET", "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=2", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body,
@@ -489,13 +420,13 @@ START_TEST(test_kubesim_watch_410_after_compaction)
                                  "\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
                                  "\"Failure\",\"message\":\"too old resource version: 2 ("));
     ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"Expired\",\"code\":410}}\n"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
 struct watch_thread {
     pthread_t t;
-    struct resp r;
+    struct kop_test_resp r;
     double secs;
     atomic_bool done;
 };
@@ -511,11 +442,11 @@ START_TEST(test_kubesim_query_parameters)
         char path[160];
         snprintf(path, sizeof(path),
                  "/api/v1/namespaces?watch=%s&resourceVersion=0&timeoutSeconds=1", watches[i]);
-        struct resp r = request("GET", path, NULL, NULL, NULL);
+        struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
         ck_assert_int_eq(r.code, 200);
         ck_assert_msg(strstr(r.body, "{\"type\":\"ADDED\"") != NULL,
                       "watch=%s: not a watch: %.200s", watches[i], r.body);
-        resp_free(&r);
+        kop_test_resp_free(&r);
     }
     static const char *const lists[] = {"false", "False", "0"};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
@@ -558,14 +489,14 @@ START_TEST(test_kubesim_dropped_watch)
     /* A drop only ends the watches open at the time, and the thread may
      * not have connected yet: drop again until it ends. */
     for (int i = 0; i < 80 && !atomic_load(&w.done); i++) {
-        sleep_ms(100);
+        kop_test_sleep_ms(100);
         json_decref(request_json("POST", "/_kubesim/faults", "{\"dropWatches\":true}", 200));
     }
     pthread_join(w.t, NULL);
     /* Cut, not ended by its timeoutSeconds=10. */
     ck_assert_msg(w.secs < 9.0, "watch was not dropped (%.1fs)", w.secs);
     ck_assert_int_ne(w.r.rc, CURLE_OK);
-    resp_free(&w.r);
+    kop_test_resp_free(&w.r);
 }
 END_TEST
 
@@ -596,7 +527,7 @@ START_TEST(test_kubesim_gc_cascade)
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
     size_t nrefs = 2;
     for (int i = 0; i < 50 && nrefs != 1; i++) {
-        sleep_ms(40);
+        kop_test_sleep_ms(40);
         json_t *two = request_json("GET", "/api/v1/namespaces/default/configmaps/two", NULL, 200);
         const json_t *refs = json_object_get(json_object_get(two, "metadata"), "ownerReferences");
         nrefs = json_array_size(refs);
@@ -605,22 +536,22 @@ START_TEST(test_kubesim_gc_cascade)
         json_decref(two);
     }
     ck_assert_int_eq(nrefs, 1);
-    struct resp r = request("DELETE", "/apis/apps/v1/namespaces/default/deployments/own", NULL,
-                            "{\"propagationPolicy\":\"Background\"}", NULL);
+    struct kop_test_resp r = request("DELETE", "/apis/apps/v1/namespaces/default/deployments/own",
+                                     NULL, "{\"propagationPolicy\":\"Background\"}", NULL);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "\"status\":\"Success\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     long code = 0;
     for (int i = 0; i < 50 && code != 404; i++) {
-        sleep_ms(40);
+        kop_test_sleep_ms(40);
         r = request("GET", "/api/v1/namespaces/default/configmaps/dep", NULL, NULL, NULL);
         code = r.code;
-        resp_free(&r);
+        kop_test_resp_free(&r);
     }
     ck_assert_int_eq(code, 404);
     r = request("GET", "/api/v1/namespaces/default/configmaps/free", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_decref(owner);
 }
 END_TEST
@@ -637,14 +568,14 @@ START_TEST(test_kubesim_finalizers)
     v = request_json("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, 200);
     ck_assert_ptr_nonnull(jpath(v, "metadata", "deletionTimestamp"));
     json_decref(v);
-    struct resp r =
+    struct kop_test_resp r =
         request("PATCH", "/api/v1/namespaces/default/configmaps/fin",
                 "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 404);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -665,10 +596,10 @@ START_TEST(test_kubesim_crd_defaults_and_status)
                                test_crd, 201);
     ck_assert_str_eq(jpath(crd, "kind", NULL), "CustomResourceDefinition");
     json_decref(crd);
-    struct resp d = request("GET", "/apis/test.example.com/v1", NULL, NULL, NULL);
+    struct kop_test_resp d = request("GET", "/apis/test.example.com/v1", NULL, NULL, NULL);
     ck_assert_int_eq(d.code, 200);
     ck_assert_ptr_nonnull(strstr(d.body, "\"name\":\"gizmos/status\""));
-    resp_free(&d);
+    kop_test_resp_free(&d);
 
     json_t *g = request_json("POST", "/apis/test.example.com/v1/namespaces/default/gizmos",
                              "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Gizmo\","
@@ -685,13 +616,13 @@ START_TEST(test_kubesim_crd_defaults_and_status)
     json_decref(g);
 
     /* /status changes only status; the main resource ignores status. */
-    struct resp r =
+    struct kop_test_resp r =
         request("PATCH", "/apis/test.example.com/v1/namespaces/default/gizmos/g1/status",
                 "application/merge-patch+json",
                 "{\"spec\":{\"replicas\":7},\"status\":{\"ready\":2}}", NULL);
     ck_assert_int_eq(r.code, 200);
     g = json_loads(r.body, 0, NULL);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(g, "status"), "ready")), 2);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(g, "spec"), "replicas")),
                      3);
@@ -703,7 +634,7 @@ START_TEST(test_kubesim_crd_defaults_and_status)
                 "{\"spec\":{\"replicas\":4},\"status\":{\"ready\":5}}", NULL);
     ck_assert_int_eq(r.code, 200);
     g = json_loads(r.body, 0, NULL);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(g, "status"), "ready")), 2);
     ck_assert_int_eq(
         json_integer_value(json_object_get(json_object_get(g, "metadata"), "generation")), 2);
@@ -714,7 +645,7 @@ START_TEST(test_kubesim_crd_defaults_and_status)
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "],\"kind\":\"GizmoList\",\"metadata\":{\"continue\":\"\","
                                          "\"resourceVersion\":\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* Schema validation: 422 with the apiserver's wording. */
     r = request("POST", "/apis/test.example.com/v1/namespaces/default/gizmos", NULL,
@@ -724,7 +655,7 @@ START_TEST(test_kubesim_crd_defaults_and_status)
                                          "spec.replicas: Invalid value: \\\"string\\\": "
                                          "spec.replicas in body must be of type integer: "
                                          "\\\"string\\\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* Deleting the CRD removes its resources. */
     r = request("DELETE",
@@ -732,10 +663,10 @@ START_TEST(test_kubesim_crd_defaults_and_status)
                 "gizmos.test.example.com",
                 NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("GET", "/apis/test.example.com/v1/namespaces/default/gizmos", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 404);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -750,7 +681,7 @@ START_TEST(test_kubesim_deployment_controller_and_service)
     json_int_t ready = 0;
     json_t *d = NULL;
     for (int i = 0; i < 50 && ready != 2; i++) {
-        sleep_ms(30);
+        kop_test_sleep_ms(30);
         json_decref(d);
         d = request_json("GET", "/apis/apps/v1/namespaces/default/deployments/d1", NULL, 200);
         ready = json_integer_value(json_object_get(json_object_get(d, "status"), "readyReplicas"));
@@ -782,14 +713,14 @@ START_TEST(test_kubesim_faults)
                              "{\"rules\":[{\"verb\":\"list\",\"code\":429,\"rate\":1,"
                              "\"retryAfter\":3}]}",
                              200));
-    struct resp r = request("GET", "/api/v1/namespaces", NULL, NULL, NULL);
+    struct kop_test_resp r = request("GET", "/api/v1/namespaces", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 429);
     ck_assert_ptr_nonnull(strstr(r.headers, "Retry-After: 3"));
     ck_assert_str_eq(r.body, "Too many requests, please try again later.\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("GET", "/api/v1/namespaces/default", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     json_decref(
         request_json("POST", "/_kubesim/faults",
@@ -801,7 +732,7 @@ START_TEST(test_kubesim_faults)
             errors++;
         else if (r.code == 200)
             ok++;
-        resp_free(&r);
+        kop_test_resp_free(&r);
     }
     ck_assert_int_gt(errors, 5);
     ck_assert_int_gt(ok, 5);
@@ -809,21 +740,21 @@ START_TEST(test_kubesim_faults)
     json_decref(request_json("POST", "/_kubesim/faults", "{\"rules\":[]}", 200));
     r = request("GET", "/api/v1/namespaces", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
 START_TEST(test_kubesim_stats)
 {
-    struct resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
+    struct kop_test_resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
                              "{\"metadata\":{\"name\":\"st\"}}", 201));
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/st", "application/merge-patch+json",
                 "{\"data\":{\"k\":\"v\"}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_decref(request_json("GET", "/api/v1/namespaces/default/configmaps/st", NULL, 200));
     json_t *s = request_json("GET", "/_kubesim/stats", NULL, 200);
     const json_t *w = json_object_get(json_object_get(s, "writes"), "configmaps");
@@ -877,10 +808,11 @@ START_TEST(test_kubesim_list_snapshot)
     ck_assert_str_eq(item_name(p1, 1), "cm-1");
 
     /* Change what the later pages hold: update, create, delete. */
-    struct resp pr = request("PATCH", "/api/v1/namespaces/default/configmaps/cm-2",
-                             "application/merge-patch+json", "{\"data\":{\"v\":\"1\"}}", NULL);
+    struct kop_test_resp pr =
+        request("PATCH", "/api/v1/namespaces/default/configmaps/cm-2",
+                "application/merge-patch+json", "{\"data\":{\"v\":\"1\"}}", NULL);
     ck_assert_int_eq(pr.code, 200);
-    resp_free(&pr);
+    kop_test_resp_free(&pr);
     json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
                              "{\"metadata\":{\"name\":\"cm-2a\"}}", 201));
     json_decref(request_json("DELETE", "/api/v1/namespaces/default/configmaps/cm-4", NULL, 200));
@@ -920,7 +852,7 @@ START_TEST(test_kubesim_list_snapshot)
     char *esc = curl_easy_escape(NULL, jpath(p1, "metadata", "continue"), 0);
     snprintf(path, sizeof(path), "%s&continue=%s", base, esc);
     curl_free(esc);
-    struct resp r = request("GET", path, NULL, NULL, NULL);
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 410);
     json_t *st = json_loads(r.body, 0, NULL);
     ck_assert_str_eq(jpath(st, "reason", NULL), "Expired");
@@ -939,7 +871,7 @@ START_TEST(test_kubesim_list_snapshot)
     ck_assert_str_eq(item_name(rest, 1), "cm-2a"); /* the current state now */
     json_decref(rest);
     json_decref(st);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* A continue token with a resourceVersion is a 400. */
     snprintf(path, sizeof(path), "%s&resourceVersion=5&continue=%s", base,
@@ -950,7 +882,7 @@ START_TEST(test_kubesim_list_snapshot)
     ck_assert_int_eq(r.code, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "specifying resource version is not allowed when using "
                                          "continue"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_decref(p1);
     json_decref(p2);
     json_decref(p3);
@@ -963,13 +895,13 @@ END_TEST
 
 static json_t *get_table(const char *path)
 {
-    struct resp r = request_ex("GET", path, NULL, NULL, NULL, TABLE_ACCEPT);
+    struct kop_test_resp r = request_ex("GET", path, NULL, NULL, NULL, TABLE_ACCEPT);
     ck_assert_msg(r.code == 200, "GET %s: %ld %s", path, r.code, r.body);
     json_t *t = json_loads(r.body, 0, NULL);
     ck_assert_ptr_nonnull(t);
     ck_assert_str_eq(jpath(t, "kind", NULL), "Table");
     ck_assert_str_eq(jpath(t, "apiVersion", NULL), "meta.k8s.io/v1");
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return t;
 }
 
@@ -1085,7 +1017,7 @@ START_TEST(test_kubesim_table_output)
     json_decref(t);
 
     /* A watch that asks for a Table gets one-row Tables, headers first only. */
-    struct resp w =
+    struct kop_test_resp w =
         request_ex("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", NULL,
                    NULL, NULL, TABLE_ACCEPT);
     ck_assert_int_eq(w.code, 200);
@@ -1093,7 +1025,7 @@ START_TEST(test_kubesim_table_output)
                                          "\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{"
                                          "\"resourceVersion\":\""));
     ck_assert_ptr_nonnull(strstr(w.body, "\"columnDefinitions\":[{\"name\":\"Name\""));
-    resp_free(&w);
+    kop_test_resp_free(&w);
 }
 END_TEST
 
@@ -1106,9 +1038,9 @@ START_TEST(test_kubesim_deployment_scale)
         "\"web\",\"tier\":\"fe\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
         "\"nginx\"}]}}}}",
         201));
-    struct resp d = request("GET", "/apis/apps/v1", NULL, NULL, NULL);
+    struct kop_test_resp d = request("GET", "/apis/apps/v1", NULL, NULL, NULL);
     ck_assert_ptr_nonnull(strstr(d.body, "\"name\":\"deployments/scale\""));
-    resp_free(&d);
+    kop_test_resp_free(&d);
     const char *path = "/apis/apps/v1/namespaces/default/deployments/web/scale";
     json_t *sc = request_json("GET", path, NULL, 200);
     ck_assert_str_eq(jpath(sc, "kind", NULL), "Scale");
@@ -1127,18 +1059,18 @@ START_TEST(test_kubesim_deployment_scale)
                      5);
     json_decref(put);
     /* The same resourceVersion again is stale now. */
-    struct resp r = request("PUT", path, NULL, body, NULL);
+    struct kop_test_resp r = request("PUT", path, NULL, body, NULL);
     ck_assert_int_eq(r.code, 409);
     ck_assert_ptr_nonnull(strstr(r.body, "Operation cannot be fulfilled on deployments.apps "
                                          "\\\"web\\\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("PATCH", path, "application/merge-patch+json", "{\"spec\":{\"replicas\":-1}}",
                 NULL);
     ck_assert_int_eq(r.code, 422);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("PATCH", path, "application/merge-patch+json", "{\"spec\":{\"replicas\":1}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_t *dep =
         request_json("GET", "/apis/apps/v1/namespaces/default/deployments/web", NULL, 200);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(dep, "spec"), "replicas")),
@@ -1149,7 +1081,7 @@ START_TEST(test_kubesim_deployment_scale)
     json_decref(sc);
     r = request("GET", "/apis/apps/v1/namespaces/default/deployments/nope/scale", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 404);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -1163,19 +1095,19 @@ START_TEST(test_kubesim_protobuf)
                              "\x12\x06\x0a\x04\x0a\x02pb"
                              "\x1a\x00\x22\x00";
     next_body_len = (long)sizeof(ns) - 1;
-    struct resp r =
+    struct kop_test_resp r =
         request("POST", "/api/v1/namespaces", "application/vnd.kubernetes.protobuf", ns, NULL);
     ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
     json_t *v = json_loads(r.body, 0, NULL); /* JSON: the client takes it */
     ck_assert_str_eq(jpath(v, "metadata", "name"), "pb");
     ck_assert_str_eq(jpath(v, "status", "phase"), "Active");
     json_decref(v);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* A broken envelope is a 400, another media type a 415. */
     r = request("POST", "/api/v1/namespaces", "application/vnd.kubernetes.protobuf", "k8s\x01",
                 NULL);
     ck_assert_int_eq(r.code, 400);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("POST", "/api/v1/namespaces", "application/cbor", "x", NULL);
     ck_assert_int_eq(r.code, 415);
     ck_assert_str_eq(r.body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
@@ -1183,7 +1115,7 @@ START_TEST(test_kubesim_protobuf)
                              "in an unknown format - accepted media types include: "
                              "application/json\",\"reason\":\"UnsupportedMediaType\","
                              "\"code\":415}\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -1239,12 +1171,12 @@ static json_t *pb_post(const char *path, const char *av, const char *kind, const
     pb_msg(&env, 1, &tm);
     pb_msg(&env, 2, raw);
     next_body_len = (long)env.n;
-    struct resp r =
+    struct kop_test_resp r =
         request("POST", path, "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
     ck_assert_msg(r.code == 201, "%s: %ld %s", path, r.code, r.body);
     json_t *v = json_loads(r.body, 0, NULL);
     ck_assert_ptr_nonnull(v);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return v;
 }
 
@@ -1336,11 +1268,11 @@ START_TEST(test_kubesim_protobuf_types)
     pb_msg(&env, 1, &tm);
     pb_msg(&env, 2, &opts);
     next_body_len = (long)env.n;
-    struct resp r = request("DELETE", "/api/v1/namespaces/default/secrets/pbsecret",
-                            "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
+    struct kop_test_resp r = request("DELETE", "/api/v1/namespaces/default/secrets/pbsecret",
+                                     "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
     ck_assert_msg(r.code == 409, "%ld %s", r.code, r.body);
     ck_assert_ptr_nonnull(strstr(r.body, "Precondition failed: UID in precondition: not-the-uid"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -1349,7 +1281,7 @@ START_TEST(test_kubesim_apply_conflict)
     const char *path = "/api/v1/namespaces/default/configmaps/ssa";
     const char *ct = "application/apply-patch+yaml";
     /* A YAML body (sigs.k8s.io/yaml reads apply-patch+yaml). */
-    struct resp r =
+    struct kop_test_resp r =
         request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=one", ct,
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n"
                 "  labels: {z: \"1\", b: \"2\"}\ndata:\n  a: \"1\"\n",
@@ -1365,10 +1297,10 @@ START_TEST(test_kubesim_apply_conflict)
     ck_assert_str_eq(json_string_value(json_object_get(mf0, "operation")), "Apply");
     free(f0);
     json_decref(created);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("PATCH", path, ct, "data: [unclosed", NULL);
     ck_assert_int_eq(r.code, 400);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=two", ct,
                 "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
                 "{\"name\":\"ssa\"},\"data\":{\"a\":\"2\"}}",
@@ -1381,12 +1313,12 @@ START_TEST(test_kubesim_apply_conflict)
                              "\"Conflict\",\"details\":{\"causes\":[{\"reason\":"
                              "\"FieldManagerConflict\",\"message\":\"conflict with "
                              "\\\"one\\\"\",\"field\":\".data.a\"}]},\"code\":409}\n");
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* An Update by a third manager takes the field from "one". */
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=three",
                 "application/merge-patch+json", "{\"data\":{\"a\":\"3\"}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_t *cm = request_json("GET", path, NULL, 200);
     json_t *mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
     ck_assert_int_eq(json_array_size(mf), 2); /* "one" keeps the labels */
@@ -1407,7 +1339,7 @@ START_TEST(test_kubesim_apply_conflict)
                 "{\"name\":\"ssa\"},\"data\":{\"a\":\"2\"}}",
                 NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     cm = request_json("GET", path, NULL, 200);
     ck_assert_str_eq(jpath(cm, "data", "a"), "2");
     mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
@@ -1418,7 +1350,7 @@ START_TEST(test_kubesim_apply_conflict)
     /* fieldManager is required for apply. */
     r = request("PATCH", path, ct, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\"}", NULL);
     ck_assert_int_eq(r.code, 422);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -1444,79 +1376,47 @@ static int hook_calls(struct hook *h)
     return fhook_count(&h->f, &h->calls);
 }
 
-static char *path_in(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    ck_assert_ptr_nonnull(p);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static char *base64(const char *data, size_t len)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
-    ck_assert_ptr_nonnull(out);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)(unsigned char)data[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned)(unsigned char)data[i + 1] << 8;
-        if (i + 2 < len)
-            v |= (unsigned char)data[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    return out;
-}
-
 /* Create a labelled ConfigMap (the webhook's objectSelector); the code. */
 static long create_hooked(const char *name)
 {
     char body[256];
     snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"hook\":\"yes\"}}}",
              name);
-    struct resp r = request("POST", "/api/v1/namespaces/default/configmaps", NULL, body, NULL);
+    struct kop_test_resp r =
+        request("POST", "/api/v1/namespaces/default/configmaps", NULL, body, NULL);
     long code = r.code;
     if (code != 201 && code != 500)
         ck_abort_msg("create %s: %ld %s", name, code, r.body);
     if (code == 500)
         ck_assert_msg(strstr(r.body, "failed calling webhook") != NULL, "%s", r.body);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return code;
 }
 
 static void post_service(const char *method, const char *body, long want, const char *want_text)
 {
-    struct resp r = request(method, "/_kubesim/services", NULL, body, NULL);
+    struct kop_test_resp r = request(method, "/_kubesim/services", NULL, body, NULL);
     ck_assert_msg(r.code == want, "%s %s: %ld %s", method, body, r.code, r.body);
     if (want_text)
         ck_assert_msg(strstr(r.body, want_text) != NULL, "%s: no %s in %s", body, want_text,
                       r.body);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 
 START_TEST(test_kubesim_service_map_runtime)
 {
     /* Two webhooks with the same certificate, on kernel-chosen ports. */
-    char *certs = path_in(tmpdir, "certs");
-    const char *root = getenv("KOP_SOURCE_ROOT");
-    ck_assert_ptr_nonnull(root);
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
-    ck_assert_int_eq(system(cmd), 0);
-    char *crt = path_in(certs, "tls.crt"), *key = path_in(certs, "tls.key");
-    char *ca = path_in(certs, "ca.crt");
+    char *certs = kop_test_path(tmpdir, "certs");
+    kop_test_gen_certs(certs);
+    char *crt = kop_test_path(certs, "tls.crt"), *key = kop_test_path(certs, "tls.key");
+    char *ca = kop_test_path(certs, "ca.crt");
     char *crt_pem = kop_test_read_file(crt, NULL), *key_pem = kop_test_read_file(key, NULL);
     size_t ca_len = 0;
     char *ca_pem = kop_test_read_file(ca, &ca_len);
     ck_assert_ptr_nonnull(crt_pem);
     ck_assert_ptr_nonnull(key_pem);
     ck_assert_ptr_nonnull(ca_pem);
-    char *bundle = base64(ca_pem, ca_len);
+    char *bundle = kop_test_base64(ca_pem, ca_len);
     struct hook hooks[2];
     memset(hooks, 0, sizeof(hooks));
     for (int i = 0; i < 2; i++)
@@ -1541,11 +1441,12 @@ START_TEST(test_kubesim_service_map_runtime)
     ck_assert_int_gt(n, 0);
     json_decref(request_json(
         "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc, 201));
-    struct resp r = request("POST", "/api/v1/namespaces/default/configmaps", NULL,
-                            "{\"metadata\":{\"name\":\"h0\",\"labels\":{\"hook\":\"yes\"}}}", NULL);
+    struct kop_test_resp r =
+        request("POST", "/api/v1/namespaces/default/configmaps", NULL,
+                "{\"metadata\":{\"name\":\"h0\",\"labels\":{\"hook\":\"yes\"}}}", NULL);
     ck_assert_int_eq(r.code, 500);
     ck_assert_ptr_nonnull(strstr(r.body, "service \\\"kop-webhook-service\\\" not found"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* POST sends the Service to webhook A... */
     char body[256];
@@ -1630,28 +1531,28 @@ END_TEST
 
 START_TEST(test_kubesim_stats_user_agent)
 {
-    struct resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
+    struct kop_test_resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     const char *kop_ua = "User-Agent: kop/0.1.0 (linux/amd64)";
     r = request_ex("POST", "/api/v1/namespaces/default/configmaps", NULL,
                    "{\"metadata\":{\"name\":\"ua\"}}", NULL, kop_ua);
     ck_assert_int_eq(r.code, 201);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_ex("PATCH", "/api/v1/namespaces/default/configmaps/ua",
                    "application/merge-patch+json", "{\"data\":{\"k\":\"v\"}}", NULL, kop_ua);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_ex("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases", NULL, NULL,
                    NULL, kop_ua);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* Someone else: a test client and a kubectl. */
     r = request_ex("PATCH", "/api/v1/namespaces/default/configmaps/ua",
                    "application/merge-patch+json", "{\"data\":{\"k\":\"w\"}}", NULL,
                    "User-Agent: kubectl/v1.32.3 (linux/amd64) kubernetes/32cc146");
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     json_decref(request_json("DELETE", "/api/v1/namespaces/default/configmaps/ua", NULL, 200));
 
     json_t *all = request_json("GET", "/_kubesim/stats", NULL, 200);
@@ -1694,9 +1595,9 @@ static long lease_update(const char *ns)
     char path[256], body[256];
     snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", ns);
     snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"l-%s\"},\"spec\":{}}", ns);
-    struct resp r = request("POST", path, NULL, body, NULL);
+    struct kop_test_resp r = request("POST", path, NULL, body, NULL);
     long code = r.code;
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return code;
 }
 
@@ -1723,13 +1624,14 @@ START_TEST(test_kubesim_fault_filters)
     /* group "" is the core group: configmaps fail, leases do not. */
     json_decref(request_json("POST", "/_kubesim/faults",
                              "{\"rules\":[{\"code\":503,\"group\":\"\"}]}", 200));
-    struct resp r = request("GET", "/api/v1/namespaces/kop-system/configmaps/f1", NULL, NULL, NULL);
+    struct kop_test_resp r =
+        request("GET", "/api/v1/namespaces/kop-system/configmaps/f1", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 503);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/l-default", NULL,
                 NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* A subresource is matched only by "resource/sub" (as in RBAC); and
      * a namespace filter never matches cluster-scoped requests. */
@@ -1740,16 +1642,16 @@ START_TEST(test_kubesim_fault_filters)
                      200));
     r = request("GET", "/api/v1/namespaces/kop-system", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("GET", "/api/v1/namespaces/kop-system/status", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 500);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* A bad rule is refused and the rules in force stay. */
     r = request("POST", "/_kubesim/faults", NULL, "{\"rules\":[{\"code\":500,\"resource\":7}]}",
                 NULL);
     ck_assert_int_eq(r.code, 400);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     d = request_json("GET", "/_kubesim/faults", NULL, 200);
     ck_assert_int_eq(json_array_size(json_object_get(d, "rules")), 2);
     json_decref(d);
@@ -1760,7 +1662,7 @@ END_TEST
 /* kubesim's --fault flag takes the same filters. */
 START_TEST(test_kubesim_fault_flag_filters)
 {
-    char *ca2 = path_in(tmpdir, "ca2.pem");
+    char *ca2 = kop_test_path(tmpdir, "ca2.pem");
     char *args[] = {"--fault",
                     "create:500:1:resource=leases:group=coordination.k8s.io:namespace=default",
                     "--fault", "get:429:1:2:resource=configmaps:group=", NULL};
@@ -1784,10 +1686,11 @@ START_TEST(test_kubesim_fault_flag_filters)
     json_decref(d);
     ck_assert_int_eq(lease_update("default"), 500);
     ck_assert_int_eq(lease_update("kube-system"), 201);
-    struct resp r = request("GET", "/api/v1/namespaces/default/configmaps/x", NULL, NULL, NULL);
+    struct kop_test_resp r =
+        request("GET", "/api/v1/namespaces/default/configmaps/x", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 429);
     ck_assert_ptr_nonnull(strstr(r.headers, "Retry-After: 2"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     memcpy(base_url, saved_url, sizeof(base_url));
     ca_path = saved_ca;
@@ -1818,11 +1721,11 @@ END_TEST
 
 static json_t *get_with(const char *path, const char *accept, long want)
 {
-    struct resp r = request_ex("GET", path, NULL, NULL, NULL, accept);
+    struct kop_test_resp r = request_ex("GET", path, NULL, NULL, NULL, accept);
     ck_assert_msg(r.code == want, "GET %s: %ld %s", path, r.code, r.body);
     json_t *v = json_loads(r.body, 0, NULL);
     ck_assert_ptr_nonnull(v);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     return v;
 }
 
@@ -1848,8 +1751,8 @@ START_TEST(test_kubesim_metadata_only)
     }
 
     /* LIST: a PartialObjectMetadataList of full metadata, no data. */
-    struct resp r = request_ex("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, NULL,
-                               PARTIAL_LIST_ACCEPT);
+    struct kop_test_resp r = request_ex("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL,
+                                        NULL, PARTIAL_LIST_ACCEPT);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_null(strstr(r.body, "\"secret\":")); /* managedFields has "f:secret" */
     static const char head[] = "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":"
@@ -1862,7 +1765,7 @@ START_TEST(test_kubesim_metadata_only)
     ck_assert_ptr_nonnull(strstr(r.body, "\"labels\":{\"tier\":\"even\",\"z\":\"1\"},"
                                          "\"annotations\":{\"a\":\"1\",\"b\":\"2\"}"));
     json_t *l = json_loads(r.body, 0, NULL);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     const json_t *items = json_object_get(l, "items");
     ck_assert_int_eq(json_array_size(items), 5);
     for (size_t i = 0; i < 5; i++)
@@ -1905,7 +1808,7 @@ START_TEST(test_kubesim_metadata_only)
                    NULL, NULL, PARTIAL_LIST_ACCEPT);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "},\"items\":null}\n"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 
     /* GET of one object. */
     l = get_with("/api/v1/namespaces/default/configmaps/pm-3", PARTIAL_ACCEPT, 200);
@@ -1921,11 +1824,11 @@ START_TEST(test_kubesim_metadata_only)
     ck_assert_ptr_nonnull(strstr(r.body, "you requested PartialObjectMetadata, but the requested "
                                          "object is a list"));
     ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"NotAcceptable\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_ex("GET", "/api/v1/namespaces/default/configmaps/pm-1", NULL, NULL, NULL,
                    "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
     ck_assert_int_eq(r.code, 406);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* A version kubesim cannot serve falls back to the next entry. */
     l = get_with("/api/v1/namespaces/default/configmaps",
                  "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v9,"
@@ -1942,11 +1845,11 @@ START_TEST(test_kubesim_metadata_only)
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/pm-1",
                 "application/merge-patch+json", "{\"data\":{\"secret\":\"y\"}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request("PATCH", "/api/v1/namespaces/default/configmaps/pm-2",
                 "application/merge-patch+json", "{\"data\":{\"secret\":\"y\"}}", NULL);
     ck_assert_int_eq(r.code, 200);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     snprintf(path, sizeof(path),
              "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
              "&allowWatchBookmarks=true&labelSelector=tier%%3Dodd",
@@ -1961,7 +1864,7 @@ START_TEST(test_kubesim_metadata_only)
     ck_assert_ptr_nonnull(strstr(r.body, "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":"
                                          "\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/"
                                          "v1\",\"metadata\":{\"resourceVersion\":\""));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* Initial events (no resourceVersion) are ADDED PartialObjectMetadata. */
     r = request_ex("GET",
                    "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1&labelSelector="
@@ -1974,13 +1877,13 @@ START_TEST(test_kubesim_metadata_only)
         added++;
     ck_assert_int_eq(added, 3);
     ck_assert_ptr_null(strstr(r.body, "\"secret\":"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     /* A watch asked for lists: 406 before any event. */
     r = request_ex("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", NULL,
                    NULL, NULL,
                    "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
     ck_assert_int_eq(r.code, 406);
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -1997,7 +1900,7 @@ START_TEST(test_kubesim_metadata_only_custom_resource)
                      "true,\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\","
                      "\"x-kubernetes-preserve-unknown-fields\":true}}}]}}",
                      201));
-    struct resp r = {0};
+    struct kop_test_resp r = {0};
     for (int i = 0; i < 50; i++) { /* established asynchronously? retry briefly */
         r = request("POST", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL,
                     "{\"apiVersion\":\"t.example.com/v1\",\"kind\":\"Gadget\",\"metadata\":{"
@@ -2005,11 +1908,11 @@ START_TEST(test_kubesim_metadata_only_custom_resource)
                     NULL);
         if (r.code != 404)
             break;
-        resp_free(&r);
-        sleep_ms(50);
+        kop_test_resp_free(&r);
+        kop_test_sleep_ms(50);
     }
     ck_assert_int_eq(r.code, 201);
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_ex("GET", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL, NULL, NULL,
                    PARTIAL_LIST_ACCEPT);
     ck_assert_int_eq(r.code, 200);
@@ -2017,12 +1920,12 @@ START_TEST(test_kubesim_metadata_only_custom_resource)
     ck_assert_ptr_nonnull(strstr(r.body, "\"metadata\":{\"name\":\"g1\",\"namespace\":\"default\","
                                          "\"uid\":"));
     ck_assert_ptr_nonnull(strstr(r.body, "\"finalizers\":[\"t.example.com/keep\"]"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
     r = request_ex("GET", "/apis/t.example.com/v1/namespaces/default/gadgets", NULL, NULL, NULL,
                    "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
     ck_assert_int_eq(r.code, 406);
     ck_assert_ptr_nonnull(strstr(r.body, "(*unstructured.UnstructuredList)"));
-    resp_free(&r);
+    kop_test_resp_free(&r);
 }
 END_TEST
 
