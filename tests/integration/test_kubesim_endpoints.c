@@ -22,8 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kop/curltls.h"
-
 #define TOKEN "kubesim-endpoints-token"
 #define SVC "kop-system/kop-webhook-service"
 
@@ -213,53 +211,16 @@ static json_int_t calls_to(const json_t *w, const struct hook *h)
         json_object_get(json_object_get(json_object_get(w, "calls"), SVC), h->addr));
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
-static char *path_in(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static char *base64(const char *in, size_t len)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned char)in[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned char)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= (unsigned char)in[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    return out;
-}
-
 static void setup(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     tmpdir = kop_test_tmpdir();
     ck_assert_ptr_nonnull(tmpdir);
-    ca_path = path_in(tmpdir, "kubesim-ca.pem");
-    char *certs = path_in(tmpdir, "certs");
-    const char *root = getenv("KOP_SOURCE_ROOT");
-    ck_assert_ptr_nonnull(root);
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
-    ck_assert_int_eq(system(cmd), 0);
-    char *crt = path_in(certs, "tls.crt"), *key = path_in(certs, "tls.key");
-    char *ca = path_in(certs, "ca.crt");
+    ca_path = kop_test_path(tmpdir, "kubesim-ca.pem");
+    char *certs = kop_test_path(tmpdir, "certs");
+    kop_test_gen_certs(certs);
+    char *crt = kop_test_path(certs, "tls.crt"), *key = kop_test_path(certs, "tls.key");
+    char *ca = kop_test_path(certs, "ca.crt");
     size_t ca_len = 0;
     crt_pem = kop_test_read_file(crt, NULL);
     key_pem = kop_test_read_file(key, NULL);
@@ -267,7 +228,7 @@ static void setup(void)
     ck_assert_ptr_nonnull(crt_pem);
     ck_assert_ptr_nonnull(key_pem);
     ck_assert_ptr_nonnull(ca_pem);
-    bundle = base64(ca_pem, ca_len);
+    bundle = kop_test_base64(ca_pem, ca_len);
     free(ca_pem);
     free(crt);
     free(key);
@@ -397,7 +358,7 @@ START_TEST(test_endpoints_propagation_delay)
         if (hook_get(&b, &b.requests) > 0)
             t1 = kop_test_now_ms();
         else
-            sleep_ms(100);
+            kop_test_sleep_ms(100);
     }
     ck_assert_msg(t1 >= 0, "the new endpoint never got a call");
     ck_assert_msg(t1 - t0 >= 2000, "new endpoint used after %ld ms (delay 2 s)", t1 - t0);
@@ -499,7 +460,7 @@ START_TEST(test_endpoints_retry_when_nothing_written)
     create_ok("w0");
     long end = kop_test_now_ms() + 20000;
     while (hook_get(&a, &a.f.closed) < 1 && kop_test_now_ms() < end)
-        sleep_ms(50);
+        kop_test_sleep_ms(50);
     ck_assert_int_eq(hook_get(&a, &a.f.closed), 1);
     create_ok("w1");
     ck_assert_int_eq(hook_get(&a, &a.requests), 2);
@@ -526,7 +487,7 @@ START_TEST(test_endpoints_idle_close_noticed)
     create_ok("i0");
     long end = kop_test_now_ms() + 20000;
     while (hook_get(&a, &a.f.closed) < 1 && kop_test_now_ms() < end)
-        sleep_ms(50);
+        kop_test_sleep_ms(50);
     ck_assert_int_eq(hook_get(&a, &a.f.closed), 1);
     create_ok("i1");
     ck_assert_int_eq(hook_get(&a, &a.requests), 2);
@@ -559,7 +520,7 @@ START_TEST(test_endpoints_idle_timeout)
     json_decref(w);
     long end = kop_test_now_ms() + 20000;
     while (hook_get(&a, &a.f.closed) < 1 && kop_test_now_ms() < end)
-        sleep_ms(50);
+        kop_test_sleep_ms(50);
     ck_assert_int_eq(hook_get(&a, &a.f.closed), 1);
     ck_assert_int_ge(kop_test_now_ms() - t0, 1000);
     w = webhook_stats();
@@ -638,27 +599,13 @@ START_TEST(test_endpoints_traceparent)
     static const char in_trace[] = "4bf92f3577b34da6a3ce929d0e0e4736";
     char url[256];
     snprintf(url, sizeof(url), "%s/api/v1/namespaces/default/configmaps", sim.url);
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
-    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    hdrs = curl_slist_append(hdrs, "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"
-                                   "00f067aa0ba902b7-01");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */
-    curl_easy_setopt(h, CURLOPT_CAINFO, ca_path);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"metadata\":{\"name\":\"t2\"}}");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, kop_test_buf_write);
-    struct kop_test_buf buf = {0};
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
-    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    ck_assert_int_eq(code, 201);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    free(buf.p);
+    struct kop_test_http_options o = opts();
+    o.header = "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    struct kop_test_resp r;
+    kop_test_request(&o, NULL, url, "{\"metadata\":{\"name\":\"t2\"}}", &r);
+    ck_assert_int_eq(r.rc, CURLE_OK);
+    ck_assert_int_eq(r.code, 201);
+    kop_test_resp_free(&r);
     char *tp2 = hook_traceparent(&a, 2);
     char tr2[33];
     ck_assert_msg(traceparent_ok(tp2, tr2), "%s", tp2);
