@@ -46,18 +46,6 @@
 #define MYR_PATH "/apis/mygroup.example.com/v1/namespaces/" NS "/myresources"
 #define DEP_PATH "/apis/apps/v1/namespaces/" NS "/deployments"
 
-static const char crd[] =
-    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
-    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","
-    "\"kind\":\"MyResource\",\"shortNames\":[\"myr\"]},\"scope\":\"Namespaced\",\"versions\":[{"
-    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"
-    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
-    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},"
-    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\","
-    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
-    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
-
 /* Durations of one run (kop flag values, and the same in ms). */
 struct timing {
     const char *lease, *renew, *retry;
@@ -91,18 +79,6 @@ static CURL *curl;
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
 
-/* One request; returns the HTTP code (0: transport error), *ret_body malloc'd. */
-static long http(const char *method, const char *url, const char *ctype, const char *body,
-                 char **ret_body)
-{
-    const struct kop_test_http_options o = {.handle = curl,
-                                            .ca = ca_path,
-                                            .token = TOKEN,
-                                            .ctype = ctype ? ctype : "application/json",
-                                            .timeout_s = 10};
-    return kop_test_http(&o, method, url, body, ret_body);
-}
-
 static const struct kop_test_http_options *api_opts(void)
 {
     static struct kop_test_http_options o;
@@ -130,14 +106,7 @@ static json_t *get(const char *path)
  * any); -1 when there is no such sample at all. */
 static double metric(const struct node *n, const char *name, const char *label)
 {
-    char url[128];
-    char *out = NULL;
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", n->metrics_port);
-    long code = http("GET", url, "text/plain", NULL, &out);
-    ck_assert_msg(code == 200, "GET /metrics on port %ld: %ld", n->metrics_port, code);
-    double sum = kop_test_metric_sum(out, name, label);
-    free(out);
-    return sum;
+    return kop_test_scrape_sum(api_opts(), n->metrics_port, name, label);
 }
 
 static double master_status(const struct node *n)
@@ -201,23 +170,10 @@ static void start_sim(void)
                                                .args = args};
     kop_test_kubesim_start(&sim, &o);
     sim_running = true;
-    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201));
+    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    kop_test_myresource_crd, 201));
     json_decref(
         api("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"" LEASE_NS "\"}}", 201));
-}
-
-/* The JSON string value of "key":"..." in a log line. */
-static void log_str(const char *line, const char *key, char *buf, size_t len)
-{
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
-    const char *p = strstr(line, pat);
-    ck_assert_msg(p != NULL, "no %s in %s", key, line);
-    p += strlen(pat);
-    size_t n = strcspn(p, "\"");
-    ck_assert_uint_lt(n, len);
-    memcpy(buf, p, n);
-    buf[n] = '\0';
 }
 
 static void start_node(struct node *n, const struct timing *t)
@@ -253,7 +209,7 @@ static void start_node(struct node *n, const struct timing *t)
     ck_assert_msg(
         kop_test_wait_for(&n->proc, 0, "\"msg\":\"leader election enabled\"", 10000, &line) > 0,
         "kop did not enable leader election");
-    log_str(line, "identity", n->identity, sizeof(n->identity));
+    kop_test_log_str(line, "identity", n->identity, sizeof(n->identity));
     free(line);
     line = NULL;
     ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"serving metrics\"", 10000, &line) > 0,
@@ -261,24 +217,6 @@ static void start_node(struct node *n, const struct timing *t)
     n->metrics_port = kop_test_json_int(line, "port");
     free(line);
     ck_assert_int_gt(n->metrics_port, 0);
-}
-
-/* Bytes of output so far (for waiting on a line logged after now). */
-static size_t output_len(struct kop_test_proc *p)
-{
-    char *out = kop_test_output(p);
-    size_t n = strlen(out);
-    free(out);
-    return n;
-}
-
-/* The output contains needle. */
-static bool logged(struct kop_test_proc *p, const char *needle)
-{
-    char *out = kop_test_output(p);
-    bool hit = strstr(out, needle) != NULL;
-    free(out);
-    return hit;
 }
 
 /* Stop with sig; returns the wait status. */
@@ -420,7 +358,7 @@ START_TEST(test_ha_exactly_one_leader_reconciles)
     ck_assert(master_status(leader) == 1);
     ck_assert(master_status(follower) == 0);
     /* The follower kept its informers: it knows the objects but leaves them. */
-    ck_assert(!logged(&follower->proc, "became leader"));
+    ck_assert(!kop_test_logged(&follower->proc, "became leader"));
 }
 END_TEST
 
@@ -437,7 +375,7 @@ START_TEST(test_ha_leader_killed_follower_takes_over_after_expiry)
     ck_assert(lease_holder(holder, sizeof(holder), &transitions0));
     ck_assert_str_eq(holder, leader->identity);
 
-    size_t from = output_len(&follower->proc);
+    size_t from = kop_test_output_len(&follower->proc);
     long t0 = kop_test_now_ms();
     int st = stop_node(leader, SIGKILL);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -478,7 +416,7 @@ START_TEST(test_ha_sigterm_releases_lease)
     /* SIGTERM the leader: it exits 0 and the follower leads at its next
      * retry, long before the 30 s lease could expire (an unreleased lease
      * keeps the follower waiting for most of it after the exit). */
-    size_t from = output_len(&b->proc);
+    size_t from = kop_test_output_len(&b->proc);
     int st = stop_node(a, SIGTERM);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "leader exit status %d", st);
     long r = kop_test_wait_for(&b->proc, from, "became leader, reconciling", (int)(t->lease_ms / 2),
@@ -523,7 +461,7 @@ START_TEST(test_ha_lost_lease_stops_reconciling)
     /* Every Lease update fails from now on (renewals, and the follower's
      * attempts to take over; kubesim filters faults by verb only, and kop
      * writes its children and status with patch and create, never update). */
-    size_t from = output_len(&leader->proc);
+    size_t from = kop_test_output_len(&leader->proc);
     long t0 = kop_test_now_ms();
     json_decref(api("POST", "/_kubesim/faults",
                     "{\"rules\":[{\"verb\":\"update\",\"code\":500,\"rate\":1}]}", 200));
