@@ -48,18 +48,6 @@
 #define N_OBJECTS 24
 #define LEASE_MS 5000
 
-static const char crd[] =
-    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
-    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","
-    "\"kind\":\"MyResource\",\"shortNames\":[\"myr\"]},\"scope\":\"Namespaced\",\"versions\":[{"
-    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"
-    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
-    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},"
-    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\","
-    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
-    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
-
 struct node {
     struct kop_test_proc proc;
     bool running;
@@ -90,15 +78,7 @@ static json_t *api(const char *method, const char *path, const char *body, long 
 
 static double metric(const struct node *n, const char *name, const char *label)
 {
-    char url[128];
-    char *out = NULL;
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", n->metrics_port);
-    const struct kop_test_http_options o = {.handle = curl, .timeout_s = 10};
-    long code = kop_test_http(&o, "GET", url, NULL, &out);
-    ck_assert_msg(code == 200, "GET /metrics on port %ld: %ld", n->metrics_port, code);
-    double sum = kop_test_metric_sum(out, name, label);
-    free(out);
-    return sum;
+    return kop_test_scrape_sum(api_opts(), n->metrics_port, name, label);
 }
 
 /* cert_dir NULL: --controller-only; else the webhook server too, on a
@@ -164,14 +144,6 @@ static void start_node(struct node *n, int index)
     start_node_with(n, index, NULL, NULL);
 }
 
-static bool logged(struct node *n, const char *needle)
-{
-    char *out = kop_test_output(&n->proc);
-    bool hit = strstr(out, needle) != NULL;
-    free(out);
-    return hit;
-}
-
 static void stop_node(struct node *n, int sig)
 {
     ck_assert(n->running);
@@ -201,7 +173,8 @@ static void setup(void)
                                                .args = args};
     kop_test_kubesim_start(&sim, &o);
     sim_running = true;
-    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201));
+    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    kop_test_myresource_crd, 201));
     json_decref(
         api("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"" LEASE_NS "\"}}", 201));
 }
@@ -466,29 +439,9 @@ START_TEST(test_sharding_join_leave_kill)
     bump_replicas(3);
     ck_assert_msg(settle(&sa), "did not settle after SIGKILL");
     ck_assert_int_eq(counts[survivor], N_OBJECTS);
-    ck_assert(logged(&nodes[survivor], "\"msg\":\"members changed\""));
+    ck_assert(kop_test_logged(&nodes[survivor].proc, "\"msg\":\"members changed\""));
 }
 END_TEST
-
-static char *b64(const char *in, size_t len)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = calloc(1, 4 * ((len + 2) / 3) + 1);
-    ck_assert_ptr_nonnull(out);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned char)in[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned char)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= (unsigned char)in[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    return out;
-}
 
 /* The owner label comes with the CREATE: kubesim calls the mutating
  * webhook route of a replica (its Service stand-in points at both), so
@@ -496,12 +449,9 @@ static char *b64(const char *in, size_t len)
  * and the sharder does not relabel it while the membership stays. */
 START_TEST(test_sharding_webhook_labels_at_create)
 {
-    char certs[1024], cmd[2048];
+    char certs[1024];
     snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
-    const char *root = getenv("KOP_SOURCE_ROOT");
-    ck_assert_ptr_nonnull(root);
-    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
-    ck_assert_int_eq(system(cmd), 0);
+    kop_test_gen_certs(certs);
     long port0 = 0, port1 = 0;
     start_node_with(&nodes[0], 0, certs, &port0);
     start_node_with(&nodes[1], 1, certs, &port1);
@@ -514,11 +464,7 @@ START_TEST(test_sharding_webhook_labels_at_create)
     json_decref(api("POST", "/_kubesim/endpoints", body, 200));
     char ca_file[1100];
     snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
-    size_t ca_len = 0;
-    char *ca_pem = kop_test_read_file(ca_file, &ca_len);
-    ck_assert_ptr_nonnull(ca_pem);
-    char *bundle = b64(ca_pem, ca_len);
-    free(ca_pem);
+    char *bundle = kop_test_file_base64(ca_file);
     char *mwc = NULL;
     ck_assert_int_gt(
         asprintf(
