@@ -48,18 +48,6 @@
 #define DEP_PATH "/apis/apps/v1/namespaces/" NS "/deployments"
 #define SVC_PATH "/api/v1/namespaces/" NS "/services"
 
-static const char crd[] =
-    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
-    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","
-    "\"kind\":\"MyResource\",\"shortNames\":[\"myr\"]},\"scope\":\"Namespaced\",\"versions\":[{"
-    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"
-    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
-    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},"
-    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\","
-    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
-    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
-
 static struct kop_test_kubesim sim;
 static struct kop_test_proc kop;
 static bool kop_running;
@@ -173,7 +161,8 @@ static void start_sim_bare(void)
 static void start_sim(void)
 {
     start_sim_bare();
-    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201));
+    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    kop_test_myresource_crd, 201));
 }
 
 static void start_kop_ns(const char *ns)
@@ -305,25 +294,8 @@ static json_t *stats(void)
 /* Sum of every counter of a metric family in kop's /metrics. */
 static double metric_sum(const char *name)
 {
-    char url[128];
-    char *out = NULL;
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", metrics_port);
-    ck_assert_int_eq(http("GET", url, "text/plain", NULL, &out), 200);
-    double sum = 0;
-    size_t nl = strlen(name);
-    for (char *line = out; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next)
-            *next = '\0'; /* the value is the last field of this line */
-        if (strncmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
-            char *sp = strrchr(line, ' ');
-            if (sp)
-                sum += strtod(sp + 1, NULL);
-        }
-        line = next ? next + 1 : NULL;
-    }
-    free(out);
-    return sum;
+    double sum = kop_test_scrape_sum(api_opts(), metrics_port, name, NULL);
+    return sum < 0 ? 0 : sum;
 }
 
 /* Count MyResources in the list that are converged (Available, current). */
@@ -726,7 +698,7 @@ END_TEST
 
 static bool have_kubectl;
 static long health_port;
-static char kubectl_bin[512], bash_bin[512];
+static char kubectl_bin[512];
 
 /* NAME looked up in $PATH (kop_test_spawn execs a path). */
 static bool find_prog(const char *name, char *buf, size_t len)
@@ -758,26 +730,6 @@ static int run(char *const argv[], char **ret_out)
     else
         free(out);
     return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *b64(const unsigned char *in, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((n + 2) / 3 * 4 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)in[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= in[i + 2];
-        out[o++] = tab[(v >> 18) & 63];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? tab[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
 }
 
 /* Copy manifests/base/NAME to the temp dir with "caBundle: <ca>" inserted
@@ -882,18 +834,11 @@ static void setup_admission(void)
         return;
 
     /* Dev certificates; the CRD with its conversion webhook's caBundle. */
-    char certs[600], script[1024], ca_file[700];
+    char certs[600], ca_file[700];
     snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
-    snprintf(script, sizeof(script), "%s/scripts/gen-certs.sh", getenv("KOP_SOURCE_ROOT"));
-    ck_assert(find_prog("bash", bash_bin, sizeof(bash_bin)));
-    char *gen[] = {bash_bin, script, certs, NULL};
-    ck_assert_int_eq(run(gen, NULL), 0);
+    kop_test_gen_certs(certs);
     snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
-    size_t ca_len = 0;
-    char *ca = kop_test_read_file(ca_file, &ca_len);
-    ck_assert_ptr_nonnull(ca);
-    char *ca_b64 = b64((const unsigned char *)ca, ca_len);
-    free(ca);
+    char *ca_b64 = kop_test_file_base64(ca_file);
     apply_with_ca("crd.yaml", ca_b64);
 
     /* A foreign Deployment "web" (no kop label) before kop starts. */
