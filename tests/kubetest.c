@@ -309,8 +309,7 @@ json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base
     return v;
 }
 
-double kop_test_scrape_sum(const struct kop_test_http_options *o, long port, const char *name,
-                           const char *label)
+char *kop_test_scrape(const struct kop_test_http_options *o, long port)
 {
     char url[128];
     char *out = NULL;
@@ -319,6 +318,13 @@ double kop_test_scrape_sum(const struct kop_test_http_options *o, long port, con
     mo.ca = mo.token = mo.ctype = NULL;
     long code = kop_test_http(&mo, "GET", url, NULL, &out);
     ck_assert_msg(code == 200, "GET /metrics on port %ld: %ld", port, code);
+    return out;
+}
+
+double kop_test_scrape_sum(const struct kop_test_http_options *o, long port, const char *name,
+                           const char *label)
+{
+    char *out = kop_test_scrape(o, port);
     double sum = kop_test_metric_sum(out, name, label);
     free(out);
     return sum;

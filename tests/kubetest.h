@@ -163,6 +163,13 @@ double kop_test_metric_sum(const char *text, const char *name, const char *label
 
 /*
  * GET http://127.0.0.1:port/metrics with o's settings (ca, token and ctype
+ * are not used): the test fails unless the answer is 200. Returns the text
+ * (malloc'd).
+ */
+char *kop_test_scrape(const struct kop_test_http_options *o, long port);
+
+/*
+ * GET http://127.0.0.1:port/metrics with o's settings (ca, token and ctype
  * are not used): the test fails unless the answer is 200. Returns
  * kop_test_metric_sum of the text.
  */

@@ -141,49 +141,17 @@ static json_t *api(const char *method, const char *path, const char *body, long 
 
 static void make_dev_certs(void)
 {
-    const char *root = getenv("KOP_SOURCE_ROOT");
-    ck_assert_ptr_nonnull(root);
     snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "bash '%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1", root, certs);
-    ck_assert_int_eq(system(cmd), 0);
+    kop_test_gen_certs(certs);
     char ca_file[600];
     snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
-    size_t n = 0;
-    char *ca = kop_test_read_file(ca_file, &n);
-    ck_assert_ptr_nonnull(ca);
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    dev_ca_b64 = calloc(1, 4 * ((n + 2) / 3) + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned char)ca[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned char)ca[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char)ca[i + 2];
-        dev_ca_b64[o++] = tbl[(v >> 18) & 63];
-        dev_ca_b64[o++] = tbl[(v >> 12) & 63];
-        dev_ca_b64[o++] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-        dev_ca_b64[o++] = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    free(ca);
+    dev_ca_b64 = kop_test_file_base64(ca_file);
 }
 
 static void install_api(void)
 {
-    static const char crd[] =
-        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-        "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
-        "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":"
-        "\"myresource\",\"kind\":\"MyResource\",\"shortNames\":[\"myr\"]},\"scope\":"
-        "\"Namespaced\",\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":true,"
-        "\"subresources\":{\"status\":{}},\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\","
-        "\"properties\":{\"spec\":{\"type\":\"object\",\"default\":{},\"properties\":{"
-        "\"replicas\":{\"type\":\"integer\",\"default\":1},\"image\":{\"type\":\"string\","
-        "\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\",\"default\":80},"
-        "\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},\"status\":{\"type\":"
-        "\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
-    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201));
+    json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    kop_test_myresource_crd, 201));
     char *vwc = NULL;
     int n = asprintf(
         &vwc,
@@ -456,12 +424,8 @@ START_TEST(test_tracing_reconcile_is_a_trace_with_client_children)
     json_decref(root);
 
     /* the exporter's counter */
-    char url[128];
-    char *text = NULL;
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", metrics_port);
     const struct kop_test_http_options o = {.timeout_s = 30};
-    long code = kop_test_http(&o, "GET", url, NULL, &text);
-    ck_assert_msg(code == 200, "GET %s: %ld", url, code);
+    char *text = kop_test_scrape(&o, metrics_port);
     ck_assert(kop_test_metric_value(text, "kop_trace_spans_exported_total") > 0);
     ck_assert(kop_test_metric_value(text, "kop_trace_spans_dropped_total{reason=\"queue_full\"}") ==
               0);
