@@ -404,7 +404,8 @@ void kop_test_gen_certs(const char *dir)
 const char kop_test_myresource_crd[] = MYR_CRD_HEAD ",\"shortNames\":[\"myr\"]" MYR_CRD_TAIL;
 const char kop_test_myresource_crd_no_short[] = MYR_CRD_HEAD MYR_CRD_TAIL;
 
-long kop_test_start_webhook_kop(struct kop_test_proc *p, const char *cert_dir, int timeout_ms)
+long kop_test_start_webhook_kop(struct kop_test_proc *p, bool *ret_started, const char *cert_dir,
+                                int timeout_ms)
 {
     char *argv[] = {(char *)kop_test_bin("kop"),
                     "--webhook-only",
@@ -418,6 +419,8 @@ long kop_test_start_webhook_kop(struct kop_test_proc *p, const char *cert_dir, i
                     "0",
                     NULL};
     ck_assert_int_eq(kop_test_spawn(p, argv), 0);
+    if (ret_started)
+        *ret_started = true;
     char *line = NULL;
     ck_assert_int_gt(kop_test_wait_for(p, 0, "\"msg\":\"serving webhook\"", timeout_ms, &line), 0);
     long port = kop_test_json_int(line, "port");

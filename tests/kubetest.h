@@ -208,10 +208,13 @@ extern const char kop_test_myresource_crd_no_short[];
 /*
  * Start `kop --webhook-only --cert-dir cert_dir --webhook-port 0` with
  * metrics and health probes off, and wait up to timeout_ms for its "serving
- * webhook" line. Returns the kernel-chosen webhook port; aborts the test
- * when kop cannot be started, logs no such line in time or no port.
+ * webhook" line. *ret_started (when not NULL) is set to true as soon as the
+ * process runs, so that a teardown stops it when the wait fails. Returns
+ * the kernel-chosen webhook port; aborts the test when kop cannot be
+ * started, logs no such line in time or no port.
  */
-long kop_test_start_webhook_kop(struct kop_test_proc *p, const char *cert_dir, int timeout_ms);
+long kop_test_start_webhook_kop(struct kop_test_proc *p, bool *ret_started, const char *cert_dir,
+                                int timeout_ms);
 
 /* Bytes of p's output so far (to wait for a line logged after now). */
 size_t kop_test_output_len(struct kop_test_proc *p);

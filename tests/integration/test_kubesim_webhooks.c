@@ -531,7 +531,7 @@ START_TEST(test_kubesim_webhooks_kop)
     fhook_stop(&fake_hook);
     char *certs = kop_test_path(tmpdir, "certs");
     struct kop_test_proc kop;
-    long port = kop_test_start_webhook_kop(&kop, certs, 10000);
+    long port = kop_test_start_webhook_kop(&kop, NULL, certs, 10000);
     char service[128];
     snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%ld", port);
     start_sim(service);

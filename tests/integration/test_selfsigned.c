@@ -76,25 +76,7 @@ static void teardown(void)
 
 static long start_kop(void)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--webhook-only",
-                    "--cert-dir",
-                    certs,
-                    "--webhook-port",
-                    "0",
-                    "--metrics-bind-address",
-                    "0",
-                    "--health-probe-bind-address",
-                    "0",
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
-    kop_running = true;
-    char *line = NULL;
-    ck_assert_int_gt(kop_test_wait_for(&kop, 0, "\"msg\":\"serving webhook\"", 10000, &line), 0);
-    long port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(port, 0);
-    return port;
+    return kop_test_start_webhook_kop(&kop, &kop_running, certs, 10000);
 }
 
 static void start_sim(long kop_port)
