@@ -20,18 +20,6 @@
 #define MYR_PATH "/apis/mygroup.example.com/v1/namespaces/" NS "/myresources"
 #define DEP_PATH "/apis/apps/v1/namespaces/" NS "/deployments"
 
-static const char crd[] =
-    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
-    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","
-    "\"kind\":\"MyResource\"},\"scope\":\"Namespaced\",\"versions\":[{"
-    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"
-    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
-    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},"
-    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\","
-    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
-    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
-
 static char *tmpdir;
 static char ca_path[1024], kc_path[1024], tok_path[1024], runs_path[1024];
 static struct kop_test_kubesim sim;
@@ -94,7 +82,8 @@ START_TEST(test_exec_plugin_kop_authenticates_and_refreshes)
     const struct kop_test_http_options o1 = {
         .ca = ca_path, .token = "tok-1", .ctype = "application/json", .attempts = 5};
     json_decref(kop_test_api(&o1, sim.url, "POST",
-                             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, 201));
+                             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                             kop_test_myresource_crd_no_short, 201));
 
     /* The kubeconfig names no token: only the plugin has one. */
     write_file(tok_path, "tok-1");
