@@ -48,8 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mbedtls/base64.h>
-
 #include "kop/selfsigned.h"
 
 #define TOKEN "migration-test-token"
@@ -122,24 +120,6 @@ static const char *jstr(const json_t *v, const char *a, const char *b)
 /* ---- processes --------------------------------------------------------------------------------
  */
 
-/* base64 of a PEM file (malloc'd). */
-static char *base64_file(const char *path)
-{
-    size_t len = 0;
-    char *pem = kop_test_read_file(path, &len);
-    ck_assert_ptr_nonnull(pem);
-    size_t olen = 0;
-    (void)mbedtls_base64_encode(NULL, 0, &olen, (const unsigned char *)pem, len);
-    char *b64 = malloc(olen + 1);
-    ck_assert_ptr_nonnull(b64);
-    ck_assert_int_eq(mbedtls_base64_encode((unsigned char *)b64, olen + 1, &olen,
-                                           (const unsigned char *)pem, len),
-                     0);
-    b64[olen] = '\0';
-    free(pem);
-    return b64;
-}
-
 /* v1 (storage, defaults as manifests/base/crd.yaml) and v2 (served), the
  * conversion webhook trusted through the webhook pair's CA. */
 static const char crd_fmt[] =
@@ -165,7 +145,7 @@ static void create_crd(void)
 {
     char pair_ca[700];
     snprintf(pair_ca, sizeof(pair_ca), "%s/ca.crt", certs);
-    char *b64 = base64_file(pair_ca);
+    char *b64 = kop_test_file_base64(pair_ca);
     size_t len = sizeof(crd_fmt) + strlen(b64);
     char *body = malloc(len);
     ck_assert_ptr_nonnull(body);
@@ -187,25 +167,7 @@ static void start(char *const *sim_args)
     const struct kop_selfsigned_options ss = {.cert_dir = certs};
     ck_assert_int_eq(kop_selfsigned_prepare(&ss), 0);
 
-    char *wargv[] = {(char *)kop_test_bin("kop"),
-                     "--webhook-only",
-                     "--cert-dir",
-                     certs,
-                     "--webhook-port",
-                     "0",
-                     "--metrics-bind-address",
-                     "0",
-                     "--health-probe-bind-address",
-                     "0",
-                     NULL};
-    ck_assert_int_eq(kop_test_spawn(&webhook, wargv), 0);
-    webhook_running = true;
-    char *line = NULL;
-    ck_assert_int_gt(kop_test_wait_for(&webhook, 0, "\"msg\":\"serving webhook\"", 15000, &line),
-                     0);
-    long port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(port, 0);
+    long port = kop_test_start_webhook_kop(&webhook, &webhook_running, certs, 15000);
 
     char service[128];
     snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%ld", port);
@@ -298,15 +260,8 @@ static void start_node(struct node *n, bool leader_elect)
 
 static double metric(const struct node *n, const char *name, const char *label)
 {
-    char url[128];
-    char *out = NULL;
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", n->metrics_port);
     const struct kop_test_http_options o = {.handle = curl, .timeout_s = 30, .attempts = 5};
-    long code = kop_test_http(&o, "GET", url, NULL, &out);
-    ck_assert_msg(code == 200, "GET /metrics: %ld", code);
-    double v = kop_test_metric_sum(out, name, label);
-    free(out);
-    return v;
+    return kop_test_scrape_sum(&o, n->metrics_port, name, label);
 }
 
 /* ---- objects ------------------------------------------------------------------------------------
