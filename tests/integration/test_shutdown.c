@@ -80,14 +80,6 @@ static long port_from(struct kop_test_proc *p, const char *msg)
     return port;
 }
 
-static void gen_certs(void)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "'%s/scripts/gen-certs.sh' '%s' >/dev/null 2>&1",
-             getenv("KOP_SOURCE_ROOT"), K.cert_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 /* kop --webhook-only with the given --shutdown-timeout and
  * --shutdown-delay. */
 static void start_webhook_kop_delay(const char *shutdown_timeout, const char *shutdown_delay)
@@ -125,7 +117,7 @@ static void setup(void)
     K.dir = kop_test_tmpdir();
     snprintf(K.cert_dir, sizeof(K.cert_dir), "%s/certs", K.dir);
     snprintf(K.ca, sizeof(K.ca), "%s/ca.crt", K.cert_dir);
-    gen_certs();
+    kop_test_gen_certs(K.cert_dir);
 }
 
 static void teardown(void)
@@ -734,18 +726,6 @@ END_TEST
 #define TOKEN "shutdown-test-token"
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/default/leases/kop-leader"
 
-static const char crd[] =
-    "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-    "\"metadata\":{\"name\":\"myresources.mygroup.example.com\"},\"spec\":{\"group\":"
-    "\"mygroup.example.com\",\"names\":{\"plural\":\"myresources\",\"singular\":\"myresource\","
-    "\"kind\":\"MyResource\"},\"scope\":\"Namespaced\",\"versions\":[{"
-    "\"name\":\"v1\",\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},"
-    "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
-    "\"object\",\"default\":{},\"properties\":{\"replicas\":{\"type\":\"integer\",\"default\":1},"
-    "\"image\":{\"type\":\"string\",\"default\":\"nginx:1.14.2\"},\"port\":{\"type\":\"integer\","
-    "\"default\":80},\"serviceType\":{\"type\":\"string\",\"default\":\"ClusterIP\"}}},"
-    "\"status\":{\"type\":\"object\",\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}";
-
 static char sim_ca[600];
 
 /* A request to kubesim; returns the code, *ret_body malloc'd. */
@@ -768,8 +748,9 @@ static void start_sim_with_crd(char *kc, size_t kc_len)
         .listen = "127.0.0.1:0", .kubeconfig = kc, .ca = sim_ca, .token = TOKEN, .args = sargs};
     kop_test_kubesim_start(&sim, &so);
     sim_running = true;
-    ck_assert_int_eq(
-        sim_req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, NULL), 201);
+    ck_assert_int_eq(sim_req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                             kop_test_myresource_crd_no_short, NULL),
+                     201);
 }
 
 /* The whole operator: webhooks, reconciler, leader election (Lease in
