@@ -384,6 +384,30 @@ void kop_test_gen_certs(const char *dir)
     ck_assert_int_eq(system(cmd), 0);
 }
 
+void kop_test_certs_make(struct kop_test_certs *c, const char *dir)
+{
+    memset(c, 0, sizeof(*c));
+    kop_test_gen_certs(dir);
+    char *crt = kop_test_path(dir, "tls.crt"), *key = kop_test_path(dir, "tls.key");
+    char *ca = kop_test_path(dir, "ca.crt");
+    c->crt_pem = kop_test_read_file(crt, NULL);
+    c->key_pem = kop_test_read_file(key, NULL);
+    ck_assert_ptr_nonnull(c->crt_pem);
+    ck_assert_ptr_nonnull(c->key_pem);
+    c->ca_b64 = kop_test_file_base64(ca);
+    free(crt);
+    free(key);
+    free(ca);
+}
+
+void kop_test_certs_free(struct kop_test_certs *c)
+{
+    free(c->crt_pem);
+    free(c->key_pem);
+    free(c->ca_b64);
+    memset(c, 0, sizeof(*c));
+}
+
 /* ---- kop processes ----------------------------------------------------------------------------
  */
 

@@ -195,6 +195,20 @@ char *kop_test_file_base64(const char *path);
  */
 void kop_test_gen_certs(const char *dir);
 
+/* Development certificates made by kop_test_certs_make. */
+struct kop_test_certs {
+    char *crt_pem; /* tls.crt */
+    char *key_pem; /* tls.key */
+    char *ca_b64;  /* ca.crt in base64, as a webhook's caBundle */
+};
+
+/* kop_test_gen_certs(dir), then read its files into *c (malloc'd). Aborts
+ * the test when one cannot be read. */
+void kop_test_certs_make(struct kop_test_certs *c, const char *dir);
+
+/* Free c's buffers and zero it. */
+void kop_test_certs_free(struct kop_test_certs *c);
+
 /* ---- kop processes ----------------------------------------------------------------------------
  */
 

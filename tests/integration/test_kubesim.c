@@ -1407,20 +1407,12 @@ START_TEST(test_kubesim_service_map_runtime)
 {
     /* Two webhooks with the same certificate, on kernel-chosen ports. */
     char *certs = kop_test_path(tmpdir, "certs");
-    kop_test_gen_certs(certs);
-    char *crt = kop_test_path(certs, "tls.crt"), *key = kop_test_path(certs, "tls.key");
-    char *ca = kop_test_path(certs, "ca.crt");
-    char *crt_pem = kop_test_read_file(crt, NULL), *key_pem = kop_test_read_file(key, NULL);
-    size_t ca_len = 0;
-    char *ca_pem = kop_test_read_file(ca, &ca_len);
-    ck_assert_ptr_nonnull(crt_pem);
-    ck_assert_ptr_nonnull(key_pem);
-    ck_assert_ptr_nonnull(ca_pem);
-    char *bundle = kop_test_base64(ca_pem, ca_len);
+    struct kop_test_certs dev;
+    kop_test_certs_make(&dev, certs);
     struct hook hooks[2];
     memset(hooks, 0, sizeof(hooks));
     for (int i = 0; i < 2; i++)
-        fhook_start(&hooks[i].f, crt_pem, key_pem, 0, hook_answer, &hooks[i]);
+        fhook_start(&hooks[i].f, dev.crt_pem, dev.key_pem, 0, hook_answer, &hooks[i]);
 
     /* No --service at start: the list is empty and the Service unknown. */
     json_t *l = request_json("GET", "/_kubesim/services", NULL, 200);
@@ -1437,7 +1429,7 @@ START_TEST(test_kubesim_service_map_runtime)
                      "\"/validate\",\"port\":443}},\"rules\":[{\"apiGroups\":[\"\"],"
                      "\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":["
                      "\"configmaps\"]}],\"objectSelector\":{\"matchLabels\":{\"hook\":\"yes\"}}}]}",
-                     bundle);
+                     dev.ca_b64);
     ck_assert_int_gt(n, 0);
     json_decref(request_json(
         "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", vwc, 201));
@@ -1516,13 +1508,7 @@ START_TEST(test_kubesim_service_map_runtime)
         fhook_free(&hooks[i].f);
     }
     free(vwc);
-    free(bundle);
-    free(crt);
-    free(key);
-    free(ca);
-    free(crt_pem);
-    free(key_pem);
-    free(ca_pem);
+    kop_test_certs_free(&dev);
     free(certs);
 }
 END_TEST

@@ -73,14 +73,14 @@ static void hook_answer(void *ud, const struct fhook_request *rq, struct fhook_a
     }
 }
 
-static char *crt_pem, *key_pem, *bundle;
+static struct kop_test_certs dev; /* the webhooks' certificate and CA */
 
 /* idle_s > 0: the endpoint closes connections idle that long. */
 static void hook_start(struct hook *h, unsigned int idle_s)
 {
     h->traceparents = json_array();
     h->f.linger0 = h->linger0;
-    fhook_start(&h->f, crt_pem, key_pem, idle_s, hook_answer, h);
+    fhook_start(&h->f, dev.crt_pem, dev.key_pem, idle_s, hook_answer, h);
     snprintf(h->addr, sizeof(h->addr), "%s", h->f.addr);
 }
 
@@ -147,7 +147,7 @@ static void start_sim(char **args)
                      "\"/validate\",\"port\":443}},\"rules\":[{\"apiGroups\":[\"\"],"
                      "\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":["
                      "\"configmaps\"]}]}]}",
-                     bundle);
+                     dev.ca_b64);
     ck_assert_int_gt(n, 0);
     struct kop_test_http_options o2 = opts();
     json_decref(kop_test_api(
@@ -218,21 +218,7 @@ static void setup(void)
     ck_assert_ptr_nonnull(tmpdir);
     ca_path = kop_test_path(tmpdir, "kubesim-ca.pem");
     char *certs = kop_test_path(tmpdir, "certs");
-    kop_test_gen_certs(certs);
-    char *crt = kop_test_path(certs, "tls.crt"), *key = kop_test_path(certs, "tls.key");
-    char *ca = kop_test_path(certs, "ca.crt");
-    size_t ca_len = 0;
-    crt_pem = kop_test_read_file(crt, NULL);
-    key_pem = kop_test_read_file(key, NULL);
-    char *ca_pem = kop_test_read_file(ca, &ca_len);
-    ck_assert_ptr_nonnull(crt_pem);
-    ck_assert_ptr_nonnull(key_pem);
-    ck_assert_ptr_nonnull(ca_pem);
-    bundle = kop_test_base64(ca_pem, ca_len);
-    free(ca_pem);
-    free(crt);
-    free(key);
-    free(ca);
+    kop_test_certs_make(&dev, certs);
     free(certs);
 }
 
@@ -244,9 +230,7 @@ static void teardown(void)
     kop_test_rmdir(tmpdir);
     free(tmpdir);
     free(ca_path);
-    free(crt_pem);
-    free(key_pem);
-    free(bundle);
+    kop_test_certs_free(&dev);
     curl_global_cleanup();
 }
 

@@ -208,18 +208,11 @@ static void setup(void)
     ck_assert_ptr_nonnull(tmpdir);
     ca_path = kop_test_path(tmpdir, "kubesim-ca.pem");
     char *certs = kop_test_path(tmpdir, "certs");
-    kop_test_gen_certs(certs);
-    char *crt = kop_test_path(certs, "tls.crt"), *key = kop_test_path(certs, "tls.key");
-    char *ca = kop_test_path(certs, "ca.crt");
-    char *crt_pem = kop_test_read_file(crt, NULL), *key_pem = kop_test_read_file(key, NULL);
-    size_t ca_len = 0;
-    char *ca_pem = kop_test_read_file(ca, &ca_len);
-    ck_assert_ptr_nonnull(crt_pem);
-    ck_assert_ptr_nonnull(key_pem);
-    ck_assert_ptr_nonnull(ca_pem);
-    /* base64 of the CA for caBundle */
-    dev_ca_b64 = kop_test_base64(ca_pem, ca_len);
-    fhook_start(&fake_hook, crt_pem, key_pem, 0, fake_answer, NULL);
+    struct kop_test_certs dev;
+    kop_test_certs_make(&dev, certs);
+    dev_ca_b64 = dev.ca_b64; /* caBundle, freed by the teardown */
+    dev.ca_b64 = NULL;
+    fhook_start(&fake_hook, dev.crt_pem, dev.key_pem, 0, fake_answer, NULL);
     fake_port = fake_hook.port;
     char service[128];
     snprintf(service, sizeof(service), "kop-system/kop-webhook-service=127.0.0.1:%u", fake_port);
@@ -228,12 +221,7 @@ static void setup(void)
     fake.conversions = fake.admissions = 0;
     fake.calls_a = fake.calls_b = 0;
     fake.bad_patch_type = false;
-    free(crt);
-    free(key);
-    free(ca);
-    free(crt_pem);
-    free(key_pem);
-    free(ca_pem);
+    kop_test_certs_free(&dev);
     free(certs);
 }
 
