@@ -446,13 +446,9 @@ static void *load_main(void *arg)
     return NULL;
 }
 
-static char *served_serial(void)
+/* The first line cmd prints (malloc'd, "" when none). */
+static char *first_line_of(const char *cmd)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "openssl s_client -connect 127.0.0.1:%d -servername localhost </dev/null "
-             "2>/dev/null | openssl x509 -noout -serial 2>/dev/null",
-             K.port);
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
     char line[256] = "";
@@ -462,17 +458,21 @@ static char *served_serial(void)
     return strdup(line);
 }
 
+static char *served_serial(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "openssl s_client -connect 127.0.0.1:%d -servername localhost </dev/null "
+             "2>/dev/null | openssl x509 -noout -serial 2>/dev/null",
+             K.port);
+    return first_line_of(cmd);
+}
+
 static char *file_serial(const char *path)
 {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "openssl x509 -noout -serial -in '%s'", path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    char line[256] = "";
-    if (!fgets(line, sizeof(line), f))
-        line[0] = '\0';
-    pclose(f);
-    return strdup(line);
+    return first_line_of(cmd);
 }
 
 START_TEST(test_webhook_tls_concurrent_clients_and_cert_rotation)
