@@ -37,6 +37,31 @@ bool kop_test_eventually(kop_test_cond_fn cond, const void *arg, long timeout_ms
     return cond(arg);
 }
 
+/* ---- a suite's scratch state ------------------------------------------------------------- */
+
+void kop_test_scratch_init(struct kop_test_scratch *s)
+{
+    memset(s, 0, sizeof(*s));
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    s->curl = curl_easy_init();
+    ck_assert_ptr_nonnull(s->curl);
+    s->dir = kop_test_tmpdir();
+    ck_assert_ptr_nonnull(s->dir);
+    snprintf(s->ca, sizeof(s->ca), "%s/ca.pem", s->dir);
+    snprintf(s->kubeconfig, sizeof(s->kubeconfig), "%s/kubeconfig", s->dir);
+}
+
+void kop_test_scratch_free(struct kop_test_scratch *s)
+{
+    if (s->curl)
+        curl_easy_cleanup(s->curl);
+    if (s->dir)
+        kop_test_rmdir(s->dir);
+    free(s->dir);
+    memset(s, 0, sizeof(*s));
+    curl_global_cleanup();
+}
+
 /* ---- kubesim ----------------------------------------------------------------------------- */
 
 #define KUBESIM_MAX_ARGS 64

@@ -42,6 +42,24 @@ typedef bool (*kop_test_cond_fn)(const void *arg);
  */
 bool kop_test_eventually(kop_test_cond_fn cond, const void *arg, long timeout_ms);
 
+/* ---- a suite's scratch state ------------------------------------------------------------- */
+
+/* What a kubesim-based fixture starts with. */
+struct kop_test_scratch {
+    char *dir;            /* a fresh temporary directory */
+    char ca[512];         /* dir/ca.pem, for kubesim's --ca-out */
+    char kubeconfig[512]; /* dir/kubeconfig, for kubesim's --kubeconfig-out */
+    CURL *curl;           /* a handle for kop_test_http_options.handle */
+};
+
+/* curl_global_init, then a fresh s (aborts the test when the directory
+ * cannot be made). */
+void kop_test_scratch_init(struct kop_test_scratch *s);
+
+/* Clean up the handle, remove and free the directory, zero s, then
+ * curl_global_cleanup. */
+void kop_test_scratch_free(struct kop_test_scratch *s);
+
 /* ---- kubesim ----------------------------------------------------------------------------- */
 
 struct kop_test_kubesim_options {

@@ -73,9 +73,7 @@ struct node {
 static struct node nodes[MAX_NODES];
 static struct kop_test_kubesim sim;
 static bool sim_running;
-static char *tmpdir;
-static char ca_path[512], kc_path[512];
-static CURL *curl;
+static struct kop_test_scratch fx;
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
 
@@ -83,8 +81,8 @@ static const struct kop_test_http_options *api_opts(void)
 {
     static struct kop_test_http_options o;
     o = (struct kop_test_http_options){
-        .handle = curl,
-        .ca = ca_path,
+        .handle = fx.curl,
+        .ca = fx.ca,
         .token = TOKEN,
         .timeout_s = 10,
     };
@@ -164,8 +162,8 @@ static void start_sim(void)
 {
     char *args[] = {"--deployment-ready-delay", "100ms", "--bookmark-interval", "500ms", NULL};
     const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = kc_path,
-                                               .ca = ca_path,
+                                               .kubeconfig = fx.kubeconfig,
+                                               .ca = fx.ca,
                                                .token = TOKEN,
                                                .args = args};
     kop_test_kubesim_start(&sim, &o);
@@ -190,7 +188,7 @@ static void start_node(struct node *n, const struct timing *t)
                     "--leader-election-retry-period",
                     (char *)t->retry,
                     "--kubeconfig",
-                    kc_path,
+                    fx.kubeconfig,
                     "--metrics-bind-address",
                     "127.0.0.1:0",
                     "--health-probe-bind-address",
@@ -229,11 +227,7 @@ static int stop_node(struct node *n, int sig)
 
 static void setup(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    curl = curl_easy_init();
-    tmpdir = kop_test_tmpdir();
-    snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", tmpdir);
-    snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
+    kop_test_scratch_init(&fx);
     memset(nodes, 0, sizeof(nodes));
     start_sim();
 }
@@ -247,11 +241,7 @@ static void teardown(void)
         sim_running = false;
         kop_test_kubesim_stop(&sim, SIGTERM, 10000);
     }
-    curl_easy_cleanup(curl);
-    curl = NULL;
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    curl_global_cleanup();
+    kop_test_scratch_free(&fx);
 }
 
 /* Wait until exactly one of the first count nodes reports master status 1

@@ -51,10 +51,8 @@
 static struct kop_test_kubesim sim;
 static struct kop_test_proc kop;
 static bool kop_running;
-static char *tmpdir;
-static char ca_path[512], kc_path[512];
+static struct kop_test_scratch fx;
 static long metrics_port;
-static CURL *curl;
 
 /* ---- HTTP -------------------------------------------------------------------------- */
 
@@ -63,8 +61,8 @@ static CURL *curl;
 static long http(const char *method, const char *url, const char *ctype, const char *body,
                  char **ret_body)
 {
-    const struct kop_test_http_options o = {.handle = curl,
-                                            .ca = ca_path,
+    const struct kop_test_http_options o = {.handle = fx.curl,
+                                            .ca = fx.ca,
                                             .token = TOKEN,
                                             .ctype = ctype ? ctype : "application/json",
                                             .timeout_s = 30,
@@ -76,8 +74,8 @@ static const struct kop_test_http_options *api_opts(void)
 {
     static struct kop_test_http_options o;
     o = (struct kop_test_http_options){
-        .handle = curl,
-        .ca = ca_path,
+        .handle = fx.curl,
+        .ca = fx.ca,
         .token = TOKEN,
         .timeout_s = 30,
         .attempts = 20,
@@ -151,8 +149,8 @@ static void start_sim_bare(void)
                     "100000",
                     NULL};
     const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = kc_path,
-                                               .ca = ca_path,
+                                               .kubeconfig = fx.kubeconfig,
+                                               .ca = fx.ca,
                                                .token = TOKEN,
                                                .args = args};
     kop_test_kubesim_start(&sim, &o);
@@ -172,7 +170,7 @@ static void start_kop_ns(const char *ns)
                     "--namespace",
                     (char *)(ns ? ns : ""),
                     "--kubeconfig",
-                    kc_path,
+                    fx.kubeconfig,
                     "--metrics-bind-address",
                     "127.0.0.1:0",
                     "--health-probe-bind-address",
@@ -207,12 +205,7 @@ static void start_kop(void)
 
 static void setup(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    curl = curl_easy_init();
-    tmpdir = kop_test_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", tmpdir);
-    snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
+    kop_test_scratch_init(&fx);
     start_sim();
     start_kop();
 }
@@ -225,11 +218,7 @@ static void teardown(void)
         ck_assert_msg(st == 0, "kop exit status %d", st);
     }
     ck_assert_int_eq(kop_test_kubesim_stop(&sim, SIGTERM, 10000), 0);
-    curl_easy_cleanup(curl);
-    curl = NULL;
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    curl_global_cleanup();
+    kop_test_scratch_free(&fx);
 }
 
 /* ---- helpers on objects ------------------------------------------------------------------ */
@@ -740,7 +729,7 @@ static void apply_with_ca(const char *name, const char *ca_b64)
 {
     char src[1024], dst[1024];
     snprintf(src, sizeof(src), "%s/manifests/base/%s", getenv("KOP_SOURCE_ROOT"), name);
-    snprintf(dst, sizeof(dst), "%s/%s", tmpdir, name);
+    snprintf(dst, sizeof(dst), "%s/%s", fx.dir, name);
     char *text = kop_test_read_file(src, NULL);
     ck_assert_msg(text, "cannot read %s", src);
     FILE *f = fopen(dst, "w");
@@ -759,9 +748,9 @@ static void apply_with_ca(const char *name, const char *ca_b64)
     fclose(f);
     free(text);
     char cache[600];
-    snprintf(cache, sizeof(cache), "%s/kcache", tmpdir);
-    char *argv[] = {kubectl_bin, "--kubeconfig", kc_path, "--cache-dir", cache,
-                    "apply",     "-f",           dst,     NULL};
+    snprintf(cache, sizeof(cache), "%s/kcache", fx.dir);
+    char *argv[] = {kubectl_bin, "--kubeconfig", fx.kubeconfig, "--cache-dir", cache,
+                    "apply",     "-f",           dst,           NULL};
     char *out = NULL;
     int rc = run(argv, &out);
     ck_assert_msg(rc == 0, "kubectl apply %s: %d: %s", name, rc, out);
@@ -773,8 +762,8 @@ static void apply_with_ca(const char *name, const char *ca_b64)
 static int kubectl_create_myr(const char *name, char **ret_out)
 {
     char path[600], cache[600];
-    snprintf(path, sizeof(path), "%s/myr-%s.yaml", tmpdir, name);
-    snprintf(cache, sizeof(cache), "%s/kcache", tmpdir);
+    snprintf(path, sizeof(path), "%s/myr-%s.yaml", fx.dir, name);
+    snprintf(cache, sizeof(cache), "%s/kcache", fx.dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f,
@@ -782,8 +771,8 @@ static int kubectl_create_myr(const char *name, char **ret_out)
             "  namespace: default\nspec:\n  replicas: 1\n  image: nginx:1.14.2\n",
             name);
     fclose(f);
-    char *argv[] = {kubectl_bin, "--kubeconfig", kc_path, "--cache-dir", cache,
-                    "create",    "-f",           path,    NULL};
+    char *argv[] = {kubectl_bin, "--kubeconfig", fx.kubeconfig, "--cache-dir", cache,
+                    "create",    "-f",           path,          NULL};
     return run(argv, ret_out);
 }
 
@@ -821,12 +810,7 @@ static bool dry_create_is(const void *arg)
 
 static void setup_admission(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    curl = curl_easy_init();
-    tmpdir = kop_test_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", tmpdir);
-    snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
+    kop_test_scratch_init(&fx);
     start_sim_bare();
     char *ver[] = {kubectl_bin, "version", "--client=true", NULL};
     have_kubectl = find_prog("kubectl", kubectl_bin, sizeof(kubectl_bin)) && run(ver, NULL) == 0;
@@ -835,7 +819,7 @@ static void setup_admission(void)
 
     /* Dev certificates; the CRD with its conversion webhook's caBundle. */
     char certs[600], ca_file[700];
-    snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
+    snprintf(certs, sizeof(certs), "%s/certs", fx.dir);
     kop_test_gen_certs(certs);
     snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
     char *ca_b64 = kop_test_file_base64(ca_file);
@@ -853,7 +837,7 @@ static void setup_admission(void)
     /* ONE kop: webhooks and controller. */
     char *argv[] = {(char *)kop_test_bin("kop"),
                     "--kubeconfig",
-                    kc_path,
+                    fx.kubeconfig,
                     "--cert-dir",
                     certs,
                     "--webhook-port",

@@ -59,15 +59,13 @@ struct node {
 static struct node nodes[MAX_NODES];
 static struct kop_test_kubesim sim;
 static bool sim_running;
-static char *tmpdir;
-static char ca_path[512], kc_path[512];
-static CURL *curl;
+static struct kop_test_scratch fx;
 
 static const struct kop_test_http_options *api_opts(void)
 {
     static struct kop_test_http_options o;
     o = (struct kop_test_http_options){
-        .handle = curl, .ca = ca_path, .token = TOKEN, .timeout_s = 10};
+        .handle = fx.curl, .ca = fx.ca, .token = TOKEN, .timeout_s = 10};
     return &o;
 }
 
@@ -97,7 +95,7 @@ static void start_node_with(struct node *n, int index, const char *cert_dir, lon
                     "--leader-election-retry-period",
                     "500ms",
                     "--kubeconfig",
-                    kc_path,
+                    fx.kubeconfig,
                     "--metrics-bind-address",
                     "127.0.0.1:0",
                     "--health-probe-bind-address",
@@ -153,11 +151,7 @@ static void stop_node(struct node *n, int sig)
 
 static void setup(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    curl = curl_easy_init();
-    tmpdir = kop_test_tmpdir();
-    snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", tmpdir);
-    snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
+    kop_test_scratch_init(&fx);
     memset(nodes, 0, sizeof(nodes));
     char *args[] = {"--deployment-ready-delay",
                     "100ms",
@@ -167,8 +161,8 @@ static void setup(void)
                     "0s",
                     NULL};
     const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = kc_path,
-                                               .ca = ca_path,
+                                               .kubeconfig = fx.kubeconfig,
+                                               .ca = fx.ca,
                                                .token = TOKEN,
                                                .args = args};
     kop_test_kubesim_start(&sim, &o);
@@ -188,11 +182,7 @@ static void teardown(void)
         sim_running = false;
         kop_test_kubesim_stop(&sim, SIGTERM, 10000);
     }
-    curl_easy_cleanup(curl);
-    curl = NULL;
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    curl_global_cleanup();
+    kop_test_scratch_free(&fx);
 }
 
 static const char *label_of(const json_t *obj, const char *key)
@@ -450,7 +440,7 @@ END_TEST
 START_TEST(test_sharding_webhook_labels_at_create)
 {
     char certs[1024];
-    snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
+    snprintf(certs, sizeof(certs), "%s/certs", fx.dir);
     kop_test_gen_certs(certs);
     long port0 = 0, port1 = 0;
     start_node_with(&nodes[0], 0, certs, &port0);

@@ -44,8 +44,8 @@ static struct kop_test_kubesim sim;
 static struct kop_test_proc kop;
 static bool kop_running;
 static struct fsrv receiver;
-static char *tmpdir;
-static char ca_path[512], kc_path[512], certs[512];
+static struct kop_test_scratch fx;
+static char certs[512];
 static char *dev_ca_b64;
 static long metrics_port;
 
@@ -128,7 +128,7 @@ static json_t *find_span(const char *trace_id, int kind, const char *name)
 static const struct kop_test_http_options *api_opts(void)
 {
     static struct kop_test_http_options o;
-    o = (struct kop_test_http_options){.ca = ca_path, .token = TOKEN, .timeout_s = 30};
+    o = (struct kop_test_http_options){.ca = fx.ca, .token = TOKEN, .timeout_s = 30};
     return &o;
 }
 
@@ -141,7 +141,7 @@ static json_t *api(const char *method, const char *path, const char *body, long 
 
 static void make_dev_certs(void)
 {
-    snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
+    snprintf(certs, sizeof(certs), "%s/certs", fx.dir);
     kop_test_gen_certs(certs);
     char ca_file[600];
     snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
@@ -175,7 +175,7 @@ static void start_kop(void)
     char *endpoint = fsrv_url(&receiver);
     char *argv[] = {(char *)kop_test_bin("kop"),
                     "--kubeconfig",
-                    kc_path,
+                    fx.kubeconfig,
                     "--cert-dir",
                     certs,
                     "--webhook-port",
@@ -220,18 +220,14 @@ static void start_kop(void)
 
 static void setup(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    tmpdir = kop_test_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    snprintf(ca_path, sizeof(ca_path), "%s/ca.pem", tmpdir);
-    snprintf(kc_path, sizeof(kc_path), "%s/kubeconfig", tmpdir);
+    kop_test_scratch_init(&fx);
     make_dev_certs();
     spans = json_array();
     fsrv_start(&receiver, on_traces, NULL);
     char *args[] = {"--tracing", "--deployment-ready-delay", "100ms", NULL};
     const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = kc_path,
-                                               .ca = ca_path,
+                                               .kubeconfig = fx.kubeconfig,
+                                               .ca = fx.ca,
                                                .token = TOKEN,
                                                .args = args};
     kop_test_kubesim_start(&sim, &o);
@@ -252,9 +248,7 @@ static void teardown(void)
     spans = NULL;
     free(dev_ca_b64);
     dev_ca_b64 = NULL;
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    curl_global_cleanup();
+    kop_test_scratch_free(&fx);
 }
 
 /* ---- tests ----------------------------------------------------------------------------- */
