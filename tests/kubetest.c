@@ -108,6 +108,17 @@ void kop_test_kubesim_start(struct kop_test_kubesim *ks, const struct kop_test_k
     free(line);
 }
 
+void kop_test_scratch_kubesim(const struct kop_test_scratch *s, struct kop_test_kubesim *ks,
+                              const char *token, char *const *args)
+{
+    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
+                                               .kubeconfig = s->kubeconfig,
+                                               .ca = s->ca,
+                                               .token = token,
+                                               .args = args};
+    kop_test_kubesim_start(ks, &o);
+}
+
 int kop_test_kubesim_stop(struct kop_test_kubesim *ks, int sig, int timeout_ms)
 {
     return kop_test_stop(&ks->proc, sig, timeout_ms);

@@ -91,6 +91,11 @@ struct kop_test_kubesim {
  */
 void kop_test_kubesim_start(struct kop_test_kubesim *ks, const struct kop_test_kubesim_options *o);
 
+/* kop_test_kubesim_start listening on 127.0.0.1:0 (strict fields), writing
+ * its CA and kubeconfig to s's paths, with token and args (may be NULL). */
+void kop_test_scratch_kubesim(const struct kop_test_scratch *s, struct kop_test_kubesim *ks,
+                              const char *token, char *const *args);
+
 /* Send sig and wait up to timeout_ms (kop_test_stop); returns the wait status. */
 int kop_test_kubesim_stop(struct kop_test_kubesim *ks, int sig, int timeout_ms);
 

@@ -161,12 +161,7 @@ static bool lease_holder(char *buf, size_t len, json_int_t *ret_transitions)
 static void start_sim(void)
 {
     char *args[] = {"--deployment-ready-delay", "100ms", "--bookmark-interval", "500ms", NULL};
-    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = fx.kubeconfig,
-                                               .ca = fx.ca,
-                                               .token = TOKEN,
-                                               .args = args};
-    kop_test_kubesim_start(&sim, &o);
+    kop_test_scratch_kubesim(&fx, &sim, TOKEN, args);
     sim_running = true;
     json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                     kop_test_myresource_crd, 201));

@@ -148,12 +148,7 @@ static void start_sim_bare(void)
                     "--history-size",
                     "100000",
                     NULL};
-    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = fx.kubeconfig,
-                                               .ca = fx.ca,
-                                               .token = TOKEN,
-                                               .args = args};
-    kop_test_kubesim_start(&sim, &o);
+    kop_test_scratch_kubesim(&fx, &sim, TOKEN, args);
 }
 
 static void start_sim(void)

@@ -160,12 +160,7 @@ static void setup(void)
                     "--endpoint-propagation-delay",
                     "0s",
                     NULL};
-    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = fx.kubeconfig,
-                                               .ca = fx.ca,
-                                               .token = TOKEN,
-                                               .args = args};
-    kop_test_kubesim_start(&sim, &o);
+    kop_test_scratch_kubesim(&fx, &sim, TOKEN, args);
     sim_running = true;
     json_decref(api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                     kop_test_myresource_crd, 201));

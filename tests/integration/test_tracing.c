@@ -225,12 +225,7 @@ static void setup(void)
     spans = json_array();
     fsrv_start(&receiver, on_traces, NULL);
     char *args[] = {"--tracing", "--deployment-ready-delay", "100ms", NULL};
-    const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0",
-                                               .kubeconfig = fx.kubeconfig,
-                                               .ca = fx.ca,
-                                               .token = TOKEN,
-                                               .args = args};
-    kop_test_kubesim_start(&sim, &o);
+    kop_test_scratch_kubesim(&fx, &sim, TOKEN, args);
     install_api();
     start_kop();
 }
