@@ -330,6 +330,20 @@ json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, co
     return v;
 }
 
+struct kop_test_resp kop_test_api_resp(const struct kop_test_http_options *o, const char *base,
+                                       const char *method, const char *path, const char *body)
+{
+    char url[2048];
+    struct kop_test_resp r;
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    struct kop_test_http_options po = *o;
+    if (!po.ctype)
+        po.ctype = "application/json";
+    kop_test_request(&po, method, url, body, &r);
+    ck_assert_msg(r.rc == CURLE_OK, "%s %s: %s", method, path, curl_easy_strerror(r.rc));
+    return r;
+}
+
 json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base, const char *path)
 {
     char url[1024];

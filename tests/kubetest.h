@@ -164,6 +164,15 @@ long kop_test_request(const struct kop_test_http_options *o, const char *method,
 json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, const char *method,
                      const char *path, const char *body, long want);
 
+/*
+ * kop_test_request to base+path with o's settings (ctype NULL:
+ * application/json, as kop_test_api): the whole answer, whatever its code;
+ * the test fails when none came (curl's result is not CURLE_OK). Free with
+ * kop_test_resp_free.
+ */
+struct kop_test_resp kop_test_api_resp(const struct kop_test_http_options *o, const char *base,
+                                       const char *method, const char *path, const char *body);
+
 /* GET base+path: the parsed object (@ref new), NULL on 404; any other
  * answer fails the test. */
 json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base, const char *path);

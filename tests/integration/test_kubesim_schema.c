@@ -31,16 +31,9 @@ static char *ca_path;
 static struct kop_test_resp request_at(const char *base, const char *method, const char *path,
                                        const char *ctype, const char *body)
 {
-    struct kop_test_resp r;
-    char url[2048];
-    snprintf(url, sizeof(url), "%s%s", base, path);
-    const struct kop_test_http_options o = {.ca = ca_path,
-                                            .token = TOKEN,
-                                            .ctype = ctype ? ctype : "application/json",
-                                            .timeout_s = 30};
-    kop_test_request(&o, method, url, body, &r);
-    ck_assert_int_eq(r.rc, CURLE_OK);
-    return r;
+    const struct kop_test_http_options o = {
+        .ca = ca_path, .token = TOKEN, .ctype = ctype, .timeout_s = 30};
+    return kop_test_api_resp(&o, base, method, path, body);
 }
 
 static struct kop_test_resp request(const char *method, const char *path, const char *body)

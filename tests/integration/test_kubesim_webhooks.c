@@ -171,16 +171,9 @@ static unsigned int fake_port;
 static struct kop_test_resp request(const char *method, const char *path, const char *ctype,
                                     const char *body)
 {
-    struct kop_test_resp r;
-    char url[1024];
-    snprintf(url, sizeof(url), "%s%s", sim.url, path);
-    const struct kop_test_http_options o = {.ca = ca_path,
-                                            .token = TOKEN,
-                                            .ctype = ctype ? ctype : "application/json",
-                                            .timeout_s = 30};
-    kop_test_request(&o, method, url, body, &r);
-    ck_assert_int_eq(r.rc, CURLE_OK);
-    return r;
+    const struct kop_test_http_options o = {
+        .ca = ca_path, .token = TOKEN, .ctype = ctype, .timeout_s = 30};
+    return kop_test_api_resp(&o, sim.url, method, path, body);
 }
 
 static void expect(const char *method, const char *path, const char *body, long code,
