@@ -207,9 +207,11 @@ static void on_started_leading(void *ud)
 static void on_stopped_leading(void *ud)
 {
     struct kop_manager *m = ud;
-    kop_log(KOP_LOG_WARN, "leader", "lost the lease, reconciling stopped", NULL);
     kop_migrator_set_leading(m->migrator, false);
     kop_controller_set_leading(m->controller, false);
+    /* Logged once it is true: the reconciles in flight were aborted and
+     * waited for (bounded by the controller's drain time). */
+    kop_log(KOP_LOG_WARN, "leader", "lost the lease, reconciling stopped", NULL);
 }
 
 static void on_new_leader(void *ud, const char *identity)
@@ -231,10 +233,10 @@ static void on_joined(void *ud)
 static void on_left(void *ud)
 {
     struct kop_manager *m = ud;
+    kop_controller_set_leading(m->controller, false);
     kop_log(KOP_LOG_WARN, "sharder",
             "left the shard members (stopping, or the Lease was not renewed), reconciling stopped",
             NULL);
-    kop_controller_set_leading(m->controller, false);
 }
 
 /* With --sharding the leader Lease elects the sharder (every replica

@@ -326,10 +326,27 @@ static void dump(void)
     world_free(&w);
 }
 
+/* Settled, and still so with the same owners three sharder periods
+ * later: a pass that moves objects one drain at a time is settled (every
+ * object owned by a live replica) between its moves. */
 static bool settle(struct settled_arg *sa)
 {
-    if (kop_test_eventually(settled, sa, 60000))
-        return true;
+    long deadline = kop_test_now_ms() + 60000;
+    char first[N_OBJECTS][16], again[N_OBJECTS][16];
+    for (long left; (left = deadline - kop_test_now_ms()) > 0;) {
+        if (!kop_test_eventually(settled, sa, left))
+            break;
+        owners_now(first);
+        kop_test_sleep_ms(1500);
+        if (!settled(sa))
+            continue;
+        owners_now(again);
+        bool same = true;
+        for (int i = 0; i < N_OBJECTS; i++)
+            same = same && strcmp(first[i], again[i]) == 0;
+        if (same)
+            return true;
+    }
     dump();
     return false;
 }
@@ -428,6 +445,26 @@ START_TEST(test_sharding_join_leave_kill)
 }
 END_TEST
 
+/* Whether a replica logged a completed sharder pass over kop-0 and kop-1
+ * (a pass logs itself when it rebalanced and nothing is pending). */
+static bool sharder_balanced_both(const void *arg)
+{
+    (void)arg;
+    bool hit = false;
+    for (int k = 0; k < 2 && !hit; k++) {
+        char *out = kop_test_output(&nodes[k].proc);
+        for (const char *l = strstr(out, "\"msg\":\"sharder pass\""); l && !hit;
+             l = strstr(l + 1, "\"msg\":\"sharder pass\"")) {
+            const char *eol = strchr(l, '\n');
+            const char *m = strstr(l, "\"members\":[\"kop-0\",\"kop-1\"]");
+            const char *p = strstr(l, "\"pending\":false");
+            hit = m && p && (!eol || (m < eol && p < eol));
+        }
+        free(out);
+    }
+    return hit;
+}
+
 /* The owner label comes with the CREATE: kubesim calls the mutating
  * webhook route of a replica (its Service stand-in points at both), so
  * the object is labelled in the create response, before any sharder pass;
@@ -477,6 +514,10 @@ START_TEST(test_sharding_webhook_labels_at_create)
         ck_assert_msg(kop_test_wait_for(&nodes[k].proc, 0, "\"members\":[\"kop-0\",\"kop-1\"]",
                                         20000, NULL) > 0,
                       "%s never saw both members", nodes[k].id);
+    /* The sharder finished a pass over both members: objects created
+     * before that pass would be rebalanced by it (by uid), and moved. */
+    ck_assert_msg(kop_test_eventually(sharder_balanced_both, NULL, 20000),
+                  "the sharder never finished a pass over both members");
     for (int i = 0; i < N_OBJECTS; i++) {
         char obj[256];
         snprintf(obj, sizeof(obj), "{\"metadata\":{\"name\":\"web-%02d\"},\"spec\":{}}", i);
