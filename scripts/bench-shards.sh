@@ -92,7 +92,7 @@ mwc='{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConf
 port_of() { # LOG MSG: the port in the log line MSG (30 s at most)
   local line='' port=''
   for _ in $(seq 300); do
-    line=$(grep -m1 "\"msg\":\"$2\"" "$1" || true)
+    line=$(grep -s -m1 "\"msg\":\"$2\"" "$1" || true)
     [ -n "$line" ] && break
     sleep 0.1
   done
