@@ -676,6 +676,22 @@ static void reap_slow(struct kop_http_server *srv)
  * the burst's high-water mark. */
 #define TRIM_EVERY_MS 5000
 
+/* Under AddressSanitizer or ThreadSanitizer the heap is the sanitizer's:
+ * glibc's malloc_trim() would only initialise glibc's own allocator from
+ * this thread (making it the main arena's thread without counting it), and
+ * the thread exits then fail glibc's arena assertion ("a->attached_threads
+ * > 0") at shutdown. There is nothing of glibc's to trim there. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TRIM_HEAP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TRIM_HEAP 0
+#endif
+#endif
+#ifndef TRIM_HEAP
+#define TRIM_HEAP 1
+#endif
+
 static void *ticker_main(void *arg)
 {
     struct kop_http_server *srv = arg;
@@ -687,7 +703,7 @@ static void *ticker_main(void *arg)
             wake_waiters(srv);
         reap_slow(srv);
         int64_t now = kop_clock_now_ns();
-        if (now - last_trim > (int64_t)TRIM_EVERY_MS * KOP_NSEC_PER_MSEC &&
+        if (TRIM_HEAP && now - last_trim > (int64_t)TRIM_EVERY_MS * KOP_NSEC_PER_MSEC &&
             atomic_load(&srv->in_flight) == 0) {
             malloc_trim(0);
             last_trim = now;

@@ -781,6 +781,15 @@ static void spawn_operator(struct kop_test_proc *p, const char *kc, const char *
     ck_assert_int_eq(kop_test_spawn(p, argv), 0);
 }
 
+/* On a failure: the last of what a process logged, on stderr. */
+static void dump_tail(const char *what, struct kop_test_proc *p)
+{
+    char *out = kop_test_output(p);
+    size_t n = strlen(out);
+    fprintf(stderr, "---- %s (last output)\n%s\n", what, out + (n > 6000 ? n - 6000 : 0));
+    free(out);
+}
+
 START_TEST(test_shutdown_operator_releases_lease)
 {
     char kc[600];
@@ -814,9 +823,14 @@ START_TEST(test_shutdown_operator_releases_lease)
 
     long t0 = kop_test_now_ms();
     ck_assert_int_eq(kill(K.proc.pid, SIGTERM), 0);
-    ck_assert_msg(kop_test_wait_for(&K.proc, 0, "\"msg\":\"released lease\"", 10000, NULL) > 0,
-                  "no lease release logged");
-    ck_assert(kop_test_wait_for(&K.proc, 0, "\"msg\":\"stopped\"", 10000, NULL) > 0);
+    if (kop_test_wait_for(&K.proc, 0, "\"msg\":\"released lease\"", 10000, NULL) <= 0) {
+        dump_tail("kop", &K.proc);
+        ck_abort_msg("no lease release logged within 10 s of SIGTERM");
+    }
+    if (kop_test_wait_for(&K.proc, 0, "\"msg\":\"stopped\"", 10000, NULL) <= 0) {
+        dump_tail("kop", &K.proc);
+        ck_abort_msg("kop did not stop within 10 s of SIGTERM");
+    }
     K.running = false;
     int st = wait_exit(&K.proc, 10000);
     long took = kop_test_now_ms() - t0;
@@ -874,6 +888,8 @@ START_TEST(test_shutdown_follower_does_not_take_the_lease)
     char *out = kop_test_output(&b);
     bool led = strstr(out, "became leader") != NULL;
     free(out);
+    if (!stopped)
+        dump_tail("follower", &b);
     st = kop_test_stop(&b, 0, 10000);
     ck_assert(stopped);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
