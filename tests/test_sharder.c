@@ -374,6 +374,23 @@ static json_t *answer_patch(const char *body, json_t **ret_review)
     return p;
 }
 
+/* The mutating answer to review adds the owner label want to the labels
+ * the object already has (one JSONPatch "add", "/" escaped as ~1). */
+static void expect_owner_label_added(const char *review, struct kop_shard_ring *r, const char *want)
+{
+    char *body = NULL;
+    json_t *rev = NULL;
+    ck_assert_int_eq(kop_sharder_mutate(review, strlen(review), r, &body), 200);
+    json_t *p = answer_patch(body, &rev);
+    json_t *expect = json_pack("[{s:s,s:s,s:s}]", "op", "add", "path",
+                               "/metadata/labels/shard.kop.io~1owner", "value", want);
+    ck_assert(json_equal(p, expect));
+    json_decref(expect);
+    json_decref(p);
+    json_decref(rev);
+    free(body);
+}
+
 START_TEST(test_sharder_mutate_adds_owner_label)
 {
     json_t *m = members_of(3);
@@ -408,15 +425,7 @@ START_TEST(test_sharder_mutate_adds_owner_label)
         "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
         "\"uid\":\"req-2\",\"operation\":\"CREATE\",\"namespace\":\"default\",\"name\":\"web\","
         "\"object\":{\"metadata\":{\"name\":\"web\",\"labels\":{\"app\":\"x\"}}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(labels, strlen(labels), r, &body), 200);
-    p = answer_patch(body, &rev);
-    expect = json_pack("[{s:s,s:s,s:s}]", "op", "add", "path",
-                       "/metadata/labels/shard.kop.io~1owner", "value", want);
-    ck_assert(json_equal(p, expect));
-    json_decref(expect);
-    json_decref(p);
-    json_decref(rev);
-    free(body);
+    expect_owner_label_added(labels, r, want);
 
     /* A uid sent by the client is not the object's uid (the apiserver sets
      * a new one after admission): still placed by namespace/name. */
@@ -426,15 +435,7 @@ START_TEST(test_sharder_mutate_adds_owner_label)
         "\"object\":{\"metadata\":{\"name\":\"web\",\"uid\":\"6f1c1a52-64cc-4a8e-9a4c-"
         "0d2f1c3b5e77\","
         "\"labels\":{}}}}}";
-    ck_assert_int_eq(kop_sharder_mutate(with_uid, strlen(with_uid), r, &body), 200);
-    p = answer_patch(body, &rev);
-    expect = json_pack("[{s:s,s:s,s:s}]", "op", "add", "path",
-                       "/metadata/labels/shard.kop.io~1owner", "value", want);
-    ck_assert(json_equal(p, expect));
-    json_decref(expect);
-    json_decref(p);
-    json_decref(rev);
-    free(body);
+    expect_owner_label_added(with_uid, r, want);
     kop_shard_ring_unref(r);
     json_decref(m);
 }
