@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +17,23 @@
 #include <mbedtls/version.h>
 #include <mbedtls/x509_crt.h>
 
-bool kop_curltls_active(void)
+static pthread_once_t active_once = PTHREAD_ONCE_INIT;
+static bool active;
+
+static void find_active(void)
 {
     const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
     char want[64];
     snprintf(want, sizeof(want), "mbedTLS/%s", MBEDTLS_VERSION_STRING);
-    return v && v->ssl_version && strcmp(v->ssl_version, want) == 0;
+    active = v && v->ssl_version && strcmp(v->ssl_version, want) == 0;
+}
+
+/* libcurl's TLS library does not change while the process runs: asked
+ * once, not on every handle's setup. */
+bool kop_curltls_active(void)
+{
+    pthread_once(&active_once, find_active);
+    return active;
 }
 
 /* The address in the handle's URL: 4 or 16 bytes, 0 for a name. */
