@@ -1696,6 +1696,194 @@ START_TEST(test_kubesim_fault_flag_filters)
 }
 END_TEST
 
+/* ---- static token file and audit log ------------------------------------------------ */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_ge(fputs(text, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* kubesim with args exits 2 and prints needle. */
+static void expect_usage_error(char *const *args, const char *needle)
+{
+    struct kop_test_proc p;
+    ck_assert_int_eq(kop_test_spawn(&p, args), 0);
+    ck_assert_int_eq(kop_test_wait_for(&p, 0, "no such line", 5000, NULL), -EPIPE);
+    char *out = kop_test_output(&p);
+    ck_assert_msg(strstr(out, needle) != NULL, "no '%s' in: %s", needle, out);
+    free(out);
+    int st = kop_test_stop(&p, SIGTERM, 5000);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
+/* The audit line whose auditID is id (@ref new), or NULL. */
+static json_t *audit_event(const char *log_path, const char *id)
+{
+    char *log = kop_test_read_file(log_path, NULL);
+    ck_assert_ptr_nonnull(log);
+    json_t *found = NULL;
+    for (char *line = log, *eol; line && *line && !found; line = eol ? eol + 1 : NULL) {
+        eol = strchr(line, '\n');
+        if (eol)
+            *eol = '\0';
+        json_t *ev = json_loads(line, 0, NULL);
+        ck_assert_msg(ev != NULL, "audit line is not JSON: %s", line);
+        if (strcmp(jpath(ev, "auditID", NULL), id) == 0)
+            found = ev;
+        else
+            json_decref(ev);
+    }
+    free(log);
+    return found;
+}
+
+/* The Audit-Id response header of r, into id. */
+static void audit_id_of(const struct kop_test_resp *r, char *id, size_t len)
+{
+    const char *h = strstr(r->headers, "Audit-Id: ");
+    ck_assert_ptr_nonnull(h);
+    h += strlen("Audit-Id: ");
+    size_t n = strcspn(h, "\r\n");
+    ck_assert_uint_lt(n, len);
+    memcpy(id, h, n);
+    id[n] = '\0';
+}
+
+START_TEST(test_kubesim_token_file_and_audit)
+{
+    char *tokens = kop_test_path(tmpdir, "tokens.csv");
+    char *log = kop_test_path(tmpdir, "audit.log");
+    char *ca2 = kop_test_path(tmpdir, "ca-audit.pem");
+    /* The apiserver's --token-auth-file format, read as encoding/csv
+     * reads it: quoted fields, "" inside them, blank lines, \r\n. */
+    write_text(tokens, "tok-a,replica-a,uid-a,\"g1,g2\"\r\n\n"
+                       "\"tok-b\",\"replica \"\"b\"\"\",uid-b\n"
+                       ",skipped,uid-x\n");
+    char *args[] = {"--token-auth-file", tokens, "--audit-log-path", log, "--audit-level",
+                    "Request",           NULL};
+    const struct kop_test_kubesim_options o = {.ca = ca2, .token = TOKEN, .args = args};
+    struct kop_test_kubesim sim2;
+    kop_test_kubesim_start(&sim2, &o);
+    char saved_url[sizeof(base_url)];
+    char *saved_ca = ca_path;
+    memcpy(saved_url, base_url, sizeof(base_url));
+    snprintf(base_url, sizeof(base_url), "%s", sim2.url);
+    ca_path = ca2;
+
+    /* Each token is its user; an unknown or empty one is 401. */
+    struct kop_test_resp r =
+        request("POST", "/api/v1/namespaces/default/configmaps", NULL,
+                "{\"metadata\":{\"name\":\"by-a\"},\"data\":{\"k\":\"v\"}}", "tok-a");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    char create_id[64];
+    audit_id_of(&r, create_id, sizeof(create_id));
+    kop_test_resp_free(&r);
+    r = request("PATCH", "/api/v1/namespaces/default/configmaps/by-a?fieldManager=b",
+                "application/merge-patch+json", "{\"data\":{\"k\":\"w\"}}", "tok-b");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    char patch_id[64];
+    audit_id_of(&r, patch_id, sizeof(patch_id));
+    kop_test_resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default/configmaps/nope", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 404);
+    char get_id[64];
+    audit_id_of(&r, get_id, sizeof(get_id));
+    kop_test_resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "tok-x");
+    ck_assert_int_eq(r.code, 401);
+    char denied_id[64];
+    audit_id_of(&r, denied_id, sizeof(denied_id));
+    kop_test_resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "");
+    ck_assert_int_eq(r.code, 401);
+    kop_test_resp_free(&r);
+    r = request("GET", "/_kubesim/stats", NULL, NULL, "tok-a");
+    ck_assert_int_eq(r.code, 200);
+    char stats_id[64];
+    audit_id_of(&r, stats_id, sizeof(stats_id));
+    kop_test_resp_free(&r);
+
+    /* create: objectRef completed from the body, the body logged */
+    json_t *ev = audit_event(log, create_id);
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_str_eq(jpath(ev, "kind", NULL), "Event");
+    ck_assert_str_eq(jpath(ev, "apiVersion", NULL), "audit.k8s.io/v1");
+    ck_assert_str_eq(jpath(ev, "level", NULL), "Request");
+    ck_assert_str_eq(jpath(ev, "stage", NULL), "ResponseComplete");
+    ck_assert_str_eq(jpath(ev, "verb", NULL), "create");
+    ck_assert_str_eq(jpath(ev, "requestURI", NULL), "/api/v1/namespaces/default/configmaps");
+    ck_assert_str_eq(jpath(ev, "user", "username"), "replica-a");
+    ck_assert_str_eq(jpath(ev, "user", "uid"), "uid-a");
+    const json_t *groups = json_object_get(json_object_get(ev, "user"), "groups");
+    ck_assert_int_eq(json_array_size(groups), 3);
+    ck_assert_str_eq(json_string_value(json_array_get(groups, 1)), "g2");
+    ck_assert_str_eq(json_string_value(json_array_get(groups, 2)), "system:authenticated");
+    ck_assert_str_eq(jpath(ev, "objectRef", "resource"), "configmaps");
+    ck_assert_str_eq(jpath(ev, "objectRef", "namespace"), "default");
+    ck_assert_str_eq(jpath(ev, "objectRef", "name"), "by-a");
+    ck_assert_str_eq(jpath(ev, "objectRef", "apiVersion"), "v1");
+    ck_assert_ptr_null(json_object_get(json_object_get(ev, "objectRef"), "apiGroup"));
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(ev, "responseStatus"), "code")), 201);
+    ck_assert_str_eq(jpath(json_object_get(ev, "requestObject"), "data", "k"), "v");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(ev, "sourceIPs"), 0)),
+                     "127.0.0.1");
+    ck_assert_ptr_nonnull(jpath(ev, "requestReceivedTimestamp", NULL));
+    ck_assert_ptr_nonnull(jpath(ev, "stageTimestamp", NULL));
+    json_decref(ev);
+    /* patch by the second user, with its query */
+    ev = audit_event(log, patch_id);
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_str_eq(jpath(ev, "verb", NULL), "patch");
+    ck_assert_str_eq(jpath(ev, "user", "username"), "replica \"b\"");
+    ck_assert_str_eq(jpath(ev, "requestURI", NULL),
+                     "/api/v1/namespaces/default/configmaps/by-a?fieldManager=b");
+    ck_assert_str_eq(jpath(json_object_get(ev, "requestObject"), "data", "k"), "w");
+    json_decref(ev);
+    /* the admin, and a failure's Status */
+    ev = audit_event(log, get_id);
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_str_eq(jpath(ev, "user", "username"), "kubernetes-admin");
+    ck_assert_str_eq(jpath(ev, "responseStatus", "reason"), "NotFound");
+    ck_assert_str_eq(jpath(ev, "responseStatus", "status"), "Failure");
+    ck_assert_ptr_null(json_object_get(ev, "requestObject"));
+    json_decref(ev);
+    /* not logged: unauthenticated requests, kubesim's own endpoints */
+    ck_assert_ptr_null(audit_event(log, denied_id));
+    ck_assert_ptr_null(audit_event(log, stats_id));
+
+    memcpy(base_url, saved_url, sizeof(base_url));
+    ca_path = saved_ca;
+    ck_assert_int_eq(kop_test_kubesim_stop(&sim2, SIGTERM, 5000), 0);
+
+    /* Bad token files and audit levels are usage errors. */
+    write_text(tokens, "tok,only-two\n");
+    char *bad1[] = {(char *)kop_test_bin("kubesim"), "--token-auth-file", tokens, NULL};
+    expect_usage_error(bad1, "must have at least 3 columns (token, user name, user uid), found 2");
+    write_text(tokens, "tok,us\"er,uid\n");
+    expect_usage_error(bad1, "bare \" in non-quoted-field");
+    write_text(tokens, "\"tok,user,uid\n");
+    expect_usage_error(bad1, "extraneous or missing \" in quoted-field");
+    char *bad2[] = {(char *)kop_test_bin("kubesim"),
+                    "--audit-log-path",
+                    log,
+                    "--audit-level",
+                    "RequestResponse",
+                    NULL};
+    expect_usage_error(bad2, "--audit-level must be Metadata or Request");
+    char *missing = kop_test_path(tmpdir, "no-such-file.csv");
+    char *bad3[] = {(char *)kop_test_bin("kubesim"), "--token-auth-file", missing, NULL};
+    expect_usage_error(bad3, "no-such-file.csv");
+    free(missing);
+    free(tokens);
+    free(log);
+    free(ca2);
+}
+END_TEST
+
 /* ---- metadata-only lists, gets and watches ---------------------------------------- */
 
 #define PARTIAL_LIST_ACCEPT                                                                        \
@@ -1946,6 +2134,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_stats_user_agent);
     tcase_add_test(tc, test_kubesim_fault_filters);
     tcase_add_test(tc, test_kubesim_fault_flag_filters);
+    tcase_add_test(tc, test_kubesim_token_file_and_audit);
     tcase_add_test(tc, test_kubesim_metadata_only);
     tcase_add_test(tc, test_kubesim_metadata_only_custom_resource);
     suite_add_tcase(s, tc);

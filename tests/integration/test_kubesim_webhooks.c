@@ -168,12 +168,21 @@ static char *ca_path;    /* kubesim's CA */
 static char *dev_ca_b64; /* webhook CA as caBundle */
 static unsigned int fake_port;
 
+/* A second user, from kubesim's --token-auth-file. */
+#define ALICE_TOKEN "alice-token"
+
+static struct kop_test_resp request_as(const char *token, const char *method, const char *path,
+                                       const char *ctype, const char *body)
+{
+    const struct kop_test_http_options o = {
+        .ca = ca_path, .token = token, .ctype = ctype, .timeout_s = 30};
+    return kop_test_api_resp(&o, sim.url, method, path, body);
+}
+
 static struct kop_test_resp request(const char *method, const char *path, const char *ctype,
                                     const char *body)
 {
-    const struct kop_test_http_options o = {
-        .ca = ca_path, .token = TOKEN, .ctype = ctype, .timeout_s = 30};
-    return kop_test_api_resp(&o, sim.url, method, path, body);
+    return request_as(TOKEN, method, path, ctype, body);
 }
 
 static void expect(const char *method, const char *path, const char *body, long code,
@@ -189,9 +198,15 @@ static void expect(const char *method, const char *path, const char *body, long 
 
 static void start_sim(const char *service)
 {
-    char *args[] = {"--service", (char *)service, NULL};
+    char *tokens = kop_test_path(tmpdir, "tokens.csv");
+    FILE *f = fopen(tokens, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(ALICE_TOKEN ",alice,u-1,\"dev,qa\"\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    char *args[] = {"--service", (char *)service, "--token-auth-file", tokens, NULL};
     const struct kop_test_kubesim_options o = {.ca = ca_path, .token = TOKEN, .args = args};
     kop_test_kubesim_start(&sim, &o);
+    free(tokens);
 }
 
 static void setup(void)
@@ -349,7 +364,18 @@ START_TEST(test_kubesim_webhooks_admission)
     kop_test_resp_free(&r);
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"operation\":\"CREATE\""));
     ck_assert_ptr_nonnull(strstr(fake.last_review, "\"oldObject\":null"));
-    ck_assert_ptr_nonnull(strstr(fake.last_review, "\"userInfo\":{"));
+    /* userInfo is the requester: here --token's user, as kubeadm's admin.conf
+     * authenticates; below a user of the static token file. */
+    ck_assert_ptr_nonnull(strstr(fake.last_review,
+                                 "\"userInfo\":{\"username\":\"kubernetes-admin\",\"groups\":["
+                                 "\"kubeadm:cluster-admins\",\"system:authenticated\"]}"));
+    r = request_as(ALICE_TOKEN, "POST", "/apis/test.example.com/v2/namespaces/default/widgets",
+                   NULL, "{\"metadata\":{\"name\":\"by-alice\"},\"spec\":{\"replicas\":1}}");
+    ck_assert_int_eq(r.code, 201);
+    kop_test_resp_free(&r);
+    ck_assert_ptr_nonnull(strstr(fake.last_review,
+                                 "\"userInfo\":{\"username\":\"alice\",\"uid\":\"u-1\","
+                                 "\"groups\":[\"dev\",\"qa\",\"system:authenticated\"]}"));
     /* UPDATE carries oldObject; dryRun is passed on and nothing is stored. */
     r = request("PATCH", "/apis/test.example.com/v2/namespaces/default/widgets/ok?dryRun=All",
                 "application/merge-patch+json", "{\"spec\":{\"replicas\":3}}");

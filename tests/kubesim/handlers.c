@@ -818,6 +818,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
         .old = old,
         .dry_run = dry,
         .field_manager = ks_query(q, "fieldManager"),
+        .user = q->user,
     };
     int code = 0;
     char *body = NULL;

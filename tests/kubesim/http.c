@@ -31,6 +31,7 @@ struct conn_ctx {
     char *body;
     size_t len, cap;
     bool too_big;
+    char received[40]; /* requestReceivedTimestamp (audit) */
 };
 
 static const char version_doc[] = "{\n"
@@ -65,9 +66,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *
     }
     if (!resp)
         return MHD_NO;
-    char audit[40];
-    ks_uuid(audit, sizeof(audit));
-    MHD_add_response_header(resp, "Audit-Id", audit);
+    if (!*r->audit_id)
+        ks_uuid(r->audit_id, sizeof(r->audit_id));
+    MHD_add_response_header(resp, "Audit-Id", r->audit_id);
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
@@ -104,22 +105,6 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *
     MHD_destroy_response(resp);
     r->stream = NULL;
     return ret;
-}
-
-static bool authorized(struct ks_server *ks, struct MHD_Connection *conn)
-{
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
-        return false;
-    const char *tok = auth + 7;
-    /* Under the lock: POST /_kubesim/token replaces the token. */
-    pthread_mutex_lock(&ks->lock);
-    size_t a = strlen(tok), b = strlen(ks->token);
-    unsigned char diff = (unsigned char)(a != b);
-    for (size_t i = 0; i < a && i < b; i++)
-        diff |= (unsigned char)(tok[i] ^ ks->token[i]);
-    pthread_mutex_unlock(&ks->lock);
-    return diff == 0;
 }
 
 /* Split "/a/b/c" into at most max segments; returns count or -1. */
@@ -363,6 +348,7 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     bool aggregated = accept && strstr(accept, "as=APIGroupDiscoveryList");
     json_t *doc = NULL;
     int rest = 0;
+    const struct ks_user *user = NULL;
 
     if (n < 0) {
         reply_text(r, 404, "404 page not found\n");
@@ -378,12 +364,14 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         r->content_type = "application/json";
         goto out;
     }
-    if (!authorized(ks, conn)) {
+    user = ks_authenticate(ks, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"));
+    if (!user) {
         ks_reply_status(r, 401, "Unauthorized", "Unauthorized", NULL);
         goto out;
     }
     if (n == 2 && strcmp(segs[0], "_kubesim") == 0) {
         kubesim_endpoint(ks, conn, method, segs[1], ctx, r);
+        user = NULL; /* kubesim's own endpoints are not audited */
         goto out;
     }
     if (n == 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v2") == 0) {
@@ -500,6 +488,7 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         goto out;
     }
     q.ks = ks;
+    q.user = user;
     q.conn = conn;
     q.method = method;
     q.body = ctx->body;
@@ -529,6 +518,24 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     if (ks_pb_accept_only(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept")))
         ks_pb_reply(r);
 out:
+    if (user && ks->audit) {
+        if (!*r->audit_id)
+            ks_uuid(r->audit_id, sizeof(r->audit_id));
+        struct ks_audit_rec rec = {
+            .conn = conn,
+            .method = method,
+            .url = url,
+            .user = user,
+            .q = q.plural ? &q : NULL,
+            .audit_id = r->audit_id,
+            .received = ctx->received,
+            .watch = q.verb && strcmp(q.verb, "watch") == 0 && r->code == 200,
+            .code = r->code ? r->code : 500,
+            .status_body = r->body,
+            .status_len = r->len,
+        };
+        ks_audit_log(ks, &rec);
+    }
     json_decref(doc);
     free(q.group);
     free(q.version);
@@ -551,6 +558,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ctx = calloc(1, sizeof(*ctx));
         if (!ctx)
             return MHD_NO;
+        ks_now_rfc3339_micro(ctx->received, sizeof(ctx->received));
         *con_cls = ctx;
         return MHD_YES;
     }

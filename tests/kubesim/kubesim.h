@@ -49,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <jansson.h>
@@ -135,13 +136,28 @@ struct ks_service_map {
 
 struct ks_whclient;
 
+/* An authenticated user (audit.c). */
+struct ks_user {
+    char *token; /* NULL for the admin (its token is ks_server.token) */
+    char *name;
+    char *uid; /* "" when none */
+    char **groups;
+    size_t ngroups;
+};
+
 struct ks_server {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     bool stopping;
 
     /* configuration (read-only after start) */
-    char *token;
+    char *token;           /* the admin's; lock held (rotated by POST /_kubesim/token) */
+    struct ks_user admin;  /* --token's user (audit.c) */
+    struct ks_user *users; /* --token-auth-file */
+    size_t nusers;
+    FILE *audit;                /* --audit-log-path or NULL */
+    bool audit_request;         /* --audit-level Request */
+    pthread_mutex_t audit_lock; /* leaf: one line at a time */
     char *url;
     char *ca_pem;
     long ready_delay_ms;
@@ -440,6 +456,7 @@ struct ks_admit_req {
     const json_t *old; /* @ref borrow, may be NULL */
     bool dry_run;
     const char *field_manager;
+    const struct ks_user *user; /* the requester: the review's userInfo */
 };
 
 /* Run the matching validating webhooks. 0 = allowed; otherwise -EPERM
@@ -645,11 +662,13 @@ struct ks_reply {
     int retry_after;             /* > 0: Retry-After header */
     json_t *warnings;            /* array of strings or NULL */
     struct MHD_Response *stream; /* watch: body produced by a callback */
+    char audit_id[40];           /* the Audit-Id header ("": a fresh one) */
 };
 
 /* A parsed API request. */
 struct ks_api_req {
     struct ks_server *ks;
+    const struct ks_user *user; /* who sent it (authenticated) */
     struct MHD_Connection *conn;
     const char *method;
     const char *verb; /* get list watch create update patch delete deletecollection */
@@ -690,5 +709,39 @@ char *ks_qualified(const struct ks_res *def);
 void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char *key);
 /* Details object for a Status. @ref new */
 json_t *ks_details(const struct ks_res *def, const char *name);
+
+/* ---- users and audit (audit.c) ---- */
+
+/* The admin user (--token's). */
+void ks_users_init(struct ks_server *ks);
+/* Read an apiserver --token-auth-file (CSV token,user,uid[,groups]).
+ * 0, or -EINVAL/-EIO with *ret_err (malloc'd). */
+int ks_users_load(struct ks_server *ks, const char *path, char **ret_err);
+/* Users, tokens and the audit log freed/closed. */
+void ks_users_free(struct ks_server *ks);
+/* The user an Authorization header value authenticates, or NULL. */
+const struct ks_user *ks_authenticate(struct ks_server *ks, const char *authorization);
+/* {username, uid?, groups} as authentication.k8s.io UserInfo (@ref new). */
+json_t *ks_user_info(const struct ks_user *u);
+/* Open the audit log ("-": stdout) at level "Metadata" or "Request".
+ * 0, or -EINVAL with *ret_err (malloc'd). */
+int ks_audit_open(struct ks_server *ks, const char *path, const char *level, char **ret_err);
+
+/* One answered request, for the audit log. */
+struct ks_audit_rec {
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *url;            /* path, without the query */
+    const struct ks_user *user; /* NULL: not logged */
+    const struct ks_api_req *q; /* a resource request, or NULL */
+    const char *audit_id;       /* the Audit-Id header */
+    const char *received;       /* requestReceivedTimestamp */
+    bool watch;                 /* logged at ResponseStarted */
+    unsigned int code;
+    const char *status_body; /* the reply (for a failure's Status) */
+    size_t status_len;
+};
+/* Append one audit.k8s.io/v1 Event line (no-op without --audit-log-path). */
+void ks_audit_log(struct ks_server *ks, const struct ks_audit_rec *rec);
 
 #endif /* KUBESIM_H */

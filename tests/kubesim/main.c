@@ -47,6 +47,11 @@ static const char usage[] =
     "  --latency DUR                 add latency to every request\n"
     "  --feature NAME                turn on a feature: StorageVersionMigrator (serves\n"
     "                                storagemigration.k8s.io/v1beta1 and runs migrations)\n"
+    "  --token-auth-file FILE        more users: the apiserver's static token file (CSV\n"
+    "                                token,user,uid[,\"group1,group2\"])\n"
+    "  --audit-log-path FILE         write an audit.k8s.io/v1 Event line per request\n"
+    "                                (\"-\": standard output)\n"
+    "  --audit-level LEVEL           Metadata (default) or Request (adds the request body)\n"
     "  --verbose                     log requests to stderr\n";
 
 /* "200ms", "1s", "2m" or plain milliseconds. -1 on error. */
@@ -91,9 +96,12 @@ static int run(int argc, char **argv)
     int rc = 1;
     bool controllers = false;
     long idle_ms = 90000; /* net/http DefaultTransport IdleConnTimeout */
+    const char *token_file = NULL, *audit_path = NULL, *audit_level = NULL;
 
     memset(ks, 0, sizeof(*ks));
     pthread_mutex_init(&ks->lock, NULL);
+    pthread_mutex_init(&ks->audit_lock, NULL);
+    ks_users_init(ks);
     pthread_cond_init(&ks->changed, NULL);
     ks->ready_delay_ms = 200;
     ks->bookmark_ms = 1000;
@@ -133,6 +141,12 @@ static int run(int argc, char **argv)
             kubeconfig = v;
         } else if (strcmp(a, "--ca-out") == 0) {
             ca_out = v;
+        } else if (strcmp(a, "--token-auth-file") == 0) {
+            token_file = v;
+        } else if (strcmp(a, "--audit-log-path") == 0) {
+            audit_path = v;
+        } else if (strcmp(a, "--audit-level") == 0) {
+            audit_level = v;
         } else if (strcmp(a, "--token") == 0) {
             free(ks->token);
             ks->token = ks_strdup(v);
@@ -184,6 +198,20 @@ static int run(int argc, char **argv)
             i++;
     }
     ks->ep_rng = ks->rng ^ 0x5851f42d4c957f2dull;
+    if (audit_level && !audit_path) {
+        fprintf(stderr, "kubesim: --audit-level needs --audit-log-path\n");
+        rc = 2;
+        goto out;
+    }
+    char *err = NULL;
+    if ((token_file && ks_users_load(ks, token_file, &err) != 0) ||
+        (audit_path &&
+         ks_audit_open(ks, audit_path, audit_level ? audit_level : "Metadata", &err) != 0)) {
+        fprintf(stderr, "kubesim: %s\n", err);
+        free(err);
+        rc = 2;
+        goto out;
+    }
     if (ks_whclient_new(ks, idle_ms) != 0) {
         fprintf(stderr, "kubesim: out of memory\n");
         goto out;
@@ -275,6 +303,7 @@ out:
     json_decref(ks->stats_writes);
     json_decref(ks->stats_requests);
     free(ks->token);
+    ks_users_free(ks);
     free(ks->url);
     free(ks->ca_pem);
     free(cert);

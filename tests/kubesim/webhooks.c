@@ -805,9 +805,7 @@ static json_t *build_review(const struct ks_admit_req *ar, const struct match *m
     if (*ar->ns)
         json_object_set_new(req, "namespace", json_string(ar->ns));
     json_object_set_new(req, "operation", json_string(ar->operation));
-    json_object_set_new(req, "userInfo",
-                        json_pack("{s:s,s:[s,s]}", "username", "kubernetes-admin", "groups",
-                                  "kubeadm:cluster-admins", "system:authenticated"));
+    json_object_set_new(req, "userInfo", ks_user_info(ar->user));
     json_object_set_new(req, "object", obj ? json_incref((json_t *)obj) : json_null());
     json_object_set_new(req, "oldObject", old ? json_incref((json_t *)old) : json_null());
     json_object_set_new(req, "dryRun", json_boolean(ar->dry_run));
