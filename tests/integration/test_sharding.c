@@ -20,7 +20,12 @@
  *  - a replica is SIGKILLed: its objects stay put while its membership
  *    Lease could still be live, then move;
  *  - changes made during all this converge: every Deployment ends with the
- *    replicas of its MyResource.
+ *    replicas of its MyResource;
+ *  - kubesim's audit log shows no object written by two replicas within
+ *    one lease period (check_audit_handoffs): each replica has its own
+ *    token (kubesim's --token-auth-file), so the log names the writer. In
+ *    a cluster the replicas share a ServiceAccount and the audit log tells
+ *    them apart by the bound token's pod name; kubesim has no bound tokens.
  *
  * Time bounds only check which side of a configured duration an event
  * falls on, with seconds of slack; other waits poll with generous
@@ -35,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TOKEN "sharding-test-token"
@@ -53,6 +59,7 @@ struct node {
     bool running;
     long metrics_port;
     char id[16];
+    char kubeconfig[1100]; /* with the replica's own token */
 };
 
 #define MAX_NODES 3
@@ -79,6 +86,22 @@ static double metric(const struct node *n, const char *name, const char *label)
     return kop_test_scrape_sum(api_opts(), n->metrics_port, name, label);
 }
 
+/* fx's kubeconfig with the replica's own token ("<id>-token", a user of
+ * kubesim's token file named <id>), into n->kubeconfig. */
+static void node_kubeconfig(struct node *n)
+{
+    char *kc = kop_test_read_file(fx.kubeconfig, NULL);
+    ck_assert_ptr_nonnull(kc);
+    char *at = strstr(kc, "token: " TOKEN);
+    ck_assert_ptr_nonnull(at);
+    snprintf(n->kubeconfig, sizeof(n->kubeconfig), "%s/kubeconfig-%s", fx.dir, n->id);
+    FILE *f = fopen(n->kubeconfig, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*stoken: %s-token%s", (int)(at - kc), kc, n->id, at + strlen("token: " TOKEN));
+    ck_assert_int_eq(fclose(f), 0);
+    free(kc);
+}
+
 /* cert_dir NULL: --controller-only; else the webhook server too, on a
  * kernel-chosen port (*ret_webhook_port). */
 static void start_node_with(struct node *n, int index, const char *cert_dir, long *ret_webhook_port)
@@ -95,7 +118,7 @@ static void start_node_with(struct node *n, int index, const char *cert_dir, lon
                     "--leader-election-retry-period",
                     "500ms",
                     "--kubeconfig",
-                    fx.kubeconfig,
+                    n->kubeconfig,
                     "--metrics-bind-address",
                     "127.0.0.1:0",
                     "--health-probe-bind-address",
@@ -115,6 +138,7 @@ static void start_node_with(struct node *n, int index, const char *cert_dir, lon
                     NULL};
     memset(n, 0, sizeof(*n));
     snprintf(n->id, sizeof(n->id), "kop-%d", index);
+    node_kubeconfig(n);
     ck_assert_int_eq(setenv("POD_NAME", n->id, 1), 0);
     ck_assert_int_eq(kop_test_spawn(&n->proc, argv), 0);
     n->running = true;
@@ -149,11 +173,27 @@ static void stop_node(struct node *n, int sig)
     kop_test_stop(&n->proc, sig, 15000);
 }
 
+static char audit_log[1024];
+
 static void setup(void)
 {
     kop_test_scratch_init(&fx);
     memset(nodes, 0, sizeof(nodes));
-    char *args[] = {"--deployment-ready-delay",
+    char tokens[1024];
+    snprintf(tokens, sizeof(tokens), "%s/tokens.csv", fx.dir);
+    FILE *f = fopen(tokens, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < MAX_NODES; i++)
+        fprintf(f, "kop-%d-token,kop-%d,uid-kop-%d,system:serviceaccounts\n", i, i, i);
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(audit_log, sizeof(audit_log), "%s/audit.log", fx.dir);
+    char *args[] = {"--token-auth-file",
+                    tokens,
+                    "--audit-log-path",
+                    audit_log,
+                    "--audit-level",
+                    "Request",
+                    "--deployment-ready-delay",
                     "100ms",
                     "--bookmark-interval",
                     "500ms",
@@ -326,6 +366,180 @@ static void dump(void)
     world_free(&w);
 }
 
+/* ---- kubesim's audit log: who wrote what, when ------------------------------------------ */
+
+enum aev_kind { AEV_RECONCILE, AEV_RELEASE, AEV_LEASE };
+
+/* One successful write by a replica, from the audit log. */
+struct aev {
+    enum aev_kind kind;
+    int who;       /* node index */
+    long long t;   /* stageTimestamp, microseconds */
+    char name[64]; /* the MyResource (or its children's) name */
+    bool lease_released;
+    long long held_until; /* AEV_LEASE: renewTime + leaseDurationSeconds */
+};
+
+/* RFC 3339 with an optional fraction, UTC ("...Z"), to microseconds; -1
+ * when unreadable. */
+static long long parse_micro(const char *ts)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *p = ts ? strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!p)
+        return -1;
+    long long us = (long long)timegm(&tm) * 1000000;
+    if (*p == '.') {
+        long long frac = 0, scale = 100000;
+        for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            frac += scale > 0 ? (*p - '0') * scale : 0;
+        us += frac;
+    }
+    return *p == 'Z' ? us : -1;
+}
+
+static int node_of_user(const char *user)
+{
+    for (int i = 0; i < MAX_NODES; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "kop-%d", i);
+        if (user && strcmp(user, id) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The replicas' successful writes of MyResources' status, their children
+ * and their own membership Leases, and their releases of a draining
+ * MyResource (a patch removing the drain label without setting an owner:
+ * the sharder's own label writes are not the owner's work), in log order.
+ * *ret_n events, malloc'd. */
+static struct aev *audit_read(size_t *ret_n)
+{
+    char *log = kop_test_read_file(audit_log, NULL);
+    ck_assert_ptr_nonnull(log);
+    struct aev *evs = NULL;
+    size_t n = 0, cap = 0;
+    for (char *line = log, *eol; *line; line = eol + 1) {
+        eol = strchr(line, '\n');
+        ck_assert_msg(eol != NULL, "audit log ends in a partial line");
+        *eol = '\0';
+        json_t *ev = json_loads(line, 0, NULL);
+        ck_assert_msg(ev != NULL, "audit line is not JSON: %s", line);
+        const json_t *ref = json_object_get(ev, "objectRef");
+        const char *verb = json_string_value(json_object_get(ev, "verb"));
+        const char *res = json_string_value(json_object_get(ref, "resource"));
+        const char *name = json_string_value(json_object_get(ref, "name"));
+        const char *sub = json_string_value(json_object_get(ref, "subresource"));
+        const json_t *req = json_object_get(ev, "requestObject");
+        long code = (long)json_integer_value(
+            json_object_get(json_object_get(ev, "responseStatus"), "code"));
+        int who = node_of_user(
+            json_string_value(json_object_get(json_object_get(ev, "user"), "username")));
+        bool write = verb && (strcmp(verb, "create") == 0 || strcmp(verb, "update") == 0 ||
+                              strcmp(verb, "patch") == 0 || strcmp(verb, "delete") == 0);
+        struct aev a = {.who = who, .kind = AEV_RECONCILE};
+        bool keep = false;
+        if (who >= 0 && write && code >= 200 && code < 300 && res && name) {
+            char own_lease[32];
+            snprintf(own_lease, sizeof(own_lease), "kop-shard-kop-%d", who);
+            const json_t *labels = json_object_get(json_object_get(req, "metadata"), "labels");
+            if (strcmp(res, "leases") == 0 && strcmp(name, own_lease) == 0) {
+                const json_t *spec = json_object_get(req, "spec");
+                const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
+                long long renew =
+                    parse_micro(json_string_value(json_object_get(spec, "renewTime")));
+                ck_assert_msg(renew > 0, "membership Lease write without renewTime: %s", line);
+                a.kind = AEV_LEASE;
+                a.lease_released = !holder || !*holder;
+                a.held_until =
+                    renew +
+                    json_integer_value(json_object_get(spec, "leaseDurationSeconds")) * 1000000;
+                keep = true;
+            } else if (strcmp(res, "myresources") == 0 && !sub) {
+                a.kind = AEV_RELEASE;
+                keep =
+                    json_is_null(json_object_get(labels, DRAIN)) && !json_object_get(labels, OWNER);
+            } else if ((strcmp(res, "myresources") == 0 && sub && strcmp(sub, "status") == 0) ||
+                       strcmp(res, "deployments") == 0 || strcmp(res, "services") == 0) {
+                keep = true;
+            }
+        }
+        if (keep) {
+            a.t = parse_micro(json_string_value(json_object_get(ev, "stageTimestamp")));
+            ck_assert_msg(a.t > 0, "audit line without a stageTimestamp: %s", line);
+            snprintf(a.name, sizeof(a.name), "%s", name);
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                evs = realloc(evs, cap * sizeof(*evs));
+                ck_assert_ptr_nonnull(evs);
+            }
+            evs[n++] = a;
+        }
+        json_decref(ev);
+    }
+    free(log);
+    *ret_n = n;
+    return evs;
+}
+
+/* How the writes of one object passed from one replica to another. */
+struct handoffs {
+    int released;       /* the old owner released the draining object */
+    int lease_released; /* the old owner released its membership Lease */
+    int lease_expired;  /* the old owner's membership Lease ran out */
+};
+
+/* No object written by two replicas within one lease period: between a
+ * write by replica A and the next write of the same object by replica B,
+ * A released the object (the drain protocol), or released its membership
+ * Lease (graceful stop), or its membership Lease had run out (renewTime +
+ * leaseDurationSeconds of its last write before B's) - all from kubesim's
+ * audit log alone. */
+static struct handoffs check_audit_handoffs(void)
+{
+    size_t n;
+    struct aev *e = audit_read(&n);
+    struct handoffs h = {0};
+    for (size_t j = 0; j < n; j++) {
+        if (e[j].kind != AEV_RECONCILE)
+            continue;
+        size_t i = j;
+        while (i-- > 0 && !(e[i].kind == AEV_RECONCILE && strcmp(e[i].name, e[j].name) == 0))
+            ;
+        if (i == (size_t)-1 || e[i].who == e[j].who)
+            continue;
+        int a = e[i].who;
+        bool released = false, lease_released = false, expired = false;
+        const struct aev *last_lease = NULL;
+        for (size_t k = 0; k < n; k++) {
+            if (e[k].who != a || e[k].t > e[j].t)
+                continue;
+            if (e[k].kind == AEV_LEASE && (!last_lease || e[k].t >= last_lease->t))
+                last_lease = &e[k];
+            if (e[k].t < e[i].t)
+                continue;
+            if (e[k].kind == AEV_RELEASE && strcmp(e[k].name, e[j].name) == 0)
+                released = true;
+            if (e[k].kind == AEV_LEASE && e[k].lease_released)
+                lease_released = true;
+        }
+        expired = last_lease && e[j].t >= last_lease->held_until;
+        ck_assert_msg(released || lease_released || expired,
+                      "%s written by kop-%d and then by kop-%d %.3f s later without a hand-off: "
+                      "no release of the object, kop-%d's membership Lease neither released "
+                      "nor expired (held until %.3f s after the second write)",
+                      e[j].name, a, e[j].who, (double)(e[j].t - e[i].t) / 1e6, a,
+                      last_lease ? (double)(last_lease->held_until - e[j].t) / 1e6 : 0.0);
+        h.released += released;
+        h.lease_released += !released && lease_released;
+        h.lease_expired += !released && !lease_released && expired;
+    }
+    free(e);
+    return h;
+}
+
 /* Settled, and still so with the same owners three sharder periods
  * later: a pass that moves objects one drain at a time is settled (every
  * object owned by a live replica) between its moves. */
@@ -442,6 +656,13 @@ START_TEST(test_sharding_join_leave_kill)
     ck_assert_msg(settle(&sa), "did not settle after SIGKILL");
     ck_assert_int_eq(counts[survivor], N_OBJECTS);
     ck_assert(kop_test_logged(&nodes[survivor].proc, "\"msg\":\"members changed\""));
+
+    /* kubesim's audit log: every change of writer came after a hand-off,
+     * and all three kinds happened (the join, the SIGTERM, the SIGKILL). */
+    struct handoffs h = check_audit_handoffs();
+    ck_assert_int_ge(h.released, moved);
+    ck_assert_int_gt(h.lease_released, 0);
+    ck_assert_int_gt(h.lease_expired, 0);
 }
 END_TEST
 
@@ -535,6 +756,7 @@ START_TEST(test_sharding_webhook_labels_at_create)
     owners_now(later);
     for (int i = 0; i < N_OBJECTS; i++)
         ck_assert_str_eq(first[i], later[i]); /* no sharder relabelling */
+    check_audit_handoffs();
 }
 END_TEST
 
