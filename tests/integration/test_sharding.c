@@ -19,8 +19,9 @@
  *    released and its objects move at the next pass;
  *  - a replica is SIGKILLed: its objects stay put while its membership
  *    Lease could still be live, then move;
- *  - changes made during all this converge: every Deployment ends with the
- *    replicas of its MyResource;
+ *  - changes made during all this (a thread patches one MyResource's
+ *    replicas every 100 ms across each join, stop and kill) converge:
+ *    every Deployment ends with the replicas of its MyResource;
  *  - kubesim's audit log shows no object written by two replicas within
  *    one lease period (check_audit_handoffs): each replica has its own
  *    token (kubesim's --token-auth-file), so the log names the writer. In
@@ -36,7 +37,9 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +342,48 @@ static void bump_replicas(int round)
     }
 }
 
+/* A stream of changes: a thread patching one MyResource's spec.replicas
+ * every 100 ms (round robin) while replicas join, leave and die. */
+struct change_stream {
+    pthread_t thread;
+    atomic_bool stop;
+    int sent, failed; /* read after the join */
+};
+
+static void *stream_main(void *arg)
+{
+    struct change_stream *cs = arg;
+    const struct kop_test_http_options o = {
+        .ca = fx.ca, .token = TOKEN, .ctype = "application/merge-patch+json", .timeout_s = 10};
+    for (int k = 0; !atomic_load(&cs->stop); k++) {
+        char url[512], body[128];
+        snprintf(url, sizeof(url), "%s" MYR_PATH "/web-%02d", sim.url, k % N_OBJECTS);
+        snprintf(body, sizeof(body), "{\"spec\":{\"replicas\":%d}}", 1 + (k / N_OBJECTS) % 4);
+        struct kop_test_resp r;
+        long code = kop_test_request(&o, "PATCH", url, body, &r);
+        kop_test_resp_free(&r);
+        cs->sent++;
+        cs->failed += code != 200;
+        kop_test_sleep_ms(100);
+    }
+    return NULL;
+}
+
+static void stream_start(struct change_stream *cs)
+{
+    memset(cs, 0, sizeof(*cs));
+    atomic_init(&cs->stop, false);
+    ck_assert_int_eq(pthread_create(&cs->thread, NULL, stream_main, cs), 0);
+}
+
+static void stream_stop(struct change_stream *cs)
+{
+    atomic_store(&cs->stop, true);
+    ck_assert_int_eq(pthread_join(cs->thread, NULL), 0);
+    ck_assert_int_gt(cs->sent, 5);
+    ck_assert_msg(cs->failed == 0, "%d of %d changes failed", cs->failed, cs->sent);
+}
+
 /* On a failure: what the replicas said last, and the labels, on stderr. */
 static void dump(void)
 {
@@ -587,10 +632,14 @@ START_TEST(test_sharding_join_leave_kill)
     /* A third replica joins while specs change: objects move to it, each
      * released by its old owner first. */
     char before[N_OBJECTS][16], after[N_OBJECTS][16];
+    struct change_stream cs;
     owners_now(before);
+    stream_start(&cs);
     start_node(&nodes[2], 2);
     live[2] = true;
     sa.need = 1u << 2;
+    kop_test_sleep_ms(3000);
+    stream_stop(&cs);
     bump_replicas(1);
     ck_assert_msg(settle(&sa), "three replicas did not settle");
     ck_assert_int_gt(counts[2], 0);
@@ -628,9 +677,12 @@ START_TEST(test_sharding_join_leave_kill)
     ck_assert_int_ge((int)drains, moved);
 
     /* Graceful stop of kop-1: its Lease is released, its objects move. */
+    stream_start(&cs);
     stop_node(&nodes[1], SIGTERM);
     live[1] = false;
     sa.need = 0;
+    kop_test_sleep_ms(2000);
+    stream_stop(&cs);
     bump_replicas(2);
     ck_assert_msg(settle(&sa), "did not settle after SIGTERM");
     ck_assert_int_eq(counts[1], 0);
@@ -641,6 +693,7 @@ START_TEST(test_sharding_join_leave_kill)
     int victim = counts[2] > 0 ? 2 : 0, survivor = 2 - victim;
     ck_assert_int_gt(counts[victim], 0);
     int had = counts[victim];
+    stream_start(&cs);
     stop_node(&nodes[victim], SIGKILL);
     long killed = kop_test_now_ms();
     kop_test_sleep_ms(1500);
@@ -652,6 +705,10 @@ START_TEST(test_sharding_join_leave_kill)
         ck_assert_int_eq(still, had);
     }
     live[victim] = false;
+    long left = LEASE_MS + 1000 - (kop_test_now_ms() - killed);
+    if (left > 0)
+        kop_test_sleep_ms(left); /* the stream goes on across the move */
+    stream_stop(&cs);
     bump_replicas(3);
     ck_assert_msg(settle(&sa), "did not settle after SIGKILL");
     ck_assert_int_eq(counts[survivor], N_OBJECTS);
