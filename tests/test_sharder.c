@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kop/clock.h"
 #include "kop/kubeconfig.h"
 #include "testutil.h"
 
@@ -344,12 +345,25 @@ START_TEST(test_sharder_decide_table)
 }
 END_TEST
 
+/* A drained object moves only within one lease duration of its fence;
+ * its old owner refuses it for longer, so the move lands in the refusal. */
+START_TEST(test_sharder_move_window)
+{
+    const int64_t lease = 15 * KOP_NSEC_PER_SEC;
+    ck_assert(kop_shard_move_in_time(1000, 1000, lease));
+    ck_assert(kop_shard_move_in_time(1000, 1000 + lease - 1, lease));
+    ck_assert(!kop_shard_move_in_time(1000, 1000 + lease, lease));
+    ck_assert(!kop_shard_move_in_time(1000, 1000 + 10 * lease, lease));
+    ck_assert_int_gt(KOP_SHARD_REFUSE_LEASES, 1);
+}
+END_TEST
+
 START_TEST(test_sharder_gate_table)
 {
     ck_assert_int_eq(kop_shard_gate_decide("me", "me", false, false), KOP_SHARD_RECONCILE);
     ck_assert_int_eq(kop_shard_gate_decide("me", "me", true, false), KOP_SHARD_RELEASE);
     ck_assert_int_eq(kop_shard_gate_decide("me", "me", true, true), KOP_SHARD_RELEASE);
-    /* Released: refused until the owner label moves (or a lease duration). */
+    /* Released: refused until the owner label moves (or two lease durations). */
     ck_assert_int_eq(kop_shard_gate_decide("me", "me", false, true), KOP_SHARD_SKIP);
     ck_assert_int_eq(kop_shard_gate_decide("other", "me", false, false), KOP_SHARD_SKIP);
     ck_assert_int_eq(kop_shard_gate_decide(NULL, "me", false, false), KOP_SHARD_SKIP);
@@ -509,6 +523,7 @@ static Suite *sharder_suite(void)
     tcase_add_test(tc, test_sharder_ring_ranges_are_the_assignment);
     tcase_add_test(tc, test_sharder_ring_empty_and_invalid);
     tcase_add_test(tc, test_sharder_decide_table);
+    tcase_add_test(tc, test_sharder_move_window);
     tcase_add_test(tc, test_sharder_gate_table);
     tcase_add_test(tc, test_sharder_mutate_adds_owner_label);
     tcase_add_test(tc, test_sharder_mutate_leaves_alone);

@@ -140,6 +140,19 @@ enum kop_shard_action {
 enum kop_shard_action kop_shard_decide(const char *owner, bool owner_live, bool draining,
                                        bool drain_requested, const char *target, bool rebalance);
 
+/* A released object stays refused by its old owner for this many lease
+ * durations; the sharder moves it only within one lease duration of the
+ * fence (kop_shard_move_in_time), so the move and the old owner's sight of
+ * it have a lease duration to land. */
+#define KOP_SHARD_REFUSE_LEASES 2
+
+/* Whether a drained object may still move: the owner's release came at
+ * fence_ns or later (monotonic: when the sharder asked for the drain, or
+ * the start of a later list that still showed the drain label), and now_ns
+ * is less than one lease duration after it. Otherwise the sharder asks for
+ * the drain again. */
+bool kop_shard_move_in_time(int64_t fence_ns, int64_t now_ns, int64_t lease_ns);
+
 enum kop_shard_gate {
     KOP_SHARD_RECONCILE, /* reconcile as usual */
     KOP_SHARD_RELEASE,   /* remove the drain label, do not reconcile */
@@ -148,7 +161,7 @@ enum kop_shard_gate {
 
 /* The owner replica's decision before a reconcile: owner label vs self,
  * the drain label, and whether this replica released the object within
- * the last lease duration. */
+ * the last KOP_SHARD_REFUSE_LEASES lease durations. */
 enum kop_shard_gate kop_shard_gate_decide(const char *owner, const char *self, bool draining,
                                           bool released_recently);
 
@@ -159,7 +172,7 @@ struct kop_sharder_options {
     struct kop_membership *membership; /* borrowed; started by the caller */
     const char *namespace;             /* --namespace; NULL or "": all */
     int64_t period_ms;                 /* sharder pass interval; 0: 2 s */
-    int64_t lease_duration_ms;         /* how long a released object stays refused */
+    int64_t lease_duration_ms;         /* the membership Leases' (refusal and move windows) */
     struct kop_metrics *metrics;       /* NULL: kop_metrics_global() */
 };
 

@@ -22,12 +22,19 @@
  * one worker at a time, and the gate runs inside that worker's reconcile;
  * the worker that removes the drain label is therefore the only one
  * working on the object, and the released map refuses every later
- * reconcile of it on this replica. The sharder changes the owner label
- * only after it saw the drain label gone, with the resourceVersion it
- * read as a precondition. The new owner's informer sees the object only
- * after that write. An owner whose membership Lease expired is gone: its
- * membership elector stopped its reconciles at the renew deadline, before
- * the Lease could expire (kop/leader.h), so its objects move at once.
+ * reconcile of it on this replica for two lease durations
+ * (KOP_SHARD_REFUSE_LEASES). The sharder changes the owner label only after
+ * it saw the drain label gone, with the resourceVersion it read as a
+ * precondition, and only within one lease duration of a time the release
+ * cannot precede (the fence: when it asked for the drain, or the start of
+ * a later list that still showed the drain label), else it asks for the
+ * drain again (kop_shard_move_in_time). So the owner change lands, and
+ * reaches the old owner's informer, while the old owner still refuses the
+ * object, as long as a request and a watch event take less than a lease
+ * duration: the assumption leader election makes too. The new owner's
+ * informer sees the object only after that write. An owner whose membership Lease expired is gone:
+ * its membership elector stopped its reconciles at the renew deadline, before the Lease could
+ * expire (kop/leader.h), so its objects move at once.
  */
 #include "kop/sharder.h"
 
@@ -309,6 +316,11 @@ enum kop_shard_action kop_shard_decide(const char *owner, bool owner_live, bool 
     return rebalance ? KOP_SHARD_DRAIN : KOP_SHARD_KEEP;
 }
 
+bool kop_shard_move_in_time(int64_t fence_ns, int64_t now_ns, int64_t lease_ns)
+{
+    return now_ns - fence_ns < lease_ns;
+}
+
 enum kop_shard_gate kop_shard_gate_decide(const char *owner, const char *self, bool draining,
                                           bool released_recently)
 {
@@ -340,6 +352,7 @@ struct kop_sharder {
 
     /* Sharder thread only. */
     json_t *requested; /* uid -> monotonic ns when the drain label was set */
+    json_t *fence;     /* uid -> monotonic ns the owner's release cannot precede */
     json_t *shards;    /* identities reported in the gauge */
     bool balanced;
     uint64_t balanced_gen;
@@ -439,6 +452,9 @@ static void pass(struct kop_sharder *s, bool idle)
     };
     struct kop_api_status st;
     memset(&st, 0, sizeof(st));
+    /* Before the request: a drain label this list shows was still there
+     * at this time or later. */
+    int64_t list_ns = kop_clock_now_ns();
     int r = kop_client_list(s->client, &res_myr, s->ns, &lo, &st, &list);
     if (r < 0) {
         kop_log(KOP_LOG_WARN, LOGGER, "cannot list MyResources",
@@ -446,8 +462,8 @@ static void pass(struct kop_sharder *s, bool idle)
         goto out;
     }
     bool pending = false;
-    int64_t now = kop_clock_now_ns();
-    size_t i, assigned = 0, drains = 0, moves = 0;
+    int64_t lease_ns = s->lease_ms * KOP_NSEC_PER_MSEC;
+    size_t i, assigned = 0, drains = 0, moves = 0, redrains = 0;
     json_t *obj;
     json_array_foreach(json_object_get(list, "items"), i, obj)
     {
@@ -460,6 +476,18 @@ static void pass(struct kop_sharder *s, bool idle)
         const char *drain = label(obj, KOP_SHARDER_DRAIN_LABEL);
         bool draining = drain && strcmp(drain, "true") == 0;
         const json_t *req = json_object_get(s->requested, uid);
+        if (req && draining) {
+            json_object_set_new(s->fence, uid, json_integer(list_ns)); /* not released yet */
+        } else if (req &&
+                   !kop_shard_move_in_time(json_integer_value(json_object_get(s->fence, uid)),
+                                           kop_clock_now_ns(), lease_ns)) {
+            /* Released too long ago for a safe move (the old owner may
+             * take the object up again): ask for the drain again. */
+            json_object_del(s->requested, uid);
+            json_object_del(s->fence, uid);
+            req = NULL;
+            redrains++;
+        }
         const char *target = kop_shard_ring_owner(ring, uid);
         bool live = owner && is_member(members, owner);
         enum kop_shard_action a =
@@ -479,29 +507,35 @@ static void pass(struct kop_sharder *s, bool idle)
                 if (owner && *owner)
                     kop_counter_inc(s->m_moves);
                 json_object_del(s->requested, uid);
+                json_object_del(s->fence, uid);
             } else {
                 pending = true;
             }
             break;
-        case KOP_SHARD_DRAIN:
+        case KOP_SHARD_DRAIN: {
+            int64_t asked = kop_clock_now_ns(); /* before the label can be there */
             r = patch_labels(s->client, obj, NULL, "true", true);
             if (r == 0) {
-                json_object_set_new(s->requested, uid, json_integer(now));
+                json_object_set_new(s->requested, uid, json_integer(asked));
+                json_object_set_new(s->fence, uid, json_integer(asked));
                 drains++;
             }
             pending = true;
             break;
+        }
         case KOP_SHARD_MOVE:
             r = patch_labels(s->client, obj, target, NULL, true);
-            if (r != 0)
-                json_object_del(s->requested, uid); /* changed since: drain again */
             if (r == 0) {
                 now_owner = target;
                 moves++;
                 kop_counter_inc(s->m_moves);
-                kop_histogram_observe(s->m_drain, (double)(now - json_integer_value(req)) / 1e9);
-                json_object_del(s->requested, uid);
-            } else {
+                kop_histogram_observe(s->m_drain,
+                                      (double)(kop_clock_now_ns() - json_integer_value(req)) / 1e9);
+            }
+            /* Moved, or changed since (drain again). */
+            json_object_del(s->requested, uid);
+            json_object_del(s->fence, uid);
+            if (r != 0) {
                 pending = true;
             }
             break;
@@ -517,6 +551,11 @@ static void pass(struct kop_sharder *s, bool idle)
         if (!json_object_get(seen, k))
             json_object_del(s->requested, k);
     }
+    json_object_foreach_safe(s->fence, tmp, k, v)
+    {
+        if (!json_object_get(s->requested, k))
+            json_object_del(s->fence, k);
+    }
     json_object_foreach(s->shards, k, v)
     {
         if (!json_object_get(counts, k))
@@ -529,10 +568,11 @@ static void pass(struct kop_sharder *s, bool idle)
     }
     if (assigned || drains || moves || (rebalance && !pending))
         kop_log(KOP_LOG_INFO, LOGGER, "sharder pass",
-                json_pack("{s:O, s:I, s:b, s:I, s:I, s:I, s:b}", "members", members, "objects",
+                json_pack("{s:O, s:I, s:b, s:I, s:I, s:I, s:I, s:b}", "members", members, "objects",
                           (json_int_t)json_array_size(json_object_get(list, "items")), "rebalance",
                           rebalance, "assigned", (json_int_t)assigned, "drainsRequested",
-                          (json_int_t)drains, "moved", (json_int_t)moves, "pending", pending));
+                          (json_int_t)drains, "drainsRenewed", (json_int_t)redrains, "moved",
+                          (json_int_t)moves, "pending", pending));
     if (!pending) {
         s->balanced = true;
         s->balanced_gen = gen;
@@ -567,6 +607,7 @@ static void *sharder_main(void *arg)
             continue;
         if (atomic_exchange(&s->reset, false)) {
             json_object_clear(s->requested);
+            json_object_clear(s->fence);
             s->balanced = false;
         }
         pass(s, ++tick % IDLE_PASS_EVERY != 0);
@@ -602,6 +643,7 @@ int kop_sharder_new(const struct kop_sharder_options *o, struct kop_sharder **re
         snprintf(s->selector, n, "%s=%s", KOP_SHARDER_OWNER_LABEL, id);
     s->ns = o->namespace && *o->namespace ? strdup(o->namespace) : NULL;
     s->requested = json_object();
+    s->fence = json_object();
     s->shards = json_object();
     s->released = json_object();
     struct kop_metrics *m = o->metrics ? o->metrics : kop_metrics_global();
@@ -621,8 +663,8 @@ int kop_sharder_new(const struct kop_sharder_options *o, struct kop_sharder **re
                                               "From the drain label set to the owner "
                                               "label changed.",
                                               NULL, buckets, 12));
-    if (!s->selector || (o->namespace && *o->namespace && !s->ns) || !s->requested || !s->shards ||
-        !s->released) {
+    if (!s->selector || (o->namespace && *o->namespace && !s->ns) || !s->requested || !s->fence ||
+        !s->shards || !s->released) {
         kop_sharder_free(s);
         return -ENOMEM;
     }
@@ -667,6 +709,7 @@ void kop_sharder_free(struct kop_sharder *s)
         return;
     kop_sharder_stop(s);
     json_decref(s->requested);
+    json_decref(s->fence);
     json_decref(s->shards);
     json_decref(s->released);
     pthread_cond_destroy(&s->cond);
@@ -692,7 +735,7 @@ const char *kop_sharder_identity(const struct kop_sharder *s)
 int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, const json_t *obj)
 {
     struct kop_sharder *s = ud;
-    int64_t lease_ns = s->lease_ms * KOP_NSEC_PER_MSEC;
+    int64_t refuse_ns = KOP_SHARD_REFUSE_LEASES * s->lease_ms * KOP_NSEC_PER_MSEC;
     int64_t now = kop_clock_now_ns();
     if (!obj) {
         /* Moved away (or deleted): a later return is a new assignment. */
@@ -705,9 +748,9 @@ int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, c
     bool draining = drain && strcmp(drain, "true") == 0;
     pthread_mutex_lock(&s->rel_lock);
     const json_t *t = json_object_get(s->released, key);
-    int64_t since = t ? now - json_integer_value(t) : lease_ns;
+    int64_t since = t ? now - json_integer_value(t) : refuse_ns;
     enum kop_shard_gate g = kop_shard_gate_decide(
-        label(obj, KOP_SHARDER_OWNER_LABEL), kop_sharder_identity(s), draining, since < lease_ns);
+        label(obj, KOP_SHARDER_OWNER_LABEL), kop_sharder_identity(s), draining, since < refuse_ns);
     if (g == KOP_SHARD_RELEASE) {
         /* Refuse from now on, before the label is gone; drop old entries. */
         const char *k;
@@ -715,7 +758,7 @@ int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, c
         void *tmp;
         json_object_foreach_safe(s->released, tmp, k, v)
         {
-            if (now - json_integer_value(v) >= lease_ns)
+            if (now - json_integer_value(v) >= refuse_ns)
                 json_object_del(s->released, k);
         }
         json_object_set_new(s->released, key, json_integer(now));
@@ -727,7 +770,7 @@ int64_t kop_sharder_gate(void *ud, struct kop_client *client, const char *key, c
     case KOP_SHARD_SKIP:
         /* Released: look again when the refusal ends, in case the object
          * came back to this replica before it left the cache. */
-        return since < lease_ns ? lease_ns - since + KOP_NSEC_PER_MSEC : -1;
+        return since < refuse_ns ? refuse_ns - since + KOP_NSEC_PER_MSEC : -1;
     case KOP_SHARD_RELEASE:
         break;
     }

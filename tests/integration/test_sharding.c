@@ -105,6 +105,10 @@ static void node_kubeconfig(struct node *n)
     free(kc);
 }
 
+/* --leader-election-retry-period of the next replicas started: also the
+ * sharder's pass period. Reset by setup. */
+static const char *retry_period;
+
 /* cert_dir NULL: --controller-only; else the webhook server too, on a
  * kernel-chosen port (*ret_webhook_port). */
 static void start_node_with(struct node *n, int index, const char *cert_dir, long *ret_webhook_port)
@@ -119,7 +123,7 @@ static void start_node_with(struct node *n, int index, const char *cert_dir, lon
                     "--leader-election-renew-deadline",
                     "3s",
                     "--leader-election-retry-period",
-                    "500ms",
+                    (char *)retry_period,
                     "--kubeconfig",
                     n->kubeconfig,
                     "--metrics-bind-address",
@@ -182,6 +186,7 @@ static void setup(void)
 {
     kop_test_scratch_init(&fx);
     memset(nodes, 0, sizeof(nodes));
+    retry_period = "500ms";
     char tokens[1024];
     snprintf(tokens, sizeof(tokens), "%s/tokens.csv", fx.dir);
     FILE *f = fopen(tokens, "w");
@@ -723,6 +728,87 @@ START_TEST(test_sharding_join_leave_kill)
 }
 END_TEST
 
+/* The largest value of "field":N in the "sharder pass" lines of any
+ * running replica whose members include member (NULL: any). */
+static long sharder_pass_max(const char *field, const char *member)
+{
+    long best = -1;
+    char key[64];
+    snprintf(key, sizeof(key), "\"%s\":", field);
+    for (int k = 0; k < MAX_NODES; k++) {
+        if (!nodes[k].proc.pid)
+            continue;
+        char *out = kop_test_output(&nodes[k].proc);
+        for (const char *l = strstr(out, "\"msg\":\"sharder pass\""); l;
+             l = strstr(l + 1, "\"msg\":\"sharder pass\"")) {
+            const char *eol = strchr(l, '\n');
+            size_t len = eol ? (size_t)(eol - l) : strlen(l);
+            char *line = strndup(l, len);
+            ck_assert_ptr_nonnull(line);
+            const char *v = strstr(line, key);
+            bool has = !member || strstr(line, member);
+            if (v && has && atol(v + strlen(key)) > best)
+                best = atol(v + strlen(key));
+            free(line);
+        }
+        free(out);
+    }
+    return best;
+}
+
+static bool drains_requested_for_kop2(const void *arg)
+{
+    (void)arg;
+    return sharder_pass_max("drainsRequested", "\"kop-2\"") > 0;
+}
+
+/* The sharder is held up between a drain and its move (its lists fail for
+ * longer than a lease duration) while specs keep changing: the old owners
+ * released their objects long ago, so the sharder does not move them on
+ * that old release but asks for the drain again (the old owner might have
+ * taken an object up again after its refusal), and moves them after the
+ * second release. Before this rule the late move could land while the
+ * old owner, its refusal over, was writing the object: kubesim's audit log
+ * showed the same object written by two replicas within one lease period. */
+START_TEST(test_sharding_late_move_drains_again)
+{
+    bool live[MAX_NODES] = {true, true, false};
+    int counts[MAX_NODES];
+    struct settled_arg sa = {live, counts, 1u << 0 | 1u << 1};
+    /* Passes 1.5 s apart: time to hold the sharder up between a pass that
+     * asks for drains and the one that would move. */
+    retry_period = "1500ms";
+    start_node(&nodes[0], 0);
+    start_node(&nodes[1], 1);
+    for (int i = 0; i < N_OBJECTS; i++) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"web-%02d\"},\"spec\":{}}", i);
+        json_decref(api("POST", MYR_PATH, body, 201));
+    }
+    ck_assert_msg(settle(&sa), "two replicas did not settle");
+
+    struct change_stream cs;
+    stream_start(&cs);
+    start_node(&nodes[2], 2);
+    live[2] = true;
+    ck_assert_msg(kop_test_eventually(drains_requested_for_kop2, NULL, 30000),
+                  "the sharder asked for no drain towards kop-2");
+    json_decref(api("POST", "/_kubesim/faults",
+                    "{\"rules\":[{\"verb\":\"list\",\"code\":500,\"rate\":1,"
+                    "\"resource\":\"myresources\"}]}",
+                    200));
+    kop_test_sleep_ms(LEASE_MS + 2000);
+    json_decref(api("POST", "/_kubesim/faults", "{\"rules\":[]}", 200));
+    kop_test_sleep_ms(2000);
+    stream_stop(&cs);
+    sa.need = 1u << 2;
+    ck_assert_msg(settle(&sa), "three replicas did not settle");
+    ck_assert_msg(sharder_pass_max("drainsRenewed", NULL) > 0,
+                  "the sharder moved objects on releases more than a lease duration old");
+    check_audit_handoffs();
+}
+END_TEST
+
 /* Whether a replica logged a completed sharder pass over kop-0 and kop-1
  * (a pass logs itself when it rebalanced and nothing is pending). */
 static bool sharder_balanced_both(const void *arg)
@@ -825,6 +911,7 @@ static Suite *sharding_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_sharding_join_leave_kill);
     tcase_add_test(tc, test_sharding_webhook_labels_at_create);
+    tcase_add_test(tc, test_sharding_late_move_drains_again);
     suite_add_tcase(s, tc);
     return s;
 }
