@@ -32,10 +32,13 @@
  *    2. the owner sees it (its informer holds the object), stops
  *       reconciling the object and removes the drain label in the same
  *       worker slot (so no reconcile of it is in flight) and refuses to
- *       reconcile it until it leaves its cache, or for a lease duration;
+ *       reconcile it until it leaves its cache, or for two lease
+ *       durations (KOP_SHARD_REFUSE_LEASES);
  *    3. the sharder sees the drain label gone and changes the owner label
  *       (with the resourceVersion it read as a precondition; on a conflict
- *       it forgets the drain and starts over).
+ *       it forgets the drain and starts over), within one lease duration
+ *       of the release's fence (kop_shard_move_in_time), else it asks for
+ *       the drain again.
  *    Until every move of a membership change completed, each pass tries
  *    again.
  *
