@@ -389,6 +389,16 @@ static void stream_stop(struct change_stream *cs)
     ck_assert_msg(cs->failed == 0, "%d of %d changes failed", cs->failed, cs->sent);
 }
 
+/* web-00 ... web-NN, with an empty spec (the sharder labels them). */
+static void create_objects(void)
+{
+    for (int i = 0; i < N_OBJECTS; i++) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"web-%02d\"},\"spec\":{}}", i);
+        json_decref(api("POST", MYR_PATH, body, 201));
+    }
+}
+
 /* On a failure: what the replicas said last, and the labels, on stderr. */
 static void dump(void)
 {
@@ -624,11 +634,7 @@ START_TEST(test_sharding_join_leave_kill)
     struct settled_arg sa = {live, counts, 1u << 0 | 1u << 1};
     start_node(&nodes[0], 0);
     start_node(&nodes[1], 1);
-    for (int i = 0; i < N_OBJECTS; i++) {
-        char body[256];
-        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"web-%02d\"},\"spec\":{}}", i);
-        json_decref(api("POST", MYR_PATH, body, 201));
-    }
+    create_objects();
     ck_assert_msg(settle(&sa), "two replicas did not settle");
     ck_assert_int_gt(counts[0], 0);
     ck_assert_int_gt(counts[1], 0);
@@ -780,11 +786,7 @@ START_TEST(test_sharding_late_move_drains_again)
     retry_period = "1500ms";
     start_node(&nodes[0], 0);
     start_node(&nodes[1], 1);
-    for (int i = 0; i < N_OBJECTS; i++) {
-        char body[256];
-        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"web-%02d\"},\"spec\":{}}", i);
-        json_decref(api("POST", MYR_PATH, body, 201));
-    }
+    create_objects();
     ck_assert_msg(settle(&sa), "two replicas did not settle");
 
     struct change_stream cs;

@@ -89,6 +89,19 @@ struct csv {
     int line;
 };
 
+/* Append ch to the field *f (room kept for the NUL). */
+static void put_char(char **f, size_t *len, size_t *cap, char ch)
+{
+    if (*len + 2 > *cap) {
+        *cap *= 2;
+        char *nf = realloc(*f, *cap);
+        if (!nf)
+            abort();
+        *f = nf;
+    }
+    (*f)[(*len)++] = ch;
+}
+
 /* One record into fields (malloc'd strings, *nf of them). 1 = a record,
  * 0 = end of input, -1 = syntax error (*err set, malloc'd). */
 static int csv_record(struct csv *c, char ***fields, size_t *nf, char **err)
@@ -135,14 +148,7 @@ static int csv_record(struct csv *c, char ***fields, size_t *nf, char **err)
                 } else if (ch == '\n') {
                     c->line++;
                 }
-                if (len + 2 > cap) {
-                    cap *= 2;
-                    char *nfb = realloc(f, cap);
-                    if (!nfb)
-                        abort();
-                    f = nfb;
-                }
-                f[len++] = ch;
+                put_char(&f, &len, &cap, ch);
             }
         } else {
             while (c->p < c->end && *c->p != ',' && *c->p != '\n' &&
@@ -152,14 +158,7 @@ static int csv_record(struct csv *c, char ***fields, size_t *nf, char **err)
                     *err = ks_printf("line %d: bare \" in non-quoted-field", c->line);
                     goto fail;
                 }
-                if (len + 2 > cap) {
-                    cap *= 2;
-                    char *nfb = realloc(f, cap);
-                    if (!nfb)
-                        abort();
-                    f = nfb;
-                }
-                f[len++] = *c->p++;
+                put_char(&f, &len, &cap, *c->p++);
             }
         }
         f[len] = '\0';
