@@ -22,13 +22,7 @@ cd "$top"
 build=${BUILD_DIR:-build}
 
 bench_usage_line="usage: scripts/bench-informer.sh [-n N] [KUBESIM_BIN]"
-while getopts "n:" o; do
-  case $o in
-    n) bench_count N "$OPTARG" ;;
-    *) bench_usage ;;
-  esac
-done
-[ $# -le $OPTIND ] || bench_usage "one argument at most after the options"
+bench_n_and_one_arg "$@"
 
 bench_setup "$build" --buildtype=debugoptimized
 ninja -C "$build" tests/kubesim/kubesim >/dev/null

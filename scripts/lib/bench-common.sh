@@ -9,8 +9,14 @@
 #   bench_usage [MESSAGE]
 #       MESSAGE (when given, "NAME: MESSAGE") and the usage line on stderr,
 #       then exit 2. For a bad option, a bad value and --help alike.
+#   bench_no_help ARGS...
+#       bench_usage when one of ARGS is -h or --help (for scripts whose
+#       arguments are positional).
 #   bench_count NAME VALUE
 #       bench_usage unless VALUE is a whole number >= 1.
+#   bench_n_and_one_arg ARGS...
+#       bench_usage unless ARGS are [-n N] [ONE_MORE] with N a whole number
+#       >= 1 (the command lines of the tests/bench programs).
 #   bench_setup DIR [MESON_ARGS...]
 #       meson setup DIR with MESON_ARGS when DIR has no build.ninja yet.
 #   bench_c_program BUILD NAME
@@ -38,11 +44,29 @@ bench_usage() {
   exit 2
 }
 
+bench_no_help() {
+  local a
+  for a in "$@"; do
+    case $a in -h | --help) bench_usage ;; esac
+  done
+}
+
 bench_count() {
   case $2 in
   '' | *[!0-9]*) bench_usage "$1 must be a whole number, not \"$2\"" ;;
   esac
   [ "$2" -ge 1 ] || bench_usage "$1 must be at least 1"
+}
+
+bench_n_and_one_arg() {
+  local o OPTIND=1
+  while getopts "n:" o; do
+    case $o in
+      n) bench_count N "$OPTARG" ;;
+      *) bench_usage ;;
+    esac
+  done
+  [ $# -le $OPTIND ] || bench_usage "one argument at most after the options"
 }
 
 bench_setup() {
