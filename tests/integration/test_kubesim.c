@@ -99,6 +99,14 @@ static void merge_patch(const char *path, const char *body, long want_code)
     kop_test_resp_free(&r);
 }
 
+/* The next page of "default"'s ConfigMaps, two a page, from continue token cont. */
+static void continue_path(char *path, size_t len, const char *cont)
+{
+    char *esc = curl_easy_escape(NULL, cont, 0);
+    snprintf(path, len, "/api/v1/namespaces/default/configmaps?limit=2&continue=%s", esc);
+    curl_free(esc);
+}
+
 /* The metadata.resourceVersion of the list at path (200) into rv. */
 static void list_rv(const char *path, char *rv, size_t len)
 {
@@ -311,10 +319,7 @@ START_TEST(test_kubesim_selectors_and_paging)
             json_decref(l);
             break;
         }
-        char *esc = curl_easy_escape(NULL, cont, 0);
-        snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?limit=2&continue=%s",
-                 esc);
-        curl_free(esc);
+        continue_path(path, sizeof(path), cont);
         json_decref(l);
         ck_assert_int_lt(pages, 10);
     }
@@ -1756,10 +1761,7 @@ START_TEST(test_kubesim_metadata_only)
         json_int_t left = json_integer_value(
             json_object_get(json_object_get(l, "metadata"), "remainingItemCount"));
         ck_assert_int_eq(left, 5 - seen);
-        char *esc = curl_easy_escape(NULL, cont, 0);
-        snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?limit=2&continue=%s",
-                 esc);
-        curl_free(esc);
+        continue_path(path, sizeof(path), cont);
         json_decref(l);
         ck_assert_int_lt(pages, 10);
     }
