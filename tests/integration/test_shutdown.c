@@ -334,6 +334,15 @@ static long sigterm_and_wait(void)
     return t0;
 }
 
+/* kop --webhook-only with this --shutdown-timeout, a ConversionReview
+ * held in flight as s, then SIGTERM (sigterm_and_wait): returns its time. */
+static long start_held_then_sigterm(struct slow_req *s, const char *shutdown_timeout)
+{
+    start_webhook_kop(shutdown_timeout);
+    slow_start(s, "/convert", review);
+    return sigterm_and_wait();
+}
+
 static void check_converted(const struct slow_req *s)
 {
     ck_assert_msg(s->rc == CURLE_OK, "in-flight request failed: %s", curl_easy_strerror(s->rc));
@@ -596,10 +605,8 @@ END_TEST
 
 START_TEST(test_shutdown_inflight_request_answered)
 {
-    start_webhook_kop("10s");
     struct slow_req s;
-    slow_start(&s, "/convert", review);
-    long t0 = sigterm_and_wait();
+    long t0 = start_held_then_sigterm(&s, "10s");
     /* kop waits for the request: still running a while later. */
     kop_test_sleep_ms(500);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0);
@@ -657,10 +664,8 @@ END_TEST
 
 START_TEST(test_shutdown_second_signal_exits_at_once)
 {
-    start_webhook_kop("30s");
     struct slow_req s;
-    slow_start(&s, "/convert", review);
-    sigterm_and_wait();
+    start_held_then_sigterm(&s, "30s");
     kop_test_sleep_ms(300);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0); /* still draining */
     long t0 = kop_test_now_ms();
@@ -679,10 +684,8 @@ END_TEST
 
 START_TEST(test_shutdown_timeout_cuts_hung_request)
 {
-    start_webhook_kop("1s");
     struct slow_req s;
-    slow_start(&s, "/convert", review);
-    long t0 = sigterm_and_wait();
+    long t0 = start_held_then_sigterm(&s, "1s");
     K.running = false;
     int st = wait_exit(&K.proc, 15000);
     long took = kop_test_now_ms() - t0;
