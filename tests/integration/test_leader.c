@@ -209,6 +209,18 @@ static void wait_leads(struct cand *c, int timeout_ms)
     ck_assert_ptr_eq(wait_leader(cs, 1, timeout_ms), c);
 }
 
+/* Candidates "cand-a" and "cand-b" for lease with these durations: a
+ * leads within 10 s; b, started after that, still follows settle_ms later. */
+static void leader_and_follower(struct cand *a, struct cand *b, const char *lease, int64_t lease_ms,
+                                int64_t renew_ms, int64_t retry_ms, long settle_ms)
+{
+    cand_init(a, lease, "cand-a", lease_ms, renew_ms, retry_ms);
+    wait_leads(a, 10000);
+    cand_init(b, lease, "cand-b", lease_ms, renew_ms, retry_ms);
+    sleep_ms(settle_ms);
+    ck_assert(!kop_leader_is_leader(b->l));
+}
+
 /* Poll until c's stopped-leading callback has run, at the latest at
  * end_ns; it must have run exactly once. */
 static void wait_stopped(struct cand *c, int64_t end_ns)
@@ -373,11 +385,7 @@ END_TEST
 START_TEST(test_leader_crash_waits_for_expiry)
 {
     struct cand a, b;
-    cand_init(&a, "crash", "cand-a", 6000, 4000, 300);
-    wait_leads(&a, 10000);
-    cand_init(&b, "crash", "cand-b", 6000, 4000, 300);
-    sleep_ms(400);
-    ck_assert(!kop_leader_is_leader(b.l));
+    leader_and_follower(&a, &b, "crash", 6000, 4000, 300, 400);
 
     int64_t t0 = kop_clock_now_ns();
     ck_assert_int_eq(kop_leader_stop(a.l, false), 0);
@@ -479,11 +487,7 @@ END_TEST
 START_TEST(test_leader_retired_does_not_acquire)
 {
     struct cand a, b;
-    cand_init(&a, "retire", "cand-a", 30000, 20000, 200);
-    wait_leads(&a, 10000);
-    cand_init(&b, "retire", "cand-b", 30000, 20000, 200);
-    sleep_ms(500);
-    ck_assert(!kop_leader_is_leader(b.l));
+    leader_and_follower(&a, &b, "retire", 30000, 20000, 200, 500);
 
     /* The leader retires: it still leads and renews. */
     kop_leader_retire(a.l);
