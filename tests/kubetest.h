@@ -266,8 +266,9 @@ long kop_test_start_webhook_kop(struct kop_test_proc *p, bool *ret_started, cons
 /* The most arguments a struct kop_test_argv holds, its NULL included. */
 #define KOP_TEST_ARGV_MAX 48
 
-/* A command line built up by kop_test_kop_argv and kop_test_argv_add:
- * v[0..n-1] and a NULL at v[n], ready for kop_test_spawn. */
+/* A command line built up by kop_test_kop_argv (or from a zeroed struct,
+ * an empty one) and kop_test_argv_add: v[0..n-1] and a NULL at v[n], ready
+ * for kop_test_spawn. */
 struct kop_test_argv {
     char *v[KOP_TEST_ARGV_MAX];
     size_t n;

@@ -272,6 +272,13 @@ START_TEST(test_kubetest_kop_argv)
     for (size_t i = 0; i < a.n; i++)
         ck_assert_str_eq(a.v[i], want[i]);
     ck_assert_ptr_null(a.v[a.n]);
+    /* From a zeroed struct: only what is added. */
+    struct kop_test_argv z = {0};
+    kop_test_argv_add(&z, "kop", "--webhook-only", NULL);
+    ck_assert_uint_eq(z.n, 2);
+    ck_assert_str_eq(z.v[0], "kop");
+    ck_assert_str_eq(z.v[1], "--webhook-only");
+    ck_assert_ptr_null(z.v[2]);
 }
 END_TEST
 
