@@ -67,24 +67,25 @@ static bool sim_running;
 /* ---- kop
  * ------------------------------------------------------------------------------------------ */
 
+/* kop with its webhook (the dev certificates), metrics and health servers
+ * on kernel-chosen loopback ports. */
+static void served_argv(struct kop_test_argv *a)
+{
+    memset(a, 0, sizeof(*a));
+    kop_test_argv_add(a, kop_test_bin("kop"), "--cert-dir", K.cert_dir, "--webhook-host=127.0.0.1",
+                      "--webhook-port=0", "--metrics-bind-address=127.0.0.1:0",
+                      "--health-probe-bind-address=127.0.0.1:0", NULL);
+}
+
 /* kop --webhook-only with the given --shutdown-timeout and
  * --shutdown-delay. */
 static void start_webhook_kop_delay(const char *shutdown_timeout, const char *shutdown_delay)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--webhook-only",
-                    "--cert-dir",
-                    K.cert_dir,
-                    "--webhook-host=127.0.0.1",
-                    "--webhook-port=0",
-                    "--metrics-bind-address=127.0.0.1:0",
-                    "--health-probe-bind-address=127.0.0.1:0",
-                    "--shutdown-timeout",
-                    (char *)shutdown_timeout,
-                    "--shutdown-delay",
-                    (char *)shutdown_delay,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&K.proc, argv), 0);
+    struct kop_test_argv a;
+    served_argv(&a);
+    kop_test_argv_add(&a, "--webhook-only", "--shutdown-timeout", shutdown_timeout,
+                      "--shutdown-delay", shutdown_delay, NULL);
+    ck_assert_int_eq(kop_test_spawn(&K.proc, a.v), 0);
     K.running = true;
     K.port = kop_test_logged_port(&K.proc, "serving webhook", 15000);
     K.metrics_port = kop_test_logged_port(&K.proc, "serving metrics", 15000);
@@ -738,28 +739,13 @@ static void start_sim_with_crd(char *kc, size_t kc_len)
  * "default", 15 s lease, 500 ms retry period), with this --shutdown-delay. */
 static void spawn_operator(struct kop_test_proc *p, const char *kc, const char *shutdown_delay)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--kubeconfig",
-                    (char *)kc,
-                    "--cert-dir",
-                    K.cert_dir,
-                    "--webhook-host=127.0.0.1",
-                    "--webhook-port=0",
-                    "--metrics-bind-address=127.0.0.1:0",
-                    "--health-probe-bind-address=127.0.0.1:0",
-                    "--leader-elect",
-                    "--leader-election-namespace",
-                    "default",
-                    "--leader-election-lease-duration",
-                    "15s",
-                    "--leader-election-retry-period",
-                    "500ms",
-                    "--shutdown-timeout",
-                    "10s",
-                    "--shutdown-delay",
-                    (char *)shutdown_delay,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(p, argv), 0);
+    struct kop_test_argv a;
+    served_argv(&a);
+    kop_test_argv_add(&a, "--kubeconfig", kc, "--leader-elect", "--leader-election-namespace",
+                      "default", "--leader-election-lease-duration", "15s",
+                      "--leader-election-retry-period", "500ms", "--shutdown-timeout", "10s",
+                      "--shutdown-delay", shutdown_delay, NULL);
+    ck_assert_int_eq(kop_test_spawn(p, a.v), 0);
 }
 
 /* On a failure: the last of what a process logged, on stderr. */
