@@ -309,15 +309,21 @@ static void rec_delete(void *ud, json_t *obj)
     pthread_mutex_unlock(&rec_lock);
 }
 
-static int counts(int *a, int *u, int *d)
+/* What the recording handlers saw. */
+struct events {
+    int add, update, del;
+};
+
+/* The handlers' counts so far; the test fails when they saw a contract
+ * violation. */
+static struct events seen_events(void)
 {
     pthread_mutex_lock(&rec_lock);
-    *a = n_add;
-    *u = n_update;
-    *d = n_delete;
-    int v = n_violations;
+    struct events ev = {n_add, n_update, n_delete};
+    int violations = n_violations;
     pthread_mutex_unlock(&rec_lock);
-    return v;
+    ck_assert_int_eq(violations, 0);
+    return ev;
 }
 
 /* Poll until cond() holds (at most 5 s). */
@@ -459,9 +465,8 @@ START_TEST(test_informer_list_watch_paging)
     ck_assert_uint_eq(st.pages, 3); /* 7 objects, limit 3 */
     ck_assert_uint_eq(st.lists, 1);
     ck_assert_str_eq(st.resource_version, "107");
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 7);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.add, 7);
     ck_assert(store_matches(NULL));
     /* List items got kind/apiVersion; managedFields were stripped. */
     json_t *o = kop_store_get(store, "ConfigMap", "ns", "cm-03");
@@ -475,10 +480,10 @@ START_TEST(test_informer_list_watch_paging)
     sim_put("new", 1);
     sim_del("cm-00");
     ck_assert(eventually(store_matches, NULL));
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 8);
-    ck_assert_int_eq(u, 1);
-    ck_assert_int_eq(d, 1);
+    ev = seen_events();
+    ck_assert_int_eq(ev.add, 8);
+    ck_assert_int_eq(ev.update, 1);
+    ck_assert_int_eq(ev.del, 1);
     o = kop_store_get(store, "ConfigMap", "ns", "cm-03");
     ck_assert_int_eq(json_integer_value(kop_json_path(o, "data.v")), 33);
     json_decref(o);
@@ -521,10 +526,9 @@ START_TEST(test_informer_dropped_watch_resumes)
     sim_put("cm-01", 100); /* recorded in the history: replayed on resume */
     sim_del("cm-02");
     ck_assert(eventually(store_matches, NULL));
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(u, 1);
-    ck_assert_int_eq(d, 1);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.update, 1);
+    ck_assert_int_eq(ev.del, 1);
     struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.lists, 1); /* resumed, not relisted */
     ck_assert_uint_ge(st.watches, 2);
@@ -545,11 +549,10 @@ START_TEST(test_informer_relist_on_410)
     /* ... then the watch expires: the relist synthesizes the events. */
     sim_knob(&sim_expire);
     ck_assert(eventually(store_matches, NULL));
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 5);
-    ck_assert_int_eq(u, 1); /* cm-01 only: unchanged objects make no event */
-    ck_assert_int_eq(d, 1);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.add, 5);
+    ck_assert_int_eq(ev.update, 1); /* cm-01 only: unchanged objects make no event */
+    ck_assert_int_eq(ev.del, 1);
     struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.lists, 2);
 }
@@ -567,9 +570,8 @@ START_TEST(test_informer_http_410_on_resume)
     sim_del("cm-00");
     sim_knob(&sim_drop);
     ck_assert(eventually(store_matches, NULL));
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(d, 1);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.del, 1);
     struct kop_informer_stats st = stats();
     ck_assert_uint_ge(st.lists, 2);
 }
@@ -586,9 +588,8 @@ START_TEST(test_informer_garbage_reconnects)
     struct kop_informer_stats st = stats();
     ck_assert_uint_ge(st.errors, 1);
     ck_assert_uint_eq(st.lists, 1);
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 2);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.add, 2);
 }
 END_TEST
 
@@ -696,9 +697,8 @@ START_TEST(test_informer_transform_stores_and_hands_out_its_result)
     ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "skip-me"));
     struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.dropped, 1);
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0); /* handlers got typed objects */
-    ck_assert_int_eq(a, 3);
+    struct events ev = seen_events(); /* handlers got typed objects */
+    ck_assert_int_eq(ev.add, 3);
 
     /* Watch events too, and the final state of a deleted object. */
     wait_watching(1);
@@ -720,9 +720,9 @@ START_TEST(test_informer_transform_stores_and_hands_out_its_result)
     st = stats();
     ck_assert_uint_eq(st.dropped, 2);
     ck_assert_int_ge(n_transformed, 7); /* 4 listed, 2 added, 1 deleted */
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 4);
-    ck_assert_int_eq(d, 1);
+    ev = seen_events();
+    ck_assert_int_eq(ev.add, 4);
+    ck_assert_int_eq(ev.del, 1);
 }
 END_TEST
 
@@ -744,9 +744,8 @@ START_TEST(test_informer_transform_relist_keeps_unchanged)
     ck_assert(eventually(store_matches, NULL));
     kop_informer_stop(inf);
     ck_assert_int_eq(n_transformed, before + 1);
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(u, 1);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.update, 1);
 }
 END_TEST
 
