@@ -24,14 +24,19 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
+bench_usage_line="usage: scripts/bench-abuse.sh [SECONDS]"
+bench_no_help "$@"
+[ $# -le 1 ] || bench_usage "one argument at most"
 secs=${1:-10}
+bench_count SECONDS "$secs"
 
 scripts/install-deps.sh
-# Debian 12 container images have no python3; the tools need only its stdlib.
-command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
+bench_need_python3
 
-build=build-release
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=false >/dev/null
+build="build-release"
+bench_setup "$build" --buildtype=release -Dtests=false
 ninja -C "$build" kop >/dev/null
 kop="$top/$build/kop"
 tool="$top/tests/bench/abuse.py"
@@ -47,12 +52,9 @@ trap cleanup EXIT
 scripts/gen-certs.sh "$tmp/certs" >/dev/null
 ca="$tmp/certs/ca.crt"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-port=$(free_port)
-health=$(free_port)
-metrics=$(free_port)
+port=$(bench_free_port)
+health=$(bench_free_port)
+metrics=$(bench_free_port)
 "$kop" --webhook-only --shutdown-delay 0 --cert-dir "$tmp/certs" --webhook-host 127.0.0.1 --webhook-port "$port" \
   --health-probe-bind-address "127.0.0.1:$health" --metrics-bind-address "127.0.0.1:$metrics" \
   --log-level error >"$tmp/kop.log" 2>&1 &
@@ -111,7 +113,7 @@ attacks=(slowloris-webhook slowloris-health slow-body half-open handshake-flood 
 
 echo "kop under attack"
 echo "  date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "  machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+echo "  machine: $(bench_machine)"
 echo "  command: scripts/bench-abuse.sh $secs   (release build, kop --webhook-only, default limits)"
 echo "  load:    8 keep-alive TLS connections, 100 reviews/s (conversion and admission alternate),"
 echo "           /healthz every 1 s on a new connection with a 1 s timeout"

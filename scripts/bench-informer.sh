@@ -7,7 +7,7 @@
 # the informer's LIST+sync time, kop_store_bytes per object, and the heap
 # and RSS deltas of the sync.
 #
-#   scripts/bench-informer.sh [-n N]          (default N = 10000)
+#   scripts/bench-informer.sh [-n N] [KUBESIM_BIN]   (default N = 10000)
 #   BUILD_DIR=builddir scripts/bench-informer.sh
 #
 # Uses the meson target bench_informer when the build defines it; otherwise
@@ -17,29 +17,18 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 build=${BUILD_DIR:-build}
 
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=debugoptimized >/dev/null
-fi
+bench_usage_line="usage: scripts/bench-informer.sh [-n N] [KUBESIM_BIN]"
+bench_n_and_one_arg "$@"
 
+bench_setup "$build" --buildtype=debugoptimized
 ninja -C "$build" tests/kubesim/kubesim >/dev/null
-target=$(ninja -C "$build" -t targets all 2>/dev/null |
-  sed -n 's/^\(tests\/\(bench\/\)\{0,1\}bench_informer\): .*/\1/p' | head -n 1)
-if [ -n "$target" ]; then
-  ninja -C "$build" "$target" >/dev/null
-  bin=$build/$target
-else
-  ninja -C "$build" src/core/libkop_core.a src/kube/libkop_kube.a >/dev/null
-  bin=$build/bench_informer
-  # shellcheck disable=SC2046 # pkg-config output is a list of flags
-  ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror \
-    -Iinclude -I"$build" tests/bench/bench_informer.c -o "$bin" \
-    "$build/src/kube/libkop_kube.a" "$build/src/core/libkop_core.a" \
-    $(pkg-config --cflags --libs jansson libcurl yaml-0.1) -lpthread -lm
-fi
+bench_c_program "$build" bench_informer
 
 echo "command: scripts/bench-informer.sh $*"
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "machine: $(uname -srm), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
-KOP_BUILD_ROOT=$top/$build "$bin" "$@"
+KOP_BUILD_ROOT=$top/$build "$bench_bin" "$@"

@@ -15,34 +15,28 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 n=300
 kib=200
+bench_usage_line="usage: scripts/bench-list-memory.sh [-n N] [-s KIB] [KOP_BIN...]"
 while getopts "n:s:" o; do
   case $o in
-    n) n=$OPTARG ;;
-    s) kib=$OPTARG ;;
-    *) echo "usage: $0 [-n N] [-s KIB] [KOP_BIN...]" >&2; exit 2 ;;
+    n) bench_count N "$OPTARG"; n=$OPTARG ;;
+    s) bench_count KIB "$OPTARG"; kib=$OPTARG ;;
+    *) bench_usage ;;
   esac
 done
 shift $((OPTIND - 1))
 
 scripts/install-deps.sh >/dev/null
-build=build-release
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=false >/dev/null
+build="build-release"
+bench_setup "$build" --buildtype=release -Dtests=false
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=("$top/$build/kop")
 
-work=$(mktemp -d)
-kop_pid=
-# shellcheck source=scripts/lib/kubesim.sh
-. "$top/scripts/lib/kubesim.sh"
-cleanup() {
-  [ -n "$kop_pid" ] && kill "$kop_pid" 2>/dev/null && wait "$kop_pid" 2>/dev/null
-  kubesim_stop
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_kubesim_scratch
 
 token=bench-list-token
 kubesim_start "$build/tests/kubesim/kubesim" "$work" "$token" || exit 1

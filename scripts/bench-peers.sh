@@ -43,15 +43,15 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
+bench_usage_line="usage: scripts/bench-peers.sh [SECONDS]   (BENCH_PEERS_RUNS a count)"
+bench_no_help "$@"
+[ $# -le 1 ] || bench_usage "one argument at most"
 secs=${1:-10}
 runs=${BENCH_PEERS_RUNS:-5}
-case "$secs$runs" in
-  '' | *[!0-9]*) echo "usage: scripts/bench-peers.sh [SECONDS]   (BENCH_PEERS_RUNS a count)" >&2; exit 2 ;;
-esac
-if [ "$secs" -lt 1 ] || [ "$runs" -lt 1 ]; then
-  echo "bench-peers: SECONDS and BENCH_PEERS_RUNS must be >= 1" >&2
-  exit 2
-fi
+bench_count SECONDS "$secs"
+bench_count BENCH_PEERS_RUNS "$runs"
 
 die() { echo "bench-peers: FAIL: $*" >&2; exit 1; }
 
@@ -80,7 +80,7 @@ if [ -n "${KOP_BIN:-}" ]; then
   kop=$KOP_BIN
 else
   build="build-release"
-  [ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=false >/dev/null
+  bench_setup "$build" --buildtype=release -Dtests=false
   ninja -C "$build" kop >/dev/null
   kop="$top/$build/kop"
 fi

@@ -9,11 +9,13 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 scripts/install-deps.sh
 build=${BUILD_DIR:-build}
-[ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
+bench_setup "$build"
 ninja -C "$build" tests/bench_ratelimit >/dev/null
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+echo "machine: $(bench_cpus)"
 echo "command: scripts/bench-ratelimit.sh $*"
 "$build/tests/bench_ratelimit" "$@"

@@ -26,34 +26,27 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 build=${BUILD_DIR:-build}
 n=10000
 workers=4
 sync=60s
+bench_usage_line="usage: scripts/bench-reconcile.sh [-n N] [-w WORKERS] [-s SYNC_PERIOD]"
 while getopts "n:w:s:" o; do
   case $o in
-    n) n=$OPTARG ;;
-    w) workers=$OPTARG ;;
+    n) bench_count N "$OPTARG"; n=$OPTARG ;;
+    w) bench_count WORKERS "$OPTARG"; workers=$OPTARG ;;
     s) sync=$OPTARG ;;
-    *) echo "usage: $0 [-n N] [-w WORKERS] [-s SYNC_PERIOD]" >&2; exit 2 ;;
+    *) bench_usage ;;
   esac
 done
+[ $OPTIND -gt $# ] || bench_usage "no arguments after the options"
 
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=debugoptimized >/dev/null
-fi
+bench_setup "$build" --buildtype=debugoptimized
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 
-work=$(mktemp -d)
-kop_pid=
-# shellcheck source=scripts/lib/kubesim.sh
-. "$top/scripts/lib/kubesim.sh"
-cleanup() {
-  [ -n "$kop_pid" ] && kill "$kop_pid" 2>/dev/null && wait "$kop_pid" 2>/dev/null
-  kubesim_stop
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_kubesim_scratch
 
 token=bench-reconcile-token
 kubesim_start "$build/tests/kubesim/kubesim" "$work" "$token" --deployment-ready-delay 200ms \

@@ -62,28 +62,30 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 
 control=false rate=600 clients=4
+bench_usage_line="usage: scripts/bench-rollout.sh [--control] [--rate R] [--clients N]"
 while [ $# -gt 0 ]; do
   case $1 in
   --control) control=true ;;
-  --rate) rate=$2; shift ;;
-  --clients) clients=$2; shift ;;
-  *) echo "usage: scripts/bench-rollout.sh [--control] [--rate R] [--clients N]" >&2; exit 2 ;;
+  --rate) [ $# -ge 2 ] || bench_usage "--rate needs a value"; rate=$2; shift ;;
+  --clients) [ $# -ge 2 ] || bench_usage "--clients needs a value"; clients=$2; shift ;;
+  *) bench_usage ;;
   esac
   shift
 done
-case "$rate$clients" in
-'' | *[!0-9]*) echo "bench-rollout: --rate and --clients take whole numbers" >&2; exit 2 ;;
-esac
+bench_count --rate "$rate"
+bench_count --clients "$clients"
 
 die() { echo "bench-rollout: FAIL: $*" >&2; exit 1; }
 
 scripts/install-deps.sh
-command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
+bench_need_python3
 
-build=build-release
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=false >/dev/null
+build="build-release"
+bench_setup "$build" --buildtype=release -Dtests=false
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 kop="$top/$build/kop"
 kubesim="$top/$build/tests/kubesim/kubesim"
@@ -112,9 +114,6 @@ wait_for() { # FILE PATTERN TRIES(of 100 ms)
     sleep 0.1
   done
   return 1
-}
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 scripts/gen-certs.sh "$tmp/certs" >/dev/null
@@ -145,7 +144,7 @@ others+=($!)
 # start NAME: a replica (pod NAME), on the ports it had before if any.
 start() {
   local n=$1
-  [ -n "${wport[$n]:-}" ] || { wport[$n]=$(free_port); hport[$n]=$(free_port); mport[$n]=$(free_port); }
+  [ -n "${wport[$n]:-}" ] || { wport[$n]=$(bench_free_port); hport[$n]=$(bench_free_port); mport[$n]=$(bench_free_port); }
   POD_NAME=$n "$kop" --kubeconfig "$tmp/kubeconfig" --cert-dir "$tmp/certs" \
     --webhook-host 127.0.0.1 --webhook-port "${wport[$n]}" \
     --metrics-bind-address "127.0.0.1:${mport[$n]}" --health-probe-bind-address "127.0.0.1:${hport[$n]}" \
@@ -195,7 +194,7 @@ sleep 1.5 # the endpoint set has propagated
 
 echo "rolling update and leader crash under load"
 echo "  date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "  machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "  machine: $(bench_machine), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  command: scripts/bench-rollout.sh $(${control} && echo '--control ')--rate $rate --clients $clients   (release build)"
 echo "  kop:     2 replicas, --shutdown-delay $delay, lease ${lease}s / renew ${renew}s / retry ${retry}s, --kube-api-qps 100"
 echo "  kubesim: --endpoint-propagation-delay 1s; kubelet probe period 1 s, failureThreshold 3"

@@ -24,28 +24,33 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 build=${BUILD_DIR:-build-release}
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=false >/dev/null
 n=5000
 counts="1 2 4"
 qps=20
 latency=10
+bench_usage_line="usage: scripts/bench-shards.sh [-n N] [-r \"1 2 4\"] [-q QPS] [-l LATENCY_MS]"
 while getopts "n:r:q:l:" o; do
   case $o in
-    n) n=$OPTARG ;;
+    n) bench_count N "$OPTARG"; n=$OPTARG ;;
     r) counts=$OPTARG ;;
     q) qps=$OPTARG ;;
     l) latency=$OPTARG ;;
-    *) echo "usage: $0 [-n N] [-r \"1 2 4\"] [-q QPS] [-l LATENCY_MS]" >&2; exit 2 ;;
+    *) bench_usage ;;
   esac
 done
+[ $OPTIND -gt $# ] || bench_usage "no arguments after the options"
+for r in $counts; do bench_count "a replica count" "$r"; done
 
+bench_setup "$build" --buildtype=release -Dtests=false
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 
 work=$(mktemp -d)
 pids=()
 # shellcheck source=scripts/lib/kubesim.sh
-. "$top/scripts/lib/kubesim.sh"
+. scripts/lib/kubesim.sh
 stop_kops() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done

@@ -16,13 +16,19 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
+bench_usage_line="usage: scripts/bench-webhook.sh [SECONDS]"
+bench_no_help "$@"
+[ $# -le 1 ] || bench_usage "one argument at most"
 secs=${1:-10}
+bench_count SECONDS "$secs"
 
 scripts/install-deps.sh
 command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null; }
 
-build=build-release
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=false >/dev/null
+build="build-release"
+bench_setup "$build" --buildtype=release -Dtests=false
 ninja -C "$build" kop >/dev/null
 kop="$top/$build/kop"
 
@@ -111,7 +117,7 @@ run_wrk() { # run_wrk CONNS THREADS
 
 echo "kop webhook benchmark"
 echo "  date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "  machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+echo "  machine: $(bench_machine)"
 echo "  command: scripts/bench-webhook.sh $secs   (release build, wrk $(wrk -v 2>&1 | head -n1 | awk '{print $2}'))"
 echo
 echo "exec to first successful TLS /convert: ${startup_ms} ms; idle RSS after it: ${rss_idle_kb} KiB"

@@ -5,6 +5,7 @@
  */
 #include "kubetest.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,8 +496,36 @@ long kop_test_start_webhook_kop(struct kop_test_proc *p, bool *ret_started, cons
     ck_assert_int_eq(kop_test_spawn(p, argv), 0);
     if (ret_started)
         *ret_started = true;
+    return kop_test_logged_port(p, "serving webhook", timeout_ms);
+}
+
+void kop_test_kop_argv(struct kop_test_argv *a, const char *kubeconfig)
+{
+    memset(a, 0, sizeof(*a));
+    kop_test_argv_add(a, kop_test_bin("kop"), "--kubeconfig", kubeconfig, "--metrics-bind-address",
+                      "127.0.0.1:0", "--health-probe-bind-address", "0", NULL);
+}
+
+void kop_test_argv_add(struct kop_test_argv *a, ...)
+{
+    va_list ap;
+    va_start(ap, a);
+    for (const char *arg = va_arg(ap, const char *); arg; arg = va_arg(ap, const char *)) {
+        ck_assert_msg(a->n + 1 < KOP_TEST_ARGV_MAX, "more than %d arguments",
+                      KOP_TEST_ARGV_MAX - 1);
+        a->v[a->n++] = (char *)arg;
+    }
+    va_end(ap);
+    a->v[a->n] = NULL;
+}
+
+long kop_test_logged_port(struct kop_test_proc *p, const char *msg, int timeout_ms)
+{
+    char needle[128];
     char *line = NULL;
-    ck_assert_int_gt(kop_test_wait_for(p, 0, "\"msg\":\"serving webhook\"", timeout_ms, &line), 0);
+    snprintf(needle, sizeof(needle), "\"msg\":\"%s\"", msg);
+    ck_assert_msg(kop_test_wait_for(p, 0, needle, timeout_ms, &line) > 0, "kop did not log %s",
+                  msg);
     long port = kop_test_json_int(line, "port");
     free(line);
     ck_assert_int_gt(port, 0);

@@ -5,7 +5,8 @@
  * kubeconfig, CA and token; one libcurl request with an optional bearer
  * token and CA, retried on 5xx/429 when asked; a curl write callback that
  * collects a body into a growing buffer; reading samples from Prometheus
- * /metrics text; and polling a condition until it holds.
+ * /metrics text; polling a condition until it holds; and a kop under test:
+ * its common command line and the ports it logs.
  *
  * Failures to start a process abort the running test (ck_assert), like the
  * rest of testutil.
@@ -261,6 +262,36 @@ extern const char kop_test_myresource_crd_no_short[];
  */
 long kop_test_start_webhook_kop(struct kop_test_proc *p, bool *ret_started, const char *cert_dir,
                                 int timeout_ms);
+
+/* The most arguments a struct kop_test_argv holds, its NULL included. */
+#define KOP_TEST_ARGV_MAX 48
+
+/* A command line built up by kop_test_kop_argv (or from a zeroed struct,
+ * an empty one) and kop_test_argv_add: v[0..n-1] and a NULL at v[n], ready
+ * for kop_test_spawn. */
+struct kop_test_argv {
+    char *v[KOP_TEST_ARGV_MAX];
+    size_t n;
+};
+
+/*
+ * The flags every kop under test starts with: kop_test_bin("kop"),
+ * --kubeconfig kubeconfig, --metrics-bind-address 127.0.0.1:0 (a
+ * kernel-chosen port, read back with kop_test_logged_port) and
+ * --health-probe-bind-address 0 (probes off). Whatever a held is dropped.
+ */
+void kop_test_kop_argv(struct kop_test_argv *a, const char *kubeconfig);
+
+/* Append the arguments up to a NULL one (the strings are borrowed, not
+ * copied). Aborts the test when a would overflow. */
+void kop_test_argv_add(struct kop_test_argv *a, ...);
+
+/*
+ * Wait up to timeout_ms for p's JSON log line with "msg":"msg" (e.g.
+ * "serving metrics") and return its "port". Aborts the test when no such
+ * line comes in time or its port is not positive.
+ */
+long kop_test_logged_port(struct kop_test_proc *p, const char *msg, int timeout_ms);
 
 /* Bytes of p's output so far (to wait for a line logged after now). */
 size_t kop_test_output_len(struct kop_test_proc *p);

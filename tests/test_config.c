@@ -26,10 +26,24 @@ struct run {
     char *err;
 };
 
-static struct run run_parse(struct kop_config *cfg, char **envp, const char *first, ...)
+/* kop_config_parse of "kop" and the arguments from first up to a NULL. */
+static int parse_va(struct kop_config *cfg, char **envp, FILE *out, FILE *err, const char *first,
+                    va_list ap)
 {
     char *argv[64];
     int argc = 0;
+
+    argv[argc++] = (char *)"kop";
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *)) {
+        ck_assert_int_lt(argc, (int)(sizeof(argv) / sizeof(argv[0])) - 1);
+        argv[argc++] = (char *)a;
+    }
+    argv[argc] = NULL;
+    return kop_config_parse(cfg, argc, argv, envp, out, err);
+}
+
+static struct run run_parse(struct kop_config *cfg, char **envp, const char *first, ...)
+{
     va_list ap;
     struct run res;
     size_t out_len = 0, err_len = 0;
@@ -41,13 +55,9 @@ static struct run run_parse(struct kop_config *cfg, char **envp, const char *fir
     err = open_memstream(&res.err, &err_len);
     ck_assert_ptr_nonnull(out);
     ck_assert_ptr_nonnull(err);
-    argv[argc++] = (char *)"kop";
     va_start(ap, first);
-    for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
-        argv[argc++] = (char *)a;
+    res.r = parse_va(cfg, envp, out, err, first, ap);
     va_end(ap);
-    argv[argc] = NULL;
-    res.r = kop_config_parse(cfg, argc, argv, envp, out, err);
     fclose(out);
     fclose(err);
     return res;
@@ -59,12 +69,10 @@ static void run_free(struct run *r)
     free(r->err);
 }
 
-/* Parse that must fail; returns the first error line (static). */
+/* Parse that must fail with want_line as the first error line. */
 static void expect_error(const char *want_line, char **envp, const char *first, ...)
 {
     struct kop_config cfg;
-    char *argv[16];
-    int argc = 0;
     va_list ap;
     char *err_text = NULL;
     size_t err_len = 0;
@@ -72,13 +80,9 @@ static void expect_error(const char *want_line, char **envp, const char *first, 
     FILE *out = fopen("/dev/null", "w");
     int r;
 
-    argv[argc++] = (char *)"kop";
     va_start(ap, first);
-    for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
-        argv[argc++] = (char *)a;
+    r = parse_va(&cfg, envp, out, err, first, ap);
     va_end(ap);
-    argv[argc] = NULL;
-    r = kop_config_parse(&cfg, argc, argv, envp, out, err);
     fclose(err);
     fclose(out);
     ck_assert_msg(r == -EINVAL, "accepted (%d): %s", r, want_line);

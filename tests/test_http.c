@@ -140,6 +140,22 @@ static void stop_server(struct fixture *f)
 
 /* ---- a small curl client ------------------------------------------------ */
 
+/* start_server, and a curl handle for request()s to it. */
+static CURL *start_with_client(struct fixture *f, unsigned threads)
+{
+    start_server(f, threads);
+    CURL *h = curl_easy_init();
+    ck_assert_ptr_nonnull(h);
+    return h;
+}
+
+/* Clean up h, then stop_server. */
+static void stop_with_client(struct fixture *f, CURL *h)
+{
+    curl_easy_cleanup(h);
+    stop_server(f);
+}
+
 struct upload {
     const char *data;
     size_t len, off;
@@ -211,6 +227,14 @@ static CURLcode request(CURL *h, uint16_t port, const char *method, const char *
     return rc;
 }
 
+/* request() that must get an HTTP answer with status want; *r holds it. */
+static void expect_status(CURL *h, uint16_t port, const char *method, const char *path,
+                          const char *body, size_t len, bool chunked, long want, struct result *r)
+{
+    ck_assert_int_eq(request(h, port, method, path, body, len, chunked, r), CURLE_OK);
+    ck_assert_int_eq(r->status, want);
+}
+
 static bool has_header(const struct result *r, const char *line)
 {
     return r->head.p && strcasestr(r->head.p, line) != NULL;
@@ -221,35 +245,28 @@ static bool has_header(const struct result *r, const char *line)
 START_TEST(test_http_routes_on_path_with_query)
 {
     struct fixture f;
-    start_server(&f, 1);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 1);
     struct result r;
-    ck_assert_int_eq(request(h, f.port, "GET", "/echo?timeout=10s&x=1", NULL, 0, false, &r),
-                     CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "GET", "/echo?timeout=10s&x=1", NULL, 0, false, 200, &r);
     ck_assert(has_header(&r, "X-Path: /echo\r\n"));
     ck_assert(has_header(&r, "X-Query: q=timeout=10s&x=1\r\n"));
     ck_assert(has_header(&r, "X-Method: GET\r\n"));
     ck_assert(has_header(&r, "X-Peer: 127.0.0.1\r\n"));
     result_free(&r);
-    ck_assert_int_eq(request(h, f.port, "POST", "/echo", "{\"a\":1}", 7, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "POST", "/echo", "{\"a\":1}", 7, false, 200, &r);
     ck_assert_str_eq(r.body.p, "{\"a\":1}");
     ck_assert(has_header(&r, "X-Query: q=\r\n"));
     result_free(&r);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
 START_TEST(test_http_unknown_path_404)
 {
     struct fixture f;
-    start_server(&f, 1);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 1);
     struct result r;
-    ck_assert_int_eq(request(h, f.port, "GET", "/nope?x=1", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 404);
+    expect_status(h, f.port, "GET", "/nope?x=1", NULL, 0, false, 404, &r);
     ck_assert_ptr_nonnull(r.body.p);
     ck_assert_ptr_nonnull(strstr(r.body.p, "\"kind\":\"Status\""));
     ck_assert_ptr_nonnull(strstr(r.body.p, "\"reason\":\"NotFound\""));
@@ -257,63 +274,52 @@ START_TEST(test_http_unknown_path_404)
     ck_assert(has_header(&r, "Content-Type: application/json"));
     result_free(&r);
     /* A prefix of a route is not the route. */
-    ck_assert_int_eq(request(h, f.port, "GET", "/echo/x", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 404);
+    expect_status(h, f.port, "GET", "/echo/x", NULL, 0, false, 404, &r);
     result_free(&r);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
 START_TEST(test_http_wrong_method_405_with_allow)
 {
     struct fixture f;
-    start_server(&f, 1);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 1);
     struct result r;
-    ck_assert_int_eq(request(h, f.port, "GET", "/convert", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 405);
+    expect_status(h, f.port, "GET", "/convert", NULL, 0, false, 405, &r);
     ck_assert(has_header(&r, "Allow: POST\r\n"));
     ck_assert_ptr_nonnull(strstr(r.body.p, "\"reason\":\"MethodNotAllowed\""));
     result_free(&r);
-    ck_assert_int_eq(request(h, f.port, "PUT", "/echo", "x", 1, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 405);
+    expect_status(h, f.port, "PUT", "/echo", "x", 1, false, 405, &r);
     ck_assert(has_header(&r, "Allow: GET, HEAD, POST\r\n"));
     result_free(&r);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
 START_TEST(test_http_body_too_large_by_content_length)
 {
     struct fixture f;
-    start_server(&f, 1);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 1);
     struct result r;
     char *big = calloc(1, 4096);
     memset(big, 'a', 4095);
-    ck_assert_int_eq(request(h, f.port, "POST", "/small", big, 1025, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 413);
+    expect_status(h, f.port, "POST", "/small", big, 1025, false, 413, &r);
     ck_assert_ptr_nonnull(strstr(r.body.p, "\"reason\":\"RequestEntityTooLarge\""));
     ck_assert_ptr_nonnull(strstr(r.body.p, "\"code\":413"));
     result_free(&r);
     /* Exactly the limit is fine. */
-    ck_assert_int_eq(request(h, f.port, "POST", "/small", big, 1024, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "POST", "/small", big, 1024, false, 200, &r);
     ck_assert_uint_eq(r.body.len, 1024);
     result_free(&r);
     free(big);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
 START_TEST(test_http_body_too_large_chunked)
 {
     struct fixture f;
-    start_server(&f, 1);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 1);
     struct result r;
     size_t n = 64 * 1024;
     char *big = malloc(n);
@@ -327,61 +333,51 @@ START_TEST(test_http_body_too_large_chunked)
     ck_assert_ptr_nonnull(strstr(r.body.p, "RequestEntityTooLarge"));
     result_free(&r);
     /* A chunked body within the limit works. */
-    ck_assert_int_eq(request(h, f.port, "POST", "/small", big, 1000, true, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "POST", "/small", big, 1000, true, 200, &r);
     ck_assert_uint_eq(r.body.len, 1000);
     result_free(&r);
     free(big);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
 START_TEST(test_http_large_bodies_within_limit)
 {
     struct fixture f;
-    start_server(&f, 2);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 2);
     size_t n = 3 << 20;
     char *big = malloc(n);
     for (size_t i = 0; i < n; i++)
         big[i] = (char)('a' + i % 26);
     struct result r;
-    ck_assert_int_eq(request(h, f.port, "POST", "/echo", big, n, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "POST", "/echo", big, n, false, 200, &r);
     ck_assert_uint_eq(r.body.len, n);
     ck_assert(memcmp(r.body.p, big, n) == 0);
     result_free(&r);
-    ck_assert_int_eq(request(h, f.port, "POST", "/echo", big, n, true, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "POST", "/echo", big, n, true, 200, &r);
     ck_assert_uint_eq(r.body.len, n);
     ck_assert(memcmp(r.body.p, big, n) == 0);
     result_free(&r);
     free(big);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
 START_TEST(test_http_keep_alive)
 {
     struct fixture f;
-    start_server(&f, 2);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 2);
     long connects = 0;
     for (int i = 0; i < 10; i++) {
         struct result r;
-        ck_assert_int_eq(request(h, f.port, "POST", "/convert?timeout=10s", "{}", 2, false, &r),
-                         CURLE_OK);
-        ck_assert_int_eq(r.status, 200);
+        expect_status(h, f.port, "POST", "/convert?timeout=10s", "{}", 2, false, 200, &r);
         long c = -1;
         curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &c);
         connects += c;
         result_free(&r);
     }
     ck_assert_int_eq(connects, 1);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
@@ -457,8 +453,7 @@ START_TEST(test_http_header_too_large)
     /* Still serving, and no request left in flight. */
     CURL *h = curl_easy_init();
     struct result r;
-    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "GET", "/echo", NULL, 0, false, 200, &r);
     result_free(&r);
     curl_easy_cleanup(h);
     ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 2000), 0);
@@ -469,16 +464,14 @@ END_TEST
 START_TEST(test_http_webhook_metrics)
 {
     struct fixture f;
-    start_server(&f, 2);
-    CURL *h = curl_easy_init();
+    CURL *h = start_with_client(&f, 2);
     struct result r;
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(request(h, f.port, "POST", "/convert?timeout=10s", "{}", 2, false, &r),
                          CURLE_OK);
         result_free(&r);
     }
-    ck_assert_int_eq(request(h, f.port, "GET", "/convert", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 405);
+    expect_status(h, f.port, "GET", "/convert", NULL, 0, false, 405, &r);
     result_free(&r);
     /* Routes without webhook_name are not counted. */
     ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
@@ -569,8 +562,7 @@ START_TEST(test_http_graceful_shutdown_finishes_in_flight)
     struct result r;
     ck_assert_int_ne(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
     result_free(&r);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 
@@ -759,8 +751,7 @@ START_TEST(test_http_streaming_route_sees_every_byte)
     CURL *h = curl_easy_init();
     for (int chunked = 0; chunked < 2; chunked++) {
         struct result r;
-        ck_assert_int_eq(request(h, f.port, "POST", "/stream", body, n, chunked, &r), CURLE_OK);
-        ck_assert_int_eq(r.status, 200);
+        expect_status(h, f.port, "POST", "/stream", body, n, chunked, 200, &r);
         ck_assert_str_eq(r.body.p, want);
         result_free(&r);
     }
@@ -1075,19 +1066,16 @@ START_TEST(test_http_slow_headers_closed_at_deadline)
      * deadline is not cut (its deadline is the idle timeout). */
     CURL *h = curl_easy_init();
     struct result r;
-    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "GET", "/echo", NULL, 0, false, 200, &r);
     result_free(&r);
     struct timespec ts = {1, 500 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    ck_assert_int_eq(request(h, f.port, "GET", "/echo", NULL, 0, false, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
+    expect_status(h, f.port, "GET", "/echo", NULL, 0, false, 200, &r);
     long connects = -1;
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
     ck_assert_int_eq(connects, 0);
     result_free(&r);
-    curl_easy_cleanup(h);
-    stop_server(&f);
+    stop_with_client(&f, h);
 }
 END_TEST
 

@@ -309,15 +309,21 @@ static void rec_delete(void *ud, json_t *obj)
     pthread_mutex_unlock(&rec_lock);
 }
 
-static int counts(int *a, int *u, int *d)
+/* What the recording handlers saw. */
+struct events {
+    int add, update, del;
+};
+
+/* The handlers' counts so far; the test fails when they saw a contract
+ * violation. */
+static struct events seen_events(void)
 {
     pthread_mutex_lock(&rec_lock);
-    *a = n_add;
-    *u = n_update;
-    *d = n_delete;
-    int v = n_violations;
+    struct events ev = {n_add, n_update, n_delete};
+    int violations = n_violations;
     pthread_mutex_unlock(&rec_lock);
-    return v;
+    ck_assert_int_eq(violations, 0);
+    return ev;
 }
 
 /* Poll until cond() holds (at most 5 s). */
@@ -340,6 +346,25 @@ static struct kop_client *client;
 static struct kop_store *store;
 static struct kop_informer *inf;
 
+/* The suite's informer: ConfigMaps in "ns" from the fake server into the
+ * store, short backoffs, the recording callbacks. */
+static struct kop_informer_options configmap_options(void)
+{
+    return (struct kop_informer_options){
+        .client = client,
+        .store = store,
+        .resource = {"", "v1", "configmaps", true},
+        .kind = "ConfigMap",
+        .namespace = "ns",
+        .backoff_initial_ms = 20,
+        .backoff_max_ms = 100,
+        .idle_timeout_ms = 2000,
+        .on_add = rec_add,
+        .on_update = rec_update,
+        .on_delete = rec_delete,
+    };
+}
+
 static void setup(void)
 {
     sim_reset();
@@ -353,21 +378,9 @@ static void setup(void)
     ck_assert_int_eq(kop_client_new(&co, &client), 0);
     free(url);
     ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
-    struct kop_informer_options io = {
-        .client = client,
-        .store = store,
-        .resource = {"", "v1", "configmaps", true},
-        .kind = "ConfigMap",
-        .namespace = "ns",
-        .label_selector = "app.kubernetes.io/managed-by=kop",
-        .page_size = 3,
-        .backoff_initial_ms = 20,
-        .backoff_max_ms = 100,
-        .idle_timeout_ms = 2000,
-        .on_add = rec_add,
-        .on_update = rec_update,
-        .on_delete = rec_delete,
-    };
+    struct kop_informer_options io = configmap_options();
+    io.label_selector = "app.kubernetes.io/managed-by=kop";
+    io.page_size = 3;
     ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
 }
 
@@ -431,17 +444,29 @@ static bool watching(void *arg)
     return ok;
 }
 
+/* Wait until the fake server has seen n watch requests. */
+static void wait_watching(int n)
+{
+    ck_assert(eventually(watching, &n));
+}
+
+/* The informer's counters now. */
+static struct kop_informer_stats stats(void)
+{
+    struct kop_informer_stats st;
+    kop_informer_stats(inf, &st);
+    return st;
+}
+
 START_TEST(test_informer_list_watch_paging)
 {
     start_synced(7);
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.pages, 3); /* 7 objects, limit 3 */
     ck_assert_uint_eq(st.lists, 1);
     ck_assert_str_eq(st.resource_version, "107");
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 7);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.add, 7);
     ck_assert(store_matches(NULL));
     /* List items got kind/apiVersion; managedFields were stripped. */
     json_t *o = kop_store_get(store, "ConfigMap", "ns", "cm-03");
@@ -450,16 +475,15 @@ START_TEST(test_informer_list_watch_paging)
     ck_assert_ptr_null(kop_json_path(o, "metadata.managedFields"));
     json_decref(o);
 
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     sim_put("cm-03", 33);
     sim_put("new", 1);
     sim_del("cm-00");
     ck_assert(eventually(store_matches, NULL));
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 8);
-    ck_assert_int_eq(u, 1);
-    ck_assert_int_eq(d, 1);
+    ev = seen_events();
+    ck_assert_int_eq(ev.add, 8);
+    ck_assert_int_eq(ev.update, 1);
+    ck_assert_int_eq(ev.del, 1);
     o = kop_store_get(store, "ConfigMap", "ns", "cm-03");
     ck_assert_int_eq(json_integer_value(kop_json_path(o, "data.v")), 33);
     json_decref(o);
@@ -468,27 +492,23 @@ END_TEST
 
 static bool rv_is(void *arg)
 {
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct kop_informer_stats st = stats();
     return strcmp(st.resource_version, arg) == 0;
 }
 
 START_TEST(test_informer_bookmark_and_resume)
 {
     start_synced(2);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     sim_knob(&sim_bookmark); /* bookmark rv = 102 + 1000 */
     ck_assert(eventually(rv_is, "1102"));
     /* Drop the watch: the informer resumes from the bookmark, without a
      * relist, and still gets what happened meanwhile. */
     sim_knob(&sim_drop);
-    int two = 2;
-    ck_assert(eventually(watching, &two));
+    wait_watching(2);
     sim_put("late", 5); /* rv 103, but the history replays after 1102 only */
     sim_put("later", 6);
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.lists, 1);
     ck_assert_uint_ge(st.watches, 2);
     /* Events at or below the bookmark's version are not replayed to a
@@ -501,18 +521,15 @@ END_TEST
 START_TEST(test_informer_dropped_watch_resumes)
 {
     start_synced(3);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     sim_knob(&sim_drop);
     sim_put("cm-01", 100); /* recorded in the history: replayed on resume */
     sim_del("cm-02");
     ck_assert(eventually(store_matches, NULL));
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(u, 1);
-    ck_assert_int_eq(d, 1);
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.update, 1);
+    ck_assert_int_eq(ev.del, 1);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.lists, 1); /* resumed, not relisted */
     ck_assert_uint_ge(st.watches, 2);
 }
@@ -521,8 +538,7 @@ END_TEST
 START_TEST(test_informer_relist_on_410)
 {
     start_synced(4);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     /* Changes the watch never delivers (as if compacted away) ... */
     pthread_mutex_lock(&sim_lock);
     sim_silent = true;
@@ -533,13 +549,11 @@ START_TEST(test_informer_relist_on_410)
     /* ... then the watch expires: the relist synthesizes the events. */
     sim_knob(&sim_expire);
     ck_assert(eventually(store_matches, NULL));
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 5);
-    ck_assert_int_eq(u, 1); /* cm-01 only: unchanged objects make no event */
-    ck_assert_int_eq(d, 1);
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.add, 5);
+    ck_assert_int_eq(ev.update, 1); /* cm-01 only: unchanged objects make no event */
+    ck_assert_int_eq(ev.del, 1);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.lists, 2);
 }
 END_TEST
@@ -547,8 +561,7 @@ END_TEST
 START_TEST(test_informer_http_410_on_resume)
 {
     start_synced(2);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     pthread_mutex_lock(&sim_lock);
     sim_compacted = 1000000;
     sim_http410 = true;
@@ -557,11 +570,9 @@ START_TEST(test_informer_http_410_on_resume)
     sim_del("cm-00");
     sim_knob(&sim_drop);
     ck_assert(eventually(store_matches, NULL));
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(d, 1);
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.del, 1);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_ge(st.lists, 2);
 }
 END_TEST
@@ -569,20 +580,16 @@ END_TEST
 START_TEST(test_informer_garbage_reconnects)
 {
     start_synced(1);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     sim_knob(&sim_garbage);
-    int two = 2;
-    ck_assert(eventually(watching, &two));
+    wait_watching(2);
     sim_put("after", 1);
     ck_assert(eventually(store_matches, NULL));
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_ge(st.errors, 1);
     ck_assert_uint_eq(st.lists, 1);
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 2);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.add, 2);
 }
 END_TEST
 
@@ -597,8 +604,7 @@ START_TEST(test_informer_not_synced_and_stop)
     sim_list_fail = 0;
     pthread_mutex_unlock(&sim_lock);
     ck_assert_int_eq(kop_informer_wait_synced(inf, 5000), 0);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     /* Stop while a watch is blocked (idle limit 2 s): returns promptly. */
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -645,21 +651,10 @@ static void rec_delete_keep(void *ud, json_t *obj)
 static void new_transform_informer(void)
 {
     kop_informer_free(inf);
-    struct kop_informer_options io = {
-        .client = client,
-        .store = store,
-        .resource = {"", "v1", "configmaps", true},
-        .kind = "ConfigMap",
-        .namespace = "ns",
-        .page_size = 2,
-        .backoff_initial_ms = 20,
-        .backoff_max_ms = 100,
-        .idle_timeout_ms = 2000,
-        .on_add = rec_add,
-        .on_update = rec_update,
-        .on_delete = rec_delete_keep,
-        .transform = cut,
-    };
+    struct kop_informer_options io = configmap_options();
+    io.page_size = 2;
+    io.on_delete = rec_delete_keep;
+    io.transform = cut;
     ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
 }
 
@@ -700,16 +695,13 @@ START_TEST(test_informer_transform_stores_and_hands_out_its_result)
     ck_assert(transformed_in_store("cm-00", NULL));
     ck_assert(transformed_in_store("cm-02", NULL));
     ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "skip-me"));
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.dropped, 1);
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0); /* handlers got typed objects */
-    ck_assert_int_eq(a, 3);
+    struct events ev = seen_events(); /* handlers got typed objects */
+    ck_assert_int_eq(ev.add, 3);
 
     /* Watch events too, and the final state of a deleted object. */
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     sim_put("new-one", 7);
     sim_put("skip-too", 8);
     ck_assert(eventually(has_new_one, NULL));
@@ -725,12 +717,12 @@ START_TEST(test_informer_transform_stores_and_hands_out_its_result)
     ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "cm-01"));
     ck_assert(!kop_store_exists(store, "ConfigMap", "ns", "skip-too"));
     kop_informer_stop(inf);
-    kop_informer_stats(inf, &st);
+    st = stats();
     ck_assert_uint_eq(st.dropped, 2);
     ck_assert_int_ge(n_transformed, 7); /* 4 listed, 2 added, 1 deleted */
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(a, 4);
-    ck_assert_int_eq(d, 1);
+    ev = seen_events();
+    ck_assert_int_eq(ev.add, 4);
+    ck_assert_int_eq(ev.del, 1);
 }
 END_TEST
 
@@ -739,8 +731,7 @@ START_TEST(test_informer_transform_relist_keeps_unchanged)
     n_transformed = 0;
     new_transform_informer();
     start_synced(2);
-    int one = 1;
-    ck_assert(eventually(watching, &one));
+    wait_watching(1);
     int before = n_transformed;
     ck_assert_int_eq(before, 2);
     /* A relist: unchanged objects (same resourceVersion, which the
@@ -753,9 +744,8 @@ START_TEST(test_informer_transform_relist_keeps_unchanged)
     ck_assert(eventually(store_matches, NULL));
     kop_informer_stop(inf);
     ck_assert_int_eq(n_transformed, before + 1);
-    int a, u, d;
-    ck_assert_int_eq(counts(&a, &u, &d), 0);
-    ck_assert_int_eq(u, 1);
+    struct events ev = seen_events();
+    ck_assert_int_eq(ev.update, 1);
 }
 END_TEST
 
@@ -947,8 +937,7 @@ START_TEST(test_informer_plain_accept_unchanged)
     /* Without metadata_only the client asks for plain JSON (the fake
      * server answers list and watch as before). */
     start_synced(1);
-    struct kop_informer_stats st;
-    kop_informer_stats(inf, &st);
+    struct kop_informer_stats st = stats();
     ck_assert_uint_eq(st.dropped, 0);
     ck_assert(store_matches(NULL));
     /* A header value with a line break is refused before anything is sent. */

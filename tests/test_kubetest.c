@@ -3,11 +3,13 @@
  * The integration tests' shared helpers (tests/kubetest.h) against a fake
  * HTTP server: kop_test_request's response headers, extra request header,
  * binary bodies and retries; the /metrics scrape; base64 (RFC 4648 §10
- * vectors); log-line strings; the MyResource CRD documents.
+ * vectors); log-line strings; the MyResource CRD documents; the kop
+ * command-line builder and the logged-port reader.
  */
 #include "kubetest.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,6 +246,81 @@ START_TEST(test_kubetest_log_str)
 }
 END_TEST
 
+START_TEST(test_kubetest_kop_argv)
+{
+    struct kop_test_argv a;
+    memset(&a, 0xff, sizeof(a)); /* kop_test_kop_argv starts afresh */
+    kop_test_kop_argv(&a, "/k/config");
+    const char *want[] = {kop_test_bin("kop"),
+                          "--kubeconfig",
+                          "/k/config",
+                          "--metrics-bind-address",
+                          "127.0.0.1:0",
+                          "--health-probe-bind-address",
+                          "0",
+                          "--controller-only",
+                          "--namespace",
+                          "ns"};
+    size_t common = 7;
+    ck_assert_uint_eq(a.n, common);
+    ck_assert_ptr_null(a.v[a.n]);
+    kop_test_argv_add(&a, NULL); /* nothing */
+    ck_assert_uint_eq(a.n, common);
+    kop_test_argv_add(&a, "--controller-only", NULL);
+    kop_test_argv_add(&a, "--namespace", "ns", NULL);
+    ck_assert_uint_eq(a.n, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < a.n; i++)
+        ck_assert_str_eq(a.v[i], want[i]);
+    ck_assert_ptr_null(a.v[a.n]);
+    /* From a zeroed struct: only what is added. */
+    struct kop_test_argv z = {0};
+    kop_test_argv_add(&z, "kop", "--webhook-only", NULL);
+    ck_assert_uint_eq(z.n, 2);
+    ck_assert_str_eq(z.v[0], "kop");
+    ck_assert_str_eq(z.v[1], "--webhook-only");
+    ck_assert_ptr_null(z.v[2]);
+}
+END_TEST
+
+/* A full command line aborts the test rather than overflow. */
+START_TEST(test_kubetest_argv_full)
+{
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, "kc");
+    while (a.n < KOP_TEST_ARGV_MAX - 1)
+        kop_test_argv_add(&a, "x", NULL);
+    ck_assert_ptr_null(a.v[a.n]);
+    kop_test_argv_add(&a, "one too many", NULL);
+}
+END_TEST
+
+START_TEST(test_kubetest_logged_port)
+{
+    char *argv[] = {"/bin/sh", "-c",
+                    "echo '{\"msg\":\"serving webhook\",\"port\":0}';"
+                    "echo '{\"msg\":\"serving metrics\",\"port\":8443}';"
+                    "echo '{\"msg\":\"serving health probes\",\"port\":9440}'; exec sleep 30",
+                    NULL};
+    struct kop_test_proc p;
+    ck_assert_int_eq(kop_test_spawn(&p, argv), 0);
+    ck_assert_int_eq(kop_test_logged_port(&p, "serving health probes", 10000), 9440);
+    ck_assert_int_eq(kop_test_logged_port(&p, "serving metrics", 10000), 8443);
+    kop_test_stop(&p, SIGTERM, 5000);
+}
+END_TEST
+
+/* A port of 0 (or none) aborts the test. */
+START_TEST(test_kubetest_logged_port_zero)
+{
+    /* The line is in the captured output whether or not the shell has exited
+     * (so nothing is left running when the test aborts). */
+    char *argv[] = {"/bin/sh", "-c", "echo '{\"msg\":\"serving webhook\",\"port\":0}'", NULL};
+    struct kop_test_proc p;
+    ck_assert_int_eq(kop_test_spawn(&p, argv), 0);
+    kop_test_logged_port(&p, "serving webhook", 10000);
+}
+END_TEST
+
 START_TEST(test_kubetest_myresource_crd)
 {
     json_error_t err;
@@ -282,7 +359,15 @@ static Suite *kubetest_suite(void)
     tcase_add_test(t, test_kubetest_file_base64_and_path);
     tcase_add_test(t, test_kubetest_log_str);
     tcase_add_test(t, test_kubetest_myresource_crd);
+    tcase_add_test(t, test_kubetest_kop_argv);
     suite_add_tcase(s, t);
+    /* Check reports a failed assertion in a forked test as exit status 1. */
+    TCase *k = tcase_create("kop");
+    tcase_set_timeout(k, 30);
+    tcase_add_test(k, test_kubetest_logged_port);
+    tcase_add_exit_test(k, test_kubetest_argv_full, 1);
+    tcase_add_exit_test(k, test_kubetest_logged_port_zero, 1);
+    suite_add_tcase(s, k);
     return s;
 }
 

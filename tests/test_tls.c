@@ -196,6 +196,34 @@ static CURLcode perform(CURL *h, struct kop_test_buf *b, long *status)
     return rc;
 }
 
+/* Perform h: the answer must be a 200. Returns its body (malloc'd, NULL
+ * when empty). */
+static char *expect_200(CURL *h)
+{
+    struct kop_test_buf b;
+    long st;
+    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+    ck_assert_int_eq(st, 200);
+    return b.p;
+}
+
+/* expect_200, then clean up h. */
+static void expect_200_once(CURL *h)
+{
+    free(expect_200(h));
+    curl_easy_cleanup(h);
+}
+
+/* Perform h: no answer must come (the handshake fails); then clean up h. */
+static void expect_failed_once(CURL *h)
+{
+    struct kop_test_buf b;
+    long st;
+    ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
+    free(b.p);
+    curl_easy_cleanup(h);
+}
+
 /* Serial number of the certificate served to a fresh handshake ("" on failure). */
 static void served_serial(const struct fixture *f, char *out, size_t len)
 {
@@ -227,12 +255,9 @@ START_TEST(test_tls_request_works)
     fixture_start(&f, false, 0, 0, 0);
     CURL *h = client(&f, "/echo?timeout=10s");
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "hello");
-    struct kop_test_buf b;
-    long st;
-    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
-    ck_assert_int_eq(st, 200);
-    ck_assert_str_eq(b.p, "peer=127.0.0.1;hello");
-    free(b.p);
+    char *body = expect_200(h);
+    ck_assert_str_eq(body, "peer=127.0.0.1;hello");
+    free(body);
     long ver = 0;
     curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
     ck_assert_int_eq(ver, CURL_HTTP_VERSION_1_1);
@@ -250,14 +275,10 @@ START_TEST(test_tls_alpn_h2_falls_back_to_http11)
     fixture_start(&f, false, 0, 0, 0);
     CURL *h = client(&f, "/echo");
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    struct kop_test_buf b;
-    long st;
-    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
-    ck_assert_int_eq(st, 200);
+    free(expect_200(h));
     long ver = 0;
     curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver);
     ck_assert_int_eq(ver, CURL_HTTP_VERSION_1_1);
-    free(b.p);
     curl_easy_cleanup(h);
     /* A client offering only h2 still completes the handshake, without ALPN. */
     char cmd[1024];
@@ -277,18 +298,11 @@ START_TEST(test_tls_old_versions_refused)
     CURL *h = client(&f, "/echo");
     curl_easy_setopt(h, CURLOPT_SSLVERSION,
                      (long)(CURL_SSLVERSION_TLSv1 | CURL_SSLVERSION_MAX_TLSv1_1));
-    struct kop_test_buf b;
-    long st;
-    ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
-    free(b.p);
-    curl_easy_cleanup(h);
+    expect_failed_once(h);
     /* TLS 1.3-only clients cannot connect either (mbedTLS 2.28: 1.2 only). */
     h = client(&f, "/echo");
     curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
-    ck_assert_int_eq(st, 200);
-    free(b.p);
-    curl_easy_cleanup(h);
+    expect_200_once(h);
     fixture_stop(&f);
 }
 END_TEST
@@ -554,11 +568,7 @@ START_TEST(test_tls_client_certificate_required)
     struct fixture f;
     fixture_start(&f, true, 0, 0, 0);
     CURL *h = client(&f, "/echo");
-    struct kop_test_buf b;
-    long st;
-    ck_assert_int_ne(perform(h, &b, &st), CURLE_OK);
-    free(b.p);
-    curl_easy_cleanup(h);
+    expect_failed_once(h);
 
     char cmd[4096];
     snprintf(cmd, sizeof(cmd),
@@ -575,10 +585,7 @@ START_TEST(test_tls_client_certificate_required)
     h = client(&f, "/echo");
     curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
     curl_easy_setopt(h, CURLOPT_SSLKEY, key);
-    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
-    ck_assert_int_eq(st, 200);
-    free(b.p);
-    curl_easy_cleanup(h);
+    expect_200_once(h);
     ck_assert_double_ge(rejected(&f, "handshake_error"), 1);
     fixture_stop(&f);
 }
@@ -616,13 +623,7 @@ static int ms_until_closed(int fd, int limit_ms)
 
 static void assert_serving(const struct fixture *f)
 {
-    CURL *h = client(f, "/echo");
-    struct kop_test_buf b;
-    long st;
-    ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
-    ck_assert_int_eq(st, 200);
-    free(b.p);
-    curl_easy_cleanup(h);
+    expect_200_once(client(f, "/echo"));
 }
 
 START_TEST(test_tls_handshake_timeout_and_garbage)
@@ -797,12 +798,7 @@ START_TEST(test_tls_handshake_rate_per_address_delays)
         CURL *h = client(&f, "/echo");
         curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-        struct kop_test_buf b;
-        long st;
-        ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
-        ck_assert_int_eq(st, 200);
-        free(b.p);
-        curl_easy_cleanup(h);
+        expect_200_once(h);
     }
     ck_assert_double_ge(metric(&f, KOP_METRIC_COUNTER, "kop_tls_handshakes_throttled_total"), 1);
     ck_assert_double_eq(rejected(&f, "per_ip"), 0);

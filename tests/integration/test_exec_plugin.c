@@ -106,16 +106,10 @@ START_TEST(test_exec_plugin_kop_authenticates_and_refreshes)
     free(helper);
 
     struct kop_test_proc kop;
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--controller-only",
-                    "--kubeconfig",
-                    kc_path,
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "0",
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, kc_path);
+    kop_test_argv_add(&a, "--controller-only", NULL);
+    ck_assert_int_eq(kop_test_spawn(&kop, a.v), 0);
     ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"starting controller\"", 20000, NULL) > 0,
                   "kop did not start");
     create_myresource("tok-1", "first");

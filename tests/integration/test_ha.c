@@ -171,32 +171,15 @@ static void start_sim(void)
 
 static void start_node(struct node *n, const struct timing *t)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--controller-only",
-                    "--leader-elect",
-                    "--leader-election-namespace",
-                    LEASE_NS,
-                    "--leader-election-lease-duration",
-                    (char *)t->lease,
-                    "--leader-election-renew-deadline",
-                    (char *)t->renew,
-                    "--leader-election-retry-period",
-                    (char *)t->retry,
-                    "--kubeconfig",
-                    fx.kubeconfig,
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "0",
-                    "--kube-api-qps",
-                    "200",
-                    "--kube-api-burst",
-                    "400",
-                    "--shutdown-timeout",
-                    "10s",
-                    NULL};
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, fx.kubeconfig);
+    kop_test_argv_add(&a, "--controller-only", "--leader-elect", "--leader-election-namespace",
+                      LEASE_NS, "--leader-election-lease-duration", t->lease,
+                      "--leader-election-renew-deadline", t->renew,
+                      "--leader-election-retry-period", t->retry, "--kube-api-qps", "200",
+                      "--kube-api-burst", "400", "--shutdown-timeout", "10s", NULL);
     memset(n, 0, sizeof(*n));
-    ck_assert_int_eq(kop_test_spawn(&n->proc, argv), 0);
+    ck_assert_int_eq(kop_test_spawn(&n->proc, a.v), 0);
     n->running = true;
     char *line = NULL;
     ck_assert_msg(
@@ -204,12 +187,7 @@ static void start_node(struct node *n, const struct timing *t)
         "kop did not enable leader election");
     kop_test_log_str(line, "identity", n->identity, sizeof(n->identity));
     free(line);
-    line = NULL;
-    ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"serving metrics\"", 10000, &line) > 0,
-                  "kop metrics line");
-    n->metrics_port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(n->metrics_port, 0);
+    n->metrics_port = kop_test_logged_port(&n->proc, "serving metrics", 10000);
 }
 
 /* Stop with sig; returns the wait status. */
@@ -263,6 +241,15 @@ static int wait_one_leader(int count, long timeout_ms)
     }
 }
 
+/* Start nodes 0 and 1 with t and wait until one of them leads; returns
+ * its index. */
+static int start_two(const struct timing *t)
+{
+    start_node(&nodes[0], t);
+    start_node(&nodes[1], t);
+    return wait_one_leader(2, 10000);
+}
+
 static void create_myr(const char *name, int replicas)
 {
     char body[512];
@@ -296,14 +283,19 @@ static bool wait_deployment(const char *name, int replicas, long timeout_ms)
     return true;
 }
 
+/* A MyResource name with one replica, reconciled by the leader. */
+static void create_reconciled(const char *name)
+{
+    create_myr(name, 1);
+    ck_assert(wait_deployment(name, 1, 15000));
+}
+
 /* ---- tests
  * ---------------------------------------------------------------------------------------- */
 
 START_TEST(test_ha_exactly_one_leader_reconciles)
 {
-    start_node(&nodes[0], &fast);
-    start_node(&nodes[1], &fast);
-    int l = wait_one_leader(2, 10000);
+    int l = start_two(&fast);
     struct node *leader = &nodes[l], *follower = &nodes[1 - l];
     ck_assert_str_ne(leader->identity, follower->identity);
     char holder[400];
@@ -349,12 +341,9 @@ END_TEST
 
 START_TEST(test_ha_leader_killed_follower_takes_over_after_expiry)
 {
-    start_node(&nodes[0], &mid);
-    start_node(&nodes[1], &mid);
-    int l = wait_one_leader(2, 10000);
+    int l = start_two(&mid);
     struct node *leader = &nodes[l], *follower = &nodes[1 - l];
-    create_myr("before", 1);
-    ck_assert(wait_deployment("before", 1, 15000));
+    create_reconciled("before");
     json_int_t transitions0 = 0;
     char holder[400];
     ck_assert(lease_holder(holder, sizeof(holder), &transitions0));
@@ -391,12 +380,9 @@ END_TEST
 START_TEST(test_ha_sigterm_releases_lease)
 {
     const struct timing *t = &slow_expiry;
-    start_node(&nodes[0], t);
-    start_node(&nodes[1], t);
-    int l = wait_one_leader(2, 10000);
+    int l = start_two(t);
     struct node *a = &nodes[l], *b = &nodes[1 - l];
-    create_myr("handover", 1);
-    ck_assert(wait_deployment("handover", 1, 15000));
+    create_reconciled("handover");
 
     /* SIGTERM the leader: it exits 0 and the follower leads at its next
      * retry, long before the 30 s lease could expire (an unreleased lease
@@ -436,12 +422,9 @@ END_TEST
 
 START_TEST(test_ha_lost_lease_stops_reconciling)
 {
-    start_node(&nodes[0], &lost);
-    start_node(&nodes[1], &lost);
-    int l = wait_one_leader(2, 10000);
+    int l = start_two(&lost);
     struct node *leader = &nodes[l], *follower = &nodes[1 - l];
-    create_myr("steady", 1);
-    ck_assert(wait_deployment("steady", 1, 15000));
+    create_reconciled("steady");
 
     /* Every Lease update fails from now on (renewals, and the follower's
      * attempts to take over; kubesim filters faults by verb only, and kop

@@ -85,6 +85,36 @@ static const char *jpath(const json_t *v, const char *a, const char *b)
     return json_string_value(x);
 }
 
+/* POST body as a ConfigMap in "default"; the test fails unless it is created. */
+static void create_cm(const char *body)
+{
+    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+}
+
+/* PATCH path with a JSON merge patch; the test fails unless the answer is want_code. */
+static void merge_patch(const char *path, const char *body, long want_code)
+{
+    struct kop_test_resp r = request("PATCH", path, "application/merge-patch+json", body, NULL);
+    ck_assert_int_eq(r.code, want_code);
+    kop_test_resp_free(&r);
+}
+
+/* The next page of "default"'s ConfigMaps, two a page, from continue token cont. */
+static void continue_path(char *path, size_t len, const char *cont)
+{
+    char *esc = curl_easy_escape(NULL, cont, 0);
+    snprintf(path, len, "/api/v1/namespaces/default/configmaps?limit=2&continue=%s", esc);
+    curl_free(esc);
+}
+
+/* The metadata.resourceVersion of the list at path (200) into rv. */
+static void list_rv(const char *path, char *rv, size_t len)
+{
+    json_t *l = request_json("GET", path, NULL, 200);
+    snprintf(rv, len, "%s", jpath(l, "metadata", "resourceVersion"));
+    json_decref(l);
+}
+
 static void start_sim(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -289,10 +319,7 @@ START_TEST(test_kubesim_selectors_and_paging)
             json_decref(l);
             break;
         }
-        char *esc = curl_easy_escape(NULL, cont, 0);
-        snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?limit=2&continue=%s",
-                 esc);
-        curl_free(esc);
+        continue_path(path, sizeof(path), cont);
         json_decref(l);
         ck_assert_int_lt(pages, 10);
     }
@@ -303,24 +330,18 @@ END_TEST
 
 START_TEST(test_kubesim_watch_resume_bookmark_selector)
 {
-    json_t *l = request_json("GET", "/api/v1/namespaces/default/configmaps", NULL, 200);
     char rv[32];
-    snprintf(rv, sizeof(rv), "%s", jpath(l, "metadata", "resourceVersion"));
-    json_decref(l);
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"w1\",\"labels\":{\"x\":\"y\"}}}", 201));
-    struct kop_test_resp r =
-        request("PATCH", "/api/v1/namespaces/default/configmaps/w1", "application/merge-patch+json",
-                "{\"metadata\":{\"labels\":{\"x\":\"z\"}}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
+    list_rv("/api/v1/namespaces/default/configmaps", rv, sizeof(rv));
+    create_cm("{\"metadata\":{\"name\":\"w1\",\"labels\":{\"x\":\"y\"}}}");
+    merge_patch("/api/v1/namespaces/default/configmaps/w1",
+                "{\"metadata\":{\"labels\":{\"x\":\"z\"}}}", 200);
 
     char path[256];
     snprintf(path, sizeof(path),
              "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
              "&allowWatchBookmarks=true&labelSelector=x%%3Dy",
              rv);
-    r = request("GET", path, NULL, NULL, NULL);
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     ck_assert_int_eq(r.rc, CURLE_OK);
     /* Entering the selector is ADDED, leaving it is DELETED, then bookmarks. */
@@ -352,41 +373,30 @@ END_TEST
  * convertToWatchEvent). kop's rule-4 informers select managed-by!=kop. */
 START_TEST(test_kubesim_not_equal_selector_list_and_watch)
 {
-    json_t *l = request_json("GET", "/api/v1/namespaces/default/configmaps", NULL, 200);
     char rv[32];
-    snprintf(rv, sizeof(rv), "%s", jpath(l, "metadata", "resourceVersion"));
-    json_decref(l);
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"ne-a\"}}", 201));
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"ne-b\",\"labels\":{\"m\":\"kop\"}}}", 201));
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"ne-c\",\"labels\":{\"m\":\"helm\"}}}",
-                             201));
-    l = request_json("GET", "/api/v1/namespaces/default/configmaps?labelSelector=m%21%3Dkop", NULL,
-                     200);
+    list_rv("/api/v1/namespaces/default/configmaps", rv, sizeof(rv));
+    create_cm("{\"metadata\":{\"name\":\"ne-a\"}}");
+    create_cm("{\"metadata\":{\"name\":\"ne-b\",\"labels\":{\"m\":\"kop\"}}}");
+    create_cm("{\"metadata\":{\"name\":\"ne-c\",\"labels\":{\"m\":\"helm\"}}}");
+    json_t *l = request_json(
+        "GET", "/api/v1/namespaces/default/configmaps?labelSelector=m%21%3Dkop", NULL, 200);
     json_t *items = json_object_get(l, "items");
     ck_assert_int_eq(json_array_size(items), 2);
     ck_assert_str_eq(jpath(json_array_get(items, 0), "metadata", "name"), "ne-a");
     ck_assert_str_eq(jpath(json_array_get(items, 1), "metadata", "name"), "ne-c");
     json_decref(l);
     /* ne-a gets the label (leaves), ne-b loses it (enters). */
-    struct kop_test_resp r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-a",
-                                     "application/merge-patch+json",
-                                     "{\"metadata\":{\"labels\":{\"m\":\"kop\"}}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
-    r = request("PATCH", "/api/v1/namespaces/default/configmaps/ne-b",
-                "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"m\":null}}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
+    merge_patch("/api/v1/namespaces/default/configmaps/ne-a",
+                "{\"metadata\":{\"labels\":{\"m\":\"kop\"}}}", 200);
+    merge_patch("/api/v1/namespaces/default/configmaps/ne-b",
+                "{\"metadata\":{\"labels\":{\"m\":null}}}", 200);
 
     char path[256];
     snprintf(path, sizeof(path),
              "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
              "&labelSelector=m%%21%%3Dkop",
              rv);
-    r = request("GET", path, NULL, NULL, NULL);
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     char seen[256] = "";
     for (char *line = r.body; *line;) {
@@ -409,8 +419,7 @@ END_TEST
 
 START_TEST(test_kubesim_watch_410_after_compaction)
 {
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"c1\"}}", 201));
+    create_cm("{\"metadata\":{\"name\":\"c1\"}}");
     json_decref(request_json("POST", "/_kubesim/faults", "{\"compact\":true}", 200));
     struct kop_test_resp r = request(
         "GET", "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=2", NULL, NULL, NULL);
@@ -513,9 +522,8 @@ START_TEST(test_kubesim_gc_cascade)
              "{\"metadata\":{\"name\":\"dep\",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\","
              "\"kind\":\"Deployment\",\"name\":\"own\",\"uid\":\"%s\",\"controller\":true}]}}",
              jpath(owner, "metadata", "uid"));
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"free\"}}", 201));
+    create_cm(body);
+    create_cm("{\"metadata\":{\"name\":\"free\"}}");
     /* Two owners, one of them gone: only the dangling reference goes. */
     json_t *freecm = request_json("GET", "/api/v1/namespaces/default/configmaps/free", NULL, 200);
     snprintf(body, sizeof(body),
@@ -524,7 +532,7 @@ START_TEST(test_kubesim_gc_cascade)
              "\"v1\",\"kind\":\"ConfigMap\",\"name\":\"free\",\"uid\":\"%s\"}]}}",
              jpath(freecm, "metadata", "uid"));
     json_decref(freecm);
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps", body, 201));
+    create_cm(body);
     size_t nrefs = 2;
     for (int i = 0; i < 50 && nrefs != 1; i++) {
         kop_test_sleep_ms(40);
@@ -558,9 +566,7 @@ END_TEST
 
 START_TEST(test_kubesim_finalizers)
 {
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"fin\",\"finalizers\":[\"example.com/x\"]}}",
-                             201));
+    create_cm("{\"metadata\":{\"name\":\"fin\",\"finalizers\":[\"example.com/x\"]}}");
     json_t *v = request_json("DELETE", "/api/v1/namespaces/default/configmaps/fin", NULL, 200);
     ck_assert_str_eq(jpath(v, "kind", NULL), "ConfigMap");
     ck_assert_ptr_nonnull(jpath(v, "metadata", "deletionTimestamp"));
@@ -568,12 +574,10 @@ START_TEST(test_kubesim_finalizers)
     v = request_json("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, 200);
     ck_assert_ptr_nonnull(jpath(v, "metadata", "deletionTimestamp"));
     json_decref(v);
+    merge_patch("/api/v1/namespaces/default/configmaps/fin", "{\"metadata\":{\"finalizers\":null}}",
+                200);
     struct kop_test_resp r =
-        request("PATCH", "/api/v1/namespaces/default/configmaps/fin",
-                "application/merge-patch+json", "{\"metadata\":{\"finalizers\":null}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
-    r = request("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, NULL, NULL);
+        request("GET", "/api/v1/namespaces/default/configmaps/fin", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 404);
     kop_test_resp_free(&r);
 }
@@ -749,12 +753,8 @@ START_TEST(test_kubesim_stats)
     struct kop_test_resp r = request("DELETE", "/_kubesim/stats", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     kop_test_resp_free(&r);
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"st\"}}", 201));
-    r = request("PATCH", "/api/v1/namespaces/default/configmaps/st", "application/merge-patch+json",
-                "{\"data\":{\"k\":\"v\"}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
+    create_cm("{\"metadata\":{\"name\":\"st\"}}");
+    merge_patch("/api/v1/namespaces/default/configmaps/st", "{\"data\":{\"k\":\"v\"}}", 200);
     json_decref(request_json("GET", "/api/v1/namespaces/default/configmaps/st", NULL, 200));
     json_t *s = request_json("GET", "/_kubesim/stats", NULL, 200);
     const json_t *w = json_object_get(json_object_get(s, "writes"), "configmaps");
@@ -808,13 +808,8 @@ START_TEST(test_kubesim_list_snapshot)
     ck_assert_str_eq(item_name(p1, 1), "cm-1");
 
     /* Change what the later pages hold: update, create, delete. */
-    struct kop_test_resp pr =
-        request("PATCH", "/api/v1/namespaces/default/configmaps/cm-2",
-                "application/merge-patch+json", "{\"data\":{\"v\":\"1\"}}", NULL);
-    ck_assert_int_eq(pr.code, 200);
-    kop_test_resp_free(&pr);
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"cm-2a\"}}", 201));
+    merge_patch("/api/v1/namespaces/default/configmaps/cm-2", "{\"data\":{\"v\":\"1\"}}", 200);
+    create_cm("{\"metadata\":{\"name\":\"cm-2a\"}}");
     json_decref(request_json("DELETE", "/api/v1/namespaces/default/configmaps/cm-4", NULL, 200));
 
     /* The rest is served as of page 1: the snapshot, at page 1's RV. */
@@ -931,9 +926,7 @@ static const char widget_crd[] =
 
 START_TEST(test_kubesim_table_output)
 {
-    json_decref(request_json("POST", "/api/v1/namespaces/default/configmaps",
-                             "{\"metadata\":{\"name\":\"t1\"},\"data\":{\"a\":\"1\",\"b\":\"2\"}}",
-                             201));
+    create_cm("{\"metadata\":{\"name\":\"t1\"},\"data\":{\"a\":\"1\",\"b\":\"2\"}}");
     json_t *t = get_table("/api/v1/namespaces/default/configmaps");
     ck_assert_str_eq(col_name(t, 0), "Name");
     ck_assert_str_eq(col_name(t, 1), "Data");
@@ -1064,13 +1057,8 @@ START_TEST(test_kubesim_deployment_scale)
     ck_assert_ptr_nonnull(strstr(r.body, "Operation cannot be fulfilled on deployments.apps "
                                          "\\\"web\\\""));
     kop_test_resp_free(&r);
-    r = request("PATCH", path, "application/merge-patch+json", "{\"spec\":{\"replicas\":-1}}",
-                NULL);
-    ck_assert_int_eq(r.code, 422);
-    kop_test_resp_free(&r);
-    r = request("PATCH", path, "application/merge-patch+json", "{\"spec\":{\"replicas\":1}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
+    merge_patch(path, "{\"spec\":{\"replicas\":-1}}", 422);
+    merge_patch(path, "{\"spec\":{\"replicas\":1}}", 200);
     json_t *dep =
         request_json("GET", "/apis/apps/v1/namespaces/default/deployments/web", NULL, 200);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(dep, "spec"), "replicas")),
@@ -1315,10 +1303,8 @@ START_TEST(test_kubesim_apply_conflict)
                              "\\\"one\\\"\",\"field\":\".data.a\"}]},\"code\":409}\n");
     kop_test_resp_free(&r);
     /* An Update by a third manager takes the field from "one". */
-    r = request("PATCH", "/api/v1/namespaces/default/configmaps/ssa?fieldManager=three",
-                "application/merge-patch+json", "{\"data\":{\"a\":\"3\"}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
+    merge_patch("/api/v1/namespaces/default/configmaps/ssa?fieldManager=three",
+                "{\"data\":{\"a\":\"3\"}}", 200);
     json_t *cm = request_json("GET", path, NULL, 200);
     json_t *mf = json_object_get(json_object_get(cm, "metadata"), "managedFields");
     ck_assert_int_eq(json_array_size(mf), 2); /* "one" keeps the labels */
@@ -1963,10 +1949,7 @@ START_TEST(test_kubesim_metadata_only)
         json_int_t left = json_integer_value(
             json_object_get(json_object_get(l, "metadata"), "remainingItemCount"));
         ck_assert_int_eq(left, 5 - seen);
-        char *esc = curl_easy_escape(NULL, cont, 0);
-        snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?limit=2&continue=%s",
-                 esc);
-        curl_free(esc);
+        continue_path(path, sizeof(path), cont);
         json_decref(l);
         ck_assert_int_lt(pages, 10);
     }
@@ -2012,18 +1995,10 @@ START_TEST(test_kubesim_metadata_only)
     json_decref(l);
 
     /* WATCH: PartialObjectMetadata events, bookmarks too, selector applies. */
-    l = request_json("GET", "/api/v1/namespaces/default/configmaps", NULL, 200);
     char rv[32];
-    snprintf(rv, sizeof(rv), "%s", jpath(l, "metadata", "resourceVersion"));
-    json_decref(l);
-    r = request("PATCH", "/api/v1/namespaces/default/configmaps/pm-1",
-                "application/merge-patch+json", "{\"data\":{\"secret\":\"y\"}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
-    r = request("PATCH", "/api/v1/namespaces/default/configmaps/pm-2",
-                "application/merge-patch+json", "{\"data\":{\"secret\":\"y\"}}", NULL);
-    ck_assert_int_eq(r.code, 200);
-    kop_test_resp_free(&r);
+    list_rv("/api/v1/namespaces/default/configmaps", rv, sizeof(rv));
+    merge_patch("/api/v1/namespaces/default/configmaps/pm-1", "{\"data\":{\"secret\":\"y\"}}", 200);
+    merge_patch("/api/v1/namespaces/default/configmaps/pm-2", "{\"data\":{\"secret\":\"y\"}}", 200);
     snprintf(path, sizeof(path),
              "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1"
              "&allowWatchBookmarks=true&labelSelector=tier%%3Dodd",

@@ -202,6 +202,46 @@ static struct cand *wait_leader(struct cand **cs, size_t n, int timeout_ms)
     return NULL;
 }
 
+/* c alone: it leads within timeout_ms. */
+static void wait_leads(struct cand *c, int timeout_ms)
+{
+    struct cand *cs[] = {c};
+    ck_assert_ptr_eq(wait_leader(cs, 1, timeout_ms), c);
+}
+
+/* Candidates "cand-a" and "cand-b" for lease with these durations: a
+ * leads within 10 s; b, started after that, still follows settle_ms later. */
+static void leader_and_follower(struct cand *a, struct cand *b, const char *lease, int64_t lease_ms,
+                                int64_t renew_ms, int64_t retry_ms, long settle_ms)
+{
+    cand_init(a, lease, "cand-a", lease_ms, renew_ms, retry_ms);
+    wait_leads(a, 10000);
+    cand_init(b, lease, "cand-b", lease_ms, renew_ms, retry_ms);
+    sleep_ms(settle_ms);
+    ck_assert(!kop_leader_is_leader(b->l));
+}
+
+/* Poll until c's stopped-leading callback has run, at the latest at
+ * end_ns; it must have run exactly once. */
+static void wait_stopped(struct cand *c, int64_t end_ns)
+{
+    while (atomic_load(&c->stopped) == 0 && kop_clock_now_ns() < end_ns)
+        sleep_ms(10);
+    ck_assert_int_eq(atomic_load(&c->stopped), 1);
+}
+
+/* The Lease name is held by holder ("" released) with this
+ * leaseTransitions (-1: not checked). */
+static void expect_lease(const char *name, const char *holder, int transitions)
+{
+    json_t *lease = get_lease(name);
+    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), holder);
+    if (transitions >= 0)
+        ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseTransitions")),
+                         transitions);
+    json_decref(lease);
+}
+
 static void assert_micro_time(const json_t *lease, const char *field)
 {
     char path[64];
@@ -297,8 +337,7 @@ START_TEST(test_leader_release_hands_over)
      * the release. */
     struct cand a, b, c;
     cand_init(&a, "rel", "cand-a", 30000, 20000, 200);
-    struct cand *ca[] = {&a};
-    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
+    wait_leads(&a, 10000);
     ck_assert_int_eq(kop_leader_stop(a.l, true), 0);
     ck_assert_int_eq(atomic_load(&a.stopped), 1);
     ck_assert(!kop_leader_is_leader(a.l));
@@ -312,8 +351,7 @@ START_TEST(test_leader_release_hands_over)
 
     /* A released lease is taken at the first try. */
     cand_init(&b, "rel", "cand-b", 30000, 20000, 200);
-    struct cand *cb[] = {&b};
-    ck_assert_ptr_eq(wait_leader(cb, 1, 15000), &b);
+    wait_leads(&b, 15000);
     lease = get_lease("rel");
     ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-b");
     ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseTransitions")), 1);
@@ -327,13 +365,9 @@ START_TEST(test_leader_release_hands_over)
     ck_assert(!kop_leader_is_leader(c.l));
     int64_t t0 = kop_clock_now_ns();
     ck_assert_int_eq(kop_leader_stop(b.l, true), 0);
-    struct cand *cc[] = {&c};
-    ck_assert_ptr_eq(wait_leader(cc, 1, 15000), &c);
+    wait_leads(&c, 15000);
     ck_assert_int_lt(kop_clock_now_ns() - t0, 15000 * MS);
-    lease = get_lease("rel");
-    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-c");
-    ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseTransitions")), 2);
-    json_decref(lease);
+    expect_lease("rel", "cand-c", 2);
     pthread_mutex_lock(&c.lock);
     ck_assert_str_eq(c.last_new_leader, "cand-c");
     pthread_mutex_unlock(&c.lock);
@@ -341,9 +375,7 @@ START_TEST(test_leader_release_hands_over)
 
     cand_free(&c);
     /* Freed without release: the Lease still names c. */
-    lease = get_lease("rel");
-    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-c");
-    json_decref(lease);
+    expect_lease("rel", "cand-c", -1);
     ck_assert_int_eq(atomic_load(&c.stopped), 1);
     cand_free(&a);
     cand_free(&b);
@@ -353,20 +385,12 @@ END_TEST
 START_TEST(test_leader_crash_waits_for_expiry)
 {
     struct cand a, b;
-    cand_init(&a, "crash", "cand-a", 6000, 4000, 300);
-    struct cand *ca[] = {&a};
-    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
-    cand_init(&b, "crash", "cand-b", 6000, 4000, 300);
-    sleep_ms(400);
-    ck_assert(!kop_leader_is_leader(b.l));
+    leader_and_follower(&a, &b, "crash", 6000, 4000, 300, 400);
 
     int64_t t0 = kop_clock_now_ns();
     ck_assert_int_eq(kop_leader_stop(a.l, false), 0);
-    json_t *lease = get_lease("crash");
-    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-a");
-    json_decref(lease);
-    struct cand *cb[] = {&b};
-    ck_assert_ptr_eq(wait_leader(cb, 1, 20000), &b);
+    expect_lease("crash", "cand-a", -1);
+    wait_leads(&b, 20000);
     /* is_leader turns true before the started-leading callback has run */
     for (int i = 0; i < 200 && atomic_load(&b.started_ns) == 0; i++)
         sleep_ms(10);
@@ -376,10 +400,7 @@ START_TEST(test_leader_crash_waits_for_expiry)
      * so b cannot lead earlier than ~5.7 s after it (the long lease and
      * renew deadline keep a leading on a slow, sanitized run; slack 1.2 s). */
     ck_assert_msg(waited >= 4500 * MS, "took over after %lld ms", (long long)(waited / MS));
-    lease = get_lease("crash");
-    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-b");
-    ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseTransitions")), 1);
-    json_decref(lease);
+    expect_lease("crash", "cand-b", 1);
     cand_free(&a);
     cand_free(&b);
 }
@@ -389,18 +410,14 @@ START_TEST(test_leader_lost_renewal_stops_at_once)
 {
     struct cand a, b;
     cand_init(&a, "lost", "cand-a", 8000, 1000, 200);
-    struct cand *ca[] = {&a};
-    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
+    wait_leads(&a, 10000);
     cand_init(&b, "lost", "cand-b", 8000, 1000, 200);
     sleep_ms(300);
     ck_assert(gauge(&a, "lost") == 1);
 
     int64_t t0 = kop_clock_now_ns();
     faults("{\"rules\":[{\"verb\":\"update\",\"code\":500}]}");
-    int64_t end = t0 + 15000 * MS;
-    while (atomic_load(&a.stopped) == 0 && kop_clock_now_ns() < end)
-        sleep_ms(10);
-    ck_assert_int_eq(atomic_load(&a.stopped), 1);
+    wait_stopped(&a, t0 + 15000 * MS);
     ck_assert(!atomic_load(&a.leader_at_stop));
     ck_assert(!kop_leader_is_leader(a.l));
     ck_assert(gauge(&a, "lost") == 0);
@@ -426,16 +443,12 @@ START_TEST(test_leader_hung_server_aborted_at_deadline)
 {
     struct cand a;
     cand_init(&a, "hung", "cand-a", 8000, 1000, 200);
-    struct cand *ca[] = {&a};
-    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
+    wait_leads(&a, 10000);
 
     /* Every API request now takes 5 s. */
     int64_t t0 = kop_clock_now_ns();
     faults("{\"latencyMs\":5000}");
-    int64_t end = t0 + 15000 * MS;
-    while (atomic_load(&a.stopped) == 0 && kop_clock_now_ns() < end)
-        sleep_ms(10);
-    ck_assert_int_eq(atomic_load(&a.stopped), 1);
+    wait_stopped(&a, t0 + 15000 * MS);
     /* At the 1 s renew deadline, not when the 5 s renewal comes back. */
     int64_t took = atomic_load(&a.stopped_ns) - t0;
     ck_assert_msg(took < 4000 * MS, "stopped leading after %lld ms", (long long)(took / MS));
@@ -454,13 +467,9 @@ START_TEST(test_leader_once_stops_competing)
 {
     struct cand a;
     cand_init_once(&a, "once", "cand-a", 4000, 1000, 200, true);
-    struct cand *ca[] = {&a};
-    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
+    wait_leads(&a, 10000);
     faults("{\"rules\":[{\"verb\":\"update\",\"code\":500}]}");
-    int64_t end = kop_clock_now_ns() + 15000 * MS;
-    while (atomic_load(&a.stopped) == 0 && kop_clock_now_ns() < end)
-        sleep_ms(10);
-    ck_assert_int_eq(atomic_load(&a.stopped), 1);
+    wait_stopped(&a, kop_clock_now_ns() + 15000 * MS);
     faults("{\"rules\":[]}");
     /* A normal elector would renew its own record at once; this one quit. */
     sleep_ms(800);
@@ -468,9 +477,7 @@ START_TEST(test_leader_once_stops_competing)
     ck_assert_int_eq(atomic_load(&a.started), 1);
     ck_assert_int_eq(kop_leader_stop(a.l, true), 0);
     ck_assert_int_eq(atomic_load(&a.stopped), 1);
-    json_t *lease = get_lease("once");
-    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "cand-a"); /* not released */
-    json_decref(lease);
+    expect_lease("once", "cand-a", -1); /* not released */
     cand_free(&a);
 }
 END_TEST
@@ -480,12 +487,7 @@ END_TEST
 START_TEST(test_leader_retired_does_not_acquire)
 {
     struct cand a, b;
-    cand_init(&a, "retire", "cand-a", 30000, 20000, 200);
-    struct cand *ca[] = {&a};
-    ck_assert_ptr_eq(wait_leader(ca, 1, 10000), &a);
-    cand_init(&b, "retire", "cand-b", 30000, 20000, 200);
-    sleep_ms(500);
-    ck_assert(!kop_leader_is_leader(b.l));
+    leader_and_follower(&a, &b, "retire", 30000, 20000, 200, 500);
 
     /* The leader retires: it still leads and renews. */
     kop_leader_retire(a.l);
@@ -508,9 +510,7 @@ START_TEST(test_leader_retired_does_not_acquire)
     sleep_ms(2500);
     ck_assert(!kop_leader_is_leader(b.l));
     ck_assert_int_eq(atomic_load(&b.started), 0);
-    lease = get_lease("retire");
-    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "");
-    json_decref(lease);
+    expect_lease("retire", "", -1);
     kop_leader_retire(NULL);
     cand_free(&a);
     cand_free(&b);

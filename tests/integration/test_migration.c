@@ -214,48 +214,24 @@ static void teardown(void)
 
 static void start_node(struct node *n, bool leader_elect)
 {
-    char *argv[32];
-    size_t a = 0;
-    argv[a++] = (char *)kop_test_bin("kop");
-    argv[a++] = "--controller-only";
-    argv[a++] = "--storage-migration";
-    argv[a++] = "--storage-version"; /* the overlay's flags */
-    argv[a++] = "v2";
-    argv[a++] = "--namespace";
-    argv[a++] = "default";
-    argv[a++] = "--kubeconfig";
-    argv[a++] = kc_path;
-    argv[a++] = "--metrics-bind-address";
-    argv[a++] = "127.0.0.1:0";
-    argv[a++] = "--health-probe-bind-address";
-    argv[a++] = "0";
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, kc_path);
+    kop_test_argv_add(&a, "--controller-only", NULL);
+    /* The overlay's flags. */
+    kop_test_argv_add(&a, "--storage-migration", "--storage-version", "v2", NULL);
+    kop_test_argv_add(&a, "--namespace", "default", NULL);
     /* The limiter stays on: 2,000 updates take about 10 s at 200/s. */
-    argv[a++] = "--kube-api-qps";
-    argv[a++] = "200";
-    argv[a++] = "--kube-api-burst";
-    argv[a++] = "50";
-    argv[a++] = "--shutdown-timeout";
-    argv[a++] = "10s";
-    if (leader_elect) {
-        argv[a++] = "--leader-elect";
-        argv[a++] = "--leader-election-namespace";
-        argv[a++] = "default";
-        argv[a++] = "--leader-election-lease-duration";
-        argv[a++] = "3s";
-        argv[a++] = "--leader-election-renew-deadline";
-        argv[a++] = "2s";
-        argv[a++] = "--leader-election-retry-period";
-        argv[a++] = "500ms";
-    }
-    argv[a] = NULL;
+    kop_test_argv_add(&a, "--kube-api-qps", "200", "--kube-api-burst", "50", "--shutdown-timeout",
+                      "10s", NULL);
+    if (leader_elect)
+        kop_test_argv_add(&a, "--leader-elect", "--leader-election-namespace", "default",
+                          "--leader-election-lease-duration", "3s",
+                          "--leader-election-renew-deadline", "2s",
+                          "--leader-election-retry-period", "500ms", NULL);
     memset(n, 0, sizeof(*n));
-    ck_assert_int_eq(kop_test_spawn(&n->proc, argv), 0);
+    ck_assert_int_eq(kop_test_spawn(&n->proc, a.v), 0);
     n->running = true;
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"serving metrics\"", 15000, &line) > 0,
-                  "kop metrics line");
-    n->metrics_port = kop_test_json_int(line, "port");
-    free(line);
+    n->metrics_port = kop_test_logged_port(&n->proc, "serving metrics", 15000);
 }
 
 static double metric(const struct node *n, const char *name, const char *label)

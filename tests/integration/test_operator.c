@@ -160,35 +160,16 @@ static void start_sim(void)
 
 static void start_kop_ns(const char *ns)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--controller-only",
-                    "--namespace",
-                    (char *)(ns ? ns : ""),
-                    "--kubeconfig",
-                    fx.kubeconfig,
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "0",
-                    "--sync-period",
-                    "2s",
-                    "--kube-api-qps",
-                    "400",
-                    "--kube-api-burst",
-                    "800",
-                    "--max-concurrent-reconciles",
-                    "4",
-                    NULL};
-    if (!ns)
-        memmove(&argv[2], &argv[4], sizeof(argv) - 4 * sizeof(argv[0])); /* no --namespace */
-    ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, fx.kubeconfig);
+    kop_test_argv_add(&a, "--controller-only", NULL);
+    if (ns)
+        kop_test_argv_add(&a, "--namespace", ns, NULL);
+    kop_test_argv_add(&a, "--sync-period", "2s", "--kube-api-qps", "400", "--kube-api-burst", "800",
+                      "--max-concurrent-reconciles", "4", NULL);
+    ck_assert_int_eq(kop_test_spawn(&kop, a.v), 0);
     kop_running = true;
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"serving metrics\"", 10000, &line) > 0,
-                  "kop metrics line");
-    metrics_port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(metrics_port, 0);
+    metrics_port = kop_test_logged_port(&kop, "serving metrics", 10000);
     ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"starting controller\"", 10000, NULL) > 0,
                   "kop controller did not start");
 }
@@ -848,17 +829,8 @@ static void setup_admission(void)
                     NULL};
     ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
     kop_running = true;
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"serving webhook\"", 10000, &line) > 0,
-                  "kop webhook line");
-    long webhook_port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(webhook_port, 0);
-    ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"serving health probes\"", 10000, &line) > 0,
-                  "kop health line");
-    health_port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(health_port, 0);
+    long webhook_port = kop_test_logged_port(&kop, "serving webhook", 10000);
+    health_port = kop_test_logged_port(&kop, "serving health probes", 10000);
 
     /* kubesim routes the Service named in the webhook configuration to kop. */
     char svc[256];

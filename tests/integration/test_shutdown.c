@@ -67,41 +67,29 @@ static bool sim_running;
 /* ---- kop
  * ------------------------------------------------------------------------------------------ */
 
-static long port_from(struct kop_test_proc *p, const char *msg)
+/* kop with its webhook (the dev certificates), metrics and health servers
+ * on kernel-chosen loopback ports. */
+static void served_argv(struct kop_test_argv *a)
 {
-    char needle[128];
-    char *line = NULL;
-    snprintf(needle, sizeof(needle), "\"msg\":\"%s\"", msg);
-    long r = kop_test_wait_for(p, 0, needle, 15000, &line);
-    ck_assert_msg(r >= 0, "kop did not log %s", msg);
-    long port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(port, 0);
-    return port;
+    memset(a, 0, sizeof(*a));
+    kop_test_argv_add(a, kop_test_bin("kop"), "--cert-dir", K.cert_dir, "--webhook-host=127.0.0.1",
+                      "--webhook-port=0", "--metrics-bind-address=127.0.0.1:0",
+                      "--health-probe-bind-address=127.0.0.1:0", NULL);
 }
 
 /* kop --webhook-only with the given --shutdown-timeout and
  * --shutdown-delay. */
 static void start_webhook_kop_delay(const char *shutdown_timeout, const char *shutdown_delay)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--webhook-only",
-                    "--cert-dir",
-                    K.cert_dir,
-                    "--webhook-host=127.0.0.1",
-                    "--webhook-port=0",
-                    "--metrics-bind-address=127.0.0.1:0",
-                    "--health-probe-bind-address=127.0.0.1:0",
-                    "--shutdown-timeout",
-                    (char *)shutdown_timeout,
-                    "--shutdown-delay",
-                    (char *)shutdown_delay,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&K.proc, argv), 0);
+    struct kop_test_argv a;
+    served_argv(&a);
+    kop_test_argv_add(&a, "--webhook-only", "--shutdown-timeout", shutdown_timeout,
+                      "--shutdown-delay", shutdown_delay, NULL);
+    ck_assert_int_eq(kop_test_spawn(&K.proc, a.v), 0);
     K.running = true;
-    K.port = port_from(&K.proc, "serving webhook");
-    K.metrics_port = port_from(&K.proc, "serving metrics");
-    K.health_port = port_from(&K.proc, "serving health probes");
+    K.port = kop_test_logged_port(&K.proc, "serving webhook", 15000);
+    K.metrics_port = kop_test_logged_port(&K.proc, "serving metrics", 15000);
+    K.health_port = kop_test_logged_port(&K.proc, "serving health probes", 15000);
 }
 
 /* --shutdown-delay=0: the drain starts at SIGTERM, as before the flag. */
@@ -162,6 +150,17 @@ static double metric_value(const char *name_and_labels)
         v = kop_test_metric_value(out, name_and_labels);
     free(out);
     return v;
+}
+
+/* Poll /readyz every 10 ms until it answers 200; the test fails when it
+ * does not within timeout_ms ("<who> never became ready"). */
+static void wait_ready(long timeout_ms, const char *who)
+{
+    long end = kop_test_now_ms() + timeout_ms;
+    while (http_get(K.health_port, "/readyz", NULL) != 200) {
+        ck_assert_msg(kop_test_now_ms() < end, "%s never became ready", who);
+        kop_test_sleep_ms(10);
+    }
 }
 
 /* A fresh TLS connection and request to the webhook port. Returns the
@@ -336,6 +335,15 @@ static long sigterm_and_wait(void)
     return t0;
 }
 
+/* kop --webhook-only with this --shutdown-timeout, a ConversionReview
+ * held in flight as s, then SIGTERM (sigterm_and_wait): returns its time. */
+static long start_held_then_sigterm(struct slow_req *s, const char *shutdown_timeout)
+{
+    start_webhook_kop(shutdown_timeout);
+    slow_start(s, "/convert", review);
+    return sigterm_and_wait();
+}
+
 static void check_converted(const struct slow_req *s)
 {
     ck_assert_msg(s->rc == CURLE_OK, "in-flight request failed: %s", curl_easy_strerror(s->rc));
@@ -371,6 +379,18 @@ static void check_converted(const struct slow_req *s)
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(bs, "image"), "digest")),
                      "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
     json_decref(v);
+}
+
+/* Let the held request s go on: it gets its complete, correct answer, and
+ * kop exits 0 by itself within timeout_ms. */
+static void answered_then_exit_0(struct slow_req *s, int timeout_ms)
+{
+    slow_finish(s);
+    check_converted(s);
+    free(s->resp.p);
+    K.running = false;
+    int st = wait_exit(&K.proc, timeout_ms);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
 }
 
 /* ---- a keep-alive client -------------------------------------------------------------------- */
@@ -453,11 +473,7 @@ static void ka_cleanup(struct keepalive *k)
 START_TEST(test_shutdown_delay_keeps_serving)
 {
     start_webhook_kop_delay("10s", "3s");
-    long end = kop_test_now_ms() + 5000;
-    while (http_get(K.health_port, "/readyz", NULL) != 200) {
-        ck_assert_msg(kop_test_now_ms() < end, "kop never became ready");
-        kop_test_sleep_ms(10);
-    }
+    wait_ready(5000, "kop");
     struct keepalive k;
     ka_init(&k);
     long conns = 0;
@@ -491,12 +507,7 @@ START_TEST(test_shutdown_delay_keeps_serving)
     ck_assert(k.conn_close);
     ka_cleanup(&k);
 
-    slow_finish(&s);
-    check_converted(&s);
-    free(s.resp.p);
-    K.running = false;
-    int st = wait_exit(&K.proc, 15000);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    answered_then_exit_0(&s, 15000);
 }
 END_TEST
 
@@ -551,11 +562,7 @@ static bool raw_closed_within(CURL *h, long ms)
 START_TEST(test_shutdown_delay_closes_idle_connections)
 {
     start_webhook_kop_delay("20s", "1s");
-    long end = kop_test_now_ms() + 5000;
-    while (http_get(K.health_port, "/readyz", NULL) != 200) {
-        ck_assert_msg(kop_test_now_ms() < end, "kop never became ready");
-        kop_test_sleep_ms(10);
-    }
+    wait_ready(5000, "kop");
     /* TLS by curl, HTTP by hand: one request, then the connection idles */
     CURL *h = curl_easy_init();
     char url[256];
@@ -599,20 +606,13 @@ END_TEST
 
 START_TEST(test_shutdown_inflight_request_answered)
 {
-    start_webhook_kop("10s");
     struct slow_req s;
-    slow_start(&s, "/convert", review);
-    long t0 = sigterm_and_wait();
+    long t0 = start_held_then_sigterm(&s, "10s");
     /* kop waits for the request: still running a while later. */
     kop_test_sleep_ms(500);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0);
-    slow_finish(&s);
-    check_converted(&s);
-    free(s.resp.p);
-    K.running = false;
-    int st = wait_exit(&K.proc, 10000);
+    answered_then_exit_0(&s, 10000);
     long took = kop_test_now_ms() - t0;
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
     ck_assert_msg(took < 10000, "exit after %ld ms, past --shutdown-timeout", took);
 }
 END_TEST
@@ -637,27 +637,18 @@ START_TEST(test_shutdown_refuses_new_connections)
         ck_assert_msg(rc != CURLE_OK, "a new connection was served (%ld) while draining", code);
     }
     /* ... while the one in flight is still answered in full. */
-    slow_finish(&s);
-    check_converted(&s);
-    free(s.resp.p);
-    K.running = false;
-    int st = wait_exit(&K.proc, 10000);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    answered_then_exit_0(&s, 10000);
 }
 END_TEST
 
 START_TEST(test_shutdown_readyz_fails_while_draining)
 {
     start_webhook_kop("10s");
-    long end = kop_test_now_ms() + 5000;
-    while (http_get(K.health_port, "/readyz", NULL) != 200) {
-        ck_assert_msg(kop_test_now_ms() < end, "kop never became ready");
-        kop_test_sleep_ms(10);
-    }
+    wait_ready(5000, "kop");
     struct slow_req s;
     slow_start(&s, "/convert", review);
     sigterm_and_wait();
-    end = kop_test_now_ms() + 10000;
+    long end = kop_test_now_ms() + 10000;
     long code = 0;
     while ((code = http_get(K.health_port, "/readyz", NULL)) == 200 && kop_test_now_ms() < end)
         kop_test_sleep_ms(10);
@@ -668,21 +659,14 @@ START_TEST(test_shutdown_readyz_fails_while_draining)
     ck_assert_int_eq(http_get(K.health_port, "/readyz?verbose", &body), 503);
     ck_assert_ptr_nonnull(strstr(body, "readyz check failed"));
     free(body);
-    slow_finish(&s);
-    check_converted(&s);
-    free(s.resp.p);
-    K.running = false;
-    int st = wait_exit(&K.proc, 10000);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+    answered_then_exit_0(&s, 10000);
 }
 END_TEST
 
 START_TEST(test_shutdown_second_signal_exits_at_once)
 {
-    start_webhook_kop("30s");
     struct slow_req s;
-    slow_start(&s, "/convert", review);
-    sigterm_and_wait();
+    start_held_then_sigterm(&s, "30s");
     kop_test_sleep_ms(300);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0); /* still draining */
     long t0 = kop_test_now_ms();
@@ -701,10 +685,8 @@ END_TEST
 
 START_TEST(test_shutdown_timeout_cuts_hung_request)
 {
-    start_webhook_kop("1s");
     struct slow_req s;
-    slow_start(&s, "/convert", review);
-    long t0 = sigterm_and_wait();
+    long t0 = start_held_then_sigterm(&s, "1s");
     K.running = false;
     int st = wait_exit(&K.proc, 15000);
     long took = kop_test_now_ms() - t0;
@@ -757,28 +739,13 @@ static void start_sim_with_crd(char *kc, size_t kc_len)
  * "default", 15 s lease, 500 ms retry period), with this --shutdown-delay. */
 static void spawn_operator(struct kop_test_proc *p, const char *kc, const char *shutdown_delay)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--kubeconfig",
-                    (char *)kc,
-                    "--cert-dir",
-                    K.cert_dir,
-                    "--webhook-host=127.0.0.1",
-                    "--webhook-port=0",
-                    "--metrics-bind-address=127.0.0.1:0",
-                    "--health-probe-bind-address=127.0.0.1:0",
-                    "--leader-elect",
-                    "--leader-election-namespace",
-                    "default",
-                    "--leader-election-lease-duration",
-                    "15s",
-                    "--leader-election-retry-period",
-                    "500ms",
-                    "--shutdown-timeout",
-                    "10s",
-                    "--shutdown-delay",
-                    (char *)shutdown_delay,
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(p, argv), 0);
+    struct kop_test_argv a;
+    served_argv(&a);
+    kop_test_argv_add(&a, "--kubeconfig", kc, "--leader-elect", "--leader-election-namespace",
+                      "default", "--leader-election-lease-duration", "15s",
+                      "--leader-election-retry-period", "500ms", "--shutdown-timeout", "10s",
+                      "--shutdown-delay", shutdown_delay, NULL);
+    ck_assert_int_eq(kop_test_spawn(p, a.v), 0);
 }
 
 /* On a failure: the last of what a process logged, on stderr. */
@@ -796,8 +763,8 @@ START_TEST(test_shutdown_operator_releases_lease)
     start_sim_with_crd(kc, sizeof(kc));
     spawn_operator(&K.proc, kc, "5s");
     K.running = true;
-    K.port = port_from(&K.proc, "serving webhook");
-    K.health_port = port_from(&K.proc, "serving health probes");
+    K.port = kop_test_logged_port(&K.proc, "serving webhook", 15000);
+    K.health_port = kop_test_logged_port(&K.proc, "serving health probes", 15000);
     ck_assert_msg(kop_test_wait_for(&K.proc, 0, "became leader, reconciling", 10000, NULL) > 0,
                   "kop did not lead");
     ck_assert_int_eq(sim_req("POST", "/apis/mygroup.example.com/v1/namespaces/default/myresources",
@@ -810,11 +777,7 @@ START_TEST(test_shutdown_operator_releases_lease)
         ck_assert_msg(kop_test_now_ms() < end, "the operator did not reconcile");
         kop_test_sleep_ms(20);
     }
-    end = kop_test_now_ms() + 10000;
-    while (http_get(K.health_port, "/readyz", NULL) != 200) {
-        ck_assert_msg(kop_test_now_ms() < end, "the operator never became ready");
-        kop_test_sleep_ms(20);
-    }
+    wait_ready(10000, "the operator");
     char *body = NULL;
     ck_assert_int_eq(sim_req("GET", LEASE_PATH, NULL, &body), 200);
     ck_assert_ptr_nonnull(strstr(body, "\"holderIdentity\":\""));

@@ -173,41 +173,16 @@ static void install_api(void)
 static void start_kop(void)
 {
     char *endpoint = fsrv_url(&receiver);
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    "--kubeconfig",
-                    fx.kubeconfig,
-                    "--cert-dir",
-                    certs,
-                    "--webhook-port",
-                    "0",
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "0",
-                    "--shutdown-delay",
-                    "0",
-                    "--log-level",
-                    "debug",
-                    "--otlp-endpoint",
-                    endpoint,
-                    "--otlp-service-name",
-                    "kop-under-test",
-                    "--otlp-flush-interval",
-                    "100ms",
-                    NULL};
-    ck_assert_int_eq(kop_test_spawn(&kop, argv), 0);
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, fx.kubeconfig);
+    kop_test_argv_add(&a, "--cert-dir", certs, "--webhook-port", "0", "--shutdown-delay", "0",
+                      "--log-level", "debug", "--otlp-endpoint", endpoint, "--otlp-service-name",
+                      "kop-under-test", "--otlp-flush-interval", "100ms", NULL);
+    ck_assert_int_eq(kop_test_spawn(&kop, a.v), 0);
     free(endpoint);
     kop_running = true;
-    char *line = NULL;
-    ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"serving metrics\"", 15000, &line) > 0,
-                  "kop metrics line");
-    metrics_port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_msg(kop_test_wait_for(&kop, 0, "\"msg\":\"serving webhook\"", 15000, &line) > 0,
-                  "kop webhook line");
-    long port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(port, 0);
+    metrics_port = kop_test_logged_port(&kop, "serving metrics", 15000);
+    long port = kop_test_logged_port(&kop, "serving webhook", 15000);
     char svc[256];
     snprintf(svc, sizeof(svc),
              "{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":"
