@@ -1631,58 +1631,7 @@ START_TEST(test_kubesim_fault_filters)
 }
 END_TEST
 
-/* kubesim's --fault flag takes the same filters. */
-START_TEST(test_kubesim_fault_flag_filters)
-{
-    char *ca2 = kop_test_path(tmpdir, "ca2.pem");
-    char *args[] = {"--fault",
-                    "create:500:1:resource=leases:group=coordination.k8s.io:namespace=default",
-                    "--fault", "get:429:1:2:resource=configmaps:group=", NULL};
-    const struct kop_test_kubesim_options o = {.ca = ca2, .token = TOKEN, .args = args};
-    struct kop_test_kubesim sim2;
-    kop_test_kubesim_start(&sim2, &o);
-    char saved_url[sizeof(base_url)];
-    char *saved_ca = ca_path;
-    memcpy(saved_url, base_url, sizeof(base_url));
-    snprintf(base_url, sizeof(base_url), "%s", sim2.url);
-    ca_path = ca2;
-
-    json_t *d = request_json("GET", "/_kubesim/faults", NULL, 200);
-    const json_t *rules = json_object_get(d, "rules");
-    ck_assert_int_eq(json_array_size(rules), 2);
-    ck_assert_str_eq(jpath(json_array_get(rules, 0), "resource", NULL), "leases");
-    ck_assert_str_eq(jpath(json_array_get(rules, 0), "namespace", NULL), "default");
-    ck_assert_str_eq(jpath(json_array_get(rules, 1), "group", NULL), "");
-    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(rules, 1), "retryAfter")),
-                     2);
-    json_decref(d);
-    ck_assert_int_eq(lease_update("default"), 500);
-    ck_assert_int_eq(lease_update("kube-system"), 201);
-    struct kop_test_resp r =
-        request("GET", "/api/v1/namespaces/default/configmaps/x", NULL, NULL, NULL);
-    ck_assert_int_eq(r.code, 429);
-    ck_assert_ptr_nonnull(strstr(r.headers, "Retry-After: 2"));
-    kop_test_resp_free(&r);
-
-    memcpy(base_url, saved_url, sizeof(base_url));
-    ca_path = saved_ca;
-    ck_assert_int_eq(kop_test_kubesim_stop(&sim2, SIGTERM, 5000), 0);
-
-    /* A malformed filter is a usage error (exit 2). */
-    char *bad[] = {(char *)kop_test_bin("kubesim"), "--fault", "get:500:1:colour=red", NULL};
-    ck_assert_int_eq(kop_test_spawn(&sim2.proc, bad), 0);
-    /* Wait for the exit (the output ends), then read the status. */
-    ck_assert_int_eq(kop_test_wait_for(&sim2.proc, 0, "no such line", 5000, NULL), -EPIPE);
-    char *out = kop_test_output(&sim2.proc);
-    ck_assert_ptr_nonnull(strstr(out, "bad or missing value for --fault"));
-    free(out);
-    int st = kop_test_stop(&sim2.proc, SIGTERM, 5000);
-    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-    free(ca2);
-}
-END_TEST
-
-/* ---- static token file and audit log ------------------------------------------------ */
+/* ---- second kubesims: flags, usage errors ------------------------------------------ */
 
 static void write_text(const char *path, const char *text)
 {
@@ -1704,6 +1653,69 @@ static void expect_usage_error(char *const *args, const char *needle)
     int st = kop_test_stop(&p, SIGTERM, 5000);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
 }
+
+/* A second kubesim (its CA written to ca2, started with args) that the
+ * request helpers talk to until second_sim_stop. */
+struct second_sim {
+    struct kop_test_kubesim sim;
+    char saved_url[sizeof(base_url)];
+    char *saved_ca;
+};
+
+static void second_sim_start(struct second_sim *s, char *ca2, char *const *args)
+{
+    const struct kop_test_kubesim_options o = {.ca = ca2, .token = TOKEN, .args = args};
+    kop_test_kubesim_start(&s->sim, &o);
+    memcpy(s->saved_url, base_url, sizeof(base_url));
+    s->saved_ca = ca_path;
+    snprintf(base_url, sizeof(base_url), "%s", s->sim.url);
+    ca_path = ca2;
+}
+
+static void second_sim_stop(struct second_sim *s)
+{
+    memcpy(base_url, s->saved_url, sizeof(base_url));
+    ca_path = s->saved_ca;
+    ck_assert_int_eq(kop_test_kubesim_stop(&s->sim, SIGTERM, 5000), 0);
+}
+
+/* kubesim's --fault flag takes the same filters. */
+START_TEST(test_kubesim_fault_flag_filters)
+{
+    char *ca2 = kop_test_path(tmpdir, "ca2.pem");
+    char *args[] = {"--fault",
+                    "create:500:1:resource=leases:group=coordination.k8s.io:namespace=default",
+                    "--fault", "get:429:1:2:resource=configmaps:group=", NULL};
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
+
+    json_t *d = request_json("GET", "/_kubesim/faults", NULL, 200);
+    const json_t *rules = json_object_get(d, "rules");
+    ck_assert_int_eq(json_array_size(rules), 2);
+    ck_assert_str_eq(jpath(json_array_get(rules, 0), "resource", NULL), "leases");
+    ck_assert_str_eq(jpath(json_array_get(rules, 0), "namespace", NULL), "default");
+    ck_assert_str_eq(jpath(json_array_get(rules, 1), "group", NULL), "");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(rules, 1), "retryAfter")),
+                     2);
+    json_decref(d);
+    ck_assert_int_eq(lease_update("default"), 500);
+    ck_assert_int_eq(lease_update("kube-system"), 201);
+    struct kop_test_resp r =
+        request("GET", "/api/v1/namespaces/default/configmaps/x", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 429);
+    ck_assert_ptr_nonnull(strstr(r.headers, "Retry-After: 2"));
+    kop_test_resp_free(&r);
+
+    second_sim_stop(&sim2);
+
+    /* A malformed filter is a usage error (exit 2). */
+    char *bad[] = {(char *)kop_test_bin("kubesim"), "--fault", "get:500:1:colour=red", NULL};
+    expect_usage_error(bad, "bad or missing value for --fault");
+    free(ca2);
+}
+END_TEST
+
+/* ---- static token file and audit log ------------------------------------------------ */
 
 /* The audit line whose auditID is id (@ref new), or NULL. */
 static json_t *audit_event(const char *log_path, const char *id)
@@ -1750,14 +1762,8 @@ START_TEST(test_kubesim_token_file_and_audit)
                        ",skipped,uid-x\n");
     char *args[] = {"--token-auth-file", tokens, "--audit-log-path", log, "--audit-level",
                     "Request",           NULL};
-    const struct kop_test_kubesim_options o = {.ca = ca2, .token = TOKEN, .args = args};
-    struct kop_test_kubesim sim2;
-    kop_test_kubesim_start(&sim2, &o);
-    char saved_url[sizeof(base_url)];
-    char *saved_ca = ca_path;
-    memcpy(saved_url, base_url, sizeof(base_url));
-    snprintf(base_url, sizeof(base_url), "%s", sim2.url);
-    ca_path = ca2;
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
 
     /* Each token is its user; an unknown or empty one is 401. */
     struct kop_test_resp r =
@@ -1841,9 +1847,7 @@ START_TEST(test_kubesim_token_file_and_audit)
     ck_assert_ptr_null(audit_event(log, denied_id));
     ck_assert_ptr_null(audit_event(log, stats_id));
 
-    memcpy(base_url, saved_url, sizeof(base_url));
-    ca_path = saved_ca;
-    ck_assert_int_eq(kop_test_kubesim_stop(&sim2, SIGTERM, 5000), 0);
+    second_sim_stop(&sim2);
 
     /* Bad token files and audit levels are usage errors. */
     write_text(tokens, "tok,only-two\n");

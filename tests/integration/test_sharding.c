@@ -113,59 +113,27 @@ static const char *retry_period;
  * kernel-chosen port (*ret_webhook_port). */
 static void start_node_with(struct node *n, int index, const char *cert_dir, long *ret_webhook_port)
 {
-    char *argv[] = {(char *)kop_test_bin("kop"),
-                    cert_dir ? "--webhook-port=0" : "--controller-only",
-                    "--sharding",
-                    "--leader-election-namespace",
-                    LEASE_NS,
-                    "--leader-election-lease-duration",
-                    "5s",
-                    "--leader-election-renew-deadline",
-                    "3s",
-                    "--leader-election-retry-period",
-                    (char *)retry_period,
-                    "--kubeconfig",
-                    n->kubeconfig,
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "0",
-                    "--kube-api-qps",
-                    "200",
-                    "--kube-api-burst",
-                    "400",
-                    "--shutdown-timeout",
-                    "10s",
-                    cert_dir ? "--cert-dir" : NULL,
-                    (char *)cert_dir,
-                    "--webhook-host",
-                    "127.0.0.1",
-                    "--shutdown-delay",
-                    "0s",
-                    NULL};
     memset(n, 0, sizeof(*n));
     snprintf(n->id, sizeof(n->id), "kop-%d", index);
     node_kubeconfig(n);
+    struct kop_test_argv a;
+    kop_test_kop_argv(&a, n->kubeconfig);
+    kop_test_argv_add(&a, cert_dir ? "--webhook-port=0" : "--controller-only", "--sharding",
+                      "--leader-election-namespace", LEASE_NS, "--leader-election-lease-duration",
+                      "5s", "--leader-election-renew-deadline", "3s",
+                      "--leader-election-retry-period", retry_period, "--kube-api-qps", "200",
+                      "--kube-api-burst", "400", "--shutdown-timeout", "10s", "--webhook-host",
+                      "127.0.0.1", "--shutdown-delay", "0s", NULL);
+    if (cert_dir)
+        kop_test_argv_add(&a, "--cert-dir", cert_dir, NULL);
     ck_assert_int_eq(setenv("POD_NAME", n->id, 1), 0);
-    ck_assert_int_eq(kop_test_spawn(&n->proc, argv), 0);
+    ck_assert_int_eq(kop_test_spawn(&n->proc, a.v), 0);
     n->running = true;
-    char *line = NULL;
     ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"sharding enabled\"", 10000, NULL) > 0,
                   "kop did not enable sharding");
-    ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"serving metrics\"", 10000, &line) > 0,
-                  "kop metrics line");
-    n->metrics_port = kop_test_json_int(line, "port");
-    free(line);
-    ck_assert_int_gt(n->metrics_port, 0);
-    if (cert_dir) {
-        line = NULL;
-        ck_assert_msg(kop_test_wait_for(&n->proc, 0, "\"msg\":\"serving webhook\"", 10000, &line) >
-                          0,
-                      "kop webhook line");
-        *ret_webhook_port = kop_test_json_int(line, "port");
-        free(line);
-        ck_assert_int_gt(*ret_webhook_port, 0);
-    }
+    n->metrics_port = kop_test_logged_port(&n->proc, "serving metrics", 10000);
+    if (cert_dir)
+        *ret_webhook_port = kop_test_logged_port(&n->proc, "serving webhook", 10000);
 }
 
 static void start_node(struct node *n, int index)
