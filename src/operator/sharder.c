@@ -31,10 +31,12 @@
  * drain again (kop_shard_move_in_time). So the owner change lands, and
  * reaches the old owner's informer, while the old owner still refuses the
  * object, as long as a request and a watch event take less than a lease
- * duration: the assumption leader election makes too. The new owner's
- * informer sees the object only after that write. An owner whose membership Lease expired is gone:
- * its membership elector stopped its reconciles at the renew deadline, before the Lease could
- * expire (kop/leader.h), so its objects move at once.
+ * duration: the assumption leader election makes too (the move's token
+ * bucket wait is part of that request). The new owner's informer sees the
+ * object only after that write. An owner whose membership Lease expired is
+ * gone: its membership elector stopped its reconciles at the renew
+ * deadline, before the Lease could expire (kop/leader.h), so its objects
+ * move at once.
  */
 #include "kop/sharder.h"
 
