@@ -418,6 +418,25 @@ START_TEST(test_convstream_memory_is_reply_plus_one_object)
 }
 END_TEST
 
+START_TEST(test_convstream_expect_sizes_the_reply_once)
+{
+    /* the reply is reserved at the estimate itself, not rounded up to a
+     * power of two: a 170 KB review's reply stays under the 256 KiB mmap
+     * threshold main() sets */
+    struct kop_convstream *cs;
+    ck_assert_int_eq(kop_convstream_new(CT, NULL, &cs), 0);
+    size_t body = 168633, want = body + body / 8 + 4096;
+    ck_assert_int_eq(kop_convstream_expect(cs, body), 0);
+    ck_assert_uint_ge(kop_convstream_memory(cs), want);
+    ck_assert_uint_lt(kop_convstream_memory(cs), want + 4096);
+    ck_assert_uint_lt(kop_convstream_memory(cs), 256u * 1024u);
+    /* only the first call sizes it */
+    ck_assert_int_eq(kop_convstream_expect(cs, 4 * body), 0);
+    ck_assert_uint_lt(kop_convstream_memory(cs), want + 4096);
+    kop_convstream_free(cs);
+}
+END_TEST
+
 /* A crafted review cannot make kop build what the apiserver never sends:
  * an object over KOP_CONVSTREAM_MAX_OBJECT is a 413, an object whose
  * decoded parts would pass KOP_CONVSTREAM_MAX_TREE is a Failure, and
@@ -477,6 +496,7 @@ static Suite *convstream_suite(void)
     tcase_add_test(tc, test_convstream_errors_keep_their_answers);
     tcase_add_test(tc, test_convstream_memory_is_reply_plus_one_object);
     tcase_add_test(tc, test_convstream_bounds_what_one_object_costs);
+    tcase_add_test(tc, test_convstream_expect_sizes_the_reply_once);
     suite_add_tcase(s, tc);
     return s;
 }

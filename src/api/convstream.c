@@ -332,10 +332,20 @@ void kop_convstream_free(struct kop_convstream *cs)
 
 int kop_convstream_expect(struct kop_convstream *cs, size_t body_len)
 {
-    /* v1 -> v2 grows an object by about a tenth; other replies are smaller */
+    /* v1 -> v2 grows an object by about a tenth; other replies are smaller.
+     * Exactly that, not rounded up by buf_reserve's doubling: rounded, a
+     * 100-object reply (190 KB) would take 256 KiB, over the mmap threshold
+     * main() sets, and every such review would map its reply, fault its
+     * pages in and unmap it. */
     if (cs->out.cap || body_len > SIZE_MAX / 2)
         return 0;
-    return buf_reserve(&cs->out, body_len + body_len / 8 + 4096);
+    size_t cap = body_len + body_len / 8 + 4096;
+    char *p = malloc(cap);
+    if (!p)
+        return -ENOMEM;
+    cs->out.p = p;
+    cs->out.cap = cap;
+    return 0;
 }
 
 size_t kop_convstream_memory(const struct kop_convstream *cs)

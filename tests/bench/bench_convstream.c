@@ -16,6 +16,7 @@
 #include "kop/convstream.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,8 @@ int main(int argc, char **argv)
                         "BODY.json\n");
         return 2;
     }
+    /* the allocator as kop's main() sets it: buffers over 256 KiB are mmap'd */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     char *body = NULL;
     size_t len = 0;
     int r = read_file(argv[optind], &body, &len);
