@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kop/arena.h"
 #include "kop/review.h"
 
 static double cpu_now(void)
@@ -127,8 +128,10 @@ int main(int argc, char **argv)
                         "BODY.json\n");
         return 2;
     }
-    /* the allocator as kop's main() sets it: buffers over 256 KiB are mmap'd */
+    /* the allocators as kop's main() sets them: buffers over 256 KiB are
+     * mmap'd, jansson allocates from the bound arena */
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    kop_arena_json_install();
     char *body = NULL;
     size_t len = 0;
     int r = read_file(argv[optind], &body, &len);
