@@ -418,6 +418,92 @@ START_TEST(test_convstream_memory_is_reply_plus_one_object)
 }
 END_TEST
 
+/* The labels and annotations copied as they came are checked from their
+ * bytes: the same verdict and message as the tree check of the same map. */
+START_TEST(test_convstream_raw_meta_check_matches_tree)
+{
+    static const char *const maps[] = {
+        "{}",
+        "null",
+        "{ \"app\" : \"x\" , \"b\":\"\" }",
+        "{\"\\u0061pp\":\"x\",\"k\":\"v\\u0041\"}",
+        "{\"app\":7}",
+        "{\"app\":null}",
+        "{\"app\":true}",
+        "{\"app\":-1.5e3 }",
+        "{\"a\":\"x\",\"app\":{\"q\":[\"}\",\"]\",{}]},\"z\":\"y\"}",
+        "{\"app\":[\"x\"]}",
+        "{\"bad key!\":\"v\"}",
+        "{\"ok\":\"bad value!\"}",
+        "{\"example.com/x\":\"a.b-c_d\"}",
+        "{\"ok\":\"v\\\"q\"}",
+        "{\"k\\\"\":\"v\"}",
+        "\"str\"",
+        "[1]",
+        "7",
+    };
+    /* a key longer than the check's stack buffer, and annotations over the
+     * total size limit */
+    char *long_key = malloc(1200), *big = malloc(KOP_REVIEW_ANNOTATIONS_MAX + 64);
+    snprintf(long_key, 1200, "{\"a%0500d\":\"v\"}", 0);
+    snprintf(big, KOP_REVIEW_ANNOTATIONS_MAX + 64, "{\"a\":\"%0*d\"}", KOP_REVIEW_ANNOTATIONS_MAX,
+             0);
+    size_t n_maps = sizeof(maps) / sizeof(maps[0]);
+    for (size_t i = 0; i < 2 * (n_maps + 2); i++) {
+        bool label = i % 2 == 0;
+        size_t k = i / 2;
+        const char *map = k < n_maps ? maps[k] : k == n_maps ? long_key : big;
+        /* v2 objects go back as they came: only the raw check looks at them */
+        size_t cap = strlen(map) + 512;
+        char *body = malloc(cap);
+        snprintf(body, cap,
+                 "{\"request\":{\"uid\":\"u\",\"desiredAPIVersion\":\"mygroup.example.com/v2\","
+                 "\"objects\":[{\"apiVersion\":\"mygroup.example.com/v2\",\"kind\":"
+                 "\"MyResource\",\"metadata\":{\"name\":\"n\",\"%s\":%s}}]}}",
+                 label ? "labels" : "annotations", map);
+        struct kop_review_result r;
+        convert(body, &r);
+        ck_assert_int_eq(r.http_status, 200);
+        json_t *meta = json_pack("{s:{s:s}}", "metadata", "name", "n");
+        json_t *m = json_loads(map, JSON_DECODE_ANY, NULL);
+        ck_assert_ptr_nonnull(m);
+        json_object_set_new(json_object_get(meta, "metadata"), label ? "labels" : "annotations", m);
+        char msg[256] = "";
+        bool ok = kop_review_check_object_meta(NULL, meta, msg, sizeof(msg)) == 0;
+        ck_assert_msg(r.success == ok, "%s %.80s: stream %d (%s), tree %d (%s)",
+                      label ? "labels" : "annotations", map, r.success, r.message, ok, msg);
+        msg[100] = '\0'; /* r.message is cut to fit: compare the start */
+        if (!ok)
+            ck_assert_msg(strstr(r.message, msg) != NULL, "%.80s: stream '%s', tree '%s'", map,
+                          r.message, msg);
+        json_decref(meta);
+        kop_review_result_cleanup(&r);
+        free(body);
+    }
+    free(long_key);
+    free(big);
+}
+END_TEST
+
+START_TEST(test_convstream_expect_sizes_the_reply_once)
+{
+    /* the reply is reserved at the estimate itself, not rounded up to a
+     * power of two: a 170 KB review's reply stays under the 256 KiB mmap
+     * threshold main() sets */
+    struct kop_convstream *cs;
+    ck_assert_int_eq(kop_convstream_new(CT, NULL, &cs), 0);
+    size_t body = 168633, want = body + body / 8 + 4096;
+    ck_assert_int_eq(kop_convstream_expect(cs, body), 0);
+    ck_assert_uint_ge(kop_convstream_memory(cs), want);
+    ck_assert_uint_lt(kop_convstream_memory(cs), want + 4096);
+    ck_assert_uint_lt(kop_convstream_memory(cs), 256u * 1024u);
+    /* only the first call sizes it */
+    ck_assert_int_eq(kop_convstream_expect(cs, 4 * body), 0);
+    ck_assert_uint_lt(kop_convstream_memory(cs), want + 4096);
+    kop_convstream_free(cs);
+}
+END_TEST
+
 /* A crafted review cannot make kop build what the apiserver never sends:
  * an object over KOP_CONVSTREAM_MAX_OBJECT is a 413, an object whose
  * decoded parts would pass KOP_CONVSTREAM_MAX_TREE is a Failure, and
@@ -477,6 +563,8 @@ static Suite *convstream_suite(void)
     tcase_add_test(tc, test_convstream_errors_keep_their_answers);
     tcase_add_test(tc, test_convstream_memory_is_reply_plus_one_object);
     tcase_add_test(tc, test_convstream_bounds_what_one_object_costs);
+    tcase_add_test(tc, test_convstream_expect_sizes_the_reply_once);
+    tcase_add_test(tc, test_convstream_raw_meta_check_matches_tree);
     suite_add_tcase(s, tc);
     return s;
 }

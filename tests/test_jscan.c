@@ -217,6 +217,40 @@ START_TEST(test_jscan_members)
 }
 END_TEST
 
+START_TEST(test_jscan_prefix)
+{
+    struct kop_jscan *s = kop_jscan_new();
+    size_t len = 0, n;
+    /* the value ends inside the input: its length, its members as a whole
+     * scan of those bytes records them */
+    const char *doc = "{\"a\":{\"b\":\"]}\"},\"c\\u0064\":[1]} ,{\"next\":1}";
+    ck_assert_int_eq(kop_jscan_prefix(s, doc, strlen(doc), 0, KOP_JSCAN_MEMBERS, &len), 0);
+    ck_assert_uint_eq(len, strlen("{\"a\":{\"b\":\"]}\"},\"c\\u0064\":[1]}"));
+    const struct kop_jscan_member *m = kop_jscan_members(s, &n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(m[2].key_len, 2);
+    ck_assert(memcmp(m[2].key, "cd", 2) == 0);
+    ck_assert_uint_eq(m[2].val_off + m[2].val_len, len - 1);
+    ck_assert_int_eq(kop_jscan_prefix(s, "\"x\\\"\",", 6, 0, 0, &len), 0);
+    ck_assert_uint_eq(len, 5);
+    /* not ended within n: refused, like the bytes alone */
+    ck_assert_int_eq(kop_jscan_prefix(s, doc, 20, 0, 0, &len), -EINVAL);
+    ck_assert_int_eq(kop_jscan_prefix(s, "[1,2", 4, 0, 0, &len), -EINVAL);
+    ck_assert_int_eq(kop_jscan_prefix(s, "\"ab", 3, 0, 0, &len), -EINVAL);
+    /* invalid, and bare scalars (no end of their own) */
+    ck_assert_int_eq(kop_jscan_prefix(s, "{\"k\":1,\"k\":2}", 15, 0, 0, &len), -EINVAL);
+    ck_assert(strstr(kop_jscan_error(s, NULL), "duplicate") != NULL);
+    ck_assert_int_eq(kop_jscan_prefix(s, "[1 2]", 5, 0, 0, &len), -EINVAL);
+    ck_assert_int_eq(kop_jscan_prefix(s, "12,", 3, 0, 0, &len), -EINVAL);
+    ck_assert_int_eq(kop_jscan_prefix(s, " {}", 3, 0, 0, &len), -EINVAL);
+    ck_assert_int_eq(kop_jscan_prefix(s, "", 0, 0, 0, &len), -EINVAL);
+    /* the depth counts from base_depth */
+    ck_assert_int_eq(kop_jscan_prefix(s, "[[]]", 4, KOP_JSCAN_MAX_DEPTH - 2, 0, &len), 0);
+    ck_assert_int_eq(kop_jscan_prefix(s, "[[]]", 4, KOP_JSCAN_MAX_DEPTH - 1, 0, &len), -EINVAL);
+    kop_jscan_free(s);
+}
+END_TEST
+
 START_TEST(test_jscan_string_unescapes)
 {
     char *out;
@@ -371,6 +405,7 @@ static Suite *jscan_suite(void)
     tcase_add_test(tc, test_jscan_edge_cases_match_jansson);
     tcase_add_test(tc, test_jscan_depth_limit_matches_jansson);
     tcase_add_test(tc, test_jscan_members);
+    tcase_add_test(tc, test_jscan_prefix);
     tcase_add_test(tc, test_jscan_string_unescapes);
     tcase_add_test(tc, test_jscan_many_keys_linear);
     tcase_add_test(tc, test_jscan_decode_bounded);

@@ -166,6 +166,17 @@ START_TEST(test_jstream_invalid_documents)
         int rc = run(list_path, cases[i].doc, strlen(cases[i].doc), NULL, 0, &r, err, sizeof(err));
         ck_assert_msg(rc == -EINVAL, "case %zu accepted", i);
         ck_assert_msg(strstr(err, cases[i].err) != NULL, "case %zu: %s", i, err);
+        /* values inside one piece are checked where they lie, values cut by
+         * a piece's end are collected first: the same answer, same byte */
+        size_t len = strlen(cases[i].doc);
+        size_t cuts[64];
+        ck_assert(len <= sizeof(cuts) / sizeof(cuts[0]));
+        for (size_t k = 0; k + 1 < len; k++)
+            cuts[k] = k + 1;
+        char err1[256];
+        rc = run(list_path, cases[i].doc, len, cuts, len ? len - 1 : 0, &r, err1, sizeof(err1));
+        ck_assert_msg(rc == -EINVAL, "case %zu accepted in 1-byte pieces", i);
+        ck_assert_str_eq(err1, err);
     }
     /* depth is counted from the document's root */
     size_t levels = 2046, n = 0;
@@ -229,6 +240,14 @@ START_TEST(test_jstream_max_value)
     ck_assert_str_eq(r.log, "E0:\"short\";");
     ck_assert(strstr(kop_jstream_error(s), "larger than 8 bytes") != NULL);
     ck_assert_uint_eq(kop_jstream_memory(s), 0);
+    kop_jstream_free(s);
+    /* the same in one piece, where every value lies whole in the input */
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(kop_jstream_new(&o, &s), 0);
+    ck_assert_int_eq(kop_jstream_feed(s, doc, strlen(doc)), 0);
+    ck_assert_int_eq(kop_jstream_finish(s), -E2BIG);
+    ck_assert_str_eq(r.log, "E0:\"short\";");
+    ck_assert(strstr(kop_jstream_error(s), "larger than 8 bytes") != NULL);
     kop_jstream_free(s);
 }
 END_TEST

@@ -269,6 +269,40 @@ START_TEST(test_tls_request_works)
 }
 END_TEST
 
+START_TEST(test_tls_responses_across_record_boundaries)
+{
+    /* Responses of sizes around a record (16 KiB) and around what the front
+     * takes from MHD at a time (64 KiB) arrive whole, one after the other
+     * on one keep-alive connection: the records sealed with MSG_MORE are
+     * never left behind. The body is echoed after "peer=127.0.0.1;". */
+    static const size_t sizes[] = {1,     16369, 16370, 16371, 32000, 65520,
+                                   65521, 65522, 65536, 70000, 200000};
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    CURL *h = client(&f, "/echo");
+    char *body = malloc(200000);
+    for (size_t i = 0; i < 200000; i++)
+        body[i] = (char)('a' + i * 7 % 26);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)sizes[k]);
+        struct kop_test_buf b;
+        long st;
+        ck_assert_int_eq(perform(h, &b, &st), CURLE_OK);
+        ck_assert_int_eq(st, 200);
+        ck_assert_uint_eq(b.len, sizes[k] + strlen("peer=127.0.0.1;"));
+        ck_assert(memcmp(b.p + strlen("peer=127.0.0.1;"), body, sizes[k]) == 0);
+        free(b.p);
+    }
+    long conns = 0;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns);
+    ck_assert_int_eq(conns, 0); /* the last request reused the connection */
+    free(body);
+    curl_easy_cleanup(h);
+    fixture_stop(&f);
+}
+END_TEST
+
 START_TEST(test_tls_alpn_h2_falls_back_to_http11)
 {
     struct fixture f;
@@ -979,6 +1013,7 @@ static Suite *tls_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_tls_request_works);
+    tcase_add_test(tc, test_tls_responses_across_record_boundaries);
     tcase_add_test(tc, test_tls_alpn_h2_falls_back_to_http11);
     tcase_add_test(tc, test_tls_old_versions_refused);
     tcase_add_test(tc, test_tls_concurrent_keepalive_and_reload);

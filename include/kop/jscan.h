@@ -61,6 +61,17 @@ void kop_jscan_free(struct kop_jscan *s);
 int kop_jscan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
                     unsigned flags);
 
+/*
+ * Validate the container or string that starts at p[0] and ends somewhere
+ * in p[0..n): what kop_jscan_value would say of those bytes alone, its
+ * length in *ret_len. -EINVAL also when the value does not end within n
+ * bytes (a caller streaming its input collects more and scans again) or
+ * p[0] starts no container or string (a bare scalar has no end of its
+ * own). Returns 0, -EINVAL or -ENOMEM.
+ */
+int kop_jscan_prefix(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
+                     unsigned flags, size_t *ret_len);
+
 /* The members found by the last successful scan with KOP_JSCAN_MEMBERS, in
  * document order (a level-2 member follows its parent). */
 const struct kop_jscan_member *kop_jscan_members(const struct kop_jscan *s, size_t *ret_n);

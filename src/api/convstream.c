@@ -243,10 +243,9 @@ struct kop_convstream {
     struct kop_convert_options opts;
     bool ct_present, ct_ok;
     char ct_msg[300];
-    struct kop_jstream *js;  /* the envelope, request.objects streamed */
-    size_t fed;              /* body bytes seen (also those not streamed: 415) */
-    struct kop_jscan *scan;  /* an element kept for desiredAPIVersion, scanned again */
-    struct kop_jscan *scan2; /* a labels or annotations map being checked */
+    struct kop_jstream *js; /* the envelope, request.objects streamed */
+    size_t fed;             /* body bytes seen (also those not streamed: 415) */
+    struct kop_jscan *scan; /* an element kept for desiredAPIVersion, scanned again */
     struct kop_arena *arena;
 
     /* envelope */
@@ -294,9 +293,8 @@ int kop_convstream_new(const char *content_type, const struct kop_convert_option
         .max_value = KOP_CONVSTREAM_MAX_OBJECT,
     };
     cs->scan = kop_jscan_new();
-    cs->scan2 = kop_jscan_new();
     cs->arena = kop_arena_new(ARENA_CHUNK);
-    if (!cs->scan || !cs->scan2 || !cs->arena || kop_jstream_new(&jo, &cs->js) < 0) {
+    if (!cs->scan || !cs->arena || kop_jstream_new(&jo, &cs->js) < 0) {
         kop_convstream_free(cs);
         return -ENOMEM;
     }
@@ -325,17 +323,26 @@ void kop_convstream_free(struct kop_convstream *cs)
     free(cs->uid);
     free(cs->desired_s);
     kop_jscan_free(cs->scan);
-    kop_jscan_free(cs->scan2);
     kop_arena_free(cs->arena);
     free(cs);
 }
 
 int kop_convstream_expect(struct kop_convstream *cs, size_t body_len)
 {
-    /* v1 -> v2 grows an object by about a tenth; other replies are smaller */
+    /* v1 -> v2 grows an object by about a tenth; other replies are smaller.
+     * Exactly that, not rounded up by buf_reserve's doubling: rounded, a
+     * 100-object reply (190 KB) would take 256 KiB, over the mmap threshold
+     * main() sets, and every such review would map its reply, fault its
+     * pages in and unmap it. */
     if (cs->out.cap || body_len > SIZE_MAX / 2)
         return 0;
-    return buf_reserve(&cs->out, body_len + body_len / 8 + 4096);
+    size_t cap = body_len + body_len / 8 + 4096;
+    char *p = malloc(cap);
+    if (!p)
+        return -ENOMEM;
+    cs->out.p = p;
+    cs->out.cap = cap;
+    return 0;
 }
 
 size_t kop_convstream_memory(const struct kop_convstream *cs)
@@ -578,55 +585,118 @@ static int emit_converted(struct buf *b, const struct elem *e, const json_t *obj
     return r;
 }
 
+/* Walking JSON the element's scan already validated: no checks. */
+
+/* Past the string token at v[i] == '"', which ends before v[n]: its
+ * closing quote is the first one after an even run of backslashes. */
+static size_t past_string(const char *v, size_t n, size_t i)
+{
+    size_t from = i + 1;
+    for (;;) {
+        const char *q = memchr(v + from, '"', n - from);
+        size_t j = (size_t)(q - v), k = j;
+        while (k > i + 1 && v[k - 1] == '\\')
+            k--;
+        if ((j - k) % 2 == 0)
+            return j + 1;
+        from = j + 1;
+    }
+}
+
+static size_t past_ws(const char *v, size_t n, size_t i)
+{
+    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* Past the value at v[i] of v[0..n). */
+static size_t past_value(const char *v, size_t n, size_t i)
+{
+    size_t depth = 0;
+    do {
+        char c = v[i];
+        if (c == '"') {
+            i = past_string(v, n, i);
+        } else if (c == '{' || c == '[') {
+            depth++;
+            i++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            i++;
+        } else if (depth > 0) {
+            i++;
+        } else {
+            /* a number or a literal */
+            while (i < n && !strchr(",}] \t\n\r", v[i]))
+                i++;
+        }
+    } while (depth > 0 && i < n);
+    return i;
+}
+
 /*
  * The metadata rules (kop_review_check_object_meta) on a labels or
- * annotations map that is copied as it came: checked from its bytes.
+ * annotations map that is copied as it came: checked from its bytes, which
+ * the element's scan validated (so they are walked, not scanned again).
  */
-static int check_map_raw(struct kop_convstream *cs, const char *p, const struct kop_jscan_member *m,
-                         bool label, char *msg, size_t size)
+static int check_map_raw(const char *p, const struct kop_jscan_member *m, bool label, char *msg,
+                         size_t size)
 {
     const char *what = label ? "labels" : "annotations";
     if (!m)
         return 0;
     const char *v = p + m->val_off;
-    if (m->val_len == 4 && memcmp(v, "null", 4) == 0)
+    size_t n = m->val_len;
+    if (n == 4 && memcmp(v, "null", 4) == 0)
         return 0;
     if (v[0] != '{') {
         snprintf(msg, size, "metadata.%s: must be a map of strings", what);
         return -EINVAL;
     }
-    int r = kop_jscan_value(cs->scan2, v, m->val_len, 0, KOP_JSCAN_MEMBERS);
-    if (r < 0)
-        return r == -ENOMEM ? r : -EINVAL;
-    size_t n, total = 0;
-    const struct kop_jscan_member *ent = kop_jscan_members(cs->scan2, &n);
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        if (ent[i].level != 1)
-            continue;
-        char kbuf[384], *key = kbuf, *dec = NULL;
-        if (ent[i].key_len >= sizeof(kbuf))
-            key = malloc(ent[i].key_len + 1);
-        if (!key)
-            return -ENOMEM;
-        memcpy(key, ent[i].key, ent[i].key_len);
-        key[ent[i].key_len] = '\0';
+    size_t total = 0, i = past_ws(v, n, 1);
+    int r = 0;
+    while (r == 0 && v[i] == '"') {
+        size_t ks = i, ke = past_string(v, n, i);
+        i = past_ws(v, n, past_ws(v, n, ke) + 1); /* past ':' */
+        size_t vs = i;
+        i = past_value(v, n, i);
+        size_t ve = i;
+        i = past_ws(v, n, i);
+        if (v[i] == ',')
+            i = past_ws(v, n, i + 1);
+
+        char kbuf[384], *key = kbuf, *kdec = NULL, *dec = NULL;
+        size_t klen = ke - ks - 2;
+        if (memchr(v + ks + 1, '\\', klen)) {
+            r = kop_jscan_string(v + ks, ke - ks, &kdec, &klen);
+            if (r < 0)
+                return r;
+            key = kdec;
+        } else {
+            if (klen >= sizeof(kbuf)) {
+                key = kdec = malloc(klen + 1);
+                if (!key)
+                    return -ENOMEM;
+            }
+            memcpy(key, v + ks + 1, klen);
+            key[klen] = '\0';
+        }
         const char *val = NULL;
         size_t vlen = 0;
-        const char *tok = v + ent[i].val_off;
-        if (tok[0] == '"') {
-            val = tok + 1;
-            vlen = ent[i].val_len - 2;
+        if (v[vs] == '"') {
+            val = v + vs + 1;
+            vlen = ve - vs - 2;
             if (memchr(val, '\\', vlen)) {
-                r = kop_jscan_string(tok, ent[i].val_len, &dec, &vlen);
+                r = kop_jscan_string(v + vs, ve - vs, &dec, &vlen);
                 val = dec;
             }
         }
         if (r == 0 && kop_review_check_meta_entry(label, key, val, vlen, msg, size) < 0)
             r = -EINVAL;
-        total += ent[i].key_len + vlen;
+        total += klen + vlen;
         free(dec);
-        if (key != kbuf)
-            free(key);
+        free(kdec);
     }
     if (r == 0 && !label && total > KOP_REVIEW_ANNOTATIONS_MAX) {
         snprintf(msg, size, "metadata.annotations: Too long: must have at most %d bytes",
@@ -659,7 +729,7 @@ static int self_check(struct kop_convstream *cs, size_t idx, const struct elem *
                  e->p[e->meta->val_off] == '[' ? "array" : "non-object");
         r = -EINVAL;
     } else {
-        r = check_map_raw(cs, e->p, e->labels, true, m, sizeof(m));
+        r = check_map_raw(e->p, e->labels, true, m, sizeof(m));
         if (r == 0 && ann_decoded) {
             json_t *probe = json_pack("{s:{s:O?}}", "metadata", "annotations",
                                       json_object_get(meta, "annotations"));
@@ -677,7 +747,7 @@ static int self_check(struct kop_convstream *cs, size_t idx, const struct elem *
                 r = -EINVAL;
             json_decref(probe);
         } else if (r == 0) {
-            r = check_map_raw(cs, e->p, e->ann, false, m, sizeof(m));
+            r = check_map_raw(e->p, e->ann, false, m, sizeof(m));
         }
     }
     if (r == -ENOMEM)

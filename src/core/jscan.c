@@ -517,8 +517,11 @@ static int add_member(struct kop_jscan *s, unsigned level, unsigned parent, size
     return 0;
 }
 
-int kop_jscan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
-                    unsigned flags)
+/* The scan itself. prefix: stop after the value (at p[0], no whitespace
+ * before it) and report its end in *ret_end instead of requiring the input
+ * to end there. */
+static int scan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
+                      unsigned flags, bool prefix, size_t *ret_end)
 {
     const bool members = flags & KOP_JSCAN_MEMBERS;
     size_t depth = 0; /* open containers of this value */
@@ -647,6 +650,10 @@ after:
         s->members[cur1].val_len = i - s->members[cur1].val_off;
     else if (in2 && depth == 2)
         s->members[cur2].val_len = i - s->members[cur2].val_off;
+    if (depth == 0 && prefix) {
+        *ret_end = i;
+        goto done;
+    }
     if (depth == 0) {
         i = skip_ws(p, n, i);
         if (i != n)
@@ -686,6 +693,24 @@ done:
             s->members[m].key = s->strbuf + s->member_key[m];
     }
     return 0;
+}
+
+int kop_jscan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
+                    unsigned flags)
+{
+    return scan_value(s, p, n, base_depth, flags, false, NULL);
+}
+
+int kop_jscan_prefix(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
+                     unsigned flags, size_t *ret_len)
+{
+    size_t end = 0;
+    if (n == 0 || (p[0] != '{' && p[0] != '[' && p[0] != '"'))
+        return fail(s, 0, "a container or a string expected");
+    int r = scan_value(s, p, n, base_depth, flags, true, &end);
+    if (r == 0)
+        *ret_len = end;
+    return r;
 }
 
 /* ---- decoding a validated value ------------------------------------------- */

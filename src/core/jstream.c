@@ -14,6 +14,13 @@
  * invalid is ever accepted. Keys of the envelope's objects go into a hash
  * set per level (kop/hash.h) so a duplicate is refused like in any other
  * object.
+ *
+ * A container or string that ends within the piece being fed (most do) is
+ * not captured: the scanner validates it where it lies (kop_jscan_prefix)
+ * and it is handed on from the input. One that does not end there, or that
+ * the scanner refuses, or that is larger than max_value, goes the capture
+ * way from its first byte, so what is accepted and every error (message and
+ * offset) stay the same.
  */
 #include "kop/jstream.h"
 
@@ -207,37 +214,28 @@ static const char *path_key(const struct kop_jstream *s)
     return s->level >= 1 && s->level <= s->depth ? s->o.path[s->level - 1] : NULL;
 }
 
-/* A capture is complete: validate it and hand it on. */
-static int captured(struct kop_jstream *s)
+static unsigned scan_base(const struct kop_jstream *s, enum role role)
 {
-    struct capture *c = &s->cap;
-    unsigned base = c->role == ROLE_ROOT ? 0 : s->level;
-    int r;
-    c->on = false;
-    if (c->len == 0) {
-        /* a delimiter where a value should start: "[1,]", "{"a":}" */
-        syntax_error(s, "value expected at byte %zu", s->total);
-        return 0;
-    }
-    r = kop_jscan_value(s->scan, c->p, c->len, base,
-                        c->role == ROLE_ELEM ? s->o.elem_scan_flags : 0);
-    if (r == -ENOMEM)
-        return r;
-    if (r < 0) {
-        size_t off;
-        const char *m = kop_jscan_error(s->scan, &off);
-        syntax_error(s, "%s at byte %zu", m, s->total - c->len + off);
-        r = 0;
-        goto out;
-    }
-    switch (c->role) {
+    return role == ROLE_ROOT ? 0 : s->level;
+}
+
+static unsigned scan_flags(const struct kop_jstream *s, enum role role)
+{
+    return role == ROLE_ELEM ? s->o.elem_scan_flags : 0;
+}
+
+/* A value p[0..n) in role, validated by s->scan: hand it on. */
+static int deliver(struct kop_jstream *s, enum role role, const char *p, size_t n)
+{
+    int r = 0;
+    switch (role) {
     case ROLE_ROOT:
         syntax_error(s, "expected a JSON object");
         break;
     case ROLE_KEY: {
         char *k = NULL;
         size_t kl = 0;
-        r = kop_jscan_string(c->p, c->len, &k, &kl);
+        r = kop_jscan_string(p, n, &k, &kl);
         if (r < 0)
             return r;
         r = keyset_add(&s->keys[s->level - 1], k, kl);
@@ -248,8 +246,7 @@ static int captured(struct kop_jstream *s)
         if (r == 0) {
             syntax_error(s, "duplicate object key \"%.64s\"", k);
             free(k);
-            r = 0;
-            goto out;
+            return 0;
         }
         s->key = strdup(k);
         r = s->key ? 0 : -ENOMEM;
@@ -258,17 +255,41 @@ static int captured(struct kop_jstream *s)
     }
     case ROLE_VALUE:
         if (s->o.member_fn)
-            r = s->o.member_fn(s->o.ud, s->level, s->key, c->p, c->len);
+            r = s->o.member_fn(s->o.ud, s->level, s->key, p, n);
         s->state = F_AFTER;
         break;
     case ROLE_ELEM:
         if (s->o.elem_fn)
-            r = s->o.elem_fn(s->o.ud, s->n_elems, c->p, c->len, s->scan);
+            r = s->o.elem_fn(s->o.ud, s->n_elems, p, n, s->scan);
         s->n_elems++;
         s->state = F_AFTER;
         break;
     }
-out:
+    return r < 0 ? r : 0;
+}
+
+/* A capture is complete: validate it and hand it on. */
+static int captured(struct kop_jstream *s)
+{
+    struct capture *c = &s->cap;
+    int r;
+    c->on = false;
+    if (c->len == 0) {
+        /* a delimiter where a value should start: "[1,]", "{"a":}" */
+        syntax_error(s, "value expected at byte %zu", s->total);
+        return 0;
+    }
+    r = kop_jscan_value(s->scan, c->p, c->len, scan_base(s, c->role), scan_flags(s, c->role));
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0) {
+        size_t off;
+        const char *m = kop_jscan_error(s->scan, &off);
+        syntax_error(s, "%s at byte %zu", m, s->total - c->len + off);
+        r = 0;
+    } else {
+        r = deliver(s, c->role, c->p, c->len);
+    }
     c->len = 0;
     if (c->cap > KEEP_CAPTURE) {
         free(c->p);
@@ -377,6 +398,34 @@ int kop_jstream_feed(struct kop_jstream *s, const char *data, size_t n)
     if (s->state == F_ERROR)
         return 0;
     while (i < n) {
+        if (s->cap.on && s->cap.len == 0 && s->cap.kind != 'b') {
+            /* A container or string that ends within this piece (the usual
+             * case) is validated and handed on where it lies: no boundary
+             * walk, no copy. One that does not end here, is invalid or too
+             * large takes the capture path below from its first byte, which
+             * decides exactly as if this one had not been tried. */
+            size_t win = n - i, len = 0;
+            if (s->o.max_value && win > s->o.max_value)
+                win = s->o.max_value;
+            enum role role = s->cap.role;
+            r = kop_jscan_prefix(s->scan, data + i, win, scan_base(s, role), scan_flags(s, role),
+                                 &len);
+            if (r == -ENOMEM)
+                return r;
+            if (r == 0) {
+                s->cap.on = false;
+                size_t saved = s->total;
+                s->total -= n - (i + len);
+                r = deliver(s, role, data + i, len);
+                s->total = saved;
+                if (r < 0)
+                    return r;
+                if (s->state == F_ERROR)
+                    return 0;
+                i += len;
+                continue;
+            }
+        }
         if (s->cap.on) {
             bool done;
             size_t used = capture_scan(&s->cap, p + i, n - i, &done);
