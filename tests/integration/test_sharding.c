@@ -451,7 +451,8 @@ static struct aev *audit_read(size_t *ret_n)
     size_t n = 0, cap = 0;
     for (char *line = log, *eol; *line; line = eol + 1) {
         eol = strchr(line, '\n');
-        ck_assert_msg(eol != NULL, "audit log ends in a partial line");
+        if (!eol)
+            break; /* a line kubesim is writing now (the replicas still run) */
         *eol = '\0';
         json_t *ev = json_loads(line, 0, NULL);
         ck_assert_msg(ev != NULL, "audit line is not JSON: %s", line);

@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *admin_groups[] = {"kubeadm:cluster-admins", "system:authenticated"};
 
@@ -475,14 +476,24 @@ void ks_audit_log(struct ks_server *ks, const struct ks_audit_rec *rec)
     char now[64];
     ks_now_rfc3339_micro(now, sizeof(now));
     json_object_set_new(ev, "stageTimestamp", json_string(now));
-    char *line = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *dump = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(ev);
+    char *line = dump ? ks_printf("%s\n", dump) : NULL;
+    free(dump);
     if (!line)
         abort();
+    /* One write(2) per line (no stdio buffer splitting it), so a reader
+     * of the file sees whole lines but perhaps the last. */
     pthread_mutex_lock(&ks->audit_lock);
-    fputs(line, ks->audit);
-    fputc('\n', ks->audit);
-    fflush(ks->audit);
+    size_t len = strlen(line), off = 0;
+    while (off < len) {
+        ssize_t n = write(fileno(ks->audit), line + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* the log is lost, not the request */
+        off += (size_t)n;
+    }
     pthread_mutex_unlock(&ks->audit_lock);
     free(line);
 }
