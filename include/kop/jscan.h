@@ -61,6 +61,13 @@ void kop_jscan_free(struct kop_jscan *s);
 int kop_jscan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_depth,
                     unsigned flags);
 
+/* Walkers over bytes a scan already validated (no checks): past the string
+ * token at v[i] == '"' (its closing quote is the first one after an even
+ * run of backslashes), and past the value at v[i] (a string, container,
+ * number or literal) of v[0..n). */
+size_t kop_jscan_past_string(const char *v, size_t n, size_t i);
+size_t kop_jscan_past_value(const char *v, size_t n, size_t i);
+
 /*
  * Validate the container or string that starts at p[0] and ends somewhere
  * in p[0..n): what kop_jscan_value would say of those bytes alone, its

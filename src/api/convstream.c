@@ -587,51 +587,10 @@ static int emit_converted(struct buf *b, const struct elem *e, const json_t *obj
 
 /* Walking JSON the element's scan already validated: no checks. */
 
-/* Past the string token at v[i] == '"', which ends before v[n]: its
- * closing quote is the first one after an even run of backslashes. */
-static size_t past_string(const char *v, size_t n, size_t i)
-{
-    size_t from = i + 1;
-    for (;;) {
-        const char *q = memchr(v + from, '"', n - from);
-        size_t j = (size_t)(q - v), k = j;
-        while (k > i + 1 && v[k - 1] == '\\')
-            k--;
-        if ((j - k) % 2 == 0)
-            return j + 1;
-        from = j + 1;
-    }
-}
-
 static size_t past_ws(const char *v, size_t n, size_t i)
 {
     while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r'))
         i++;
-    return i;
-}
-
-/* Past the value at v[i] of v[0..n). */
-static size_t past_value(const char *v, size_t n, size_t i)
-{
-    size_t depth = 0;
-    do {
-        char c = v[i];
-        if (c == '"') {
-            i = past_string(v, n, i);
-        } else if (c == '{' || c == '[') {
-            depth++;
-            i++;
-        } else if (c == '}' || c == ']') {
-            depth--;
-            i++;
-        } else if (depth > 0) {
-            i++;
-        } else {
-            /* a number or a literal */
-            while (i < n && !strchr(",}] \t\n\r", v[i]))
-                i++;
-        }
-    } while (depth > 0 && i < n);
     return i;
 }
 
@@ -657,10 +616,10 @@ static int check_map_raw(const char *p, const struct kop_jscan_member *m, bool l
     size_t total = 0, i = past_ws(v, n, 1);
     int r = 0;
     while (r == 0 && v[i] == '"') {
-        size_t ks = i, ke = past_string(v, n, i);
+        size_t ks = i, ke = kop_jscan_past_string(v, n, i);
         i = past_ws(v, n, past_ws(v, n, ke) + 1); /* past ':' */
         size_t vs = i;
-        i = past_value(v, n, i);
+        i = kop_jscan_past_value(v, n, i);
         size_t ve = i;
         i = past_ws(v, n, i);
         if (v[i] == ',')

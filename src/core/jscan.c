@@ -799,32 +799,48 @@ static json_t *decode_number(const char *p, size_t n, size_t *pos, struct decode
     return v;
 }
 
-/* Skip the validated value at p[*pos]. */
-static void skip_value(const char *p, size_t n, size_t *pos)
+size_t kop_jscan_past_string(const char *v, size_t n, size_t i)
 {
-    size_t i = skip_ws(p, n, *pos), depth = 0;
+    size_t from = i + 1;
+    for (;;) {
+        const char *q = memchr(v + from, '"', n - from);
+        size_t j = (size_t)(q - v), k = j;
+        while (k > i + 1 && v[k - 1] == '\\')
+            k--;
+        if ((j - k) % 2 == 0)
+            return j + 1;
+        from = j + 1;
+    }
+}
+
+size_t kop_jscan_past_value(const char *v, size_t n, size_t i)
+{
+    size_t depth = 0;
     do {
-        char c = p[i];
+        char c = v[i];
         if (c == '"') {
-            i++;
-            while (p[i] != '"')
-                i += p[i] == '\\' ? 2 : 1;
-            i++;
+            i = kop_jscan_past_string(v, n, i);
         } else if (c == '{' || c == '[') {
             depth++;
             i++;
         } else if (c == '}' || c == ']') {
             depth--;
             i++;
-        } else if (depth == 0) {
-            while (i < n && !is_ws((unsigned char)p[i]) && p[i] != ',' && p[i] != '}' &&
-                   p[i] != ']')
-                i++;
-        } else {
+        } else if (depth > 0) {
             i++;
+        } else {
+            /* a number or a literal */
+            while (i < n && !strchr(",}] \t\n\r", v[i]))
+                i++;
         }
     } while (depth > 0 && i < n);
-    *pos = i;
+    return i;
+}
+
+/* Skip the validated value at p[*pos]. */
+static void skip_value(const char *p, size_t n, size_t *pos)
+{
+    *pos = kop_jscan_past_value(p, n, skip_ws(p, n, *pos));
 }
 
 static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b)
