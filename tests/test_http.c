@@ -100,7 +100,54 @@ struct fixture {
     struct kop_http_server *srv;
     struct kop_metrics *metrics;
     uint16_t port;
+    /* an external server's loop (the "external" case), as the TLS front
+     * runs it: it sleeps until the poll descriptor says there is work or
+     * the time kop_http_server_run() asked for has come, never longer
+     * than that, so a wake-up the server forgets hangs the test */
+    pthread_t driver;
+    bool driven;
+    int stop_fd[2];
 };
+
+/* The next server is external and driven by the fixture's loop. */
+static bool next_external;
+
+static void *drive_main(void *arg)
+{
+    struct fixture *f = arg;
+    int fds[2];
+    ck_assert_int_eq(kop_http_server_poll_fds(f->srv, fds), 2);
+    struct pollfd p[3] = {{.fd = fds[0], .events = POLLIN},
+                          {.fd = fds[1], .events = POLLIN},
+                          {.fd = f->stop_fd[0], .events = POLLIN}};
+    int ms = 0;
+    while (!(p[2].revents & POLLIN)) {
+        if (poll(p, 3, ms) < 0 && errno != EINTR)
+            break;
+        ms = kop_http_server_run(f->srv);
+    }
+    return NULL;
+}
+
+/* Start the fixture's loop when the server is external. */
+static void drive(struct fixture *f, const struct kop_http_server_options *o)
+{
+    f->driven = o->external;
+    if (!f->driven)
+        return;
+    ck_assert_int_eq(pipe(f->stop_fd), 0);
+    ck_assert_int_eq(pthread_create(&f->driver, NULL, drive_main, f), 0);
+}
+
+static void external_case(void)
+{
+    next_external = true;
+}
+
+static void threads_case(void)
+{
+    next_external = false;
+}
 
 /* Deadline options for the next start_server (zero: the defaults). */
 static struct kop_http_server_options next_limits;
@@ -122,18 +169,28 @@ static void start_server(struct fixture *f, unsigned threads)
         .header_timeout_ms = next_limits.header_timeout_ms,
         .min_body_rate = next_limits.min_body_rate,
         .trace = next_limits.trace,
+        .external = next_external,
     };
     memset(&next_limits, 0, sizeof(next_limits));
     ck_assert_int_eq(
         kop_http_server_new(&o, test_routes, sizeof(test_routes) / sizeof(test_routes[0]), &f->srv),
         0);
     ck_assert_int_eq(kop_http_server_start(f->srv), 0);
+    drive(f, &o);
     f->port = kop_http_server_port(f->srv);
     ck_assert_uint_ne(f->port, 0);
 }
 
 static void stop_server(struct fixture *f)
 {
+    if (f->driven) {
+        /* the loop stops first, then shutdown runs MHD itself */
+        ck_assert_int_eq(write(f->stop_fd[1], "x", 1), 1);
+        pthread_join(f->driver, NULL);
+        close(f->stop_fd[0]);
+        close(f->stop_fd[1]);
+        f->driven = false;
+    }
     kop_http_server_free(f->srv);
     kop_metrics_free(f->metrics);
 }
@@ -718,9 +775,11 @@ static void start_stream_server_threads(struct fixture *f, size_t budget, unsign
         .metrics = f->metrics,
         .budget = budget,
         .budget_wait_ms = wait_ms,
+        .external = next_external,
     };
     ck_assert_int_eq(kop_http_server_new(&o, stream_routes, 1, &f->srv), 0);
     ck_assert_int_eq(kop_http_server_start(f->srv), 0);
+    drive(f, &o);
     f->port = kop_http_server_port(f->srv);
 }
 
@@ -1392,7 +1451,33 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_per_address_cap);
     tcase_add_test(tc, test_http_end_keepalive);
     tcase_add_test(tc, test_http_close_idle);
+    tcase_add_checked_fixture(tc, threads_case, NULL);
     suite_add_tcase(s, tc);
+    /* the same server run by a caller's loop, as the TLS front runs the
+     * webhook's: the cases where another thread wakes it (a resume from
+     * the heavy lane or the budget, a deadline's close, a shutdown with a
+     * request in flight) and plain requests. Not the 503 after a wait:
+     * its first request holds the only thread in its handler */
+    TCase *ext = tcase_create("external");
+    tcase_set_timeout(ext, 30);
+    tcase_add_checked_fixture(ext, external_case, threads_case);
+    tcase_add_test(ext, test_http_routes_on_path_with_query);
+    tcase_add_test(ext, test_http_body_too_large_chunked);
+    tcase_add_test(ext, test_http_large_bodies_within_limit);
+    tcase_add_test(ext, test_http_keep_alive);
+    tcase_add_test(ext, test_http_pipelined_requests);
+    tcase_add_test(ext, test_http_header_too_large);
+    tcase_add_test(ext, test_http_graceful_shutdown_finishes_in_flight);
+    tcase_add_test(ext, test_http_streaming_route_sees_every_byte);
+    tcase_add_test(ext, test_http_budget_makes_requests_wait_then_serves_them);
+    tcase_add_test(ext, test_http_budget_resumed_request_reads_its_body);
+    tcase_add_test(ext, test_http_budget_keeps_room_for_small_requests);
+    tcase_add_test(ext, test_http_budget_small_lane_survives_large_growth);
+    tcase_add_test(ext, test_http_slow_headers_closed_at_deadline);
+    tcase_add_test(ext, test_http_slow_body_closed);
+    tcase_add_test(ext, test_http_end_keepalive);
+    tcase_add_test(ext, test_http_close_idle);
+    suite_add_tcase(s, ext);
     return s;
 }
 

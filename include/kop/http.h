@@ -147,6 +147,16 @@ struct kop_http_server_options {
     uint16_t port;
     /* No listen socket: connections come from kop_http_server_add_connection(). */
     bool no_listen;
+    /*
+     * Driven by the caller's event loop: MHD gets no thread of its own;
+     * the caller polls kop_http_server_poll_fds() (readable: work to do)
+     * and calls kop_http_server_run() from one thread, the one that also
+     * calls kop_http_server_add_connection(). The TLS front does this so
+     * that a request costs no thread hand-off (see kop/tls.h). threads
+     * then sizes the heavy lane alone (the threads that work on bodies
+     * over 256 KiB, src/net/http.c).
+     */
+    bool external;
     unsigned threads;       /* worker threads, 0 = 1 */
     size_t max_header_size; /* per-connection memory for the request head; 0 = 32 KiB */
     unsigned timeout_s; /* idle connection timeout, 0 = KOP_HTTP_IDLE_TIMEOUT_S; absolute between
@@ -208,6 +218,25 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
  * -EINVAL or -EIO. */
 int kop_http_server_start(struct kop_http_server *srv);
 
+/*
+ * An external server (options.external, started): the two descriptors
+ * that become readable when kop_http_server_run() has work, MHD's epoll
+ * set (socket readiness) and an eventfd (a connection resumed by another
+ * thread), in fds[0] and fds[1]; poll both for input, level-triggered.
+ * Returns 2, or 0 for any other server.
+ */
+int kop_http_server_poll_fds(const struct kop_http_server *srv, int fds[2]);
+
+/*
+ * An external server: do what is ready now (never blocks; handlers of
+ * small requests run here). Returns when it must run again at the latest:
+ * 0 = at once (MHD has work pending that raises no event), N ms (a
+ * connection timeout), -1 = only when the poll descriptor is readable.
+ * After kop_http_server_shutdown() began, or for any other server: -1 and
+ * nothing done.
+ */
+int kop_http_server_run(struct kop_http_server *srv);
+
 /* The bound port (after start), 0 without a listen socket. */
 uint16_t kop_http_server_port(const struct kop_http_server *srv);
 
@@ -254,7 +283,9 @@ int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms);
 /*
  * drain + wait_idle(timeout_ms) + stop MHD (closes every connection; a
  * handler still running is waited for). Returns 0 or -ETIMEDOUT (requests
- * were cut short). Idempotent.
+ * were cut short). Idempotent. An external server is run by this call
+ * while it waits (its loop may go on calling kop_http_server_run(): the
+ * rounds take turns, and do nothing once MHD is stopped).
  */
 int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms);
 

@@ -38,6 +38,17 @@
  * then sees the end of the stream and closes it. The lock order is
  * track_lock alone: nothing else is taken under it.
  *
+ * Threads. MHD runs its own epoll thread(s) (a pool of `threads`), or,
+ * for an external server, none: the caller's loop polls MHD's epoll
+ * descriptor and the wake eventfd (see ext_wake) and calls
+ * kop_http_server_run(), which runs a round under srv->lock so that
+ * shutdown cannot stop MHD in the middle of a round; once that loop has
+ * stopped, kop_http_server_shutdown() runs MHD itself while it waits for
+ * the requests in flight. The TLS front runs the webhook server this way
+ * (one thread, no hand-off per request: src/net/tls.c, "The HTTP server").
+ * Callbacks run on whichever thread runs MHD; handlers of small requests
+ * must therefore not block.
+ *
  * The heavy lane. MHD runs the connections of one thread in turn, so a
  * handler that works for long on one request (a 7 MB review parsed whole,
  * one 4 MB object converted) holds up every connection of that thread, the
@@ -58,6 +69,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -68,6 +80,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -107,6 +120,13 @@ struct kop_http_server {
      * use (a lookup takes the registry lock) */
     _Atomic(struct kop_metric *) *wh_ok;
     struct MHD_Daemon *mhd;
+    /* external: MHD's epoll set, and wake_fd, an eventfd written after
+     * every resume from another thread (MHD drops its inter-thread channel
+     * without a thread of its own, so nothing else would wake the caller's
+     * loop); wake_pending is set after each write, so a round reads the
+     * eventfd only when one came (see ext_wake) */
+    int mhd_epfd, wake_fd;
+    atomic_bool wake_pending;
     uint16_t port;
     atomic_uint in_flight;
     atomic_bool draining;
@@ -476,6 +496,22 @@ static enum MHD_Result decide(struct MHD_Connection *conn, struct req *rq, int s
 
 /* ---- the in-flight budget ------------------------------------------------ */
 
+/* After MHD_resume_connection(): an external server's loop must run MHD.
+ * The flag is set after the write, and a round clears it before it reads:
+ * whenever the eventfd holds a count, a flag set after that write is
+ * still to come or still set, so the count is drained at the latest by
+ * the round after, and a round without a wake costs no read(). */
+static void ext_wake(struct kop_http_server *srv)
+{
+    uint64_t one = 1;
+    if (srv->wake_fd < 0)
+        return;
+    if (write(srv->wake_fd, &one, sizeof(one)) < 0) {
+        /* saturated: the loop wakes anyway */
+    }
+    atomic_store(&srv->wake_pending, true);
+}
+
 #define BUDGET_WAIT_MS_DEFAULT 10000
 
 /* Let every waiting request try again (they re-suspend when it still does
@@ -485,8 +521,11 @@ static void wake_waiters(struct kop_http_server *srv)
     pthread_mutex_lock(&srv->wait_lock);
     for (size_t i = 0; i < srv->n_waiters; i++)
         MHD_resume_connection(srv->waiters[i]);
+    bool any = srv->n_waiters > 0;
     srv->n_waiters = 0;
     pthread_mutex_unlock(&srv->wait_lock);
+    if (any)
+        ext_wake(srv);
 }
 
 static void forget_waiter(struct kop_http_server *srv, struct MHD_Connection *conn)
@@ -1206,6 +1245,7 @@ static void *lane_main(void *arg)
         run_job(rq);
         /* rq belongs to MHD again from here on */
         MHD_resume_connection(conn);
+        ext_wake(srv);
         pthread_mutex_lock(&srv->job_lock);
     }
     pthread_mutex_unlock(&srv->job_lock);
@@ -1400,6 +1440,7 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     pthread_mutex_init(&srv->job_lock, NULL);
     pthread_cond_init(&srv->job_cond, NULL);
     srv->quiesced_fd = -1;
+    srv->mhd_epfd = srv->wake_fd = -1;
     if (!srv->opts.header_timeout_ms)
         srv->opts.header_timeout_ms = KOP_HTTP_HEADER_TIMEOUT_S * 1000;
     if (!srv->opts.min_body_rate)
@@ -1480,13 +1521,31 @@ out:
     return r;
 }
 
+/* An external server's poll descriptors: MHD's epoll set, and wake_fd. */
+static int ext_setup(struct kop_http_server *srv, struct MHD_Daemon *d)
+{
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+    int mfd = di ? di->epoll_fd : -1;
+    int wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (mfd < 0 || wfd < 0) {
+        if (wfd >= 0)
+            close(wfd);
+        return -1;
+    }
+    srv->mhd_epfd = mfd; /* MHD's own: closed by MHD_stop_daemon */
+    srv->wake_fd = wfd;
+    return 0;
+}
+
 int kop_http_server_start(struct kop_http_server *srv)
 {
     if (!srv || srv->mhd)
         return -EINVAL;
     const struct kop_http_server_options *o = &srv->opts;
-    unsigned flags =
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    /* external: MHD's epoll set is polled and run by the caller's loop
+     * (the TLS front), so no thread of MHD's own and no pool */
+    unsigned flags = (o->external ? MHD_USE_EPOLL : MHD_USE_EPOLL_INTERNAL_THREAD) | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     bool have_addr = false;
@@ -1519,7 +1578,7 @@ int kop_http_server_start(struct kop_http_server *srv)
     ops[n++] =
         (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
                                 (intptr_t)(o->max_connections ? o->max_connections : 1024), NULL};
-    if (threads > 1)
+    if (threads > 1 && !o->external)
         ops[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
     if (have_addr)
         ops[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
@@ -1557,12 +1616,59 @@ int kop_http_server_start(struct kop_http_server *srv)
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
         srv->port = di ? di->port : o->port;
     }
+    if (o->external && ext_setup(srv, d) < 0) {
+        MHD_stop_daemon(d);
+        lane_stop(srv);
+        kop_logf(KOP_LOG_ERROR, LOGGER, "%s: cannot set up its poll descriptor", srv->name);
+        return -EIO;
+    }
     pthread_mutex_lock(&srv->lock);
     srv->mhd = d;
     if (pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0)
         srv->ticker_running = true;
     pthread_mutex_unlock(&srv->lock);
     return 0;
+}
+
+int kop_http_server_poll_fds(const struct kop_http_server *srv, int fds[2])
+{
+    if (!srv || srv->mhd_epfd < 0)
+        return 0;
+    fds[0] = srv->mhd_epfd;
+    fds[1] = srv->wake_fd;
+    return 2;
+}
+
+/* One non-blocking round of an external daemon (lock held): the ms until
+ * it must run again, 0 = at once, -1 = on its descriptor only. */
+static int run_locked(struct MHD_Daemon *d, int32_t wait_ms)
+{
+    (void)MHD_run_wait(d, wait_ms);
+    MHD_UNSIGNED_LONG_LONG to = 0;
+    if (MHD_get_timeout(d, &to) != MHD_YES)
+        return -1;
+    return to > INT_MAX ? INT_MAX : (int)to;
+}
+
+int kop_http_server_run(struct kop_http_server *srv)
+{
+    if (!srv || !srv->opts.external)
+        return -1;
+    int r = -1;
+    /* the lock keeps shutdown from stopping MHD (and closing wake_fd)
+     * under a round */
+    pthread_mutex_lock(&srv->lock);
+    if (srv->mhd && !atomic_load(&srv->stopped)) {
+        /* before the round, which resumes what was resumed before the
+         * write (see ext_wake) */
+        uint64_t n;
+        if (atomic_exchange(&srv->wake_pending, false) && read(srv->wake_fd, &n, sizeof(n)) < 0) {
+            /* EAGAIN: drained by an earlier round */
+        }
+        r = run_locked(srv->mhd, 0);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return r;
 }
 
 uint16_t kop_http_server_port(const struct kop_http_server *srv)
@@ -1682,7 +1788,29 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     if (!srv)
         return 0;
     kop_http_server_drain(srv);
-    int r = kop_http_server_wait_idle(srv, timeout_ms);
+    int r = 0;
+    if (srv->opts.external) {
+        /* nobody else runs MHD now: drive it while waiting, so handlers
+         * and lane jobs in flight can finish */
+        int64_t deadline = kop_clock_now_ns() + (int64_t)timeout_ms * KOP_NSEC_PER_MSEC;
+        while (atomic_load(&srv->in_flight) > 0) {
+            if (kop_clock_now_ns() >= deadline) {
+                r = -ETIMEDOUT;
+                break;
+            }
+            pthread_mutex_lock(&srv->lock);
+            bool ran = srv->mhd != NULL;
+            if (ran)
+                (void)run_locked(srv->mhd, 5);
+            pthread_mutex_unlock(&srv->lock);
+            if (!ran) {
+                struct timespec ts = {0, 5 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    } else {
+        r = kop_http_server_wait_idle(srv, timeout_ms);
+    }
     pthread_mutex_lock(&srv->lock);
     struct MHD_Daemon *d = srv->mhd;
     srv->mhd = NULL;
@@ -1699,6 +1827,12 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     lane_stop(srv);
     if (d)
         MHD_stop_daemon(d);
+    pthread_mutex_lock(&srv->lock);
+    if (srv->wake_fd >= 0) {
+        close(srv->wake_fd); /* mhd_epfd was MHD's, closed with it */
+        srv->mhd_epfd = srv->wake_fd = -1;
+    }
+    pthread_mutex_unlock(&srv->lock);
     if (srv->quiesced_fd >= 0) {
         close(srv->quiesced_fd);
         srv->quiesced_fd = -1;
