@@ -244,6 +244,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
     int64_t idle_s = cfg->idle_timeout_ms / 1000;
     const struct kop_http_server_options hopts = {
         .no_listen = true,
+        /* run by the TLS front's loop: no thread hand-off per request */
+        .external = true,
         .threads = (unsigned)cfg->webhook_threads,
         .max_header_size = cfg->max_header_bytes,
         .timeout_s = idle_s > UINT_MAX ? UINT_MAX
