@@ -1750,6 +1750,18 @@ static void audit_id_of(const struct kop_test_resp *r, char *id, size_t len)
     id[n] = '\0';
 }
 
+/* A request that must answer want; its Audit-Id into id (when id is not
+ * NULL). */
+static void audited(const char *method, const char *path, const char *ctype, const char *body,
+                    const char *token, long want, char *id, size_t id_len)
+{
+    struct kop_test_resp r = request(method, path, ctype, body, token);
+    ck_assert_msg(r.code == want, "%s %s: %ld, want %ld: %s", method, path, r.code, want, r.body);
+    if (id)
+        audit_id_of(&r, id, id_len);
+    kop_test_resp_free(&r);
+}
+
 START_TEST(test_kubesim_token_file_and_audit)
 {
     char *tokens = kop_test_path(tmpdir, "tokens.csv");
@@ -1766,37 +1778,19 @@ START_TEST(test_kubesim_token_file_and_audit)
     second_sim_start(&sim2, ca2, args);
 
     /* Each token is its user; an unknown or empty one is 401. */
-    struct kop_test_resp r =
-        request("POST", "/api/v1/namespaces/default/configmaps", NULL,
-                "{\"metadata\":{\"name\":\"by-a\"},\"data\":{\"k\":\"v\"}}", "tok-a");
-    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
-    char create_id[64];
-    audit_id_of(&r, create_id, sizeof(create_id));
-    kop_test_resp_free(&r);
-    r = request("PATCH", "/api/v1/namespaces/default/configmaps/by-a?fieldManager=b",
-                "application/merge-patch+json", "{\"data\":{\"k\":\"w\"}}", "tok-b");
-    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
-    char patch_id[64];
-    audit_id_of(&r, patch_id, sizeof(patch_id));
-    kop_test_resp_free(&r);
-    r = request("GET", "/api/v1/namespaces/default/configmaps/nope", NULL, NULL, NULL);
-    ck_assert_int_eq(r.code, 404);
-    char get_id[64];
-    audit_id_of(&r, get_id, sizeof(get_id));
-    kop_test_resp_free(&r);
-    r = request("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "tok-x");
-    ck_assert_int_eq(r.code, 401);
-    char denied_id[64];
-    audit_id_of(&r, denied_id, sizeof(denied_id));
-    kop_test_resp_free(&r);
-    r = request("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "");
-    ck_assert_int_eq(r.code, 401);
-    kop_test_resp_free(&r);
-    r = request("GET", "/_kubesim/stats", NULL, NULL, "tok-a");
-    ck_assert_int_eq(r.code, 200);
-    char stats_id[64];
-    audit_id_of(&r, stats_id, sizeof(stats_id));
-    kop_test_resp_free(&r);
+    char create_id[64], patch_id[64], get_id[64], denied_id[64], stats_id[64];
+    audited("POST", "/api/v1/namespaces/default/configmaps", NULL,
+            "{\"metadata\":{\"name\":\"by-a\"},\"data\":{\"k\":\"v\"}}", "tok-a", 201, create_id,
+            sizeof(create_id));
+    audited("PATCH", "/api/v1/namespaces/default/configmaps/by-a?fieldManager=b",
+            "application/merge-patch+json", "{\"data\":{\"k\":\"w\"}}", "tok-b", 200, patch_id,
+            sizeof(patch_id));
+    audited("GET", "/api/v1/namespaces/default/configmaps/nope", NULL, NULL, NULL, 404, get_id,
+            sizeof(get_id));
+    audited("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "tok-x", 401, denied_id,
+            sizeof(denied_id));
+    audited("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "", 401, NULL, 0);
+    audited("GET", "/_kubesim/stats", NULL, NULL, "tok-a", 200, stats_id, sizeof(stats_id));
 
     /* create: objectRef completed from the body, the body logged */
     json_t *ev = audit_event(log, create_id);
