@@ -108,12 +108,15 @@ static void setup(void)
     kop_test_gen_certs(K.cert_dir);
 }
 
+static void release_held(void);
+
 static void teardown(void)
 {
     if (K.running) {
         K.running = false;
         kop_test_stop(&K.proc, SIGKILL, 5000);
     }
+    release_held();
     if (sim_running) {
         sim_running = false;
         kop_test_kubesim_stop(&sim, SIGTERM, 5000);
@@ -288,6 +291,12 @@ static void *slow_main(void *arg)
     return NULL;
 }
 
+/* The held request of the running test. Not on the test's stack: when an
+ * assertion fails while it is held (Check leaves the test by longjmp under
+ * CK_FORK=no), its thread still reads it until teardown abandons it. */
+static struct slow_req held;
+static bool held_running;
+
 /* Start the POST and wait until kop counts it in flight. */
 static void slow_start(struct slow_req *s, const char *path, const char *body)
 {
@@ -296,6 +305,7 @@ static void slow_start(struct slow_req *s, const char *path, const char *body)
     s->body = body;
     s->len = strlen(body);
     ck_assert_int_eq(pthread_create(&s->thread, NULL, slow_main, s), 0);
+    held_running = true;
     long end = kop_test_now_ms() + 10000;
     while (!atomic_load(&s->half_sent)) {
         ck_assert_msg(kop_test_now_ms() < end, "the first half was never sent");
@@ -314,6 +324,7 @@ static void slow_finish(struct slow_req *s)
 {
     atomic_store(&s->go, true);
     pthread_join(s->thread, NULL);
+    held_running = false;
 }
 
 static void slow_abandon(struct slow_req *s)
@@ -321,8 +332,16 @@ static void slow_abandon(struct slow_req *s)
     atomic_store(&s->abandon, true);
     atomic_store(&s->go, true);
     pthread_join(s->thread, NULL);
+    held_running = false;
     free(s->resp.p);
     s->resp.p = NULL;
+}
+
+/* teardown: a test that failed while it held a request leaves it here */
+static void release_held(void)
+{
+    if (held_running)
+        slow_abandon(&held);
 }
 
 /* SIGTERM and wait for the "shutting down" line; returns the send time. */
@@ -480,8 +499,8 @@ START_TEST(test_shutdown_delay_keeps_serving)
     ck_assert_int_eq(ka_post(&k, &conns), 200);
     ck_assert_int_eq(conns, 1);
     ck_assert(!k.conn_close);
-    struct slow_req s;
-    slow_start(&s, "/convert", review);
+    struct slow_req *s = &held;
+    slow_start(s, "/convert", review);
 
     long t0 = sigterm_and_wait();
     ck_assert_int_eq(http_get(K.health_port, "/readyz", NULL), 503);
@@ -507,7 +526,7 @@ START_TEST(test_shutdown_delay_keeps_serving)
     ck_assert(k.conn_close);
     ka_cleanup(&k);
 
-    answered_then_exit_0(&s, 15000);
+    answered_then_exit_0(s, 15000);
 }
 END_TEST
 
@@ -606,12 +625,12 @@ END_TEST
 
 START_TEST(test_shutdown_inflight_request_answered)
 {
-    struct slow_req s;
-    long t0 = start_held_then_sigterm(&s, "10s");
+    struct slow_req *s = &held;
+    long t0 = start_held_then_sigterm(s, "10s");
     /* kop waits for the request: still running a while later. */
     kop_test_sleep_ms(500);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0);
-    answered_then_exit_0(&s, 10000);
+    answered_then_exit_0(s, 10000);
     long took = kop_test_now_ms() - t0;
     ck_assert_msg(took < 10000, "exit after %ld ms, past --shutdown-timeout", took);
 }
@@ -623,8 +642,8 @@ START_TEST(test_shutdown_refuses_new_connections)
     long code = 0;
     ck_assert_int_eq(fresh_request(&code), CURLE_OK); /* served before */
     ck_assert_int_eq(code, 400);
-    struct slow_req s;
-    slow_start(&s, "/convert", review);
+    struct slow_req *s = &held;
+    slow_start(s, "/convert", review);
     sigterm_and_wait();
     /* The listener closes right after the log line. */
     long end = kop_test_now_ms() + 10000;
@@ -637,7 +656,7 @@ START_TEST(test_shutdown_refuses_new_connections)
         ck_assert_msg(rc != CURLE_OK, "a new connection was served (%ld) while draining", code);
     }
     /* ... while the one in flight is still answered in full. */
-    answered_then_exit_0(&s, 10000);
+    answered_then_exit_0(s, 10000);
 }
 END_TEST
 
@@ -645,8 +664,8 @@ START_TEST(test_shutdown_readyz_fails_while_draining)
 {
     start_webhook_kop("10s");
     wait_ready(5000, "kop");
-    struct slow_req s;
-    slow_start(&s, "/convert", review);
+    struct slow_req *s = &held;
+    slow_start(s, "/convert", review);
     sigterm_and_wait();
     long end = kop_test_now_ms() + 10000;
     long code = 0;
@@ -659,14 +678,14 @@ START_TEST(test_shutdown_readyz_fails_while_draining)
     ck_assert_int_eq(http_get(K.health_port, "/readyz?verbose", &body), 503);
     ck_assert_ptr_nonnull(strstr(body, "readyz check failed"));
     free(body);
-    answered_then_exit_0(&s, 10000);
+    answered_then_exit_0(s, 10000);
 }
 END_TEST
 
 START_TEST(test_shutdown_second_signal_exits_at_once)
 {
-    struct slow_req s;
-    start_held_then_sigterm(&s, "30s");
+    struct slow_req *s = &held;
+    start_held_then_sigterm(s, "30s");
     kop_test_sleep_ms(300);
     ck_assert_int_eq(waitpid(K.proc.pid, NULL, WNOHANG), 0); /* still draining */
     long t0 = kop_test_now_ms();
@@ -678,15 +697,15 @@ START_TEST(test_shutdown_second_signal_exits_at_once)
                   st);
     /* Long before the 30 s drain would end. */
     ck_assert_msg(took < 15000, "second signal: exit after %ld ms", took);
-    slow_abandon(&s);
-    ck_assert(s.rc != CURLE_OK); /* the request was cut, not answered */
+    slow_abandon(s);
+    ck_assert(s->rc != CURLE_OK); /* the request was cut, not answered */
 }
 END_TEST
 
 START_TEST(test_shutdown_timeout_cuts_hung_request)
 {
-    struct slow_req s;
-    long t0 = start_held_then_sigterm(&s, "1s");
+    struct slow_req *s = &held;
+    long t0 = start_held_then_sigterm(s, "1s");
     K.running = false;
     int st = wait_exit(&K.proc, 15000);
     long took = kop_test_now_ms() - t0;
@@ -697,8 +716,8 @@ START_TEST(test_shutdown_timeout_cuts_hung_request)
     /* Out of time: not a clean shutdown (README: running out of time exits 1). */
     ck_assert_msg(WEXITSTATUS(st) == 1, "exit status %d after running out of time",
                   WEXITSTATUS(st));
-    slow_abandon(&s);
-    ck_assert(s.rc != CURLE_OK);
+    slow_abandon(s);
+    ck_assert(s->rc != CURLE_OK);
 }
 END_TEST
 
