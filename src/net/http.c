@@ -1790,8 +1790,8 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     kop_http_server_drain(srv);
     int r = 0;
     if (srv->opts.external) {
-        /* nobody else runs MHD now: drive it while waiting, so handlers
-         * and lane jobs in flight can finish */
+        /* the caller's loop may have stopped running MHD: run it while
+         * waiting, so handlers and lane jobs in flight can finish */
         int64_t deadline = kop_clock_now_ns() + (int64_t)timeout_ms * KOP_NSEC_PER_MSEC;
         while (atomic_load(&srv->in_flight) > 0) {
             if (kop_clock_now_ns() >= deadline) {

@@ -1592,7 +1592,9 @@ static void *loop_main(void *arg)
                       : t->thr_head                           ? THR_TICK_MS
                                                               : TICK_MS;
         if (t->http_at && timeout > 0) {
-            int64_t ms = (t->http_at - kop_clock_now_ns()) / KOP_NSEC_PER_MSEC;
+            /* rounded up: woken before it, the loop would spin */
+            int64_t ms =
+                (t->http_at - kop_clock_now_ns() + KOP_NSEC_PER_MSEC - 1) / KOP_NSEC_PER_MSEC;
             timeout = ms <= 0 ? 0 : ms < timeout ? (int)ms : timeout;
         }
         int n = epoll_wait(t->epfd, evs, 64, timeout);
