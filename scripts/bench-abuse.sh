@@ -21,6 +21,9 @@
 # the default priority and gets no help.
 #
 #   scripts/bench-abuse.sh [SECONDS]
+#
+# KOP_BIN: the kop binary to attack (default: build-release/kop, built
+# here), e.g. a release build of the tree before a change.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -32,13 +35,19 @@ bench_no_help "$@"
 secs=${1:-10}
 bench_count SECONDS "$secs"
 
-scripts/install-deps.sh
-bench_need_python3
-
-build="build-release"
-bench_setup "$build" --buildtype=release -Dtests=false
-ninja -C "$build" kop >/dev/null
-kop="$top/$build/kop"
+if [ -n "${KOP_BIN:-}" ]; then
+  # another build to compare (e.g. the tree before a change)
+  kop=$KOP_BIN
+  [ -x "$kop" ] || bench_usage "KOP_BIN is not an executable: $kop"
+  bench_need_python3
+else
+  scripts/install-deps.sh
+  bench_need_python3
+  build="build-release"
+  bench_setup "$build" --buildtype=release -Dtests=false
+  ninja -C "$build" kop >/dev/null
+  kop="$top/$build/kop"
+fi
 tool="$top/tests/bench/abuse.py"
 
 tmp=$(mktemp -d)
@@ -114,7 +123,7 @@ attacks=(slowloris-webhook slowloris-health slow-body half-open handshake-flood 
 echo "kop under attack"
 echo "  date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "  machine: $(bench_machine)"
-echo "  command: scripts/bench-abuse.sh $secs   (release build, kop --webhook-only, default limits)"
+echo "  command: ${KOP_BIN:+KOP_BIN=$KOP_BIN }scripts/bench-abuse.sh $secs   (release build, kop --webhook-only, default limits)"
 echo "  load:    8 keep-alive TLS connections, 100 reviews/s (conversion and admission alternate),"
 echo "           /healthz every 1 s on a new connection with a 1 s timeout"
 echo "  priority: load and probes at nice -10, attackers at nice 10, kop at 0 (see the header)"

@@ -80,24 +80,7 @@ trap 'exit 130' INT TERM
 scripts/gen-certs.sh "$tmp/certs" >/dev/null
 for n in 1 100; do
   review "$n" >"$tmp/r$n.json"
-  cat >"$tmp/post$n.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local f = assert(io.open("$tmp/r$n.json", "rb"))
-wrk.body = f:read("*a")
-f:close()
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-bad = 0
-function response(status, headers, body)
-  if status ~= 200 or not string.find(body, '"Success"', 1, true) then bad = bad + 1 end
-end
-function done(summary, latency, requests)
-  local n = 0
-  for _, t in ipairs(threads) do n = n + t:get("bad") end
-  io.write(string.format("bad responses: %d\n", n))
-end
-LUA
+  review_lua "$tmp" "$n"
 done
 
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }

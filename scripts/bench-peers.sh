@@ -239,27 +239,7 @@ for name in "${names[@]}"; do stop "$name"; done
 rm -f "$tmp"/norm.*
 
 # ---- measurements -------------------------------------------------------------
-lua() { # lua N: the wrk script posting r<N>.json and checking every response
-  cat >"$tmp/post$1.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local f = assert(io.open("$tmp/r$1.json", "rb"))
-wrk.body = f:read("*a")
-f:close()
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-bad = 0
-function response(status, headers, body)
-  if status ~= 200 or not string.find(body, '"Success"', 1, true) then bad = bad + 1 end
-end
-function done(summary, latency, requests)
-  local n = 0
-  for _, t in ipairs(threads) do n = n + t:get("bad") end
-  io.write(string.format("bad responses: %d\n", n))
-end
-LUA
-}
-for n in 1 100; do lua "$n"; done
+for n in 1 100; do review_lua "$tmp" "$n"; done
 
 wrk_run() { # wrk_run NAME N SECONDS OUT
   timeout $(($3 + 60)) taskset -c 1 wrk -t 1 -c 64 -d "${3}s" --latency --timeout 30s \

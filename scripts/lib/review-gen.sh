@@ -10,6 +10,11 @@
 #       managedFields, spec (four image reference shapes), status with two
 #       conditions; object i is the same in every review. The word
 #       "Success" never appears in it.
+#   review_lua DIR N
+#       writes DIR/post<N>.lua, a wrk script that POSTs DIR/r<N>.json
+#       (written by the caller, e.g. with review N) and counts the
+#       responses that are not 200 with "Success"; at the end wrk prints
+#       "bad responses: <count>".
 
 review() { # review N: a ConversionReview v1 -> v2 of N MyResource v1 objects
   awk -v n="$1" '
@@ -49,4 +54,25 @@ review() { # review N: a ConversionReview v1 -> v2 of N MyResource v1 objects
     }
     printf "]}}"
   }'
+}
+
+review_lua() {
+  cat >"$1/post$2.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = assert(io.open("$1/r$2.json", "rb"))
+wrk.body = f:read("*a")
+f:close()
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+bad = 0
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, '"Success"', 1, true) then bad = bad + 1 end
+end
+function done(summary, latency, requests)
+  local n = 0
+  for _, t in ipairs(threads) do n = n + t:get("bad") end
+  io.write(string.format("bad responses: %d\\n", n))
+end
+LUA
 }
