@@ -68,10 +68,21 @@ metrics=$(bench_free_port)
   --health-probe-bind-address "127.0.0.1:$health" --metrics-bind-address "127.0.0.1:$metrics" \
   --log-level error >"$tmp/kop.log" 2>&1 &
 pid=$!
+ready=
 for _ in $(seq 1 200); do
-  curl -sf -o /dev/null "http://127.0.0.1:$health/readyz" && break
+  if curl -sf -o /dev/null "http://127.0.0.1:$health/readyz"; then
+    ready=1
+    break
+  fi
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.05
 done
+if [ -z "$ready" ]; then
+  # e.g. a port taken between bench_free_port and kop's bind
+  cat "$tmp/kop.log" >&2
+  echo "bench-abuse: FAIL: kop did not become ready (log above)" >&2
+  exit 1
+fi
 
 rss_watch() { # rss_watch FILE: max VmRSS (KiB) of kop until killed
   local max=0 v
