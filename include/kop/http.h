@@ -231,7 +231,7 @@ int kop_http_server_poll_fds(const struct kop_http_server *srv, int fds[2]);
  * An external server: do what is ready now (never blocks; handlers of
  * small requests run here). Returns when it must run again at the latest:
  * 0 = at once (MHD has work pending that raises no event), N ms (a
- * connection timeout), -1 = only when the poll descriptor is readable.
+ * connection timeout), -1 = only when a poll descriptor is readable.
  * After kop_http_server_shutdown() began, or for any other server: -1 and
  * nothing done.
  */
