@@ -1799,14 +1799,12 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
                 break;
             }
             pthread_mutex_lock(&srv->lock);
-            bool ran = srv->mhd != NULL;
-            if (ran)
-                (void)run_locked(srv->mhd, 5);
+            struct MHD_Daemon *d = srv->mhd; /* NULL: stopped meanwhile */
+            if (d)
+                (void)run_locked(d, 5);
             pthread_mutex_unlock(&srv->lock);
-            if (!ran) {
-                struct timespec ts = {0, 5 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-            }
+            if (!d)
+                break;
         }
     } else {
         r = kop_http_server_wait_idle(srv, timeout_ms);
