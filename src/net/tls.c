@@ -198,6 +198,21 @@ static const int ciphersuites[] = {
     0,
 };
 
+/*
+ * Key exchange groups, server preference order. mbedTLS 2.28's default
+ * list starts with secp521r1, which a client offering every group
+ * (OpenSSL does) then got: ~6.4 ms of server CPU per handshake here,
+ * against ~2.7 ms with P-256 and ~3.5 ms with X25519 (mbedTLS has fixed-
+ * base tables for the NIST curves). In TLS 1.2 the client's list also
+ * gates the ECDSA certificate's curve, so a client of the usual P-256
+ * certificate offers P-256 anyway. The others stay for RSA certificates
+ * and clients offering nothing else.
+ */
+static const mbedtls_ecp_group_id curves[] = {
+    MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP384R1,
+    MBEDTLS_ECP_DP_SECP521R1, MBEDTLS_ECP_DP_NONE,
+};
+
 static const char *alpn_list[] = {"http/1.1", NULL};
 
 enum item_kind { IT_LISTEN, IT_WAKE, IT_INOTIFY, IT_NET, IT_PLAIN, IT_HSDONE, IT_HTTP };
@@ -382,6 +397,7 @@ static int conf_setup(struct kop_tls *t, struct certgen *g, mbedtls_ssl_config *
     mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
     mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
+    mbedtls_ssl_conf_curves(conf, curves);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_legacy_renegotiation(conf, MBEDTLS_SSL_LEGACY_NO_RENEGOTIATION);
     if (alpn) {

@@ -3,7 +3,8 @@
 #
 # The webhook's TLS policy as a real client sees it (openssl s_client):
 # TLS 1.2 with an AEAD suite and ALPN http/1.1 works; TLS 1.0 and 1.1 are
-# refused; a client offering only h2 never gets h2.
+# refused; a client offering only h2 never gets h2; the key exchange
+# group is the server's cheap preference.
 set -uo pipefail
 # kop stops at once on SIGTERM (the shutdown delay has its own suite)
 export KOP_SHUTDOWN_DELAY=${KOP_SHUTDOWN_DELAY:-0}
@@ -59,6 +60,19 @@ check "TLS 1.2 handshake verifies against the dev CA" grep -q 'Verify return cod
 check "TLS 1.2 negotiated" grep -q 'Protocol *: TLSv1.2' <<<"$out"
 check "ALPN http/1.1 selected" grep -q 'ALPN protocol: http/1.1' <<<"$out"
 check "AEAD suite with ECDHE" grep -E -q 'Cipher *: ECDHE-(ECDSA|RSA)-(AES(128|256)-GCM-SHA(256|384)|CHACHA20-POLY1305)' <<<"$out"
+
+# Key exchange: the server's preference (P-256) whatever order the client
+# lists the groups in; mbedTLS's own default picked secp521r1 from a
+# client offering it, at several times the handshake CPU. (In TLS 1.2 the
+# client's groups also gate the ECDSA certificate's curve: a client must
+# offer P-256 to use the dev P-256 certificate at all.)
+grp() { grep -E -q "Server Temp Key: (ECDH, )?$1" <<<"$2"; }
+out=$(sclient -tls1_2 -groups X25519:X448:P-521:P-384:P-256)
+check "every group offered -> P-256" grp prime256v1 "$out"
+out=$(sclient -tls1_2 -groups P-521:P-256)
+check "P-521 listed before P-256 -> P-256" grp prime256v1 "$out"
+out=$(sclient -tls1_2 -groups X25519:P-256)
+check "X25519 listed before P-256 -> P-256" grp prime256v1 "$out"
 
 # SECLEVEL=0 makes the client willing to speak the old versions, so a
 # refusal comes from the server: it answers with a protocol_version alert
