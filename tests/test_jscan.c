@@ -181,6 +181,39 @@ START_TEST(test_jscan_depth_limit_matches_jansson)
 }
 END_TEST
 
+/*
+ * The string scan judges 8 bytes at a time before it looks at single
+ * bytes: every byte value at every position of a word (and of the tail
+ * after the last whole word) gets jansson's verdict, alone and with a
+ * valid two-byte UTF-8 sequence or an escape before it in the word.
+ */
+START_TEST(test_jscan_string_every_byte_every_lane)
+{
+    struct kop_jscan *s = kop_jscan_new();
+    ck_assert_ptr_nonnull(s);
+    static const char *const lead[] = {"", "\xc3\xa9", "\\n"};
+    char doc[64];
+    for (size_t l = 0; l < sizeof(lead) / sizeof(lead[0]); l++) {
+        for (size_t len = 1; len <= 20; len++) {
+            for (size_t pos = 0; pos < len; pos++) {
+                for (unsigned b = 1; b < 256; b++) {
+                    size_t n = 0;
+                    doc[n++] = '"';
+                    size_t ll = strlen(lead[l]);
+                    memcpy(doc + n, lead[l], ll);
+                    n += ll;
+                    for (size_t k = 0; k < len; k++)
+                        doc[n++] = k == pos ? (char)b : 'a';
+                    doc[n++] = '"';
+                    same_verdict(s, doc, n);
+                }
+            }
+        }
+    }
+    kop_jscan_free(s);
+}
+END_TEST
+
 START_TEST(test_jscan_members)
 {
     const char *doc =
@@ -404,6 +437,7 @@ static Suite *jscan_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_jscan_edge_cases_match_jansson);
     tcase_add_test(tc, test_jscan_depth_limit_matches_jansson);
+    tcase_add_test(tc, test_jscan_string_every_byte_every_lane);
     tcase_add_test(tc, test_jscan_members);
     tcase_add_test(tc, test_jscan_prefix);
     tcase_add_test(tc, test_jscan_string_unescapes);

@@ -187,6 +187,23 @@ static size_t utf8_len(const unsigned char *p, size_t n, size_t i)
 }
 
 /*
+ * True when none of the 8 bytes at p needs a look (str_class 0 for all:
+ * no '"', '\\', control or byte >= 0x80). Each test flags a byte equal
+ * to (or below) its value by the borrow it leaves in the byte's high bit;
+ * a borrow may only flag more bytes after a true one, so a word judged
+ * plain is plain, and one that is not goes to the byte loop.
+ */
+static bool plain8(const unsigned char *p)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    uint64_t x;
+    memcpy(&x, p, sizeof(x));
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t t = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x;
+    return (t & highs) == 0;
+}
+
+/*
  * Scan the string token starting at p[*pos] == '"'. On success *pos is past
  * the closing quote and *ret_esc says whether it had an escape.
  */
@@ -196,6 +213,8 @@ static int scan_string(struct kop_jscan *s, const char *p, size_t n, size_t *pos
     size_t i = *pos + 1;
     bool esc = false;
     for (;;) {
+        while (n - i >= 8 && plain8(u + i))
+            i += 8;
         while (i < n && str_class[u[i]] == 0)
             i++;
         if (i >= n)
