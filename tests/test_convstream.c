@@ -254,6 +254,41 @@ START_TEST(test_convstream_matches_tree_conversion)
 }
 END_TEST
 
+/* Integers conversion re-encodes (v1 status.replicas and readyReplicas
+ * become v2 status.replicas.desired and ready) keep their exact text, the
+ * int64 extremes included. */
+START_TEST(test_convstream_integers_keep_their_text)
+{
+    static const char *const nums[] = {"0",
+                                       "-1",
+                                       "7",
+                                       "10",
+                                       "-10",
+                                       "1234567890",
+                                       "9223372036854775807",
+                                       "-9223372036854775808",
+                                       "-9223372036854775807"};
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        const char *a = nums[i], *b = nums[(i + 1) % (sizeof(nums) / sizeof(nums[0]))];
+        char body[1024], want[256];
+        snprintf(body, sizeof(body),
+                 "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"ConversionReview\","
+                 "\"request\":{\"uid\":\"i\",\"desiredAPIVersion\":\"mygroup.example.com/v2\","
+                 "\"objects\":[{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\","
+                 "\"metadata\":{\"name\":\"n\"},\"spec\":{\"image\":\"nginx\"},\"status\":{"
+                 "\"replicas\":%s,\"readyReplicas\":%s}}]}}",
+                 a, b);
+        snprintf(want, sizeof(want), "\"replicas\":{\"desired\":%s,\"ready\":%s}", a, b);
+        struct kop_review_result r;
+        convert(body, &r);
+        ck_assert_int_eq(r.http_status, 200);
+        ck_assert_msg(r.success, "%s", r.message);
+        ck_assert_msg(strstr(r.body, want) != NULL, "want %s in %s", want, r.body);
+        kop_review_result_cleanup(&r);
+    }
+}
+END_TEST
+
 START_TEST(test_convstream_any_member_order)
 {
     /* objects before desiredAPIVersion, uid after them, the envelope's
@@ -559,6 +594,7 @@ static Suite *convstream_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_convstream_every_split_point);
     tcase_add_test(tc, test_convstream_matches_tree_conversion);
+    tcase_add_test(tc, test_convstream_integers_keep_their_text);
     tcase_add_test(tc, test_convstream_any_member_order);
     tcase_add_test(tc, test_convstream_errors_keep_their_answers);
     tcase_add_test(tc, test_convstream_memory_is_reply_plus_one_object);

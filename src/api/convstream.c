@@ -213,9 +213,18 @@ static int buf_json(struct buf *b, const json_t *v)
     }
     case JSON_STRING:
         return put_escaped(b, json_string_value(v), json_string_length(v));
-    case JSON_INTEGER:
-        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return buf_str(b, num);
+    case JSON_INTEGER: { /* what "%" JSON_INTEGER_FORMAT writes, without printf */
+        json_int_t iv = json_integer_value(v);
+        unsigned long long m = iv < 0 ? 0ull - (unsigned long long)iv : (unsigned long long)iv;
+        size_t o = sizeof(num);
+        do {
+            num[--o] = (char)('0' + m % 10);
+            m /= 10;
+        } while (m);
+        if (iv < 0)
+            num[--o] = '-';
+        return buf_put(b, num + o, sizeof(num) - o);
+    }
     case JSON_REAL: {
         int l = snprintf(num, sizeof(num), "%.17g", json_real_value(v));
         if (l > 0 && (size_t)l < sizeof(num) - 2 && !strpbrk(num, ".eE")) {
