@@ -138,12 +138,29 @@ static bool ports_representable(const json_t *ports)
     return json_object_size(p) == (proto ? 3u : 2u);
 }
 
+/* {key: v} (v's reference added), or NULL. Not json_pack: its format
+ * parsing cost more than the object on every converted object. */
+static json_t *object_of(const char *key, json_t *v)
+{
+    json_t *o = json_object();
+    if (o && json_object_set(o, key, v) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static json_t *standard_ports(json_t *port)
 {
-    json_t *p = json_pack("{s:s, s:O, s:s}", "name", KOP_MYRESOURCE_DEFAULT_PORT_NAME, "port", port,
-                          "protocol", KOP_MYRESOURCE_DEFAULT_PROTOCOL);
-    if (!p)
+    json_t *p = json_object();
+    if (!p ||
+        json_object_set_new(p, "name", json_string_nocheck(KOP_MYRESOURCE_DEFAULT_PORT_NAME)) < 0 ||
+        json_object_set(p, "port", port) < 0 ||
+        json_object_set_new(p, "protocol", json_string_nocheck(KOP_MYRESOURCE_DEFAULT_PROTOCOL)) <
+            0) {
+        json_decref(p);
         return NULL;
+    }
     json_t *a = json_array();
     if (!a || json_array_append_new(a, p) < 0) {
         json_decref(a);
@@ -248,7 +265,7 @@ static int status_to_v1(json_t *status, json_t *extras)
             json_object_del(rep, "desired");
             json_object_del(rep, "ready");
         }
-        json_t *st = json_pack("{s:O}", "replicas", rep);
+        json_t *st = object_of("replicas", rep);
         if (!st || json_object_set_new(extras, "status", st) < 0)
             rc = -ENOMEM;
     }
@@ -411,7 +428,7 @@ static int spec_to_v2(json_t *spec, json_t *extras)
     } else if (ex && !type) {
         svc = json_incref(ex);
     } else if (type) {
-        svc = json_pack("{s:O}", "type", type);
+        svc = object_of("type", type);
         if (!svc)
             rc = -ENOMEM;
     }
