@@ -26,6 +26,10 @@
 #     connection: best and median wall time, server CPU per review, RSS
 #     before, peak RSS during them (VmHWM after echo 5 > clear_refs), RSS
 #     1 s after, and the peak growth over the body size.
+#   * Handshakes: 500 fresh TLS connections, one after the other, from a
+#     Python (OpenSSL) client offering its default groups and versions:
+#     server CPU per full handshake; the group each server picked is
+#     reported (openssl s_client's "Server Temp Key").
 # Prints machine, date, command, one table for kop / Go / Node and the
 # ratios kop/Node and kop/Go.
 #
@@ -73,6 +77,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+bench_need_python3
 [ "$(nproc)" -ge 2 ] || die "needs 2 cores (server on core 0, load generator on core 1)"
 
 # ---- kop ----------------------------------------------------------------------
@@ -308,6 +313,30 @@ measure_big() { # measure_big NAME
     'BEGIN { printf "%.2f", (a - b) * 1024 / s }')
 }
 
+# Full handshakes, one after the other: the server CPU each costs.
+cat >"$tmp/handshakes.py" <<'PY'
+import socket, ssl, sys
+port, n, ca = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+for _ in range(n):
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        with ctx.wrap_socket(raw) as t:
+            t.do_handshake()
+PY
+handshakes=500
+measure_handshakes() { # measure_handshakes NAME
+  local name=$1 before after
+  val[$name,group]=$(timeout 10 openssl s_client -connect "127.0.0.1:${port[$name]}" \
+    -CAfile "$tmp/certs/ca.crt" </dev/null 2>/dev/null | sed -n 's/^Server Temp Key: //p' | head -n1)
+  before=$(cpu_ticks "$name")
+  taskset -c 1 python3 "$tmp/handshakes.py" "${port[$name]}" "$handshakes" "$tmp/certs/ca.crt" ||
+    die "$name: a handshake failed"
+  after=$(cpu_ticks "$name")
+  val[$name,hs]=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$handshakes" \
+    'BEGIN { printf "%.4f", t / hz * 1000 / n }') # ms
+}
+
 load_before=$(cut -d" " -f1-3 /proc/loadavg)
 # The record crypto floor: mbedTLS's AEAD speed on the servers' core.
 taskset -c 0 "$tmp/bench-crypto" 16384 256 >"$tmp/crypto.txt" || die "bench_crypto failed"
@@ -317,6 +346,7 @@ for name in "${names[@]}"; do
   measure_wrk "$name" 1
   measure_wrk "$name" 100
   measure_big "$name"
+  measure_handshakes "$name"
   stop "$name"
 done
 
@@ -367,6 +397,7 @@ rows=(
   "RSS 1 s after them (MiB)|rss1|%.1f"
   "peak RSS growth (MiB)|growth|%.1f"
   "peak growth / body size|gratio|%.2f"
+  "full TLS handshake: server CPU (ms)|hs|%.2f"
 )
 printf '%-40s %10s %10s %10s %9s %9s\n' "" kop Go Node kop/Node kop/Go
 for row in "${rows[@]}"; do
@@ -387,6 +418,8 @@ echo
 echo "requests completed in ${secs}s: 1 object: kop ${val[kop,reqs1]}, Go ${val[Go,reqs1]}, Node ${val[Node,reqs1]};" \
   "100 objects: kop ${val[kop,reqs100]}, Go ${val[Go,reqs100]}, Node ${val[Node,reqs100]}"
 echo "TLS connections for the $runs 10,000-object reviews: kop ${val[kop,conns]}, Go ${val[Go,conns]}, Node ${val[Node,conns]}"
+echo "handshakes: $handshakes from python3 $(python3 -c 'import ssl; print(ssl.OPENSSL_VERSION)'), default groups;" \
+  "key exchange picked: kop ${val[kop,group]:-?}; Go ${val[Go,group]:-?}; Node ${val[Node,group]:-?}"
 echo "ratios below 1 favour kop for CPU, latency, wall and memory; above 1 for req/s"
 echo
 # What sealing and opening the records alone costs kop per request (the
