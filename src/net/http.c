@@ -1769,18 +1769,35 @@ unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms
     return open;
 }
 
-int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)
+/* Until no request is in flight, at most timeout_ms (then -ETIMEDOUT),
+ * in 5 ms steps. run: an external server's MHD is run in each step (its
+ * caller's loop may have stopped), so handlers and lane jobs in flight can
+ * finish; the wait ends if MHD was stopped meanwhile. */
+static int wait_in_flight(struct kop_http_server *srv, int timeout_ms, bool run)
 {
-    if (!srv)
-        return 0;
     int64_t deadline = kop_clock_now_ns() + (int64_t)timeout_ms * KOP_NSEC_PER_MSEC;
     while (atomic_load(&srv->in_flight) > 0) {
         if (kop_clock_now_ns() >= deadline)
             return -ETIMEDOUT;
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        if (!run) {
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        pthread_mutex_lock(&srv->lock);
+        struct MHD_Daemon *d = srv->mhd;
+        if (d)
+            (void)run_locked(d, 5);
+        pthread_mutex_unlock(&srv->lock);
+        if (!d)
+            return 0;
     }
     return 0;
+}
+
+int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)
+{
+    return srv ? wait_in_flight(srv, timeout_ms, false) : 0;
 }
 
 int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
@@ -1788,27 +1805,7 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     if (!srv)
         return 0;
     kop_http_server_drain(srv);
-    int r = 0;
-    if (srv->opts.external) {
-        /* the caller's loop may have stopped running MHD: run it while
-         * waiting, so handlers and lane jobs in flight can finish */
-        int64_t deadline = kop_clock_now_ns() + (int64_t)timeout_ms * KOP_NSEC_PER_MSEC;
-        while (atomic_load(&srv->in_flight) > 0) {
-            if (kop_clock_now_ns() >= deadline) {
-                r = -ETIMEDOUT;
-                break;
-            }
-            pthread_mutex_lock(&srv->lock);
-            struct MHD_Daemon *d = srv->mhd; /* NULL: stopped meanwhile */
-            if (d)
-                (void)run_locked(d, 5);
-            pthread_mutex_unlock(&srv->lock);
-            if (!d)
-                break;
-        }
-    } else {
-        r = kop_http_server_wait_idle(srv, timeout_ms);
-    }
+    int r = wait_in_flight(srv, timeout_ms, srv->opts.external);
     pthread_mutex_lock(&srv->lock);
     struct MHD_Daemon *d = srv->mhd;
     srv->mhd = NULL;
