@@ -487,6 +487,93 @@ START_TEST(test_http_pipelined_requests)
 }
 END_TEST
 
+/* Sends req on a fresh connection, reads until the server closes it (or
+ * 5 s), returns what came back (malloc'd). */
+static char *exchange_raw(uint16_t port, const char *req)
+{
+    int fd = connect_local(port);
+    (void)send(fd, req, strlen(req), MSG_NOSIGNAL);
+    size_t cap = 16384, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        ck_assert_uint_lt(len, cap - 1);
+    }
+    buf[len] = '\0';
+    close(fd);
+    return buf;
+}
+
+/*
+ * Framing kop cannot trust is refused before any body byte is read, the
+ * way Go's net/http refuses it, with a Status body, and the connection
+ * closes (nothing after it is taken for another request): a transfer
+ * coding other than chunked and more than one Transfer-Encoding header
+ * (501), Content-Length headers that disagree (400), an HTTP/1.1 request
+ * without exactly one Host header (400). Before, libmicrohttpd took the
+ * first header of each kind (one body smuggled a second request in) or
+ * waited for the end of an "identity" body until the deadline.
+ */
+START_TEST(test_http_untrusted_framing_refused)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    static const struct {
+        const char *req;
+        const char *status, *message;
+    } cases[] = {
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 46\r\n\r\n"
+         "aaaaaGET /nope HTTP/1.1\r\nHost: x\r\nX-Smuggled: 1\r\n\r\n",
+         "HTTP/1.1 400", "Content-Length headers that disagree"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\nabc", "HTTP/1.1 501",
+         "unsupported transfer encoding: \\\"identity\\\""},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+         "3\r\nabc\r\n0\r\n\r\n",
+         "HTTP/1.1 501", "unsupported transfer encoding"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+         "HTTP/1.1 501", "too many transfer encodings"},
+        {"POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", "HTTP/1.1 400",
+         "missing required Host header"},
+        {"GET /echo HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "HTTP/1.1 400",
+         "too many Host headers"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long t0 = kop_test_now_ms();
+        char *out = exchange_raw(f.port, cases[i].req);
+        long took = kop_test_now_ms() - t0;
+        ck_assert_msg(strncmp(out, cases[i].status, strlen(cases[i].status)) == 0, "case %zu: %s",
+                      i, out);
+        ck_assert_msg(strstr(out, cases[i].message) && strstr(out, "\"kind\":\"Status\""),
+                      "case %zu: %s", i, out);
+        ck_assert_msg(count_substr(out, "HTTP/1.1 ") == 1, "case %zu: more answers: %s", i, out);
+        ck_assert_msg(took < 2000, "case %zu: answered after %ld ms", i, took);
+        free(out);
+    }
+    /* What stays allowed: identical Content-Length headers, chunked in any
+     * case, HTTP/1.0 without Host. */
+    static const char *const fine[] = {
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n"
+        "Connection: close\r\n\r\nabc",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n"
+        "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        "POST /echo HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc",
+    };
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        char *out = exchange_raw(f.port, fine[i]);
+        ck_assert_msg(strncmp(out, "HTTP/1.1 200", 12) == 0 && strstr(out, "\r\n\r\nabc"),
+                      "fine %zu: %s", i, out);
+        free(out);
+    }
+    ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 2000), 0);
+    stop_server(&f);
+}
+END_TEST
+
 START_TEST(test_http_header_too_large)
 {
     struct fixture f;
@@ -1434,6 +1521,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_large_bodies_within_limit);
     tcase_add_test(tc, test_http_keep_alive);
     tcase_add_test(tc, test_http_pipelined_requests);
+    tcase_add_test(tc, test_http_untrusted_framing_refused);
     tcase_add_test(tc, test_http_header_too_large);
     tcase_add_test(tc, test_http_webhook_metrics);
     tcase_add_test(tc, test_http_graceful_shutdown_finishes_in_flight);
@@ -1466,6 +1554,7 @@ static Suite *http_suite(void)
     tcase_add_test(ext, test_http_large_bodies_within_limit);
     tcase_add_test(ext, test_http_keep_alive);
     tcase_add_test(ext, test_http_pipelined_requests);
+    tcase_add_test(ext, test_http_untrusted_framing_refused);
     tcase_add_test(ext, test_http_header_too_large);
     tcase_add_test(ext, test_http_graceful_shutdown_finishes_in_flight);
     tcase_add_test(ext, test_http_streaming_route_sees_every_byte);

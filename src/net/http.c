@@ -917,11 +917,94 @@ static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, c
 static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
                          const char *method, char *peer, struct kop_http_request *req);
 
-/* First call: route, method, Content-Length. */
+/*
+ * The body's framing, read as Go's net/http (the apiserver's own stack)
+ * reads it (RFC 9112 §6.1, §6.3): at most one Transfer-Encoding header,
+ * and it says "chunked" (else 501: "too many transfer encodings" or
+ * "unsupported transfer encoding"); Content-Length headers that disagree
+ * are a 400. An HTTP/1.1 request has exactly one Host header (else 400,
+ * RFC 9112 §3.2). libmicrohttpd takes the first of each and, for a transfer
+ * coding it does not know, reads until the connection ends: either way
+ * what follows could be smuggled in as another request.
+ */
+struct framing {
+    unsigned n_te, n_host;
+    const char *te;
+    const char *cl;
+    bool cl_differ;
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct framing *f = cls;
+    (void)kind;
+    if (!key)
+        return MHD_YES;
+    if (!value)
+        value = "";
+    if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+        f->n_host++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (f->n_te++ == 0)
+            f->te = value;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (!f->cl)
+            f->cl = value;
+        else if (strcmp(f->cl, value) != 0)
+            f->cl_differ = true;
+    }
+    return MHD_YES;
+}
+
+/* True when the framing is refused: answered (*ret, what the access
+ * handler returns) before any body byte is read, the connection then
+ * closed. False: the request goes on. */
+static bool refuse_framing(struct MHD_Connection *conn, struct req *rq, const char *version,
+                           enum MHD_Result *ret)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    char msg[160];
+    int code;
+    bool http11 = !version || strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
+    if (http11 && f.n_host != 1) {
+        code = 400;
+        snprintf(msg, sizeof(msg), "%s",
+                 f.n_host ? "too many Host headers" : "missing required Host header");
+    } else if (f.n_te > 1) {
+        code = 501;
+        snprintf(msg, sizeof(msg), "too many transfer encodings: %u Transfer-Encoding headers",
+                 f.n_te);
+    } else if (f.n_te == 1 && strcasecmp(f.te, "chunked") != 0) {
+        code = 501;
+        snprintf(msg, sizeof(msg), "unsupported transfer encoding: \"%.64s\"", f.te);
+    } else if (f.cl_differ) {
+        code = 400;
+        snprintf(msg, sizeof(msg), "the request has Content-Length headers that disagree");
+    } else {
+        return false;
+    }
+    kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: %s: answered %d", rq->srv->name, msg, code);
+    rq->state = REQ_DISCARD;
+    rq->pending_status = code;
+    struct kop_http_response resp = {0};
+    if (kop_http_response_status(&resp, code, code == 400 ? "BadRequest" : "", msg) < 0) {
+        *ret = MHD_NO;
+        return true;
+    }
+    *ret = send_response(conn, rq, &resp, true);
+    return true;
+}
+
+/* First call: framing and Host, route, method, Content-Length. */
 static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq, const char *url,
-                                     const char *method)
+                                     const char *method, const char *version)
 {
     struct kop_http_server *srv = rq->srv;
+    enum MHD_Result refused;
+    if (refuse_framing(conn, rq, version, &refused))
+        return refused;
     const struct route *rt = find_route(srv, url);
     if (!rt)
         return decide(conn, rq, 404);
@@ -1302,7 +1385,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     switch (rq->state) {
     case REQ_NEW: {
         track_phase(rq->srv, conn, TP_BUSY);
-        enum MHD_Result res = begin_request(conn, rq, url, method);
+        enum MHD_Result res = begin_request(conn, rq, url, method, version);
         if (rq->state == REQ_BODY || (rq->state == REQ_DISCARD && res == MHD_YES))
             track_phase(rq->srv, conn, TP_BODY);
         return res;
