@@ -514,9 +514,11 @@ static char *exchange_raw(uint16_t port, const char *req)
  * closes (nothing after it is taken for another request): a transfer
  * coding other than chunked and more than one Transfer-Encoding header
  * (501), Content-Length headers that disagree (400), an HTTP/1.1 request
- * without exactly one Host header (400). Before, libmicrohttpd took the
- * first header of each kind (one body smuggled a second request in) or
- * waited for the end of an "identity" body until the deadline.
+ * without exactly one Host header (400), a header name that is not a
+ * token or a value with a control byte (400). Before, libmicrohttpd took
+ * the first header of each kind (one body smuggled a second request in)
+ * or waited for the end of an "identity" body until the deadline. A
+ * target in absolute-form is routed on its path.
  */
 START_TEST(test_http_untrusted_framing_refused)
 {
@@ -541,6 +543,12 @@ START_TEST(test_http_untrusted_framing_refused)
          "missing required Host header"},
         {"GET /echo HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "HTTP/1.1 400",
          "too many Host headers"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\nContent-Length: 3\r\n\r\nabc",
+         "HTTP/1.1 400", "invalid header value in X-A"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\nContent-Length: 3\r\n\r\nabc",
+         "HTTP/1.1 400", "invalid header value in X-A"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nX(A): b\r\nContent-Length: 3\r\n\r\nabc",
+         "HTTP/1.1 400", "invalid header name"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         long t0 = kop_test_now_ms();
@@ -562,6 +570,10 @@ START_TEST(test_http_untrusted_framing_refused)
         "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n"
         "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
         "POST /echo HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc",
+        "POST http://x/echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+        "Connection: close\r\n\r\nabc",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\tb \xc3\xa9\r\nContent-Length: 3\r\n"
+        "Connection: close\r\n\r\nabc",
     };
     for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
         char *out = exchange_raw(f.port, fine[i]);

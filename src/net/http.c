@@ -923,26 +923,51 @@ static void fill_request(struct MHD_Connection *conn, const struct req *rq, cons
  * and it says "chunked" (else 501: "too many transfer encodings" or
  * "unsupported transfer encoding"); Content-Length headers that disagree
  * are a 400. An HTTP/1.1 request has exactly one Host header (else 400,
- * RFC 9112 §3.2). libmicrohttpd takes the first of each and, for a transfer
- * coding it does not know, reads until the connection ends: either way
- * what follows could be smuggled in as another request.
+ * RFC 9112 §3.2); header names are tokens and values hold no control byte
+ * but HTAB (else 400, as Go's server checks them). libmicrohttpd takes the first of each and, for a
+ * transfer coding it does not know, reads until the connection ends: either way what follows could
+ * be smuggled in as another request.
  */
 struct framing {
     unsigned n_te, n_host;
     const char *te;
     const char *cl;
     bool cl_differ;
+    const char *bad_name, *bad_value; /* the first header with one */
 };
 
+/* RFC 9110 §5.6.2 tchar */
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                      const char *value)
+                                      size_t key_size, const char *value, size_t value_size)
 {
     struct framing *f = cls;
     (void)kind;
     if (!key)
         return MHD_YES;
-    if (!value)
+    if (!value) {
         value = "";
+        value_size = 0;
+    }
+    /* Go's httpguts.ValidHeaderFieldName / ValidHeaderFieldValue: a
+     * token; no control byte but HTAB (RFC 9110 §5.5: CR, LF and NUL in
+     * a value must be refused or replaced) */
+    for (size_t i = 0; i < key_size && !f->bad_name; i++) {
+        if (!is_tchar((unsigned char)key[i]))
+            f->bad_name = key;
+    }
+    if (key_size == 0 && !f->bad_name)
+        f->bad_name = key;
+    for (size_t i = 0; i < value_size && !f->bad_value; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            f->bad_value = key;
+    }
     if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
         f->n_host++;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
@@ -964,11 +989,17 @@ static bool refuse_framing(struct MHD_Connection *conn, struct req *rq, const ch
                            enum MHD_Result *ret)
 {
     struct framing f = {0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
     char msg[160];
     int code;
     bool http11 = !version || strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
-    if (http11 && f.n_host != 1) {
+    if (f.bad_name) {
+        code = 400;
+        snprintf(msg, sizeof(msg), "invalid header name");
+    } else if (f.bad_value) {
+        code = 400;
+        snprintf(msg, sizeof(msg), "invalid header value in %.64s", f.bad_value);
+    } else if (http11 && f.n_host != 1) {
         code = 400;
         snprintf(msg, sizeof(msg), "%s",
                  f.n_host ? "too many Host headers" : "missing required Host header");
@@ -1373,6 +1404,22 @@ static enum MHD_Result run_handler(struct MHD_Connection *conn, struct req *rq)
     return send_reply(conn, rq, &resp);
 }
 
+/* The path of a request target in absolute-form ("https://host/p?q" comes
+ * as "https://host/p": "/p"; RFC 9112 §3.2.2, a server must accept that
+ * form, and Go's routes on the path), else the target itself. */
+static const char *target_path(const char *url)
+{
+    const char *p = NULL;
+    if (strncasecmp(url, "http://", 7) == 0)
+        p = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        p = url + 8;
+    if (!p)
+        return url;
+    const char *slash = strchr(p, '/');
+    return slash ? slash : "/";
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
@@ -1380,6 +1427,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     struct req *rq = *con_cls;
     if (!rq)
         return MHD_NO; /* URI callback failed (ENOMEM) */
+    url = target_path(url);
     if (*upload_data_size)
         track_body(rq->srv, conn, *upload_data_size);
     switch (rq->state) {
