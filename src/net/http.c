@@ -918,15 +918,18 @@ static void fill_request(struct MHD_Connection *conn, const struct req *rq, cons
                          const char *method, char *peer, struct kop_http_request *req);
 
 /*
- * The body's framing, read as Go's net/http (the apiserver's own stack)
- * reads it (RFC 9112 §6.1, §6.3): at most one Transfer-Encoding header,
- * and it says "chunked" (else 501: "too many transfer encodings" or
- * "unsupported transfer encoding"); Content-Length headers that disagree
- * are a 400. An HTTP/1.1 request has exactly one Host header (else 400,
- * RFC 9112 §3.2); header names are tokens and values hold no control byte
- * but HTAB (else 400, as Go's server checks them). libmicrohttpd takes the first of each and, for a
- * transfer coding it does not know, reads until the connection ends: either way what follows could
- * be smuggled in as another request.
+ * The request's framing and headers, read as Go's net/http (the
+ * apiserver's own stack) reads them, before any body byte:
+ *  - at most one Transfer-Encoding header, and it says "chunked" (else
+ *    501, "too many transfer encodings" or "unsupported transfer
+ *    encoding"; RFC 9112 §6.1);
+ *  - Content-Length headers that disagree: 400 (RFC 9112 §6.3);
+ *  - an HTTP/1.1 request has exactly one Host header (else 400, §3.2);
+ *  - header names are tokens, values hold no control byte but HTAB (else
+ *    400; RFC 9110 §5.5).
+ * libmicrohttpd takes the first header of each kind and, for a transfer
+ * coding it does not know, reads until the connection ends: either way
+ * what follows could be smuggled in as another request.
  */
 struct framing {
     unsigned n_te, n_host;
