@@ -92,7 +92,7 @@
  * the loaded one and from the last one that failed.
  *
  * Handshakes. A handshake step costs milliseconds (ECDHE and the ECDSA or
- * RSA signature in mbedTLS's portable code: ~2.4 ms of CPU per full
+ * RSA signature in mbedTLS's portable code: ~3-4 ms of CPU per full
  * handshake measured here), so a burst of new connections would hold every
  * established connection's request behind it: 64 clients connecting at
  * once measured ~260 ms of handshake work in one go. Events of connections
