@@ -105,7 +105,7 @@ START_TEST(test_config_defaults)
     ck_assert_ptr_null(cfg.client_ca_file);
     ck_assert_uint_eq(cfg.convert_max_body, 64u * 1024 * 1024);
     ck_assert_uint_eq(cfg.admission_max_body, 7340032);
-    ck_assert_uint_eq(cfg.max_header_bytes, 64 * 1024);
+    ck_assert_uint_eq(cfg.max_header_bytes, 32 * 1024);
     ck_assert_int_eq(cfg.tls_handshake_timeout_ms, 10000);
     ck_assert_int_eq(cfg.idle_timeout_ms, 120000);
     ck_assert_int_eq(cfg.max_connections, 1024);

@@ -40,7 +40,7 @@ struct kop_config {
     /* --admission-max-body-bytes, 7 MiB (7340032, as controller-runtime) */
     size_t admission_max_body;
     size_t webhook_memory_budget;         /* --webhook-memory-budget-bytes, 80 MiB */
-    size_t max_header_bytes;              /* --max-header-bytes, 64 KiB */
+    size_t max_header_bytes;              /* --max-header-bytes, 32 KiB */
     int64_t tls_handshake_timeout_ms;     /* --tls-handshake-timeout, KOP_TLS_HANDSHAKE_TIMEOUT_S */
     int64_t idle_timeout_ms;              /* --idle-timeout, KOP_HTTP_IDLE_TIMEOUT_S */
     int max_connections;                  /* --max-connections, KOP_TLS_MAX_CONNECTIONS */

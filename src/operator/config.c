@@ -81,7 +81,7 @@ static const struct flag flags[] = {
      "Memory that webhook requests in flight may hold at once; a request over it waits, then "
      "gets 503 (suffix Ki, Mi or Gi).",
      0, 0},
-    {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "64Ki", "bytes",
+    {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "32Ki", "bytes",
      "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 0, 0},
     {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms),
      DEFAULT_S(KOP_TLS_HANDSHAKE_TIMEOUT_S), "duration",
