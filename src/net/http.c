@@ -474,21 +474,40 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct req *rq)
 }
 
 /*
+ * The request's framing and headers, read as Go's net/http (the
+ * apiserver's own stack) reads them, before any body byte:
+ *  - at most one Transfer-Encoding header, and it says "chunked" (else
+ *    501, "too many transfer encodings" or "unsupported transfer
+ *    encoding"; RFC 9112 §6.1);
+ *  - Content-Length headers that disagree: 400 (RFC 9112 §6.3);
+ *  - an HTTP/1.1 request has exactly one Host header (else 400, §3.2);
+ *  - header names are tokens, values hold no control byte but HTAB (else
+ *    400; RFC 9110 §5.5).
+ * libmicrohttpd takes the first header of each kind and, for a transfer
+ * coding it does not know, reads until the connection ends: either way
+ * what follows could be smuggled in as another request.
+ */
+struct framing { /* the request's headers, read once (framing_header) */
+    unsigned n_te, n_host;
+    const char *te;
+    const char *cl;
+    bool cl_differ;
+    const char *bad_name, *bad_value; /* the first header with one */
+};
+
+/*
  * An answer decided on the first call. MHD (0.9.75) closes the connection
  * after a response queued before the body was read, so without a body the
  * answer waits for the (immediate) final call and the connection stays
  * alive; with a body, the answer goes out at once and the body is never
  * read.
  */
-static enum MHD_Result decide(struct MHD_Connection *conn, struct req *rq, int status)
+static enum MHD_Result decide(struct MHD_Connection *conn, struct req *rq, const struct framing *f,
+                              int status)
 {
     rq->pending_status = status;
     rq->state = REQ_DISCARD;
-    const char *cl =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *te =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    bool body = te || (cl && strcmp(cl, "0") != 0);
+    bool body = f->te || (f->cl && strcmp(f->cl, "0") != 0);
     if (body || status == 413)
         return send_pending(conn, rq);
     return MHD_YES;
@@ -917,28 +936,6 @@ static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, c
 static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
                          const char *method, char *peer, struct kop_http_request *req);
 
-/*
- * The request's framing and headers, read as Go's net/http (the
- * apiserver's own stack) reads them, before any body byte:
- *  - at most one Transfer-Encoding header, and it says "chunked" (else
- *    501, "too many transfer encodings" or "unsupported transfer
- *    encoding"; RFC 9112 §6.1);
- *  - Content-Length headers that disagree: 400 (RFC 9112 §6.3);
- *  - an HTTP/1.1 request has exactly one Host header (else 400, §3.2);
- *  - header names are tokens, values hold no control byte but HTAB (else
- *    400; RFC 9110 §5.5).
- * libmicrohttpd takes the first header of each kind and, for a transfer
- * coding it does not know, reads until the connection ends: either way
- * what follows could be smuggled in as another request.
- */
-struct framing {
-    unsigned n_te, n_host;
-    const char *te;
-    const char *cl;
-    bool cl_differ;
-    const char *bad_name, *bad_value; /* the first header with one */
-};
-
 /* RFC 9110 §5.6.2 tchar */
 static bool is_tchar(unsigned char c)
 {
@@ -989,31 +986,29 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
  * handler returns) before any body byte is read, the connection then
  * closed. False: the request goes on. */
 static bool refuse_framing(struct MHD_Connection *conn, struct req *rq, const char *version,
-                           enum MHD_Result *ret)
+                           const struct framing *f, enum MHD_Result *ret)
 {
-    struct framing f = {0};
-    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
     char msg[160];
     int code;
     bool http11 = !version || strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
-    if (f.bad_name) {
+    if (f->bad_name) {
         code = 400;
         snprintf(msg, sizeof(msg), "invalid header name");
-    } else if (f.bad_value) {
+    } else if (f->bad_value) {
         code = 400;
-        snprintf(msg, sizeof(msg), "invalid header value in %.64s", f.bad_value);
-    } else if (http11 && f.n_host != 1) {
+        snprintf(msg, sizeof(msg), "invalid header value in %.64s", f->bad_value);
+    } else if (http11 && f->n_host != 1) {
         code = 400;
         snprintf(msg, sizeof(msg), "%s",
-                 f.n_host ? "too many Host headers" : "missing required Host header");
-    } else if (f.n_te > 1) {
+                 f->n_host ? "too many Host headers" : "missing required Host header");
+    } else if (f->n_te > 1) {
         code = 501;
         snprintf(msg, sizeof(msg), "too many transfer encodings: %u Transfer-Encoding headers",
-                 f.n_te);
-    } else if (f.n_te == 1 && strcasecmp(f.te, "chunked") != 0) {
+                 f->n_te);
+    } else if (f->n_te == 1 && strcasecmp(f->te, "chunked") != 0) {
         code = 501;
-        snprintf(msg, sizeof(msg), "unsupported transfer encoding: \"%.64s\"", f.te);
-    } else if (f.cl_differ) {
+        snprintf(msg, sizeof(msg), "unsupported transfer encoding: \"%.64s\"", f->te);
+    } else if (f->cl_differ) {
         code = 400;
         snprintf(msg, sizeof(msg), "the request has Content-Length headers that disagree");
     } else {
@@ -1036,12 +1031,14 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
                                      const char *method, const char *version)
 {
     struct kop_http_server *srv = rq->srv;
+    struct framing f = {0};
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
     enum MHD_Result refused;
-    if (refuse_framing(conn, rq, version, &refused))
+    if (refuse_framing(conn, rq, version, &f, &refused))
         return refused;
     const struct route *rt = find_route(srv, url);
     if (!rt)
-        return decide(conn, rq, 404);
+        return decide(conn, rq, &f, 404);
     rq->route = rt;
     if (srv->opts.trace)
         start_span(conn, rq, url, method);
@@ -1054,20 +1051,17 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     if (allowed & KOP_HTTP_GET)
         allowed |= KOP_HTTP_HEAD;
     if (!(mb & allowed))
-        return decide(conn, rq, 405);
+        return decide(conn, rq, &f, 405);
     uint64_t cl = 0;
-    int r = parse_content_length(
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH), &cl);
+    int r = parse_content_length(f.cl, &cl);
     if (r == 0 && cl > rt->r.max_body)
-        return decide(conn, rq, 413);
+        return decide(conn, rq, &f, 413);
     rq->content_length = r == 0 ? cl : 0;
     rq->url = url;
     rq->method = method;
     /* unknown length (chunked) may be any size: heavy too */
-    rq->heavy = srv->n_lane > 0 && rt->r.max_body > HEAVY_MIN &&
-                (cl > HEAVY_MIN ||
-                 (r != 0 && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                        MHD_HTTP_HEADER_TRANSFER_ENCODING)));
+    rq->heavy =
+        srv->n_lane > 0 && rt->r.max_body > HEAVY_MIN && (cl > HEAVY_MIN || (r != 0 && f.te));
     rq->wait_since = kop_clock_now_ns();
     return start_body(conn, rq, url, method);
 }
