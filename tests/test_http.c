@@ -457,42 +457,12 @@ static int count_substr(const char *s, const char *needle)
     return n;
 }
 
-START_TEST(test_http_pipelined_requests)
-{
-    struct fixture f;
-    start_server(&f, 1);
-    int fd = connect_local(f.port);
-    const char req[] = "POST /echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\none"
-                       "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
-                       "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-                       "Connection: close\r\n\r\nthree";
-    ck_assert_int_eq(send(fd, req, sizeof(req) - 1, 0), (ssize_t)(sizeof(req) - 1));
-    char buf[8192];
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    close(fd);
-    ck_assert_int_eq(count_substr(buf, "HTTP/1.1 200"), 2);
-    ck_assert_int_eq(count_substr(buf, "HTTP/1.1 404"), 1);
-    const char *one = strstr(buf, "\r\n\r\none");
-    const char *nf = strstr(buf, "HTTP/1.1 404");
-    const char *three = strstr(buf, "\r\n\r\nthree");
-    ck_assert(one && nf && three && one < nf && nf < three);
-    stop_server(&f);
-}
-END_TEST
-
 /* Sends req on a fresh connection, reads until the server closes it (or
  * 5 s), returns what came back (malloc'd). */
 static char *exchange_raw(uint16_t port, const char *req)
 {
     int fd = connect_local(port);
-    (void)send(fd, req, strlen(req), MSG_NOSIGNAL);
+    ck_assert_int_eq(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
     size_t cap = 16384, len = 0;
     char *buf = malloc(cap);
     ck_assert_ptr_nonnull(buf);
@@ -507,6 +477,26 @@ static char *exchange_raw(uint16_t port, const char *req)
     close(fd);
     return buf;
 }
+
+START_TEST(test_http_pipelined_requests)
+{
+    struct fixture f;
+    start_server(&f, 1);
+    const char req[] = "POST /echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\none"
+                       "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                       "Connection: close\r\n\r\nthree";
+    char *buf = exchange_raw(f.port, req);
+    ck_assert_int_eq(count_substr(buf, "HTTP/1.1 200"), 2);
+    ck_assert_int_eq(count_substr(buf, "HTTP/1.1 404"), 1);
+    const char *one = strstr(buf, "\r\n\r\none");
+    const char *nf = strstr(buf, "HTTP/1.1 404");
+    const char *three = strstr(buf, "\r\n\r\nthree");
+    ck_assert(one && nf && three && one < nf && nf < three);
+    free(buf);
+    stop_server(&f);
+}
+END_TEST
 
 /*
  * Framing kop cannot trust is refused before any body byte is read, the
