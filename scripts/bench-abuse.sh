@@ -35,19 +35,9 @@ bench_no_help "$@"
 secs=${1:-10}
 bench_count SECONDS "$secs"
 
-if [ -n "${KOP_BIN:-}" ]; then
-  # another build to compare (e.g. the tree before a change)
-  kop=$KOP_BIN
-  [ -x "$kop" ] || bench_usage "KOP_BIN is not an executable: $kop"
-  bench_need_python3
-else
-  scripts/install-deps.sh
-  bench_need_python3
-  build="build-release"
-  bench_setup "$build" --buildtype=release -Dtests=false
-  ninja -C "$build" kop >/dev/null
-  kop="$top/$build/kop"
-fi
+[ -n "${KOP_BIN:-}" ] || scripts/install-deps.sh
+bench_need_python3
+bench_kop
 tool="$top/tests/bench/abuse.py"
 
 tmp=$(mktemp -d)

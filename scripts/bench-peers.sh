@@ -81,15 +81,7 @@ bench_need_python3
 [ "$(nproc)" -ge 2 ] || die "needs 2 cores (server on core 0, load generator on core 1)"
 
 # ---- kop ----------------------------------------------------------------------
-if [ -n "${KOP_BIN:-}" ]; then
-  kop=$KOP_BIN
-else
-  build="build-release"
-  bench_setup "$build" --buildtype=release -Dtests=false
-  ninja -C "$build" kop >/dev/null
-  kop="$top/$build/kop"
-fi
-[ -x "$kop" ] || die "no kop binary at $kop"
+bench_kop
 
 tmp=$(mktemp -d)
 declare -A pid=() port=()

@@ -19,6 +19,10 @@
 #       >= 1 (the command lines of the tests/bench programs).
 #   bench_setup DIR [MESON_ARGS...]
 #       meson setup DIR with MESON_ARGS when DIR has no build.ninja yet.
+#   bench_kop
+#       sets kop to $KOP_BIN when it is set (another build to measure; it
+#       must be executable), else to build-release/kop, configured and
+#       built here as a release build without the tests.
 #   bench_c_program BUILD NAME
 #       builds tests/bench/NAME.c in BUILD: its meson target when the build
 #       defines it, otherwise by hand against the build's static libraries;
@@ -73,6 +77,17 @@ bench_setup() {
   local dir=$1
   shift
   [ -f "$dir/build.ninja" ] || meson setup "$dir" "$@" >/dev/null
+}
+
+bench_kop() {
+  if [ -n "${KOP_BIN:-}" ]; then
+    kop=$KOP_BIN
+    [ -x "$kop" ] || bench_usage "KOP_BIN is not an executable: $kop"
+  else
+    bench_setup build-release --buildtype=release -Dtests=false
+    ninja -C build-release kop >/dev/null
+    kop="$PWD/build-release/kop"
+  fi
 }
 
 bench_c_program() {
