@@ -530,6 +530,24 @@ json_t *ks_kschema_openapi(bool v3)
                         json_pack("{s:s,s:s}", "description",
                                   "Quantity is a fixed-point representation of a number.", "type",
                                   "string"));
+    /* What every list refers to (the CRD list kinds: resources.c). */
+    json_object_set_new(
+        out, "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
+        json_pack("{s:s,s:s,s:{s:{s:s,s:s},s:{s:s,s:s,s:s},s:{s:s,s:s},s:{s:s,s:s}}}",
+                  "description",
+                  "ListMeta describes metadata that synthetic resources must have, including "
+                  "lists and various status objects.",
+                  "type", "object", "properties", "continue", "description",
+                  "continue may be set if the user set a limit on the number of items returned.",
+                  "type", "string", "remainingItemCount", "description",
+                  "remainingItemCount is the number of subsequent items in the list which are "
+                  "not included in this list response.",
+                  "type", "integer", "format", "int64", "resourceVersion", "description",
+                  "String that identifies the server's internal version of this object.", "type",
+                  "string", "selfLink", "description",
+                  "Deprecated: selfLink is a legacy read-only field that is no longer populated "
+                  "by the system.",
+                  "type", "string"));
     json_object_set_new(out, "io.k8s.apimachinery.pkg.apis.meta.v1.Time",
                         json_pack("{s:s,s:s,s:s}", "description",
                                   "Time is a wrapper around time.Time which supports correct "

@@ -703,20 +703,125 @@ json_t *ks_openapi_root(struct ks_server *ks)
     return json_pack("{s:o}", "paths", paths);
 }
 
+/* TypeMeta's two fields, as the apiserver's documents describe them. */
+#define TYPEMETA_APIVERSION                                                                        \
+    "APIVersion defines the versioned schema of this representation of an object. Servers "        \
+    "should convert recognized schemas to the latest internal value, and may reject "              \
+    "unrecognized values. More info: "                                                             \
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/"                            \
+    "api-conventions.md#resources"
+#define TYPEMETA_KIND                                                                              \
+    "Kind is a string value representing the REST resource this object represents. Servers may "   \
+    "infer this from the endpoint the client submits requests to. Cannot be updated. In "          \
+    "CamelCase. More info: "                                                                       \
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/"                            \
+    "api-conventions.md#types-kinds"
+#define V3_META "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1."
+
+/* The definition name the apiserver gives a CRD kind: kube-openapi's
+ * ToRESTFriendlyName of "GROUP/VERSION.KIND", the group's labels reversed
+ * ("mygroup.example.com", "v2", "MyResource" ->
+ * "com.example.mygroup.v2.MyResource"). @return new */
+static char *crd_definition_name(const char *group, const char *version, const char *kind)
+{
+    char *rev = ks_printf("%s", "");
+    const char *end = group + strlen(group);
+    while (end > group) {
+        const char *dot = end;
+        while (dot > group && dot[-1] != '.')
+            dot--;
+        char *next = ks_printf("%s%s%.*s", rev, rev[0] ? "." : "", (int)(end - dot), dot);
+        free(rev);
+        rev = next;
+        end = dot > group ? dot - 1 : group;
+    }
+    char *name = ks_printf("%s.%s.%s", rev, version, kind);
+    free(rev);
+    return name;
+}
+
+/*
+ * A CRD version's kind and list kind, as the apiextensions-apiserver
+ * publishes them in OpenAPI v3 (apiextensions-apiserver
+ * pkg/controller/openapi/builder: buildKubeNative, buildListSchema): the
+ * version's openAPIV3Schema with metadata a reference to ObjectMeta,
+ * apiVersion and kind TypeMeta's, and x-kubernetes-group-version-kind; a
+ * version without a schema is {"type": "object"}. kubectl explain looks a
+ * kind up by that extension.
+ */
+static void crd_schemas(json_t *schemas, const struct ks_res *def, const struct ks_version *v)
+{
+    json_t *s = v->schema ? json_deep_copy(v->schema) : json_pack("{s:s}", "type", "object");
+    if (v->schema) {
+        json_t *props = json_object_get(s, "properties");
+        if (!json_is_object(props)) {
+            props = json_object();
+            json_object_set_new(s, "properties", props);
+        }
+        json_object_set_new(
+            props, "apiVersion",
+            json_pack("{s:s,s:s}", "description", TYPEMETA_APIVERSION, "type", "string"));
+        json_object_set_new(props, "kind",
+                            json_pack("{s:s,s:s}", "description", TYPEMETA_KIND, "type", "string"));
+        json_object_set_new(
+            props, "metadata",
+            json_pack("{s:[{s:s}],s:s}", "allOf", "$ref", V3_META "ObjectMeta", "description",
+                      "Standard object's metadata. More info: "
+                      "https://git.k8s.io/community/contributors/devel/sig-architecture/"
+                      "api-conventions.md#metadata"));
+    }
+    json_object_set_new(
+        s, "x-kubernetes-group-version-kind",
+        json_pack("[{s:s,s:s,s:s}]", "group", def->group, "kind", def->kind, "version", v->name));
+    char *name = crd_definition_name(def->group, v->name, def->kind);
+    char *ref = ks_printf("#/components/schemas/%s", name);
+    char *list_desc = ks_printf("%s is a list of %s", def->list_kind, def->kind);
+    char *items_desc = ks_printf(
+        "List of %s. More info: "
+        "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md",
+        def->plural);
+    json_t *list = json_pack(
+        "{s:s,s:[s],s:s,s:{s:{s:s,s:s},s:{s:s,s:s},s:{s:s,s:s,s:{s:s}},s:{s:[{s:s}],s:s}},"
+        "s:[{s:s,s:s,s:s}]}",
+        "description", list_desc, "required", "items", "type", "object", "properties", "apiVersion",
+        "description", TYPEMETA_APIVERSION, "type", "string", "kind", "description", TYPEMETA_KIND,
+        "type", "string", "items", "description", items_desc, "type", "array", "items", "$ref", ref,
+        "metadata", "allOf", "$ref", V3_META "ListMeta", "description",
+        "Standard list metadata. More info: "
+        "https://git.k8s.io/community/contributors/devel/sig-architecture/"
+        "api-conventions.md#types-kinds",
+        "x-kubernetes-group-version-kind", "group", def->group, "kind", def->list_kind, "version",
+        v->name);
+    char *list_name = crd_definition_name(def->group, v->name, def->list_kind);
+    json_object_set_new(schemas, name, s);
+    json_object_set_new(schemas, list_name, list);
+    free(list_name);
+    free(items_desc);
+    free(list_desc);
+    free(ref);
+    free(name);
+}
+
 /*
  * A spec3 document with one PATCH operation per resource that lists the
  * fieldValidation query parameter: kubectl checks this to decide that the
  * server validates (it then sends fieldValidation=Strict and skips its own
- * schema validation), and the built-in kinds' schemas (kubectl explain).
+ * schema validation), the built-in kinds' schemas and those of the
+ * group-version's CRD kinds (kubectl explain).
  */
 json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *version)
 {
     json_t *paths = json_object();
+    /* The schemas of the built-in kinds (kschema.c): every document
+     * carries all of them, so that references resolve in any of them. */
+    json_t *schemas = ks_kschema_openapi(true);
     for (size_t d = 0; d < ks->ndefs; d++) {
         const struct ks_res *def = ks->defs[d];
         const struct ks_version *v = ks_res_version(def, version);
         if (strcmp(def->group, group) != 0 || !v || !v->served)
             continue;
+        if (def->crd)
+            crd_schemas(schemas, def, v);
         char *base = def->group[0] ? ks_printf("/apis/%s/%s", def->group, version)
                                    : ks_printf("/api/%s", version);
         char *p = def->namespaced
@@ -736,13 +841,12 @@ json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *versi
     }
     if (json_object_size(paths) == 0) {
         json_decref(paths);
+        json_decref(schemas);
         return NULL;
     }
-    /* The schemas of the built-in kinds (kschema.c): every document
-     * carries all of them, so that references resolve in any of them. */
     return json_pack("{s:s,s:{s:s,s:s},s:o,s:{s:o}}", "openapi", "3.0.0", "info", "title",
                      "Kubernetes", "version", "v1.32.3", "paths", paths, "components", "schemas",
-                     ks_kschema_openapi(true));
+                     schemas);
 }
 
 /* Swagger 2.0 with the same definitions (/openapi/v2, JSON only). */

@@ -4,8 +4,8 @@
 # Real Kubernetes clients against kubesim (issue: kubesim answers every real
 # client as the apiserver would):
 #   1. kubectl explain, served from kubesim's OpenAPI v3 (the schema table of
-#      tests/kubesim/kschema_table.c), and /openapi/v2 with the same
-#      definitions;
+#      tests/kubesim/kschema_table.c, and a CRD's own schemas), and
+#      /openapi/v2 with the built-in definitions;
 #   2. kubectl's own writes: it sends fieldValidation=Strict, so an unknown
 #      field is the apiserver's 400 'strict decoding error: unknown field';
 #      a wrong JSON type is a 400 too; a label selector syntax error is the
@@ -75,6 +75,35 @@ if curl -sf --cacert "$work/ca.pem" -H "Authorization: Bearer clients-token" \
   pass "/openapi/v2 has the definitions"
 else
   fail "/openapi/v2: $(head -c 300 "$work/v2.json")"
+fi
+
+# A CRD's versions are published as the apiextensions-apiserver does: the
+# version's schema, metadata a reference to ObjectMeta, and the kind found by
+# its x-kubernetes-group-version-kind.
+if k apply -f "$root/manifests/base/crd.yaml" >"$work/crd.out" 2>&1 &&
+  k explain myresources.spec.replicas >"$work/explain.out" 2>&1 &&
+  grep -q '^VERSION: *v2' "$work/explain.out" &&
+  grep -q 'Desired number of pods' "$work/explain.out" &&
+  k explain myresource.metadata.labels >"$work/explain.out" 2>&1 &&
+  grep -q 'labels <map\[string\]string>' "$work/explain.out" &&
+  k explain myresource --api-version=mygroup.example.com/v1 >"$work/explain.out" 2>&1 &&
+  grep -q '^VERSION: *v1' "$work/explain.out" &&
+  grep -q 'MyResource runs an image' "$work/explain.out"; then
+  pass "kubectl explain of the CRD's kind, v2 and v1"
+else
+  fail "kubectl explain myresource: $(cat "$work/crd.out") $(head -c 600 "$work/explain.out")"
+fi
+if curl -sf --cacert "$work/ca.pem" -H "Authorization: Bearer clients-token" \
+  "$url/openapi/v3/apis/mygroup.example.com/v1" >"$work/v3.json" &&
+  jq -e '.components.schemas["com.example.mygroup.v1.MyResourceList"] as $l |
+    ($l["x-kubernetes-group-version-kind"][0].kind == "MyResourceList") and
+    ($l.properties.items.items["$ref"] == "#/components/schemas/com.example.mygroup.v1.MyResource") and
+    (.components.schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"].type == "object") and
+    (.components.schemas | has("com.example.mygroup.v2.MyResource") | not)' \
+    "$work/v3.json" >/dev/null; then
+  pass "/openapi/v3 of a CRD group-version: its kind and list kind"
+else
+  fail "/openapi/v3/apis/mygroup.example.com/v1: $(jq -c '.components.schemas | keys' "$work/v3.json" 2>&1 | head -c 400)"
 fi
 
 # ---- 2. what kubectl writes, checked as the apiserver does -------------------------------
