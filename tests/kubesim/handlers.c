@@ -1619,7 +1619,9 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         if (is_crd(def))
             crd_establish(ks, def, key);
     } else {
-        json_object_set_new(meta(stored), "resourceVersion", json_string(""));
+        /* Not stored: no resourceVersion (the registry's dry run copies
+         * the object it was given, DryRunnableStorage.Create) */
+        json_object_del(meta(stored), "resourceVersion");
     }
     pthread_mutex_unlock(&ks->lock);
     respond_object(ks, def, stored, q->version, 201, r);

@@ -106,6 +106,18 @@ else
   fail "/openapi/v3/apis/mygroup.example.com/v1: $(jq -c '.components.schemas | keys' "$work/v3.json" 2>&1 | head -c 400)"
 fi
 
+# A dry-run create stores nothing and answers without a resourceVersion
+# (the registry's dry run returns the object it was given).
+if k create -f "$root/manifests/samples/myresource.yaml" --dry-run=server -o json \
+  >"$work/dry.json" 2>"$work/dry.err" &&
+  jq -e '.metadata.uid != null and (.metadata | has("resourceVersion") | not)' \
+    "$work/dry.json" >/dev/null &&
+  ! k get -f "$root/manifests/samples/myresource.yaml" >/dev/null 2>&1; then
+  pass "kubectl create --dry-run=server of a custom resource"
+else
+  fail "kubectl create --dry-run=server: $(head -c 400 "$work/dry.json") $(cat "$work/dry.err")"
+fi
+
 # ---- 2. what kubectl writes, checked as the apiserver does -------------------------------
 cat >"$work/bad-field.yaml" <<'EOF'
 apiVersion: v1
