@@ -9,7 +9,9 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -282,6 +285,72 @@ START_TEST(test_tls_request_works)
     ck_assert_double_eq(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total"), 1);
     ck_assert(metric(&f, KOP_METRIC_GAUGE, "kop_serving_cert_expiry_seconds") >
               (double)time(NULL) + 86400);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* The niceness of this process's thread named NAME, or INT_MIN when no
+ * thread has that name. */
+static int thread_nice(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int nice = INT_MIN;
+    struct dirent *e;
+    while ((e = readdir(d)) && nice == INT_MIN) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "", stat[1024] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread ended */
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+        comm[strcspn(comm, "\n")] = '\0';
+        if (strcmp(comm, name) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(stat, sizeof(stat), f));
+        fclose(f);
+        /* after "pid (comm)": state is field 3, nice field 19 */
+        const char *p = strrchr(stat, ')');
+        ck_assert_ptr_nonnull(p);
+        p++;
+        for (int field = 3; field <= 19; field++) {
+            while (*p == ' ')
+                p++;
+            if (field == 19)
+                nice = (int)strtol(p, NULL, 10);
+            while (*p && *p != ' ')
+                p++;
+        }
+    }
+    closedir(d);
+    return nice;
+}
+
+/* Handshakes yield the core to the loop's requests (src/net/tls.c,
+ * "Handshakes"): the worker runs at niceness 10, the loop at the
+ * process's. */
+START_TEST(test_tls_handshake_thread_is_nice)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    /* the worker sets its own niceness once it runs */
+    int64_t deadline = kop_clock_now_ns() + 5 * KOP_NSEC_PER_SEC;
+    while (thread_nice("tls-handshake") != 10 && kop_clock_now_ns() < deadline)
+        usleep(1000);
+    ck_assert_int_eq(thread_nice("tls-handshake"), 10);
+    ck_assert_int_eq(thread_nice("tls-loop"), getpriority(PRIO_PROCESS, 0));
+    /* and handshakes still complete */
+    CURL *h = client(&f, "/echo?timeout=10s");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "x");
+    free(expect_200(h));
+    curl_easy_cleanup(h);
     fixture_stop(&f);
 }
 END_TEST
@@ -1032,6 +1101,7 @@ static Suite *tls_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_tls_request_works);
+    tcase_add_test(tc, test_tls_handshake_thread_is_nice);
     tcase_add_test(tc, test_tls_responses_across_record_boundaries);
     tcase_add_test(tc, test_tls_alpn_h2_falls_back_to_http11);
     tcase_add_test(tc, test_tls_old_versions_refused);
