@@ -106,16 +106,16 @@
  * connection closed while with the worker (a deadline, the shutdown) is
  * closed when it comes back; at shutdown the worker stops after its
  * current step and the loop closes what it still had. So established
- * connections never wait behind public-key work. The worker runs at
- * niceness HW_NICE: when the loop and the worker want the same core, the
- * loop's requests go first (CFS weights 1024 against 110) and new
- * handshakes take what is left; with the core otherwise idle a handshake
- * costs what it did. Measured with scripts/bench-abuse.sh (legitimate p99
- * on established connections, three rounds each): under a handshake flood
- * 3.1-3.5 ms at niceness 0, 1.9-3.8 at 10; under the hostile-JSON attack
- * (a new connection per body) 6.1-6.7 against 5.1-5.8 ms. Without a worker (its thread
- * could not be created) the loop runs the steps itself, HS_SLICE_NS at a
- * time.
+ * connections never wait behind public-key work. The worker runs HW_NICE
+ * above the process's niceness: when the loop and the worker want the
+ * same core, the loop's requests go first (CFS weights 1024 against 110)
+ * and new handshakes take what is left; on an otherwise idle core a
+ * handshake costs what it did. Measured with scripts/bench-abuse.sh
+ * (legitimate p99 on established connections, three rounds each): under
+ * a handshake flood 3.1-3.5 ms at +0, 1.9-3.8 ms at +10; under the
+ * hostile-JSON attack (a new connection per body) 6.1-6.7 against 5.1-5.8
+ * ms. Without a worker (its thread could not be created) the loop runs
+ * the steps itself, HS_SLICE_NS at a time.
  *
  * Limits. Over max_connections or the per-address limit a new connection
  * is accepted and closed at once. New handshakes from one address are
@@ -176,8 +176,8 @@
 /* Handshake work done per loop iteration once the ready connections have
  * been served (at least one step always runs). */
 #define HS_SLICE_NS (1000 * 1000)
-/* The handshake worker's niceness (see "Handshakes"); raising one's own
- * niceness needs no privilege. */
+/* What the handshake worker adds to the process's niceness (see
+ * "Handshakes"; at most 19); raising one's own needs no privilege. */
 #define HW_NICE 10
 /* Bytes one connection may decrypt plus encrypt per turn (pump()); a
  * connection with work left goes to the back of the run queue. */
@@ -1375,8 +1375,14 @@ static void hw_dispatch(struct kop_tls *t, struct conn *c)
 static void *hw_main(void *arg)
 {
     struct kop_tls *t = arg;
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), HW_NICE) != 0)
-        kop_logf(KOP_LOG_DEBUG, LOGGER, "handshake thread keeps its niceness: errno %d", errno);
+    /* relative to the niceness kop was started with, at most 19 */
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno == 0) {
+        nice = nice + HW_NICE > 19 ? 19 : nice + HW_NICE;
+        if (setpriority(PRIO_PROCESS, (id_t)gettid(), nice) != 0)
+            kop_logf(KOP_LOG_DEBUG, LOGGER, "handshake thread keeps its niceness: errno %d", errno);
+    }
     pthread_mutex_lock(&t->hw_lock);
     for (;;) {
         while (!t->hw_head && !t->hw_stop)
