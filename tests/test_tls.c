@@ -9,7 +9,6 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -289,50 +288,6 @@ START_TEST(test_tls_request_works)
 }
 END_TEST
 
-/* The niceness of this process's thread named NAME, or INT_MIN when no
- * thread has that name. */
-static int thread_nice(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    ck_assert_ptr_nonnull(d);
-    int nice = INT_MIN;
-    struct dirent *e;
-    while ((e = readdir(d)) && nice == INT_MIN) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "", stat[1024] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue; /* the thread ended */
-        if (!fgets(comm, sizeof(comm), f))
-            comm[0] = '\0';
-        fclose(f);
-        comm[strcspn(comm, "\n")] = '\0';
-        if (strcmp(comm, name) != 0)
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
-        f = fopen(path, "r");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_ptr_nonnull(fgets(stat, sizeof(stat), f));
-        fclose(f);
-        /* after "pid (comm)": state is field 3, nice field 19 */
-        const char *p = strrchr(stat, ')');
-        ck_assert_ptr_nonnull(p);
-        p++;
-        for (int field = 3; field <= 19; field++) {
-            while (*p == ' ')
-                p++;
-            if (field == 19)
-                nice = (int)strtol(p, NULL, 10);
-            while (*p && *p != ' ')
-                p++;
-        }
-    }
-    closedir(d);
-    return nice;
-}
-
 /* Handshakes yield the core to the loop's requests (src/net/tls.c,
  * "Handshakes"): the worker runs at the process's niceness plus 10 (at
  * most 19), the loop at the process's. */
@@ -344,10 +299,10 @@ START_TEST(test_tls_handshake_thread_is_nice)
     fixture_start(&f, false, 0, 0, 0);
     /* the worker sets its own niceness once it runs */
     int64_t deadline = kop_clock_now_ns() + 5 * KOP_NSEC_PER_SEC;
-    while (thread_nice("tls-handshake") != want && kop_clock_now_ns() < deadline)
+    while (kop_test_thread_nice(0, "tls-handshake") != want && kop_clock_now_ns() < deadline)
         usleep(1000);
-    ck_assert_int_eq(thread_nice("tls-handshake"), want);
-    ck_assert_int_eq(thread_nice("tls-loop"), own);
+    ck_assert_int_eq(kop_test_thread_nice(0, "tls-handshake"), want);
+    ck_assert_int_eq(kop_test_thread_nice(0, "tls-loop"), own);
     /* and handshakes still complete */
     CURL *h = client(&f, "/echo?timeout=10s");
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "x");

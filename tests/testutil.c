@@ -4,9 +4,11 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,4 +306,54 @@ long kop_test_json_int(const char *line, const char *key)
     if (!hit)
         return -1;
     return strtol(hit + strlen(pat), NULL, 10);
+}
+
+int kop_test_thread_nice(pid_t pid, const char *name)
+{
+    char dir[64];
+    if (pid)
+        snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    else
+        snprintf(dir, sizeof(dir), "/proc/self/task");
+    DIR *d = opendir(dir);
+    if (!d)
+        return INT_MIN;
+    int nice = INT_MIN;
+    struct dirent *e;
+    while ((e = readdir(d)) && nice == INT_MIN) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[400], comm[64] = "", stat[1024] = "";
+        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread ended */
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+        comm[strcspn(comm, "\n")] = '\0';
+        if (strcmp(comm, name) != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        bool ok = fgets(stat, sizeof(stat), f) != NULL;
+        fclose(f);
+        /* after "pid (comm)": state is field 3, nice field 19 */
+        const char *p = ok ? strrchr(stat, ')') : NULL;
+        if (!p)
+            continue;
+        p++;
+        for (int field = 3; field <= 19; field++) {
+            while (*p == ' ')
+                p++;
+            if (field == 19)
+                nice = (int)strtol(p, NULL, 10);
+            while (*p && *p != ' ')
+                p++;
+        }
+    }
+    closedir(d);
+    return nice;
 }

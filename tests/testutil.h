@@ -70,4 +70,8 @@ int kop_test_stop(struct kop_test_proc *p, int sig, int timeout_ms);
 /* Integer value of "key":N in a JSON log line, -1 if absent. */
 long kop_test_json_int(const char *line, const char *key);
 
+/* The niceness of the thread named NAME of process PID (0: this one), or
+ * INT_MIN when it has no thread of that name. */
+int kop_test_thread_nice(pid_t pid, const char *name);
+
 #endif /* KOP_TESTUTIL_H */

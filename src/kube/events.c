@@ -500,6 +500,7 @@ int kop_events_new(const struct kop_events_options *opt, struct kop_events **ret
         pthread_mutex_destroy(&ev->lock);
         goto out;
     }
+    pthread_setname_np(ev->thread, "event-sender");
     *ret = ev;
     return 0;
 out:

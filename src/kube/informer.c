@@ -573,6 +573,9 @@ int kop_informer_start(struct kop_informer *inf)
     int r = pthread_create(&inf->thread, NULL, run, inf);
     if (r != 0)
         return -r;
+    char tname[16]; /* the kernel keeps 15 bytes */
+    snprintf(tname, sizeof(tname), "inf-%s", inf->name ? inf->name : "");
+    pthread_setname_np(inf->thread, tname);
     inf->started = true;
     kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: started", inf->name);
     return 0;

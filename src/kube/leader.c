@@ -780,7 +780,10 @@ int kop_leader_start(struct kop_leader *l)
     int r = pthread_create(&l->watchdog, NULL, watchdog_main, l);
     if (r != 0)
         return -r;
+    pthread_setname_np(l->watchdog, "lease-watchdog");
     r = pthread_create(&l->thread, NULL, elector_main, l);
+    if (r == 0)
+        pthread_setname_np(l->thread, "lease-elector");
     if (r != 0) {
         pthread_mutex_lock(&l->lock);
         l->wd_quit = true;

@@ -250,6 +250,7 @@ int kop_membership_start(struct kop_membership *m)
     r = -pthread_create(&m->thread, NULL, observe_main, m);
     if (r < 0)
         return r;
+    pthread_setname_np(m->thread, "membership");
     m->started = true;
     return 0;
 }

@@ -238,7 +238,10 @@ int kop_workers_start(struct kop_workers *w)
     for (int i = 0; i < w->n; i++) {
         int e = pthread_create(&w->threads[i], NULL, worker_main, w);
         if (e != 0)
-            return -e; /* the ones started are joined by stop/free */
+            return -e;  /* the ones started are joined by stop/free */
+        char tname[16]; /* the kernel keeps 15 bytes */
+        snprintf(tname, sizeof(tname), "worker-%u", (unsigned)i % 10000u);
+        pthread_setname_np(w->threads[i], tname);
         w->started++;
     }
     return 0;

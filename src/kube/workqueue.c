@@ -562,6 +562,7 @@ int kop_workqueue_new(const struct kop_workqueue_options *opt, struct kop_workqu
         pthread_mutex_destroy(&q->lock);
         goto out;
     }
+    pthread_setname_np(q->timer, "wq-timer");
     q->timer_started = true;
     *ret = q;
     return 0;

@@ -1721,6 +1721,7 @@ int kop_http_server_start(struct kop_http_server *srv)
         for (unsigned i = 0; srv->lane && i < threads; i++) {
             if (pthread_create(&srv->lane[i], NULL, lane_main, srv) != 0)
                 break;
+            pthread_setname_np(srv->lane[i], "http-lane");
             srv->n_lane++; /* before MHD's threads start, which read it */
         }
     }
@@ -1752,8 +1753,10 @@ int kop_http_server_start(struct kop_http_server *srv)
     }
     pthread_mutex_lock(&srv->lock);
     srv->mhd = d;
-    if (pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0)
+    if (pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0) {
         srv->ticker_running = true;
+        pthread_setname_np(srv->ticker, "http-ticker");
+    }
     pthread_mutex_unlock(&srv->lock);
     return 0;
 }

@@ -332,6 +332,7 @@ int kop_otlp_new(const struct kop_otlp_options *opts, struct kop_otlp **ret)
     r = -pthread_create(&o->thread, NULL, exporter_main, o);
     if (r < 0)
         goto out;
+    pthread_setname_np(o->thread, "otlp-export");
     o->started = true;
     *ret = o;
     return 0;

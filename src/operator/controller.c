@@ -824,6 +824,8 @@ int kop_controller_start(struct kop_controller *c)
     if (r == 0) {
         r = -pthread_create(&c->resync, NULL, resync_main, c);
         c->resync_started = r == 0;
+        if (c->resync_started)
+            pthread_setname_np(c->resync, "resync");
     }
     if (r == 0)
         r = kop_workers_start(c->workers);

@@ -797,6 +797,7 @@ int kop_migrator_start(struct kop_migrator *m)
     int e = pthread_create(&m->thread, NULL, migrator_main, m);
     if (e != 0)
         return -e;
+    pthread_setname_np(m->thread, "migrator");
     m->started = true;
     return 0;
 }

@@ -680,6 +680,8 @@ int kop_sharder_start(struct kop_sharder *s)
         return -EALREADY;
     int r = -pthread_create(&s->thread, NULL, sharder_main, s);
     s->started = r == 0;
+    if (s->started)
+        pthread_setname_np(s->thread, "sharder");
     return r;
 }
 

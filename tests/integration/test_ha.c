@@ -303,6 +303,14 @@ START_TEST(test_ha_exactly_one_leader_reconciles)
     ck_assert_str_eq(holder, leader->identity);
     ck_assert_msg(kop_test_wait_for(&leader->proc, 0, "became leader, reconciling", 5000, NULL) > 0,
                   "the leader did not log its election");
+    /* Its threads carry names (top -H, perf, gdb), at the process's niceness. */
+    static const char *const threads[] = {"lease-elector", "lease-watchdog", "inf-myresources",
+                                          "worker-0",      "wq-timer",       "resync",
+                                          "event-sender",  "http-ticker"};
+    for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++)
+        ck_assert_msg(kop_test_thread_nice(leader->proc.pid, threads[i]) ==
+                          kop_test_thread_nice(leader->proc.pid, "kop"),
+                      "no thread %s at kop's niceness", threads[i]);
 
     /* Settle: the follower may have raced to create the Lease; once it
      * has seen the leader's record it only reads and updates the Lease. */
