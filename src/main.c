@@ -27,6 +27,7 @@
 #include "kop/log.h"
 #include "kop/manager.h"
 #include "kop/metrics.h"
+#include "kop/thread.h"
 #include "kop_version.h"
 
 extern char **environ;
@@ -162,10 +163,8 @@ int main(int argc, char **argv)
             json_pack("{s:i, s:I, s:I}", "signal", sig, "delayMs", (json_int_t)delay_ms,
                       "timeoutMs", (json_int_t)cfg.shutdown_timeout_ms));
     pthread_t watcher;
-    if (pthread_create(&watcher, NULL, second_signal_main, NULL) == 0) {
-        pthread_setname_np(watcher, "signals");
+    if (kop_thread_start(&watcher, second_signal_main, NULL, "signals") == 0)
         pthread_detach(watcher);
-    }
 
     /* The manager's deadline is the watcher's. */
     int64_t left_ms = (shutdown_deadline_ns - kop_clock_now_ns()) / KOP_NSEC_PER_MSEC;

@@ -25,6 +25,7 @@
 #include "kop/client.h"
 #include "kop/clock.h"
 #include "kop/log.h"
+#include "kop/thread.h"
 
 #define LOGGER "events"
 #define DEFAULT_CACHE 4096
@@ -493,14 +494,13 @@ int kop_events_new(const struct kop_events_options *opt, struct kop_events **ret
     pthread_mutex_init(&ev->lock, NULL);
     kop_clock_cond_init(&ev->cond);
     kop_clock_cond_init(&ev->idle_cond);
-    r = -pthread_create(&ev->thread, NULL, sender_main, ev);
+    r = kop_thread_start(&ev->thread, sender_main, ev, "event-sender");
     if (r < 0) {
         pthread_cond_destroy(&ev->cond);
         pthread_cond_destroy(&ev->idle_cond);
         pthread_mutex_destroy(&ev->lock);
         goto out;
     }
-    pthread_setname_np(ev->thread, "event-sender");
     *ret = ev;
     return 0;
 out:

@@ -40,6 +40,7 @@
 #include "kop/clock.h"
 #include "kop/log.h"
 #include "kop/store.h"
+#include "kop/thread.h"
 #include "kop/watch.h"
 
 #define LOGGER "informer"
@@ -570,12 +571,9 @@ int kop_informer_start(struct kop_informer *inf)
         return -EINVAL;
     if (inf->started)
         return -EALREADY;
-    int r = pthread_create(&inf->thread, NULL, run, inf);
-    if (r != 0)
-        return -r;
-    char tname[16]; /* the kernel keeps 15 bytes */
-    snprintf(tname, sizeof(tname), "inf-%s", inf->name ? inf->name : "");
-    pthread_setname_np(inf->thread, tname);
+    int r = kop_thread_start(&inf->thread, run, inf, "inf-%s", inf->name ? inf->name : "");
+    if (r < 0)
+        return r;
     inf->started = true;
     kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: started", inf->name);
     return 0;

@@ -41,6 +41,7 @@
 #include "kop/clock.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/thread.h"
 
 #define LOGGER "leader"
 
@@ -777,20 +778,17 @@ int kop_leader_start(struct kop_leader *l)
         return -EINVAL;
     if (l->started)
         return -EALREADY;
-    int r = pthread_create(&l->watchdog, NULL, watchdog_main, l);
-    if (r != 0)
-        return -r;
-    pthread_setname_np(l->watchdog, "lease-watchdog");
-    r = pthread_create(&l->thread, NULL, elector_main, l);
-    if (r == 0)
-        pthread_setname_np(l->thread, "lease-elector");
-    if (r != 0) {
+    int r = kop_thread_start(&l->watchdog, watchdog_main, l, "lease-watchdog");
+    if (r < 0)
+        return r;
+    r = kop_thread_start(&l->thread, elector_main, l, "lease-elector");
+    if (r < 0) {
         pthread_mutex_lock(&l->lock);
         l->wd_quit = true;
         pthread_cond_broadcast(&l->cond);
         pthread_mutex_unlock(&l->lock);
         pthread_join(l->watchdog, NULL);
-        return -r;
+        return r;
     }
     l->started = true;
     return 0;

@@ -22,6 +22,7 @@
 #include "kop/client.h"
 #include "kop/clock.h"
 #include "kop/log.h"
+#include "kop/thread.h"
 
 #define LOGGER "membership"
 
@@ -247,10 +248,9 @@ int kop_membership_start(struct kop_membership *m)
     int r = kop_leader_start(m->elector);
     if (r < 0)
         return r;
-    r = -pthread_create(&m->thread, NULL, observe_main, m);
+    r = kop_thread_start(&m->thread, observe_main, m, "membership");
     if (r < 0)
         return r;
-    pthread_setname_np(m->thread, "membership");
     m->started = true;
     return 0;
 }

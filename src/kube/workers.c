@@ -26,6 +26,7 @@
 #include "kop/clock.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/thread.h"
 #include "kop/workqueue.h"
 
 #define LOGGER "controller"
@@ -236,12 +237,9 @@ int kop_workers_start(struct kop_workers *w)
     if (w->started > 0)
         return -EALREADY;
     for (int i = 0; i < w->n; i++) {
-        int e = pthread_create(&w->threads[i], NULL, worker_main, w);
-        if (e != 0)
-            return -e;  /* the ones started are joined by stop/free */
-        char tname[16]; /* the kernel keeps 15 bytes */
-        snprintf(tname, sizeof(tname), "worker-%u", (unsigned)i % 10000u);
-        pthread_setname_np(w->threads[i], tname);
+        int r = kop_thread_start(&w->threads[i], worker_main, w, "worker-%d", i);
+        if (r < 0)
+            return r; /* the ones started are joined by stop/free */
         w->started++;
     }
     return 0;

@@ -44,6 +44,7 @@
 #include "kop/hash.h"
 #include "kop/metrics.h"
 #include "kop/ratelimit.h"
+#include "kop/thread.h"
 
 #define DEFAULT_BASE_DELAY_NS (5 * KOP_NSEC_PER_MSEC)
 #define DEFAULT_MAX_DELAY_NS (1000 * KOP_NSEC_PER_SEC)
@@ -554,7 +555,7 @@ int kop_workqueue_new(const struct kop_workqueue_options *opt, struct kop_workqu
     kop_clock_cond_init(&q->timer_cond);
     if (opt->name)
         register_metrics(q, opt);
-    r = -pthread_create(&q->timer, NULL, timer_main, q);
+    r = kop_thread_start(&q->timer, timer_main, q, "wq-timer");
     if (r < 0) {
         pthread_cond_destroy(&q->cond);
         pthread_cond_destroy(&q->drain_cond);
@@ -562,7 +563,6 @@ int kop_workqueue_new(const struct kop_workqueue_options *opt, struct kop_workqu
         pthread_mutex_destroy(&q->lock);
         goto out;
     }
-    pthread_setname_np(q->timer, "wq-timer");
     q->timer_started = true;
     *ret = q;
     return 0;

@@ -93,6 +93,7 @@
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/netaddr.h"
+#include "kop/thread.h"
 #include "kop/trace.h"
 
 #define LOGGER "http"
@@ -1719,9 +1720,8 @@ int kop_http_server_start(struct kop_http_server *srv)
     if (heavy) {
         srv->lane = calloc(threads, sizeof(*srv->lane));
         for (unsigned i = 0; srv->lane && i < threads; i++) {
-            if (pthread_create(&srv->lane[i], NULL, lane_main, srv) != 0)
+            if (kop_thread_start(&srv->lane[i], lane_main, srv, "http-lane") < 0)
                 break;
-            pthread_setname_np(srv->lane[i], "http-lane");
             srv->n_lane++; /* before MHD's threads start, which read it */
         }
     }
@@ -1753,10 +1753,8 @@ int kop_http_server_start(struct kop_http_server *srv)
     }
     pthread_mutex_lock(&srv->lock);
     srv->mhd = d;
-    if (pthread_create(&srv->ticker, NULL, ticker_main, srv) == 0) {
+    if (kop_thread_start(&srv->ticker, ticker_main, srv, "http-ticker") == 0)
         srv->ticker_running = true;
-        pthread_setname_np(srv->ticker, "http-ticker");
-    }
     pthread_mutex_unlock(&srv->lock);
     return 0;
 }

@@ -32,6 +32,7 @@
 #include "kop/json.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/thread.h"
 
 #define LOGGER "otlp"
 #define QUEUE_DEFAULT 2048
@@ -329,10 +330,9 @@ int kop_otlp_new(const struct kop_otlp_options *opts, struct kop_otlp **ret)
     o->drop_failed = counter(m, p, "trace_spans_dropped_total", drop_help, "export_failed");
     o->drop_shutdown = counter(m, p, "trace_spans_dropped_total", drop_help, "shutdown");
 
-    r = -pthread_create(&o->thread, NULL, exporter_main, o);
+    r = kop_thread_start(&o->thread, exporter_main, o, "otlp-export");
     if (r < 0)
         goto out;
-    pthread_setname_np(o->thread, "otlp-export");
     o->started = true;
     *ret = o;
     return 0;

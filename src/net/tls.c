@@ -164,6 +164,7 @@
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/netaddr.h"
+#include "kop/thread.h"
 
 #define LOGGER "tls"
 #define BUF_SIZE 16384
@@ -1913,17 +1914,15 @@ int kop_tls_start(struct kop_tls *t)
     }
     /* The handshake worker first: the loop hands it steps from the start.
      * Without it (thread creation failed) the loop runs them itself. */
-    if (pthread_create(&t->hw_thread, NULL, hw_main, t) == 0) {
+    if (kop_thread_start(&t->hw_thread, hw_main, t, "tls-handshake") == 0)
         t->hw_started = true;
-        pthread_setname_np(t->hw_thread, "tls-handshake");
-    } else
+    else
         kop_logf(KOP_LOG_WARN, LOGGER, "no handshake thread: handshakes run on the TLS loop");
-    int r = pthread_create(&t->thread, NULL, loop_main, t);
-    if (r != 0) {
+    int r = kop_thread_start(&t->thread, loop_main, t, "tls-loop");
+    if (r < 0) {
         hw_stop(t);
-        return -r;
+        return r;
     }
-    pthread_setname_np(t->thread, "tls-loop");
     t->thread_started = true;
     atomic_store(&t->ready, true);
     return 0;

@@ -29,6 +29,7 @@
 #include "kop/myresource.h"
 #include "kop/reconciler.h"
 #include "kop/store.h"
+#include "kop/thread.h"
 #include "kop/trace.h"
 #include "kop/workers.h"
 #include "kop/workqueue.h"
@@ -822,10 +823,8 @@ int kop_controller_start(struct kop_controller *c)
     if (r == 0)
         r = kop_informer_start(c->inf_myr);
     if (r == 0) {
-        r = -pthread_create(&c->resync, NULL, resync_main, c);
+        r = kop_thread_start(&c->resync, resync_main, c, "resync");
         c->resync_started = r == 0;
-        if (c->resync_started)
-            pthread_setname_np(c->resync, "resync");
     }
     if (r == 0)
         r = kop_workers_start(c->workers);

@@ -48,6 +48,7 @@
 #include "kop/json.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
+#include "kop/thread.h"
 
 #define LOGGER "migrator"
 #define SVM_GROUP "storagemigration.k8s.io"
@@ -794,10 +795,9 @@ int kop_migrator_start(struct kop_migrator *m)
 {
     if (m->started)
         return -EALREADY;
-    int e = pthread_create(&m->thread, NULL, migrator_main, m);
-    if (e != 0)
-        return -e;
-    pthread_setname_np(m->thread, "migrator");
+    int r = kop_thread_start(&m->thread, migrator_main, m, "migrator");
+    if (r < 0)
+        return r;
     m->started = true;
     return 0;
 }

@@ -57,6 +57,7 @@
 #include "kop/membership.h"
 #include "kop/metrics.h"
 #include "kop/myresource.h"
+#include "kop/thread.h"
 
 #define LOGGER "sharder"
 
@@ -678,10 +679,8 @@ int kop_sharder_start(struct kop_sharder *s)
 {
     if (s->started)
         return -EALREADY;
-    int r = -pthread_create(&s->thread, NULL, sharder_main, s);
+    int r = kop_thread_start(&s->thread, sharder_main, s, "sharder");
     s->started = r == 0;
-    if (s->started)
-        pthread_setname_np(s->thread, "sharder");
     return r;
 }
 
