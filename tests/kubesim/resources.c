@@ -703,19 +703,18 @@ json_t *ks_openapi_root(struct ks_server *ks)
     return json_pack("{s:o}", "paths", paths);
 }
 
+/* The API conventions document the descriptions point to. */
+#define CONVENTIONS                                                                                \
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
 /* TypeMeta's two fields, as the apiserver's documents describe them. */
 #define TYPEMETA_APIVERSION                                                                        \
     "APIVersion defines the versioned schema of this representation of an object. Servers "        \
     "should convert recognized schemas to the latest internal value, and may reject "              \
-    "unrecognized values. More info: "                                                             \
-    "https://git.k8s.io/community/contributors/devel/sig-architecture/"                            \
-    "api-conventions.md#resources"
+    "unrecognized values. More info: " CONVENTIONS "#resources"
 #define TYPEMETA_KIND                                                                              \
     "Kind is a string value representing the REST resource this object represents. Servers may "   \
     "infer this from the endpoint the client submits requests to. Cannot be updated. In "          \
-    "CamelCase. More info: "                                                                       \
-    "https://git.k8s.io/community/contributors/devel/sig-architecture/"                            \
-    "api-conventions.md#types-kinds"
+    "CamelCase. More info: " CONVENTIONS "#types-kinds"
 #define V3_META "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1."
 
 /* The definition name the apiserver gives a CRD kind: kube-openapi's
@@ -766,9 +765,7 @@ static void crd_schemas(json_t *schemas, const struct ks_res *def, const struct 
         json_object_set_new(
             props, "metadata",
             json_pack("{s:[{s:s}],s:s}", "allOf", "$ref", V3_META "ObjectMeta", "description",
-                      "Standard object's metadata. More info: "
-                      "https://git.k8s.io/community/contributors/devel/sig-architecture/"
-                      "api-conventions.md#metadata"));
+                      "Standard object's metadata. More info: " CONVENTIONS "#metadata"));
     }
     json_object_set_new(
         s, "x-kubernetes-group-version-kind",
@@ -776,10 +773,7 @@ static void crd_schemas(json_t *schemas, const struct ks_res *def, const struct 
     char *name = crd_definition_name(def->group, v->name, def->kind);
     char *ref = ks_printf("#/components/schemas/%s", name);
     char *list_desc = ks_printf("%s is a list of %s", def->list_kind, def->kind);
-    char *items_desc = ks_printf(
-        "List of %s. More info: "
-        "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md",
-        def->plural);
+    char *items_desc = ks_printf("List of %s. More info: " CONVENTIONS, def->plural);
     json_t *list = json_pack(
         "{s:s,s:[s],s:s,s:{s:{s:s,s:s},s:{s:s,s:s},s:{s:s,s:s,s:{s:s}},s:{s:[{s:s}],s:s}},"
         "s:[{s:s,s:s,s:s}]}",
@@ -787,9 +781,7 @@ static void crd_schemas(json_t *schemas, const struct ks_res *def, const struct 
         "description", TYPEMETA_APIVERSION, "type", "string", "kind", "description", TYPEMETA_KIND,
         "type", "string", "items", "description", items_desc, "type", "array", "items", "$ref", ref,
         "metadata", "allOf", "$ref", V3_META "ListMeta", "description",
-        "Standard list metadata. More info: "
-        "https://git.k8s.io/community/contributors/devel/sig-architecture/"
-        "api-conventions.md#types-kinds",
+        "Standard list metadata. More info: " CONVENTIONS "#types-kinds",
         "x-kubernetes-group-version-kind", "group", def->group, "kind", def->list_kind, "version",
         v->name);
     char *list_name = crd_definition_name(def->group, v->name, def->list_kind);
