@@ -602,7 +602,13 @@ static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
         free(err);
         return obj;
     }
-    json_t *v = json_loadb(q->body, q->body_len, 0, &jerr);
+    /* A merge or JSON patch is decoded as any JSON value: its shape is
+     * answered by patch_body_shape as the apiserver answers it. */
+    size_t flags = 0;
+    if (q->content_type && (strncmp(q->content_type, "application/merge-patch+json", 28) == 0 ||
+                            strncmp(q->content_type, "application/json-patch+json", 27) == 0))
+        flags = JSON_DECODE_ANY;
+    json_t *v = json_loadb(q->body, q->body_len, flags, &jerr);
     if (!v && is_apply(q)) { /* apply-patch+yaml: YAML or JSON */
         char *err = NULL;
         v = ks_yaml_load(q->body, q->body_len, &err);
@@ -1963,6 +1969,125 @@ out:
     return rc;
 }
 
+/* encoding/json's name for the type of a JSON value, as in its
+ * "cannot unmarshal array into ..." errors. */
+static const char *go_json_type(const json_t *v)
+{
+    return json_is_object(v)    ? "object"
+           : json_is_array(v)   ? "array"
+           : json_is_string(v)  ? "string"
+           : json_is_number(v)  ? "number"
+           : json_is_boolean(v) ? "bool"
+                                : "null";
+}
+
+/* At most this many operations in a JSON patch (the apiserver's
+ * maxJSONPatchOperations). */
+#define KS_MAX_JSON_PATCH_OPS 10000
+
+/*
+ * The shape of a merge or JSON patch, checked before it is applied as the
+ * apiserver does (apiserver/pkg/endpoints/handlers/patch.go,
+ * jsonPatcher.applyJSPatch). Under fieldValidation Warn (the default) and
+ * Strict the patch is first decoded into its Go type: a merge patch into
+ * map[string]interface{}, a JSON patch into []jsonPatchOp (op, path, from:
+ * strings), each failure a 400 "error decoding patch: json: cannot
+ * unmarshal ...". Then json-patch decodes it itself: a JSON patch that is
+ * not an array of objects is a 400 (with Ignore, the only check), one of
+ * more than 10,000 operations a 413. A merge patch that is not an object
+ * is json-patch's ErrBadJSONPatch (400 "Invalid JSON Patch"), except an
+ * array, which MergePatch takes as the whole new document and which then
+ * fails to decode as an object (422 on the field "patch"). A null JSON
+ * patch decodes to no operations (the object is unchanged).
+ * 0 when the patch may be applied, else -EINVAL with the answer in r.
+ */
+static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json_t *body,
+                            struct ks_reply *r)
+{
+    if (pk != PATCH_MERGE && pk != PATCH_JSON)
+        return 0;
+    if (pk == PATCH_MERGE && json_is_object(body))
+        return 0;
+    enum ks_field_validation mode;
+    if (field_validation(q, &mode, r) != 0)
+        return -EINVAL;
+    bool typed = mode != KS_FV_IGNORE;
+    char *msg = NULL;
+    if (pk == PATCH_MERGE) {
+        if (typed && !json_is_null(body)) {
+            msg = ks_printf("error decoding patch: json: cannot unmarshal %s into Go value of type "
+                            "map[string]interface {}",
+                            go_json_type(body));
+        } else if (json_is_array(body)) {
+            char *doc = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+            char *m = ks_printf("Invalid value: \"%s\": json: cannot unmarshal array into Go "
+                                "value of type map[string]interface {}",
+                                doc ? doc : "");
+            char *full = ks_printf(" \"\" is invalid: patch: %s", m);
+            ks_reply_status(
+                r, 422, "Invalid", full,
+                json_pack("{s:o}", "causes", one_cause("FieldValueInvalid", "patch", m)));
+            free(full);
+            free(m);
+            free(doc);
+            return -EINVAL;
+        } else {
+            msg = ks_strdup("Invalid JSON Patch");
+        }
+        reply_bad_request(r, msg);
+        free(msg);
+        return -EINVAL;
+    }
+    if (json_is_null(body))
+        return 0;
+    if (!json_is_array(body)) {
+        msg = typed ? ks_printf("error decoding patch: json: cannot unmarshal %s into Go value of "
+                                "type []handlers.jsonPatchOp",
+                                go_json_type(body))
+                    : ks_printf("json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
+                                go_json_type(body));
+    }
+    size_t i;
+    json_t *op;
+    json_array_foreach(body, i, op)
+    {
+        if (msg)
+            break;
+        if (!json_is_object(op) && !json_is_null(op)) {
+            msg = typed ? ks_printf("error decoding patch: json: cannot unmarshal %s into Go value "
+                                    "of type handlers.jsonPatchOp",
+                                    go_json_type(op))
+                        : ks_printf("json: cannot unmarshal %s into Go value of type "
+                                    "jsonpatch.Operation",
+                                    go_json_type(op));
+            break;
+        }
+        static const char *const str_fields[] = {"op", "path", "from"};
+        for (size_t f = 0; typed && f < sizeof(str_fields) / sizeof(str_fields[0]); f++) {
+            json_t *v = json_object_get(op, str_fields[f]);
+            if (v && !json_is_string(v) && !json_is_null(v)) {
+                msg = ks_printf("error decoding patch: json: cannot unmarshal %s into Go struct "
+                                "field jsonPatchOp.%s of type string",
+                                go_json_type(v), str_fields[f]);
+                break;
+            }
+        }
+    }
+    if (msg) {
+        reply_bad_request(r, msg);
+        free(msg);
+        return -EINVAL;
+    }
+    if (json_array_size(body) > KS_MAX_JSON_PATCH_OPS) {
+        msg = ks_printf("The allowed maximum operations in a JSON patch is %d, got %zu",
+                        KS_MAX_JSON_PATCH_OPS, json_array_size(body));
+        ks_reply_status(r, 413, "RequestEntityTooLarge", msg, NULL);
+        free(msg);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static void do_update(struct ks_api_req *q, const struct ks_res *def, const char *key, json_t *body,
                       enum patch_kind pk, bool dry, struct ks_reply *r)
 {
@@ -1981,6 +2106,8 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
     if (pk == PATCH_NONE) {
         if (check_put_body(q, def, body, &body_rv, r) != 0)
             return;
+    } else if (patch_body_shape(q, pk, body, r) != 0) {
+        return;
     } else if (pk == PATCH_STRATEGIC && !def->typed) {
         ks_reply_status(r, 415, "UnsupportedMediaType",
                         "the body of the request was in an unknown format - accepted media types "
@@ -2345,6 +2472,10 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
         body = parse_body(q, r);
         if (!body)
             return;
+        if (patch_body_shape(q, pk, body, r) != 0) {
+            json_decref(body);
+            return;
+        }
     }
     for (int attempt = 0; attempt < 8; attempt++) {
         pthread_mutex_lock(&ks->lock);

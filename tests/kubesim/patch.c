@@ -439,6 +439,8 @@ static int pointer_add(json_t *doc, const char *ptr, json_t *value, bool replace
 
 json_t *ks_json_patch(const json_t *target, const json_t *patch, char **ret_err)
 {
+    if (json_is_null(patch)) /* json-patch decodes null as no operations */
+        return json_deep_copy(target);
     if (!json_is_array(patch)) {
         *ret_err = ks_strdup("json patch must be an array of operations");
         return NULL;

@@ -122,6 +122,26 @@ k patch myresources.v1.mygroup.example.com example-resource --type merge \
 wait_for "$work/watch.log" 'MODIFIED' || fail "watch saw no MODIFIED event: $(cat "$work/watch.log")"
 kill "$watch_pid" 2>/dev/null || true
 
+# Patches of the wrong shape get the apiserver's answers (jsonPatcher.applyJSPatch
+# in apiserver/pkg/endpoints/handlers/patch.go, fieldValidation Strict from kubectl).
+bad_patch() { # bad_patch TYPE PATCH EXPECTED-MESSAGE
+  if k patch myresources.v1.mygroup.example.com example-resource --type "$1" -p "$2" \
+    >"$work/patch.log" 2>&1; then
+    fail "$1 patch $2 was applied"
+  fi
+  grep -qF "$3" "$work/patch.log" || fail "$1 patch $2: $(cat "$work/patch.log")"
+}
+bad_patch merge '[1,2]' \
+  'Error from server (BadRequest): error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}'
+bad_patch merge 'null' 'Error from server (BadRequest): Invalid JSON Patch'
+bad_patch json '{"op":"add"}' \
+  'error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp'
+bad_patch json '[{"op":1,"path":"/spec"}]' \
+  'json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string'
+k patch myresources.v1.mygroup.example.com example-resource --type json -p 'null' \
+  >"$work/patch.log" 2>&1 || fail "a null JSON patch (no operations): $(cat "$work/patch.log")"
+grep -q 'patched (no change)' "$work/patch.log" || fail "null JSON patch: $(cat "$work/patch.log")"
+
 # kubectl get prints the server's columns (Table output).
 k get myresources.v1.mygroup.example.com >"$work/table.log" 2>&1 || fail "get table"
 grep -Eq '^NAME +REPLICAS +READY +IMAGE +AGE' "$work/table.log" ||
