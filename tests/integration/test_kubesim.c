@@ -884,6 +884,63 @@ START_TEST(test_kubesim_list_snapshot)
 }
 END_TEST
 
+/* The 422 of ValidateListOptions for QUERY (on configmaps), its message. */
+static void list_options_invalid(const char *query, const char *message)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/configmaps?%s", query);
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
+    ck_assert_msg(r.code == 422, "%s: %ld %s", query, r.code, r.body);
+    json_t *st = json_loads(r.body, 0, NULL);
+    ck_assert_str_eq(jpath(st, "reason", NULL), "Invalid");
+    ck_assert_str_eq(jpath(st, "message", NULL), message);
+    ck_assert_str_eq(jpath(st, "details", "kind"), "ListOptions");
+    ck_assert_str_eq(jpath(st, "details", "group"), "meta.k8s.io");
+    json_decref(st);
+    kop_test_resp_free(&r);
+}
+
+/* resourceVersionMatch and sendInitialEvents in the combinations the
+ * apiserver's ValidateListOptions refuses (apimachinery/pkg/apis/meta/
+ * internalversion/validation); the allowed ones still answer. */
+START_TEST(test_kubesim_list_options_validated)
+{
+    list_options_invalid("resourceVersionMatch=NotOlderThan",
+                         "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                         "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
+                         "provided");
+    list_options_invalid("resourceVersion=0&resourceVersionMatch=Exact",
+                         "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                         "Forbidden: resourceVersionMatch \"exact\" is forbidden for "
+                         "resourceVersion \"0\"");
+    list_options_invalid("resourceVersionMatch=Newest",
+                         "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: "
+                         "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
+                         "provided, resourceVersionMatch: Unsupported value: \"Newest\": "
+                         "supported values: \"Exact\", \"NotOlderThan\", \"\"]");
+    list_options_invalid("sendInitialEvents=true",
+                         "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: "
+                         "Forbidden: sendInitialEvents is forbidden for list");
+    list_options_invalid("watch=1&resourceVersionMatch=NotOlderThan",
+                         "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                         "Forbidden: resourceVersionMatch is forbidden for watch unless "
+                         "sendInitialEvents is provided");
+    list_options_invalid("watch=1&sendInitialEvents=true",
+                         "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+                         "Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                         "NotOlderThan");
+    list_options_invalid("watch=1&sendInitialEvents=true&resourceVersionMatch=Exact",
+                         "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: "
+                         "Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                         "NotOlderThan, resourceVersionMatch: Unsupported value: \"Exact\": "
+                         "supported values: \"NotOlderThan\"]");
+    json_decref(request_json(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?resourceVersion=0&resourceVersionMatch=NotOlderThan",
+        NULL, 200));
+}
+END_TEST
+
 #define TABLE_ACCEPT                                                                               \
     "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"    \
     "g=meta.k8s.io,application/json"
@@ -2098,6 +2155,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_faults);
     tcase_add_test(tc, test_kubesim_stats);
     tcase_add_test(tc, test_kubesim_list_snapshot);
+    tcase_add_test(tc, test_kubesim_list_options_validated);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
     tcase_add_test(tc, test_kubesim_protobuf);

@@ -98,11 +98,12 @@ static void reply_internal(struct ks_reply *r, const char *msg)
     ks_reply_status(r, 500, NULL, msg, NULL);
 }
 
-/* 422 with causes (@ref steal causes). */
-static void reply_invalid(struct ks_reply *r, const struct ks_res *def, const char *name,
-                          json_t *causes)
+/* 422 with causes for an object of kind KIND in GROUP ("" for core) named
+ * NAME, as apimachinery's errors.NewInvalid (@ref steal causes). */
+static void reply_invalid_gk(struct ks_reply *r, const char *group, const char *kind,
+                             const char *name, json_t *causes)
 {
-    char *kind = def->group[0] ? ks_printf("%s.%s", def->kind, def->group) : ks_strdup(def->kind);
+    char *qkind = group[0] ? ks_printf("%s.%s", kind, group) : ks_strdup(kind);
     char *list = ks_strdup("");
     size_t i;
     json_t *c;
@@ -116,18 +117,27 @@ static void reply_invalid(struct ks_reply *r, const struct ks_res *def, const ch
         list = n;
     }
     char *msg = json_array_size(causes) > 1
-                    ? ks_printf("%s \"%s\" is invalid: [%s]", kind, name, list)
-                    : ks_printf("%s \"%s\" is invalid: %s", kind, name, list);
+                    ? ks_printf("%s \"%s\" is invalid: [%s]", qkind, name, list)
+                    : ks_printf("%s \"%s\" is invalid: %s", qkind, name, list);
     json_t *details = json_object();
-    json_object_set_new(details, "name", json_string(name));
-    if (def->group[0])
-        json_object_set_new(details, "group", json_string(def->group));
-    json_object_set_new(details, "kind", json_string(def->kind));
+    if (name[0]) /* StatusDetails.Name is omitempty */
+        json_object_set_new(details, "name", json_string(name));
+    if (group[0])
+        json_object_set_new(details, "group", json_string(group));
+    if (kind[0])
+        json_object_set_new(details, "kind", json_string(kind));
     json_object_set_new(details, "causes", causes);
     ks_reply_status(r, 422, "Invalid", msg, details);
     free(msg);
     free(list);
-    free(kind);
+    free(qkind);
+}
+
+/* 422 with causes for an object of def's kind (@ref steal causes). */
+static void reply_invalid(struct ks_reply *r, const struct ks_res *def, const char *name,
+                          json_t *causes)
+{
+    reply_invalid_gk(r, def->group, def->kind, name, causes);
 }
 
 static json_t *one_cause(const char *reason, const char *field, const char *message)
@@ -179,6 +189,73 @@ int ks_query_int(struct ks_api_req *q, const char *name, long long dflt, long lo
 static const char *str_or(const char *s, const char *dflt)
 {
     return s ? s : dflt;
+}
+
+/* One cause of ValidateListOptions on FIELD: "Forbidden: DETAIL", or with
+ * SUPPORTED the NotSupported of the value VALUE. */
+static void lo_cause(json_t *causes, const char *field, const char *detail, const char *value,
+                     const char *supported)
+{
+    char *m = supported
+                  ? ks_printf("Unsupported value: \"%s\": supported values: %s", value, supported)
+                  : ks_printf("Forbidden: %s", detail);
+    json_array_append_new(causes,
+                          json_pack("{s:s,s:s,s:s}", "reason",
+                                    supported ? "FieldValueNotSupported" : "FieldValueForbidden",
+                                    "message", m, "field", field));
+    free(m);
+}
+
+int ks_list_options_check(struct ks_api_req *q, bool watch, struct ks_reply *r)
+{
+    static const char rvm[] = "resourceVersionMatch";
+    const char *match = ks_query(q, rvm);
+    const char *rv = ks_query(q, "resourceVersion");
+    const char *cont = ks_query(q, "continue");
+    bool initial = ks_query(q, "sendInitialEvents") != NULL;
+    bool has_match = match && *match;
+    bool has_cont = cont && *cont;
+    json_t *causes = json_array();
+    /* In validation.go's order, so that the message lists them alike. */
+    if (watch) {
+        if (initial && !(has_match && strcmp(match, "NotOlderThan") == 0))
+            lo_cause(causes, rvm,
+                     "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                     NULL, NULL);
+        if (has_match && !initial)
+            lo_cause(causes, rvm,
+                     "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                     "provided",
+                     NULL, NULL);
+        if (has_match && strcmp(match, "NotOlderThan") != 0)
+            lo_cause(causes, rvm, NULL, match, "\"NotOlderThan\"");
+        if (has_match && has_cont)
+            lo_cause(causes, rvm, "resourceVersionMatch is forbidden when continue is provided",
+                     NULL, NULL);
+    } else {
+        if (has_match && !(rv && *rv))
+            lo_cause(causes, rvm,
+                     "resourceVersionMatch is forbidden unless resourceVersion is provided", NULL,
+                     NULL);
+        if (has_match && has_cont)
+            lo_cause(causes, rvm, "resourceVersionMatch is forbidden when continue is provided",
+                     NULL, NULL);
+        if (has_match && strcmp(match, "Exact") != 0 && strcmp(match, "NotOlderThan") != 0)
+            lo_cause(causes, rvm, NULL, match, "\"Exact\", \"NotOlderThan\", \"\"");
+        if (has_match && strcmp(match, "Exact") == 0 && rv && strcmp(rv, "0") == 0)
+            lo_cause(causes, rvm,
+                     "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"", NULL,
+                     NULL);
+        if (initial)
+            lo_cause(causes, "sendInitialEvents", "sendInitialEvents is forbidden for list", NULL,
+                     NULL);
+    }
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return 0;
+    }
+    reply_invalid_gk(r, "meta.k8s.io", "ListOptions", "", causes);
+    return -EINVAL;
 }
 
 static const char *meta_str(const json_t *obj, const char *k)
@@ -676,12 +753,12 @@ static int field_validation(struct ks_api_req *q, enum ks_field_validation *mode
         const char *opts = strcmp(q->verb, "create") == 0  ? "CreateOptions"
                            : strcmp(q->verb, "patch") == 0 ? "PatchOptions"
                                                            : "UpdateOptions";
-        char *msg = ks_printf("%s.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
-                              "value: \"%s\": supported values: \"\", \"Ignore\", \"Strict\", "
-                              "\"Warn\"",
-                              opts, fv);
-        ks_reply_status(r, 422, "Invalid", msg, NULL);
-        free(msg);
+        char *m = ks_printf("Unsupported value: \"%s\": supported values: \"\", \"Ignore\", "
+                            "\"Strict\", \"Warn\"",
+                            fv);
+        reply_invalid_gk(r, "meta.k8s.io", opts, "",
+                         one_cause("FieldValueNotSupported", "fieldValidation", m));
+        free(m);
         return -EINVAL;
     }
     if (q->ks->strict_fields)
@@ -1179,6 +1256,9 @@ static int parse_list_opts(struct ks_api_req *q, const struct ks_res *def, struc
         return -EINVAL;
     }
     o->limit = lim > 0 ? (long)lim : 0;
+    /* After decoding the parameters, as ListResource does. */
+    if (ks_list_options_check(q, false, r) != 0)
+        return -EINVAL;
     const char *cont = ks_query(q, "continue");
     if (cont && *cont) {
         size_t n = 0;
@@ -2023,11 +2103,7 @@ static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json
             char *m = ks_printf("Invalid value: \"%s\": json: cannot unmarshal array into Go "
                                 "value of type map[string]interface {}",
                                 doc ? doc : "");
-            char *full = ks_printf(" \"\" is invalid: patch: %s", m);
-            ks_reply_status(
-                r, 422, "Invalid", full,
-                json_pack("{s:o}", "causes", one_cause("FieldValueInvalid", "patch", m)));
-            free(full);
+            reply_invalid_gk(r, "", "", "", one_cause("FieldValueInvalid", "patch", m));
             free(m);
             free(doc);
             return -EINVAL;

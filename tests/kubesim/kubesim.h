@@ -695,6 +695,11 @@ const char *ks_query(struct ks_api_req *q, const char *name);
  * are false; anything else, the empty string included, is true. */
 bool ks_param_bool(const char *v);
 bool ks_query_bool(struct ks_api_req *q, const char *name);
+/* The apiserver's ValidateListOptions (apimachinery/pkg/apis/meta/
+ * internalversion/validation, WatchList enabled) on a list, deletecollection
+ * or watch: resourceVersionMatch and sendInitialEvents in the combinations
+ * it allows. 0, or -EINVAL with its 422 (ListOptions.meta.k8s.io) in r. */
+int ks_list_options_check(struct ks_api_req *q, bool watch, struct ks_reply *r);
 /* An integer query parameter (strconv.ParseInt): 0 with *ret set (absent
  * or empty: dflt), or -EINVAL with *ret_msg the apiserver's 400 message
  * (malloc'd). */

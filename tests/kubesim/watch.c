@@ -386,6 +386,10 @@ void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_re
         watcher_free(w);
         return;
     }
+    if (ks_list_options_check(q, true, r) != 0) {
+        watcher_free(w);
+        return;
+    }
     /* A watch on a single object: /.../name?watch=1 means metadata.name=name. */
     if (q->name) {
         char *sel = ks_printf("metadata.name=%s", q->name);
