@@ -1583,6 +1583,39 @@ static bool is_apply(const struct ks_api_req *q)
     return q->content_type && strncmp(q->content_type, "application/apply-patch+yaml", 28) == 0;
 }
 
+/*
+ * ObjectMeta as the apiserver's decoder leaves it: every member of
+ * metav1.ObjectMeta is omitempty, so an empty labels or annotations map,
+ * an empty finalizers or ownerReferences list and an empty generateName do
+ * not survive the round trip through the Go struct (built-in kinds) or the
+ * custom resource decoder's metadata coercion (apiextensions-apiserver's
+ * objectmeta.Coerce: GetObjectMeta, then SetObjectMeta). A client-side
+ * apply or `kubectl diff` that sends `"annotations": {}` sees none back.
+ * (An empty managedFields list is left to the field manager, which reads
+ * it as "keep them".)
+ */
+static void coerce_object_meta(json_t *obj)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md))
+        return;
+    static const char *const maps[] = {"labels", "annotations"};
+    static const char *const lists[] = {"finalizers", "ownerReferences"};
+    for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+        json_t *v = json_object_get(md, maps[i]);
+        if (json_is_object(v) && json_object_size(v) == 0)
+            json_object_del(md, maps[i]);
+    }
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        json_t *v = json_object_get(md, lists[i]);
+        if (json_is_array(v) && json_array_size(v) == 0)
+            json_object_del(md, lists[i]);
+    }
+    const char *gn = json_string_value(json_object_get(md, "generateName"));
+    if (gn && !*gn)
+        json_object_del(md, "generateName");
+}
+
 static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj, bool dry,
                       struct ks_reply *r)
 {
@@ -1638,6 +1671,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     const struct ks_version *ver = ks_res_version(def, q->version);
     if (ver && ver->status)
         json_object_del(obj, "status");
+    coerce_object_meta(obj);
     if (typed_check(q, def, obj, name, r) != 0)
         goto out;
     if (is_crd(def))
@@ -1989,6 +2023,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         if (check_type(def, q->version, next, r) != 0)
             goto out;
     }
+    coerce_object_meta(next);
     if (typed_check(q, def, next, q->name, r) != 0)
         goto out;
     if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
