@@ -16,12 +16,14 @@
 #     message);
 #   - someone deletes the Service: kop puts it back;
 #   - the leader stops (SIGTERM): it releases the Lease and the other
-#     replica takes over at once.
+#     replica takes over at once; the webhooks keep answering through it.
 #
 # Wiring: kubesim starts first and writes the kubeconfig; both replicas
-# serve the webhooks on ports the kernel picks; then kubesim is told where
-# the webhook Service (kop-system/kop-webhook-service) goes, with POST
-# /_kubesim/services: to kop-a, as a Service with one ready endpoint would.
+# serve the webhooks on ports the kernel picks; then kubesim is told the
+# endpoints of the webhook Service (kop-system/kop-webhook-service) with
+# POST /_kubesim/endpoints: both replicas, ready, as the EndpointSlice
+# controller writes them. When the leader gets SIGTERM its endpoint turns
+# not ready first (a terminating pod's), so calls go to the other replica.
 #
 #   scripts/demo.sh          run, show, stop everything
 #   scripts/demo.sh --keep   leave kubesim and both replicas running
@@ -121,14 +123,32 @@ for _ in $(seq 300); do
 done
 echo "both replicas ready (/readyz 200)"
 
-step "the webhook Service kop-system/kop-webhook-service goes to kop-a (POST /_kubesim/services)"
-port=$(log_port "$work/kop-a.log" "serving webhook")
-[ -n "$port" ] || die "no webhook port in kop-a's log"
-mapping="{\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"target\":\"127.0.0.1:$port\"}"
-echo "\$ curl -X POST $url/_kubesim/services -d '$mapping'"
-curl -sS --fail --cacert "$work/kubesim-ca.pem" -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -X POST --data-binary "$mapping" \
-  "$url/_kubesim/services" || die "POST /_kubesim/services"
+step "the webhook Service kop-system/kop-webhook-service has both replicas as endpoints"
+declare -A wport
+for r in kop-a kop-b; do
+  wport[$r]=$(log_port "$work/$r.log" "serving webhook")
+  [ -n "${wport[$r]}" ] || die "no webhook port in $r's log"
+done
+# endpoints READY-A READY-B: the Service's EndpointSlice as the controller
+# writes it (a terminating pod's endpoint is not ready); new connections see
+# it after kubesim's propagation delay (1 s), which the wait below covers.
+endpoints() {
+  local set="{\"service\":\"kop-system/kop-webhook-service\",\"endpoints\":[{\"address\":\"127.0.0.1:${wport[kop-a]}\",\"ready\":$1},{\"address\":\"127.0.0.1:${wport[kop-b]}\",\"ready\":$2}]}"
+  echo "\$ curl -X POST $url/_kubesim/endpoints -d '$set'"
+  curl -sS --fail --cacert "$work/kubesim-ca.pem" -H "Authorization: Bearer $token" \
+    -H 'Content-Type: application/json' -X POST --data-binary "$set" \
+    "$url/_kubesim/endpoints" >/dev/null || die "POST /_kubesim/endpoints"
+}
+active() { # the endpoint set new connections use, as "ADDRESS:READY ..."
+  curl -sS --cacert "$work/kubesim-ca.pem" -H "Authorization: Bearer $token" \
+    "$url/_kubesim/endpoints" | python3 -c 'import json, sys
+for s in json.load(sys.stdin)["services"]:
+    if s["name"] == "kop-webhook-service":
+        print(" ".join("%s:%s" % (e["address"], str(e.get("ready", True)).lower()) for e in s["active"]))'
+}
+endpoints true true
+poll 50 "127.0.0.1:${wport[kop-a]}:true 127.0.0.1:${wport[kop-b]}:true" active >/dev/null ||
+  die "the endpoints did not take effect"
 
 step "applying the seed MyResource (v1; the validating webhook admits it)"
 sed -n '/^apiVersion/,$p' manifests/samples/myresource.yaml
@@ -204,6 +224,9 @@ k get events --field-selector involvedObject.name=example-resource 2>/dev/null |
 
 step "the leader ($leader) gets SIGTERM: it releases the Lease and $follower takes over"
 t0=$(date +%s%N)
+# The pod is terminating: its endpoint stops being ready while kop keeps
+# serving through --shutdown-delay, so no webhook call meets a closed port.
+if [ "$leader" = kop-a ]; then endpoints false true; else endpoints true false; fi
 kill -TERM "${pid[$leader]}"
 rc=0
 wait "${pid[$leader]}" 2>/dev/null || rc=$?
@@ -216,6 +239,10 @@ wait_for "$work/$follower.log" '"msg":"became leader, reconciling"' 200 ||
 ms=$((($(date +%s%N) - t0) / 1000000))
 echo "$follower leads $ms ms after the SIGTERM (an expired lease would take 15 s)"
 k get lease -n kop-system kop-leader -o jsonpath='holder: {.spec.holderIdentity}  transitions: {.spec.leaseTransitions}{"\n"}'
+echo "the webhooks still answer, through $follower:"
+k get myresources.v2.mygroup.example.com example-resource \
+  -o jsonpath='{.apiVersion} {.metadata.name} replicas={.spec.replicas}{"\n"}' ||
+  die "the conversion webhook does not answer after the handover"
 
 step "done"
 echo "Two kop replicas served the conversion and admission webhooks through kubesim;"
