@@ -1425,20 +1425,19 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     struct req *rq = *con_cls;
     if (!rq)
         return MHD_NO; /* URI callback failed (ENOMEM) */
-    url = target_path(url);
     if (*upload_data_size)
         track_body(rq->srv, conn, *upload_data_size);
     switch (rq->state) {
     case REQ_NEW: {
         track_phase(rq->srv, conn, TP_BUSY);
-        enum MHD_Result res = begin_request(conn, rq, url, method, version);
+        enum MHD_Result res = begin_request(conn, rq, target_path(url), method, version);
         if (rq->state == REQ_BODY || (rq->state == REQ_DISCARD && res == MHD_YES))
             track_phase(rq->srv, conn, TP_BODY);
         return res;
     }
     case REQ_WAIT: {
         /* resumed: try again (the upload, if any, stays with MHD) */
-        enum MHD_Result res = start_body(conn, rq, url, method);
+        enum MHD_Result res = start_body(conn, rq, target_path(url), method);
         if (rq->state != REQ_WAIT)
             track_phase(rq->srv, conn, TP_BODY);
         /* The call that follows a resume carries no data and is not the
