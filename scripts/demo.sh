@@ -247,7 +247,7 @@ k get myresources.v2.mygroup.example.com example-resource \
 step "done"
 echo "Two kop replicas served the conversion and admission webhooks through kubesim;"
 echo "the leader turned the seed MyResource into a Deployment and a Service, restored the"
-echo "deleted Service, and handed the Lease over on SIGTERM."
+echo "deleted Service, and handed the Lease over on SIGTERM while the webhooks kept answering."
 if $keep; then
   echo
   echo "Still running (pids ${pids[*]}):  export KUBECONFIG=$work/kubeconfig"
