@@ -658,6 +658,23 @@ static int check_namespace(struct ks_server *ks, const char *ns, struct ks_reply
 
 static bool is_apply(const struct ks_api_req *q);
 
+enum patch_kind { PATCH_NONE, PATCH_MERGE, PATCH_STRATEGIC, PATCH_JSON, PATCH_APPLY };
+
+static enum patch_kind patch_kind(const char *ct)
+{
+    if (!ct)
+        return PATCH_NONE;
+    if (strncmp(ct, "application/merge-patch+json", 28) == 0)
+        return PATCH_MERGE;
+    if (strncmp(ct, "application/strategic-merge-patch+json", 38) == 0)
+        return PATCH_STRATEGIC;
+    if (strncmp(ct, "application/json-patch+json", 27) == 0)
+        return PATCH_JSON;
+    if (strncmp(ct, "application/apply-patch+yaml", 28) == 0)
+        return PATCH_APPLY;
+    return PATCH_NONE;
+}
+
 static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
 {
     json_error_t jerr;
@@ -681,10 +698,8 @@ static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
     }
     /* A merge or JSON patch is decoded as any JSON value: its shape is
      * answered by patch_body_shape as the apiserver answers it. */
-    size_t flags = 0;
-    if (q->content_type && (strncmp(q->content_type, "application/merge-patch+json", 28) == 0 ||
-                            strncmp(q->content_type, "application/json-patch+json", 27) == 0))
-        flags = JSON_DECODE_ANY;
+    enum patch_kind pk = patch_kind(q->content_type);
+    size_t flags = pk == PATCH_MERGE || pk == PATCH_JSON ? JSON_DECODE_ANY : 0;
     json_t *v = json_loadb(q->body, q->body_len, flags, &jerr);
     if (!v && is_apply(q)) { /* apply-patch+yaml: YAML or JSON */
         char *err = NULL;
@@ -1752,23 +1767,6 @@ out:
 
 /* ---- update / patch ----------------------------------------------------------- */
 
-enum patch_kind { PATCH_NONE, PATCH_MERGE, PATCH_STRATEGIC, PATCH_JSON, PATCH_APPLY };
-
-static enum patch_kind patch_kind(const char *ct)
-{
-    if (!ct)
-        return PATCH_NONE;
-    if (strncmp(ct, "application/merge-patch+json", 28) == 0)
-        return PATCH_MERGE;
-    if (strncmp(ct, "application/strategic-merge-patch+json", 38) == 0)
-        return PATCH_STRATEGIC;
-    if (strncmp(ct, "application/json-patch+json", 27) == 0)
-        return PATCH_JSON;
-    if (strncmp(ct, "application/apply-patch+yaml", 28) == 0)
-        return PATCH_APPLY;
-    return PATCH_NONE;
-}
-
 /* PUT: the body names the object of the URL; its resourceVersion, if any,
  * in *ret_rv (CRs require one). 0 or the apiserver's answer in r. */
 static int check_put_body(struct ks_api_req *q, const struct ks_res *def, json_t *body,
@@ -2084,18 +2082,6 @@ out:
     return rc;
 }
 
-/* encoding/json's name for the type of a JSON value, as in its
- * "cannot unmarshal array into ..." errors. */
-static const char *go_json_type(const json_t *v)
-{
-    return json_is_object(v)    ? "object"
-           : json_is_array(v)   ? "array"
-           : json_is_string(v)  ? "string"
-           : json_is_number(v)  ? "number"
-           : json_is_boolean(v) ? "bool"
-                                : "null";
-}
-
 /* At most this many operations in a JSON patch (the apiserver's
  * maxJSONPatchOperations). */
 #define KS_MAX_JSON_PATCH_OPS 10000
@@ -2132,7 +2118,7 @@ static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json
         if (typed && !json_is_null(body)) {
             msg = ks_printf("error decoding patch: json: cannot unmarshal %s into Go value of type "
                             "map[string]interface {}",
-                            go_json_type(body));
+                            ks_json_go_type(body));
         } else if (json_is_array(body)) {
             char *doc = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
             char *m = ks_printf("Invalid value: \"%s\": json: cannot unmarshal array into Go "
@@ -2154,9 +2140,9 @@ static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json
     if (!json_is_array(body)) {
         msg = typed ? ks_printf("error decoding patch: json: cannot unmarshal %s into Go value of "
                                 "type []handlers.jsonPatchOp",
-                                go_json_type(body))
+                                ks_json_go_type(body))
                     : ks_printf("json: cannot unmarshal %s into Go value of type jsonpatch.Patch",
-                                go_json_type(body));
+                                ks_json_go_type(body));
     }
     size_t i;
     json_t *op;
@@ -2167,10 +2153,10 @@ static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json
         if (!json_is_object(op) && !json_is_null(op)) {
             msg = typed ? ks_printf("error decoding patch: json: cannot unmarshal %s into Go value "
                                     "of type handlers.jsonPatchOp",
-                                    go_json_type(op))
+                                    ks_json_go_type(op))
                         : ks_printf("json: cannot unmarshal %s into Go value of type "
                                     "jsonpatch.Operation",
-                                    go_json_type(op));
+                                    ks_json_go_type(op));
             break;
         }
         static const char *const str_fields[] = {"op", "path", "from"};
@@ -2179,7 +2165,7 @@ static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json
             if (v && !json_is_string(v) && !json_is_null(v)) {
                 msg = ks_printf("error decoding patch: json: cannot unmarshal %s into Go struct "
                                 "field jsonPatchOp.%s of type string",
-                                go_json_type(v), str_fields[f]);
+                                ks_json_go_type(v), str_fields[f]);
                 break;
             }
         }

@@ -120,7 +120,7 @@ static void go_type(const char *def, char *buf, size_t len)
     snprintf(buf, len, "%s", last ? prev : def);
 }
 
-static const char *json_kind(const json_t *v)
+const char *ks_json_go_type(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
@@ -185,7 +185,7 @@ static void type_error(struct walk *w, const char *gostruct, const json_t *v, co
     else if (json_is_real(v))
         snprintf(value, sizeof(value), "number %.17g", json_real_value(v));
     else
-        snprintf(value, sizeof(value), "%s", json_kind(v));
+        snprintf(value, sizeof(value), "%s", ks_json_go_type(v));
     w->type_err = ks_printf("json: cannot unmarshal %s into Go struct field %s.%s of type %s",
                             value, gostruct, w->gopath, gt);
 }

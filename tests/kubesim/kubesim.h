@@ -318,6 +318,10 @@ json_t *ks_json_patch(const json_t *target, const json_t *patch, char **ret_err)
 enum ks_field_validation { KS_FV_IGNORE, KS_FV_WARN, KS_FV_STRICT };
 /* "" or NULL -> Warn (the apiserver's default); -EINVAL for other values. */
 int ks_field_validation_parse(const char *s, enum ks_field_validation *ret);
+/* encoding/json's name for the JSON type of v, as in its "cannot
+ * unmarshal array into ..." errors: object, array, string, number, bool,
+ * null. */
+const char *ks_json_go_type(const json_t *v);
 
 /* The outcome of ks_schema_check when it refuses an object. */
 struct ks_kcheck {
