@@ -141,10 +141,9 @@ endpoints() {
 }
 active() { # the endpoint set new connections use, as "ADDRESS:READY ..."
   curl -sS --cacert "$work/kubesim-ca.pem" -H "Authorization: Bearer $token" \
-    "$url/_kubesim/endpoints" | python3 -c 'import json, sys
-for s in json.load(sys.stdin)["services"]:
-    if s["name"] == "kop-webhook-service":
-        print(" ".join("%s:%s" % (e["address"], str(e.get("ready", True)).lower()) for e in s["active"]))'
+    "$url/_kubesim/endpoints" |
+    jq -r '.services[] | select(.name == "kop-webhook-service") |
+      [.active[] | "\(.address):\(if .ready == false then false else true end)"] | join(" ")'
 }
 endpoints true true
 poll 50 "127.0.0.1:${wport[kop-a]}:true 127.0.0.1:${wport[kop-b]}:true" active >/dev/null ||
