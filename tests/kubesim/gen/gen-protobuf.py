@@ -49,13 +49,25 @@ ROOTS = [
     ("rbac.authorization.k8s.io", "v1", "Role"),
     ("meta.k8s.io", "v1", "DeleteOptions"),
     ("meta.k8s.io", "v1", "Status"),
+    # create-only reviews (no List kinds): kubectl auth can-i / whoami
+    ("authentication.k8s.io", "v1", "SelfSubjectReview"),
+    ("authentication.k8s.io", "v1", "TokenReview"),
+    ("authorization.k8s.io", "v1", "LocalSubjectAccessReview"),
+    ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io", "v1", "SelfSubjectRulesReview"),
+    ("authorization.k8s.io", "v1", "SubjectAccessReview"),
 ]
+
+# Roots without a List kind.
+NO_LIST = {"meta.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
 
 # Where a group's proto package lives in k8s.io/api.
 GROUP_DIRS = {
     "": "core",
     "admissionregistration.k8s.io": "admissionregistration",
     "apps": "apps",
+    "authentication.k8s.io": "authentication",
+    "authorization.k8s.io": "authorization",
     "autoscaling": "autoscaling",
     "coordination.k8s.io": "coordination",
     "networking.k8s.io": "networking",
@@ -199,7 +211,7 @@ def main():
         return pkg + "." + typ
 
     roots = []
-    lists = [(g, v, k + "List") for g, v, k in ROOTS if g != "meta.k8s.io" and k != "Scale"]
+    lists = [(g, v, k + "List") for g, v, k in ROOTS if g not in NO_LIST and k != "Scale"]
     for group, version, kind in ROOTS + lists:
         if group == "meta.k8s.io":
             full = "k8s.io.apimachinery.pkg.apis.meta.v1." + kind
