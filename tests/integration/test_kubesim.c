@@ -1876,6 +1876,339 @@ static void audited(const char *method, const char *path, const char *ctype, con
     kop_test_resp_free(&r);
 }
 
+static void write_text(const char *path, const char *text);
+
+/* v.a.b (b NULL: v.a), any type. @ref borrow */
+static json_t *jpath_obj(const json_t *v, const char *a, const char *b)
+{
+    json_t *x = json_object_get(v, a);
+    return b ? json_object_get(x, b) : x;
+}
+
+/* POST a review as TOKEN (NULL: the admin) with one extra header; the
+ * parsed answer, which must have code want. */
+static json_t *review(const char *path, const char *body, const char *token, const char *header,
+                      long want)
+{
+    struct kop_test_resp r = request_ex("POST", path, NULL, body, token, header);
+    ck_assert_msg(r.code == want, "POST %s: got %ld want %ld: %s", path, r.code, want, r.body);
+    json_t *v = json_loads(r.body, 0, NULL);
+    ck_assert_msg(v != NULL, "not JSON: %s", r.body);
+    kop_test_resp_free(&r);
+    return v;
+}
+
+#define SAR_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+#define SSAR_PATH "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+/* A SubjectAccessReview for the kop-system:rev service account: its status.
+ * @ref new */
+static json_t *sa_review(const char *attrs)
+{
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SubjectAccessReview\","
+             "\"spec\":{\"user\":\"system:serviceaccount:kop-system:rev\",%s}}",
+             attrs);
+    json_t *v = review(SAR_PATH, body, NULL, NULL, 201);
+    json_t *st = json_incref(json_object_get(v, "status"));
+    json_decref(v);
+    ck_assert(json_is_boolean(json_object_get(st, "allowed")));
+    return st;
+}
+
+static bool sa_allowed(const char *attrs)
+{
+    json_t *st = sa_review(attrs);
+    bool ok = json_is_true(json_object_get(st, "allowed"));
+    /* allowed: the reason names the binding; denied: none (no binding here
+     * refers to a missing role, see below) */
+    ck_assert_int_eq(ok, json_object_get(st, "reason") != NULL);
+    json_decref(st);
+    return ok;
+}
+
+/* authorization.k8s.io: the RBAC authorizer over the stored roles and
+ * bindings and the bootstrap policy (authz.c). */
+START_TEST(test_kubesim_access_reviews)
+{
+    static const char *const nss[] = {"a", "b", "kop-system"};
+    for (size_t n = 0; n < 3; n++) {
+        char body[128];
+        snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", nss[n]);
+        struct kop_test_resp nr = request("POST", "/api/v1/namespaces", NULL, body, NULL);
+        ck_assert_msg(nr.code == 201 || nr.code == 409, "namespace %s: %ld", nss[n], nr.code);
+        kop_test_resp_free(&nr);
+    }
+    /* the admin (kubeadm:cluster-admins) is allowed by the bootstrap binding */
+    json_t *v = review(SSAR_PATH,
+                       "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+                       "\"SelfSubjectAccessReview\",\"spec\":{\"resourceAttributes\":{"
+                       "\"verb\":\"delete\",\"resource\":\"secrets\",\"namespace\":\"x\"}}}",
+                       NULL, NULL, 201);
+    ck_assert_str_eq(jpath(v, "kind", NULL), "SelfSubjectAccessReview");
+    ck_assert(json_is_null(json_object_get(json_object_get(v, "metadata"), "creationTimestamp")));
+    ck_assert(json_is_true(json_object_get(json_object_get(v, "status"), "allowed")));
+    ck_assert_str_eq(jpath(v, "status", "reason"),
+                     "RBAC: allowed by ClusterRoleBinding \"kubeadm:cluster-admins\" of "
+                     "ClusterRole \"cluster-admin\" to Group \"kubeadm:cluster-admins\"");
+    json_decref(v);
+
+    /* nothing bound yet */
+    ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"list\",\"group\":\"apps\","
+                          "\"resource\":\"deployments\"}"));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "{\"metadata\":{\"name\":\"rev\"},\"rules\":["
+        "{\"apiGroups\":[\"apps\"],\"resources\":[\"deployments\"],\"verbs\":[\"list\",\"watch\"]},"
+        "{\"apiGroups\":[\"mygroup.example.com\"],\"resources\":[\"*/status\"],"
+        "\"verbs\":[\"update\"]},"
+        "{\"nonResourceURLs\":[\"/metrics\",\"/debug/*\"],\"verbs\":[\"get\"]}]}",
+        201));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "\"kind\":\"ClusterRole\",\"name\":\"rev\"},\"subjects\":[{\"kind\":\"ServiceAccount\","
+        "\"name\":\"rev\",\"namespace\":\"kop-system\"}]}",
+        201));
+    json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles",
+                             "{\"metadata\":{\"name\":\"rev\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                             "\"resources\":[\"secrets\"],\"resourceNames\":[\"s1\"],"
+                             "\"verbs\":[\"get\"]}]}",
+                             201));
+    /* a RoleBinding's ServiceAccount subject without a namespace is in the binding's */
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/kop-system/rolebindings",
+        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "\"kind\":\"ClusterRole\",\"name\":\"rev-leases\"},\"subjects\":[{\"kind\":"
+        "\"ServiceAccount\",\"name\":\"rev\"}]}",
+        201));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings",
+        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "\"kind\":\"Role\",\"name\":\"rev\"},\"subjects\":[{\"kind\":\"ServiceAccount\","
+        "\"name\":\"rev\",\"namespace\":\"kop-system\"}]}",
+        201));
+    ck_assert(sa_allowed("\"resourceAttributes\":{\"verb\":\"list\",\"group\":\"apps\","
+                         "\"resource\":\"deployments\",\"namespace\":\"b\"}"));
+    ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"delete\",\"group\":\"apps\","
+                          "\"resource\":\"deployments\"}"));
+    ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"list\",\"group\":\"\","
+                          "\"resource\":\"deployments\"}"));
+    ck_assert(sa_allowed("\"resourceAttributes\":{\"verb\":\"update\",\"group\":"
+                         "\"mygroup.example.com\",\"resource\":\"myresources\","
+                         "\"subresource\":\"status\"}"));
+    ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"update\",\"group\":"
+                          "\"mygroup.example.com\",\"resource\":\"myresources\"}"));
+    ck_assert(sa_allowed("\"nonResourceAttributes\":{\"verb\":\"get\",\"path\":\"/metrics\"}"));
+    ck_assert(sa_allowed("\"nonResourceAttributes\":{\"verb\":\"get\",\"path\":\"/debug/x\"}"));
+    ck_assert(!sa_allowed("\"nonResourceAttributes\":{\"verb\":\"get\",\"path\":\"/debugx\"}"));
+    /* system:discovery through system:authenticated, which a SubjectAccessReview's
+     * user only has when the groups say so */
+    ck_assert(!sa_allowed("\"nonResourceAttributes\":{\"verb\":\"get\",\"path\":\"/apis\"}"));
+    ck_assert(sa_allowed("\"resourceAttributes\":{\"verb\":\"get\",\"resource\":\"secrets\","
+                         "\"name\":\"s1\",\"namespace\":\"a\"}"));
+    ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"get\",\"resource\":\"secrets\","
+                          "\"name\":\"s2\",\"namespace\":\"a\"}"));
+    ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"get\",\"resource\":\"secrets\","
+                          "\"name\":\"s1\",\"namespace\":\"b\"}"));
+    /* a binding to a role that does not exist grants nothing, and says so */
+    json_t *st = sa_review("\"resourceAttributes\":{\"verb\":\"get\",\"group\":"
+                           "\"coordination.k8s.io\",\"resource\":\"leases\",\"namespace\":"
+                           "\"kop-system\"}");
+    ck_assert(json_is_false(json_object_get(st, "allowed")));
+    ck_assert_str_eq(json_string_value(json_object_get(st, "reason")),
+                     "RBAC: clusterrole.rbac.authorization.k8s.io \"rev-leases\" not found");
+    json_decref(st);
+    json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                             "{\"metadata\":{\"name\":\"rev-leases\"},\"rules\":[{\"apiGroups\":["
+                             "\"coordination.k8s.io\"],\"resources\":[\"leases\"],\"verbs\":["
+                             "\"*\"]}]}",
+                             201));
+    ck_assert(sa_allowed("\"resourceAttributes\":{\"verb\":\"get\",\"group\":"
+                         "\"coordination.k8s.io\",\"resource\":\"leases\",\"namespace\":"
+                         "\"kop-system\"}"));
+    v = review(SAR_PATH,
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SubjectAccessReview\","
+               "\"spec\":{\"user\":\"system:serviceaccount:kop-system:rev\",\"resourceAttributes\":"
+               "{\"verb\":\"watch\",\"group\":\"apps\",\"resource\":\"deployments\"}}}",
+               NULL, NULL, 201);
+    ck_assert_str_eq(jpath(v, "status", "reason"),
+                     "RBAC: allowed by ClusterRoleBinding \"rev\" of ClusterRole \"rev\" to "
+                     "ServiceAccount \"rev/kop-system\"");
+    json_decref(v);
+
+    /* the apiserver's validation */
+    v = review(SAR_PATH,
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SubjectAccessReview\","
+               "\"spec\":{\"resourceAttributes\":{\"verb\":\"get\"}}}",
+               NULL, NULL, 422);
+    ck_assert_str_eq(jpath(v, "message", NULL),
+                     "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid "
+                     "value: \"\": at least one of user or group must be specified");
+    json_decref(v);
+    v = review(SSAR_PATH,
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SelfSubjectAccessReview\","
+               "\"spec\":{}}",
+               NULL, NULL, 422);
+    ck_assert_str_eq(jpath(v, "reason", NULL), "Invalid");
+    json_decref(v);
+    v = review("/apis/authorization.k8s.io/v1/namespaces/a/localsubjectaccessreviews",
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"LocalSubjectAccessReview\","
+               "\"spec\":{\"user\":\"u\",\"resourceAttributes\":{\"verb\":\"get\",\"namespace\":"
+               "\"b\"}}}",
+               NULL, NULL, 422);
+    ck_assert_str_eq(jpath(v, "message", NULL),
+                     "LocalSubjectAccessReview.authorization.k8s.io \"\" is invalid: "
+                     "spec.resourceAttributes.namespace: Invalid value: \"b\": must match "
+                     "metadata.namespace");
+    json_decref(v);
+    v = review("/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SelfSubjectRulesReview\","
+               "\"spec\":{}}",
+               NULL, NULL, 400);
+    ck_assert_str_eq(jpath(v, "message", NULL), "no namespace on request");
+    json_decref(v);
+    /* a review is only created */
+    struct kop_test_resp r = request("GET", SSAR_PATH, NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 405);
+    kop_test_resp_free(&r);
+    /* discovery says so */
+    v = request_json("GET", "/apis/authorization.k8s.io/v1", NULL, 200);
+    size_t i;
+    json_t *e;
+    bool seen = false;
+    json_array_foreach(json_object_get(v, "resources"), i, e)
+    {
+        if (strcmp(jpath(e, "name", NULL), "selfsubjectaccessreviews") != 0)
+            continue;
+        seen = true;
+        const json_t *verbs = json_object_get(e, "verbs");
+        ck_assert_int_eq(json_array_size(verbs), 1);
+        ck_assert_str_eq(json_string_value(json_array_get(verbs, 0)), "create");
+    }
+    ck_assert(seen);
+    json_decref(v);
+
+    /* the rules of a service account, through impersonation */
+    v = review("/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SelfSubjectRulesReview\","
+               "\"spec\":{\"namespace\":\"a\"}}",
+               NULL, "Impersonate-User: system:serviceaccount:kop-system:rev", 201);
+    bool secret_rule = false;
+    json_array_foreach(jpath_obj(v, "status", "resourceRules"), i, e)
+    {
+        const json_t *names = json_object_get(e, "resourceNames");
+        if (json_array_size(names) == 1 &&
+            strcmp(json_string_value(json_array_get(names, 0)), "s1") == 0)
+            secret_rule = true;
+    }
+    ck_assert(secret_rule);
+    ck_assert(json_is_false(json_object_get(json_object_get(v, "status"), "incomplete")));
+    json_decref(v);
+}
+END_TEST
+
+/* authentication.k8s.io and impersonation (apiserver filters/impersonation.go) */
+START_TEST(test_kubesim_impersonation)
+{
+    char *tokens = kop_test_path(tmpdir, "imp-tokens.csv");
+    char *ca2 = kop_test_path(tmpdir, "ca-imp.pem");
+    write_text(tokens, "tok-alice,alice,uid-alice,devs\n");
+    char *args[] = {"--token-auth-file", tokens, NULL};
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
+    static const char ssr[] = "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":"
+                              "\"SelfSubjectReview\"}";
+    static const char ssr_path[] = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+    json_t *v = review(ssr_path, ssr, "tok-alice", NULL, 201);
+    const json_t *ui = json_object_get(json_object_get(v, "status"), "userInfo");
+    ck_assert_str_eq(json_string_value(json_object_get(ui, "username")), "alice");
+    ck_assert_str_eq(json_string_value(json_object_get(ui, "uid")), "uid-alice");
+    json_decref(v);
+
+    /* the admin may impersonate; a service account gets its groups */
+    v = review(ssr_path, ssr, NULL, "Impersonate-User: system:serviceaccount:ns1:sa1", 201);
+    ui = json_object_get(json_object_get(v, "status"), "userInfo");
+    ck_assert_str_eq(json_string_value(json_object_get(ui, "username")),
+                     "system:serviceaccount:ns1:sa1");
+    const json_t *groups = json_object_get(ui, "groups");
+    ck_assert_int_eq(json_array_size(groups), 3);
+    ck_assert_str_eq(json_string_value(json_array_get(groups, 0)), "system:serviceaccounts");
+    ck_assert_str_eq(json_string_value(json_array_get(groups, 1)), "system:serviceaccounts:ns1");
+    ck_assert_str_eq(json_string_value(json_array_get(groups, 2)), "system:authenticated");
+    json_decref(v);
+
+    /* alice may not, until a binding lets her impersonate bob */
+    v = review(ssr_path, ssr, "tok-alice", "Impersonate-User: bob", 403);
+    ck_assert_str_eq(jpath(v, "message", NULL),
+                     "users \"bob\" is forbidden: User \"alice\" cannot impersonate resource "
+                     "\"users\" in API group \"\" at the cluster scope");
+    ck_assert_str_eq(jpath(v, "reason", NULL), "Forbidden");
+    ck_assert_str_eq(jpath(v, "details", "kind"), "users");
+    json_decref(v);
+    v = review(ssr_path, ssr, "tok-alice", "Impersonate-User: system:serviceaccount:ns1:sa1", 403);
+    ck_assert_str_eq(jpath(v, "message", NULL),
+                     "serviceaccounts \"sa1\" is forbidden: User \"alice\" cannot impersonate "
+                     "resource \"serviceaccounts\" in API group \"\" in the namespace \"ns1\"");
+    json_decref(v);
+    json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                             "{\"metadata\":{\"name\":\"imp\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                             "\"resources\":[\"users\"],\"resourceNames\":[\"bob\"],"
+                             "\"verbs\":[\"impersonate\"]}]}",
+                             201));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "{\"metadata\":{\"name\":\"imp\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "\"kind\":\"ClusterRole\",\"name\":\"imp\"},\"subjects\":[{\"kind\":\"Group\","
+        "\"name\":\"devs\"}]}",
+        201));
+    v = review(ssr_path, ssr, "tok-alice", "Impersonate-User: bob", 201);
+    ui = json_object_get(json_object_get(v, "status"), "userInfo");
+    ck_assert_str_eq(json_string_value(json_object_get(ui, "username")), "bob");
+    groups = json_object_get(ui, "groups");
+    ck_assert_int_eq(json_array_size(groups), 1);
+    ck_assert_str_eq(json_string_value(json_array_get(groups, 0)), "system:authenticated");
+    json_decref(v);
+    /* bob may ask about himself (system:basic-user), not more */
+    v = review(SSAR_PATH,
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SelfSubjectAccessReview\","
+               "\"spec\":{\"resourceAttributes\":{\"verb\":\"get\",\"resource\":\"pods\"}}}",
+               "tok-alice", "Impersonate-User: bob", 201);
+    ck_assert(json_is_false(json_object_get(json_object_get(v, "status"), "allowed")));
+    ck_assert_ptr_null(json_object_get(json_object_get(v, "status"), "reason"));
+    json_decref(v);
+    v = review(ssr_path, ssr, "tok-alice", "Impersonate-User: carol", 403);
+    json_decref(v);
+
+    /* groups without a user: the filter's internal error */
+    struct kop_test_resp r = request_ex("POST", ssr_path, NULL, ssr, NULL, "Impersonate-Group: g");
+    ck_assert_int_eq(r.code, 500);
+    ck_assert_ptr_nonnull(strstr(r.body, "without impersonating a user"));
+    kop_test_resp_free(&r);
+
+    /* TokenReview */
+    v = review("/apis/authentication.k8s.io/v1/tokenreviews",
+               "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\","
+               "\"spec\":{\"token\":\"tok-alice\"}}",
+               NULL, NULL, 201);
+    ck_assert(json_is_true(json_object_get(json_object_get(v, "status"), "authenticated")));
+    ck_assert_str_eq(jpath(jpath_obj(v, "status", "user"), "username", NULL), "alice");
+    json_decref(v);
+    v = review("/apis/authentication.k8s.io/v1/tokenreviews",
+               "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\","
+               "\"spec\":{\"token\":\"nope\"}}",
+               NULL, NULL, 201);
+    ck_assert_ptr_null(json_object_get(json_object_get(v, "status"), "authenticated"));
+    json_decref(v);
+
+    second_sim_stop(&sim2);
+    free(ca2);
+    free(tokens);
+}
+END_TEST
+
 START_TEST(test_kubesim_token_file_and_audit)
 {
     char *tokens = kop_test_path(tmpdir, "tokens.csv");
@@ -2214,6 +2547,8 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_list_snapshot);
     tcase_add_test(tc, test_kubesim_list_options_validated);
     tcase_add_test(tc, test_kubesim_empty_metadata_dropped);
+    tcase_add_test(tc, test_kubesim_access_reviews);
+    tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
     tcase_add_test(tc, test_kubesim_protobuf);

@@ -39,7 +39,7 @@
 
 static const char *admin_groups[] = {"kubeadm:cluster-admins", "system:authenticated"};
 
-static void user_free(struct ks_user *u)
+void ks_user_free(struct ks_user *u)
 {
     free(u->token);
     free(u->name);
@@ -62,6 +62,11 @@ static void add_group(struct ks_user *u, const char *g, size_t len)
     u->ngroups++;
 }
 
+void ks_user_add_group(struct ks_user *u, const char *g)
+{
+    add_group(u, g, strlen(g));
+}
+
 void ks_users_init(struct ks_server *ks)
 {
     ks->admin.name = ks_strdup("kubernetes-admin");
@@ -72,9 +77,9 @@ void ks_users_init(struct ks_server *ks)
 
 void ks_users_free(struct ks_server *ks)
 {
-    user_free(&ks->admin);
+    ks_user_free(&ks->admin);
     for (size_t i = 0; i < ks->nusers; i++)
-        user_free(&ks->users[i]);
+        ks_user_free(&ks->users[i]);
     free(ks->users);
     ks->users = NULL;
     ks->nusers = 0;
@@ -269,7 +274,7 @@ int ks_users_load(struct ks_server *ks, const char *path, char **ret_err)
                 ks->users = nu;
                 ks->nusers++;
             } else {
-                user_free(&ks->users[at]);
+                ks_user_free(&ks->users[at]);
             }
             ks->users[at] = u;
         }
@@ -419,6 +424,8 @@ void ks_audit_log(struct ks_server *ks, const struct ks_audit_rec *rec)
         json_object_set_new(ev, "verb", json_string(verb));
     }
     json_object_set_new(ev, "user", ks_user_info(rec->user));
+    if (rec->impersonated)
+        json_object_set_new(ev, "impersonatedUser", ks_user_info(rec->impersonated));
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(rec->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     char ip[INET6_ADDRSTRLEN] = "";

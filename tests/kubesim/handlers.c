@@ -100,8 +100,8 @@ static void reply_internal(struct ks_reply *r, const char *msg)
 
 /* 422 with causes for an object of kind KIND in GROUP ("" for core) named
  * NAME, as apimachinery's errors.NewInvalid (@ref steal causes). */
-static void reply_invalid_gk(struct ks_reply *r, const char *group, const char *kind,
-                             const char *name, json_t *causes)
+void ks_reply_invalid_gk(struct ks_reply *r, const char *group, const char *kind, const char *name,
+                         json_t *causes)
 {
     char *qkind = group[0] ? ks_printf("%s.%s", kind, group) : ks_strdup(kind);
     char *list = ks_strdup("");
@@ -137,7 +137,7 @@ static void reply_invalid_gk(struct ks_reply *r, const char *group, const char *
 static void reply_invalid(struct ks_reply *r, const struct ks_res *def, const char *name,
                           json_t *causes)
 {
-    reply_invalid_gk(r, def->group, def->kind, name, causes);
+    ks_reply_invalid_gk(r, def->group, def->kind, name, causes);
 }
 
 static json_t *one_cause(const char *reason, const char *field, const char *message)
@@ -254,7 +254,7 @@ int ks_list_options_check(struct ks_api_req *q, bool watch, struct ks_reply *r)
         json_decref(causes);
         return 0;
     }
-    reply_invalid_gk(r, "meta.k8s.io", "ListOptions", "", causes);
+    ks_reply_invalid_gk(r, "meta.k8s.io", "ListOptions", "", causes);
     return -EINVAL;
 }
 
@@ -771,8 +771,8 @@ static int field_validation(struct ks_api_req *q, enum ks_field_validation *mode
         char *m = ks_printf("Unsupported value: \"%s\": supported values: \"\", \"Ignore\", "
                             "\"Strict\", \"Warn\"",
                             fv);
-        reply_invalid_gk(r, "meta.k8s.io", opts, "",
-                         one_cause("FieldValueNotSupported", "fieldValidation", m));
+        ks_reply_invalid_gk(r, "meta.k8s.io", opts, "",
+                            one_cause("FieldValueNotSupported", "fieldValidation", m));
         free(m);
         return -EINVAL;
     }
@@ -2124,7 +2124,7 @@ static int patch_body_shape(struct ks_api_req *q, enum patch_kind pk, const json
             char *m = ks_printf("Invalid value: \"%s\": json: cannot unmarshal array into Go "
                                 "value of type map[string]interface {}",
                                 doc ? doc : "");
-            reply_invalid_gk(r, "", "", "", one_cause("FieldValueInvalid", "patch", m));
+            ks_reply_invalid_gk(r, "", "", "", one_cause("FieldValueInvalid", "patch", m));
             free(m);
             free(doc);
             return -EINVAL;
@@ -2708,6 +2708,30 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
         (q->sub && !scale && !(strcmp(q->sub, "status") == 0 && ver->status))) {
         ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
                         json_object());
+        return;
+    }
+    if (def->create_only) {
+        /* a review: POST to the collection, nothing else is routed */
+        if (strcmp(q->verb, "create") != 0 || q->name || q->sub) {
+            /* go-restful's 405 through apierrors.NewGenericServerResponse */
+            ks_reply_status(r, 405, "MethodNotAllowed",
+                            "the server does not allow this method on the requested resource",
+                            json_pack("{s:[{s:s,s:s}]}", "causes", "reason",
+                                      "UnexpectedServerResponse", "message",
+                                      "405: Method Not Allowed"));
+            return;
+        }
+        if (def->namespaced && !q->ns) {
+            ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
+                            json_object());
+            return;
+        }
+        if (!json_body(q, r))
+            return;
+        json_t *obj = parse_body(q, r);
+        if (obj && check_type(def, q->version, obj, r) == 0)
+            ks_review_create(q, def, obj, r);
+        json_decref(obj);
         return;
     }
     char key[512] = "";

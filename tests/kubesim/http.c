@@ -349,6 +349,7 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     json_t *doc = NULL;
     int rest = 0;
     const struct ks_user *user = NULL;
+    struct ks_user *acting = NULL; /* Impersonate-User: who the request acts as */
 
     if (n < 0) {
         reply_text(r, 404, "404 page not found\n");
@@ -374,6 +375,8 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         user = NULL; /* kubesim's own endpoints are not audited */
         goto out;
     }
+    if (ks_impersonate(ks, conn, user, url, &acting, r) < 0)
+        goto out;
     if (n == 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v2") == 0) {
         /* JSON only: a client that accepts nothing but the protobuf form
          * gets 406 (and kubectl then uses /openapi/v3). */
@@ -488,7 +491,7 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         goto out;
     }
     q.ks = ks;
-    q.user = user;
+    q.user = acting ? acting : user;
     q.conn = conn;
     q.method = method;
     q.body = ctx->body;
@@ -526,6 +529,7 @@ out:
             .method = method,
             .url = url,
             .user = user,
+            .impersonated = acting,
             .q = q.plural ? &q : NULL,
             .audit_id = r->audit_id,
             .received = ctx->received,
@@ -535,6 +539,10 @@ out:
             .status_len = r->len,
         };
         ks_audit_log(ks, &rec);
+    }
+    if (acting) {
+        ks_user_free(acting);
+        free(acting);
     }
     json_decref(doc);
     free(q.group);

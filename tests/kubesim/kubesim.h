@@ -81,9 +81,10 @@ struct ks_res {
     json_t *short_names; /* array or NULL, owned */
     json_t *categories;  /* array or NULL, owned */
     bool namespaced;
-    bool typed;      /* built-in: struct key order, typed lists */
-    bool crd;        /* defined by a CustomResourceDefinition */
-    bool generation; /* metadata.generation maintained */
+    bool typed;       /* built-in: struct key order, typed lists */
+    bool crd;         /* defined by a CustomResourceDefinition */
+    bool generation;  /* metadata.generation maintained */
+    bool create_only; /* a review: POST only, nothing stored (authz.c) */
     struct ks_version versions[KS_MAX_VERSIONS];
     size_t nversions;
     const char *storage;        /* name of the storage version */
@@ -719,6 +720,39 @@ void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char
 /* Details object for a Status. @ref new */
 json_t *ks_details(const struct ks_res *def, const char *name);
 
+/* ---- authorization (authz.c) ---- */
+
+/* What a request asks, as authorizer.Attributes. */
+struct ks_authz_attrs {
+    const char *verb;
+    bool resource_request;
+    const char *group, *resource, *sub, *ns, *name; /* resource requests ("" or NULL: none) */
+    const char *path;                               /* non-resource requests */
+};
+/* The RBAC decision for user u (bootstrap policy built in); *ret_reason
+ * (malloc'd, may be NULL) as the authorizer's reason. Lock held. */
+bool ks_authorize(struct ks_server *ks, const struct ks_user *u, const struct ks_authz_attrs *a,
+                  char **ret_reason);
+/* Does one PolicyRule (@ref borrow) allow a? */
+bool ks_rule_allows(const json_t *rule, const struct ks_authz_attrs *a);
+/* The 403 of responsewriters.Forbidden for a denied to u. */
+void ks_reply_forbidden(struct ks_reply *r, const struct ks_user *u, const struct ks_authz_attrs *a,
+                        const char *reason);
+/* The Impersonate-* headers of a request from who: 0 with *ret_user NULL
+ * (none) or the user to act as (free with ks_user_free, then free); < 0
+ * with the answer in r (403 not allowed, 500 groups without a user). Takes
+ * the lock. */
+int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const struct ks_user *who,
+                   const char *uri, struct ks_user **ret_user, struct ks_reply *r);
+/* POST of a review (def->create_only); obj is the decoded, type-checked body
+ * (@ref borrow, may be changed). Takes the lock. */
+void ks_review_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
+                      struct ks_reply *r);
+/* 422 with causes for a KIND in GROUP named NAME, as apimachinery's
+ * errors.NewInvalid (@ref steal causes; handlers.c). */
+void ks_reply_invalid_gk(struct ks_reply *r, const char *group, const char *kind, const char *name,
+                         json_t *causes);
+
 /* ---- users and audit (audit.c) ---- */
 
 /* The admin user (--token's). */
@@ -732,6 +766,9 @@ void ks_users_free(struct ks_server *ks);
 const struct ks_user *ks_authenticate(struct ks_server *ks, const char *authorization);
 /* {username, uid?, groups} as authentication.k8s.io UserInfo (@ref new). */
 json_t *ks_user_info(const struct ks_user *u);
+/* Free a user's members (not u itself); add a group (copied). */
+void ks_user_free(struct ks_user *u);
+void ks_user_add_group(struct ks_user *u, const char *g);
 /* Open the audit log ("-": stdout) at level "Metadata" or "Request".
  * 0, or -EINVAL with *ret_err (malloc'd). */
 int ks_audit_open(struct ks_server *ks, const char *path, const char *level, char **ret_err);
@@ -740,12 +777,13 @@ int ks_audit_open(struct ks_server *ks, const char *path, const char *level, cha
 struct ks_audit_rec {
     struct MHD_Connection *conn;
     const char *method;
-    const char *url;            /* path, without the query */
-    const struct ks_user *user; /* NULL: not logged */
-    const struct ks_api_req *q; /* a resource request, or NULL */
-    const char *audit_id;       /* the Audit-Id header */
-    const char *received;       /* requestReceivedTimestamp */
-    bool watch;                 /* logged at ResponseStarted */
+    const char *url;                    /* path, without the query */
+    const struct ks_user *user;         /* NULL: not logged */
+    const struct ks_user *impersonated; /* the user acted as, or NULL */
+    const struct ks_api_req *q;         /* a resource request, or NULL */
+    const char *audit_id;               /* the Audit-Id header */
+    const char *received;               /* requestReceivedTimestamp */
+    bool watch;                         /* logged at ResponseStarted */
     unsigned int code;
     const char *status_body; /* the reply (for a failure's Status) */
     size_t status_len;

@@ -18,54 +18,73 @@ struct builtin {
     const char *group, *version, *plural, *singular, *kind, *shorts, *cats;
     bool namespaced, status, scale, generation;
     const char *bookmark;
+    bool create_only; /* a review (authz.c) */
 };
 
 static const struct builtin builtins[] = {
-    {"", "v1", "configmaps", "configmap", "ConfigMap", "cm", NULL, true, false, false, false, NULL},
+    {"", "v1", "configmaps", "configmap", "ConfigMap", "cm", NULL, true, false, false, false, NULL,
+     false},
     {"", "v1", "events", "event", "Event", "ev", NULL, true, false, false, false,
      "{\"involvedObject\":{},\"source\":{},\"firstTimestamp\":null,\"lastTimestamp\":null,"
-     "\"eventTime\":null,\"reportingComponent\":\"\",\"reportingInstance\":\"\"}"},
+     "\"eventTime\":null,\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
+     false},
     {"", "v1", "namespaces", "namespace", "Namespace", "ns", NULL, false, true, false, false,
-     "{\"spec\":{},\"status\":{}}"},
+     "{\"spec\":{},\"status\":{}}", false},
     {"", "v1", "pods", "pod", "Pod", "po", "all", true, true, false, false,
-     "{\"spec\":{\"containers\":null},\"status\":{}}"},
-    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, true, false, false, false, NULL},
+     "{\"spec\":{\"containers\":null},\"status\":{}}", false},
+    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, true, false, false, false, NULL, false},
     {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", "sa", NULL, true, false,
-     false, false, NULL},
+     false, false, NULL, false},
     {"", "v1", "services", "service", "Service", "svc", "all", true, true, false, false,
-     "{\"spec\":{},\"status\":{\"loadBalancer\":{}}}"},
+     "{\"spec\":{},\"status\":{\"loadBalancer\":{}}}", false},
     {"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
      "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", NULL, "api-extensions", false,
-     false, false, true, NULL},
+     false, false, true, NULL, false},
     {"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
      "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", NULL, "api-extensions",
-     false, false, false, true, NULL},
+     false, false, false, true, NULL, false},
     {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
      "CustomResourceDefinition", "crd,crds", "api-extensions", false, true, false, true,
      "{\"spec\":{\"group\":\"\",\"names\":{\"plural\":\"\",\"kind\":\"\"},\"scope\":\"\","
      "\"versions\":null},\"status\":{\"conditions\":null,\"acceptedNames\":{\"plural\":\"\","
-     "\"kind\":\"\"},\"storedVersions\":null}}"},
+     "\"kind\":\"\"},\"storedVersions\":null}}",
+     false},
     {"apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", true, true, true,
      true,
      "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":null}},"
-     "\"strategy\":{}},\"status\":{}}"},
+     "\"strategy\":{}},\"status\":{}}",
+     false},
+    /* the reviews: POST only (authz.c) */
+    {"authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview",
+     NULL, NULL, false, false, false, false, NULL, true},
+    {"authentication.k8s.io", "v1", "tokenreviews", "tokenreview", "TokenReview", NULL, NULL, false,
+     false, false, false, NULL, true},
+    {"authorization.k8s.io", "v1", "localsubjectaccessreviews", "localsubjectaccessreview",
+     "LocalSubjectAccessReview", NULL, NULL, true, false, false, false, NULL, true},
+    {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
+     "SelfSubjectAccessReview", NULL, NULL, false, false, false, false, NULL, true},
+    {"authorization.k8s.io", "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview",
+     "SelfSubjectRulesReview", NULL, NULL, false, false, false, false, NULL, true},
+    {"authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview",
+     "SubjectAccessReview", NULL, NULL, false, false, false, false, NULL, true},
     {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, true, false, false, false,
-     "{\"spec\":{}}"},
+     "{\"spec\":{}}", false},
     {"networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", "netpol", NULL,
-     true, false, false, true, "{\"spec\":{\"podSelector\":{}}}"},
+     true, false, false, true, "{\"spec\":{\"podSelector\":{}}}", false},
     {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb",
      NULL, true, true, false, true,
      "{\"spec\":{},\"status\":{\"disruptionsAllowed\":0,"
      "\"currentHealthy\":0,\"desiredHealthy\":0,"
-     "\"expectedPods\":0}}"},
+     "\"expectedPods\":0}}",
+     false},
     {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
-     "ClusterRoleBinding", NULL, NULL, false, false, false, false, NULL},
+     "ClusterRoleBinding", NULL, NULL, false, false, false, false, NULL, false},
     {"rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", NULL, NULL,
-     false, false, false, false, NULL},
+     false, false, false, false, NULL, false},
     {"rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", NULL, NULL,
-     true, false, false, false, NULL},
+     true, false, false, false, NULL, false},
     {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", NULL, NULL, true, false, false,
-     false, NULL},
+     false, NULL, false},
 };
 
 /* Served only with --feature StorageVersionMigrator (beta and off by default
@@ -82,7 +101,8 @@ static const struct builtin svm_builtin = {
     true,
     false,
     true,
-    "{\"spec\":{\"resource\":{\"group\":\"\",\"resource\":\"\"}},\"status\":{}}"};
+    "{\"spec\":{\"resource\":{\"group\":\"\",\"resource\":\"\"}},\"status\":{}}",
+    false};
 
 static json_t *split_list(const char *csv)
 {
@@ -181,6 +201,7 @@ static int add_builtin(struct ks_server *ks, const struct builtin *b)
     def->nversions = 1;
     def->storage = def->versions[0].name;
     def->bookmark_extra = b->bookmark;
+    def->create_only = b->create_only;
     publish(ks, def);
     return 0;
 }
@@ -378,6 +399,8 @@ void ks_res_unregister_crd(struct ks_server *ks, const char *crd_name)
 
 static json_t *verbs(const struct ks_res *def)
 {
+    if (def->create_only)
+        return json_pack("[s]", "create");
     if (strcmp(def->key, "namespaces") == 0)
         return json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update",
                          "watch");
@@ -816,6 +839,18 @@ json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *versi
             crd_schemas(schemas, def, v);
         char *base = def->group[0] ? ks_printf("/apis/%s/%s", def->group, version)
                                    : ks_printf("/api/%s", version);
+        if (def->create_only) {
+            char *p = def->namespaced ? ks_printf("%s/namespaces/{namespace}/%s", base, def->plural)
+                                      : ks_printf("%s/%s", base, def->plural);
+            json_object_set_new(paths, p,
+                                json_pack("{s:{s:{s:s,s:s,s:s},s:{s:{s:s}}}}", "post",
+                                          "x-kubernetes-group-version-kind", "group", def->group,
+                                          "version", version, "kind", def->kind, "responses", "201",
+                                          "description", "Created"));
+            free(p);
+            free(base);
+            continue;
+        }
         char *p = def->namespaced
                       ? ks_printf("%s/namespaces/{namespace}/%s/{name}", base, def->plural)
                       : ks_printf("%s/%s/{name}", base, def->plural);

@@ -416,6 +416,46 @@ k -n pb create configmap cm2 --from-literal=x=y >>"$work/apply.log" 2>&1 || fail
 wait_for "$work/watch2.log" 'ADDED.*cm2' || fail "watch saw no cm2: $(cat "$work/watch2.log")"
 kill "$watch_pid" 2>/dev/null || true
 
+# kubectl auth can-i / whoami (authorization.k8s.io and authentication.k8s.io
+# reviews, the RBAC authorizer and impersonation of kubesim): the shipped
+# RBAC grants kop exactly what manifests/base/rbac.yaml says.
+k create namespace kop-system >>"$work/auth.log" 2>&1 || true
+k apply -n kop-system -f "$root/manifests/base/rbac.yaml" >>"$work/auth.log" 2>&1 ||
+  fail "apply the RBAC: $(tail -3 "$work/auth.log")"
+[ "$(k auth can-i create myresources.mygroup.example.com)" = yes ] || fail "the admin may not create"
+sa=system:serviceaccount:kop-system:kop
+can() { # can EXPECTED ARGS...: kubectl auth can-i as kop's service account
+  local want=$1 got
+  shift
+  got=$(k auth can-i "$@" --as="$sa" 2>>"$work/auth.log") || true
+  [ "$got" = "$want" ] || fail "auth can-i $* as $sa: '$got', want $want"
+}
+can yes list myresources.mygroup.example.com --all-namespaces
+can yes watch myresources.mygroup.example.com -n default
+can yes patch myresources.mygroup.example.com --subresource=status -n default
+can no update myresources.mygroup.example.com -n default
+can no patch myresources.mygroup.example.com -n default
+can yes create deployments.apps -n default
+can no delete deployments.apps -n default
+can yes patch services -n team-a
+can no get secrets -n kop-system
+can yes update leases.coordination.k8s.io/kop-leader -n kop-system
+can no update leases.coordination.k8s.io -n default
+can yes create selfsubjectaccessreviews.authorization.k8s.io
+k auth can-i --list -n kop-system --as="$sa" >"$work/auth-list.out" 2>>"$work/auth.log" ||
+  fail "auth can-i --list: $(tail -3 "$work/auth.log")"
+grep -q '^leases.coordination.k8s.io .*\[get create update\]' "$work/auth-list.out" ||
+  fail "auth can-i --list lacks the Lease rule: $(cat "$work/auth-list.out")"
+k auth whoami --as="$sa" -o jsonpath='{.status.userInfo.groups}' >"$work/whoami.out" 2>>"$work/auth.log" ||
+  fail "auth whoami: $(tail -3 "$work/auth.log")"
+grep -q '"system:serviceaccounts:kop-system"' "$work/whoami.out" ||
+  fail "whoami groups: $(cat "$work/whoami.out")"
+# Impersonating groups alone is the apiserver's internal error (kubectl
+# itself refuses --as-group without --as, so curl).
+code=$(c -o "$work/imp.out" -w '%{http_code}' -H 'Impersonate-Group: devs' "$url/api/v1/namespaces")
+[ "$code" = 500 ] && grep -q 'without impersonating a user' "$work/imp.out" ||
+  fail "impersonating a group alone: $code $(cat "$work/imp.out")"
+
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
 if k get myresources.v1.mygroup.example.com example-resource >/dev/null 2>&1; then

@@ -1,0 +1,835 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubesim's RBAC authorizer and what is built on it: the review APIs
+ * (authorization.k8s.io/v1 SelfSubjectAccessReview, SubjectAccessReview,
+ * LocalSubjectAccessReview, SelfSubjectRulesReview; authentication.k8s.io/v1
+ * SelfSubjectReview, TokenReview) and user impersonation.
+ *
+ * The decision is the RBAC authorizer's (kubernetes
+ * plugin/pkg/auth/authorizer/rbac: rbac.go RuleAllows, rule.go
+ * appliesToUser, rbac/v1 helpers VerbMatches, APIGroupMatches,
+ * ResourceMatches, ResourceNameMatches, NonResourceURLMatches): the
+ * ClusterRoleBindings are visited first, then the RoleBindings of the
+ * request's namespace, and the first rule that allows decides, with the
+ * reason "RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to
+ * Group "g"". Nothing allows: no opinion, reason "" (the apiserver's Node
+ * authorizer before RBAC has none either).
+ *
+ * Besides the stored objects the bootstrap policy counts, built in (a real
+ * cluster creates these objects at start; kubesim does not list them):
+ * cluster-admin bound to the groups system:masters and
+ * kubeadm:cluster-admins (kubeadm's admin.conf user, kubesim's --token),
+ * system:discovery, system:basic-user and system:public-info-viewer bound
+ * to system:authenticated (the last also to system:unauthenticated).
+ * A ClusterRole's aggregationRule is not computed: its own rules count.
+ *
+ * Only the reviews and impersonation ask the authorizer: kubesim does not
+ * refuse other requests (docs/testing.md).
+ *
+ * Lock: ks_authorize and the rules walk read the store (lock held); the
+ * review handlers take the lock themselves.
+ */
+#include "kubesim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <microhttpd.h>
+
+/* ---- bootstrap policy ------------------------------------------------------------------ */
+
+struct boot_binding {
+    const char *name;  /* ClusterRoleBinding and ClusterRole of the same name */
+    const char *role;  /* ClusterRole */
+    const char *group; /* subjects: up to two groups */
+    const char *group2;
+};
+
+static const struct boot_binding boot_bindings[] = {
+    {"cluster-admin", "cluster-admin", "system:masters", NULL},
+    {"kubeadm:cluster-admins", "cluster-admin", "kubeadm:cluster-admins", NULL},
+    {"system:basic-user", "system:basic-user", "system:authenticated", NULL},
+    {"system:discovery", "system:discovery", "system:authenticated", NULL},
+    {"system:public-info-viewer", "system:public-info-viewer", "system:authenticated",
+     "system:unauthenticated"},
+};
+
+/* plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go */
+static const char boot_roles_json[] =
+    "{\"cluster-admin\":[{\"verbs\":[\"*\"],\"apiGroups\":[\"*\"],\"resources\":[\"*\"]},"
+    "{\"verbs\":[\"*\"],\"nonResourceURLs\":[\"*\"]}],"
+    "\"system:basic-user\":[{\"verbs\":[\"create\"],\"apiGroups\":[\"authorization.k8s.io\"],"
+    "\"resources\":[\"selfsubjectaccessreviews\",\"selfsubjectrulesreviews\"]},"
+    "{\"verbs\":[\"create\"],\"apiGroups\":[\"authentication.k8s.io\"],"
+    "\"resources\":[\"selfsubjectreviews\"]}],"
+    "\"system:discovery\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/api\",\"/api/*\","
+    "\"/apis\",\"/apis/*\",\"/healthz\",\"/livez\",\"/openapi\",\"/openapi/*\",\"/readyz\","
+    "\"/version\",\"/version/\"]}],"
+    "\"system:public-info-viewer\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/healthz\","
+    "\"/livez\",\"/readyz\",\"/version\",\"/version/\"]}]}";
+
+/* ---- rule matching ---------------------------------------------------------------------- */
+
+static bool list_has(const json_t *list, const char *s, bool star)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        const char *x = json_string_value(v);
+        if (x && (strcmp(x, s) == 0 || (star && strcmp(x, "*") == 0)))
+            return true;
+    }
+    return false;
+}
+
+static bool resource_matches(const json_t *rule, const struct ks_authz_attrs *a)
+{
+    char *combined = a->sub && *a->sub ? ks_printf("%s/%s", a->resource, a->sub)
+                                       : ks_strdup(a->resource ? a->resource : "");
+    bool ok = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(rule, "resources"), i, v)
+    {
+        const char *x = json_string_value(v);
+        if (!x)
+            continue;
+        if (strcmp(x, "*") == 0 || strcmp(x, combined) == 0) {
+            ok = true;
+            break;
+        }
+        if (a->sub && *a->sub && strncmp(x, "*/", 2) == 0 && strcmp(x + 2, a->sub) == 0) {
+            ok = true;
+            break;
+        }
+    }
+    free(combined);
+    return ok;
+}
+
+static bool url_matches(const json_t *rule, const char *path)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(rule, "nonResourceURLs"), i, v)
+    {
+        const char *x = json_string_value(v);
+        if (!x)
+            continue;
+        size_t n = strlen(x);
+        if (strcmp(x, "*") == 0 || strcmp(x, path) == 0)
+            return true;
+        if (n && x[n - 1] == '*') {
+            while (n && x[n - 1] == '*')
+                n--;
+            if (strncmp(path, x, n) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+bool ks_rule_allows(const json_t *rule, const struct ks_authz_attrs *a)
+{
+    if (!list_has(json_object_get(rule, "verbs"), a->verb, true))
+        return false;
+    if (!a->resource_request)
+        return url_matches(rule, a->path ? a->path : "");
+    const json_t *names = json_object_get(rule, "resourceNames");
+    return list_has(json_object_get(rule, "apiGroups"), a->group ? a->group : "", true) &&
+           resource_matches(rule, a) &&
+           (json_array_size(names) == 0 || list_has(names, a->name ? a->name : "", false));
+}
+
+/* ---- subjects --------------------------------------------------------------------------- */
+
+static bool user_in_group(const struct ks_user *u, const char *g)
+{
+    for (size_t i = 0; i < u->ngroups; i++)
+        if (strcmp(u->groups[i], g) == 0)
+            return true;
+    return false;
+}
+
+/* rule.go appliesToUser; ns is the binding's namespace ("" for a cluster binding). */
+static bool applies_to(const struct ks_user *u, const json_t *subject, const char *ns)
+{
+    const char *kind = json_string_value(json_object_get(subject, "kind"));
+    const char *name = json_string_value(json_object_get(subject, "name"));
+    if (!kind || !name)
+        return false;
+    if (strcmp(kind, "User") == 0)
+        return strcmp(u->name, name) == 0;
+    if (strcmp(kind, "Group") == 0)
+        return user_in_group(u, name);
+    if (strcmp(kind, "ServiceAccount") == 0) {
+        const char *sns = json_string_value(json_object_get(subject, "namespace"));
+        if (!sns || !*sns)
+            sns = ns;
+        if (!*sns)
+            return false;
+        char *want = ks_printf("system:serviceaccount:%s:%s", sns, name);
+        bool ok = strcmp(u->name, want) == 0;
+        free(want);
+        return ok;
+    }
+    return false;
+}
+
+/* rule.go describeSubject */
+static char *describe_subject(const json_t *subject, const char *ns)
+{
+    const char *kind = json_string_value(json_object_get(subject, "kind"));
+    const char *name = json_string_value(json_object_get(subject, "name"));
+    if (kind && strcmp(kind, "ServiceAccount") == 0) {
+        const char *sns = json_string_value(json_object_get(subject, "namespace"));
+        return ks_printf("%s \"%s/%s\"", kind, name, sns && *sns ? sns : ns);
+    }
+    return ks_printf("%s \"%s\"", kind ? kind : "", name ? name : "");
+}
+
+/* ---- the walk over every rule that applies to a user --------------------------------------- */
+
+/* Called for each rule (source: "ClusterRoleBinding "b" of ClusterRole "r"
+ * to Group "g""), or with rule NULL and the error of a binding whose role
+ * cannot be had; returns false to stop. */
+typedef bool (*rule_visitor)(void *ud, const char *source, const json_t *rule, const char *err);
+
+static const json_t *stored_role_rules(struct ks_server *ks, const char *kind, const char *ns,
+                                       const char *name)
+{
+    char key[512];
+    if (strcmp(kind, "ClusterRole") == 0) {
+        ks_obj_key(key, sizeof(key), NULL, name);
+        return json_object_get(ks_store_get(ks, "clusterroles.rbac.authorization.k8s.io", key),
+                               "rules");
+    }
+    if (strcmp(kind, "Role") == 0 && ns && *ns) {
+        ks_obj_key(key, sizeof(key), ns, name);
+        return json_object_get(ks_store_get(ks, "roles.rbac.authorization.k8s.io", key), "rules");
+    }
+    return NULL;
+}
+
+static bool visit_rules(const json_t *rules, const char *source, rule_visitor fn, void *ud)
+{
+    size_t i;
+    json_t *rule;
+    json_array_foreach(rules, i, rule)
+    {
+        if (!fn(ud, source, rule, NULL))
+            return false;
+    }
+    return true;
+}
+
+/* A stored binding: each subject that applies gives its role's rules. */
+static bool visit_binding(struct ks_server *ks, const struct ks_user *u, const json_t *b,
+                          bool cluster, rule_visitor fn, void *ud)
+{
+    const json_t *md = json_object_get(b, "metadata");
+    const char *bname = json_string_value(json_object_get(md, "name"));
+    const char *bns = cluster ? "" : json_string_value(json_object_get(md, "namespace"));
+    const json_t *ref = json_object_get(b, "roleRef");
+    const char *rkind = json_string_value(json_object_get(ref, "kind"));
+    const char *rname = json_string_value(json_object_get(ref, "name"));
+    if (!bname || !bns || !rkind || !rname || (cluster && strcmp(rkind, "ClusterRole") != 0))
+        return true;
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(b, "subjects"), i, s)
+    {
+        if (!applies_to(u, s, bns))
+            continue;
+        const json_t *rules = stored_role_rules(ks, rkind, bns, rname);
+        if (!rules) {
+            /* GetRoleReferenceRules' error: the lister's NotFound */
+            bool known = strcmp(rkind, "ClusterRole") == 0 || strcmp(rkind, "Role") == 0;
+            char *err = known
+                            ? ks_printf("%s.rbac.authorization.k8s.io \"%s\" not found",
+                                        strcmp(rkind, "Role") == 0 ? "role" : "clusterrole", rname)
+                            : ks_printf("unsupported role reference kind: \"%s\"", rkind);
+            bool go = fn(ud, NULL, NULL, err);
+            free(err);
+            return go;
+        }
+        char *subj = describe_subject(s, bns);
+        char *source = cluster ? ks_printf("ClusterRoleBinding \"%s\" of %s \"%s\" to %s", bname,
+                                           rkind, rname, subj)
+                               : ks_printf("RoleBinding \"%s/%s\" of %s \"%s\" to %s", bname, bns,
+                                           rkind, rname, subj);
+        bool go = visit_rules(rules, source, fn, ud);
+        free(source);
+        free(subj);
+        return go; /* the first subject that applies is enough */
+    }
+    return true;
+}
+
+/* VisitRulesFor: the cluster bindings (bootstrap, then stored), then the
+ * namespace's RoleBindings when ns is not "". Lock held. */
+static void visit_rules_for(struct ks_server *ks, const struct ks_user *u, const char *ns,
+                            rule_visitor fn, void *ud)
+{
+    json_t *boot = json_loads(boot_roles_json, 0, NULL);
+    if (!boot)
+        abort();
+    bool go = true;
+    for (size_t i = 0; go && i < sizeof(boot_bindings) / sizeof(boot_bindings[0]); i++) {
+        const struct boot_binding *bb = &boot_bindings[i];
+        const char *g = user_in_group(u, bb->group)                  ? bb->group
+                        : bb->group2 && user_in_group(u, bb->group2) ? bb->group2
+                                                                     : NULL;
+        if (!g)
+            continue;
+        char *source = ks_printf("ClusterRoleBinding \"%s\" of ClusterRole \"%s\" to Group \"%s\"",
+                                 bb->name, bb->role, g);
+        go = visit_rules(json_object_get(boot, bb->role), source, fn, ud);
+        free(source);
+    }
+    json_decref(boot);
+    const char *k;
+    json_t *b;
+    if (go) {
+        json_object_foreach(ks_store_map(ks, "clusterrolebindings.rbac.authorization.k8s.io"), k, b)
+        {
+            if (!(go = visit_binding(ks, u, b, true, fn, ud)))
+                break;
+        }
+    }
+    if (go && ns && *ns) {
+        size_t nl = strlen(ns);
+        json_object_foreach(ks_store_map(ks, "rolebindings.rbac.authorization.k8s.io"), k, b)
+        {
+            if (strncmp(k, ns, nl) != 0 || k[nl] != '/')
+                continue;
+            if (!visit_binding(ks, u, b, false, fn, ud))
+                break;
+        }
+    }
+}
+
+/* ---- the authorizer ------------------------------------------------------------------------ */
+
+/* utilerrors.NewAggregate(errs).Error(): one error as it is, more in
+ * brackets. NULL when there are none. */
+static char *aggregate(const json_t *errs)
+{
+    size_t n = json_array_size(errs);
+    if (n == 0)
+        return NULL;
+    if (n == 1)
+        return ks_strdup(json_string_value(json_array_get(errs, 0)));
+    char *out = ks_strdup("[");
+    for (size_t i = 0; i < n; i++) {
+        char *next =
+            ks_printf("%s%s%s", out, i ? ", " : "", json_string_value(json_array_get(errs, i)));
+        free(out);
+        out = next;
+    }
+    char *next = ks_printf("%s]", out);
+    free(out);
+    return next;
+}
+
+struct decide {
+    const struct ks_authz_attrs *a;
+    bool allowed;
+    char *reason;
+    json_t *errors; /* strings */
+};
+
+static bool decide_visit(void *ud, const char *source, const json_t *rule, const char *err)
+{
+    struct decide *d = ud;
+    if (!rule) {
+        json_array_append_new(d->errors, json_string(err));
+        return true;
+    }
+    if (!ks_rule_allows(rule, d->a))
+        return true;
+    d->allowed = true;
+    d->reason = ks_printf("RBAC: allowed by %s", source);
+    return false;
+}
+
+bool ks_authorize(struct ks_server *ks, const struct ks_user *u, const struct ks_authz_attrs *a,
+                  char **ret_reason)
+{
+    struct decide d = {.a = a, .errors = json_array()};
+    visit_rules_for(ks, u, a->resource_request ? a->ns : NULL, decide_visit, &d);
+    if (!d.allowed) {
+        /* no opinion; the reason lists what could not be evaluated */
+        char *agg = aggregate(d.errors);
+        if (agg)
+            d.reason = ks_printf("RBAC: %s", agg);
+        free(agg);
+    }
+    json_decref(d.errors);
+    if (ret_reason)
+        *ret_reason = d.reason;
+    else
+        free(d.reason);
+    return d.allowed;
+}
+
+/* responsewriters.ForbiddenStatusError: 403 with apierrors.NewForbidden's
+ * message and details. */
+void ks_reply_forbidden(struct ks_reply *r, const struct ks_user *u, const struct ks_authz_attrs *a,
+                        const char *reason)
+{
+    char *what;
+    if (!a->resource_request) {
+        what = ks_printf("User \"%s\" cannot %s path \"%s\"", u->name, a->verb, a->path);
+    } else {
+        char *res =
+            a->sub && *a->sub ? ks_printf("%s/%s", a->resource, a->sub) : ks_strdup(a->resource);
+        what = a->ns && *a->ns
+                   ? ks_printf("User \"%s\" cannot %s resource \"%s\" in API group \"%s\" in the "
+                               "namespace \"%s\"",
+                               u->name, a->verb, res, a->group, a->ns)
+                   : ks_printf("User \"%s\" cannot %s resource \"%s\" in API group \"%s\" at the "
+                               "cluster scope",
+                               u->name, a->verb, res, a->group);
+        free(res);
+    }
+    char *err = reason && *reason ? ks_printf("%s: %s", what, reason) : ks_strdup(what);
+    const char *resource = a->resource_request ? a->resource : "";
+    const char *group = a->resource_request ? a->group : "";
+    const char *name = a->resource_request && a->name ? a->name : "";
+    char *qr = *group ? ks_printf("%s.%s", resource, group) : ks_strdup(resource);
+    char *msg = !*qr     ? ks_printf("forbidden: %s", err)
+                : !*name ? ks_printf("%s is forbidden: %s", qr, err)
+                         : ks_printf("%s \"%s\" is forbidden: %s", qr, name, err);
+    json_t *details = json_object();
+    if (*name)
+        json_object_set_new(details, "name", json_string(name));
+    if (*group)
+        json_object_set_new(details, "group", json_string(group));
+    if (*resource)
+        json_object_set_new(details, "kind", json_string(resource));
+    ks_reply_status(r, 403, "Forbidden", msg, details);
+    free(msg);
+    free(qr);
+    free(err);
+    free(what);
+}
+
+/* ---- impersonation (apiserver endpoints/filters/impersonation.go) ---------------------------- */
+
+static bool dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static bool dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return false;
+    const char *p = s;
+    while (*p) {
+        const char *dot = strchr(p, '.');
+        size_t l = dot ? (size_t)(dot - p) : strlen(p);
+        if (!dns_label(p, l))
+            return false;
+        p += l;
+        if (*p == '.' && *++p == '\0')
+            return false;
+    }
+    return true;
+}
+
+/* serviceaccount.SplitUsername: "system:serviceaccount:NS:NAME". */
+static bool split_sa(const char *user, char **ret_ns, char **ret_name)
+{
+    static const char prefix[] = "system:serviceaccount:";
+    if (strncmp(user, prefix, sizeof(prefix) - 1) != 0)
+        return false;
+    const char *rest = user + sizeof(prefix) - 1;
+    const char *colon = strchr(rest, ':');
+    if (!colon || strchr(colon + 1, ':'))
+        return false;
+    if (!dns_label(rest, (size_t)(colon - rest)) || !dns_subdomain(colon + 1))
+        return false;
+    *ret_ns = strndup(rest, (size_t)(colon - rest));
+    *ret_name = ks_strdup(colon + 1);
+    if (!*ret_ns)
+        abort();
+    return true;
+}
+
+struct imp_headers {
+    const char *user, *uid;
+    const char *groups[32];
+    size_t ngroups;
+    bool too_many, extra;
+};
+
+static enum MHD_Result imp_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    struct imp_headers *h = cls;
+    if (strcasecmp(key, "Impersonate-User") == 0 && !h->user)
+        h->user = value;
+    else if (strcasecmp(key, "Impersonate-Uid") == 0 && !h->uid)
+        h->uid = value;
+    else if (strcasecmp(key, "Impersonate-Group") == 0) {
+        if (h->ngroups < sizeof(h->groups) / sizeof(h->groups[0]))
+            h->groups[h->ngroups++] = value;
+        else
+            h->too_many = true;
+    } else if (strncasecmp(key, "Impersonate-Extra-", 18) == 0)
+        h->extra = true;
+    return MHD_YES;
+}
+
+int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const struct ks_user *who,
+                   const char *uri, struct ks_user **ret_user, struct ks_reply *r)
+{
+    *ret_user = NULL;
+    struct imp_headers h = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, imp_header, &h);
+    if (h.user && !*h.user)
+        h.user = NULL; /* Header.Get of an empty value: not impersonating a user */
+    if (!h.user && !h.ngroups && !h.uid && !h.extra)
+        return 0;
+    if (!h.user) {
+        /* buildImpersonationRequests' error, as responsewriters.InternalError writes it */
+        char *msg =
+            ks_printf("Internal Server Error: \"%s\": requested impersonation of groups, extra "
+                      "or a uid without impersonating a user\n",
+                      uri);
+        free(r->body);
+        r->body = msg;
+        r->len = strlen(msg);
+        r->code = 500;
+        r->content_type = "text/plain; charset=utf-8";
+        return -EPERM;
+    }
+    if (h.extra || h.too_many) {
+        ks_reply_status(r, 400, "BadRequest",
+                        h.extra ? "kubesim does not impersonate user extra (Impersonate-Extra-*)"
+                                : "kubesim impersonates at most 32 groups",
+                        NULL);
+        return -ENOTSUP;
+    }
+    struct ks_user *nu = calloc(1, sizeof(*nu));
+    if (!nu)
+        abort();
+    nu->name = ks_strdup(h.user);
+    nu->uid = ks_strdup(h.uid ? h.uid : "");
+    char *sa_ns = NULL, *sa_name = NULL;
+    bool sa = split_sa(h.user, &sa_ns, &sa_name);
+    int rc = 0;
+    pthread_mutex_lock(&ks->lock);
+    /* each thing impersonated, authorized in turn: the user, the groups, the uid */
+    for (size_t i = 0; rc == 0 && i < 2 + h.ngroups; i++) {
+        struct ks_authz_attrs a = {.verb = "impersonate", .resource_request = true, .group = ""};
+        if (i == 0) {
+            a.resource = sa ? "serviceaccounts" : "users";
+            a.ns = sa ? sa_ns : NULL;
+            a.name = sa ? sa_name : h.user;
+        } else if (i == 1) {
+            if (!h.uid)
+                continue;
+            a.group = "authentication.k8s.io";
+            a.resource = "uids";
+            a.name = h.uid;
+        } else {
+            a.resource = "groups";
+            a.name = h.groups[i - 2];
+            ks_user_add_group(nu, h.groups[i - 2]);
+        }
+        char *reason = NULL;
+        if (!ks_authorize(ks, who, &a, &reason)) {
+            ks_reply_forbidden(r, who, &a, reason);
+            rc = -EACCES;
+        }
+        free(reason);
+    }
+    pthread_mutex_unlock(&ks->lock);
+    if (rc == 0 && sa && h.ngroups == 0) {
+        ks_user_add_group(nu, "system:serviceaccounts");
+        char *g = ks_printf("system:serviceaccounts:%s", sa_ns);
+        ks_user_add_group(nu, g);
+        free(g);
+    }
+    free(sa_ns);
+    free(sa_name);
+    if (rc != 0) {
+        ks_user_free(nu);
+        free(nu);
+        return rc;
+    }
+    bool anonymous = strcmp(nu->name, "system:anonymous") == 0;
+    if (!user_in_group(nu, "system:unauthenticated") &&
+        (anonymous || !user_in_group(nu, "system:authenticated")))
+        ks_user_add_group(nu, anonymous ? "system:unauthenticated" : "system:authenticated");
+    *ret_user = nu;
+    return 0;
+}
+
+/* ---- the reviews ---------------------------------------------------------------------------- */
+
+/* A review's spec attributes (ResourceAttributes or NonResourceAttributes). */
+static void attrs_of(const json_t *spec, struct ks_authz_attrs *a)
+{
+    const json_t *ra = json_object_get(spec, "resourceAttributes");
+    const json_t *na = json_object_get(spec, "nonResourceAttributes");
+    memset(a, 0, sizeof(*a));
+    if (json_is_object(ra)) {
+        a->resource_request = true;
+        a->verb = json_string_value(json_object_get(ra, "verb"));
+        a->group = json_string_value(json_object_get(ra, "group"));
+        a->resource = json_string_value(json_object_get(ra, "resource"));
+        a->sub = json_string_value(json_object_get(ra, "subresource"));
+        a->ns = json_string_value(json_object_get(ra, "namespace"));
+        a->name = json_string_value(json_object_get(ra, "name"));
+    } else {
+        a->verb = json_string_value(json_object_get(na, "verb"));
+        a->path = json_string_value(json_object_get(na, "path"));
+    }
+    if (!a->verb)
+        a->verb = "";
+    if (!a->group)
+        a->group = "";
+    if (!a->resource)
+        a->resource = "";
+    if (!a->path)
+        a->path = "";
+}
+
+static json_t *cause(const char *field, const char *type, const char *msg)
+{
+    return json_pack("{s:s,s:s,s:s}", "reason", type, "message", msg, "field", field);
+}
+
+/* authorization/validation ValidateSubjectAccessReviewSpec: exactly one of
+ * resourceAttributes and nonResourceAttributes. Appends to causes. */
+static void check_attrs(const json_t *spec, json_t *causes)
+{
+    const json_t *ra = json_object_get(spec, "resourceAttributes");
+    const json_t *na = json_object_get(spec, "nonResourceAttributes");
+    if (json_is_object(ra) && json_is_object(na)) {
+        char *v = ks_dump(na, false, NULL);
+        char *m = ks_printf("Invalid value: %s: cannot be specified in combination with "
+                            "resourceAttributes",
+                            v ? v : "null");
+        json_array_append_new(causes, cause("spec.nonResourceAttributes", "FieldValueInvalid", m));
+        free(m);
+        free(v);
+    } else if (!json_is_object(ra) && !json_is_object(na)) {
+        json_array_append_new(causes,
+                              cause("spec.resourceAttributes", "FieldValueInvalid",
+                                    "Invalid value: \"null\": exactly one of nonResourceAttributes "
+                                    "or resourceAttributes must be specified"));
+    }
+}
+
+/* The answer: the review with its status, metadata as the apiserver
+ * returns it for an object that is not stored (creationTimestamp null). */
+static void reply_review(struct ks_reply *r, json_t *obj, json_t *status)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md)) {
+        md = json_object();
+        json_object_set_new(obj, "metadata", md);
+    }
+    if (!json_object_get(md, "creationTimestamp"))
+        json_object_set_new(md, "creationTimestamp", json_null());
+    json_object_set_new(obj, "status", status);
+    ks_reply_json(r, 201, obj, false);
+}
+
+static json_t *access_status(struct ks_server *ks, const struct ks_user *u,
+                             const struct ks_authz_attrs *a)
+{
+    char *reason = NULL;
+    pthread_mutex_lock(&ks->lock);
+    bool ok = ks_authorize(ks, u, a, &reason);
+    pthread_mutex_unlock(&ks->lock);
+    json_t *st = json_pack("{s:b}", "allowed", ok);
+    if (reason && *reason)
+        json_object_set_new(st, "reason", json_string(reason));
+    free(reason);
+    return st;
+}
+
+/* SubjectAccessReview's spec user as a ks_user (borrowed strings copied). */
+static struct ks_user *spec_user(const json_t *spec)
+{
+    struct ks_user *u = calloc(1, sizeof(*u));
+    if (!u)
+        abort();
+    const char *name = json_string_value(json_object_get(spec, "user"));
+    const char *uid = json_string_value(json_object_get(spec, "uid"));
+    u->name = ks_strdup(name ? name : "");
+    u->uid = ks_strdup(uid ? uid : "");
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(spec, "groups"), i, g)
+    {
+        if (json_is_string(g))
+            ks_user_add_group(u, json_string_value(g));
+    }
+    return u;
+}
+
+struct collect {
+    json_t *resource_rules, *url_rules, *errors;
+};
+
+static bool collect_visit(void *ud, const char *source, const json_t *rule, const char *err)
+{
+    (void)source;
+    struct collect *c = ud;
+    if (!rule) {
+        json_array_append_new(c->errors, json_string(err));
+        return true;
+    }
+    json_t *verbs = json_object_get(rule, "verbs");
+    if (json_array_size(json_object_get(rule, "nonResourceURLs"))) {
+        json_array_append_new(
+            c->url_rules, json_pack("{s:O,s:O}", "verbs", verbs ? verbs : json_array(),
+                                    "nonResourceURLs", json_object_get(rule, "nonResourceURLs")));
+        return true;
+    }
+    json_t *rr = json_pack("{s:O}", "verbs", verbs ? verbs : json_array());
+    static const char *const keys[] = {"apiGroups", "resources", "resourceNames"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *v = json_object_get(rule, keys[i]);
+        if (json_array_size(v))
+            json_object_set(rr, keys[i], v);
+    }
+    json_array_append_new(c->resource_rules, rr);
+    return true;
+}
+
+void ks_review_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
+                      struct ks_reply *r)
+{
+    struct ks_server *ks = q->ks;
+    const char *kind = def->kind;
+    json_t *spec = json_object_get(obj, "spec");
+    json_t *causes = json_array();
+    if (strcmp(kind, "SelfSubjectReview") == 0) {
+        json_decref(causes);
+        reply_review(r, obj, json_pack("{s:o}", "userInfo", ks_user_info(q->user)));
+        return;
+    }
+    if (strcmp(kind, "TokenReview") == 0) {
+        const char *tok = json_string_value(json_object_get(spec, "token"));
+        if (!tok || !*tok) {
+            /* registry/authentication/tokenreview/storage.go */
+            json_decref(causes);
+            ks_reply_status(r, 400, "BadRequest",
+                            "token is required for TokenReview in authentication", NULL);
+            return;
+        }
+        json_decref(causes);
+        char *bearer = ks_printf("Bearer %s", tok);
+        const struct ks_user *u = ks_authenticate(ks, bearer);
+        free(bearer);
+        json_t *st =
+            u ? json_pack("{s:b,s:o,s:[s]}", "authenticated", true, "user", ks_user_info(u),
+                          "audiences", "https://kubernetes.default.svc.cluster.local")
+              : json_pack("{s:{}}", "user");
+        reply_review(r, obj, st);
+        return;
+    }
+    if (strcmp(kind, "SelfSubjectRulesReview") == 0) {
+        const char *ns = json_string_value(json_object_get(spec, "namespace"));
+        if (!ns || !*ns) {
+            /* registry/authorization/selfsubjectrulesreview/rest.go */
+            json_decref(causes);
+            ks_reply_status(r, 400, "BadRequest", "no namespace on request", NULL);
+            return;
+        }
+        json_decref(causes);
+        struct collect c = {json_array(), json_array(), json_array()};
+        pthread_mutex_lock(&ks->lock);
+        visit_rules_for(ks, q->user, ns, collect_visit, &c);
+        pthread_mutex_unlock(&ks->lock);
+        json_t *st = json_pack("{s:o,s:o,s:b}", "resourceRules", c.resource_rules,
+                               "nonResourceRules", c.url_rules, "incomplete", false);
+        char *agg = aggregate(c.errors);
+        if (agg)
+            json_object_set_new(st, "evaluationError", json_string(agg));
+        free(agg);
+        json_decref(c.errors);
+        reply_review(r, obj, st);
+        return;
+    }
+    /* the access reviews */
+    bool self = strcmp(kind, "SelfSubjectAccessReview") == 0;
+    bool local = strcmp(kind, "LocalSubjectAccessReview") == 0;
+    check_attrs(spec, causes);
+    if (!self) {
+        const char *user = json_string_value(json_object_get(spec, "user"));
+        if ((!user || !*user) && json_array_size(json_object_get(spec, "groups")) == 0)
+            json_array_append_new(causes,
+                                  cause("spec.user", "FieldValueInvalid",
+                                        "Invalid value: \"\": at least one of user or group must "
+                                        "be specified"));
+    }
+    const char *mdns =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
+    if (local) {
+        json_t *ra = json_object_get(spec, "resourceAttributes");
+        const char *rns = json_string_value(json_object_get(ra, "namespace"));
+        if (json_object_get(spec, "nonResourceAttributes"))
+            json_array_append_new(
+                causes, cause("spec.nonResourceAttributes", "FieldValueInvalid",
+                              "Invalid value: \"null\": disallowed on this kind of request"));
+        if (mdns && *mdns && strcmp(mdns, q->ns) != 0) {
+            json_decref(causes);
+            ks_reply_status(r, 400, "BadRequest",
+                            "the namespace of the provided object does not match the namespace "
+                            "sent on the request",
+                            NULL);
+            return;
+        }
+        if (json_is_object(ra) && (!rns || strcmp(rns, q->ns) != 0)) {
+            char *m =
+                ks_printf("Invalid value: \"%s\": must match metadata.namespace", rns ? rns : "");
+            json_array_append_new(
+                causes, cause("spec.resourceAttributes.namespace", "FieldValueInvalid", m));
+            free(m);
+        }
+    }
+    if (json_array_size(causes)) {
+        ks_reply_invalid_gk(r, def->group, kind, "", causes);
+        return;
+    }
+    json_decref(causes);
+    if (local) {
+        json_t *md = json_object_get(obj, "metadata");
+        if (!json_is_object(md)) {
+            md = json_object();
+            json_object_set_new(obj, "metadata", md);
+        }
+        json_object_set_new(md, "namespace", json_string(q->ns));
+    }
+    struct ks_authz_attrs a;
+    attrs_of(spec, &a);
+    if (self) {
+        reply_review(r, obj, access_status(ks, q->user, &a));
+        return;
+    }
+    struct ks_user *u = spec_user(spec);
+    reply_review(r, obj, access_status(ks, u, &a));
+    ks_user_free(u);
+    free(u);
+}
