@@ -2182,8 +2182,56 @@ START_TEST(test_kubesim_impersonation)
     v = review(ssr_path, ssr, "tok-alice", "Impersonate-User: carol", 403);
     json_decref(v);
 
+    /* every request is authorized: alice may discover, not list */
+    struct kop_test_resp r =
+        request("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 403);
+    v = json_loads(r.body, 0, NULL);
+    ck_assert_str_eq(jpath(v, "message", NULL),
+                     "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" "
+                     "in API group \"\" in the namespace \"default\"");
+    ck_assert_str_eq(jpath(v, "details", "kind"), "configmaps");
+    json_decref(v);
+    kop_test_resp_free(&r);
+    r = request("GET", "/apis", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+    r = request("GET", "/nothing-here", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 403);
+    v = json_loads(r.body, 0, NULL);
+    ck_assert_str_eq(jpath(v, "message", NULL),
+                     "forbidden: User \"alice\" cannot get path \"/nothing-here\"");
+    json_decref(v);
+    kop_test_resp_free(&r);
+    /* a name in resourceNames also covers a list or watch selecting it by
+     * metadata.name, as RequestInfo names it */
+    json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+                             "{\"metadata\":{\"name\":\"one-cm\"},\"rules\":[{\"apiGroups\":"
+                             "[\"\"],\"resources\":[\"configmaps\"],\"resourceNames\":[\"c1\"],"
+                             "\"verbs\":[\"get\",\"list\",\"watch\"]}]}",
+                             201));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        "{\"metadata\":{\"name\":\"one-cm\"},\"roleRef\":{\"apiGroup\":"
+        "\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"one-cm\"},\"subjects\":"
+        "[{\"kind\":\"User\",\"name\":\"alice\"}]}",
+        201));
+    r = request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dc1",
+                NULL, NULL, "tok-alice");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default/configmaps/c1", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 404); /* allowed; there is no c1 */
+    kop_test_resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/default/configmaps/c2", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 403);
+    kop_test_resp_free(&r);
+    r = request("GET", "/api/v1/namespaces/kube-system/configmaps/c1", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 403);
+    kop_test_resp_free(&r);
+
     /* groups without a user: the filter's internal error */
-    struct kop_test_resp r = request_ex("POST", ssr_path, NULL, ssr, NULL, "Impersonate-Group: g");
+    r = request_ex("POST", ssr_path, NULL, ssr, NULL, "Impersonate-Group: g");
     ck_assert_int_eq(r.code, 500);
     ck_assert_ptr_nonnull(strstr(r.body, "without impersonating a user"));
     kop_test_resp_free(&r);
@@ -2209,6 +2257,41 @@ START_TEST(test_kubesim_impersonation)
 }
 END_TEST
 
+/* --authorization-mode AlwaysAllow: everyone may do anything, and the
+ * reviews say so. */
+START_TEST(test_kubesim_always_allow)
+{
+    char *tokens = kop_test_path(tmpdir, "aa-tokens.csv");
+    char *ca2 = kop_test_path(tmpdir, "ca-aa.pem");
+    write_text(tokens, "tok-alice,alice,uid-alice\n");
+    char *args[] = {"--token-auth-file", tokens, "--authorization-mode", "AlwaysAllow", NULL};
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
+    struct kop_test_resp r =
+        request("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL, "tok-alice");
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+    json_t *v = review(SSAR_PATH,
+                       "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+                       "\"SelfSubjectAccessReview\",\"spec\":{\"resourceAttributes\":{"
+                       "\"verb\":\"delete\",\"resource\":\"nodes\"}}}",
+                       "tok-alice", NULL, 201);
+    ck_assert(json_is_true(json_object_get(json_object_get(v, "status"), "allowed")));
+    ck_assert_ptr_null(json_object_get(json_object_get(v, "status"), "reason"));
+    json_decref(v);
+    v = review(SSAR_PATH,
+               "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+               "\"SelfSubjectAccessReview\",\"spec\":{\"resourceAttributes\":{"
+               "\"verb\":\"get\",\"resource\":\"pods\"}}}",
+               "tok-alice", "Impersonate-User: anyone", 201);
+    ck_assert(json_is_true(json_object_get(json_object_get(v, "status"), "allowed")));
+    json_decref(v);
+    second_sim_stop(&sim2);
+    free(ca2);
+    free(tokens);
+}
+END_TEST
+
 START_TEST(test_kubesim_token_file_and_audit)
 {
     char *tokens = kop_test_path(tmpdir, "tokens.csv");
@@ -2223,6 +2306,17 @@ START_TEST(test_kubesim_token_file_and_audit)
                     "Request",           NULL};
     struct second_sim sim2;
     second_sim_start(&sim2, ca2, args);
+    /* kubesim authorizes by RBAC: both users may write ConfigMaps */
+    json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                             "{\"metadata\":{\"name\":\"cm\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                             "\"resources\":[\"configmaps\"],\"verbs\":[\"*\"]}]}",
+                             201));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "{\"metadata\":{\"name\":\"cm\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "\"kind\":\"ClusterRole\",\"name\":\"cm\"},\"subjects\":[{\"kind\":\"Group\","
+        "\"name\":\"system:authenticated\"}]}",
+        201));
 
     /* Each token is its user; an unknown or empty one is 401. */
     char create_id[64], patch_id[64], get_id[64], denied_id[64], stats_id[64];
@@ -2549,6 +2643,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_empty_metadata_dropped);
     tcase_add_test(tc, test_kubesim_access_reviews);
     tcase_add_test(tc, test_kubesim_impersonation);
+    tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
     tcase_add_test(tc, test_kubesim_protobuf);

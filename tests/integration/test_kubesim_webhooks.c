@@ -207,6 +207,14 @@ static void start_sim(const char *service)
     const struct kop_test_kubesim_options o = {.ca = ca_path, .token = TOKEN, .args = args};
     kop_test_kubesim_start(&sim, &o);
     free(tokens);
+    /* kubesim authorizes by RBAC: alice administers (the bootstrap cluster-admin) */
+    struct kop_test_resp r = request(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", NULL,
+        "{\"metadata\":{\"name\":\"alice\"},\"roleRef\":{\"apiGroup\":"
+        "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"cluster-admin\"},"
+        "\"subjects\":[{\"kind\":\"User\",\"name\":\"alice\"}]}");
+    ck_assert_msg(r.code == 201, "binding alice: %ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
 }
 
 static void setup(void)

@@ -182,6 +182,13 @@ static void setup(void)
                     kop_test_myresource_crd, 201));
     json_decref(
         api("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"" LEASE_NS "\"}}", 201));
+    /* kubesim authorizes by RBAC: the replicas' users administer */
+    json_decref(api("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                    "{\"metadata\":{\"name\":\"kop-replicas\"},\"roleRef\":{\"apiGroup\":"
+                    "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":"
+                    "\"cluster-admin\"},\"subjects\":[{\"kind\":\"Group\",\"name\":"
+                    "\"system:serviceaccounts\"}]}",
+                    201));
 }
 
 static void teardown(void)

@@ -377,6 +377,11 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     }
     if (ks_impersonate(ks, conn, user, url, &acting, r) < 0)
         goto out;
+    /* RequestInfo: /api/V/... and /apis/G/V/... are resource requests
+     * (authorized once parsed, below); the rest by path */
+    if (!(n >= 3 && (strcmp(segs[0], "api") == 0 || (strcmp(segs[0], "apis") == 0 && n >= 4))) &&
+        ks_authorize_path(ks, acting ? acting : user, method, url, r) < 0)
+        goto out;
     if (n == 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v2") == 0) {
         /* JSON only: a client that accepts nothing but the protobuf form
          * gets 406 (and kubectl then uses /openapi/v3). */
@@ -498,6 +503,8 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     q.body_len = ctx->len;
     q.content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 
+    if (ks_authorize_api(&q, r) < 0)
+        goto out;
     int retry = 0;
     struct ks_req_info ri = {
         .verb = q.verb,

@@ -191,6 +191,7 @@ struct ks_server {
     bool tracing;         /* --tracing: send traceparent */
     bool skip_idle_check; /* --webhook-skip-idle-check (test hook) */
     bool strict_fields;   /* --strict-fields: writes as with fieldValidation=Strict */
+    bool always_allow;    /* --authorization-mode AlwaysAllow (default RBAC; authz.c) */
 
     /* faults and stats, lock held */
     struct ks_fault_rule *faults;
@@ -729,8 +730,9 @@ struct ks_authz_attrs {
     const char *group, *resource, *sub, *ns, *name; /* resource requests ("" or NULL: none) */
     const char *path;                               /* non-resource requests */
 };
-/* The RBAC decision for user u (bootstrap policy built in); *ret_reason
- * (malloc'd, may be NULL) as the authorizer's reason. Lock held. */
+/* The decision for user u: RBAC (bootstrap policy built in) or, with
+ * --authorization-mode AlwaysAllow, yes; *ret_reason (malloc'd, may be
+ * NULL) as the authorizer's reason. Lock held. */
 bool ks_authorize(struct ks_server *ks, const struct ks_user *u, const struct ks_authz_attrs *a,
                   char **ret_reason);
 /* Does one PolicyRule (@ref borrow) allow a? */
@@ -744,6 +746,12 @@ void ks_reply_forbidden(struct ks_reply *r, const struct ks_user *u, const struc
  * the lock. */
 int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const struct ks_user *who,
                    const char *uri, struct ks_user **ret_user, struct ks_reply *r);
+/* WithAuthorization: 0, or -EACCES with the 403 in r. A non-resource
+ * request (discovery, /openapi) by path; a resource request by q's
+ * attributes. Take the lock. */
+int ks_authorize_path(struct ks_server *ks, const struct ks_user *u, const char *method,
+                      const char *path, struct ks_reply *r);
+int ks_authorize_api(struct ks_api_req *q, struct ks_reply *r);
 /* POST of a review (def->create_only); obj is the decoded, type-checked body
  * (@ref borrow, may be changed). Takes the lock. */
 void ks_review_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj,

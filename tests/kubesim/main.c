@@ -52,6 +52,8 @@ static const char usage[] =
     "  --audit-log-path FILE         write an audit.k8s.io/v1 Event line per request\n"
     "                                (\"-\": standard output)\n"
     "  --audit-level LEVEL           Metadata (default) or Request (adds the request body)\n"
+    "  --authorization-mode MODE     RBAC (default: every request authorized by the\n"
+    "                                stored RBAC and the bootstrap policy) or AlwaysAllow\n"
     "  --verbose                     log requests to stderr\n";
 
 /* "200ms", "1s", "2m" or plain milliseconds. -1 on error. */
@@ -147,6 +149,9 @@ static int run(int argc, char **argv)
             audit_path = v;
         } else if (strcmp(a, "--audit-level") == 0) {
             audit_level = v;
+        } else if (strcmp(a, "--authorization-mode") == 0) {
+            bad = strcmp(v, "RBAC") != 0 && strcmp(v, "AlwaysAllow") != 0;
+            ks->always_allow = strcmp(v, "AlwaysAllow") == 0;
         } else if (strcmp(a, "--token") == 0) {
             free(ks->token);
             ks->token = ks_strdup(v);

@@ -12,6 +12,11 @@
 #      Service deleted by someone and restored, a name taken by a foreign
 #      Deployment and Service (kop reads them after AlreadyExists), paused,
 #      deleted (garbage collection), and SIGTERM (the Lease released);
+#      kop runs as its ServiceAccount (a token of kubesim's
+#      --token-auth-file for system:serviceaccount:kop-system:kop) with the
+#      rendered RBAC applied, and kubesim authorizes every request by RBAC
+#      as the apiserver does: a refused request is a 403 kop logs, and
+#      fails the test;
 #   3. kubesim's /_kubesim/stats?userAgent=kop/ lists every API request
 #      it served to a client whose User-Agent starts with "kop/" (kop's
 #      own; the test's curl and kubectl requests are left out);
@@ -49,7 +54,11 @@ fi
 # ---- 1. kubesim, CRD, namespace --------------------------------------------------
 k kustomize "$root/manifests" >"$work/default.yaml" 2>"$work/kustomize.log" ||
   die "kubectl kustomize manifests/"
+sa_token=rbac-test-kop-sa-token
+printf '%s,system:serviceaccount:kop-system:kop,uid-kop-sa,"system:serviceaccounts,system:serviceaccounts:kop-system"\n' \
+  "$sa_token" >"$work/tokens.csv"
 "$kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" --token "$token" \
+  --token-auth-file "$work/tokens.csv" --authorization-mode RBAC \
   --deployment-ready-delay 100ms >"$work/kubesim.log" 2>&1 &
 pids+=($!)
 wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
@@ -57,6 +66,17 @@ url=$(head -n 1 "$work/kubesim.log")
 export KUBECONFIG=$work/kubeconfig
 k apply -f "$root/manifests/base/crd.yaml" -f "$root/manifests/base/namespace.yaml" \
   >"$work/apply.log" 2>&1 || die "kubectl apply of the CRD and namespace"
+# The rendered RBAC (and ServiceAccount), as the install applies it.
+node -e '
+  const Y = require(process.argv[1]); const fs = require("fs");
+  const kinds = new Set(["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]);
+  const docs = Y.parseAllDocuments(fs.readFileSync(process.argv[2], "utf8")).map((d) => d.toJSON())
+    .filter((o) => o && kinds.has(o.kind));
+  process.stdout.write(docs.map((o) => Y.stringify(o)).join("---\n"));
+' "$checks/node_modules/yaml" "$work/default.yaml" >"$work/rbac.yaml" || die "the RBAC of the manifests"
+k apply -f "$work/rbac.yaml" >>"$work/apply.log" 2>&1 || die "kubectl apply of the RBAC: $(tail -3 "$work/apply.log")"
+sed "s/token: $token\$/token: $sa_token/" "$work/kubeconfig" >"$work/kop-kubeconfig"
+grep -q "token: $sa_token\$" "$work/kop-kubeconfig" || die "no token in kubesim's kubeconfig"
 
 # The test's own API requests go through api(), with a User-Agent of its
 # own (kubesim records each request's User-Agent).
@@ -99,7 +119,7 @@ lease=/apis/coordination.k8s.io/v1/namespaces/kop-system/leases/kop-leader
 
 # ---- 2. the full operator through a scenario -------------------------------------
 bash "$root/scripts/gen-certs.sh" "$work/certs" >/dev/null 2>&1 || die "gen-certs.sh"
-"$kop" --kubeconfig "$work/kubeconfig" --cert-dir "$work/certs" \
+"$kop" --kubeconfig "$work/kop-kubeconfig" --cert-dir "$work/certs" \
   --webhook-host 127.0.0.1 --webhook-port 0 \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
   --leader-elect --leader-election-namespace kop-system \
@@ -181,6 +201,11 @@ if until_json 5 "$lease" 'o && o.spec.holderIdentity === ""'; then
   pass "the Lease is free after the shutdown"
 else
   fail "the Lease is still held after the shutdown"
+fi
+if grep -q -i 'forbidden' "$work/kop.log"; then
+  fail "kubesim refused kop requests its RBAC does not allow: $(grep -i -m 3 'forbidden' "$work/kop.log")"
+else
+  pass "no request of kop's was refused by the RBAC"
 fi
 
 # ---- 3. kop's requests against the RBAC ------------------------------------------
