@@ -338,6 +338,35 @@ static void inject_fault(struct ks_server *ks, unsigned int code, int retry, str
     r->retry_after = retry;
 }
 
+/* /openapi/v2's media type for an Accept header (kube-openapi
+ * handler.go, clauses in order, q-values not weighed): 0 JSON, 1 protobuf
+ * (com.github.proto-openapi.spec.v2.v1.0+protobuf or its deprecated
+ * @v1.0 spelling), -1 none. */
+static int openapi_v2_form(const char *accept)
+{
+    if (!accept || !*accept)
+        return 0;
+    const char *p = accept;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",;");
+        while (n && p[n - 1] == ' ')
+            n--;
+        if ((n == 3 && strncmp(p, "*/*", 3) == 0) ||
+            (n == 13 && strncmp(p, "application/*", 13) == 0) ||
+            (n == 16 && strncmp(p, "application/json", 16) == 0))
+            return 0;
+        static const char pb1[] = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+        static const char pb2[] = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        if ((n == sizeof(pb1) - 1 && strncmp(p, pb1, n) == 0) ||
+            (n == sizeof(pb2) - 1 && strncmp(p, pb2, n) == 0))
+            return 1;
+        p += strcspn(p, ",");
+    }
+    return -1;
+}
+
 static void route(struct ks_server *ks, struct MHD_Connection *conn, const char *method,
                   const char *url, struct conn_ctx *ctx, struct ks_reply *r)
 {
@@ -383,18 +412,30 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         ks_authorize_path(ks, acting ? acting : user, method, url, r) < 0)
         goto out;
     if (n == 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v2") == 0) {
-        /* JSON only: a client that accepts nothing but the protobuf form
-         * gets 406 (and kubectl then uses /openapi/v3). */
-        const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-        if (acc && !strstr(acc, "json") && !strstr(acc, "*/*")) {
-            ks_reply_status(r, 406, "NotAcceptable",
-                            "only the following media types are accepted: application/json", NULL);
+        /* kube-openapi's handler: the first Accept clause that names JSON
+         * or gnostic's protobuf (kubectl's client-side validation) wins;
+         * none: 406 without a body */
+        int form = openapi_v2_form(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept"));
+        if (form < 0) {
+            reply_text(r, 406, "");
             goto out;
         }
+        bool pb = form == 1;
         pthread_mutex_lock(&ks->lock);
         doc = ks_openapi_v2(ks);
         pthread_mutex_unlock(&ks->lock);
-        ks_reply_json(r, 200, doc, false);
+        if (pb) {
+            unsigned char *buf = NULL;
+            size_t len = 0;
+            ks_openapi_v2_pb(doc, &buf, &len);
+            free(r->body);
+            r->body = (char *)buf;
+            r->len = len;
+            r->code = 200;
+            r->content_type = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+        } else {
+            ks_reply_json(r, 200, doc, false);
+        }
         goto out;
     }
     if (n >= 2 && strcmp(segs[0], "openapi") == 0 && strcmp(segs[1], "v3") == 0) {

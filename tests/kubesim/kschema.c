@@ -472,6 +472,34 @@ static json_t *openapi_type(const json_t *t, bool v3)
     return s;
 }
 
+/* Every "$ref" (a string) under v whose definition is not in defs: an
+ * empty schema (any value), as a type the table has no members for
+ * (FieldsV1, apiextensions' JSON, JSONSchemaPropsOrBool, ...). Without it
+ * kubectl's client-side validation refuses the whole document ("unknown
+ * model in reference"). */
+static void add_missing_refs(json_t *defs, const json_t *v, const char *prefix)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) add_missing_refs(defs, x, prefix);
+        return;
+    }
+    if (!json_is_object(v))
+        return;
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)v, k, x)
+    {
+        const char *ref = strcmp(k, "$ref") == 0 ? json_string_value(x) : NULL;
+        size_t pl = strlen(prefix);
+        if (ref && strncmp(ref, prefix, pl) == 0 && !json_object_get(defs, ref + pl))
+            json_object_set_new(defs, ref + pl, json_object());
+        else
+            add_missing_refs(defs, x, prefix);
+    }
+}
+
 json_t *ks_kschema_openapi(bool v3)
 {
     const json_t *tbl = ks_kschema_table();
@@ -553,5 +581,15 @@ json_t *ks_kschema_openapi(bool v3)
                                   "Time is a wrapper around time.Time which supports correct "
                                   "marshaling to YAML and JSON.",
                                   "type", "string", "format", "date-time"));
+    json_t *missing = json_object();
+    add_missing_refs(missing, out, v3 ? "#/components/schemas/" : "#/definitions/");
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(missing, mk, mv)
+    {
+        if (!json_object_get(out, mk))
+            json_object_set(out, mk, mv);
+    }
+    json_decref(missing);
     return out;
 }

@@ -76,6 +76,41 @@ if curl -sf --cacert "$work/ca.pem" -H "Authorization: Bearer clients-token" \
 else
   fail "/openapi/v2: $(head -c 300 "$work/v2.json")"
 fi
+# kube-openapi's negotiation: gnostic protobuf for kubectl's client-side
+# validation, 406 with no body for a type it does not serve.
+v2() { curl -s --cacert "$work/ca.pem" -H "Authorization: Bearer clients-token" -H "Accept: $1" \
+  -o "$work/v2.out" -w '%{http_code} %{content_type} %{size_download}' "$url/openapi/v2"; }
+got=$(v2 'application/com.github.proto-openapi.spec.v2@v1.0+protobuf')
+case $got in
+  "200 application/com.github.proto-openapi.spec.v2.v1.0+protobuf "*) pass "/openapi/v2 in protobuf" ;;
+  *) fail "/openapi/v2 in protobuf: $got" ;;
+esac
+got=$(v2 'text/html')
+case $got in
+  "406 "*" 0") pass "/openapi/v2: 406 for text/html" ;;
+  *) fail "/openapi/v2 for text/html: $got" ;;
+esac
+# A List (kubectl get -o yaml of several objects) is validated on the client
+# with /openapi/v2's definitions, then applied item by item.
+k create configmap list-a --from-literal=x=1 >"$work/list.log" 2>&1 &&
+  k create configmap list-b --from-literal=x=2 >>"$work/list.log" 2>&1 &&
+  k get configmap list-a list-b -o yaml >"$work/list.yaml" 2>>"$work/list.log" ||
+  fail "configmaps for the List: $(tail -3 "$work/list.log")"
+sed -i 's/x: "2"/x: "22"/' "$work/list.yaml"
+if k apply -f "$work/list.yaml" >>"$work/list.log" 2>&1 &&
+  [ "$(k get configmap list-b -o jsonpath='{.data.x}')" = 22 ]; then
+  pass "kubectl apply -f of a List"
+else
+  fail "kubectl apply -f of a List: $(tail -3 "$work/list.log")"
+fi
+printf 'apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: list-c}\n  bogus: 1\n' \
+  >"$work/badlist.yaml"
+if ! k apply -f "$work/badlist.yaml" >"$work/badlist.out" 2>&1 &&
+  grep -q 'unknown field "bogus" in io.k8s.api.core.v1.ConfigMap' "$work/badlist.out"; then
+  pass "kubectl's client-side validation of a List item"
+else
+  fail "a List with an unknown field: $(cat "$work/badlist.out")"
+fi
 
 # A CRD's versions are published as the apiextensions-apiserver does: the
 # version's schema, metadata a reference to ObjectMeta, and the kind found by

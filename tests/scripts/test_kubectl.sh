@@ -450,6 +450,18 @@ k auth whoami --as="$sa" -o jsonpath='{.status.userInfo.groups}' >"$work/whoami.
   fail "auth whoami: $(tail -3 "$work/auth.log")"
 grep -q '"system:serviceaccounts:kop-system"' "$work/whoami.out" ||
   fail "whoami groups: $(cat "$work/whoami.out")"
+# A review created from a file (kubectl validates it on the client with
+# /openapi/v2, the kind having no PATCH operation in /openapi/v3).
+cat >"$work/sar.yaml" <<EOF2
+apiVersion: authorization.k8s.io/v1
+kind: SubjectAccessReview
+spec:
+  user: $sa
+  groups: [system:serviceaccounts, system:serviceaccounts:kop-system, system:authenticated]
+  resourceAttributes: {verb: watch, group: apps, resource: deployments}
+EOF2
+[ "$(k create -f "$work/sar.yaml" -o jsonpath='{.status.allowed}' 2>>"$work/auth.log")" = true ] ||
+  fail "kubectl create -f of a SubjectAccessReview: $(tail -3 "$work/auth.log")"
 # Impersonating groups alone is the apiserver's internal error (kubectl
 # itself refuses --as-group without --as, so curl).
 code=$(c -o "$work/imp.out" -w '%{http_code}' -H 'Impersonate-Group: devs' "$url/api/v1/namespaces")
