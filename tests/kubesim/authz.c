@@ -39,6 +39,7 @@
 #include "kubesim.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,18 @@ static const char boot_roles_json[] =
     "\"/version\",\"/version/\"]}],"
     "\"system:public-info-viewer\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/healthz\","
     "\"/livez\",\"/readyz\",\"/version\",\"/version/\"]}]}";
+
+/* The roles above, parsed once (read-only and never freed: shared by every
+ * request's thread, which only borrow from it). */
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+static json_t *boot_roles;
+
+static void boot_init(void)
+{
+    boot_roles = json_loads(boot_roles_json, 0, NULL);
+    if (!boot_roles)
+        abort();
+}
 
 /* ---- rule matching ---------------------------------------------------------------------- */
 
@@ -207,25 +220,29 @@ static char *describe_subject(const json_t *subject, const char *ns)
  * cannot be had; returns false to stop. */
 typedef bool (*rule_visitor)(void *ud, const char *source, const json_t *rule, const char *err);
 
-/* The rules of a binding's role: stored, or for a ClusterRole of the
- * bootstrap policy (boot) not stored, its built-in rules. NULL: no such
- * role. */
-static const json_t *role_rules(struct ks_server *ks, const json_t *boot, const char *kind,
-                                const char *ns, const char *name)
+/* The rules of a binding's role (*ret_rules, NULL when it has none):
+ * stored, or for a ClusterRole of the bootstrap policy (boot) not stored,
+ * its built-in rules. false: no such role. */
+static bool role_rules(struct ks_server *ks, const json_t *boot, const char *kind, const char *ns,
+                       const char *name, const json_t **ret_rules)
 {
     char key[512];
+    const json_t *role = NULL;
+    *ret_rules = NULL;
     if (strcmp(kind, "ClusterRole") == 0) {
         ks_obj_key(key, sizeof(key), NULL, name);
-        const json_t *role = ks_store_get(ks, "clusterroles.rbac.authorization.k8s.io", key);
-        if (!role)
-            return json_object_get(boot, name);
-        return json_object_get(role, "rules");
-    }
-    if (strcmp(kind, "Role") == 0 && ns && *ns) {
+        role = ks_store_get(ks, "clusterroles.rbac.authorization.k8s.io", key);
+        if (!role) {
+            *ret_rules = json_object_get(boot, name);
+            return *ret_rules != NULL;
+        }
+    } else if (strcmp(kind, "Role") == 0 && ns && *ns) {
         ks_obj_key(key, sizeof(key), ns, name);
-        return json_object_get(ks_store_get(ks, "roles.rbac.authorization.k8s.io", key), "rules");
+        role = ks_store_get(ks, "roles.rbac.authorization.k8s.io", key);
     }
-    return NULL;
+    if (role)
+        *ret_rules = json_object_get(role, "rules");
+    return role != NULL;
 }
 
 static bool visit_rules(const json_t *rules, const char *source, rule_visitor fn, void *ud)
@@ -258,8 +275,8 @@ static bool visit_binding(struct ks_server *ks, const json_t *boot, const struct
     {
         if (!applies_to(u, s, bns))
             continue;
-        const json_t *rules = role_rules(ks, boot, rkind, bns, rname);
-        if (!rules) {
+        const json_t *rules;
+        if (!role_rules(ks, boot, rkind, bns, rname, &rules)) {
             /* GetRoleReferenceRules' error: the lister's NotFound */
             bool known = strcmp(rkind, "ClusterRole") == 0 || strcmp(rkind, "Role") == 0;
             char *err = known
@@ -296,9 +313,8 @@ static void visit_rules_for(struct ks_server *ks, const struct ks_user *u, const
         json_decref(all);
         return;
     }
-    json_t *boot = json_loads(boot_roles_json, 0, NULL);
-    if (!boot)
-        abort();
+    pthread_once(&boot_once, boot_init);
+    const json_t *boot = boot_roles;
     bool go = true;
     for (size_t i = 0; go && i < sizeof(boot_bindings) / sizeof(boot_bindings[0]); i++) {
         const struct boot_binding *bb = &boot_bindings[i];
@@ -331,7 +347,6 @@ static void visit_rules_for(struct ks_server *ks, const struct ks_user *u, const
                 break;
         }
     }
-    json_decref(boot);
 }
 
 /* ---- the authorizer ------------------------------------------------------------------------ */
