@@ -2710,28 +2710,13 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
                         json_object());
         return;
     }
-    if (def->create_only) {
-        /* a review: POST to the collection, nothing else is routed */
-        if (strcmp(q->verb, "create") != 0 || q->name || q->sub) {
-            /* go-restful's 405 through apierrors.NewGenericServerResponse */
-            ks_reply_status(r, 405, "MethodNotAllowed",
-                            "the server does not allow this method on the requested resource",
-                            json_pack("{s:[{s:s,s:s}]}", "causes", "reason",
-                                      "UnexpectedServerResponse", "message",
-                                      "405: Method Not Allowed"));
-            return;
-        }
-        if (def->namespaced && !q->ns) {
-            ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
-                            json_object());
-            return;
-        }
-        if (!json_body(q, r))
-            return;
-        json_t *obj = parse_body(q, r);
-        if (obj && check_type(def, q->version, obj, r) == 0)
-            ks_review_create(q, def, obj, r);
-        json_decref(obj);
+    if (def->create_only && (strcmp(q->verb, "create") != 0 || q->name || q->sub)) {
+        /* a review: POST to the collection, nothing else is routed
+         * (go-restful's 405 through apierrors.NewGenericServerResponse) */
+        ks_reply_status(r, 405, "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource",
+                        json_pack("{s:[{s:s,s:s}]}", "causes", "reason", "UnexpectedServerResponse",
+                                  "message", "405: Method Not Allowed"));
         return;
     }
     char key[512] = "";
@@ -2762,8 +2747,12 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
         json_t *obj = parse_body(q, r);
         if (!obj)
             return;
-        if (check_type(def, q->version, obj, r) == 0)
-            do_create(q, def, obj, dry_run(q, NULL), r);
+        if (check_type(def, q->version, obj, r) == 0) {
+            if (def->create_only) /* a review: nothing stored (authz.c) */
+                ks_review_create(q, def, obj, r);
+            else
+                do_create(q, def, obj, dry_run(q, NULL), r);
+        }
         json_decref(obj);
     } else if (strcmp(q->verb, "update") == 0 || strcmp(q->verb, "patch") == 0) {
         enum patch_kind pk = PATCH_NONE;

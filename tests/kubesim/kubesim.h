@@ -722,7 +722,7 @@ void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char
 json_t *ks_details(const struct ks_res *def, const char *name);
 
 /* /openapi/v2 (ks_openapi_v2's document, @ref borrow) as gnostic's
- * openapi_v2.Document protobuf (openapiv2.c); *ret_buf malloc'd. 0. */
+ * openapi_v2.Document protobuf (protobuf.c); *ret_buf malloc'd. 0. */
 int ks_openapi_v2_pb(const json_t *doc, unsigned char **ret_buf, size_t *ret_len);
 
 /* ---- authorization (authz.c) ---- */
