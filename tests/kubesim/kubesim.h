@@ -208,7 +208,6 @@ struct ks_server {
     bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
-    json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
     pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
     bool migrator_running;
 };

@@ -39,7 +39,6 @@ ROOTS = [
     ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
     ("apps", "v1", "Deployment"),
-    ("apps", "v1", "ReplicaSet"),
     ("autoscaling", "v1", "Scale"),
     ("coordination.k8s.io", "v1", "Lease"),
     ("networking.k8s.io", "v1", "NetworkPolicy"),
