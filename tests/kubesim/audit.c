@@ -417,10 +417,7 @@ void ks_audit_log(struct ks_server *ks, const struct ks_audit_rec *rec)
     } else {
         /* non-resource requests: the lower-case HTTP method */
         char verb[16];
-        size_t i = 0;
-        for (; rec->method[i] && i + 1 < sizeof(verb); i++)
-            verb[i] = (char)(rec->method[i] | 0x20);
-        verb[i] = '\0';
+        ks_lower_method(rec->method, verb, sizeof(verb));
         json_object_set_new(ev, "verb", json_string(verb));
     }
     json_object_set_new(ev, "user", ks_user_info(rec->user));

@@ -38,7 +38,6 @@
  */
 #include "kubesim.h"
 
-#include <ctype.h>
 #include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
@@ -462,34 +461,6 @@ void ks_reply_forbidden(struct ks_reply *r, const struct ks_user *u, const struc
 
 /* ---- impersonation (apiserver endpoints/filters/impersonation.go) ---------------------------- */
 
-static bool dns_label(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
-            return false;
-    return true;
-}
-
-static bool dns_subdomain(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 253)
-        return false;
-    const char *p = s;
-    while (*p) {
-        const char *dot = strchr(p, '.');
-        size_t l = dot ? (size_t)(dot - p) : strlen(p);
-        if (!dns_label(p, l))
-            return false;
-        p += l;
-        if (*p == '.' && *++p == '\0')
-            return false;
-    }
-    return true;
-}
-
 /* serviceaccount.SplitUsername: "system:serviceaccount:NS:NAME". */
 static bool split_sa(const char *user, char **ret_ns, char **ret_name)
 {
@@ -500,12 +471,15 @@ static bool split_sa(const char *user, char **ret_ns, char **ret_name)
     const char *colon = strchr(rest, ':');
     if (!colon || strchr(colon + 1, ':'))
         return false;
-    if (!dns_label(rest, (size_t)(colon - rest)) || !dns_subdomain(colon + 1))
-        return false;
-    *ret_ns = strndup(rest, (size_t)(colon - rest));
-    *ret_name = ks_strdup(colon + 1);
-    if (!*ret_ns)
+    char *ns = strndup(rest, (size_t)(colon - rest));
+    if (!ns)
         abort();
+    if (!ks_is_dns_label(ns, false) || !ks_is_dns_subdomain(colon + 1)) {
+        free(ns);
+        return false;
+    }
+    *ret_ns = ns;
+    *ret_name = ks_strdup(colon + 1);
     return true;
 }
 
@@ -893,10 +867,7 @@ int ks_authorize_path(struct ks_server *ks, const struct ks_user *u, const char 
                       const char *path, struct ks_reply *r)
 {
     char verb[16];
-    size_t i = 0;
-    for (; method[i] && i + 1 < sizeof(verb); i++)
-        verb[i] = (char)tolower((unsigned char)method[i]);
-    verb[i] = '\0';
+    ks_lower_method(method, verb, sizeof(verb));
     struct ks_authz_attrs a = {.verb = verb, .path = path};
     return decide_request(ks, u, &a, r);
 }

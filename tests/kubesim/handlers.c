@@ -326,7 +326,7 @@ static int one_in_version(struct ks_server *ks, const struct ks_res *def, const 
     return 0;
 }
 
-static bool is_dns_label(const char *s, bool alpha_first)
+bool ks_is_dns_label(const char *s, bool alpha_first)
 {
     size_t n = strlen(s);
     if (n == 0 || n > 63)
@@ -343,7 +343,7 @@ static bool is_dns_label(const char *s, bool alpha_first)
     return true;
 }
 
-static bool is_dns_subdomain(const char *s)
+bool ks_is_dns_subdomain(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > 253)
@@ -354,7 +354,7 @@ static bool is_dns_subdomain(const char *s)
     if (s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
         ok = false;
     for (char *p = strtok_r(copy, ".", &save); ok && p; p = strtok_r(NULL, ".", &save))
-        if (!is_dns_label(p, false))
+        if (!ks_is_dns_label(p, false))
             ok = false;
     free(copy);
     return ok;
@@ -366,18 +366,18 @@ static json_t *check_name(const struct ks_res *def, const char *name)
     const char *msg = NULL;
     char *full = NULL;
     if (strcmp(def->key, "namespaces") == 0) {
-        if (!is_dns_label(name, false))
+        if (!ks_is_dns_label(name, false))
             msg = "a lowercase RFC 1123 label must consist of lower case alphanumeric "
                   "characters or '-', and must start and end with an alphanumeric character "
                   "(e.g. 'my-name',  or '123-abc', regex used for validation is "
                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
     } else if (strcmp(def->key, "services") == 0) {
-        if (!is_dns_label(name, true))
+        if (!ks_is_dns_label(name, true))
             msg = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
                   "start with an alphabetic character, and end with an alphanumeric character "
                   "(e.g. 'my-name',  or 'abc-123', regex used for validation is "
                   "'[a-z]([-a-z0-9]*[a-z0-9])?')";
-    } else if (strcmp(def->key, "events") != 0 && !is_dns_subdomain(name)) {
+    } else if (strcmp(def->key, "events") != 0 && !ks_is_dns_subdomain(name)) {
         msg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
               "characters, '-' or '.', and must start and end with an alphanumeric character "
               "(e.g. 'example.com', regex used for validation is "

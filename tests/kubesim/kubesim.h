@@ -725,6 +725,13 @@ json_t *ks_details(const struct ks_res *def, const char *name);
  * openapi_v2.Document protobuf (protobuf.c); *ret_buf malloc'd. 0. */
 int ks_openapi_v2_pb(const json_t *doc, unsigned char **ret_buf, size_t *ret_len);
 
+/* DNS-1123 label (alpha_first: a DNS-1035 label) and subdomain, as
+ * apimachinery's util/validation checks names (handlers.c). */
+bool ks_is_dns_label(const char *s, bool alpha_first);
+bool ks_is_dns_subdomain(const char *s);
+/* An HTTP method in lower case (a non-resource request's verb) into buf. */
+void ks_lower_method(const char *method, char *buf, size_t size);
+
 /* ---- authorization (authz.c) ---- */
 
 /* What a request asks, as authorizer.Attributes. */

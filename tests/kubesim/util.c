@@ -265,3 +265,12 @@ void ks_split_api_version(const char *av, char **ret_group, char **ret_version)
         abort();
     *ret_version = ks_strdup(slash + 1);
 }
+
+void ks_lower_method(const char *method, char *buf, size_t size)
+{
+    size_t i = 0;
+    for (; method[i] && i + 1 < size; i++)
+        buf[i] = (char)tolower((unsigned char)method[i]);
+    if (size)
+        buf[i] = '\0';
+}
