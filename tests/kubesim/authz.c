@@ -716,11 +716,11 @@ static bool collect_visit(void *ud, const char *source, const json_t *rule, cons
     json_t *verbs = json_object_get(rule, "verbs");
     if (json_array_size(json_object_get(rule, "nonResourceURLs"))) {
         json_array_append_new(
-            c->url_rules, json_pack("{s:O,s:O}", "verbs", verbs ? verbs : json_array(),
+            c->url_rules, json_pack("{s:o,s:O}", "verbs", verbs ? json_incref(verbs) : json_array(),
                                     "nonResourceURLs", json_object_get(rule, "nonResourceURLs")));
         return true;
     }
-    json_t *rr = json_pack("{s:O}", "verbs", verbs ? verbs : json_array());
+    json_t *rr = json_pack("{s:o}", "verbs", verbs ? json_incref(verbs) : json_array());
     static const char *const keys[] = {"apiGroups", "resources", "resourceNames"};
     for (size_t i = 0; i < 3; i++) {
         json_t *v = json_object_get(rule, keys[i]);
