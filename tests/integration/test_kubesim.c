@@ -1928,6 +1928,159 @@ static bool sa_allowed(const char *attrs)
     return ok;
 }
 
+/* Allowed for USER (with system:authenticated) by a SubjectAccessReview? */
+static bool user_allowed(const char *user, const char *attrs)
+{
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SubjectAccessReview\","
+             "\"spec\":{\"user\":\"%s\",\"groups\":[\"system:authenticated\"],%s}}",
+             user, attrs);
+    json_t *v = review(SAR_PATH, body, NULL, NULL, 201);
+    bool ok = json_is_true(json_object_get(json_object_get(v, "status"), "allowed"));
+    json_decref(v);
+    return ok;
+}
+
+/* Whether ClusterRole NAME's rules hold a rule for group "example.com". */
+static bool role_has_example_rule(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/apis/rbac.authorization.k8s.io/v1/clusterroles/%s", name);
+    json_t *r = request_json("GET", path, NULL, 200);
+    bool found = false;
+    size_t i;
+    json_t *rule;
+    json_array_foreach(json_object_get(r, "rules"), i, rule)
+    {
+        const char *g = json_string_value(json_array_get(json_object_get(rule, "apiGroups"), 0));
+        if (g && strcmp(g, "example.com") == 0)
+            found = true;
+    }
+    json_decref(r);
+    return found;
+}
+
+/* Poll (5 s at most) until role_has_example_rule(name) == want. */
+static void wait_example_rule(const char *name, bool want)
+{
+    for (int i = 0; i < 500 && role_has_example_rule(name) != want; i++)
+        usleep(10000);
+    ck_assert_msg(role_has_example_rule(name) == want, "%s: example.com rule %s", name,
+                  want ? "never aggregated" : "never removed");
+}
+
+/* The bootstrap policy is stored (admin, edit, view and their
+ * aggregate-to roles), and the ClusterRole aggregation controller keeps
+ * aggregated roles' rules current. */
+START_TEST(test_kubesim_bootstrap_roles_aggregation)
+{
+    json_t *v =
+        request_json("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view", NULL, 200);
+    ck_assert_str_eq(jpath(json_object_get(v, "metadata"), "labels", "kubernetes.io/bootstrapping"),
+                     "rbac-defaults");
+    ck_assert_str_eq(jpath(json_object_get(v, "metadata"), "labels",
+                           "rbac.authorization.k8s.io/aggregate-to-edit"),
+                     "true");
+    const json_t *sel = json_array_get(
+        json_object_get(json_object_get(v, "aggregationRule"), "clusterRoleSelectors"), 0);
+    ck_assert_str_eq(jpath(sel, "matchLabels", "rbac.authorization.k8s.io/aggregate-to-view"),
+                     "true");
+    ck_assert_int_gt(json_array_size(json_object_get(v, "rules")), 5);
+    json_decref(v);
+    v = request_json("GET", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin",
+                     NULL, 200);
+    ck_assert_str_eq(jpath(v, "roleRef", "name"), "cluster-admin");
+    json_decref(v);
+
+    struct kop_test_resp nr =
+        request("POST", "/api/v1/namespaces", NULL, "{\"metadata\":{\"name\":\"agg\"}}", NULL);
+    ck_assert_msg(nr.code == 201 || nr.code == 409, "namespace: %ld", nr.code);
+    kop_test_resp_free(&nr);
+    static const char *const bind[][2] = {
+        {"viewer", "view"}, {"editor", "edit"}, {"boss", "admin"}};
+    for (size_t i = 0; i < 3; i++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"metadata\":{\"name\":\"%s\"},\"roleRef\":{\"apiGroup\":"
+                 "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"%s\"},"
+                 "\"subjects\":[{\"kind\":\"User\",\"apiGroup\":\"rbac.authorization.k8s.io\","
+                 "\"name\":\"%s\"}]}",
+                 bind[i][0], bind[i][1], bind[i][0]);
+        json_decref(request_json(
+            "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/agg/rolebindings", body, 201));
+    }
+#define CM_ATTRS(verb, ns)                                                                         \
+    "\"resourceAttributes\":{\"verb\":\"" verb                                                     \
+    "\",\"resource\":\"configmaps\",\"namespace\":\"" ns "\"}"
+    ck_assert(user_allowed("viewer", CM_ATTRS("list", "agg")));
+    ck_assert(!user_allowed("viewer", CM_ATTRS("create", "agg")));
+    ck_assert(user_allowed("editor", CM_ATTRS("create", "agg")));
+    ck_assert(user_allowed("editor", CM_ATTRS("list", "agg"))); /* view is in edit */
+    ck_assert(!user_allowed("editor", CM_ATTRS("create", "default")));
+    ck_assert(!user_allowed("editor", "\"resourceAttributes\":{\"verb\":\"create\",\"group\":"
+                                      "\"rbac.authorization.k8s.io\",\"resource\":\"rolebindings\","
+                                      "\"namespace\":\"agg\"}"));
+    ck_assert(user_allowed("boss", "\"resourceAttributes\":{\"verb\":\"create\",\"group\":"
+                                   "\"rbac.authorization.k8s.io\",\"resource\":\"rolebindings\","
+                                   "\"namespace\":\"agg\"}"));
+    ck_assert(user_allowed("boss", CM_ATTRS("delete", "agg"))); /* edit is in admin */
+#undef CM_ATTRS
+
+    /* a ClusterRole labelled aggregate-to-view reaches view, edit and admin */
+#define WIDGETS(verb)                                                                              \
+    "\"resourceAttributes\":{\"verb\":\"" verb "\",\"group\":\"example.com\",\"resource\":"        \
+    "\"widgets\",\"namespace\":\"agg\"}"
+    ck_assert(!user_allowed("viewer", WIDGETS("get")));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "{\"metadata\":{\"name\":\"widgets-view\",\"labels\":{"
+        "\"rbac.authorization.k8s.io/aggregate-to-view\":\"true\"}},\"rules\":[{\"apiGroups\":["
+        "\"example.com\"],\"resources\":[\"widgets\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}",
+        201));
+    wait_example_rule("view", true);
+    wait_example_rule("edit", true);
+    wait_example_rule("admin", true);
+    ck_assert(user_allowed("viewer", WIDGETS("get")));
+    ck_assert(user_allowed("boss", WIDGETS("watch")));
+    ck_assert(!user_allowed("editor", WIDGETS("create")));
+    /* deleted: its rules leave again */
+    json_decref(request_json(
+        "DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/widgets-view", NULL, 200));
+    wait_example_rule("view", false);
+    wait_example_rule("admin", false);
+    ck_assert(!user_allowed("viewer", WIDGETS("get")));
+#undef WIDGETS
+
+    /* a role of one's own, aggregated by matchExpressions */
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "{\"metadata\":{\"name\":\"agg-mine\"},\"aggregationRule\":{\"clusterRoleSelectors\":[{"
+        "\"matchExpressions\":[{\"key\":\"team\",\"operator\":\"In\",\"values\":[\"x\",\"y\"]}]}]}"
+        "}",
+        201));
+    json_decref(request_json(
+        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "{\"metadata\":{\"name\":\"agg-part\",\"labels\":{\"team\":\"y\"}},\"rules\":[{"
+        "\"apiGroups\":[\"example.com\"],\"resources\":[\"gadgets\"],\"verbs\":[\"get\"]}]}",
+        201));
+    wait_example_rule("agg-mine", true);
+    ck_assert(!role_has_example_rule("view"));
+
+    /* kubectl get's columns: no printer for roles (Created At), bindings name their role */
+    json_t *t = get_table("/apis/rbac.authorization.k8s.io/v1/clusterroles/view");
+    ck_assert_str_eq(col_name(t, 1), "Created At");
+    ck_assert_int_eq(strlen(json_string_value(cell(t, 0, 1))), 20); /* 2026-12-02T15:39:21Z */
+    json_decref(t);
+    t = get_table("/apis/rbac.authorization.k8s.io/v1/namespaces/agg/rolebindings/editor");
+    ck_assert_str_eq(col_name(t, 1), "Role");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "ClusterRole/edit");
+    ck_assert_str_eq(col_name(t, 3), "Users");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 3)), "editor");
+    json_decref(t);
+}
+END_TEST
+
 /* authorization.k8s.io: the RBAC authorizer over the stored roles and
  * bindings and the bootstrap policy (authz.c). */
 START_TEST(test_kubesim_access_reviews)
@@ -2642,6 +2795,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_list_options_validated);
     tcase_add_test(tc, test_kubesim_empty_metadata_dropped);
     tcase_add_test(tc, test_kubesim_access_reviews);
+    tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);

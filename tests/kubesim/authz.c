@@ -15,14 +15,18 @@
  * Group "g"". Nothing allows: no opinion, reason "" (the apiserver's Node
  * authorizer before RBAC has none either).
  *
- * Besides the stored objects the bootstrap policy counts, built in (a real
- * cluster creates these objects at start; kubesim does not list them, and a
- * stored binding may refer to its ClusterRoles, cluster-admin say):
- * cluster-admin bound to the groups system:masters and
- * kubeadm:cluster-admins (kubeadm's admin.conf user, kubesim's --token),
- * system:discovery, system:basic-user and system:public-info-viewer bound
- * to system:authenticated (the last also to system:unauthenticated).
- * A ClusterRole's aggregationRule is not computed: its own rules count.
+ * The bootstrap policy is stored at start, as a cluster's apiserver stores
+ * it (ks_authz_bootstrap): cluster-admin bound to the groups system:masters
+ * and kubeadm:cluster-admins (kubeadm's admin.conf user, kubesim's
+ * --token), system:discovery, system:basic-user and
+ * system:public-info-viewer bound to system:authenticated (the last also to
+ * system:unauthenticated), and the user-facing roles admin, edit and view,
+ * aggregated (ks_authz_aggregate, the ClusterRole aggregation controller,
+ * run by the controllers thread whenever a ClusterRole changes) from
+ * system:aggregate-to-admin/-edit/-view and every ClusterRole labelled
+ * rbac.authorization.k8s.io/aggregate-to-<role>: "true". They are ordinary
+ * objects: listed, changed or deleted like any other (deleted, they are
+ * gone until kubesim restarts, where the apiserver would restore them).
  *
  * Every API request is authorized (after impersonation, before its
  * handler, as the apiserver's WithAuthorization filter), with the
@@ -49,46 +53,369 @@
 
 /* ---- bootstrap policy ------------------------------------------------------------------ */
 
+/*
+ * The apiserver's bootstrap policy (plugin/pkg/auth/authorizer/rbac/
+ * bootstrappolicy/policy.go, the roles a user binds to), stored at start as
+ * the rbac/bootstrap-roles post-start hook stores it: labelled
+ * kubernetes.io/bootstrapping=rbac-defaults, annotated autoupdate "true".
+ * Lists are space-separated; each is sorted when stored (RuleOrDie sorts).
+ * Not here: the controller and node roles (system:node, system:kube-*,
+ * system:controller:*), which no request to kubesim needs.
+ */
+#define READ "get list watch"
+#define WRITE "create delete deletecollection patch update"
+#define READ_WRITE READ " " WRITE
+
+struct boot_rule {
+    const char *verbs, *groups, *resources, *urls;
+};
+
+struct boot_role {
+    const char *name;
+    const char *label;     /* a label "<label>": "true" (aggregated into another role) */
+    const char *aggregate; /* aggregationRule: roles labelled "<aggregate>": "true" */
+    const struct boot_rule *rules;
+};
+
+#define AGG "rbac.authorization.k8s.io/aggregate-to-"
+
+static const struct boot_rule cluster_admin_rules[] = {
+    {"*", "*", "*", NULL},
+    {"*", NULL, NULL, "*"},
+    {0},
+};
+static const struct boot_rule discovery_rules[] = {
+    {"get", NULL, NULL,
+     "/livez /readyz /healthz /version /version/ /openapi /openapi/* /api /api/* /apis /apis/*"},
+    {0},
+};
+static const struct boot_rule basic_user_rules[] = {
+    {"create", "authorization.k8s.io", "selfsubjectaccessreviews selfsubjectrulesreviews", NULL},
+    {"create", "authentication.k8s.io", "selfsubjectreviews", NULL},
+    {0},
+};
+static const struct boot_rule public_info_rules[] = {
+    {"get", NULL, NULL, "/livez /readyz /healthz /version /version/"},
+    {0},
+};
+static const struct boot_rule to_admin_rules[] = {
+    {"create", "authorization.k8s.io", "localsubjectaccessreviews", NULL},
+    {READ_WRITE, "rbac.authorization.k8s.io", "roles rolebindings", NULL},
+    {0},
+};
+static const struct boot_rule to_edit_rules[] = {
+    {READ, "", "pods/attach pods/proxy pods/exec pods/portforward secrets services/proxy", NULL},
+    {"impersonate", "", "serviceaccounts", NULL},
+    {WRITE, "", "pods pods/attach pods/proxy pods/exec pods/portforward", NULL},
+    {"create", "", "pods/eviction", NULL},
+    {WRITE, "",
+     "replicationcontrollers replicationcontrollers/scale serviceaccounts services "
+     "services/proxy persistentvolumeclaims configmaps secrets",
+     NULL},
+    {"create", "", "serviceaccounts/token", NULL},
+    {WRITE, "apps",
+     "statefulsets statefulsets/scale daemonsets deployments deployments/scale "
+     "deployments/rollback replicasets replicasets/scale",
+     NULL},
+    {WRITE, "autoscaling", "horizontalpodautoscalers", NULL},
+    {WRITE, "batch", "jobs cronjobs", NULL},
+    {WRITE, "extensions",
+     "daemonsets deployments deployments/scale deployments/rollback ingresses replicasets "
+     "replicasets/scale replicationcontrollers/scale networkpolicies",
+     NULL},
+    {WRITE, "policy", "poddisruptionbudgets", NULL},
+    {WRITE, "networking.k8s.io", "networkpolicies ingresses", NULL},
+    {0},
+};
+static const struct boot_rule to_view_rules[] = {
+    {READ, "",
+     "pods replicationcontrollers replicationcontrollers/scale serviceaccounts services "
+     "services/status endpoints persistentvolumeclaims persistentvolumeclaims/status configmaps",
+     NULL},
+    {READ, "",
+     "limitranges resourcequotas bindings events pods/status resourcequotas/status "
+     "namespaces/status replicationcontrollers/status pods/log",
+     NULL},
+    {READ, "", "namespaces", NULL},
+    {READ, "discovery.k8s.io", "endpointslices", NULL},
+    {READ, "apps",
+     "controllerrevisions statefulsets statefulsets/status statefulsets/scale daemonsets "
+     "daemonsets/status deployments deployments/status deployments/scale replicasets "
+     "replicasets/status replicasets/scale",
+     NULL},
+    {READ, "autoscaling", "horizontalpodautoscalers horizontalpodautoscalers/status", NULL},
+    {READ, "batch", "jobs cronjobs cronjobs/status jobs/status", NULL},
+    {READ, "extensions",
+     "daemonsets daemonsets/status deployments deployments/scale deployments/status ingresses "
+     "ingresses/status replicasets replicasets/scale replicasets/status "
+     "replicationcontrollers/scale networkpolicies",
+     NULL},
+    {READ, "policy", "poddisruptionbudgets poddisruptionbudgets/status", NULL},
+    {READ, "networking.k8s.io", "networkpolicies ingresses ingresses/status", NULL},
+    {0},
+};
+
+static const struct boot_role boot_roles[] = {
+    {"cluster-admin", NULL, NULL, cluster_admin_rules},
+    {"system:discovery", NULL, NULL, discovery_rules},
+    {"system:basic-user", NULL, NULL, basic_user_rules},
+    {"system:public-info-viewer", NULL, NULL, public_info_rules},
+    {"admin", NULL, AGG "admin", NULL},
+    {"edit", AGG "admin", AGG "edit", NULL},
+    {"view", AGG "edit", AGG "view", NULL},
+    {"system:aggregate-to-admin", AGG "admin", NULL, to_admin_rules},
+    {"system:aggregate-to-edit", AGG "edit", NULL, to_edit_rules},
+    {"system:aggregate-to-view", AGG "view", NULL, to_view_rules},
+};
+
 struct boot_binding {
-    const char *name;  /* ClusterRoleBinding and ClusterRole of the same name */
+    const char *name;  /* ClusterRoleBinding */
     const char *role;  /* ClusterRole */
     const char *group; /* subjects: up to two groups */
     const char *group2;
+    bool kubeadm; /* made by kubeadm init, not the apiserver: no bootstrap label */
 };
 
+/* policy.go ClusterRoleBindings, and kubeadm's binding for admin.conf (the
+ * group of kubesim's --token). The order is the authorizer's visiting
+ * order (stored first, before anything a test creates). */
 static const struct boot_binding boot_bindings[] = {
-    {"cluster-admin", "cluster-admin", "system:masters", NULL},
-    {"kubeadm:cluster-admins", "cluster-admin", "kubeadm:cluster-admins", NULL},
-    {"system:basic-user", "system:basic-user", "system:authenticated", NULL},
-    {"system:discovery", "system:discovery", "system:authenticated", NULL},
+    {"cluster-admin", "cluster-admin", "system:masters", NULL, false},
+    {"kubeadm:cluster-admins", "cluster-admin", "kubeadm:cluster-admins", NULL, true},
+    {"system:basic-user", "system:basic-user", "system:authenticated", NULL, false},
+    {"system:discovery", "system:discovery", "system:authenticated", NULL, false},
     {"system:public-info-viewer", "system:public-info-viewer", "system:authenticated",
-     "system:unauthenticated"},
+     "system:unauthenticated", false},
 };
 
-/* plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go */
-static const char boot_roles_json[] =
-    "{\"cluster-admin\":[{\"verbs\":[\"*\"],\"apiGroups\":[\"*\"],\"resources\":[\"*\"]},"
-    "{\"verbs\":[\"*\"],\"nonResourceURLs\":[\"*\"]}],"
-    "\"system:basic-user\":[{\"verbs\":[\"create\"],\"apiGroups\":[\"authorization.k8s.io\"],"
-    "\"resources\":[\"selfsubjectaccessreviews\",\"selfsubjectrulesreviews\"]},"
-    "{\"verbs\":[\"create\"],\"apiGroups\":[\"authentication.k8s.io\"],"
-    "\"resources\":[\"selfsubjectreviews\"]}],"
-    "\"system:discovery\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/api\",\"/api/*\","
-    "\"/apis\",\"/apis/*\",\"/healthz\",\"/livez\",\"/openapi\",\"/openapi/*\",\"/readyz\","
-    "\"/version\",\"/version/\"]}],"
-    "\"system:public-info-viewer\":[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/healthz\","
-    "\"/livez\",\"/readyz\",\"/version\",\"/version/\"]}]}";
-
-/* The roles above, parsed once (read-only and never freed: shared by every
- * request's thread, which only borrow from it). */
-static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
-static json_t *boot_roles;
-
-static void boot_init(void)
+static int cmp_json_str(const void *a, const void *b)
 {
-    boot_roles = json_loads(boot_roles_json, 0, NULL);
-    if (!boot_roles)
+    return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+}
+
+/* A space-separated list as a sorted JSON array of strings. */
+static json_t *word_list(const char *s)
+{
+    json_t *a = json_array();
+    while (a && s && *s) {
+        size_t l = strcspn(s, " ");
+        if (l)
+            json_array_append_new(a, json_stringn(s, l));
+        s += l;
+        s += strspn(s, " ");
+    }
+    if (!a)
         abort();
+    json_t **v = calloc(json_array_size(a) + 1, sizeof(*v));
+    if (!v)
+        abort();
+    for (size_t i = 0; i < json_array_size(a); i++)
+        v[i] = json_incref(json_array_get(a, i));
+    qsort(v, json_array_size(a), sizeof(*v), cmp_json_str);
+    json_t *sorted = json_array();
+    for (size_t i = 0; i < json_array_size(a); i++)
+        json_array_append_new(sorted, v[i]);
+    free(v);
+    json_decref(a);
+    return sorted;
+}
+
+static json_t *boot_meta(const char *name, bool bootstrap, const char *label)
+{
+    char uid[40], now[32];
+    ks_uuid(uid, sizeof(uid));
+    ks_now_rfc3339(now, sizeof(now));
+    json_t *md = json_pack("{s:s,s:s,s:s}", "name", name, "uid", uid, "creationTimestamp", now);
+    if (!md)
+        abort();
+    if (bootstrap) {
+        json_object_set_new(md, "labels",
+                            json_pack("{s:s}", "kubernetes.io/bootstrapping", "rbac-defaults"));
+        json_object_set_new(
+            md, "annotations",
+            json_pack("{s:s}", "rbac.authorization.kubernetes.io/autoupdate", "true"));
+        if (label)
+            json_object_set_new(json_object_get(md, "labels"), label, json_string("true"));
+    }
+    return md;
+}
+
+void ks_authz_bootstrap(struct ks_server *ks)
+{
+    const struct ks_res *roles = ks_res_find(ks, "rbac.authorization.k8s.io", "clusterroles");
+    const struct ks_res *bindings =
+        ks_res_find(ks, "rbac.authorization.k8s.io", "clusterrolebindings");
+    if (!roles || !bindings)
+        abort();
+    for (size_t i = 0; i < sizeof(boot_roles) / sizeof(boot_roles[0]); i++) {
+        const struct boot_role *br = &boot_roles[i];
+        json_t *obj = json_pack("{s:s,s:s,s:o}", "kind", "ClusterRole", "apiVersion",
+                                "rbac.authorization.k8s.io/v1", "metadata",
+                                boot_meta(br->name, true, br->label));
+        json_t *rules = json_array();
+        for (const struct boot_rule *r = br->rules; r && r->verbs; r++) {
+            json_t *rule = json_pack("{s:o}", "verbs", word_list(r->verbs));
+            if (r->groups)
+                json_object_set_new(rule, "apiGroups",
+                                    *r->groups ? word_list(r->groups) : json_pack("[s]", ""));
+            if (r->resources)
+                json_object_set_new(rule, "resources", word_list(r->resources));
+            if (r->urls)
+                json_object_set_new(rule, "nonResourceURLs", word_list(r->urls));
+            json_array_append_new(rules, rule);
+        }
+        json_object_set_new(obj, "rules", rules);
+        if (br->aggregate)
+            json_object_set_new(obj, "aggregationRule",
+                                json_pack("{s:[{s:{s:s}}]}", "clusterRoleSelectors", "matchLabels",
+                                          br->aggregate, "true"));
+        ks_typed_order(obj);
+        ks_store_put(ks, roles, br->name, obj);
+    }
+    for (size_t i = 0; i < sizeof(boot_bindings) / sizeof(boot_bindings[0]); i++) {
+        const struct boot_binding *bb = &boot_bindings[i];
+        json_t *subjects = json_pack("[{s:s,s:s,s:s}]", "kind", "Group", "apiGroup",
+                                     "rbac.authorization.k8s.io", "name", bb->group);
+        if (bb->group2)
+            json_array_append_new(subjects,
+                                  json_pack("{s:s,s:s,s:s}", "kind", "Group", "apiGroup",
+                                            "rbac.authorization.k8s.io", "name", bb->group2));
+        json_t *obj = json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s},s:o}", "kind", "ClusterRoleBinding",
+                                "apiVersion", "rbac.authorization.k8s.io/v1", "metadata",
+                                boot_meta(bb->name, !bb->kubeadm, NULL), "roleRef", "apiGroup",
+                                "rbac.authorization.k8s.io", "kind", "ClusterRole", "name",
+                                bb->role, "subjects", subjects);
+        ks_typed_order(obj);
+        ks_store_put(ks, bindings, bb->name, obj);
+    }
+    /* what the aggregation controller does first, before anything is served */
+    for (int pass = 0; pass < 8 && ks->roles_dirty; pass++) {
+        ks->roles_dirty = false;
+        ks_authz_aggregate(ks);
+    }
+}
+
+/* ---- the ClusterRole aggregation controller ------------------------------------------------ */
+
+/* metav1.LabelSelectorAsSelector(sel).Matches(labels); {} matches everything. */
+static bool label_selector_matches(const json_t *sel, const json_t *labels)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)json_object_get(sel, "matchLabels"), k, v)
+    {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (!have || !json_is_string(v) || strcmp(have, json_string_value(v)) != 0)
+            return false;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(sel, "matchExpressions"), i, e)
+    {
+        const char *key = json_string_value(json_object_get(e, "key"));
+        const char *op = json_string_value(json_object_get(e, "operator"));
+        if (!key || !op)
+            return false;
+        const char *have = json_string_value(json_object_get(labels, key));
+        bool in = false;
+        size_t j;
+        json_t *x;
+        json_array_foreach(json_object_get(e, "values"), j, x)
+        {
+            if (have && json_is_string(x) && strcmp(have, json_string_value(x)) == 0)
+                in = true;
+        }
+        bool ok = strcmp(op, "In") == 0             ? in
+                  : strcmp(op, "NotIn") == 0        ? !in
+                  : strcmp(op, "Exists") == 0       ? have != NULL
+                  : strcmp(op, "DoesNotExist") == 0 ? have == NULL
+                                                    : false;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool rule_listed(const json_t *rules, const json_t *rule)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        if (json_equal(r, rule))
+            return true;
+    }
+    return false;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * pkg/controller/clusterroleaggregation: every ClusterRole with an
+ * aggregationRule gets, selector by selector, the rules of the other
+ * ClusterRoles its selector matches (by name, each rule once), written only
+ * when they differ. A write marks the roles dirty again, so chains (view
+ * into edit into admin) settle over a few passes.
+ */
+void ks_authz_aggregate(struct ks_server *ks)
+{
+    const struct ks_res *def = ks_res_find(ks, "rbac.authorization.k8s.io", "clusterroles");
+    json_t *map = ks_store_map(ks, "clusterroles.rbac.authorization.k8s.io");
+    size_t n = json_object_size(map), k = 0;
+    if (!def || n == 0)
+        return;
+    char **names = calloc(n, sizeof(*names));
+    if (!names)
+        abort();
+    const char *key;
+    json_t *role;
+    json_object_foreach(map, key, role)
+    {
+        names[k++] = ks_strdup(key);
+    }
+    qsort(names, k, sizeof(*names), cmp_cstr);
+    for (size_t i = 0; i < k; i++) {
+        const json_t *cur = json_object_get(map, names[i]);
+        const json_t *agg = json_object_get(cur, "aggregationRule");
+        if (!json_is_object(agg))
+            continue;
+        json_t *rules = json_array();
+        size_t s;
+        json_t *sel;
+        json_array_foreach(json_object_get(agg, "clusterRoleSelectors"), s, sel)
+        {
+            for (size_t j = 0; j < k; j++) {
+                const json_t *other = json_object_get(map, names[j]);
+                if (j == i || !other ||
+                    !label_selector_matches(
+                        sel, json_object_get(json_object_get(other, "metadata"), "labels")))
+                    continue;
+                size_t r;
+                json_t *rule;
+                json_array_foreach(json_object_get(other, "rules"), r, rule)
+                {
+                    if (!rule_listed(rules, rule))
+                        json_array_append(rules, rule);
+                }
+            }
+        }
+        const json_t *have = json_object_get(cur, "rules");
+        if (json_equal(rules, have) ||
+            (json_array_size(rules) == 0 && json_array_size(have) == 0)) {
+            json_decref(rules);
+            continue;
+        }
+        json_t *next = json_deep_copy(cur);
+        json_object_set_new(next, "rules", rules);
+        ks_typed_order(next);
+        ks_store_put(ks, def, names[i], next);
+    }
+    for (size_t i = 0; i < k; i++)
+        free(names[i]);
+    free(names);
 }
 
 /* ---- rule matching ---------------------------------------------------------------------- */
@@ -219,11 +546,10 @@ static char *describe_subject(const json_t *subject, const char *ns)
  * cannot be had; returns false to stop. */
 typedef bool (*rule_visitor)(void *ud, const char *source, const json_t *rule, const char *err);
 
-/* The rules of a binding's role (*ret_rules, NULL when it has none):
- * stored, or for a ClusterRole of the bootstrap policy (boot) not stored,
- * its built-in rules. false: no such role. */
-static bool role_rules(struct ks_server *ks, const json_t *boot, const char *kind, const char *ns,
-                       const char *name, const json_t **ret_rules)
+/* The rules of a binding's role (*ret_rules, NULL when it has none).
+ * false: no such role. */
+static bool role_rules(struct ks_server *ks, const char *kind, const char *ns, const char *name,
+                       const json_t **ret_rules)
 {
     char key[512];
     const json_t *role = NULL;
@@ -231,10 +557,6 @@ static bool role_rules(struct ks_server *ks, const json_t *boot, const char *kin
     if (strcmp(kind, "ClusterRole") == 0) {
         ks_obj_key(key, sizeof(key), NULL, name);
         role = ks_store_get(ks, "clusterroles.rbac.authorization.k8s.io", key);
-        if (!role) {
-            *ret_rules = json_object_get(boot, name);
-            return *ret_rules != NULL;
-        }
     } else if (strcmp(kind, "Role") == 0 && ns && *ns) {
         ks_obj_key(key, sizeof(key), ns, name);
         role = ks_store_get(ks, "roles.rbac.authorization.k8s.io", key);
@@ -257,8 +579,8 @@ static bool visit_rules(const json_t *rules, const char *source, rule_visitor fn
 }
 
 /* A stored binding: each subject that applies gives its role's rules. */
-static bool visit_binding(struct ks_server *ks, const json_t *boot, const struct ks_user *u,
-                          const json_t *b, bool cluster, rule_visitor fn, void *ud)
+static bool visit_binding(struct ks_server *ks, const struct ks_user *u, const json_t *b,
+                          bool cluster, rule_visitor fn, void *ud)
 {
     const json_t *md = json_object_get(b, "metadata");
     const char *bname = json_string_value(json_object_get(md, "name"));
@@ -275,7 +597,7 @@ static bool visit_binding(struct ks_server *ks, const json_t *boot, const struct
         if (!applies_to(u, s, bns))
             continue;
         const json_t *rules;
-        if (!role_rules(ks, boot, rkind, bns, rname, &rules)) {
+        if (!role_rules(ks, rkind, bns, rname, &rules)) {
             /* GetRoleReferenceRules' error: the lister's NotFound */
             bool known = strcmp(rkind, "ClusterRole") == 0 || strcmp(rkind, "Role") == 0;
             char *err = known
@@ -299,7 +621,7 @@ static bool visit_binding(struct ks_server *ks, const json_t *boot, const struct
     return true;
 }
 
-/* VisitRulesFor: the cluster bindings (bootstrap, then stored), then the
+/* VisitRulesFor: the cluster bindings, then the
  * namespace's RoleBindings when ns is not "". Lock held. */
 static void visit_rules_for(struct ks_server *ks, const struct ks_user *u, const char *ns,
                             rule_visitor fn, void *ud)
@@ -312,27 +634,13 @@ static void visit_rules_for(struct ks_server *ks, const struct ks_user *u, const
         json_decref(all);
         return;
     }
-    pthread_once(&boot_once, boot_init);
-    const json_t *boot = boot_roles;
     bool go = true;
-    for (size_t i = 0; go && i < sizeof(boot_bindings) / sizeof(boot_bindings[0]); i++) {
-        const struct boot_binding *bb = &boot_bindings[i];
-        const char *g = user_in_group(u, bb->group)                  ? bb->group
-                        : bb->group2 && user_in_group(u, bb->group2) ? bb->group2
-                                                                     : NULL;
-        if (!g)
-            continue;
-        char *source = ks_printf("ClusterRoleBinding \"%s\" of ClusterRole \"%s\" to Group \"%s\"",
-                                 bb->name, bb->role, g);
-        go = visit_rules(json_object_get(boot, bb->role), source, fn, ud);
-        free(source);
-    }
     const char *k;
     json_t *b;
     if (go) {
         json_object_foreach(ks_store_map(ks, "clusterrolebindings.rbac.authorization.k8s.io"), k, b)
         {
-            if (!(go = visit_binding(ks, boot, u, b, true, fn, ud)))
+            if (!(go = visit_binding(ks, u, b, true, fn, ud)))
                 break;
         }
     }
@@ -342,7 +650,7 @@ static void visit_rules_for(struct ks_server *ks, const struct ks_user *u, const
         {
             if (strncmp(k, ns, nl) != 0 || k[nl] != '/')
                 continue;
-            if (!visit_binding(ks, boot, u, b, false, fn, ud))
+            if (!visit_binding(ks, u, b, false, fn, ud))
                 break;
         }
     }

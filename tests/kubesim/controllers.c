@@ -511,6 +511,10 @@ static void *controller_main(void *arg)
             run_gc(ks);
             ks->gc_next_ms = now + 100;
         }
+        if (ks->roles_dirty) {
+            ks->roles_dirty = false;
+            ks_authz_aggregate(ks);
+        }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
@@ -533,7 +537,7 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty)
+        if (ks->gc_dirty || ks->roles_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -206,6 +206,7 @@ struct ks_server {
     pthread_t controller;
     bool gc_dirty;          /* run the garbage collector now */
     bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
+    bool roles_dirty;       /* a ClusterRole changed: aggregate (authz.c) */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
@@ -748,6 +749,11 @@ bool ks_authorize(struct ks_server *ks, const struct ks_user *u, const struct ks
                   char **ret_reason);
 /* Does one PolicyRule (@ref borrow) allow a? */
 bool ks_rule_allows(const json_t *rule, const struct ks_authz_attrs *a);
+/* Lock held. Store the bootstrap ClusterRoles and ClusterRoleBindings and
+ * aggregate them (at start, before serving). */
+void ks_authz_bootstrap(struct ks_server *ks);
+/* Lock held. One pass of the ClusterRole aggregation controller. */
+void ks_authz_aggregate(struct ks_server *ks);
 /* The 403 of responsewriters.Forbidden for a denied to u. */
 void ks_reply_forbidden(struct ks_reply *r, const struct ks_user *u, const struct ks_authz_attrs *a,
                         const char *reason);

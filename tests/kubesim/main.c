@@ -252,6 +252,7 @@ static int run(int argc, char **argv)
     create_namespace(ks, "kube-node-lease");
     create_namespace(ks, "kube-public");
     create_namespace(ks, "kube-system");
+    ks_authz_bootstrap(ks);
     pthread_mutex_unlock(&ks->lock);
 
     if (ks_certs_generate(&ks->ca_pem, &cert, &key) != 0) {

@@ -98,6 +98,15 @@ static void count_write(struct ks_server *ks, const char *res_key, const char *o
     json_object_set_new(m, obj_key, json_integer(n + 1));
 }
 
+/* A ClusterRole changed: the aggregation controller looks again. */
+static void roles_changed(struct ks_server *ks, const struct ks_res *def)
+{
+    if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
+        ks->roles_dirty = true;
+        pthread_cond_broadcast(&ks->changed);
+    }
+}
+
 static void set_rv(json_t *obj, uint64_t rv)
 {
     char buf[32];
@@ -130,6 +139,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
         ks_controllers_deployment_changed(ks, obj_key);
+    roles_changed(ks, def);
     return ks->rv;
 }
 
@@ -148,6 +158,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     json_decref(old);
     json_decref(last);
     ks->gc_dirty = true;
+    roles_changed(ks, def);
     return ks->rv;
 }
 

@@ -4,7 +4,10 @@
  * with "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,...": the
  * column definitions and one row of cells per object. Built-in types get
  * the apiserver's printer columns (Deployment, Service, Namespace,
- * ConfigMap, Secret, Event, Lease; Name and Age for the rest); custom
+ * ConfigMap, Secret, Event, Lease, ServiceAccount, RoleBinding,
+ * ClusterRoleBinding, the webhook configurations; Name and Created At for
+ * Role, ClusterRole and CustomResourceDefinition, which have no printer and
+ * get the default table convertor; Name and Age for the rest); custom
  * resources get Name plus the CRD's additionalPrinterColumns (or Age when
  * it has none), evaluated with a small JSONPath subset: .a.b, [N], ['k']
  * and [?(@.k=="v")]. Dates are shown as ages the way the apiserver rounds
@@ -588,6 +591,98 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
         json_array_append_new(cells, json_string(name));
         json_array_append_new(cells, json_string(ks_nz(str_at(spec, "holderIdentity", NULL))));
         json_array_append_new(cells, age_cell(created));
+    } else if (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
+               strcmp(def->key, "clusterrolebindings.rbac.authorization.k8s.io") == 0) {
+        bool cluster = def->key[0] == 'c';
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(
+                cols, col("Role", "string", NULL,
+                          cluster ? "RoleRef can only reference a ClusterRole in the global "
+                                    "namespace. If the RoleRef cannot be resolved, the "
+                                    "Authorizer must return an error. This field is immutable."
+                                  : "RoleRef can reference a Role in the current namespace or "
+                                    "a ClusterRole in the global namespace. If the RoleRef "
+                                    "cannot be resolved, the Authorizer must return an error. "
+                                    "This field is immutable.",
+                          0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+            json_array_append_new(
+                cols,
+                col("Users", "string", NULL,
+                    cluster ? "Users in the clusterRoleBinding" : "Users in the roleBinding", 1));
+            json_array_append_new(
+                cols,
+                col("Groups", "string", NULL,
+                    cluster ? "Groups in the clusterRoleBinding" : "Groups in the roleBinding", 1));
+            json_array_append_new(cols, col("ServiceAccounts", "string", NULL,
+                                            cluster ? "ServiceAccounts in the clusterRoleBinding"
+                                                    : "ServiceAccounts in the roleBinding",
+                                            1));
+        }
+        /* printRoleBinding: "Kind/name", then rbac.SubjectsStrings joined by ", " */
+        const json_t *ref = json_object_get(obj, "roleRef");
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells,
+                              str_cell_owned(ks_printf("%s/%s", ks_nz(str_at(ref, "kind", NULL)),
+                                                       ks_nz(str_at(ref, "name", NULL))),
+                                             ""));
+        json_array_append_new(cells, age_cell(created));
+        static const char *const kinds[] = {"User", "Group", "ServiceAccount"};
+        for (int k = 0; k < 3; k++) {
+            char *list = ks_strdup("");
+            size_t i;
+            json_t *subj;
+            json_array_foreach(json_object_get(obj, "subjects"), i, subj)
+            {
+                if (strcmp(ks_nz(str_at(subj, "kind", NULL)), kinds[k]) != 0)
+                    continue;
+                char *one = k == 2 ? ks_printf("%s/%s", ks_nz(str_at(subj, "namespace", NULL)),
+                                               ks_nz(str_at(subj, "name", NULL)))
+                                   : ks_strdup(ks_nz(str_at(subj, "name", NULL)));
+                char *next = ks_printf("%s%s%s", list, *list ? ", " : "", one);
+                free(one);
+                free(list);
+                list = next;
+            }
+            json_array_append_new(cells, str_cell_owned(list, ""));
+        }
+    } else if (strcmp(def->key, "serviceaccounts") == 0 ||
+               strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") ==
+                   0 ||
+               strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") ==
+                   0) {
+        /* printServiceAccount, printValidatingWebhook, printMutatingWebhook:
+         * a count between Name and Age */
+        bool sa = strcmp(def->key, "serviceaccounts") == 0;
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(
+                cols, sa ? col("Secrets", "string", NULL,
+                               "Secrets is a list of the secrets in the same namespace that pods "
+                               "running using this ServiceAccount are allowed to use.",
+                               0)
+                         : col("Webhooks", "integer", NULL,
+                               "Webhooks indicates the number of webhooks registered in this "
+                               "configuration",
+                               0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_integer((json_int_t)json_array_size(
+                                         json_object_get(obj, sa ? "secrets" : "webhooks"))));
+        json_array_append_new(cells, age_cell(created));
+    } else if (strcmp(def->key, "roles.rbac.authorization.k8s.io") == 0 ||
+               strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0 ||
+               strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
+        /* no printer: the apiserver's default table convertor (registry/rest
+         * table.go), the creation time in RFC 3339, UTC */
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Created At", "date", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_string(created ? created : "0001-01-01T00:00:00Z"));
     } else {
         if (cols) {
             json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
