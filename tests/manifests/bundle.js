@@ -165,15 +165,26 @@ check(`--cert-dir is ${certDir}, where OLM mounts its certificate`, (c0.args || 
 check(`nothing else mounted at ${certDir}`, !(c0.volumeMounts || []).some((m) => m.mountPath === certDir));
 
 // ---- RBAC ------------------------------------------------------------------------------
-const cr = kfind('ClusterRole');
+const cr = kfind('ClusterRole', 'kop-manager-role');
 const role = kfind('Role');
 const saName = kdep.spec.template.spec.serviceAccountName;
 check('clusterPermissions = the kustomize ClusterRole',
     equal(inst.clusterPermissions, [{serviceAccountName: saName, rules: cr.rules}]));
 check('permissions = the kustomize Role', equal(inst.permissions, [{serviceAccountName: saName, rules: role.rules}]));
 check('the ServiceAccount of the permissions is the Deployment\'s', dep.spec.template.spec.serviceAccountName === saName);
-const rbacKinds = kust.filter((o) => ['ClusterRole', 'Role'].includes(o.kind)).map((o) => o.metadata.name);
-check('the kustomize install has exactly one ClusterRole and one Role', rbacKinds.length === 2, rbacKinds.join(', '));
+// Roles for people (aggregated into view/edit, bound to nobody) ship as
+// objects; every other role must be kop's, and so in the CSV.
+const aggregated = (o) => Object.keys(o.metadata.labels || {}).some((k) => k.startsWith('rbac.authorization.k8s.io/aggregate-to-'));
+const rbacKinds = kust.filter((o) => ['ClusterRole', 'Role'].includes(o.kind) && !aggregated(o)).map((o) => o.metadata.name);
+check('the kustomize install has exactly one ClusterRole and one Role for kop', rbacKinds.length === 2, rbacKinds.join(', '));
+const userRoles = kust.filter((o) => o.kind === 'ClusterRole' && aggregated(o));
+check('the kustomize install has aggregated user ClusterRoles', userRoles.length >= 1);
+for (const ur of userRoles) {
+    const b = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === ur.metadata.name);
+    check(`bundle ClusterRole ${ur.metadata.name} = the kustomize one (labels but managed-by)`,
+        !!b && equal(b.rules, ur.rules) &&
+        Object.keys(ur.metadata.labels).every((k) => k === 'app.kubernetes.io/managed-by' || b.metadata.labels[k] === ur.metadata.labels[k]));
+}
 
 // ---- webhooks ------------------------------------------------------------------------
 const wds = s.webhookdefinitions || [];

@@ -348,7 +348,22 @@ function commonChecks(docs, mode, manager) {
               (b.kind === 'ClusterRoleBinding' || role.metadata.namespace === b.metadata.namespace),
               'role missing or subject wrong');
     }
-    for (const r of docs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role')) {
+    // Roles for people, aggregated into the built-in view/edit (rbac-users.yaml):
+    // bound to nobody here, MyResources only, status read-only, no wildcards.
+    const aggregated = (r) => Object.keys(r.metadata.labels || {}).some((k) =>
+        k.startsWith('rbac.authorization.k8s.io/aggregate-to-'));
+    for (const r of docs.filter((o) => o.kind === 'ClusterRole' && aggregated(o))) {
+        const bound = docs.some((b) => (b.kind === 'ClusterRoleBinding' || b.kind === 'RoleBinding') &&
+                                      b.roleRef.name === r.metadata.name);
+        const only = r.rules.every((x) => (x.apiGroups || []).length === 1 && x.apiGroups[0] === 'mygroup.example.com' &&
+                                          (x.resources || []).every((res) => res === 'myresources' || res === 'myresources/status') &&
+                                          !(x.verbs || []).includes('*'));
+        const statusWrite = r.rules.some((x) => (x.resources || []).includes('myresources/status') &&
+                                                (x.verbs || []).some((v) => !['get', 'list', 'watch'].includes(v)));
+        check(`${idOf(r)} aggregated user role: unbound, MyResources only, status read-only`,
+              !bound && only && !statusWrite, bound ? 'bound' : only ? 'status written' : 'other resources or wildcard');
+    }
+    for (const r of docs.filter((o) => (o.kind === 'ClusterRole' && !aggregated(o)) || o.kind === 'Role')) {
         const wild = r.rules.some((x) => [x.verbs, x.resources, x.apiGroups].some((l) => (l || []).includes('*')));
         const secrets = r.rules.some((x) => (x.resources || []).includes('secrets'));
         const del = r.rules.some((x) => (x.verbs || []).some((v) => v === 'delete' || v === 'deletecollection'));

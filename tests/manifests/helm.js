@@ -278,7 +278,7 @@ const CASES = {
               JSON.stringify(ps.imagePullSecrets) === '[{"name":"regcred"}]', JSON.stringify(ps));
     },
     // image.digest=sha256:<64 x a>, replicaCount=1, crd.keep=false,
-    // networkPolicy.enabled=false
+    // networkPolicy.enabled=false, rbac.aggregateToDefaultRoles=false
     minimal: (d) => {
         const c = container(d);
         check('digest: image pinned by digest', c.image === `kop@sha256:${'a'.repeat(64)}`, c.image);
@@ -288,6 +288,9 @@ const CASES = {
         check('crd.keep=false: no resource-policy', !((crd.metadata.annotations || {})['helm.sh/resource-policy']),
               JSON.stringify(crd.metadata.annotations));
         check('networkPolicy.enabled=false: no NetworkPolicy', !find(d, 'NetworkPolicy'), 'rendered');
+        const roles = d.filter((o) => o.kind === 'ClusterRole').map((o) => o.metadata.name);
+        check('rbac.aggregateToDefaultRoles=false: only kop\'s ClusterRole',
+              roles.length === 1 && roles[0] === 'kop-manager-role', roles.join(', '));
     },
     // sharding.enabled=true, namespace.name=kop-other, replicaCount=4,
     // webhook.failurePolicy=Fail, webhook.timeoutSeconds=10,

@@ -158,7 +158,7 @@ cases=(
     --set nodeSelector.pool=ops --set priorityClassName=system-cluster-critical
     --set imagePullSecrets[0].name=regcred"
   "minimal|--set image.digest=sha256:$(printf 'a%.0s' $(seq 64)) --set replicaCount=1 --set crd.keep=false
-    --set networkPolicy.enabled=false"
+    --set networkPolicy.enabled=false --set rbac.aggregateToDefaultRoles=false"
   "self-signed-replicas|--set certificates.source=self-signed --set replicaCount=3"
   "sharding-secret|--set sharding.enabled=true --set namespace.name=kop-other --set replicaCount=4
     --set webhook.failurePolicy=Fail --set webhook.timeoutSeconds=10

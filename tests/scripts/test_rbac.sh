@@ -23,7 +23,12 @@
 #      tests/manifests/rbac.js checks them against the rules bound to kop's
 #      ServiceAccount: a request no rule allows fails, and so does a grant
 #      kop never used (except the documented exemption: update on
-#      myresources/finalizers, for OwnerReferencesPermissionEnforcement).
+#      myresources/finalizers, for OwnerReferencesPermissionEnforcement);
+#   4. people: the manifests' aggregated ClusterRoles put MyResources into
+#      the cluster's edit and view, so a user bound to edit in a namespace
+#      (a RoleBinding) creates, patches and deletes them there and nowhere
+#      else and never writes their status, and one bound to view reads
+#      them and their status and writes nothing.
 #
 # The webhook configurations are not installed: the webhooks are called by
 # the apiserver and make no API requests, so they add nothing to check.
@@ -57,6 +62,8 @@ k kustomize "$root/manifests" >"$work/default.yaml" 2>"$work/kustomize.log" ||
 sa_token=rbac-test-kop-sa-token
 printf '%s,system:serviceaccount:kop-system:kop,uid-kop-sa,"system:serviceaccounts,system:serviceaccounts:kop-system"\n' \
   "$sa_token" >"$work/tokens.csv"
+# Two people for part 4: bound to the built-in edit and view in team-a.
+printf 'rbac-test-dev-token,dev,uid-dev\nrbac-test-auditor-token,auditor,uid-auditor\n' >>"$work/tokens.csv"
 "$kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" --token "$token" \
   --token-auth-file "$work/tokens.csv" --authorization-mode RBAC \
   --deployment-ready-delay 100ms >"$work/kubesim.log" 2>&1 &
@@ -258,6 +265,48 @@ failed=$((failed + $(grep -c '^FAIL ' "$work/rbac.out" || true)))
 cat "$work/rbac.out"
 if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$work/rbac.out"; then
   fail "rbac.js: exit $rc"
+fi
+
+# ---- 4. people: MyResources through the cluster's own edit and view ---------------
+# The manifests' aggregated ClusterRoles (rbac-users.yaml, applied with the
+# rest of the RBAC above) put MyResources into edit and view: a RoleBinding
+# to edit lets a team write them in its namespace, one to view read them.
+as() { # TOKEN METHOD PATH [BODY] -> the HTTP code
+  local ctype=application/json
+  [ "$2" = PATCH ] && ctype=application/merge-patch+json
+  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $1" -H "Content-Type: $ctype" \
+    -A "test-rbac/1" -X "$2" ${4:+--data-binary "$4"} -o "$work/as-body" -w '%{http_code}' "$url$3" ||
+    true
+}
+{
+  k create namespace team-a
+  k create rolebinding dev-edit --clusterrole=edit --user=dev -n team-a
+  k create rolebinding auditor-view --clusterrole=view --user=auditor -n team-a
+} >>"$work/apply.log" 2>&1 || die "team-a and its bindings: $(tail -3 "$work/apply.log")"
+dev=rbac-test-dev-token auditor=rbac-test-auditor-token
+team=/apis/mygroup.example.com/v1/namespaces/team-a/myresources
+mr='{"apiVersion":"mygroup.example.com/v1","kind":"MyResource","metadata":{"name":"team-web"},"spec":{"replicas":1,"image":"nginx:1.25","port":8080}}'
+mr_default=${mr/team-web/dev-elsewhere}
+c1=$(as "$dev" POST "$team" "$mr") c2=$(as "$dev" PATCH "$team/team-web" '{"spec":{"replicas":2}}')
+c3=$(as "$dev" POST "/apis/mygroup.example.com/v1/namespaces/default/myresources" "$mr_default")
+c4=$(as "$dev" PATCH "$team/team-web/status" '{"status":{"readyReplicas":9}}')
+if [ "$c1" = 201 ] && [ "$c2" = 200 ] && [ "$c3" = 403 ] && [ "$c4" = 403 ]; then
+  pass "edit in team-a: MyResources created and patched there, not elsewhere, status not written"
+else
+  fail "edit in team-a: create $c1 (201), patch $c2 (200), other namespace $c3 (403), status $c4 (403)"
+fi
+c1=$(as "$auditor" GET "$team") c2=$(as "$auditor" GET "$team/team-web/status")
+c3=$(as "$auditor" POST "$team" "${mr/team-web/auditor-web}") c4=$(as "$auditor" DELETE "$team/team-web")
+if [ "$c1" = 200 ] && [ "$c2" = 200 ] && [ "$c3" = 403 ] && [ "$c4" = 403 ]; then
+  pass "view in team-a: MyResources and their status read, nothing written"
+else
+  fail "view in team-a: list $c1 (200), status $c2 (200), create $c3 (403), delete $c4 (403)"
+fi
+c1=$(as "$dev" DELETE "$team/team-web")
+if [ "$c1" = 200 ]; then
+  pass "edit in team-a: the MyResource deleted"
+else
+  fail "edit in team-a: delete $c1 (200)"
 fi
 
 echo "$passed passed, $failed failed"
