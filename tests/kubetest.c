@@ -323,9 +323,13 @@ json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, co
         po.ctype = "application/merge-patch+json";
     else if (!po.ctype)
         po.ctype = "application/json";
-    long code = kop_test_http(&po, method, url, body, &out);
+    struct kop_test_resp r;
+    long code = kop_test_request(&po, method, url, body, &r);
+    free(r.headers);
+    out = r.body;
+    /* no answer at all: say what the transport saw (refused, reset, timeout) */
     ck_assert_msg(code == want, "%s %s: got %ld want %ld: %.400s", method, path, code, want,
-                  out ? out : "");
+                  code ? out : curl_easy_strerror(r.rc));
     json_t *v = json_loads(out ? out : "", 0, NULL);
     free(out);
     return v;
@@ -353,8 +357,12 @@ json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base
     struct kop_test_http_options po = *o;
     if (!po.ctype)
         po.ctype = "application/json";
-    long code = kop_test_http(&po, "GET", url, NULL, &out);
-    ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code, out ? out : "");
+    struct kop_test_resp r;
+    long code = kop_test_request(&po, "GET", url, NULL, &r);
+    free(r.headers);
+    out = r.body;
+    ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code,
+                  code ? out : curl_easy_strerror(r.rc));
     json_t *v = code == 200 ? json_loads(out ? out : "", 0, NULL) : NULL;
     free(out);
     return v;
