@@ -194,7 +194,7 @@ START_TEST(test_jscan_string_every_byte_every_lane)
     static const char *const lead[] = {"", "\xc3\xa9", "\\n"};
     char doc[64];
     for (size_t l = 0; l < sizeof(lead) / sizeof(lead[0]); l++) {
-        for (size_t len = 1; len <= 20; len++) {
+        for (size_t len = 1; len <= 40; len++) { /* two 16-byte lanes and a tail */
             for (size_t pos = 0; pos < len; pos++) {
                 for (unsigned b = 1; b < 256; b++) {
                     size_t n = 0;
@@ -211,6 +211,30 @@ START_TEST(test_jscan_string_every_byte_every_lane)
         }
     }
     kop_jscan_free(s);
+}
+END_TEST
+
+/* kop_jscan_noescape_run (the string writer's fast path) against the
+ * byte-by-byte rule, every byte value at every position of two lanes and a
+ * tail. */
+START_TEST(test_jscan_noescape_run_every_byte_every_lane)
+{
+    char buf[48];
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t pos = 0; pos < len; pos++) {
+            for (unsigned b = 1; b < 256; b++) {
+                for (size_t k = 0; k < len; k++)
+                    buf[k] = k == pos ? (char)b : (char)('a' + k % 26);
+                size_t want = 0;
+                while (want < len && (unsigned char)buf[want] >= 0x20 && buf[want] != '"' &&
+                       buf[want] != '\\')
+                    want++;
+                ck_assert_uint_eq(kop_jscan_noescape_run(buf, len), want);
+            }
+        }
+        memset(buf, 'x', len);
+        ck_assert_uint_eq(kop_jscan_noescape_run(buf, len), len);
+    }
 }
 END_TEST
 
@@ -438,6 +462,7 @@ static Suite *jscan_suite(void)
     tcase_add_test(tc, test_jscan_edge_cases_match_jansson);
     tcase_add_test(tc, test_jscan_depth_limit_matches_jansson);
     tcase_add_test(tc, test_jscan_string_every_byte_every_lane);
+    tcase_add_test(tc, test_jscan_noescape_run_every_byte_every_lane);
     tcase_add_test(tc, test_jscan_members);
     tcase_add_test(tc, test_jscan_prefix);
     tcase_add_test(tc, test_jscan_string_unescapes);

@@ -120,10 +120,9 @@ static int put_escaped(struct buf *b, const char *s, size_t n)
         return r;
     b->p[b->len++] = '"';
     size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = kop_jscan_noescape_run(s, n); i < n;
+         i += 1 + kop_jscan_noescape_run(s + i + 1, n - i - 1)) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
         r = buf_put(b, s + run, i - run);
         if (r < 0)
             return r;
