@@ -27,15 +27,21 @@ void kop_test_sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-bool kop_test_eventually(kop_test_cond_fn cond, const void *arg, long timeout_ms)
+bool kop_test_eventually_every(kop_test_cond_fn cond, const void *arg, long timeout_ms,
+                               long every_ms)
 {
     long end = kop_test_now_ms() + timeout_ms;
     do {
         if (cond(arg))
             return true;
-        kop_test_sleep_ms(50);
+        kop_test_sleep_ms(every_ms);
     } while (kop_test_now_ms() < end);
     return cond(arg);
+}
+
+bool kop_test_eventually(kop_test_cond_fn cond, const void *arg, long timeout_ms)
+{
+    return kop_test_eventually_every(cond, arg, timeout_ms, 50);
 }
 
 /* ---- a suite's scratch state ------------------------------------------------------------- */

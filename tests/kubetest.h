@@ -42,6 +42,11 @@ typedef bool (*kop_test_cond_fn)(const void *arg);
  * result.
  */
 bool kop_test_eventually(kop_test_cond_fn cond, const void *arg, long timeout_ms);
+/* The same, polling every every_ms: for a condition that costs the server
+ * real work (listing a thousand objects), so that the test's own polling
+ * does not take the cores the operator and kubesim need to converge. */
+bool kop_test_eventually_every(kop_test_cond_fn cond, const void *arg, long timeout_ms,
+                               long every_ms);
 
 /* ---- a suite's scratch state ------------------------------------------------------------- */
 
