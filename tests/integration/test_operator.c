@@ -305,7 +305,12 @@ static bool all_converged(const void *arg)
  * objects do not slow down what they wait for. */
 static bool converged(size_t n, long timeout_ms)
 {
-    return kop_test_eventually_every(all_converged, &n, timeout_ms, 50 + (long)n / 2);
+    long t0 = kop_test_now_ms();
+    bool ok = kop_test_eventually_every(all_converged, &n, timeout_ms, 50 + (long)n / 2);
+    /* in the log: how much of its deadline a slow machine leaves */
+    fprintf(stderr, "%zu objects converged: %s after %ld ms (deadline %ld ms)\n", n,
+            ok ? "yes" : "no", kop_test_now_ms() - t0, timeout_ms);
+    return ok;
 }
 
 static void create_many(size_t n, const char *prefix)
