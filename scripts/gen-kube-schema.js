@@ -48,6 +48,7 @@ const KINDS = [
         'ValidatingWebhookConfiguration'],
     ['apiextensions.k8s.io', 'v1', 'apiextensions.k8s.io/v1', 'CustomResourceDefinition'],
     ['apps', 'v1', 'apps/v1', 'Deployment'],
+    ['apps', 'v1', 'apps/v1', 'ReplicaSet'],
     ['authentication.k8s.io', 'v1', 'authentication.k8s.io/v1', 'SelfSubjectReview'],
     ['authentication.k8s.io', 'v1', 'authentication.k8s.io/v1', 'TokenReview'],
     ['authorization.k8s.io', 'v1', 'authorization.k8s.io/v1', 'LocalSubjectAccessReview'],

@@ -2445,6 +2445,161 @@ START_TEST(test_kubesim_always_allow)
 }
 END_TEST
 
+static const char *rs_nz(const char *s)
+{
+    return s ? s : "";
+}
+
+/* The ReplicaSets of a Deployment (label selector, to poll): their
+ * "name=replicas" list, sorted by name, once every one has the status of its
+ * spec. */
+static char *replicasets_of(const char *selector, size_t want)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/default/replicasets?labelSelector=%s",
+             selector);
+    for (int i = 0; i < 100; i++) {
+        json_t *l = request_json("GET", path, NULL, 200);
+        const json_t *items = json_object_get(l, "items");
+        bool settled = json_array_size(items) == want;
+        char out[1024] = "";
+        size_t k, used = 0;
+        json_t *rs;
+        json_array_foreach(items, k, rs)
+        {
+            json_int_t spec = json_integer_value(jpath_obj(rs, "spec", "replicas"));
+            json_int_t got = json_integer_value(jpath_obj(rs, "status", "replicas"));
+            settled = settled && spec == got;
+            int w = snprintf(out + used, sizeof(out) - used, "%s%s=%lld", k ? "," : "",
+                             jpath(rs, "metadata", "name"), (long long)spec);
+            ck_assert(w > 0 && (size_t)w < sizeof(out) - used);
+            used += (size_t)w;
+        }
+        json_decref(l);
+        if (settled)
+            return strdup(out);
+        kop_test_sleep_ms(30);
+    }
+    ck_abort_msg("%s: the ReplicaSets did not settle", selector);
+    return NULL;
+}
+
+/* The Deployment controller's ReplicaSets: one per template, owned, the
+ * revision moving on, the old one scaled to 0 and taken up again on a
+ * rollback; the garbage collector removes them with the Deployment. */
+START_TEST(test_kubesim_deployment_replicasets)
+{
+    static const char dep[] =
+        "{\"metadata\":{\"name\":\"rsd\"},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"rsd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"rsd\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"%s\"}]}}}}";
+    char body[512];
+    snprintf(body, sizeof(body), dep, "nginx:1.1");
+    json_t *d = request_json("POST", "/apis/apps/v1/namespaces/default/deployments", body, 201);
+    char *uid = strdup(jpath(d, "metadata", "uid"));
+    json_decref(d);
+    char *one = replicasets_of("app%3Drsd", 1);
+    ck_assert_int_eq(strncmp(one, "rsd-", 4), 0);
+    char *name1 = strndup(one, strcspn(one, "="));
+    ck_assert_str_eq(strchr(one, '='), "=3");
+    char path[256];
+    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/default/replicasets/%s", name1);
+    json_t *rs = request_json("GET", path, NULL, 200);
+    const json_t *ref = json_array_get(jpath_obj(rs, "metadata", "ownerReferences"), 0);
+    ck_assert_str_eq(jpath(ref, "kind", NULL), "Deployment");
+    ck_assert_str_eq(jpath(ref, "uid", NULL), uid);
+    ck_assert(json_is_true(json_object_get(ref, "controller")));
+    const char *hash = jpath(jpath_obj(rs, "metadata", "labels"), "pod-template-hash", NULL);
+    ck_assert_ptr_nonnull(hash);
+    ck_assert_str_eq(name1 + strlen("rsd-"), hash);
+    ck_assert_str_eq(jpath(jpath_obj(jpath_obj(rs, "spec", "selector"), "matchLabels", NULL),
+                           "pod-template-hash", NULL),
+                     hash);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(jpath_obj(rs, "spec", "template"), "metadata"),
+                            "labels"),
+            "pod-template-hash")),
+        hash);
+    ck_assert_str_eq(
+        jpath(jpath_obj(rs, "metadata", "annotations"), "deployment.kubernetes.io/revision", NULL),
+        "1");
+    json_decref(rs);
+
+    /* a new template: a second ReplicaSet, revision 2, the first at 0 */
+    snprintf(body, sizeof(body),
+             "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+             "\"nginx:1.2\"}]}}}}");
+    struct kop_test_resp r = request("PATCH", "/apis/apps/v1/namespaces/default/deployments/rsd",
+                                     "application/strategic-merge-patch+json", body, NULL);
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    char *two = replicasets_of("app%3Drsd", 2);
+    char want[256];
+    ck_assert_ptr_nonnull(strstr(two, name1));
+    snprintf(want, sizeof(want), "%s=0", name1);
+    ck_assert_msg(strstr(two, want) != NULL, "%s", two);
+    for (int i = 0; i < 100; i++) {
+        d = request_json("GET", "/apis/apps/v1/namespaces/default/deployments/rsd", NULL, 200);
+        bool done = strcmp(rs_nz(jpath(jpath_obj(d, "metadata", "annotations"),
+                                       "deployment.kubernetes.io/revision", NULL)),
+                           "2") == 0;
+        json_decref(d);
+        if (done)
+            break;
+        kop_test_sleep_ms(30);
+    }
+
+    /* back to the first template: its ReplicaSet again, revision 3 */
+    snprintf(body, sizeof(body),
+             "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+             "\"nginx:1.1\"}]}}}}");
+    r = request("PATCH", "/apis/apps/v1/namespaces/default/deployments/rsd",
+                "application/strategic-merge-patch+json", body, NULL);
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+    for (int i = 0; i < 100; i++) {
+        rs = request_json("GET", path, NULL, 200);
+        bool done = strcmp(rs_nz(jpath(jpath_obj(rs, "metadata", "annotations"),
+                                       "deployment.kubernetes.io/revision", NULL)),
+                           "3") == 0 &&
+                    json_integer_value(jpath_obj(rs, "spec", "replicas")) == 3;
+        json_decref(rs);
+        if (done)
+            break;
+        ck_assert_msg(i < 99, "the first ReplicaSet was not taken up again");
+        kop_test_sleep_ms(30);
+    }
+    free(replicasets_of("app%3Drsd", 2));
+
+    /* kubectl get rs: the printer's columns */
+    json_t *t = get_table("/apis/apps/v1/namespaces/default/replicasets");
+    ck_assert_str_eq(col_name(t, 1), "Desired");
+    ck_assert_str_eq(col_name(t, 3), "Ready");
+    json_decref(t);
+
+    /* the Deployment deleted: its ReplicaSets follow */
+    r = request("DELETE", "/apis/apps/v1/namespaces/default/deployments/rsd", NULL, NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+    for (int i = 0; i < 100; i++) {
+        json_t *l = request_json(
+            "GET", "/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Drsd", NULL,
+            200);
+        size_t n = json_array_size(json_object_get(l, "items"));
+        json_decref(l);
+        if (n == 0)
+            break;
+        ck_assert_msg(i < 99, "the ReplicaSets outlived their Deployment");
+        kop_test_sleep_ms(30);
+    }
+    free(two);
+    free(name1);
+    free(one);
+    free(uid);
+}
+END_TEST
+
 START_TEST(test_kubesim_token_file_and_audit)
 {
     char *tokens = kop_test_path(tmpdir, "tokens.csv");
@@ -2800,6 +2955,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);
+    tcase_add_test(tc, test_kubesim_deployment_replicasets);
     tcase_add_test(tc, test_kubesim_protobuf);
     tcase_add_test(tc, test_kubesim_protobuf_types);
     tcase_add_test(tc, test_kubesim_apply_conflict);

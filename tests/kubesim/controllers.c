@@ -4,14 +4,20 @@
  * cascade: an object whose ownerReferences all name missing owners is
  * deleted; foregroundDeletion and orphan finalizers are honoured), the
  * namespace controller (a terminating namespace loses its contents, then
- * itself), and a Deployment controller that sets status (replicas,
+ * itself), and a Deployment controller that, --deployment-ready-delay after
+ * a spec change, makes the ReplicaSet of the pod template current (named
+ * NAME-HASH, labelled pod-template-hash=HASH, owned by the Deployment, the
+ * next deployment.kubernetes.io/revision; one of an earlier template is
+ * taken up again, as a rollback does), scales the Deployment's other
+ * ReplicaSets to 0, and sets the status of both (replicas,
  * updated/ready/available, observedGeneration, Available/Progressing
- * conditions) --deployment-ready-delay after a spec change. It works on the
- * store directly, under ks->lock, and wakes on ks->changed.
+ * conditions). No Pods are made. It works on the store directly, under
+ * ks->lock, and wakes on ks->changed.
  */
 #include "kubesim.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,7 +435,11 @@ static bool deployment_settled(const json_t *obj)
 void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key)
 {
     const json_t *obj = ks_store_get(ks, "deployments.apps", obj_key);
-    if (!obj || meta_str(obj, "deletionTimestamp") || deployment_settled(obj)) {
+    /* a settled Deployment is looked at again for its change-cause, which
+     * the controller copies to the current ReplicaSet */
+    bool cause = json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"),
+                                 "kubernetes.io/change-cause") != NULL;
+    if (!obj || meta_str(obj, "deletionTimestamp") || (deployment_settled(obj) && !cause)) {
         json_object_del(ks->pending_deploy, obj_key);
         return;
     }
@@ -456,14 +466,232 @@ static json_t *condition(const json_t *old_conds, const char *type, const char *
                      now, "lastTransitionTime", ltt, "reason", reason, "message", message);
 }
 
+/* parent[key] as an object, made (replacing anything else) when missing. */
+static json_t *member_obj(json_t *parent, const char *key)
+{
+    json_t *v = json_object_get(parent, key);
+    if (!json_is_object(v)) {
+        v = json_object();
+        json_object_set_new(parent, key, v);
+    }
+    return v;
+}
+
+/* ---- replicasets (the deployment controller's) ------------------------------------------- */
+
+/* The pod-template-hash of a template: FNV-1a 32 of its JSON (keys sorted,
+ * a null creationTimestamp dropped, so a template read back from a
+ * ReplicaSet by kubectl rollout undo hashes the same), its decimal digits
+ * through rand.SafeEncodeString's alphabet, as the controller spells it
+ * (the value differs: Kubernetes hashes the Go struct). */
+static void template_hash(const json_t *tmpl, char *out, size_t size)
+{
+    json_t *t = json_deep_copy(tmpl);
+    json_t *md = json_object_get(t, "metadata");
+    if (json_is_null(json_object_get(md, "creationTimestamp")))
+        json_object_del(md, "creationTimestamp");
+    json_object_del(json_object_get(md, "labels"), "pod-template-hash");
+    char *dump = ks_dump(t, true, NULL);
+    json_decref(t);
+    uint32_t h = 2166136261u;
+    for (const char *p = dump; p && *p; p++) {
+        h ^= (unsigned char)*p;
+        h *= 16777619u;
+    }
+    free(dump);
+    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+    char num[16];
+    snprintf(num, sizeof(num), "%u", h);
+    size_t i = 0;
+    for (; num[i] && i + 1 < size; i++)
+        out[i] = alphabet[(unsigned char)num[i] % (sizeof(alphabet) - 1)];
+    out[i] = '\0';
+}
+
+static long revision_of(const json_t *obj)
+{
+    const char *r = json_string_value(
+        json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"),
+                        "deployment.kubernetes.io/revision"));
+    char *end = NULL;
+    long v = r ? strtol(r, &end, 10) : 0;
+    return r && end && *end == '\0' && v > 0 ? v : 0;
+}
+
+static bool owned_by(const json_t *obj, const char *uid)
+{
+    size_t i;
+    json_t *ref;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, ref)
+    {
+        if (json_is_true(json_object_get(ref, "controller")) &&
+            strcmp(ks_nz(json_string_value(json_object_get(ref, "uid"))), uid) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* maxSurge of a RollingUpdate (25% by default, rounded up). */
+static json_int_t max_surge(const json_t *dep, json_int_t n)
+{
+    const json_t *ms = json_object_get(
+        json_object_get(json_object_get(json_object_get(dep, "spec"), "strategy"), "rollingUpdate"),
+        "maxSurge");
+    if (json_is_integer(ms))
+        return json_integer_value(ms);
+    long pct = 25;
+    if (json_is_string(ms)) {
+        char *end = NULL;
+        pct = strtol(json_string_value(ms), &end, 10);
+        if (!end || *end != '%')
+            pct = 25;
+    }
+    return (n * pct + 99) / 100;
+}
+
+static json_t *rs_status(json_int_t n, json_int_t gen)
+{
+    json_t *st = json_pack("{s:I}", "replicas", (json_int_t)n);
+    if (n) {
+        json_object_set_new(st, "fullyLabeledReplicas", json_integer(n));
+        json_object_set_new(st, "readyReplicas", json_integer(n));
+        json_object_set_new(st, "availableReplicas", json_integer(n));
+    }
+    json_object_set_new(st, "observedGeneration", json_integer(gen));
+    return st;
+}
+
+/* Write rs (fresh) with spec.replicas n and its status; generation moves
+ * when the spec did. */
+static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *key, json_t *rs,
+                   const json_t *old, json_int_t n)
+{
+    json_t *md = json_object_get(rs, "metadata");
+    json_int_t gen = json_integer_value(json_object_get(md, "generation"));
+    json_object_set_new(json_object_get(rs, "spec"), "replicas", json_integer(n));
+    if (!old || !json_equal(json_object_get(old, "spec"), json_object_get(rs, "spec")))
+        gen++;
+    json_object_set_new(md, "generation", json_integer(gen));
+    json_object_set_new(rs, "status", rs_status(n, gen));
+    ks_typed_order(rs);
+    ks_store_put(ks, def, key, rs);
+}
+
+/* Lock held. The Deployment's ReplicaSets as its controller leaves them
+ * once the rollout is done; the current one's name and revision. */
+static void sync_replicasets(struct ks_server *ks, const json_t *dep, json_int_t n, char *ret_name,
+                             size_t name_size, long *ret_rev)
+{
+    const struct ks_res *def = def_by_key(ks, "replicasets.apps");
+    const char *ns = ks_nz(meta_str(dep, "namespace"));
+    const char *name = ks_nz(meta_str(dep, "name"));
+    const char *uid = ks_nz(meta_str(dep, "uid"));
+    const json_t *spec = json_object_get(dep, "spec");
+    const json_t *tmpl = json_object_get(spec, "template");
+    char hash[16];
+    template_hash(tmpl, hash, sizeof(hash));
+    snprintf(ret_name, name_size, "%s-%s", name, hash);
+    *ret_rev = 1;
+    if (!def)
+        return;
+    /* the Deployment's ReplicaSets: the highest revision, the current one */
+    json_t *map = ks_store_map(ks, def->key);
+    size_t nl = strlen(ns);
+    long max_rev = 0;
+    const json_t *cur = NULL;
+    json_t *owned = json_array();
+    const char *k;
+    json_t *rs;
+    json_object_foreach(map, k, rs)
+    {
+        if (strncmp(k, ns, nl) != 0 || k[nl] != '/' || !owned_by(rs, uid))
+            continue;
+        json_array_append_new(owned, json_string(k));
+        long r = revision_of(rs);
+        if (r > max_rev)
+            max_rev = r;
+        if (strcmp(ks_nz(meta_str(rs, "name")), ret_name) == 0)
+            cur = rs;
+    }
+    long rev = cur && revision_of(cur) == max_rev ? max_rev : max_rev + 1;
+    *ret_rev = rev;
+    /* the others scaled to 0 */
+    size_t i;
+    json_t *kv;
+    json_array_foreach(owned, i, kv)
+    {
+        const json_t *old = json_object_get(map, json_string_value(kv));
+        if (old == cur)
+            continue;
+        if (json_integer_value(json_object_get(json_object_get(old, "spec"), "replicas")) == 0 &&
+            json_integer_value(json_object_get(json_object_get(old, "status"), "replicas")) == 0)
+            continue;
+        put_rs(ks, def, json_string_value(kv), json_deep_copy(old), old, 0);
+    }
+    json_decref(owned);
+    /* the current one */
+    char key[512];
+    ks_obj_key(key, sizeof(key), ns, ret_name);
+    json_t *next;
+    if (cur) {
+        next = json_deep_copy(cur);
+    } else {
+        char id[40], now[32];
+        ks_uuid(id, sizeof(id));
+        ks_now_rfc3339(now, sizeof(now));
+        json_t *t = json_deep_copy(tmpl);
+        json_t *tmd = member_obj(t, "metadata");
+        json_t *labels = member_obj(tmd, "labels");
+        json_object_set_new(labels, "pod-template-hash", json_string(hash));
+        json_t *sel = json_deep_copy(json_object_get(spec, "selector"));
+        if (!json_is_object(sel))
+            sel = json_object();
+        json_t *ml = member_obj(sel, "matchLabels");
+        json_object_set_new(ml, "pod-template-hash", json_string(hash));
+        next = json_pack(
+            "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:I,s:o,s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},s:{s:o,s:o}}",
+            "apiVersion", "apps/v1", "kind", "ReplicaSet", "metadata", "name", ret_name,
+            "namespace", ns, "uid", id, "creationTimestamp", now, "generation", (json_int_t)0,
+            "labels", json_deep_copy(labels), "ownerReferences", "apiVersion", "apps/v1", "kind",
+            "Deployment", "name", name, "uid", uid, "controller", 1, "blockOwnerDeletion", 1,
+            "spec", "selector", sel, "template", t);
+    }
+    json_t *md = json_object_get(next, "metadata");
+    json_t *ann = member_obj(md, "annotations");
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%lld", (long long)n);
+    json_object_set_new(ann, "deployment.kubernetes.io/desired-replicas", json_string(buf));
+    snprintf(buf, sizeof(buf), "%lld", (long long)(n + max_surge(dep, n)));
+    json_object_set_new(ann, "deployment.kubernetes.io/max-replicas", json_string(buf));
+    snprintf(buf, sizeof(buf), "%ld", rev);
+    json_object_set_new(ann, "deployment.kubernetes.io/revision", json_string(buf));
+    const json_t *cause =
+        json_object_get(json_object_get(json_object_get(dep, "metadata"), "annotations"),
+                        "kubernetes.io/change-cause");
+    if (json_is_string(cause))
+        json_object_set(ann, "kubernetes.io/change-cause", (json_t *)cause);
+    if (cur && json_equal(cur, next) &&
+        json_integer_value(json_object_get(json_object_get(cur, "spec"), "replicas")) == n &&
+        json_integer_value(json_object_get(json_object_get(cur, "status"), "replicas")) == n) {
+        json_decref(next);
+        return;
+    }
+    put_rs(ks, def, key, next, cur, n);
+}
+
 static void settle_deployment(struct ks_server *ks, const char *key)
 {
     const struct ks_res *def = def_by_key(ks, "deployments.apps");
     const json_t *cur = ks_store_get(ks, "deployments.apps", key);
-    if (!def || !cur || meta_str(cur, "deletionTimestamp") || deployment_settled(cur))
+    if (!def || !cur || meta_str(cur, "deletionTimestamp"))
+        return;
+    json_int_t n = want_replicas(cur);
+    char rs_name[320];
+    long rev = 1;
+    sync_replicasets(ks, cur, n, rs_name, sizeof(rs_name), &rev);
+    if (deployment_settled(cur))
         return;
     json_t *next = json_deep_copy(cur);
-    json_int_t n = want_replicas(cur);
     char now[32];
     ks_now_rfc3339(now, sizeof(now));
     const json_t *old_conds = json_object_get(json_object_get(cur, "status"), "conditions");
@@ -477,8 +705,7 @@ static void settle_deployment(struct ks_server *ks, const char *key)
         json_object_set_new(st, "readyReplicas", json_integer(n));
         json_object_set_new(st, "availableReplicas", json_integer(n));
     }
-    char *rs = ks_printf("ReplicaSet \"%s-%s\" has successfully progressed.",
-                         ks_nz(meta_str(cur, "name")), "5d8f9c7b6d");
+    char *rs = ks_printf("ReplicaSet \"%s\" has successfully progressed.", rs_name);
     json_t *conds = json_array();
     json_array_append_new(conds, condition(old_conds, "Available", "MinimumReplicasAvailable",
                                            "Deployment has minimum availability.", now));
@@ -488,13 +715,10 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     json_object_set_new(st, "conditions", conds);
     json_object_set_new(next, "status", st);
     json_t *md = json_object_get(next, "metadata");
-    json_t *ann = json_object_get(md, "annotations");
-    if (!json_is_object(ann)) {
-        ann = json_object();
-        json_object_set_new(md, "annotations", ann);
-    }
-    if (!json_object_get(ann, "deployment.kubernetes.io/revision"))
-        json_object_set_new(ann, "deployment.kubernetes.io/revision", json_string("1"));
+    json_t *ann = member_obj(md, "annotations");
+    char revs[24];
+    snprintf(revs, sizeof(revs), "%ld", rev);
+    json_object_set_new(ann, "deployment.kubernetes.io/revision", json_string(revs));
     ks_typed_order(next);
     ks_store_put(ks, def, key, next);
 }

@@ -54,6 +54,10 @@ static const struct builtin builtins[] = {
      "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":null}},"
      "\"strategy\":{}},\"status\":{}}",
      false},
+    {"apps", "v1", "replicasets", "replicaset", "ReplicaSet", "rs", "all", true, true, false, true,
+     "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":"
+     "null}}},\"status\":{\"replicas\":0}}",
+     false},
     /* the reviews: POST only (authz.c) */
     {"authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview",
      NULL, NULL, false, false, false, false, NULL, true},

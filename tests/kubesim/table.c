@@ -3,7 +3,7 @@
  * kubesim Table output (meta.k8s.io/v1 Table), what `kubectl get` asks for
  * with "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,...": the
  * column definitions and one row of cells per object. Built-in types get
- * the apiserver's printer columns (Deployment, Service, Namespace,
+ * the apiserver's printer columns (Deployment, ReplicaSet, Service, Namespace,
  * ConfigMap, Secret, Event, Lease, ServiceAccount, RoleBinding,
  * ClusterRoleBinding, the webhook configurations; Name and Created At for
  * Role, ClusterRole and CustomResourceDefinition, which have no printer and
@@ -408,6 +408,28 @@ static json_t *event_last_seen(const json_t *obj)
     return age;
 }
 
+/* The wide columns of a kind with a pod template (Deployment, ReplicaSet):
+ * Containers, Images, Selector. */
+static void template_columns(json_t *cols, const char *selector_desc)
+{
+    json_array_append_new(
+        cols, col("Containers", "string", NULL, "Names of each container in the template.", 1));
+    json_array_append_new(cols, col("Images", "string", NULL,
+                                    "Images referenced by each container in the template.", 1));
+    json_array_append_new(cols, col("Selector", "string", NULL, selector_desc, 1));
+}
+
+static void template_cells(json_t *cells, const json_t *obj)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    json_array_append_new(cells, containers_cell(obj, "name"));
+    json_array_append_new(cells, containers_cell(obj, "image"));
+    json_array_append_new(
+        cells,
+        str_cell_owned(join_map(json_object_get(json_object_get(spec, "selector"), "matchLabels")),
+                       "<none>"));
+}
+
 /* Columns (when cols is not NULL) and cells of built-in kinds. */
 static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *cols, json_t *cells)
 {
@@ -430,18 +452,9 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
                                             "this deployment.",
                                             0));
             json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
-            json_array_append_new(cols, col("Containers", "string", NULL,
-                                            "Names of each container in the template.", 1));
-            json_array_append_new(cols, col("Images", "string", NULL,
-                                            "Images referenced by each container in the "
-                                            "template.",
-                                            1));
-            json_array_append_new(cols, col("Selector", "string", NULL,
-                                            "Label selector for pods. Existing ReplicaSets "
-                                            "whose pods are selected by this will be the ones "
-                                            "affected by this deployment. It must match the "
-                                            "pod template's labels.",
-                                            1));
+            template_columns(cols, "Label selector for pods. Existing ReplicaSets whose pods are "
+                                   "selected by this will be the ones affected by this "
+                                   "deployment. It must match the pod template's labels.");
         }
         json_t *replicas = json_object_get(spec, "replicas");
         char *ready = ks_printf("%lld/%lld", (long long)int_at(obj, "status", "readyReplicas"),
@@ -451,12 +464,31 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
         json_array_append_new(cells, json_integer(int_at(obj, "status", "updatedReplicas")));
         json_array_append_new(cells, json_integer(int_at(obj, "status", "availableReplicas")));
         json_array_append_new(cells, age_cell(created));
-        json_array_append_new(cells, containers_cell(obj, "name"));
-        json_array_append_new(cells, containers_cell(obj, "image"));
-        json_array_append_new(
-            cells, str_cell_owned(
-                       join_map(json_object_get(json_object_get(spec, "selector"), "matchLabels")),
-                       "<none>"));
+        template_cells(cells, obj);
+    } else if (strcmp(def->key, "replicasets.apps") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Desired", "integer", NULL,
+                                            "Replicas is the number of desired pods.", 0));
+            json_array_append_new(cols, col("Current", "integer", NULL,
+                                            "Replicas is the most recently observed number of "
+                                            "non-terminating pods.",
+                                            0));
+            json_array_append_new(cols, col("Ready", "integer", NULL,
+                                            "The number of non-terminating pods targeted by this "
+                                            "ReplicaSet with a Ready Condition.",
+                                            0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+            template_columns(cols, "Selector is a label query over pods that should match the "
+                                   "replica count.");
+        }
+        json_t *replicas = json_object_get(spec, "replicas");
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_integer(replicas ? json_integer_value(replicas) : 1));
+        json_array_append_new(cells, json_integer(int_at(obj, "status", "replicas")));
+        json_array_append_new(cells, json_integer(int_at(obj, "status", "readyReplicas")));
+        json_array_append_new(cells, age_cell(created));
+        template_cells(cells, obj);
     } else if (strcmp(def->key, "services") == 0) {
         if (cols) {
             json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));

@@ -39,6 +39,7 @@ ROOTS = [
     ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
     ("apps", "v1", "Deployment"),
+    ("apps", "v1", "ReplicaSet"),
     ("autoscaling", "v1", "Scale"),
     ("coordination.k8s.io", "v1", "Lease"),
     ("networking.k8s.io", "v1", "NetworkPolicy"),
