@@ -468,6 +468,24 @@ code=$(c -o "$work/imp.out" -w '%{http_code}' -H 'Impersonate-Group: devs' "$url
 [ "$code" = 500 ] && grep -q 'without impersonating a user' "$work/imp.out" ||
   fail "impersonating a group alone: $code $(cat "$work/imp.out")"
 
+# kubectl rollout: the Deployment controller's ReplicaSets carry the
+# revisions; undo takes the previous template back.
+k create deployment roll --image=nginx:1.25 >>"$work/roll.log" 2>&1 || fail "create deployment roll"
+k rollout status deployment/roll --timeout=30s >>"$work/roll.log" 2>&1 || fail "rollout status roll"
+k set image deployment/roll nginx=nginx:1.26 >>"$work/roll.log" 2>&1 || fail "set image"
+k rollout status deployment/roll --timeout=30s >>"$work/roll.log" 2>&1 || fail "rollout status after set image"
+for _ in $(seq 1 100); do
+  [ "$(k get rs -l app=roll -o name 2>/dev/null | wc -l)" = 2 ] && break
+  sleep 0.1
+done
+k rollout history deployment/roll >"$work/history.out" 2>&1 || fail "rollout history: $(cat "$work/history.out")"
+grep -q '^2 ' "$work/history.out" || fail "rollout history without revision 2: $(cat "$work/history.out")"
+k rollout undo deployment/roll >>"$work/roll.log" 2>&1 || fail "rollout undo: $(tail -3 "$work/roll.log")"
+[ "$(k get deployment roll -o jsonpath='{.spec.template.spec.containers[0].image}')" = nginx:1.25 ] ||
+  fail "rollout undo did not take the old image back"
+k get all >"$work/all.out" 2>&1 && grep -q 'replicaset.apps/roll-' "$work/all.out" ||
+  fail "kubectl get all shows no ReplicaSet: $(cat "$work/all.out")"
+
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
 if k get myresources.v1.mygroup.example.com example-resource >/dev/null 2>&1; then
