@@ -439,6 +439,8 @@ void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key
      * the controller copies to the current ReplicaSet */
     bool cause = json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"),
                                  "kubernetes.io/change-cause") != NULL;
+    if (!obj)
+        json_object_del(ks->rs_index, obj_key);
     if (!obj || meta_str(obj, "deletionTimestamp") || (deployment_settled(obj) && !cause)) {
         json_object_del(ks->pending_deploy, obj_key);
         return;
@@ -579,8 +581,8 @@ static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *k
 
 /* Lock held. The Deployment's ReplicaSets as its controller leaves them
  * once the rollout is done; the current one's name and revision. */
-static void sync_replicasets(struct ks_server *ks, const json_t *dep, json_int_t n, char *ret_name,
-                             size_t name_size, long *ret_rev)
+static void sync_replicasets(struct ks_server *ks, const char *dep_key, const json_t *dep,
+                             json_int_t n, char *ret_name, size_t name_size, long *ret_rev)
 {
     const struct ks_res *def = def_by_key(ks, "replicasets.apps");
     const char *ns = ks_nz(meta_str(dep, "namespace"));
@@ -594,18 +596,28 @@ static void sync_replicasets(struct ks_server *ks, const json_t *dep, json_int_t
     *ret_rev = 1;
     if (!def)
         return;
-    /* the Deployment's ReplicaSets: the highest revision, the current one */
+    /* the Deployment's ReplicaSets (the ones it made: rs_index, so that a
+     * sync does not walk every ReplicaSet): the highest revision, the
+     * current one */
     json_t *map = ks_store_map(ks, def->key);
-    size_t nl = strlen(ns);
+    json_t *mine = json_object_get(ks->rs_index, dep_key);
+    if (!mine) {
+        mine = json_object();
+        json_object_set_new(ks->rs_index, dep_key, mine);
+    }
     long max_rev = 0;
     const json_t *cur = NULL;
     json_t *owned = json_array();
     const char *k;
-    json_t *rs;
-    json_object_foreach(map, k, rs)
+    json_t *rs, *unused;
+    void *tmp;
+    json_object_foreach_safe(mine, tmp, k, unused)
     {
-        if (strncmp(k, ns, nl) != 0 || k[nl] != '/' || !owned_by(rs, uid))
+        rs = json_object_get(map, k);
+        if (!rs || !owned_by(rs, uid)) {
+            json_object_del(mine, k); /* gone (the garbage collector, a client) */
             continue;
+        }
         json_array_append_new(owned, json_string(k));
         long r = revision_of(rs);
         if (r > max_rev)
@@ -677,6 +689,7 @@ static void sync_replicasets(struct ks_server *ks, const json_t *dep, json_int_t
         return;
     }
     put_rs(ks, def, key, next, cur, n);
+    json_object_set_new(mine, key, json_true());
 }
 
 static void settle_deployment(struct ks_server *ks, const char *key)
@@ -688,7 +701,7 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     json_int_t n = want_replicas(cur);
     char rs_name[320];
     long rev = 1;
-    sync_replicasets(ks, cur, n, rs_name, sizeof(rs_name), &rev);
+    sync_replicasets(ks, key, cur, n, rs_name, sizeof(rs_name), &rev);
     if (deployment_settled(cur))
         return;
     json_t *next = json_deep_copy(cur);
@@ -783,6 +796,7 @@ static void *controller_main(void *arg)
 int ks_controllers_start(struct ks_server *ks)
 {
     ks->pending_deploy = json_object();
+    ks->rs_index = json_object();
     int rc = pthread_create(&ks->controller, NULL, controller_main, ks);
     return rc == 0 ? 0 : -rc;
 }
@@ -796,4 +810,6 @@ void ks_controllers_stop(struct ks_server *ks)
     pthread_join(ks->controller, NULL);
     json_decref(ks->pending_deploy);
     ks->pending_deploy = NULL;
+    json_decref(ks->rs_index);
+    ks->rs_index = NULL;
 }

@@ -209,6 +209,7 @@ struct ks_server {
     bool roles_dirty;       /* a ClusterRole changed: aggregate (authz.c) */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
+    json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
     pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
     bool migrator_running;
 };
