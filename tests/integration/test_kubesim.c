@@ -1928,6 +1928,45 @@ static bool sa_allowed(const char *attrs)
     return ok;
 }
 
+/* GET PATH answers CODE within 5 s. */
+static void wait_code(const char *path, long code)
+{
+    long got = 0;
+    for (int i = 0; i < 500; i++) {
+        struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
+        got = r.code;
+        kop_test_resp_free(&r);
+        if (got == code)
+            return;
+        usleep(10000);
+    }
+    ck_assert_msg(got == code, "GET %s: %ld, want %ld", path, got, code);
+}
+
+/* The ServiceAccounts controller: every namespace has a "default"
+ * ServiceAccount, from the start and made again when deleted; a
+ * terminating namespace gets none. */
+START_TEST(test_kubesim_default_service_accounts)
+{
+    json_t *sa =
+        request_json("GET", "/api/v1/namespaces/kube-system/serviceaccounts/default", NULL, 200);
+    ck_assert_str_eq(jpath(sa, "kind", NULL), "ServiceAccount");
+    ck_assert_ptr_nonnull(jpath(sa, "metadata", "uid"));
+    json_decref(sa);
+    struct kop_test_resp nr =
+        request("POST", "/api/v1/namespaces", NULL, "{\"metadata\":{\"name\":\"sa-ns\"}}", NULL);
+    ck_assert_msg(nr.code == 201, "namespace: %ld", nr.code);
+    kop_test_resp_free(&nr);
+    wait_code("/api/v1/namespaces/sa-ns/serviceaccounts/default", 200);
+    json_decref(
+        request_json("DELETE", "/api/v1/namespaces/sa-ns/serviceaccounts/default", NULL, 200));
+    wait_code("/api/v1/namespaces/sa-ns/serviceaccounts/default", 200);
+    json_decref(request_json("DELETE", "/api/v1/namespaces/sa-ns", NULL, 200));
+    wait_code("/api/v1/namespaces/sa-ns", 404);
+    wait_code("/api/v1/namespaces/sa-ns/serviceaccounts/default", 404);
+}
+END_TEST
+
 /* Allowed for USER (with system:authenticated) by a SubjectAccessReview? */
 static bool user_allowed(const char *user, const char *attrs)
 {
@@ -2951,6 +2990,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_empty_metadata_dropped);
     tcase_add_test(tc, test_kubesim_access_reviews);
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
+    tcase_add_test(tc, test_kubesim_default_service_accounts);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);

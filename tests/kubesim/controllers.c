@@ -736,6 +736,39 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     ks_store_put(ks, def, key, next);
 }
 
+/* ---- service accounts ----------------------------------------------------------- */
+
+/* pkg/controller/serviceaccount: every active namespace has a "default"
+ * ServiceAccount, made again when it is deleted. (Its token controller's
+ * Secrets are long gone from Kubernetes; nothing else is made.) */
+void ks_controllers_default_sas(struct ks_server *ks)
+{
+    const struct ks_res *def = def_by_key(ks, "serviceaccounts");
+    if (!def)
+        return;
+    const char *ns;
+    json_t *nsobj;
+    json_object_foreach(ks_store_map(ks, "namespaces"), ns, nsobj)
+    {
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(nsobj, "status"), "phase"));
+        if (meta_str(nsobj, "deletionTimestamp") || (phase && strcmp(phase, "Terminating") == 0))
+            continue;
+        char key[512];
+        ks_obj_key(key, sizeof(key), ns, "default");
+        if (ks_store_get(ks, def->key, key))
+            continue;
+        char uid[40], now[32];
+        ks_uuid(uid, sizeof(uid));
+        ks_now_rfc3339(now, sizeof(now));
+        json_t *sa = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s}}", "apiVersion", "v1", "kind",
+                               "ServiceAccount", "metadata", "name", "default", "namespace", ns,
+                               "uid", uid, "creationTimestamp", now);
+        ks_typed_order(sa);
+        ks_store_put(ks, def, key, sa);
+    }
+}
+
 static void *controller_main(void *arg)
 {
     struct ks_server *ks = arg;
@@ -751,6 +784,10 @@ static void *controller_main(void *arg)
         if (ks->roles_dirty) {
             ks->roles_dirty = false;
             ks_authz_aggregate(ks);
+        }
+        if (ks->sa_dirty) {
+            ks->sa_dirty = false;
+            ks_controllers_default_sas(ks);
         }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
@@ -774,7 +811,7 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty || ks->roles_dirty)
+        if (ks->gc_dirty || ks->roles_dirty || ks->sa_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

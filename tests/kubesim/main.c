@@ -253,6 +253,8 @@ static int run(int argc, char **argv)
     create_namespace(ks, "kube-public");
     create_namespace(ks, "kube-system");
     ks_authz_bootstrap(ks);
+    ks_controllers_default_sas(ks);
+    ks->sa_dirty = false;
     pthread_mutex_unlock(&ks->lock);
 
     if (ks_certs_generate(&ks->ca_pem, &cert, &key) != 0) {

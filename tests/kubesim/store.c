@@ -98,11 +98,15 @@ static void count_write(struct ks_server *ks, const char *res_key, const char *o
     json_object_set_new(m, obj_key, json_integer(n + 1));
 }
 
-/* A ClusterRole changed: the aggregation controller looks again. */
+/* A ClusterRole changed: the aggregation controller looks again; a
+ * Namespace or ServiceAccount: the ServiceAccounts controller. */
 static void roles_changed(struct ks_server *ks, const struct ks_res *def)
 {
     if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
         ks->roles_dirty = true;
+        pthread_cond_broadcast(&ks->changed);
+    } else if (strcmp(def->key, "namespaces") == 0 || strcmp(def->key, "serviceaccounts") == 0) {
+        ks->sa_dirty = true;
         pthread_cond_broadcast(&ks->changed);
     }
 }

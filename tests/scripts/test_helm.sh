@@ -427,7 +427,9 @@ else
   fail "helm uninstall: $(tail -n 5 "$work/uninstall.out")"
 fi
 crd=$(k get crd myresources.mygroup.example.com -o name 2>/dev/null || true)
-left=$(k get -n kop-system deployments,services,serviceaccounts -o name 2>/dev/null | wc -l)
+# (serviceaccount/default is the namespace's own, made by the cluster)
+left=$(k get -n kop-system deployments,services,serviceaccounts -o name 2>/dev/null |
+  grep -v -x -c 'serviceaccount/default' || true)
 role=$(k get clusterrole kop-manager-role -o name 2>/dev/null || true)
 if [ -n "$crd" ] && [ "$left" -eq 0 ] && [ -z "$role" ]; then
   pass "helm uninstall: everything gone but the CRD (helm.sh/resource-policy: keep)"
