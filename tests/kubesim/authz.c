@@ -397,8 +397,9 @@ void ks_authz_aggregate(struct ks_server *ks)
                 json_t *rule;
                 json_array_foreach(json_object_get(other, "rules"), r, rule)
                 {
+                    /* a copy: a stored object shares nothing with another */
                     if (!rule_listed(rules, rule))
-                        json_array_append(rules, rule);
+                        json_array_append_new(rules, json_deep_copy(rule));
                 }
             }
         }

@@ -680,8 +680,8 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
     const json_t *cause =
         json_object_get(json_object_get(json_object_get(dep, "metadata"), "annotations"),
                         "kubernetes.io/change-cause");
-    if (json_is_string(cause))
-        json_object_set(ann, "kubernetes.io/change-cause", (json_t *)cause);
+    if (json_is_string(cause)) /* a copy: the ReplicaSet shares nothing with the Deployment */
+        json_object_set_new(ann, "kubernetes.io/change-cause", json_copy((json_t *)cause));
     if (cur && json_equal(cur, next) &&
         json_integer_value(json_object_get(json_object_get(cur, "spec"), "replicas")) == n &&
         json_integer_value(json_object_get(json_object_get(cur, "status"), "replicas")) == n) {
