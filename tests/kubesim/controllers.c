@@ -468,17 +468,6 @@ static json_t *condition(const json_t *old_conds, const char *type, const char *
                      now, "lastTransitionTime", ltt, "reason", reason, "message", message);
 }
 
-/* parent[key] as an object, made (replacing anything else) when missing. */
-static json_t *member_obj(json_t *parent, const char *key)
-{
-    json_t *v = json_object_get(parent, key);
-    if (!json_is_object(v)) {
-        v = json_object();
-        json_object_set_new(parent, key, v);
-    }
-    return v;
-}
-
 /* ---- replicasets (the deployment controller's) ------------------------------------------- */
 
 /* The pod-template-hash of a template: FNV-1a 32 of its JSON (keys sorted,
@@ -652,13 +641,13 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
         ks_uuid(id, sizeof(id));
         ks_now_rfc3339(now, sizeof(now));
         json_t *t = json_deep_copy(tmpl);
-        json_t *tmd = member_obj(t, "metadata");
-        json_t *labels = member_obj(tmd, "labels");
+        json_t *tmd = ks_ensure_obj(t, "metadata");
+        json_t *labels = ks_ensure_obj(tmd, "labels");
         json_object_set_new(labels, "pod-template-hash", json_string(hash));
         json_t *sel = json_deep_copy(json_object_get(spec, "selector"));
         if (!json_is_object(sel))
             sel = json_object();
-        json_t *ml = member_obj(sel, "matchLabels");
+        json_t *ml = ks_ensure_obj(sel, "matchLabels");
         json_object_set_new(ml, "pod-template-hash", json_string(hash));
         next = json_pack(
             "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:I,s:o,s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},s:{s:o,s:o}}",
@@ -669,7 +658,7 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
             "spec", "selector", sel, "template", t);
     }
     json_t *md = json_object_get(next, "metadata");
-    json_t *ann = member_obj(md, "annotations");
+    json_t *ann = ks_ensure_obj(md, "annotations");
     char buf[32];
     snprintf(buf, sizeof(buf), "%lld", (long long)n);
     json_object_set_new(ann, "deployment.kubernetes.io/desired-replicas", json_string(buf));
@@ -728,7 +717,7 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     json_object_set_new(st, "conditions", conds);
     json_object_set_new(next, "status", st);
     json_t *md = json_object_get(next, "metadata");
-    json_t *ann = member_obj(md, "annotations");
+    json_t *ann = ks_ensure_obj(md, "annotations");
     char revs[24];
     snprintf(revs, sizeof(revs), "%ld", rev);
     json_object_set_new(ann, "deployment.kubernetes.io/revision", json_string(revs));

@@ -459,16 +459,6 @@ static void set_default(json_t *obj, const char *k, json_t *v)
         json_decref(v);
 }
 
-static json_t *ensure_obj(json_t *obj, const char *k)
-{
-    json_t *v = json_object_get(obj, k);
-    if (!json_is_object(v)) {
-        v = json_object();
-        json_object_set_new(obj, k, v);
-    }
-    return v;
-}
-
 static void default_containers(json_t *list)
 {
     size_t i, j;
@@ -492,7 +482,7 @@ static void default_containers(json_t *list)
 
 static void default_deployment(json_t *obj)
 {
-    json_t *spec = ensure_obj(obj, "spec");
+    json_t *spec = ks_ensure_obj(obj, "spec");
     set_default(spec, "replicas", json_integer(1));
     set_default(spec, "strategy",
                 json_pack("{s:s,s:{s:s,s:s}}", "type", "RollingUpdate", "rollingUpdate",
@@ -502,13 +492,13 @@ static void default_deployment(json_t *obj)
         strcmp(str_or(json_string_value(json_object_get(strategy, "type")), "RollingUpdate"),
                "RollingUpdate") == 0) {
         set_default(strategy, "type", json_string("RollingUpdate"));
-        json_t *ru = ensure_obj(strategy, "rollingUpdate");
+        json_t *ru = ks_ensure_obj(strategy, "rollingUpdate");
         set_default(ru, "maxUnavailable", json_string("25%"));
         set_default(ru, "maxSurge", json_string("25%"));
     }
     set_default(spec, "revisionHistoryLimit", json_integer(10));
     set_default(spec, "progressDeadlineSeconds", json_integer(600));
-    json_t *tspec = ensure_obj(ensure_obj(spec, "template"), "spec");
+    json_t *tspec = ks_ensure_obj(ks_ensure_obj(spec, "template"), "spec");
     set_default(tspec, "restartPolicy", json_string("Always"));
     set_default(tspec, "terminationGracePeriodSeconds", json_integer(30));
     set_default(tspec, "dnsPolicy", json_string("ClusterFirst"));
@@ -520,7 +510,7 @@ static void default_deployment(json_t *obj)
 
 static void default_service(struct ks_server *ks, json_t *obj, const json_t *old)
 {
-    json_t *spec = ensure_obj(obj, "spec");
+    json_t *spec = ks_ensure_obj(obj, "spec");
     const json_t *ospec = json_object_get(old, "spec");
     set_default(spec, "type", json_string("ClusterIP"));
     const char *type = str_or(json_string_value(json_object_get(spec, "type")), "ClusterIP");
@@ -572,7 +562,7 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
             json_object_set_new(p, "nodePort", json_integer(np));
         }
     }
-    json_t *status = ensure_obj(obj, "status");
+    json_t *status = ks_ensure_obj(obj, "status");
     set_default(status, "loadBalancer", json_object());
 }
 
@@ -584,15 +574,15 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
     } else if (strcmp(def->key, "services") == 0) {
         default_service(ks, obj, old);
     } else if (strcmp(def->key, "namespaces") == 0) {
-        json_t *labels = ensure_obj(meta(obj), "labels");
+        json_t *labels = ks_ensure_obj(meta(obj), "labels");
         const char *name = meta_str(obj, "name");
         json_object_set_new(labels, "kubernetes.io/metadata.name", json_string(str_or(name, "")));
-        set_default(ensure_obj(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
-        set_default(ensure_obj(obj, "status"), "phase", json_string("Active"));
+        set_default(ks_ensure_obj(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
+        set_default(ks_ensure_obj(obj, "status"), "phase", json_string("Active"));
     } else if (strcmp(def->key, "secrets") == 0) {
         set_default(obj, "type", json_string("Opaque"));
     } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
-        json_t *spec = ensure_obj(obj, "spec");
+        json_t *spec = ks_ensure_obj(obj, "spec");
         set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));
     }
 }
@@ -1096,7 +1086,7 @@ static void crd_establish(struct ks_server *ks, const struct ks_res *crd_def, co
     if (!cur)
         return;
     json_t *obj = json_deep_copy(cur);
-    json_t *status = ensure_obj(obj, "status");
+    json_t *status = ks_ensure_obj(obj, "status");
     char now[32];
     ks_now_rfc3339(now, sizeof(now));
     json_object_set_new(status, "conditions",
@@ -2366,7 +2356,7 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
                     nmd, "generation",
                     json_integer(json_integer_value(json_object_get(nmd, "generation")) + 1));
             if (is_ns)
-                json_object_set_new(ensure_obj(next, "status"), "phase",
+                json_object_set_new(ks_ensure_obj(next, "status"), "phase",
                                     json_string("Terminating"));
             if (def->typed)
                 ks_typed_order(next);
@@ -2647,7 +2637,7 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
             goto next_attempt;
         }
         json_t *dep = json_deep_copy(cur);
-        json_t *spec = ensure_obj(dep, "spec");
+        json_t *spec = ks_ensure_obj(dep, "spec");
         if (json_integer_value(json_object_get(spec, "replicas")) != replicas) {
             json_object_set_new(spec, "replicas", json_integer(replicas));
             json_t *md = meta(dep);

@@ -255,6 +255,9 @@ void ks_selector_free(struct ks_selector *sel);
 int ks_selector_check_fields(const struct ks_res *def, const struct ks_selector *sel,
                              char **ret_err);
 
+/* obj[k] as an object, made (replacing anything else) when missing.
+ * @ref borrow */
+json_t *ks_ensure_obj(json_t *obj, const char *k);
 /* "group/version" or "version" for core. malloc'd. */
 char *ks_api_version(const char *group, const char *version);
 /* Split "group/version" (or "v1") into parts; malloc'd. */

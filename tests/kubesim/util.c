@@ -274,3 +274,13 @@ void ks_lower_method(const char *method, char *buf, size_t size)
     if (size)
         buf[i] = '\0';
 }
+
+json_t *ks_ensure_obj(json_t *obj, const char *k)
+{
+    json_t *v = json_object_get(obj, k);
+    if (!json_is_object(v)) {
+        v = json_object();
+        json_object_set_new(obj, k, v);
+    }
+    return v;
+}
