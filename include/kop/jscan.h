@@ -66,10 +66,10 @@ int kop_jscan_value(struct kop_jscan *s, const char *p, size_t n, unsigned base_
  * run of backslashes), and past the value at v[i] (a string, container,
  * number or literal) of v[0..n). */
 size_t kop_jscan_past_string(const char *v, size_t n, size_t i);
+size_t kop_jscan_past_value(const char *v, size_t n, size_t i);
 /* How many bytes from s on a JSON string writer copies as they are (no '"',
  * '\\' or control byte), 16 at a time where the CPU allows. */
 size_t kop_jscan_noescape_run(const char *s, size_t n);
-size_t kop_jscan_past_value(const char *v, size_t n, size_t i);
 
 /*
  * Validate the container or string that starts at p[0] and ends somewhere

@@ -209,6 +209,24 @@ static bool plain8(const unsigned char *p)
 }
 #endif
 
+#if defined(__SSE2__)
+/*
+ * The first of the 16 bytes at p that a JSON string cannot carry as it is
+ * ('"', '\\', a control byte; with high, also any byte >= 0x80), or 16.
+ */
+static inline unsigned special16(const unsigned char *p, bool high)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i ctl = high ? _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)) /* signed: >= 0x80 too */
+                       : _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
+    __m128i hit = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+        ctl);
+    unsigned m = (unsigned)_mm_movemask_epi8(hit);
+    return m ? (unsigned)__builtin_ctz(m) : 16;
+}
+#endif
+
 /*
  * How many bytes from p on stand in a string token as they are (str_class
  * 0): 16 at a time with SSE2 (x86-64's baseline), else 8 with plain8, then
@@ -218,18 +236,9 @@ static inline size_t plain_run(const unsigned char *p, size_t n)
 {
     size_t i = 0;
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
-                  space = _mm_set1_epi8(0x20);
-    while (n - i >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-        /* signed compare: control bytes and bytes >= 0x80 are both "< 0x20" */
-        __m128i hit =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                         _mm_cmplt_epi8(x, space));
-        unsigned m = (unsigned)_mm_movemask_epi8(hit);
-        if (m)
-            return i + (unsigned)__builtin_ctz(m);
-        i += 16;
+    for (unsigned k; n - i >= 16; i += 16) {
+        if ((k = special16(p + i, true)) < 16)
+            return i + k;
     }
 #else
     while (n - i >= 8 && plain8(p + i))
@@ -245,18 +254,9 @@ size_t kop_jscan_noescape_run(const char *s, size_t n)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
 #if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
-                  ctl = _mm_set1_epi8(0x1f);
-    while (n - i >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-        /* x <= 0x1f unsigned: max(x, 0x1f) == 0x1f */
-        __m128i hit =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                         _mm_cmpeq_epi8(_mm_max_epu8(x, ctl), ctl));
-        unsigned m = (unsigned)_mm_movemask_epi8(hit);
-        if (m)
-            return i + (unsigned)__builtin_ctz(m);
-        i += 16;
+    for (unsigned k; n - i >= 16; i += 16) {
+        if ((k = special16(p + i, false)) < 16)
+            return i + k;
     }
 #endif
     while (i < n && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\')
