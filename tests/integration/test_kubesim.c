@@ -1928,19 +1928,25 @@ static bool sa_allowed(const char *attrs)
     return ok;
 }
 
+struct path_code {
+    const char *path;
+    long code;
+};
+
+static bool answers(const void *arg)
+{
+    const struct path_code *pc = arg;
+    struct kop_test_resp r = request("GET", pc->path, NULL, NULL, NULL);
+    bool ok = r.code == pc->code;
+    kop_test_resp_free(&r);
+    return ok;
+}
+
 /* GET PATH answers CODE within 5 s. */
 static void wait_code(const char *path, long code)
 {
-    long got = 0;
-    for (int i = 0; i < 500; i++) {
-        struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
-        got = r.code;
-        kop_test_resp_free(&r);
-        if (got == code)
-            return;
-        usleep(10000);
-    }
-    ck_assert_msg(got == code, "GET %s: %ld, want %ld", path, got, code);
+    const struct path_code pc = {path, code};
+    ck_assert_msg(kop_test_eventually(answers, &pc, 5000), "GET %s never answered %ld", path, code);
 }
 
 /* The ServiceAccounts controller: every namespace has a "default"
@@ -2000,13 +2006,21 @@ static bool role_has_example_rule(const char *name)
     return found;
 }
 
+static bool has_example_rule(const void *name)
+{
+    return role_has_example_rule(name);
+}
+
+static bool lacks_example_rule(const void *name)
+{
+    return !role_has_example_rule(name);
+}
+
 /* Poll (5 s at most) until role_has_example_rule(name) == want. */
 static void wait_example_rule(const char *name, bool want)
 {
-    for (int i = 0; i < 500 && role_has_example_rule(name) != want; i++)
-        usleep(10000);
-    ck_assert_msg(role_has_example_rule(name) == want, "%s: example.com rule %s", name,
-                  want ? "never aggregated" : "never removed");
+    ck_assert_msg(kop_test_eventually(want ? has_example_rule : lacks_example_rule, name, 5000),
+                  "%s: example.com rule %s", name, want ? "never aggregated" : "never removed");
 }
 
 /* The bootstrap policy is stored (admin, edit, view and their
