@@ -435,13 +435,12 @@ static bool deployment_settled(const json_t *obj)
 void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key)
 {
     const json_t *obj = ks_store_get(ks, "deployments.apps", obj_key);
-    /* a settled Deployment is looked at again for its change-cause, which
-     * the controller copies to the current ReplicaSet */
-    bool cause = json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"),
-                                 "kubernetes.io/change-cause") != NULL;
     if (!obj)
         json_object_del(ks->rs_index, obj_key);
-    if (!obj || meta_str(obj, "deletionTimestamp") || (deployment_settled(obj) && !cause)) {
+    /* Every change is synced, as a controller's event handler queues it (a
+     * settled Deployment may still owe its ReplicaSet a new change-cause);
+     * a sync with nothing to do writes nothing. */
+    if (!obj || meta_str(obj, "deletionTimestamp")) {
         json_object_del(ks->pending_deploy, obj_key);
         return;
     }
