@@ -318,11 +318,17 @@ double kop_test_metric_sum(const char *text, const char *name, const char *label
     return sum;
 }
 
+/* The body of an answer, or, when there was none, what the transport saw
+ * (refused, reset, timeout). */
+static const char *answer_text(const struct kop_test_resp *r)
+{
+    return r->code ? r->body : curl_easy_strerror(r->rc);
+}
+
 json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, const char *method,
                      const char *path, const char *body, long want)
 {
     char url[1024];
-    char *out = NULL;
     snprintf(url, sizeof(url), "%s%s", base, path);
     struct kop_test_http_options po = *o;
     if (strcmp(method, "PATCH") == 0)
@@ -331,13 +337,10 @@ json_t *kop_test_api(const struct kop_test_http_options *o, const char *base, co
         po.ctype = "application/json";
     struct kop_test_resp r;
     long code = kop_test_request(&po, method, url, body, &r);
-    free(r.headers);
-    out = r.body;
-    /* no answer at all: say what the transport saw (refused, reset, timeout) */
     ck_assert_msg(code == want, "%s %s: got %ld want %ld: %.400s", method, path, code, want,
-                  code ? out : curl_easy_strerror(r.rc));
-    json_t *v = json_loads(out ? out : "", 0, NULL);
-    free(out);
+                  answer_text(&r));
+    json_t *v = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
     return v;
 }
 
@@ -358,19 +361,15 @@ struct kop_test_resp kop_test_api_resp(const struct kop_test_http_options *o, co
 json_t *kop_test_api_get(const struct kop_test_http_options *o, const char *base, const char *path)
 {
     char url[1024];
-    char *out = NULL;
     snprintf(url, sizeof(url), "%s%s", base, path);
     struct kop_test_http_options po = *o;
     if (!po.ctype)
         po.ctype = "application/json";
     struct kop_test_resp r;
     long code = kop_test_request(&po, "GET", url, NULL, &r);
-    free(r.headers);
-    out = r.body;
-    ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code,
-                  code ? out : curl_easy_strerror(r.rc));
-    json_t *v = code == 200 ? json_loads(out ? out : "", 0, NULL) : NULL;
-    free(out);
+    ck_assert_msg(code == 200 || code == 404, "GET %s: %ld %.300s", path, code, answer_text(&r));
+    json_t *v = code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
     return v;
 }
 
