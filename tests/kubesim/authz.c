@@ -188,36 +188,30 @@ static const struct boot_binding boot_bindings[] = {
      "system:unauthenticated", false},
 };
 
-static int cmp_json_str(const void *a, const void *b)
+static int cmp_cstr(const void *a, const void *b)
 {
-    return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A space-separated list as a sorted JSON array of strings. */
+/* A space-separated list (of at most 32 words) as a sorted JSON array. */
 static json_t *word_list(const char *s)
 {
-    json_t *a = json_array();
-    while (a && s && *s) {
-        size_t l = strcspn(s, " ");
-        if (l)
-            json_array_append_new(a, json_stringn(s, l));
-        s += l;
-        s += strspn(s, " ");
+    char *copy = ks_strdup(s), *save = NULL;
+    const char *w[32];
+    size_t n = 0;
+    for (char *p = strtok_r(copy, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
+        if (n == sizeof(w) / sizeof(w[0]))
+            abort(); /* a table above grew past it */
+        w[n++] = p;
     }
+    qsort(w, n, sizeof(w[0]), cmp_cstr);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_string(w[i]));
+    free(copy);
     if (!a)
         abort();
-    json_t **v = calloc(json_array_size(a) + 1, sizeof(*v));
-    if (!v)
-        abort();
-    for (size_t i = 0; i < json_array_size(a); i++)
-        v[i] = json_incref(json_array_get(a, i));
-    qsort(v, json_array_size(a), sizeof(*v), cmp_json_str);
-    json_t *sorted = json_array();
-    for (size_t i = 0; i < json_array_size(a); i++)
-        json_array_append_new(sorted, v[i]);
-    free(v);
-    json_decref(a);
-    return sorted;
+    return a;
 }
 
 static json_t *boot_meta(const char *name, bool bootstrap, const char *label)
@@ -346,11 +340,6 @@ static bool rule_listed(const json_t *rules, const json_t *rule)
             return true;
     }
     return false;
-}
-
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /*
