@@ -1901,20 +1901,27 @@ static json_t *review(const char *path, const char *body, const char *token, con
 #define SAR_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 #define SSAR_PATH "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
-/* A SubjectAccessReview for the kop-system:rev service account: its status.
- * @ref new */
-static json_t *sa_review(const char *attrs)
+/* A SubjectAccessReview's status for USER, with the spec members EXTRA
+ * (groups, attributes). @ref new */
+static json_t *sar_status(const char *user, const char *extra)
 {
     char body[1024];
     snprintf(body, sizeof(body),
              "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SubjectAccessReview\","
-             "\"spec\":{\"user\":\"system:serviceaccount:kop-system:rev\",%s}}",
-             attrs);
+             "\"spec\":{\"user\":\"%s\",%s}}",
+             user, extra);
     json_t *v = review(SAR_PATH, body, NULL, NULL, 201);
     json_t *st = json_incref(json_object_get(v, "status"));
     json_decref(v);
     ck_assert(json_is_boolean(json_object_get(st, "allowed")));
     return st;
+}
+
+/* A SubjectAccessReview for the kop-system:rev service account: its status.
+ * @ref new */
+static json_t *sa_review(const char *attrs)
+{
+    return sar_status("system:serviceaccount:kop-system:rev", attrs);
 }
 
 static bool sa_allowed(const char *attrs)
@@ -1976,14 +1983,11 @@ END_TEST
 /* Allowed for USER (with system:authenticated) by a SubjectAccessReview? */
 static bool user_allowed(const char *user, const char *attrs)
 {
-    char body[1024];
-    snprintf(body, sizeof(body),
-             "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":\"SubjectAccessReview\","
-             "\"spec\":{\"user\":\"%s\",\"groups\":[\"system:authenticated\"],%s}}",
-             user, attrs);
-    json_t *v = review(SAR_PATH, body, NULL, NULL, 201);
-    bool ok = json_is_true(json_object_get(json_object_get(v, "status"), "allowed"));
-    json_decref(v);
+    char extra[768];
+    snprintf(extra, sizeof(extra), "\"groups\":[\"system:authenticated\"],%s", attrs);
+    json_t *st = sar_status(user, extra);
+    bool ok = json_is_true(json_object_get(st, "allowed"));
+    json_decref(st);
     return ok;
 }
 
