@@ -85,14 +85,17 @@ k apply -f "$work/rbac.yaml" >>"$work/apply.log" 2>&1 || die "kubectl apply of t
 sed "s/token: $token\$/token: $sa_token/" "$work/kubeconfig" >"$work/kop-kubeconfig"
 grep -q "token: $sa_token\$" "$work/kop-kubeconfig" || die "no token in kubesim's kubeconfig"
 
-# The test's own API requests go through api(), with a User-Agent of its
-# own (kubesim records each request's User-Agent).
-api() { # METHOD PATH [BODY] -> body on stdout, HTTP code in $work/code
+# The test's own API requests go through as() (api() as the admin), with a
+# User-Agent of its own (kubesim records each request's User-Agent).
+as() { # TOKEN METHOD PATH [BODY] -> the HTTP code on stdout, the body in $work/body
   local ctype=application/json
-  [ "$1" = PATCH ] && ctype=application/merge-patch+json
-  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $token" -H "Content-Type: $ctype" \
-    -A "test-rbac/1" -X "$1" ${3:+--data-binary "$3"} -o "$work/body" -w '%{http_code}' \
-    "$url$2" >"$work/code" || true
+  [ "$2" = PATCH ] && ctype=application/merge-patch+json
+  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $1" -H "Content-Type: $ctype" \
+    -A "test-rbac/1" -X "$2" ${4:+--data-binary "$4"} -o "$work/body" -w '%{http_code}' "$url$3" ||
+    true
+}
+api() { # METHOD PATH [BODY] -> body on stdout, HTTP code in $work/code (as the admin)
+  as "$token" "$@" >"$work/code"
   cat "$work/body"
 }
 # kubesim's CA, from the kubeconfig it wrote.
@@ -271,13 +274,6 @@ fi
 # The manifests' aggregated ClusterRoles (rbac-users.yaml, applied with the
 # rest of the RBAC above) put MyResources into edit and view: a RoleBinding
 # to edit lets a team write them in its namespace, one to view read them.
-as() { # TOKEN METHOD PATH [BODY] -> the HTTP code
-  local ctype=application/json
-  [ "$2" = PATCH ] && ctype=application/merge-patch+json
-  curl -sS --cacert "$work/ca.pem" -H "Authorization: Bearer $1" -H "Content-Type: $ctype" \
-    -A "test-rbac/1" -X "$2" ${4:+--data-binary "$4"} -o "$work/as-body" -w '%{http_code}' "$url$3" ||
-    true
-}
 {
   k create namespace team-a
   k create rolebinding dev-edit --clusterrole=edit --user=dev -n team-a
