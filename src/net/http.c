@@ -38,7 +38,7 @@
  * then sees the end of the stream and closes it. The lock order is
  * track_lock alone: nothing else is taken under it.
  *
- * Threads. MHD runs its own epoll thread(s) (a pool of `threads`), or,
+ * Threads. MHD runs its own poll thread(s) (a pool of `threads`), or,
  * for an external server, none: the caller's loop polls MHD's epoll
  * descriptor and the wake eventfd (see ext_wake) and calls
  * kop_http_server_run(), which runs a round under srv->lock so that
@@ -149,10 +149,13 @@ struct kop_http_server {
     double min_body_rate;
     struct kop_metric *m_deadline;
     /* wakes the waiters every BUDGET_TICK_MS so they see their deadline,
-     * and closes connections past theirs */
+     * and closes connections past theirs; waits on ticker_cond
+     * (CLOCK_MONOTONIC), so that a shutdown does not wait for a tick */
     pthread_t ticker;
     bool ticker_running;
-    atomic_bool ticker_stop;
+    pthread_mutex_t ticker_lock;
+    pthread_cond_t ticker_cond;
+    bool ticker_stop; /* under ticker_lock */
     /* the heavy lane (see above): a FIFO of requests and its threads */
     pthread_mutex_t job_lock;
     pthread_cond_t job_cond;
@@ -755,9 +758,15 @@ static void *ticker_main(void *arg)
 {
     struct kop_http_server *srv = arg;
     int64_t last_trim = kop_clock_now_ns();
-    while (!atomic_load(&srv->ticker_stop)) {
-        struct timespec ts = {0, BUDGET_TICK_MS * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    pthread_mutex_lock(&srv->ticker_lock);
+    for (;;) {
+        struct timespec ts = kop_clock_deadline_ms(BUDGET_TICK_MS);
+        while (!srv->ticker_stop &&
+               pthread_cond_timedwait(&srv->ticker_cond, &srv->ticker_lock, &ts) != ETIMEDOUT)
+            ;
+        if (srv->ticker_stop)
+            break;
+        pthread_mutex_unlock(&srv->ticker_lock);
         if (srv->opts.budget)
             wake_waiters(srv);
         reap_slow(srv);
@@ -767,7 +776,9 @@ static void *ticker_main(void *arg)
             malloc_trim(0);
             last_trim = now;
         }
+        pthread_mutex_lock(&srv->ticker_lock);
     }
+    pthread_mutex_unlock(&srv->ticker_lock);
     return NULL;
 }
 
@@ -1567,6 +1578,17 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     pthread_mutex_init(&srv->track_lock, NULL);
     pthread_mutex_init(&srv->job_lock, NULL);
     pthread_cond_init(&srv->job_cond, NULL);
+    pthread_mutex_init(&srv->ticker_lock, NULL);
+    if (kop_clock_cond_init(&srv->ticker_cond) != 0) {
+        pthread_mutex_destroy(&srv->ticker_lock);
+        pthread_cond_destroy(&srv->job_cond);
+        pthread_mutex_destroy(&srv->job_lock);
+        pthread_mutex_destroy(&srv->track_lock);
+        pthread_mutex_destroy(&srv->wait_lock);
+        pthread_mutex_destroy(&srv->lock);
+        free(srv);
+        return -ENOMEM;
+    }
     srv->quiesced_fd = -1;
     srv->mhd_epfd = srv->wake_fd = -1;
     if (!srv->opts.header_timeout_ms)
@@ -1644,6 +1666,12 @@ out:
     free(srv->routes);
     free((void *)srv->wh_ok);
     free(srv->host);
+    pthread_cond_destroy(&srv->ticker_cond);
+    pthread_mutex_destroy(&srv->ticker_lock);
+    pthread_cond_destroy(&srv->job_cond);
+    pthread_mutex_destroy(&srv->job_lock);
+    pthread_mutex_destroy(&srv->track_lock);
+    pthread_mutex_destroy(&srv->wait_lock);
     pthread_mutex_destroy(&srv->lock);
     free(srv);
     return r;
@@ -1671,8 +1699,14 @@ int kop_http_server_start(struct kop_http_server *srv)
         return -EINVAL;
     const struct kop_http_server_options *o = &srv->opts;
     /* external: MHD's epoll set is polled and run by the caller's loop
-     * (the TLS front), so no thread of MHD's own and no pool */
-    unsigned flags = (o->external ? MHD_USE_EPOLL : MHD_USE_EPOLL_INTERNAL_THREAD) | MHD_USE_ITC |
+     * (the TLS front), so no thread of MHD's own and no pool. MHD's own
+     * threads poll() instead: with epoll, MHD_quiesce_daemon() and MHD's
+     * thread both take the listen socket out of the epoll set, unlocked,
+     * and the one that comes second aborts the process (libmicrohttpd
+     * 0.9.75 daemon.c, "Failed to remove listen FD from epoll set"); with
+     * poll(), quiescing only sets a flag and wakes the thread. An external
+     * server quiesces under srv->lock, which every MHD round holds. */
+    unsigned flags = (o->external ? MHD_USE_EPOLL : MHD_USE_POLL_INTERNAL_THREAD) | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
@@ -1840,8 +1874,8 @@ void kop_http_server_drain(struct kop_http_server *srv)
         return;
     pthread_mutex_lock(&srv->lock);
     if (!atomic_exchange(&srv->draining, true) && srv->mhd && !srv->opts.no_listen) {
-        /* MHD's thread may still be taking the socket out of its epoll
-         * set, so the descriptor is not closed until MHD has stopped;
+        /* MHD's threads may still be polling the socket, so the
+         * descriptor is not closed until MHD has stopped;
          * shutdown() already makes the kernel refuse new connections. */
         MHD_socket s = MHD_quiesce_daemon(srv->mhd);
         if (s != MHD_INVALID_SOCKET) {
@@ -1940,7 +1974,10 @@ int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
     atomic_store(&srv->stopped, true);
     pthread_mutex_unlock(&srv->lock);
     if (srv->ticker_running) {
-        atomic_store(&srv->ticker_stop, true);
+        pthread_mutex_lock(&srv->ticker_lock);
+        srv->ticker_stop = true;
+        pthread_cond_signal(&srv->ticker_cond);
+        pthread_mutex_unlock(&srv->ticker_lock);
         pthread_join(srv->ticker, NULL);
         srv->ticker_running = false;
     }
@@ -1978,5 +2015,7 @@ void kop_http_server_free(struct kop_http_server *srv)
     pthread_mutex_destroy(&srv->track_lock);
     pthread_mutex_destroy(&srv->job_lock);
     pthread_cond_destroy(&srv->job_cond);
+    pthread_cond_destroy(&srv->ticker_cond);
+    pthread_mutex_destroy(&srv->ticker_lock);
     free(srv);
 }
