@@ -2467,6 +2467,183 @@ START_TEST(test_kubesim_impersonation)
 }
 END_TEST
 
+/* As alice: the status code, and the message of a refusal (malloc'd; NULL
+ * on success). */
+static long as_alice(const char *method, const char *path, const char *body, char **ret_msg)
+{
+    struct kop_test_resp r = request(method, path, NULL, body, "tok-esc");
+    long code = r.code;
+    *ret_msg = NULL;
+    if (code >= 400) {
+        json_t *v = json_loads(r.body, 0, NULL);
+        ck_assert_ptr_nonnull(v);
+        *ret_msg = strdup(jpath(v, "message", NULL));
+        json_decref(v);
+    }
+    kop_test_resp_free(&r);
+    return code;
+}
+
+#define RBAC_V1 "/apis/rbac.authorization.k8s.io/v1"
+#define ROLE_REF(kind, name)                                                                       \
+    "\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"" kind                     \
+    "\",\"name\":\"" name "\"}"
+
+/* RBAC's escalation check (pkg/registry/rbac/.../policybased/storage.go):
+ * who may write roles grants only what he holds, binds only roles whose
+ * permissions he holds, unless he has escalate or bind. */
+START_TEST(test_kubesim_rbac_escalation)
+{
+    char *tokens = kop_test_path(tmpdir, "esc-tokens.csv");
+    char *ca2 = kop_test_path(tmpdir, "ca-esc.pem");
+    write_text(tokens, "tok-esc,alice,uid-alice\n");
+    char *args[] = {"--token-auth-file", tokens, NULL};
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
+    json_decref(request_json("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"t\"}}", 201));
+    /* alice may write roles and bindings in t, and read configmaps */
+    json_decref(request_json(
+        "POST", RBAC_V1 "/namespaces/t/roles",
+        "{\"metadata\":{\"name\":\"rbac-writer\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization."
+        "k8s.io\"],\"resources\":[\"roles\",\"rolebindings\"],\"verbs\":[\"create\",\"get\","
+        "\"update\",\"patch\",\"delete\"]},{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],"
+        "\"verbs\":[\"get\",\"list\"]}]}",
+        201));
+    json_decref(request_json(
+        "POST", RBAC_V1 "/namespaces/t/rolebindings",
+        "{\"metadata\":{\"name\":\"w\"}," ROLE_REF(
+            "Role", "rbac-writer") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"alice\"}]}",
+        201));
+
+    /* a role within what she holds */
+    char *msg;
+    ck_assert_int_eq(as_alice("POST", RBAC_V1 "/namespaces/t/roles",
+                              "{\"metadata\":{\"name\":\"cm-reader\"},\"rules\":[{\"apiGroups\":"
+                              "[\"\"],\"resources\":[\"configmaps\"],\"resourceNames\":[\"c1\"],"
+                              "\"verbs\":[\"get\"]}]}",
+                              &msg),
+                     201);
+    /* beyond it: the apiserver's message, missing rules compacted and sorted */
+    ck_assert_int_eq(as_alice("POST", RBAC_V1 "/namespaces/t/roles",
+                              "{\"metadata\":{\"name\":\"sneaky\"},\"rules\":[{\"apiGroups\":"
+                              "[\"\"],\"resources\":[\"secrets\",\"configmaps\"],\"verbs\":"
+                              "[\"get\",\"list\",\"watch\"]},{\"nonResourceURLs\":[\"/metrics\"],"
+                              "\"verbs\":[\"get\"]}]}",
+                              &msg),
+                     403);
+    ck_assert_str_eq(msg, "roles.rbac.authorization.k8s.io \"sneaky\" is forbidden: user \"alice\" "
+                          "(groups=[\"system:authenticated\"]) is attempting to grant RBAC "
+                          "permissions not currently held:\n"
+                          "{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"watch\"]}\n"
+                          "{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\" "
+                          "\"watch\"]}\n"
+                          "{NonResourceURLs:[\"/metrics\"], Verbs:[\"get\"]}");
+    free(msg);
+    /* in another namespace she holds nothing of it */
+    json_decref(request_json("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"u\"}}", 201));
+    ck_assert_int_eq(as_alice("POST", RBAC_V1 "/namespaces/u/roles",
+                              "{\"metadata\":{\"name\":\"x\"},\"rules\":[]}", &msg),
+                     403); /* not even create there */
+    free(msg);
+
+    /* a metadata-only change of an over-powered role is refused too */
+    json_decref(request_json("POST", RBAC_V1 "/namespaces/t/roles",
+                             "{\"metadata\":{\"name\":\"big\"},\"rules\":[{\"apiGroups\":[\"*\"],"
+                             "\"resources\":[\"*\"],\"verbs\":[\"*\"]}]}",
+                             201));
+    struct kop_test_resp r =
+        request("PATCH", RBAC_V1 "/namespaces/t/roles/big", "application/merge-patch+json",
+                "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", "tok-esc");
+    ck_assert_int_eq(r.code, 403);
+    ck_assert_ptr_nonnull(strstr(r.body, "is attempting to grant RBAC permissions"));
+    kop_test_resp_free(&r);
+
+    /* bindings: a role whose permissions she holds, yes; admin's, no; a
+     * role that does not exist: its 404 */
+    ck_assert_int_eq(
+        as_alice("POST", RBAC_V1 "/namespaces/t/rolebindings",
+                 "{\"metadata\":{\"name\":\"b1\"}," ROLE_REF(
+                     "Role", "cm-reader") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"bob\"}]}",
+                 &msg),
+        201);
+    ck_assert_int_eq(
+        as_alice(
+            "POST", RBAC_V1 "/namespaces/t/rolebindings",
+            "{\"metadata\":{\"name\":\"b2\"}," ROLE_REF(
+                "ClusterRole", "admin") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"alice\"}]}",
+            &msg),
+        403);
+    ck_assert_ptr_nonnull(strstr(msg,
+                                 "rolebindings.rbac.authorization.k8s.io \"b2\" is forbidden: "
+                                 "user \"alice\" (groups=[\"system:authenticated\"]) is "
+                                 "attempting to grant RBAC permissions not currently held:\n"));
+    free(msg);
+    ck_assert_int_eq(
+        as_alice("POST", RBAC_V1 "/namespaces/t/rolebindings",
+                 "{\"metadata\":{\"name\":\"b3\"}," ROLE_REF(
+                     "Role", "nope") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"bob\"}]}",
+                 &msg),
+        404);
+    ck_assert_str_eq(msg, "roles.rbac.authorization.k8s.io \"nope\" not found");
+    free(msg);
+
+    /* escalate and bind lift the checks */
+    json_decref(request_json(
+        "POST", RBAC_V1 "/namespaces/t/roles",
+        "{\"metadata\":{\"name\":\"lift\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization.k8s."
+        "io\"],"
+        "\"resources\":[\"roles\"],\"verbs\":[\"escalate\"]},{\"apiGroups\":[\"rbac.authorization."
+        "k8s.io\"],\"resources\":[\"clusterroles\"],\"resourceNames\":[\"admin\"],\"verbs\":"
+        "[\"bind\"]}]}",
+        201));
+    json_decref(
+        request_json("POST", RBAC_V1 "/namespaces/t/rolebindings",
+                     "{\"metadata\":{\"name\":\"l\"}," ROLE_REF(
+                         "Role", "lift") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"alice\"}]}",
+                     201));
+    r = request("PATCH", RBAC_V1 "/namespaces/t/roles/big", "application/merge-patch+json",
+                "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", "tok-esc");
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+    ck_assert_int_eq(
+        as_alice(
+            "POST", RBAC_V1 "/namespaces/t/rolebindings",
+            "{\"metadata\":{\"name\":\"b2\"}," ROLE_REF(
+                "ClusterRole", "admin") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"alice\"}]}",
+            &msg),
+        201);
+
+    /* the cluster admin (cluster-admin through kubeadm:cluster-admins) may
+     * do all of it; an aggregationRule needs all of it */
+    json_decref(request_json("POST", RBAC_V1 "/clusterroles",
+                             "{\"metadata\":{\"name\":\"agg\"},\"aggregationRule\":{"
+                             "\"clusterRoleSelectors\":[{\"matchLabels\":{\"x\":\"y\"}}]}}",
+                             201));
+    json_decref(request_json(
+        "POST", RBAC_V1 "/clusterroles",
+        "{\"metadata\":{\"name\":\"cr-writer\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization."
+        "k8s.io\"],\"resources\":[\"clusterroles\"],\"verbs\":[\"create\"]}]}",
+        201));
+    json_decref(request_json(
+        "POST", RBAC_V1 "/clusterrolebindings",
+        "{\"metadata\":{\"name\":\"crw\"}," ROLE_REF(
+            "ClusterRole", "cr-writer") ",\"subjects\":[{\"kind\":\"User\",\"name\":\"alice\"}]}",
+        201));
+    ck_assert_int_eq(as_alice("POST", RBAC_V1 "/clusterroles",
+                              "{\"metadata\":{\"name\":\"agg2\"},\"aggregationRule\":{"
+                              "\"clusterRoleSelectors\":[{\"matchLabels\":{\"x\":\"y\"}}]}}",
+                              &msg),
+                     403);
+    ck_assert_str_eq(msg, "clusterroles.rbac.authorization.k8s.io \"agg2\" is forbidden: must have "
+                          "cluster-admin privileges to use the aggregationRule");
+    free(msg);
+
+    second_sim_stop(&sim2);
+    free(ca2);
+    free(tokens);
+}
+END_TEST
+
 /* --authorization-mode AlwaysAllow: everyone may do anything, and the
  * reviews say so. */
 START_TEST(test_kubesim_always_allow)
@@ -3010,6 +3187,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
     tcase_add_test(tc, test_kubesim_impersonation);
+    tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);

@@ -757,6 +757,427 @@ void ks_reply_forbidden(struct ks_reply *r, const struct ks_user *u, const struc
     free(what);
 }
 
+/* ---- escalation (pkg/registry/rbac/.../policybased/storage.go) ------------------------------ */
+
+/* A JSON string's value, "" for anything else. */
+static const char *sv(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s ? s : "";
+}
+
+/* Go's %q of a string (the escapes a Kubernetes name can need). */
+static char *go_quote(const char *x)
+{
+    size_t n = strlen(x), k = 0;
+    char *q = malloc(2 * n + 3);
+    if (!q)
+        abort();
+    q[k++] = '"';
+    for (size_t j = 0; j < n; j++) {
+        if (x[j] == '"' || x[j] == '\\')
+            q[k++] = '\\';
+        q[k++] = x[j];
+    }
+    q[k++] = '"';
+    q[k] = '\0';
+    return q;
+}
+
+/* Go's %q of a string list, ["a" "b"], appended to *out (malloc'd). */
+static void append_quoted_list(char **out, const json_t *list)
+{
+    char *s = ks_printf("%s[", *out);
+    free(*out);
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        char *q = go_quote(json_string_value(v) ? json_string_value(v) : "");
+        char *next = ks_printf("%s%s%s", s, i ? " " : "", q);
+        free(q);
+        free(s);
+        s = next;
+    }
+    *out = ks_printf("%s]", s);
+    free(s);
+}
+
+/* rbacv1helpers PolicyRule.CompactString: {APIGroups:[..], Resources:[..],
+ * NonResourceURLs:[..], ResourceNames:[..], Verbs:[..]}, the empty ones left out. */
+static char *compact_string(const json_t *rule)
+{
+    static const char *const fields[][2] = {{"apiGroups", "APIGroups"},
+                                            {"resources", "Resources"},
+                                            {"nonResourceURLs", "NonResourceURLs"},
+                                            {"resourceNames", "ResourceNames"},
+                                            {"verbs", "Verbs"}};
+    char *out = ks_strdup("{");
+    bool first = true;
+    for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+        const json_t *l = json_object_get(rule, fields[f][0]);
+        if (json_array_size(l) == 0)
+            continue;
+        char *next = ks_printf("%s%s%s:", out, first ? "" : ", ", fields[f][1]);
+        free(out);
+        out = next;
+        append_quoted_list(&out, l);
+        first = false;
+    }
+    char *next = ks_printf("%s}", out);
+    free(out);
+    return next;
+}
+
+static bool has_all(const json_t *set, const json_t *want)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(want, i, v)
+    {
+        if (!list_has(set, sv(v), false))
+            return false;
+    }
+    return true;
+}
+
+/* policy_comparator.go resourceCoversAll: "*", each listed, or "*\/sub"
+ * for a subresource. */
+static bool resources_cover(const json_t *set, const json_t *want)
+{
+    if (list_has(set, "*", false))
+        return true;
+    size_t i;
+    json_t *v;
+    json_array_foreach(want, i, v)
+    {
+        const char *x = sv(v);
+        if (list_has(set, x, false))
+            continue;
+        const char *slash = strchr(x, '/');
+        if (!slash)
+            return false;
+        char *star = ks_printf("*%s", slash);
+        bool ok = list_has(set, star, false);
+        free(star);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* policy_comparator.go nonResourceURLCovers, for every URL of want. */
+static bool urls_cover(const json_t *set, const json_t *want)
+{
+    size_t i, j;
+    json_t *v, *o;
+    json_array_foreach(want, i, v)
+    {
+        const char *x = sv(v);
+        bool covered = false;
+        json_array_foreach(set, j, o)
+        {
+            const char *p = sv(o);
+            size_t n = strlen(p);
+            if (strcmp(p, x) == 0) {
+                covered = true;
+                break;
+            }
+            if (n && p[n - 1] == '*') {
+                while (n && p[n - 1] == '*')
+                    n--;
+                if (strncmp(x, p, n) == 0) {
+                    covered = true;
+                    break;
+                }
+            }
+        }
+        if (!covered)
+            return false;
+    }
+    return true;
+}
+
+/* policy_comparator.go ruleCovers: owner (any rule) covers sub (one verb,
+ * one group and resource or one URL, at most one name). */
+static bool rule_covers(const json_t *owner, const json_t *sub)
+{
+    const json_t *onames = json_object_get(owner, "resourceNames");
+    const json_t *snames = json_object_get(sub, "resourceNames");
+    return (list_has(json_object_get(owner, "verbs"), "*", false) ||
+            has_all(json_object_get(owner, "verbs"), json_object_get(sub, "verbs"))) &&
+           (list_has(json_object_get(owner, "apiGroups"), "*", false) ||
+            has_all(json_object_get(owner, "apiGroups"), json_object_get(sub, "apiGroups"))) &&
+           resources_cover(json_object_get(owner, "resources"),
+                           json_object_get(sub, "resources")) &&
+           urls_cover(json_object_get(owner, "nonResourceURLs"),
+                      json_object_get(sub, "nonResourceURLs")) &&
+           (json_array_size(onames) == 0 ||
+            (json_array_size(snames) > 0 && has_all(onames, snames)));
+}
+
+/* policy_comparator.go breakdownRule: one rule per group, resource, verb
+ * (and name), then per URL and verb. Appended to out. */
+static void breakdown(const json_t *rule, json_t *out)
+{
+    const json_t *groups = json_object_get(rule, "apiGroups");
+    const json_t *resources = json_object_get(rule, "resources");
+    const json_t *verbs = json_object_get(rule, "verbs");
+    const json_t *names = json_object_get(rule, "resourceNames");
+    size_t i, j, k, m;
+    json_t *g, *res, *verb, *name, *url;
+    json_array_foreach(groups, i, g)
+    {
+        json_array_foreach(resources, j, res)
+        {
+            json_array_foreach(verbs, k, verb)
+            {
+                if (json_array_size(names) == 0) {
+                    json_array_append_new(out, json_pack("{s:[O],s:[O],s:[O]}", "apiGroups", g,
+                                                         "resources", res, "verbs", verb));
+                    continue;
+                }
+                json_array_foreach(names, m, name)
+                {
+                    json_array_append_new(out, json_pack("{s:[O],s:[O],s:[O],s:[O]}", "apiGroups",
+                                                         g, "resources", res, "resourceNames", name,
+                                                         "verbs", verb));
+                }
+            }
+        }
+    }
+    json_array_foreach(json_object_get(rule, "nonResourceURLs"), j, url)
+    {
+        json_array_foreach(verbs, k, verb)
+        {
+            json_array_append_new(
+                out, json_pack("{s:[O],s:[O]}", "nonResourceURLs", url, "verbs", verb));
+        }
+    }
+}
+
+static bool collect_owner(void *ud, const char *source, const json_t *rule, const char *err)
+{
+    (void)source;
+    json_t **c = ud; /* [rules, errors] */
+    if (rule)
+        json_array_append_new(c[0], json_deep_copy(rule));
+    else
+        json_array_append_new(c[1], json_string(err));
+    return true;
+}
+
+/* validation/rule.go ConfirmNoEscalation: NULL when u's rules in ns cover
+ * rules, else the error's text (malloc'd), the missing rules compacted
+ * (policy_compact.go CompactRules) and listed sorted, one per line. Lock held. */
+static char *no_escalation(struct ks_server *ks, const struct ks_user *u, const char *ns,
+                           const json_t *rules)
+{
+    json_t *c[2] = {json_array(), json_array()};
+    visit_rules_for(ks, u, ns, collect_owner, c);
+    json_t *subs = json_array();
+    size_t i, j;
+    json_t *rule, *sub, *owner;
+    json_array_foreach(rules, i, rule) breakdown(rule, subs);
+    /* the uncovered, simple ones (one group, one resource, at most one
+     * name) merged by group, resource and name */
+    json_t *missing = json_array();
+    json_t *simple = json_object();
+    json_array_foreach(subs, i, sub)
+    {
+        bool covered = false;
+        json_array_foreach(c[0], j, owner)
+        {
+            if ((covered = rule_covers(owner, sub)))
+                break;
+        }
+        if (covered)
+            continue;
+        if (json_object_get(sub, "nonResourceURLs")) {
+            json_array_append(missing, sub);
+            continue;
+        }
+        const json_t *names = json_object_get(sub, "resourceNames");
+        char *key =
+            ks_printf("%s\n%s\n%d\n%s",
+                      json_string_value(json_array_get(json_object_get(sub, "apiGroups"), 0)),
+                      json_string_value(json_array_get(json_object_get(sub, "resources"), 0)),
+                      names != NULL, names ? json_string_value(json_array_get(names, 0)) : "");
+        json_t *have = json_object_get(simple, key);
+        if (have)
+            json_array_extend(json_object_get(have, "verbs"), json_object_get(sub, "verbs"));
+        else
+            json_object_set(simple, key, sub);
+        free(key);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(simple, k, v) json_array_append(missing, v);
+    char *msg = NULL;
+    if (json_array_size(missing) > 0) {
+        size_t n = json_array_size(missing), nd = 0;
+        char **desc = calloc(n, sizeof(*desc));
+        json_array_foreach(missing, i, rule)
+        {
+            char *d = compact_string(rule);
+            bool dup = false;
+            for (size_t x = 0; x < nd && !dup; x++)
+                dup = strcmp(desc[x], d) == 0;
+            if (dup)
+                free(d);
+            else
+                desc[nd++] = d;
+        }
+        qsort(desc, nd, sizeof(*desc), cmp_cstr);
+        json_t *groups = json_array();
+        for (size_t g = 0; g < u->ngroups; g++)
+            json_array_append_new(groups, json_string(u->groups[g]));
+        char *gl = ks_strdup("");
+        append_quoted_list(&gl, groups);
+        json_decref(groups);
+        char *uq = go_quote(u->name);
+        msg = ks_printf("user %s (groups=%s) is attempting to grant RBAC permissions not "
+                        "currently held:",
+                        uq, gl);
+        for (size_t x = 0; x < nd; x++) {
+            char *next = ks_printf("%s\n%s", msg, desc[x]);
+            free(msg);
+            msg = next;
+            free(desc[x]);
+        }
+        free(desc);
+        free(gl);
+        free(uq);
+        char *errs = aggregate(c[1]);
+        if (errs) {
+            char *next = ks_printf("%s; resolution errors: %s", msg, errs);
+            free(msg);
+            msg = next;
+        }
+        free(errs);
+    }
+    json_decref(simple);
+    json_decref(missing);
+    json_decref(subs);
+    json_decref(c[0]);
+    json_decref(c[1]);
+    return msg;
+}
+
+/* rbac.IsOnlyMutatingGCFields: the update changes nothing but
+ * metadata.ownerReferences and metadata.finalizers (what the apiserver
+ * maintains itself left out of the comparison). */
+static bool only_gc_fields(const json_t *obj, const json_t *old)
+{
+    json_t *a = json_deep_copy(obj), *b = json_deep_copy(old);
+    static const char *const drop[] = {"ownerReferences", "finalizers", "managedFields",
+                                       "resourceVersion", "generation", NULL};
+    for (const char *const *f = drop; *f; f++) {
+        json_object_del(json_object_get(a, "metadata"), *f);
+        json_object_del(json_object_get(b, "metadata"), *f);
+    }
+    bool same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return same;
+}
+
+static bool has_aggregation_rule(const json_t *role)
+{
+    return json_array_size(json_object_get(json_object_get(role, "aggregationRule"),
+                                           "clusterRoleSelectors")) > 0;
+}
+
+int ks_authz_escalation_check(struct ks_api_req *q, const struct ks_res *def, const json_t *obj,
+                              const json_t *old, const char *name, struct ks_reply *r)
+{
+    static const char *const group = "rbac.authorization.k8s.io";
+    if (strcmp(def->group, group) != 0)
+        return 0;
+    bool role = strcmp(def->plural, "roles") == 0 || strcmp(def->plural, "clusterroles") == 0;
+    bool binding =
+        strcmp(def->plural, "rolebindings") == 0 || strcmp(def->plural, "clusterrolebindings") == 0;
+    const struct ks_user *u = q->user;
+    /* EscalationAllowed: system:masters; AlwaysAllow authorizes escalate and bind */
+    if ((!role && !binding) || !u || user_in_group(u, "system:masters"))
+        return 0;
+    if (old && only_gc_fields(obj, old))
+        return 0;
+    const char *ns = def->namespaced && q->ns ? q->ns : "";
+    struct ks_server *ks = q->ks;
+    char *err = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&ks->lock);
+    if (role) {
+        /* RoleEscalationAuthorized: escalate on the request's own resource */
+        struct ks_authz_attrs a = {.verb = "escalate",
+                                   .resource_request = true,
+                                   .group = group,
+                                   .resource = def->plural,
+                                   .ns = ns,
+                                   .name = q->name};
+        if (!ks_authorize(ks, u, &a, NULL)) {
+            err = no_escalation(ks, u, ns, json_object_get(obj, "rules"));
+            if (!err && (has_aggregation_rule(obj) || (old && has_aggregation_rule(old)))) {
+                /* the aggregation rule can gather anything: * on *.* */
+                json_t *full =
+                    json_pack("[{s:[s],s:[s],s:[s]},{s:[s],s:[s]}]", "verbs", "*", "apiGroups", "*",
+                              "resources", "*", "verbs", "*", "nonResourceURLs", "*");
+                char *e = no_escalation(ks, u, "", full);
+                json_decref(full);
+                if (e)
+                    err = ks_strdup("must have cluster-admin privileges to use the "
+                                    "aggregationRule");
+                free(e);
+            }
+        }
+    } else {
+        const json_t *ref = json_object_get(obj, "roleRef");
+        const char *kind = sv(json_object_get(ref, "kind"));
+        const char *rname = sv(json_object_get(ref, "name"));
+        bool cluster_ref = strcmp(kind, "ClusterRole") == 0;
+        /* BindingAuthorized: bind on the role, in the binding's namespace */
+        struct ks_authz_attrs a = {.verb = "bind",
+                                   .resource_request = true,
+                                   .group = sv(json_object_get(ref, "apiGroup")),
+                                   .resource = cluster_ref ? "clusterroles" : "roles",
+                                   .ns = ns,
+                                   .name = rname};
+        bool known = cluster_ref || strcmp(kind, "Role") == 0;
+        if (!known || !ks_authorize(ks, u, &a, NULL)) {
+            const json_t *rules = NULL;
+            if (!role_rules(ks, kind, ns, rname, &rules)) {
+                /* GetRoleReferenceRules' error, as it is */
+                pthread_mutex_unlock(&ks->lock);
+                if (known) {
+                    char *msg = ks_printf("%s.%s \"%s\" not found", a.resource, group, rname);
+                    ks_reply_status(r, 404, "NotFound", msg,
+                                    json_pack("{s:s,s:s,s:s}", "name", rname, "group", group,
+                                              "kind", a.resource));
+                    free(msg);
+                } else {
+                    char *msg = ks_printf("unsupported role reference kind: \"%s\"", kind);
+                    ks_reply_status(r, 500, "InternalError", msg, json_object());
+                    free(msg);
+                }
+                return -EPERM;
+            }
+            err = no_escalation(ks, u, ns, rules);
+        }
+    }
+    pthread_mutex_unlock(&ks->lock);
+    if (err) {
+        char *msg = ks_printf("%s.%s \"%s\" is forbidden: %s", def->plural, group, name, err);
+        ks_reply_status(
+            r, 403, "Forbidden", msg,
+            json_pack("{s:s,s:s,s:s}", "name", name, "group", group, "kind", def->plural));
+        free(msg);
+        rc = -EPERM;
+    }
+    free(err);
+    return rc;
+}
+
 /* ---- impersonation (apiserver endpoints/filters/impersonation.go) ---------------------------- */
 
 /* serviceaccount.SplitUsername: "system:serviceaccount:NS:NAME". */

@@ -1682,6 +1682,10 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
     builtin_defaults(ks, def, obj, NULL);
+    /* the RBAC storage's escalation check comes before the strategy's
+     * validation (policybased Storage.Create wraps the standard store) */
+    if (ks_authz_escalation_check(q, def, obj, NULL, name, r) != 0)
+        goto out;
     causes = builtin_validate(def, obj);
     if (causes) {
         reply_invalid(r, def, name, causes);
@@ -2034,6 +2038,8 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         }
     }
     builtin_defaults(ks, def, next, cur_v);
+    if (ks_authz_escalation_check(q, def, next, cur_v, q->name, r) != 0)
+        goto out;
     json_t *causes = builtin_validate(def, next);
     if (causes) {
         reply_invalid(r, def, q->name, causes);

@@ -760,6 +760,15 @@ bool ks_rule_allows(const json_t *rule, const struct ks_authz_attrs *a);
 /* Lock held. Store the bootstrap ClusterRoles and ClusterRoleBindings and
  * aggregate them (at start, before serving). */
 void ks_authz_bootstrap(struct ks_server *ks);
+/* The apiserver's RBAC escalation check (pkg/registry/rbac/{role,clusterrole,
+ * rolebinding,clusterrolebinding}/policybased/storage.go) on a create
+ * (old NULL) or update of an RBAC object named name by q->user: a Role or
+ * ClusterRole needs the escalate verb or every permission it grants (an
+ * aggregationRule: all of them); a binding needs the bind verb on its role
+ * or every permission of that role. 0, or -EPERM with r filled (403, or
+ * 404 for a role reference that does not resolve). Lock not held. */
+int ks_authz_escalation_check(struct ks_api_req *q, const struct ks_res *def, const json_t *obj,
+                              const json_t *old, const char *name, struct ks_reply *r);
 /* Lock held. One pass of the ClusterRole aggregation controller. */
 void ks_authz_aggregate(struct ks_server *ks);
 /* The 403 of responsewriters.Forbidden for a denied to u. */
