@@ -999,10 +999,9 @@ static char *no_escalation(struct ks_server *ks, const struct ks_user *u, const 
         }
         const json_t *names = json_object_get(sub, "resourceNames");
         char *key =
-            ks_printf("%s\n%s\n%d\n%s",
-                      json_string_value(json_array_get(json_object_get(sub, "apiGroups"), 0)),
-                      json_string_value(json_array_get(json_object_get(sub, "resources"), 0)),
-                      names != NULL, names ? json_string_value(json_array_get(names, 0)) : "");
+            ks_printf("%s\n%s\n%d\n%s", sv(json_array_get(json_object_get(sub, "apiGroups"), 0)),
+                      sv(json_array_get(json_object_get(sub, "resources"), 0)), names != NULL,
+                      sv(json_array_get(names, 0)));
         json_t *have = json_object_get(simple, key);
         if (have)
             json_array_extend(json_object_get(have, "verbs"), json_object_get(sub, "verbs"));
