@@ -323,7 +323,7 @@ START_TEST(test_kubesim_selectors_and_paging)
         json_decref(l);
         ck_assert_int_lt(pages, 10);
     }
-    ck_assert_int_eq(seen, 5);
+    ck_assert_int_eq(seen, 6); /* and kube-root-ca.crt, in every namespace */
     ck_assert_int_eq(pages, 3);
 }
 END_TEST
@@ -381,9 +381,11 @@ START_TEST(test_kubesim_not_equal_selector_list_and_watch)
     json_t *l = request_json(
         "GET", "/api/v1/namespaces/default/configmaps?labelSelector=m%21%3Dkop", NULL, 200);
     json_t *items = json_object_get(l, "items");
-    ck_assert_int_eq(json_array_size(items), 2);
-    ck_assert_str_eq(jpath(json_array_get(items, 0), "metadata", "name"), "ne-a");
-    ck_assert_str_eq(jpath(json_array_get(items, 1), "metadata", "name"), "ne-c");
+    /* kube-root-ca.crt (every namespace has it) has no label m either */
+    ck_assert_int_eq(json_array_size(items), 3);
+    ck_assert_str_eq(jpath(json_array_get(items, 0), "metadata", "name"), "kube-root-ca.crt");
+    ck_assert_str_eq(jpath(json_array_get(items, 1), "metadata", "name"), "ne-a");
+    ck_assert_str_eq(jpath(json_array_get(items, 2), "metadata", "name"), "ne-c");
     json_decref(l);
     /* ne-a gets the label (leaves), ne-b loses it (enters). */
     merge_patch("/api/v1/namespaces/default/configmaps/ne-a",
@@ -801,9 +803,10 @@ START_TEST(test_kubesim_list_snapshot)
     const char *base = "/api/v1/namespaces/default/configmaps?limit=2";
     json_t *p1 = list_page(base, NULL);
     const char *rv1 = jpath(p1, "metadata", "resourceVersion");
+    /* six and kube-root-ca.crt (every namespace has it), sorted last */
     ck_assert_int_eq(
         json_integer_value(json_object_get(json_object_get(p1, "metadata"), "remainingItemCount")),
-        4);
+        5);
     ck_assert_str_eq(item_name(p1, 0), "cm-0");
     ck_assert_str_eq(item_name(p1, 1), "cm-1");
 
@@ -823,14 +826,19 @@ START_TEST(test_kubesim_list_snapshot)
         "0");
     ck_assert_int_eq(
         json_integer_value(json_object_get(json_object_get(p2, "metadata"), "remainingItemCount")),
-        2);
+        3);
     json_t *p3 = list_page(base, jpath(p2, "metadata", "continue"));
     ck_assert_str_eq(jpath(p3, "metadata", "resourceVersion"), rv1);
     ck_assert_int_eq(json_array_size(json_object_get(p3, "items")), 2);
     ck_assert_str_eq(item_name(p3, 0), "cm-4"); /* deleted since, still in the snapshot */
     ck_assert_str_eq(item_name(p3, 1), "cm-5");
-    ck_assert_ptr_null(jpath(p3, "metadata", "continue"));
-    ck_assert_ptr_null(json_object_get(json_object_get(p3, "metadata"), "remainingItemCount"));
+    json_t *p4 = list_page(base, jpath(p3, "metadata", "continue"));
+    ck_assert_str_eq(jpath(p4, "metadata", "resourceVersion"), rv1);
+    ck_assert_int_eq(json_array_size(json_object_get(p4, "items")), 1);
+    ck_assert_str_eq(item_name(p4, 0), "kube-root-ca.crt");
+    ck_assert_ptr_null(jpath(p4, "metadata", "continue"));
+    ck_assert_ptr_null(json_object_get(json_object_get(p4, "metadata"), "remainingItemCount"));
+    json_decref(p4);
 
     /* resourceVersionMatch=Exact reads the same snapshot. */
     char path[256];
@@ -838,7 +846,7 @@ START_TEST(test_kubesim_list_snapshot)
              "/api/v1/namespaces/default/configmaps?resourceVersion=%s&resourceVersionMatch=Exact",
              rv1);
     json_t *ex = request_json("GET", path, NULL, 200);
-    ck_assert_int_eq(json_array_size(json_object_get(ex, "items")), 6);
+    ck_assert_int_eq(json_array_size(json_object_get(ex, "items")), 7);
     ck_assert_str_eq(jpath(ex, "metadata", "resourceVersion"), rv1);
     json_decref(ex);
 
@@ -1041,7 +1049,7 @@ END_TEST
 START_TEST(test_kubesim_table_output)
 {
     create_cm("{\"metadata\":{\"name\":\"t1\"},\"data\":{\"a\":\"1\",\"b\":\"2\"}}");
-    json_t *t = get_table("/api/v1/namespaces/default/configmaps");
+    json_t *t = get_table("/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dt1");
     ck_assert_str_eq(col_name(t, 0), "Name");
     ck_assert_str_eq(col_name(t, 1), "Data");
     ck_assert_str_eq(col_name(t, 2), "Age");
@@ -1977,6 +1985,58 @@ START_TEST(test_kubesim_default_service_accounts)
     json_decref(request_json("DELETE", "/api/v1/namespaces/sa-ns", NULL, 200));
     wait_code("/api/v1/namespaces/sa-ns", 404);
     wait_code("/api/v1/namespaces/sa-ns/serviceaccounts/default", 404);
+}
+END_TEST
+
+/* Does namespace arg's kube-root-ca.crt hold the cluster's CA again? */
+static bool root_ca_restored(const void *arg)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/kube-root-ca.crt",
+             (const char *)arg);
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
+    json_t *cm = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    char *ca = kop_test_read_file(ca_path, NULL);
+    const char *have = jpath(cm, "data", "ca.crt");
+    bool ok = ca && have && strcmp(have, ca) == 0;
+    free(ca);
+    json_decref(cm);
+    return ok;
+}
+
+/* pkg/controller/certificates/rootcacertpublisher: every namespace's
+ * kube-root-ca.crt holds the cluster's CA, made again when deleted and
+ * put back when changed, its other metadata kept. */
+START_TEST(test_kubesim_root_ca_configmaps)
+{
+    json_t *cm =
+        request_json("GET", "/api/v1/namespaces/default/configmaps/kube-root-ca.crt", NULL, 200);
+    char *ca = kop_test_read_file(ca_path, NULL);
+    ck_assert_ptr_nonnull(ca);
+    ck_assert_str_eq(jpath(cm, "data", "ca.crt"), ca);
+    ck_assert_str_eq(
+        jpath(jpath_obj(cm, "metadata", "annotations"), "kubernetes.io/description", NULL),
+        "Contains a CA bundle that can be used to verify the kube-apiserver when "
+        "using internal endpoints such as the internal service IP or "
+        "kubernetes.default.svc. No other usage is guaranteed across distributions "
+        "of Kubernetes clusters.");
+    free(ca);
+    json_decref(cm);
+    json_decref(
+        request_json("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"rca\"}}", 201));
+    wait_code("/api/v1/namespaces/rca/configmaps/kube-root-ca.crt", 200);
+    json_decref(
+        request_json("DELETE", "/api/v1/namespaces/rca/configmaps/kube-root-ca.crt", NULL, 200));
+    wait_code("/api/v1/namespaces/rca/configmaps/kube-root-ca.crt", 200);
+    ck_assert(root_ca_restored("rca"));
+    merge_patch("/api/v1/namespaces/rca/configmaps/kube-root-ca.crt",
+                "{\"metadata\":{\"labels\":{\"mine\":\"yes\"}},\"data\":{\"ca.crt\":\"forged\"}}",
+                200);
+    ck_assert_msg(kop_test_eventually(root_ca_restored, "rca", 5000), "ca.crt not put back");
+    cm = request_json("GET", "/api/v1/namespaces/rca/configmaps/kube-root-ca.crt", NULL, 200);
+    ck_assert_str_eq(jpath(jpath_obj(cm, "metadata", "labels"), "mine", NULL), "yes");
+    json_decref(cm);
 }
 END_TEST
 
@@ -2992,8 +3052,10 @@ START_TEST(test_kubesim_metadata_only)
     }
 
     /* LIST: a PartialObjectMetadataList of full metadata, no data. */
-    struct kop_test_resp r = request_ex("GET", "/api/v1/namespaces/default/configmaps", NULL, NULL,
-                                        NULL, PARTIAL_LIST_ACCEPT);
+    /* (kube-root-ca.crt, which every namespace has, left out) */
+    struct kop_test_resp r =
+        request_ex("GET", "/api/v1/namespaces/default/configmaps?labelSelector=z", NULL, NULL, NULL,
+                   PARTIAL_LIST_ACCEPT);
     ck_assert_int_eq(r.code, 200);
     ck_assert_ptr_null(strstr(r.body, "\"secret\":")); /* managedFields has "f:secret" */
     static const char head[] = "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":"
@@ -3015,6 +3077,7 @@ START_TEST(test_kubesim_metadata_only)
     json_decref(l);
 
     /* Paging: limit/continue walk every item once, remainingItemCount set. */
+    /* five and kube-root-ca.crt, which every namespace has */
     char path[1024] = "/api/v1/namespaces/default/configmaps?limit=2";
     int seen = 0, pages = 0;
     for (;;) {
@@ -3029,12 +3092,12 @@ START_TEST(test_kubesim_metadata_only)
         }
         json_int_t left = json_integer_value(
             json_object_get(json_object_get(l, "metadata"), "remainingItemCount"));
-        ck_assert_int_eq(left, 5 - seen);
+        ck_assert_int_eq(left, 6 - seen);
         continue_path(path, sizeof(path), cont);
         json_decref(l);
         ck_assert_int_lt(pages, 10);
     }
-    ck_assert_int_eq(seen, 5);
+    ck_assert_int_eq(seen, 6);
     ck_assert_int_eq(pages, 3);
 
     /* Selectors; an empty result has items null (Go's nil slice). */
@@ -3186,6 +3249,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_access_reviews);
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
+    tcase_add_test(tc, test_kubesim_root_ca_configmaps);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_always_allow);

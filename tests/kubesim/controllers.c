@@ -724,15 +724,57 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     ks_store_put(ks, def, key, next);
 }
 
-/* ---- service accounts ----------------------------------------------------------- */
+/* ---- per namespace: service accounts, the root CA ------------------------------ */
+
+/* pkg/controller/certificates/rootcacertpublisher: every active namespace
+ * has a "kube-root-ca.crt" ConfigMap holding the cluster's CA as "ca.crt"
+ * and the publisher's description, made again when deleted and put back
+ * when changed (other annotations, labels and the rest are kept). */
+#define ROOT_CA_NAME "kube-root-ca.crt"
+#define ROOT_CA_DESCRIPTION                                                                        \
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "      \
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "      \
+    "guaranteed across distributions of Kubernetes clusters."
+
+static void publish_root_ca(struct ks_server *ks, const struct ks_res *def, const char *ns)
+{
+    char key[512];
+    ks_obj_key(key, sizeof(key), ns, ROOT_CA_NAME);
+    const json_t *cur = ks_store_get(ks, def->key, key);
+    json_t *data = json_pack("{s:s}", "ca.crt", ks->ca_pem);
+    const char *desc = json_string_value(
+        json_object_get(json_object_get(json_object_get(cur, "metadata"), "annotations"),
+                        "kubernetes.io/description"));
+    if (cur && json_equal(json_object_get(cur, "data"), data) && desc && *desc) {
+        json_decref(data);
+        return;
+    }
+    json_t *next;
+    if (cur) {
+        next = json_deep_copy(cur);
+    } else {
+        char uid[40], now[32];
+        ks_uuid(uid, sizeof(uid));
+        ks_now_rfc3339(now, sizeof(now));
+        next = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                         "metadata", "name", ROOT_CA_NAME, "namespace", ns, "uid", uid,
+                         "creationTimestamp", now);
+    }
+    json_object_set_new(next, "data", data);
+    json_t *ann = ks_ensure_obj(json_object_get(next, "metadata"), "annotations");
+    json_object_set_new(ann, "kubernetes.io/description", json_string(ROOT_CA_DESCRIPTION));
+    ks_typed_order(next);
+    ks_store_put(ks, def, key, next);
+}
 
 /* pkg/controller/serviceaccount: every active namespace has a "default"
  * ServiceAccount, made again when it is deleted. (Its token controller's
  * Secrets are long gone from Kubernetes; nothing else is made.) */
-void ks_controllers_default_sas(struct ks_server *ks)
+void ks_controllers_namespaced(struct ks_server *ks)
 {
     const struct ks_res *def = def_by_key(ks, "serviceaccounts");
-    if (!def)
+    const struct ks_res *cm_def = def_by_key(ks, "configmaps");
+    if (!def || !cm_def)
         return;
     const char *ns;
     json_t *nsobj;
@@ -742,6 +784,8 @@ void ks_controllers_default_sas(struct ks_server *ks)
             json_string_value(json_object_get(json_object_get(nsobj, "status"), "phase"));
         if (meta_str(nsobj, "deletionTimestamp") || (phase && strcmp(phase, "Terminating") == 0))
             continue;
+        if (ks->ca_pem)
+            publish_root_ca(ks, cm_def, ns);
         char key[512];
         ks_obj_key(key, sizeof(key), ns, "default");
         if (ks_store_get(ks, def->key, key))
@@ -773,9 +817,9 @@ static void *controller_main(void *arg)
             ks->roles_dirty = false;
             ks_authz_aggregate(ks);
         }
-        if (ks->sa_dirty) {
-            ks->sa_dirty = false;
-            ks_controllers_default_sas(ks);
+        if (ks->ns_dirty) {
+            ks->ns_dirty = false;
+            ks_controllers_namespaced(ks);
         }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
@@ -799,7 +843,7 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty || ks->roles_dirty || ks->sa_dirty)
+        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

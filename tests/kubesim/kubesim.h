@@ -204,10 +204,10 @@ struct ks_server {
 
     /* controllers */
     pthread_t controller;
-    bool gc_dirty;          /* run the garbage collector now */
-    bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
-    bool roles_dirty;       /* a ClusterRole changed: aggregate (authz.c) */
-    bool sa_dirty;          /* a Namespace or ServiceAccount changed: default SAs */
+    bool gc_dirty;    /* run the garbage collector now */
+    bool gc_lazy;     /* run it at gc_next_ms (owner references changed) */
+    bool roles_dirty; /* a ClusterRole changed: aggregate (authz.c) */
+    bool ns_dirty;    /* a Namespace, ServiceAccount or ConfigMap changed: default SAs, root CA */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
@@ -505,9 +505,11 @@ json_t *ks_table_build(const struct ks_res *def, const char *version, const json
 /* ---- controllers.c ----------------------------------------------------------- */
 
 int ks_controllers_start(struct ks_server *ks);
-/* Lock held. The ServiceAccounts controller: a "default" ServiceAccount in
- * every namespace that is not terminating (at start, then on changes). */
-void ks_controllers_default_sas(struct ks_server *ks);
+/* Lock held. The controllers every namespace that is not terminating
+ * gets objects from (at start, then on changes): the ServiceAccounts
+ * controller's "default" ServiceAccount and the root CA publisher's
+ * kube-root-ca.crt ConfigMap (once ks->ca_pem is set). */
+void ks_controllers_namespaced(struct ks_server *ks);
 void ks_controllers_stop(struct ks_server *ks);
 /* Lock held: a deployment changed (schedule its status). */
 void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key);

@@ -253,14 +253,16 @@ static int run(int argc, char **argv)
     create_namespace(ks, "kube-public");
     create_namespace(ks, "kube-system");
     ks_authz_bootstrap(ks);
-    ks_controllers_default_sas(ks);
-    ks->sa_dirty = false;
     pthread_mutex_unlock(&ks->lock);
 
     if (ks_certs_generate(&ks->ca_pem, &cert, &key) != 0) {
         fprintf(stderr, "kubesim: cannot generate certificates\n");
         goto out;
     }
+    pthread_mutex_lock(&ks->lock);
+    ks_controllers_namespaced(ks);
+    ks->ns_dirty = false;
+    pthread_mutex_unlock(&ks->lock);
     if (ks_controllers_start(ks) != 0) {
         fprintf(stderr, "kubesim: cannot start controllers\n");
         goto out;

@@ -99,14 +99,16 @@ static void count_write(struct ks_server *ks, const char *res_key, const char *o
 }
 
 /* A ClusterRole changed: the aggregation controller looks again; a
- * Namespace or ServiceAccount: the ServiceAccounts controller. */
+ * Namespace, ServiceAccount or ConfigMap: the ServiceAccounts controller
+ * and the root CA publisher. */
 static void roles_changed(struct ks_server *ks, const struct ks_res *def)
 {
     if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
         ks->roles_dirty = true;
         pthread_cond_broadcast(&ks->changed);
-    } else if (strcmp(def->key, "namespaces") == 0 || strcmp(def->key, "serviceaccounts") == 0) {
-        ks->sa_dirty = true;
+    } else if (strcmp(def->key, "namespaces") == 0 || strcmp(def->key, "serviceaccounts") == 0 ||
+               strcmp(def->key, "configmaps") == 0) {
+        ks->ns_dirty = true;
         pthread_cond_broadcast(&ks->changed);
     }
 }
