@@ -1555,6 +1555,18 @@ static void metric_name(char *buf, size_t len, const char *prefix, const char *n
         snprintf(buf, len, "%s", name);
 }
 
+/* The locks and condition variables kop_http_server_new made. */
+static void destroy_sync(struct kop_http_server *srv)
+{
+    pthread_cond_destroy(&srv->ticker_cond);
+    pthread_mutex_destroy(&srv->ticker_lock);
+    pthread_mutex_destroy(&srv->lock);
+    pthread_mutex_destroy(&srv->wait_lock);
+    pthread_mutex_destroy(&srv->track_lock);
+    pthread_mutex_destroy(&srv->job_lock);
+    pthread_cond_destroy(&srv->job_cond);
+}
+
 int kop_http_server_new(const struct kop_http_server_options *opts,
                         const struct kop_http_route *routes, size_t n_routes,
                         struct kop_http_server **ret_srv)
@@ -1573,22 +1585,16 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     snprintf(srv->name, sizeof(srv->name), "%s", opts->name ? opts->name : "http");
     srv->opts.name = srv->name;
     srv->opts.host = NULL;
+    if (kop_clock_cond_init(&srv->ticker_cond) != 0) {
+        free(srv);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&srv->ticker_lock, NULL);
     pthread_mutex_init(&srv->lock, NULL);
     pthread_mutex_init(&srv->wait_lock, NULL);
     pthread_mutex_init(&srv->track_lock, NULL);
     pthread_mutex_init(&srv->job_lock, NULL);
     pthread_cond_init(&srv->job_cond, NULL);
-    pthread_mutex_init(&srv->ticker_lock, NULL);
-    if (kop_clock_cond_init(&srv->ticker_cond) != 0) {
-        pthread_mutex_destroy(&srv->ticker_lock);
-        pthread_cond_destroy(&srv->job_cond);
-        pthread_mutex_destroy(&srv->job_lock);
-        pthread_mutex_destroy(&srv->track_lock);
-        pthread_mutex_destroy(&srv->wait_lock);
-        pthread_mutex_destroy(&srv->lock);
-        free(srv);
-        return -ENOMEM;
-    }
     srv->quiesced_fd = -1;
     srv->mhd_epfd = srv->wake_fd = -1;
     if (!srv->opts.header_timeout_ms)
@@ -1666,13 +1672,7 @@ out:
     free(srv->routes);
     free((void *)srv->wh_ok);
     free(srv->host);
-    pthread_cond_destroy(&srv->ticker_cond);
-    pthread_mutex_destroy(&srv->ticker_lock);
-    pthread_cond_destroy(&srv->job_cond);
-    pthread_mutex_destroy(&srv->job_lock);
-    pthread_mutex_destroy(&srv->track_lock);
-    pthread_mutex_destroy(&srv->wait_lock);
-    pthread_mutex_destroy(&srv->lock);
+    destroy_sync(srv);
     free(srv);
     return r;
 }
@@ -2010,12 +2010,6 @@ void kop_http_server_free(struct kop_http_server *srv)
     free(srv->host);
     free(srv->waiters);
     free(srv->lane);
-    pthread_mutex_destroy(&srv->lock);
-    pthread_mutex_destroy(&srv->wait_lock);
-    pthread_mutex_destroy(&srv->track_lock);
-    pthread_mutex_destroy(&srv->job_lock);
-    pthread_cond_destroy(&srv->job_cond);
-    pthread_cond_destroy(&srv->ticker_cond);
-    pthread_mutex_destroy(&srv->ticker_lock);
+    destroy_sync(srv);
     free(srv);
 }
