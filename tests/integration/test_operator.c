@@ -607,7 +607,9 @@ START_TEST(test_operator_thousand_at_once)
 {
     size_t n = 1000;
     create_many(n, "k");
-    ck_assert_msg(converged(n, 60000), "1000 did not converge");
+    /* ~10 s plain; under ASan 11-19 s on a fast host and 30-44 s on a slow,
+     * busy one: the deadline is for correctness, the time is logged */
+    ck_assert_msg(converged(n, 150000), "1000 did not converge");
     json_t *s = stats();
     const json_t *w = json_object_get(s, "writes");
     /* Every child was created. A reconcile that runs before the informer
