@@ -39,32 +39,12 @@ while [ $# -gt 0 ]; do
 done
 bench_count N "$n"
 die() { echo "bench-admission: FAIL: $*" >&2; exit 1; }
-missing=()
-for tool in curl:curl openssl:openssl taskset:util-linux; do
-  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bench_need_tools curl:curl openssl:openssl taskset:util-linux
 bench_need_python3
 [ "$(nproc)" -ge 2 ] || die "needs 2 cores (kop on core 0, the client on core 1)"
 bench_kop
 
-tmp=$(mktemp -d)
-kpid=
-cleanup() {
-  if [ -n "$kpid" ]; then
-    kill "$kpid" 2>/dev/null || true
-    wait "$kpid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch
 scripts/gen-certs.sh "$tmp/certs" >/dev/null
 
 # The two bodies.

@@ -52,31 +52,11 @@ for b in "${bins[@]}"; do
 done
 
 die() { echo "bench-pair: FAIL: $*" >&2; exit 1; }
-missing=()
-for tool in wrk:wrk curl:curl openssl:openssl taskset:util-linux ss:iproute2; do
-  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bench_need_tools wrk:wrk curl:curl openssl:openssl taskset:util-linux ss:iproute2
 bench_need_python3
 [ "$(nproc)" -ge 2 ] || die "needs 2 cores (server on core 0, wrk on core 1)"
 
-tmp=$(mktemp -d)
-kpid=
-cleanup() {
-  if [ -n "$kpid" ]; then
-    kill "$kpid" 2>/dev/null || true
-    wait "$kpid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch
 scripts/gen-certs.sh "$tmp/certs" >/dev/null
 for n in 1 100; do
   review "$n" >"$tmp/r$n.json"

@@ -124,6 +124,37 @@ bench_need_python3() {
   command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 }
 
+# bench_need_tools CMD:PACKAGE...: installs (apt) the packages of the
+# commands that are missing.
+bench_need_tools() {
+  local t sudo='' missing=()
+  for t in "$@"; do
+    command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# bench_scratch: $tmp, a scratch directory, and $kpid, the server being
+# measured (empty when none); both are cleaned up on exit.
+bench_scratch() {
+  tmp=$(mktemp -d)
+  kpid=
+  trap bench_scratch_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+bench_scratch_cleanup() {
+  if [ -n "$kpid" ]; then
+    kill "$kpid" 2>/dev/null || true
+    wait "$kpid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+
 bench_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
