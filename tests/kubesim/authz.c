@@ -1005,8 +1005,8 @@ static char *no_escalation(struct ks_server *ks, const struct ks_user *u, const 
         json_t *have = json_object_get(simple, key);
         if (have)
             json_array_extend(json_object_get(have, "verbs"), json_object_get(sub, "verbs"));
-        else
-            json_object_set(simple, key, sub);
+        else /* a copy: its verbs grow, sub stays as broken down */
+            json_object_set_new(simple, key, json_deep_copy(sub));
         free(key);
     }
     const char *k;
