@@ -22,6 +22,11 @@
 #     requests; the <= 64 requests in flight when wrk stops make this high
 #     by at most 64/requests). The wrk script checks every response (200 and
 #     "Success"); a bad one, a non-2xx or a socket error stops the run.
+#     The three servers run side by side (idle while another is measured)
+#     and are measured in ROUNDS interleaved rounds (kop, Go, Node, kop, ...):
+#     the table shows each figure's median over the rounds, and the ratios
+#     are also given per round, so a slow minute of a shared host moves one
+#     round of all three instead of one server's only figure.
 #   * 10,000 objects: RUNS sequential POSTs with curl over one keep-alive
 #     connection: best and median wall time, server CPU per review, RSS
 #     before, peak RSS during them (VmHWM after echo 5 > clear_refs), RSS
@@ -40,22 +45,27 @@
 #                    built here with meson and ninja); set it to compare two
 #                    builds, or to measure a build made in another worktree.
 #   BENCH_PEERS_RUNS sequential 10,000-object reviews per server (default 5).
+#   BENCH_PEERS_ROUNDS interleaved rounds of the 1- and 100-object
+#                    measurements (default 3).
 #
 # Installs what is missing from Debian's packages (golang-go, wrk, nodejs,
 # jq, ...). The Go peer is built with the standard library only (no module
-# downloads). Takes about 2 + 3 * (2 * SECONDS + 10) seconds plus builds.
+# downloads). Takes about 2 + 3 * (2 * ROUNDS * (SECONDS + 2) + 10) seconds
+# plus builds.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 # shellcheck source=scripts/lib/bench-common.sh
 . scripts/lib/bench-common.sh
-bench_usage_line="usage: scripts/bench-peers.sh [SECONDS]   (BENCH_PEERS_RUNS a count)"
+bench_usage_line="usage: scripts/bench-peers.sh [SECONDS]   (BENCH_PEERS_RUNS, BENCH_PEERS_ROUNDS: counts)"
 bench_no_help "$@"
 [ $# -le 1 ] || bench_usage "one argument at most"
 secs=${1:-10}
 runs=${BENCH_PEERS_RUNS:-5}
 bench_count SECONDS "$secs"
+rounds=${BENCH_PEERS_ROUNDS:-3}
 bench_count BENCH_PEERS_RUNS "$runs"
+bench_count BENCH_PEERS_ROUNDS "$rounds"
 
 die() { echo "bench-peers: FAIL: $*" >&2; exit 1; }
 
@@ -255,8 +265,8 @@ to_ms() { # wrk latency (850.00us, 1.23ms, 2.00s, 1.00m) -> ms
     printf "%.3f", n }'
 }
 
-measure_wrk() { # measure_wrk NAME N
-  local name=$1 n=$2 before after reqs p99
+measure_wrk() { # measure_wrk NAME N ROUND: one round's figures, appended to lists
+  local name=$1 n=$2 round=$3 before after reqs p99
   wrk_run "$name" "$n" 2 "$tmp/warm.out"
   before=$(cpu_ticks "$name")
   wrk_run "$name" "$n" "$secs" "$tmp/wrk.out"
@@ -264,11 +274,39 @@ measure_wrk() { # measure_wrk NAME N
   reqs=$(awk '/ requests in / { print $1 }' "$tmp/wrk.out")
   [ "${reqs:-0}" -gt 0 ] || { cat "$tmp/wrk.out" >&2; die "$name: no request completed"; }
   p99=$(awk '$1 == "99%" { print $2 }' "$tmp/wrk.out")
-  val[$name,rps$n]=$(awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk.out")
-  val[$name,p99_$n]=$(to_ms "$p99")
-  val[$name,cpu$n]=$(awk -v t=$((after - before)) -v hz="$hz" -v r="$reqs" \
+  val[$name,rps$n,$round]=$(awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk.out")
+  val[$name,p99_$n,$round]=$(to_ms "$p99")
+  val[$name,cpu$n,$round]=$(awk -v t=$((after - before)) -v hz="$hz" -v r="$reqs" \
     'BEGIN { printf "%.4f", t / hz * 1000 / r }') # ms
-  val[$name,reqs$n]=$reqs
+  val[$name,reqs$n]=$((${val[$name,reqs$n]:-0} + reqs))
+}
+
+median() { # median V...: of numbers
+  printf '%s\n' "$@" | sort -g |
+    awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# The medians over the rounds go where the table reads them (val[NAME,KEY]).
+wrk_medians() {
+  local name n key r vs
+  for name in "${names[@]}"; do
+    for n in 1 100; do
+      for key in rps$n p99_$n cpu$n; do
+        vs=()
+        for r in $(seq 1 "$rounds"); do vs+=("${val[$name,$key,$r]}"); done
+        val[$name,$key]=$(median "${vs[@]}")
+      done
+    done
+  done
+}
+
+# "0.71 0.75 0.69 (median 0.71)": kop's CPU/request over PEER's, round by round.
+round_ratios() { # round_ratios PEER N
+  local r rs=()
+  for r in $(seq 1 "$rounds"); do
+    rs+=("$(awk -v k="${val[kop,cpu$2,$r]}" -v p="${val[$1,cpu$2,$r]}" 'BEGIN { printf "%.2f", k / p }')")
+  done
+  echo "${rs[*]} (median $(median "${rs[@]}"))"
 }
 
 measure_big() { # measure_big NAME
@@ -335,8 +373,14 @@ taskset -c 0 "$tmp/bench-crypto" 16384 256 >"$tmp/crypto.txt" || die "bench_cryp
 for name in "${names[@]}"; do
   start "$name"
   val[$name,idle]=$(awk -v k="$(stat_field "$name" VmRSS)" 'BEGIN { printf "%.1f", k / 1024 }')
-  measure_wrk "$name" 1
-  measure_wrk "$name" 100
+done
+for round in $(seq 1 "$rounds"); do
+  for n in 1 100; do
+    for name in "${names[@]}"; do measure_wrk "$name" "$n" "$round"; done
+  done
+done
+wrk_medians
+for name in "${names[@]}"; do
   measure_big "$name"
   measure_handshakes "$name"
   stop "$name"
@@ -349,7 +393,7 @@ mb() { awk -v b="$1" 'BEGIN { printf "%.2f MB", b / 1e6 }'; }
 echo "kop conversion webhook against a Go stdlib and a Node.js peer"
 echo "  date:     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "  machine:  $(lscpu | sed -n 's/^Model name: *//p' | head -n1), nproc $(nproc), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
-echo "  command:  ${KOP_BIN:+KOP_BIN=$KOP_BIN }scripts/bench-peers.sh $secs${BENCH_PEERS_RUNS:+   (BENCH_PEERS_RUNS=$runs)}"
+echo "  command:  ${KOP_BIN:+KOP_BIN=$KOP_BIN }${BENCH_PEERS_RUNS:+BENCH_PEERS_RUNS=$runs }${BENCH_PEERS_ROUNDS:+BENCH_PEERS_ROUNDS=$rounds }scripts/bench-peers.sh $secs"
 echo "  loadavg:  $load_before before the measurements, $load_after after (anything else running shares the two cores)"
 if [ -n "${KOP_BIN:-}" ]; then
   kop_from="KOP_BIN"
@@ -359,7 +403,9 @@ else
 fi
 echo "  kop:      $("$kop" --version 2>&1 | head -n1) ($kop_from)"
 echo "  peers:    $(go version | awk '{ print $3 }') (GOMAXPROCS follows the affinity: 1), node $(node --version)"
-echo "  clients:  wrk $(wrk -v 2>&1 | head -n1 | awk '{ print $2 }') and $(curl --version | head -n1 | awk '{ print $1, $2 }') on core 1; servers on core 0, one at a time, fresh"
+echo "  clients:  wrk $(wrk -v 2>&1 | head -n1 | awk '{ print $2 }') and $(curl --version | head -n1 | awk '{ print $1, $2 }') on core 1; servers on core 0, one measured at a time"
+echo "  rounds:   1 and 100 objects: $rounds interleaved rounds of ${secs} s per server and size (the table: medians);"
+echo "            10,000 objects and handshakes: once per server, then it stops"
 echo "  bodies:   1 object $(bytes "$tmp/r1.json") B, 100 objects $(mb "$(bytes "$tmp/r100.json")"), 10,000 objects $(mb "$(bytes "$tmp/r10000.json")") ($(($(bytes "$tmp/r10000.json") / 10000)) B/object)"
 echo "  servers:  (DIR: the certificate directory, PORT: a free port)"
 for name in "${names[@]}"; do
@@ -407,7 +453,9 @@ for row in "${rows[@]}"; do
     printf "%-40s %10s %10s %10s %9s %9s\n", l, sprintf(f, k), sprintf(f, g), sprintf(f, n), r1, r2 }'
 done
 echo
-echo "requests completed in ${secs}s: 1 object: kop ${val[kop,reqs1]}, Go ${val[Go,reqs1]}, Node ${val[Node,reqs1]};" \
+echo "kop/Node CPU/request per round: 1 object $(round_ratios Node 1); 100 objects $(round_ratios Node 100)"
+echo "kop/Go CPU/request per round:   1 object $(round_ratios Go 1); 100 objects $(round_ratios Go 100)"
+echo "requests completed in $rounds x ${secs}s: 1 object: kop ${val[kop,reqs1]}, Go ${val[Go,reqs1]}, Node ${val[Node,reqs1]};" \
   "100 objects: kop ${val[kop,reqs100]}, Go ${val[Go,reqs100]}, Node ${val[Node,reqs100]}"
 echo "TLS connections for the $runs 10,000-object reviews: kop ${val[kop,conns]}, Go ${val[Go,conns]}, Node ${val[Node,conns]}"
 echo "handshakes: $handshakes from python3 $(python3 -c 'import ssl; print(ssl.OPENSSL_VERSION)'), default groups;" \
