@@ -1270,8 +1270,9 @@ static void pb_int(struct pbw *w, unsigned int field, uint64_t v)
     pb_varint(w, v);
 }
 
-/* POST "k8s\0" + Unknown{typeMeta, raw}; the JSON answer. */
-static json_t *pb_post(const char *path, const char *av, const char *kind, const struct pbw *raw)
+/* POST "k8s\0" + Unknown{typeMeta, raw}; the JSON answer, its code in *ret_code. */
+static json_t *pb_post_code(const char *path, const char *av, const char *kind,
+                            const struct pbw *raw, long *ret_code)
 {
     struct pbw tm = {0}, env = {0};
     memcpy(env.b, "k8s", 4);
@@ -1283,10 +1284,19 @@ static json_t *pb_post(const char *path, const char *av, const char *kind, const
     next_body_len = (long)env.n;
     struct kop_test_resp r =
         request("POST", path, "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
-    ck_assert_msg(r.code == 201, "%s: %ld %s", path, r.code, r.body);
     json_t *v = json_loads(r.body, 0, NULL);
-    ck_assert_ptr_nonnull(v);
+    ck_assert_msg(v != NULL, "%s: %ld %s", path, r.code, r.body);
+    *ret_code = r.code;
     kop_test_resp_free(&r);
+    return v;
+}
+
+/* pb_post_code that must create (201). */
+static json_t *pb_post(const char *path, const char *av, const char *kind, const struct pbw *raw)
+{
+    long code = 0;
+    json_t *v = pb_post_code(path, av, kind, raw, &code);
+    ck_assert_msg(code == 201, "%s: %ld", path, code);
     return v;
 }
 
@@ -1319,7 +1329,8 @@ START_TEST(test_kubesim_protobuf_types)
     json_decref(v);
 
     /* Lease{metadata, spec{holderIdentity, leaseDurationSeconds, acquireTime
-     * MicroTime{seconds, nanos}, leaseTransitions -1 (int32 as a 10-byte varint)}} */
+     * MicroTime{seconds, nanos}, leaseTransitions -1 (int32 as a 10-byte varint)}}:
+     * decoded to -1, which the Lease validation refuses. */
     struct pbw lmd = {0}, mt = {0}, ls = {0}, lease = {0};
     pb_str(&lmd, 1, "pblease");
     pb_int(&mt, 1, 1700000000);
@@ -1327,16 +1338,28 @@ START_TEST(test_kubesim_protobuf_types)
     pb_str(&ls, 1, "me");
     pb_int(&ls, 2, 15);
     pb_msg(&ls, 3, &mt);
-    pb_int(&ls, 5, (uint64_t)(int64_t)-1);
+    struct pbw ls_neg = ls;
+    pb_int(&ls_neg, 5, (uint64_t)(int64_t)-1);
+    pb_int(&ls, 5, 3);
     pb_msg(&lease, 1, &lmd);
+    struct pbw lease_neg = lease;
     pb_msg(&lease, 2, &ls);
+    pb_msg(&lease_neg, 2, &ls_neg);
+    long code = 0;
+    v = pb_post_code("/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                     "coordination.k8s.io/v1", "Lease", &lease_neg, &code);
+    ck_assert_int_eq(code, 422);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "message")),
+                     "Lease.coordination.k8s.io \"pblease\" is invalid: spec.leaseTransitions: "
+                     "Invalid value: -1: must be greater than or equal to 0");
+    json_decref(v);
     v = pb_post("/apis/coordination.k8s.io/v1/namespaces/default/leases", "coordination.k8s.io/v1",
                 "Lease", &lease);
     json_t *sp = json_object_get(v, "spec");
     ck_assert_str_eq(json_string_value(json_object_get(sp, "acquireTime")),
                      "2023-11-14T22:13:20.123456Z");
     ck_assert_int_eq(json_integer_value(json_object_get(sp, "leaseDurationSeconds")), 15);
-    ck_assert_int_eq(json_integer_value(json_object_get(sp, "leaseTransitions")), -1);
+    ck_assert_int_eq(json_integer_value(json_object_get(sp, "leaseTransitions")), 3);
     ck_assert_str_eq(json_string_value(json_object_get(sp, "holderIdentity")), "me");
     json_decref(v);
 

@@ -360,37 +360,6 @@ bool ks_is_dns_subdomain(const char *s)
     return ok;
 }
 
-/* Name check per type; causes array or NULL. @ref new */
-static json_t *check_name(const struct ks_res *def, const char *name)
-{
-    const char *msg = NULL;
-    char *full = NULL;
-    if (strcmp(def->key, "namespaces") == 0) {
-        if (!ks_is_dns_label(name, false))
-            msg = "a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                  "characters or '-', and must start and end with an alphanumeric character "
-                  "(e.g. 'my-name',  or '123-abc', regex used for validation is "
-                  "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-    } else if (strcmp(def->key, "services") == 0) {
-        if (!ks_is_dns_label(name, true))
-            msg = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-                  "start with an alphabetic character, and end with an alphanumeric character "
-                  "(e.g. 'my-name',  or 'abc-123', regex used for validation is "
-                  "'[a-z]([-a-z0-9]*[a-z0-9])?')";
-    } else if (strcmp(def->key, "events") != 0 && !ks_is_dns_subdomain(name)) {
-        msg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-              "characters, '-' or '.', and must start and end with an alphanumeric character "
-              "(e.g. 'example.com', regex used for validation is "
-              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-    }
-    if (!msg)
-        return NULL;
-    full = ks_printf("Invalid value: \"%s\": %s", name, msg);
-    json_t *c = one_cause("FieldValueInvalid", "metadata.name", full);
-    free(full);
-    return c;
-}
-
 /* Everything but metadata and status (what bumps generation). */
 static bool spec_changed(const json_t *a, const json_t *b)
 {
@@ -585,39 +554,6 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         json_t *spec = ks_ensure_obj(obj, "spec");
         set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));
     }
-}
-
-/* Type-specific validation; causes or NULL. @ref new */
-static json_t *builtin_validate(const struct ks_res *def, const json_t *obj)
-{
-    if (strcmp(def->key, "deployments.apps") == 0) {
-        const json_t *spec = json_object_get(obj, "spec");
-        const json_t *sel = json_object_get(json_object_get(spec, "selector"), "matchLabels");
-        const json_t *labels = json_object_get(
-            json_object_get(json_object_get(spec, "template"), "metadata"), "labels");
-        if (!json_object_get(spec, "selector"))
-            return one_cause("FieldValueRequired", "spec.selector", "Required value");
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)sel, k, v)
-        {
-            if (!json_equal(json_object_get(labels, k), v))
-                return one_cause("FieldValueInvalid", "spec.template.metadata.labels",
-                                 "Invalid value: map[string]string{...}: `selector` does not "
-                                 "match template `labels`");
-        }
-        const json_t *cs = json_object_get(json_object_get(spec, "template"), "spec");
-        if (json_array_size(json_object_get(cs, "containers")) == 0)
-            return one_cause("FieldValueRequired", "spec.template.spec.containers",
-                             "Required value");
-    }
-    if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
-        const json_t *res = json_object_get(json_object_get(obj, "spec"), "resource");
-        const char *plural = json_string_value(json_object_get(res, "resource"));
-        if (!plural || !*plural)
-            return one_cause("FieldValueRequired", "spec.resource.resource", "Required value");
-    }
-    return NULL;
 }
 
 /* ---- namespace check ------------------------------------------------------- */
@@ -948,7 +884,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
                 json_object_del(obj, k);
         }
         json_decref(mutated);
-        json_t *causes = builtin_validate(def, obj);
+        json_t *causes = ks_validate_object(def, obj, false);
         if (causes) {
             reply_invalid(r, def, name, causes);
             return -EPERM;
@@ -1655,11 +1591,6 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     } else {
         json_object_del(md, "namespace");
     }
-    json_t *causes = check_name(def, name);
-    if (causes) {
-        reply_invalid(r, def, name, causes);
-        goto out;
-    }
     char uid[40], now[32];
     ks_uuid(uid, sizeof(uid));
     ks_now_rfc3339(now, sizeof(now));
@@ -1686,7 +1617,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
      * validation (policybased Storage.Create wraps the standard store) */
     if (ks_authz_escalation_check(q, def, obj, NULL, name, r) != 0)
         goto out;
-    causes = builtin_validate(def, obj);
+    json_t *causes = ks_validate_object(def, obj, true);
     if (causes) {
         reply_invalid(r, def, name, causes);
         goto out;
@@ -2040,7 +1971,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     builtin_defaults(ks, def, next, cur_v);
     if (ks_authz_escalation_check(q, def, next, cur_v, q->name, r) != 0)
         goto out;
-    json_t *causes = builtin_validate(def, next);
+    json_t *causes = ks_validate_object(def, next, false);
     if (causes) {
         reply_invalid(r, def, q->name, causes);
         goto out;

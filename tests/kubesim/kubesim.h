@@ -243,6 +243,20 @@ char *ks_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *ks_status_body(int code, const char *status, const char *reason, const char *message,
                      json_t *details, size_t *ret_len);
 
+/* validation.c: apimachinery/pkg/util/validation's messages for a value,
+ * a JSON array of strings (empty when valid). @ref new */
+json_t *ks_msgs_qualified_name(const char *s);
+json_t *ks_msgs_label_value(const char *s);
+json_t *ks_msgs_dns1123_label(const char *s);
+json_t *ks_msgs_dns1123_subdomain(const char *s);
+json_t *ks_msgs_port_name(const char *s);
+/* Go's %q of a string, as field.Invalid prints it. malloc'd */
+char *ks_go_quote(const char *s);
+/* The registry's validation of an object of def's kind about to be stored
+ * (ObjectMeta, its name only at create, and the kind's own rules): the
+ * causes of its 422, or NULL. @ref new */
+json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, bool create);
+
 /* Label selectors and field selectors. */
 struct ks_selector;
 /* Parse; NULL string means "everything". On error returns -EINVAL and a

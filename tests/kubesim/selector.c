@@ -206,102 +206,34 @@ static struct token next(struct parser *ps, bool values)
 
 /* ---- validation (apimachinery/pkg/util/validation) ------------------------------ */
 
-static bool name_part_ok(const char *s, size_t n)
+/* The messages of msgs (@ref steal) "; "-joined as the selector parser
+ * joins them, or NULL when there are none. */
+static char *joined(json_t *msgs)
 {
-    if (n == 0 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
-            return false;
-    return true;
-}
-
-static bool dns1123_subdomain_ok(const char *s, size_t n)
-{
-    if (n == 0 || n > 253)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-' ||
-              s[i] == '.'))
-            return false;
-    return isalnum((unsigned char)s[0]) && isalnum((unsigned char)s[n - 1]);
+    char *out = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m)
+    {
+        char *n =
+            out ? ks_printf("%s; %s", out, json_string_value(m)) : ks_strdup(json_string_value(m));
+        free(out);
+        out = n;
+    }
+    json_decref(msgs);
+    return out;
 }
 
 /* IsQualifiedName's errors for a label key, "; "-joined, or NULL. */
 static char *label_key_errors(const char *k)
 {
-    const char *slash = strchr(k, '/');
-    const char *name = slash ? slash + 1 : k;
-    size_t nlen = strlen(name);
-    char *errs = NULL;
-    if (slash && strchr(name, '/'))
-        return ks_strdup("a qualified name must consist of alphanumeric characters, '-', '_' "
-                         "or '.', and must start and end with an alphanumeric character (e.g. "
-                         "'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-                         "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS "
-                         "subdomain prefix and '/' (e.g. 'example.com/MyName')");
-    if (slash && (size_t)(slash - k) == 0)
-        errs = ks_strdup("prefix part must be non-empty");
-    else if (slash && !dns1123_subdomain_ok(k, (size_t)(slash - k)))
-        errs = ks_strdup("prefix part a lowercase RFC 1123 subdomain must consist of lower case "
-                         "alphanumeric characters, '-' or '.', and must start and end with an "
-                         "alphanumeric character (e.g. 'example.com', regex used for validation "
-                         "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
-    const char *body = NULL;
-    if (nlen == 0)
-        body = "name part must be non-empty";
-    else if (nlen > 63)
-        body = "name part must be no more than 63 characters";
-    else if (!name_part_ok(name, nlen))
-        body = "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
-               "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
-               "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?"
-               "[A-Za-z0-9]')";
-    if (body) {
-        char *e = errs ? ks_printf("%s; %s", errs, body) : ks_strdup(body);
-        free(errs);
-        errs = e;
-    }
-    return errs;
+    return joined(ks_msgs_qualified_name(k));
 }
 
 /* IsValidLabelValue's errors, or NULL. */
 static char *label_value_errors(const char *v)
 {
-    size_t n = strlen(v);
-    char *errs = NULL;
-    if (n > 63)
-        errs = ks_strdup("must be no more than 63 characters");
-    if (n > 0 && !name_part_ok(v, n)) {
-        const char *body = "a valid label must be an empty string or consist of alphanumeric "
-                           "characters, '-', '_' or '.', and must start and end with an "
-                           "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
-                           "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
-                           "[A-Za-z0-9])?')";
-        char *e = errs ? ks_printf("%s; %s", errs, body) : ks_strdup(body);
-        free(errs);
-        errs = e;
-    }
-    return errs;
-}
-
-/* Go's %q of a string as field.Invalid prints it (ASCII printable only). */
-static char *go_quote(const char *s)
-{
-    size_t n = strlen(s);
-    char *q = malloc(2 * n + 3);
-    if (!q)
-        abort();
-    size_t o = 0;
-    q[o++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] == '\\')
-            q[o++] = '\\';
-        q[o++] = s[i];
-    }
-    q[o++] = '"';
-    q[o] = '\0';
-    return q;
+    return joined(ks_msgs_label_value(v));
 }
 
 static bool parse_int64(const char *s)
@@ -320,7 +252,7 @@ static char *requirement_errors(const struct sel_req *r)
 {
     json_t *errs = json_array();
     if ((r->op == SEL_GT || r->op == SEL_LT) && r->nvalues == 1 && !parse_int64(r->values[0])) {
-        char *q = go_quote(r->values[0]);
+        char *q = ks_go_quote(r->values[0]);
         json_array_append_new(errs, json_sprintf("values[0]: Invalid value: %s: for 'Gt', 'Lt' "
                                                  "operators, the value must be an integer",
                                                  q));
@@ -329,7 +261,7 @@ static char *requirement_errors(const struct sel_req *r)
     for (size_t i = 0; i < r->nvalues; i++) {
         char *e = label_value_errors(r->values[i]);
         if (e) {
-            char *q = go_quote(r->values[i]);
+            char *q = ks_go_quote(r->values[i]);
             json_array_append_new(
                 errs, json_sprintf("values[%zu][%s]: Invalid value: %s: %s", i, r->key, q, e));
             free(q);
@@ -374,7 +306,7 @@ static char *parse_requirement(struct parser *ps, struct sel_req *r)
         return ks_printf("found '%s', expected: identifier", k.lit);
     char *kerr = label_key_errors(k.lit);
     if (kerr) {
-        char *q = go_quote(k.lit);
+        char *q = ks_go_quote(k.lit);
         char *e = ks_printf("<nil>: Invalid value: %s: %s", q, kerr);
         free(q);
         free(kerr);
