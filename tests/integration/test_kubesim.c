@@ -1094,8 +1094,8 @@ START_TEST(test_kubesim_table_output)
     json_decref(t);
     json_decref(request_json("POST", "/api/v1/namespaces/default/services",
                              "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"selector\":{\"app\":"
-                             "\"web\"},\"ports\":[{\"port\":80},{\"port\":53,\"protocol\":"
-                             "\"UDP\"}]}}",
+                             "\"web\"},\"ports\":[{\"name\":\"http\",\"port\":80},{\"name\":"
+                             "\"dns\",\"port\":53,\"protocol\":\"UDP\"}]}}",
                              201));
     t = get_table("/api/v1/namespaces/default/services/web");
     ck_assert_str_eq(col_name(t, 3), "External-IP");
@@ -2575,6 +2575,120 @@ static long as_alice(const char *method, const char *path, const char *body, cha
 /* RBAC's escalation check (pkg/registry/rbac/.../policybased/storage.go):
  * who may write roles grants only what he holds, binds only roles whose
  * permissions he holds, unless he has escalate or bind. */
+/* POST body to path: a 422 whose message is want. */
+static void expect_invalid(const char *path, const char *body, const char *want)
+{
+    json_t *st = request_json("POST", path, body, 422);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")), want);
+    json_decref(st);
+}
+
+/*
+ * The registry's validation (pkg/apis/core/validation, apps/validation,
+ * apimachinery objectmeta.go): kubesim refuses what the apiserver refuses,
+ * with its paths and texts, all causes in one 422; before, every object
+ * below was stored.
+ */
+START_TEST(test_kubesim_validation)
+{
+    const char *cms = "/api/v1/namespaces/default/configmaps";
+    expect_invalid(cms,
+                   "{\"metadata\":{\"name\":\"c1\",\"labels\":{\"a\":\"@x\"},\"annotations\":"
+                   "{\"a/b/c\":\"x\"}},\"data\":{\"a/b\":\"1\"}}",
+                   "ConfigMap \"c1\" is invalid: [metadata.labels: Invalid value: \"@x\": a valid "
+                   "label must be an empty string or consist of alphanumeric characters, '-', '_' "
+                   "or '.', and must start and end with an alphanumeric character (e.g. "
+                   "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                   "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), metadata.annotations: Invalid "
+                   "value: \"a/b/c\": a qualified name must consist of alphanumeric characters, "
+                   "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+                   "'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                   "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain "
+                   "prefix and '/' (e.g. 'example.com/MyName'), data[a/b]: Invalid value: "
+                   "\"a/b\": a valid config key must consist of alphanumeric characters, '-', '_' "
+                   "or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "
+                   "validation is '[-._a-zA-Z0-9]+')]");
+    expect_invalid(cms,
+                   "{\"metadata\":{\"name\":\"c2\",\"ownerReferences\":[{\"apiVersion\":\"v1\","
+                   "\"kind\":\"X\",\"name\":\"a\",\"uid\":\"\"}],\"finalizers\":[\"a b\"]}}",
+                   "ConfigMap \"c2\" is invalid: [metadata.ownerReferences.uid: Invalid value: "
+                   "\"\": uid must not be empty, metadata.finalizers: Invalid value: \"a b\": name "
+                   "part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+                   "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+                   "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?"
+                   "[A-Za-z0-9]')]");
+    json_t *big = json_pack("{s:{s:s,s:{}}}", "metadata", "name", "c3", "annotations");
+    json_t *ann = json_object_get(json_object_get(big, "metadata"), "annotations");
+    char *v = malloc(262145); /* with its key, one byte over the 256 KiB total */
+    ck_assert_ptr_nonnull(v);
+    memset(v, 'a', 262144);
+    v[262144] = '\0';
+    json_object_set_new(ann, "x", json_string(v));
+    free(v);
+    char *body = json_dumps(big, JSON_COMPACT);
+    json_decref(big);
+    expect_invalid(cms, body,
+                   "ConfigMap \"c3\" is invalid: metadata.annotations: Too long: may not be more "
+                   "than 262144 bytes");
+    free(body);
+    /* RBAC names are path segments: "system:" names and capitals are fine */
+    json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                             "{\"metadata\":{\"name\":\"system:Custom\"},\"rules\":[]}", 201));
+    expect_invalid("/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                   "{\"metadata\":{\"name\":\"l\"},\"spec\":{\"leaseDurationSeconds\":0}}",
+                   "Lease.coordination.k8s.io \"l\" is invalid: spec.leaseDurationSeconds: "
+                   "Invalid value: 0: must be greater than 0");
+
+    const char *svcs = "/api/v1/namespaces/default/services";
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"v1\"},\"spec\":{\"ports\":[{\"name\":\"a\","
+                   "\"port\":80},{\"name\":\"a\",\"port\":0},{\"port\":81,\"targetPort\":"
+                   "\"HTTP\",\"nodePort\":30001}]}}",
+                   "Service \"v1\" is invalid: [spec.ports[1].name: Duplicate value: \"a\", "
+                   "spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive, "
+                   "spec.ports[1].targetPort: Invalid value: 0: must be between 1 and 65535, "
+                   "inclusive, spec.ports[2].name: Required value, spec.ports[2].targetPort: "
+                   "Invalid value: \"HTTP\": must contain only alpha-numeric characters (a-z, "
+                   "0-9), and hyphens (-), spec.ports[2].targetPort: Invalid value: \"HTTP\": must "
+                   "contain at least one letter (a-z), spec.ports[2].nodePort: Forbidden: may not "
+                   "be used when `type` is 'ClusterIP']");
+    /* NodePort -> ClusterIP sending the allocated nodePort back: dropped, as
+     * dropTypeDependentFields does, not refused */
+    json_t *np = request_json("POST", svcs,
+                              "{\"metadata\":{\"name\":\"np\"},\"spec\":{\"type\":\"NodePort\","
+                              "\"ports\":[{\"port\":80}]}}",
+                              201);
+    json_t *spec = json_object_get(np, "spec");
+    ck_assert_int_ge(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(spec, "ports"), 0), "nodePort")),
+                     30000);
+    json_object_set_new(spec, "type", json_string("ClusterIP"));
+    body = json_dumps(np, JSON_COMPACT);
+    json_decref(np);
+    np = request_json("PUT", "/api/v1/namespaces/default/services/np", body, 200);
+    free(body);
+    spec = json_object_get(np, "spec");
+    ck_assert_ptr_null(
+        json_object_get(json_array_get(json_object_get(spec, "ports"), 0), "nodePort"));
+    ck_assert_ptr_null(json_object_get(spec, "externalTrafficPolicy"));
+    json_decref(np);
+
+    expect_invalid(
+        "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"d1\"},\"spec\":{\"replicas\":-1,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"d1\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"x\",\"b\":\"c\"}},"
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"ports\":[{\"name\":\"web\","
+        "\"containerPort\":80},{\"name\":\"web\",\"containerPort\":81}]},{\"name\":\"c\","
+        "\"image\":\"nginx\"}]}}}}",
+        "Deployment.apps \"d1\" is invalid: [spec.replicas: Invalid value: -1: must be greater "
+        "than or equal to 0, spec.template.metadata.labels: Invalid value: "
+        "map[string]string{\"app\":\"x\", \"b\":\"c\"}: `selector` does not match template "
+        "`labels`, spec.template.spec.containers[0].image: Required value, "
+        "spec.template.spec.containers[0].ports[1].name: Duplicate value: \"web\", "
+        "spec.template.spec.containers[1].name: Duplicate value: \"c\"]");
+}
+END_TEST
+
 START_TEST(test_kubesim_rbac_escalation)
 {
     char *tokens = kop_test_path(tmpdir, "esc-tokens.csv");
@@ -3275,6 +3389,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);
+    tcase_add_test(tc, test_kubesim_validation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);

@@ -477,20 +477,106 @@ static void default_deployment(json_t *obj)
     default_containers(json_object_get(tspec, "initContainers"));
 }
 
+static const char *svc_type(const json_t *spec)
+{
+    return str_or(json_string_value(json_object_get(spec, "type")), "ClusterIP");
+}
+
+static bool svc_needs_node_ports(const json_t *spec)
+{
+    const char *t = svc_type(spec);
+    return strcmp(t, "NodePort") == 0 || strcmp(t, "LoadBalancer") == 0;
+}
+
+/* spec[k] equals ospec[k] (both absent counts) */
+static bool same_field(const json_t *spec, const json_t *ospec, const char *k)
+{
+    const json_t *a = json_object_get(spec, k), *b = json_object_get(ospec, k);
+    return (!a && !b) || (a && b && json_equal(a, b));
+}
+
+/* No nodePort of spec that ospec did not have (sameNodePorts). */
+static bool same_node_ports(const json_t *spec, const json_t *ospec)
+{
+    size_t i, j;
+    json_t *p, *op;
+    json_array_foreach(json_object_get(spec, "ports"), i, p)
+    {
+        json_int_t np = json_integer_value(json_object_get(p, "nodePort"));
+        bool found = np == 0;
+        json_array_foreach(json_object_get(ospec, "ports"), j, op)
+        {
+            if (json_integer_value(json_object_get(op, "nodePort")) == np)
+                found = true;
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/*
+ * An update's values for a Service (pkg/registry/core/service/strategy.go):
+ * patchAllocatedValues keeps the allocated clusterIP(s) when both versions
+ * need one and the update left them out; dropTypeDependentFields wipes what
+ * the new type does not use, when the writer did not change it (a switch
+ * from NodePort to ClusterIP that sends the old nodePorts back drops them).
+ */
+static void service_update_fields(json_t *spec, const json_t *ospec)
+{
+    bool old_ip = strcmp(svc_type(ospec), "ExternalName") != 0;
+    bool new_ip = strcmp(svc_type(spec), "ExternalName") != 0;
+    static const char *const keep[] = {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",
+                                       NULL};
+    if (old_ip && new_ip) {
+        for (const char *const *k = keep; *k; k++)
+            if (!json_object_get(spec, *k) && json_object_get(ospec, *k))
+                json_object_set(spec, *k, json_object_get(ospec, *k));
+    } else if (old_ip && !new_ip) {
+        if (same_field(spec, ospec, "clusterIP") && same_field(spec, ospec, "clusterIPs")) {
+            json_object_del(spec, "clusterIP");
+            json_object_del(spec, "clusterIPs");
+        }
+        if (same_field(spec, ospec, "ipFamilies"))
+            json_object_del(spec, "ipFamilies");
+        if (same_field(spec, ospec, "ipFamilyPolicy"))
+            json_object_del(spec, "ipFamilyPolicy");
+    }
+    if (svc_needs_node_ports(ospec) && !svc_needs_node_ports(spec) &&
+        same_node_ports(spec, ospec)) {
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(spec, "ports"), i, p)
+        {
+            json_object_del(p, "nodePort");
+        }
+    }
+    bool lb = strcmp(svc_type(spec), "LoadBalancer") == 0;
+    const char *oetp = json_string_value(json_object_get(ospec, "externalTrafficPolicy"));
+    bool old_hc = strcmp(svc_type(ospec), "LoadBalancer") == 0 && oetp && !strcmp(oetp, "Local");
+    const char *etp = json_string_value(json_object_get(spec, "externalTrafficPolicy"));
+    bool new_hc = lb && etp && strcmp(etp, "Local") == 0;
+    if (old_hc && !new_hc && same_field(spec, ospec, "healthCheckNodePort"))
+        json_object_del(spec, "healthCheckNodePort");
+    if (!lb && same_field(spec, ospec, "allocateLoadBalancerNodePorts"))
+        json_object_del(spec, "allocateLoadBalancerNodePorts");
+    if (!lb && same_field(spec, ospec, "loadBalancerClass"))
+        json_object_del(spec, "loadBalancerClass");
+    if (!svc_needs_node_ports(spec) && same_field(spec, ospec, "externalTrafficPolicy"))
+        json_object_del(spec, "externalTrafficPolicy");
+}
+
 static void default_service(struct ks_server *ks, json_t *obj, const json_t *old)
 {
     json_t *spec = ks_ensure_obj(obj, "spec");
     const json_t *ospec = json_object_get(old, "spec");
     set_default(spec, "type", json_string("ClusterIP"));
-    const char *type = str_or(json_string_value(json_object_get(spec, "type")), "ClusterIP");
-    bool node_ports = strcmp(type, "NodePort") == 0 || strcmp(type, "LoadBalancer") == 0;
-    /* Allocated values survive updates that do not mention them. */
-    static const char *const keep[] = {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",
-                                       NULL};
-    for (const char *const *k = keep; *k; k++)
-        if (!json_object_get(spec, *k) && json_object_get(ospec, *k))
-            json_object_set(spec, *k, json_object_get(ospec, *k));
-    if (strcmp(type, "ExternalName") != 0 && !json_object_get(spec, "clusterIP")) {
+    const char *type = svc_type(spec);
+    bool node_ports = svc_needs_node_ports(spec);
+    bool needs_ip = strcmp(type, "ExternalName") != 0;
+    if (old)
+        service_update_fields(spec, ospec);
+    if (needs_ip && !json_object_get(spec, "clusterIP")) {
         pthread_mutex_lock(&ks->lock);
         uint32_t n = ks->next_ip++;
         pthread_mutex_unlock(&ks->lock);
@@ -498,12 +584,24 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
         snprintf(ip, sizeof(ip), "10.96.%u.%u", (n / 250) % 256, n % 250 + 2);
         json_object_set_new(spec, "clusterIP", json_string(ip));
     }
-    if (json_is_string(json_object_get(spec, "clusterIP")))
+    if (needs_ip && json_is_string(json_object_get(spec, "clusterIP")))
         set_default(spec, "clusterIPs", json_pack("[O]", json_object_get(spec, "clusterIP")));
     set_default(spec, "sessionAffinity", json_string("None"));
-    set_default(spec, "ipFamilies", json_pack("[s]", "IPv4"));
-    set_default(spec, "ipFamilyPolicy", json_string("SingleStack"));
-    set_default(spec, "internalTrafficPolicy", json_string("Cluster"));
+    const char *aff = json_string_value(json_object_get(spec, "sessionAffinity"));
+    if (aff && strcmp(aff, "None") == 0) {
+        json_object_del(spec, "sessionAffinityConfig");
+    } else if (aff && strcmp(aff, "ClientIP") == 0) {
+        /* SetDefaults_Service: DefaultClientIPServiceAffinitySeconds */
+        json_t *cfg = json_object_get(json_object_get(spec, "sessionAffinityConfig"), "clientIP");
+        if (!json_object_get(cfg, "timeoutSeconds"))
+            json_object_set_new(spec, "sessionAffinityConfig",
+                                json_pack("{s:{s:i}}", "clientIP", "timeoutSeconds", 10800));
+    }
+    if (needs_ip) {
+        set_default(spec, "ipFamilies", json_pack("[s]", "IPv4"));
+        set_default(spec, "ipFamilyPolicy", json_string("SingleStack"));
+        set_default(spec, "internalTrafficPolicy", json_string("Cluster"));
+    }
     if (node_ports) {
         set_default(spec, "externalTrafficPolicy", json_string("Cluster"));
         if (strcmp(type, "LoadBalancer") == 0)
@@ -514,6 +612,11 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
     json_array_foreach(json_object_get(spec, "ports"), i, p)
     {
         set_default(p, "protocol", json_string("TCP"));
+        /* targetPort 0 or "" means the port */
+        const json_t *tp = json_object_get(p, "targetPort");
+        if ((json_is_integer(tp) && json_integer_value(tp) == 0) ||
+            (json_is_string(tp) && !*json_string_value(tp)))
+            json_object_del(p, "targetPort");
         if (json_object_get(p, "port"))
             set_default(p, "targetPort", json_deep_copy(json_object_get(p, "port")));
         if (!node_ports || json_object_get(p, "nodePort"))

@@ -19,6 +19,7 @@
  */
 #include "kubesim.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -118,7 +119,9 @@ json_t *ks_msgs_dns1123_label(const char *s)
     size_t n = strlen(s);
     if (n > 63)
         add_msg(msgs, "", "must be no more than 63 characters");
-    if (!label_re(s, n))
+    if (subdomain_re(s, n) && strchr(s, '.'))
+        add_msg(msgs, "", "must not contain dots");
+    else if (!label_re(s, n))
         add_msg(msgs, "", label_regex);
     return msgs;
 }
@@ -407,30 +410,532 @@ static void validate_meta(const struct ks_res *def, const json_t *obj, bool crea
 
 /* ---- per kind ------------------------------------------------------------------ */
 
+/* field.Invalid(field, an integer value, msg) */
+static void invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg)
+{
+    cause(causes, "FieldValueInvalid", field, "Invalid value: %" JSON_INTEGER_FORMAT ": %s", v,
+          msg);
+}
+
+static const char *str_at(const json_t *obj, const char *k)
+{
+    return json_string_value(json_object_get(obj, k));
+}
+
+static const char *const port_range = "must be between 1 and 65535, inclusive";
+
+/* Go's %#v of a map[string]string (keys sorted), as 1.32's field errors
+ * print a map value. malloc'd */
+static char *go_map(const json_t *m)
+{
+    if (!json_is_object(m))
+        return ks_strdup("map[string]string(nil)");
+    size_t n = json_object_size(m), i = 0;
+    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    if (!keys)
+        abort();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)m, k, v)
+    {
+        keys[i++] = k;
+    }
+    for (size_t a = 1; a < n; a++) /* insertion sort: maps here are small */
+        for (size_t b = a; b > 0 && strcmp(keys[b - 1], keys[b]) > 0; b--) {
+            const char *t = keys[b];
+            keys[b] = keys[b - 1];
+            keys[b - 1] = t;
+        }
+    char *out = ks_strdup("map[string]string{");
+    for (i = 0; i < n; i++) {
+        char *qk = ks_go_quote(keys[i]);
+        const char *sv = str_at(m, keys[i]);
+        char *qv = ks_go_quote(sv ? sv : "");
+        char *o = ks_printf("%s%s%s:%s", out, i ? ", " : "", qk, qv);
+        free(out);
+        free(qk);
+        free(qv);
+        out = o;
+    }
+    char *o = ks_printf("%s}", out);
+    free(out);
+    free(keys);
+    return o;
+}
+
+/* ValidateLabels at field: each key and each value. */
+static void validate_labels(const json_t *labels, const char *field, json_t *causes)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        invalid_str(causes, field, k, ks_msgs_qualified_name(k));
+        if (json_is_string(v))
+            invalid_str(causes, field, json_string_value(v),
+                        ks_msgs_label_value(json_string_value(v)));
+    }
+}
+
+/* ---- Service (pkg/apis/core/validation ValidateService; the allocator's
+ *      nodePort range check) ------------------------------------------------------- */
+
+static bool valid_ip(const char *s)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+static json_int_t int_at(const json_t *obj, const char *k)
+{
+    return json_integer_value(json_object_get(obj, k));
+}
+
+static void validate_service_port(const json_t *p, size_t i, bool require_name, json_t *seen_names,
+                                  json_t *causes)
+{
+    char *f = ks_printf("spec.ports[%zu].name", i);
+    const char *name = str_at(p, "name");
+    if (require_name && (!name || !*name)) {
+        cause(causes, "FieldValueRequired", f, "Required value");
+    } else if (name && *name) {
+        invalid_str(causes, f, name, ks_msgs_dns1123_label(name));
+        if (json_object_get(seen_names, name)) {
+            char *q = ks_go_quote(name);
+            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
+            free(q);
+        } else {
+            json_object_set_new(seen_names, name, json_true());
+        }
+    }
+    free(f);
+    json_int_t port = int_at(p, "port");
+    if (port < 1 || port > 65535) {
+        f = ks_printf("spec.ports[%zu].port", i);
+        invalid_int(causes, f, port, port_range);
+        free(f);
+    }
+    const json_t *tp = json_object_get(p, "targetPort");
+    f = ks_printf("spec.ports[%zu].targetPort", i);
+    if (json_is_integer(tp) && (json_integer_value(tp) < 1 || json_integer_value(tp) > 65535))
+        invalid_int(causes, f, json_integer_value(tp), port_range);
+    else if (json_is_string(tp))
+        invalid_str(causes, f, json_string_value(tp), ks_msgs_port_name(json_string_value(tp)));
+    free(f);
+    const char *ap = str_at(p, "appProtocol");
+    if (ap) {
+        f = ks_printf("spec.ports[%zu].appProtocol", i);
+        invalid_str(causes, f, ap, ks_msgs_qualified_name(ap));
+        free(f);
+    }
+}
+
+static void validate_service(const json_t *obj, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *type = str_at(spec, "type");
+    type = type ? type : "ClusterIP";
+    const char *cip = str_at(spec, "clusterIP");
+    bool external_name = strcmp(type, "ExternalName") == 0;
+    bool lb = strcmp(type, "LoadBalancer") == 0;
+    bool node_ports = lb || strcmp(type, "NodePort") == 0;
+    bool headless = cip && strcmp(cip, "None") == 0;
+    const json_t *ports = json_object_get(spec, "ports");
+    if (json_array_size(ports) == 0 && !headless && !external_name)
+        cause(causes, "FieldValueRequired", "spec.ports", "Required value");
+    if (node_ports && headless)
+        cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]",
+              "Invalid value: \"None\": may not be set to 'None' for %s services", type);
+    if (external_name) {
+        if (json_array_size(json_object_get(spec, "clusterIPs")) > 0)
+            cause(causes, "FieldValueForbidden", "spec.clusterIPs",
+                  "Forbidden: may not be set for ExternalName services");
+        if (json_object_get(spec, "ipFamilies"))
+            cause(causes, "FieldValueForbidden", "spec.ipFamilies",
+                  "Forbidden: may not be set for ExternalName services");
+        if (json_object_get(spec, "ipFamilyPolicy"))
+            cause(causes, "FieldValueForbidden", "spec.ipFamilyPolicy",
+                  "Forbidden: may not be set for ExternalName services");
+        const char *en = str_at(spec, "externalName");
+        char *cname = ks_strdup(en ? en : "");
+        size_t cl = strlen(cname);
+        if (cl && cname[cl - 1] == '.')
+            cname[cl - 1] = '\0';
+        if (*cname)
+            invalid_str(causes, "spec.externalName", cname, ks_msgs_dns1123_subdomain(cname));
+        else
+            cause(causes, "FieldValueRequired", "spec.externalName", "Required value");
+        free(cname);
+    }
+    json_t *seen = json_object();
+    size_t i;
+    json_t *p;
+    json_array_foreach(ports, i, p)
+    {
+        validate_service_port(p, i, json_array_size(ports) > 1, seen, causes);
+    }
+    json_decref(seen);
+    const json_t *sel = json_object_get(spec, "selector");
+    if (sel)
+        validate_labels(sel, "spec.selector", causes);
+    const json_t *sac = json_object_get(spec, "sessionAffinityConfig");
+    const char *aff = str_at(spec, "sessionAffinity");
+    if (aff && strcmp(aff, "ClientIP") == 0) {
+        const json_t *to = json_object_get(json_object_get(sac, "clientIP"), "timeoutSeconds");
+        if (json_is_integer(to) && (json_integer_value(to) <= 0 || json_integer_value(to) > 86400))
+            invalid_int(causes, "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                        json_integer_value(to), "must be greater than 0 and less than 86400");
+    } else if (aff && strcmp(aff, "None") == 0 && sac) {
+        cause(causes, "FieldValueForbidden", "spec.sessionAffinityConfig",
+              "Forbidden: must not be set when session affinity is None");
+    }
+    if (!external_name && cip && *cip && !headless && !valid_ip(cip))
+        invalid_str(
+            causes, "spec.clusterIPs[0]", cip,
+            json_pack("[s]", "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"));
+    /* nodePorts: where they may be set, unique per protocol, in the range */
+    json_t *np_seen = json_object(), *port_seen = json_object();
+    json_array_foreach(ports, i, p)
+    {
+        json_int_t np = int_at(p, "nodePort");
+        const char *proto = str_at(p, "protocol");
+        proto = proto ? proto : "TCP";
+        char *f = ks_printf("spec.ports[%zu].nodePort", i);
+        if (np != 0 && strcmp(type, "ClusterIP") == 0) {
+            cause(causes, "FieldValueForbidden", f,
+                  "Forbidden: may not be used when `type` is 'ClusterIP'");
+        } else if (np != 0) {
+            char *key = ks_printf("%s/%" JSON_INTEGER_FORMAT, proto, np);
+            if (json_object_get(np_seen, key))
+                cause(causes, "FieldValueDuplicate", f, "Duplicate value: %" JSON_INTEGER_FORMAT,
+                      np);
+            json_object_set_new(np_seen, key, json_true());
+            free(key);
+            if (np < 30000 || np > 32767)
+                invalid_int(causes, f, np,
+                            "provided port is not in the valid range. The range of valid ports "
+                            "is 30000-32767");
+        }
+        free(f);
+        char *key = ks_printf("%s/%" JSON_INTEGER_FORMAT, proto, int_at(p, "port"));
+        if (json_object_get(port_seen, key)) {
+            f = ks_printf("spec.ports[%zu]", i);
+            cause(causes, "FieldValueDuplicate", f,
+                  "Duplicate value: core.ServicePort{Name:\"\", Protocol:\"%s\", "
+                  "AppProtocol:(*string)(nil), Port:%" JSON_INTEGER_FORMAT
+                  ", TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}",
+                  proto, int_at(p, "port"));
+            free(f);
+        }
+        json_object_set_new(port_seen, key, json_true());
+        free(key);
+    }
+    json_decref(np_seen);
+    json_decref(port_seen);
+    if (!lb && json_object_get(spec, "loadBalancerSourceRanges"))
+        cause(causes, "FieldValueForbidden", "spec.LoadBalancerSourceRanges",
+              "Forbidden: may only be used when `type` is 'LoadBalancer'");
+    if (!lb && json_object_get(spec, "allocateLoadBalancerNodePorts"))
+        cause(causes, "FieldValueForbidden", "spec.allocateLoadBalancerNodePorts",
+              "Forbidden: may only be used when `type` is 'LoadBalancer'");
+    if (!lb && json_object_get(spec, "loadBalancerClass"))
+        cause(causes, "FieldValueForbidden", "spec.loadBalancerClass",
+              "Forbidden: may only be used when `type` is 'LoadBalancer'");
+    const char *etp = str_at(spec, "externalTrafficPolicy");
+    if (!node_ports && etp && *etp)
+        invalid_str(causes, "spec.externalTrafficPolicy", etp,
+                    json_pack("[s]", "may only be set for externally-accessible services"));
+    json_int_t hc = int_at(spec, "healthCheckNodePort");
+    bool needs_hc = lb && etp && strcmp(etp, "Local") == 0;
+    if (hc != 0 && !needs_hc)
+        invalid_int(causes, "spec.healthCheckNodePort", hc,
+                    "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is "
+                    "'Local'");
+}
+
+/* ---- Deployment (pkg/apis/apps/validation ValidateDeploymentSpec, and the pod
+ *      template rules of pkg/apis/core/validation) --------------------------------- */
+
+static void nonnegative(const json_t *obj, const char *k, const char *field, json_t *causes)
+{
+    const json_t *v = json_object_get(obj, k);
+    if (json_is_integer(v) && json_integer_value(v) < 0)
+        invalid_int(causes, field, json_integer_value(v), "must be greater than or equal to 0");
+}
+
+/* Does the LabelSelector sel select labels? (labels.Selector.Matches) */
+static bool selector_matches(const json_t *sel, const json_t *labels)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)json_object_get(sel, "matchLabels"), k, v)
+    {
+        if (!json_equal(json_object_get(labels, k), v))
+            return false;
+    }
+    size_t i, j;
+    json_t *e, *val;
+    json_array_foreach(json_object_get(sel, "matchExpressions"), i, e)
+    {
+        const char *key = str_at(e, "key"), *op = str_at(e, "operator");
+        const char *have = key ? str_at(labels, key) : NULL;
+        bool in = false;
+        json_array_foreach(json_object_get(e, "values"), j, val)
+        {
+            if (have && json_is_string(val) && strcmp(json_string_value(val), have) == 0)
+                in = true;
+        }
+        if (!op || (strcmp(op, "In") == 0 && !in) || (strcmp(op, "NotIn") == 0 && in) ||
+            (strcmp(op, "Exists") == 0 && !have) || (strcmp(op, "DoesNotExist") == 0 && have))
+            return false;
+    }
+    return true;
+}
+
+/* ValidateLabelSelector at spec.selector */
+static void validate_selector(const json_t *sel, json_t *causes)
+{
+    validate_labels(json_object_get(sel, "matchLabels"), "spec.selector.matchLabels", causes);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(sel, "matchExpressions"), i, e)
+    {
+        const char *op = str_at(e, "operator");
+        const char *key = str_at(e, "key");
+        size_t nv = json_array_size(json_object_get(e, "values"));
+        char *f = NULL;
+        if (op && (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0)) {
+            if (nv == 0) {
+                f = ks_printf("spec.selector.matchExpressions[%zu].values", i);
+                cause(causes, "FieldValueRequired", f,
+                      "Required value: must be specified when `operator` is 'In' or 'NotIn'");
+            }
+        } else if (op && (strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0)) {
+            if (nv > 0) {
+                f = ks_printf("spec.selector.matchExpressions[%zu].values", i);
+                cause(causes, "FieldValueForbidden", f,
+                      "Forbidden: may not be specified when `operator` is 'Exists' or "
+                      "'DoesNotExist'");
+            }
+        } else {
+            f = ks_printf("spec.selector.matchExpressions[%zu].operator", i);
+            invalid_str(causes, f, op ? op : "", json_pack("[s]", "not a valid selector operator"));
+        }
+        free(f);
+        f = ks_printf("spec.selector.matchExpressions[%zu].key", i);
+        invalid_str(causes, f, key ? key : "", ks_msgs_qualified_name(key ? key : ""));
+        free(f);
+    }
+}
+
+static void validate_container_ports(const json_t *ports, const char *path, json_t *causes)
+{
+    json_t *names = json_object();
+    size_t i;
+    json_t *p;
+    json_array_foreach(ports, i, p)
+    {
+        const char *name = str_at(p, "name");
+        char *f;
+        if (name && *name) {
+            f = ks_printf("%s[%zu].name", path, i);
+            json_t *msgs = ks_msgs_port_name(name);
+            if (json_array_size(msgs) > 0) {
+                invalid_str(causes, f, name, msgs);
+            } else {
+                json_decref(msgs);
+                if (json_object_get(names, name)) {
+                    char *q = ks_go_quote(name);
+                    cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
+                    free(q);
+                }
+                json_object_set_new(names, name, json_true());
+            }
+            free(f);
+        }
+        f = ks_printf("%s[%zu].containerPort", path, i);
+        json_int_t cp = int_at(p, "containerPort");
+        if (cp == 0)
+            cause(causes, "FieldValueRequired", f, "Required value");
+        else if (cp < 1 || cp > 65535)
+            invalid_int(causes, f, cp, port_range);
+        free(f);
+        json_int_t hp = int_at(p, "hostPort");
+        if (hp != 0 && (hp < 1 || hp > 65535)) {
+            f = ks_printf("%s[%zu].hostPort", path, i);
+            invalid_int(causes, f, hp, port_range);
+            free(f);
+        }
+    }
+    json_decref(names);
+}
+
+/* validateContainers for containers or initContainers; names seen so far in all_names */
+static void validate_containers(const json_t *list, const char *what, json_t *all_names,
+                                json_t *causes)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        char *path = ks_printf("spec.template.spec.%s[%zu]", what, i);
+        char *f = ks_printf("%s.name", path);
+        const char *name = str_at(c, "name");
+        if (!name || !*name)
+            cause(causes, "FieldValueRequired", f, "Required value");
+        else
+            invalid_str(causes, f, name, ks_msgs_dns1123_label(name));
+        free(f);
+        const char *image = str_at(c, "image");
+        if (!image || !*image) {
+            f = ks_printf("%s.image", path);
+            cause(causes, "FieldValueRequired", f, "Required value");
+            free(f);
+        }
+        f = ks_printf("%s.ports", path);
+        validate_container_ports(json_object_get(c, "ports"), f, causes);
+        free(f);
+        const char *n = name ? name : "";
+        if (json_object_get(all_names, n)) {
+            f = ks_printf("%s.name", path);
+            char *q = ks_go_quote(n);
+            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
+            free(q);
+            free(f);
+        } else {
+            json_object_set_new(all_names, n, json_true());
+        }
+        free(path);
+    }
+}
+
+/* %#v of an intstr.IntOrString value as the rolling update errors print it */
+static char *go_intstr(const json_t *v)
+{
+    if (json_is_string(v)) {
+        char *q = ks_go_quote(json_string_value(v));
+        char *s = ks_printf("intstr.IntOrString{Type:1, IntVal:0, StrVal:%s}", q);
+        free(q);
+        return s;
+    }
+    return ks_printf("intstr.IntOrString{Type:0, IntVal:%" JSON_INTEGER_FORMAT ", StrVal:\"\"}",
+                     json_integer_value(v));
+}
+
+/* ValidatePositiveIntOrPercent; the value as a percentage (or the integer) in *ret. */
+static void int_or_percent(const json_t *v, const char *field, json_t *causes, bool *ret_zero,
+                           long *ret_percent)
+{
+    *ret_zero = false;
+    *ret_percent = -1;
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0)
+            invalid_int(causes, field, json_integer_value(v), "must be greater than or equal to 0");
+        *ret_zero = json_integer_value(v) == 0;
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t n = strlen(s), d = strspn(s, "0123456789");
+        if (n < 2 || d != n - 1 || s[n - 1] != '%') {
+            char *g = go_intstr(v);
+            cause(causes, "FieldValueInvalid", field,
+                  "Invalid value: %s: a valid percent string must be a numeric string followed by "
+                  "an ending '%%' (e.g. '1%%',  or '93%%', regex used for validation is "
+                  "'[0-9]+%%')",
+                  g);
+            free(g);
+        } else {
+            *ret_percent = strtol(s, NULL, 10);
+            *ret_zero = *ret_percent == 0;
+        }
+    }
+}
+
 static void validate_deployment(const json_t *obj, json_t *causes)
 {
     const json_t *spec = json_object_get(obj, "spec");
-    const json_t *sel = json_object_get(json_object_get(spec, "selector"), "matchLabels");
-    const json_t *labels =
-        json_object_get(json_object_get(json_object_get(spec, "template"), "metadata"), "labels");
-    if (!json_object_get(spec, "selector")) {
+    const json_t *tmpl = json_object_get(spec, "template");
+    const json_t *tmd = json_object_get(tmpl, "metadata");
+    const json_t *tspec = json_object_get(tmpl, "spec");
+    nonnegative(spec, "replicas", "spec.replicas", causes);
+    const json_t *sel = json_object_get(spec, "selector");
+    bool sel_empty = false;
+    if (!json_is_object(sel)) {
         cause(causes, "FieldValueRequired", "spec.selector", "Required value");
-        return;
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)sel, k, v)
-    {
-        if (!json_equal(json_object_get(labels, k), v)) {
-            cause(causes, "FieldValueInvalid", "spec.template.metadata.labels",
-                  "Invalid value: map[string]string{...}: `selector` does not match template "
-                  "`labels`");
-            return;
+    } else {
+        validate_selector(sel, causes);
+        const json_t *ml = json_object_get(sel, "matchLabels");
+        const json_t *me = json_object_get(sel, "matchExpressions");
+        if (json_object_size(ml) + json_array_size(me) == 0) {
+            sel_empty = true;
+            cause(causes, "FieldValueInvalid", "spec.selector",
+                  "Invalid value: v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}: empty "
+                  "selector is invalid for deployment",
+                  ml ? "map[string]string{}" : "map[string]string(nil)",
+                  me ? "[]v1.LabelSelectorRequirement{}" : "[]v1.LabelSelectorRequirement(nil)");
         }
     }
-    const json_t *cs = json_object_get(json_object_get(spec, "template"), "spec");
-    if (json_array_size(json_object_get(cs, "containers")) == 0)
+    /* a missing selector selects nothing (labels.Nothing), an empty one all */
+    const json_t *labels = json_object_get(tmd, "labels");
+    if (!sel_empty && (!json_is_object(sel) || !selector_matches(sel, labels))) {
+        char *m = go_map(labels);
+        cause(causes, "FieldValueInvalid", "spec.template.metadata.labels",
+              "Invalid value: %s: `selector` does not match template `labels`", m);
+        free(m);
+    }
+    validate_labels(labels, "spec.template.labels", causes);
+    const json_t *containers = json_object_get(tspec, "containers");
+    json_t *names = json_object();
+    if (json_array_size(containers) == 0)
         cause(causes, "FieldValueRequired", "spec.template.spec.containers", "Required value");
+    else
+        validate_containers(containers, "containers", names, causes);
+    validate_containers(json_object_get(tspec, "initContainers"), "initContainers", names, causes);
+    json_decref(names);
+    const char *rp = str_at(tspec, "restartPolicy");
+    if (rp && strcmp(rp, "Always") != 0) {
+        char *q = ks_go_quote(rp);
+        cause(causes, "FieldValueNotSupported", "spec.template.spec.restartPolicy",
+              "Unsupported value: %s: supported values: \"Always\"", q);
+        free(q);
+    }
+    if (json_object_get(tspec, "activeDeadlineSeconds"))
+        cause(causes, "FieldValueForbidden", "spec.template.spec.activeDeadlineSeconds",
+              "Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported");
+    const json_t *st = json_object_get(spec, "strategy");
+    const char *stype = str_at(st, "type");
+    const json_t *ru = json_object_get(st, "rollingUpdate");
+    if (stype && strcmp(stype, "Recreate") == 0 && ru) {
+        cause(causes, "FieldValueForbidden", "spec.strategy.rollingUpdate",
+              "Forbidden: may not be specified when strategy `type` is 'Recreate'");
+    } else if (stype && strcmp(stype, "RollingUpdate") == 0 && json_is_object(ru)) {
+        bool mu_zero, ms_zero;
+        long mu_pct, ms_pct;
+        const json_t *mu = json_object_get(ru, "maxUnavailable");
+        int_or_percent(mu, "spec.strategy.rollingUpdate.maxUnavailable", causes, &mu_zero, &mu_pct);
+        int_or_percent(json_object_get(ru, "maxSurge"), "spec.strategy.rollingUpdate.maxSurge",
+                       causes, &ms_zero, &ms_pct);
+        if (mu_zero && ms_zero) {
+            char *g = go_intstr(mu);
+            cause(causes, "FieldValueInvalid", "spec.strategy.rollingUpdate.maxUnavailable",
+                  "Invalid value: %s: may not be 0 when `maxSurge` is 0", g);
+            free(g);
+        }
+        if (mu_pct > 100) {
+            char *g = go_intstr(mu);
+            cause(causes, "FieldValueInvalid", "spec.strategy.rollingUpdate.maxUnavailable",
+                  "Invalid value: %s: must not be greater than 100%%", g);
+            free(g);
+        }
+    }
+    nonnegative(spec, "minReadySeconds", "spec.minReadySeconds", causes);
+    nonnegative(spec, "revisionHistoryLimit", "spec.revisionHistoryLimit", causes);
+    const json_t *pd = json_object_get(spec, "progressDeadlineSeconds");
+    if (json_is_integer(pd)) {
+        nonnegative(spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", causes);
+        if (json_integer_value(pd) <= int_at(spec, "minReadySeconds"))
+            invalid_int(causes, "spec.progressDeadlineSeconds", json_integer_value(pd),
+                        "must be greater than minReadySeconds");
+    }
 }
 
 #define MAX_SECRET_SIZE (1024 * 1024) /* core.MaxSecretSize, also ConfigMaps' */
@@ -548,6 +1053,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, bool cre
     validate_meta(def, obj, create, causes);
     if (strcmp(def->key, "deployments.apps") == 0) {
         validate_deployment(obj, causes);
+    } else if (strcmp(def->key, "services") == 0) {
+        validate_service(obj, causes);
     } else if (strcmp(def->key, "configmaps") == 0) {
         validate_config_map(obj, causes);
     } else if (strcmp(def->key, "secrets") == 0) {
