@@ -2634,6 +2634,11 @@ START_TEST(test_kubesim_validation)
     /* RBAC names are path segments: "system:" names and capitals are fine */
     json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
                              "{\"metadata\":{\"name\":\"system:Custom\"},\"rules\":[]}", 201));
+    expect_invalid("/api/v1/namespaces/default/events",
+                   "{\"metadata\":{\"name\":\"e.1\"},\"involvedObject\":{\"kind\":\"Pod\","
+                   "\"namespace\":\"other\",\"name\":\"p\"},\"reason\":\"R\"}",
+                   "Event \"e.1\" is invalid: involvedObject.namespace: Invalid value: "
+                   "\"other\": does not match event.namespace");
     expect_invalid("/apis/coordination.k8s.io/v1/namespaces/default/leases",
                    "{\"metadata\":{\"name\":\"l\"},\"spec\":{\"leaseDurationSeconds\":0}}",
                    "Lease.coordination.k8s.io \"l\" is invalid: spec.leaseDurationSeconds: "

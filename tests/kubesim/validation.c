@@ -1047,6 +1047,47 @@ static void validate_lease(const json_t *obj, json_t *causes)
               "Forbidden: may only be specified if `strategy` is defined");
 }
 
+/* pkg/apis/core/validation/events.go: legacyValidateEvent, what core/v1
+ * Events get (the stricter rules are for events.k8s.io/v1 writes) */
+static void validate_event(const json_t *obj, json_t *causes)
+{
+    const char *ns = str_at(json_object_get(obj, "metadata"), "namespace");
+    ns = ns ? ns : "";
+    const json_t *inv = json_object_get(obj, "involvedObject");
+    const char *ins = str_at(inv, "namespace");
+    ins = ins ? ins : "";
+    const char *const mismatch = "does not match event.namespace";
+    const json_t *et = json_object_get(obj, "eventTime");
+    if (!et || json_is_null(et)) {
+        if (!*ins ? *ns && strcmp(ns, "default") != 0 : strcmp(ns, ins) != 0)
+            invalid_str(causes, "involvedObject.namespace", ins, json_pack("[s]", mismatch));
+    } else {
+        if (!*ins && strcmp(ns, "default") != 0 && strcmp(ns, "kube-system") != 0)
+            invalid_str(causes, "involvedObject.namespace", ins, json_pack("[s]", mismatch));
+        const char *rc = str_at(obj, "reportingComponent");
+        if (!rc || !*rc)
+            cause(causes, "FieldValueRequired", "reportingComponent", "Required value");
+        invalid_str(causes, "reportingComponent", rc ? rc : "",
+                    ks_msgs_qualified_name(rc ? rc : ""));
+        static const struct {
+            const char *k;
+            size_t max;
+            bool required;
+        } lim[] = {{"reportingInstance", 128, true},
+                   {"action", 128, true},
+                   {"reason", 128, true},
+                   {"message", 1024, false}};
+        for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+            const char *v = str_at(obj, lim[i].k);
+            if (lim[i].required && (!v || !*v))
+                cause(causes, "FieldValueRequired", lim[i].k, "Required value");
+            if (v && strlen(v) > lim[i].max)
+                cause(causes, "FieldValueInvalid", lim[i].k,
+                      "Invalid value: \"\": can have at most %zu characters", lim[i].max);
+        }
+    }
+}
+
 json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, bool create)
 {
     json_t *causes = json_array();
@@ -1055,6 +1096,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, bool cre
         validate_deployment(obj, causes);
     } else if (strcmp(def->key, "services") == 0) {
         validate_service(obj, causes);
+    } else if (strcmp(def->key, "events") == 0) {
+        validate_event(obj, causes);
     } else if (strcmp(def->key, "configmaps") == 0) {
         validate_config_map(obj, causes);
     } else if (strcmp(def->key, "secrets") == 0) {
