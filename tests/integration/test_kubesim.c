@@ -2634,6 +2634,14 @@ START_TEST(test_kubesim_validation)
     /* RBAC names are path segments: "system:" names and capitals are fine */
     json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
                              "{\"metadata\":{\"name\":\"system:Custom\"},\"rules\":[]}", 201));
+    /* a []byte member that is not base64: the decoder's 400 */
+    json_t *st =
+        request_json("POST", "/api/v1/namespaces/default/secrets",
+                     "{\"metadata\":{\"name\":\"s\"},\"data\":{\"k\":\"not base64!\"}}", 400);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")),
+                     "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data "
+                     "at input byte 3");
+    json_decref(st);
     expect_invalid("/api/v1/namespaces/default/events",
                    "{\"metadata\":{\"name\":\"e.1\"},\"involvedObject\":{\"kind\":\"Pod\","
                    "\"namespace\":\"other\",\"name\":\"p\"},\"reason\":\"R\"}",

@@ -336,6 +336,101 @@ static void check_value(struct walk *w, const char *gostruct, json_t *v, const j
     }
 }
 
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/*
+ * Where Go's base64.StdEncoding.Decode (what the decoder runs on a []byte
+ * field) fails on s: the offset of its CorruptInputError, or -1 when s
+ * decodes. Newlines are skipped; padding is required; nothing may follow it.
+ * (encoding/base64 decodeQuantum, quantum by quantum.)
+ */
+static long b64_error(const char *s)
+{
+    size_t n = strlen(s), si = 0;
+    for (;;) {
+        size_t j;
+        for (j = 0; j < 4; j++) {
+            if (si == n) {
+                if (j == 0)
+                    return -1;
+                return (long)(si - j);
+            }
+            unsigned char in = (unsigned char)s[si++];
+            if (b64_value(in) >= 0)
+                continue;
+            if (in == '\n' || in == '\r') {
+                j--;
+                continue;
+            }
+            if (in != '=' || j < 2)
+                return (long)(si - 1);
+            if (j == 2) { /* "==" expected, the first one read */
+                while (si < n && (s[si] == '\n' || s[si] == '\r'))
+                    si++;
+                if (si == n)
+                    return (long)n;
+                if (s[si] != '=')
+                    return (long)(si - 1);
+                si++;
+            }
+            while (si < n && (s[si] == '\n' || s[si] == '\r'))
+                si++;
+            return si < n ? (long)si : -1;
+        }
+    }
+}
+
+/* The []byte members of the built-in kinds kubesim stores (Secret data,
+ * ConfigMap binaryData, webhook caBundles): a base64 error as the decoder
+ * words it (malloc'd), or NULL. */
+static char *bytes_error(const struct ks_res *def, const json_t *obj)
+{
+    const json_t *map = NULL;
+    json_t *bundles = json_array();
+    if (strcmp(def->key, "secrets") == 0) {
+        map = json_object_get(obj, "data");
+    } else if (strcmp(def->key, "configmaps") == 0) {
+        map = json_object_get(obj, "binaryData");
+    } else if (strstr(def->key, "webhookconfigurations.admissionregistration.k8s.io")) {
+        size_t i;
+        json_t *w;
+        json_array_foreach(json_object_get(obj, "webhooks"), i, w)
+        {
+            json_t *cb = json_object_get(json_object_get(w, "clientConfig"), "caBundle");
+            if (json_is_string(cb))
+                json_array_append(bundles, cb);
+        }
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)map, k, v)
+    {
+        if (json_is_string(v))
+            json_array_append(bundles, v);
+    }
+    char *err = NULL;
+    size_t i;
+    json_array_foreach(bundles, i, v)
+    {
+        long at = b64_error(json_string_value(v));
+        if (at >= 0) {
+            err = ks_printf("illegal base64 data at input byte %ld", at);
+            break;
+        }
+    }
+    json_decref(bundles);
+    return err;
+}
+
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
                     enum ks_field_validation mode, json_t *warnings, struct ks_kcheck *ret)
 {
@@ -347,6 +442,8 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
         return 0;
     struct walk w = {.mode = mode, .unknown = json_array(), .causes = json_array()};
     check_struct(&w, defname, obj);
+    if (!w.type_err)
+        w.type_err = bytes_error(def, obj);
     int rc = 0;
     if (w.type_err) {
         ret->code = 400;
