@@ -2011,6 +2011,38 @@ START_TEST(test_kubesim_default_service_accounts)
 }
 END_TEST
 
+/* The control plane's own Service: default/kubernetes, 443 to the port
+ * kubesim serves on, made again when deleted. */
+START_TEST(test_kubesim_kubernetes_service)
+{
+    json_t *svc = request_json("GET", "/api/v1/namespaces/default/services/kubernetes", NULL, 200);
+    ck_assert_str_eq(jpath(svc, "metadata", "name"), "kubernetes");
+    const json_t *labels = json_object_get(json_object_get(svc, "metadata"), "labels");
+    ck_assert_str_eq(json_string_value(json_object_get(labels, "component")), "apiserver");
+    ck_assert_str_eq(json_string_value(json_object_get(labels, "provider")), "kubernetes");
+    ck_assert_str_eq(jpath(svc, "spec", "type"), "ClusterIP");
+    ck_assert_str_eq(jpath(svc, "spec", "clusterIP"), "10.96.0.1");
+    const json_t *port = json_array_get(json_object_get(json_object_get(svc, "spec"), "ports"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(port, "name")), "https");
+    ck_assert_int_eq(json_integer_value(json_object_get(port, "port")), 443);
+    const char *colon = strrchr(base_url, ':');
+    ck_assert_ptr_nonnull(colon);
+    ck_assert_int_eq(json_integer_value(json_object_get(port, "targetPort")),
+                     strtol(colon + 1, NULL, 10));
+    const char *uid = jpath(svc, "metadata", "uid");
+    ck_assert_ptr_nonnull(uid);
+    char *old_uid = strdup(uid);
+    json_decref(svc);
+    json_decref(
+        request_json("DELETE", "/api/v1/namespaces/default/services/kubernetes", NULL, 200));
+    wait_code("/api/v1/namespaces/default/services/kubernetes", 200);
+    svc = request_json("GET", "/api/v1/namespaces/default/services/kubernetes", NULL, 200);
+    ck_assert_str_ne(jpath(svc, "metadata", "uid"), old_uid);
+    free(old_uid);
+    json_decref(svc);
+}
+END_TEST
+
 /* Does namespace arg's kube-root-ca.crt hold the cluster's CA again? */
 static bool root_ca_restored(const void *arg)
 {
@@ -3399,6 +3431,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_access_reviews);
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
+    tcase_add_test(tc, test_kubesim_kubernetes_service);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);

@@ -767,6 +767,40 @@ static void publish_root_ca(struct ks_server *ks, const struct ks_res *def, cons
     ks_store_put(ks, def, key, next);
 }
 
+/*
+ * The control plane's own Service (pkg/controlplane/controller/
+ * kubernetesservice: made at start and again when deleted): default/
+ * kubernetes, the first IP of the service range, 443 to the apiserver's
+ * port, labelled component=apiserver, provider=kubernetes. (No Endpoints:
+ * kubesim serves neither Endpoints nor EndpointSlices.)
+ */
+static void publish_kubernetes_service(struct ks_server *ks, const json_t *default_ns)
+{
+    const struct ks_res *def = def_by_key(ks, "services");
+    const char *colon = ks->url ? strrchr(ks->url, ':') : NULL;
+    if (!def || !colon || !default_ns || meta_str(default_ns, "deletionTimestamp") ||
+        ks_store_get(ks, def->key, "default/kubernetes"))
+        return;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || port <= 0 || port > 65535)
+        return;
+    char uid[40], now[32];
+    ks_uuid(uid, sizeof(uid));
+    ks_now_rfc3339(now, sizeof(now));
+    json_t *svc = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:{s:s,s:s}},s:{s:s,s:[s],s:s,s:[s],s:s,s:[{s:s,s:i,s:s,s:i}],"
+        "s:s,s:s},s:{s:{}}}",
+        "apiVersion", "v1", "kind", "Service", "metadata", "name", "kubernetes", "namespace",
+        "default", "uid", uid, "creationTimestamp", now, "labels", "component", "apiserver",
+        "provider", "kubernetes", "spec", "clusterIP", "10.96.0.1", "clusterIPs", "10.96.0.1",
+        "internalTrafficPolicy", "Cluster", "ipFamilies", "IPv4", "ipFamilyPolicy", "SingleStack",
+        "ports", "name", "https", "port", 443, "protocol", "TCP", "targetPort", (int)port,
+        "sessionAffinity", "None", "type", "ClusterIP", "status", "loadBalancer");
+    ks_typed_order(svc);
+    ks_store_put(ks, def, "default/kubernetes", svc);
+}
+
 /* pkg/controller/serviceaccount: every active namespace has a "default"
  * ServiceAccount, made again when it is deleted. (Its token controller's
  * Secrets are long gone from Kubernetes; nothing else is made.) */
@@ -776,6 +810,7 @@ void ks_controllers_namespaced(struct ks_server *ks)
     const struct ks_res *cm_def = def_by_key(ks, "configmaps");
     if (!def || !cm_def)
         return;
+    publish_kubernetes_service(ks, ks_store_get(ks, "namespaces", "default"));
     const char *ns;
     json_t *nsobj;
     json_object_foreach(ks_store_map(ks, "namespaces"), ns, nsobj)

@@ -712,8 +712,10 @@ int ks_http_start(struct ks_server *ks, const char *listen, const char *cert_pem
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     char *url = ks_printf("https://%s:%u", *host ? host : "127.0.0.1",
                           di ? (unsigned int)di->port : (unsigned int)port);
+    pthread_mutex_lock(&ks->lock); /* the controllers thread reads it */
     free(ks->url);
     ks->url = url;
+    pthread_mutex_unlock(&ks->lock);
     *ret_daemon = d;
     return 0;
 }

@@ -204,10 +204,11 @@ struct ks_server {
 
     /* controllers */
     pthread_t controller;
-    bool gc_dirty;    /* run the garbage collector now */
-    bool gc_lazy;     /* run it at gc_next_ms (owner references changed) */
-    bool roles_dirty; /* a ClusterRole changed: aggregate (authz.c) */
-    bool ns_dirty;    /* a Namespace, ServiceAccount or ConfigMap changed: default SAs, root CA */
+    bool gc_dirty;          /* run the garbage collector now */
+    bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
+    bool roles_dirty;       /* a ClusterRole changed: aggregate (authz.c) */
+    bool ns_dirty;          /* a Namespace, ServiceAccount, ConfigMap or default/kubernetes changed:
+                               default SAs, root CA, the kubernetes Service */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */

@@ -276,6 +276,9 @@ static int run(int argc, char **argv)
         fprintf(stderr, "kubesim: cannot listen on %s\n", listen);
         goto out;
     }
+    pthread_mutex_lock(&ks->lock); /* the port is known: default/kubernetes */
+    ks_controllers_namespaced(ks);
+    pthread_mutex_unlock(&ks->lock);
     if (kubeconfig && ks_write_kubeconfig(kubeconfig, ks->url, ks->ca_pem, ks->token) != 0) {
         fprintf(stderr, "kubesim: cannot write %s\n", kubeconfig);
         goto out;

@@ -100,9 +100,14 @@ static void count_write(struct ks_server *ks, const char *res_key, const char *o
 
 /* A ClusterRole changed: the aggregation controller looks again; a
  * Namespace, ServiceAccount or ConfigMap: the ServiceAccounts controller
- * and the root CA publisher. */
-static void roles_changed(struct ks_server *ks, const struct ks_res *def)
+ * and the root CA publisher; default/kubernetes: its publisher. */
+static void roles_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key)
 {
+    if (strcmp(def->key, "services") == 0 && strcmp(obj_key, "default/kubernetes") == 0) {
+        ks->ns_dirty = true; /* the control plane's own Service */
+        pthread_cond_broadcast(&ks->changed);
+        return;
+    }
     if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
         ks->roles_dirty = true;
         pthread_cond_broadcast(&ks->changed);
@@ -145,7 +150,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
         ks_controllers_deployment_changed(ks, obj_key);
-    roles_changed(ks, def);
+    roles_changed(ks, def, obj_key);
     return ks->rv;
 }
 
@@ -164,7 +169,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     json_decref(old);
     json_decref(last);
     ks->gc_dirty = true;
-    roles_changed(ks, def);
+    roles_changed(ks, def, obj_key);
     return ks->rv;
 }
 
