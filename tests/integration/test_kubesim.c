@@ -2734,6 +2734,105 @@ START_TEST(test_kubesim_validation)
 }
 END_TEST
 
+/* merge PATCH body to path: a 422 whose message is want. */
+static void expect_patch_invalid(const char *path, const char *body, const char *want)
+{
+    struct kop_test_resp r = request("PATCH", path, "application/merge-patch+json", body, NULL);
+    ck_assert_msg(r.code == 422, "PATCH %s: %ld %s", path, r.code, r.body ? r.body : "");
+    json_t *st = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")), want);
+    json_decref(st);
+}
+
+/*
+ * What may not change once set (ValidateXUpdate, the Deployment strategy's
+ * selector rule, normalizeClusterIPs): before, kubesim stored every one of
+ * these updates, so a controller changing a Deployment's selector or a
+ * Service's clusterIP passed here and failed on a cluster.
+ */
+START_TEST(test_kubesim_update_validation)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"u1\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"u1\"}},"
+        "\"template\":{\"metadata\":{\"labels\":{\"app\":\"u1\",\"b\":\"x\"}},\"spec\":"
+        "{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}",
+        201));
+    const char *dep = "/apis/apps/v1/namespaces/default/deployments/u1";
+    /* the same selector, with an empty list where there was none: unchanged */
+    merge_patch(dep, "{\"spec\":{\"selector\":{\"matchExpressions\":[]},\"replicas\":2}}", 200);
+    expect_patch_invalid(dep, "{\"spec\":{\"selector\":{\"matchLabels\":{\"b\":\"x\"}}}}",
+                         "Deployment.apps \"u1\" is invalid: spec.selector: Invalid value: "
+                         "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"u1\", "
+                         "\"b\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement{}}: field "
+                         "is immutable");
+    expect_patch_invalid(
+        dep,
+        "{\"spec\":{\"selector\":{\"matchExpressions\":[{\"key\":\"b\",\"operator\":\"In\","
+        "\"values\":[\"x\"]}]}}}",
+        "Deployment.apps \"u1\" is invalid: spec.selector: Invalid value: "
+        "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"u1\"}, "
+        "MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"b\", "
+        "Operator:\"In\", Values:[]string{\"x\"}}}}: field is immutable");
+
+    json_t *svc =
+        request_json("POST", "/api/v1/namespaces/default/services",
+                     "{\"metadata\":{\"name\":\"u2\"},\"spec\":{\"ports\":[{\"port\":80}]}}", 201);
+    char *ip = strdup(jpath(svc, "spec", "clusterIP"));
+    json_decref(svc);
+    const char *sp = "/api/v1/namespaces/default/services/u2";
+    /* clusterIP alone changed: clusterIPs follows it, and may not change */
+    expect_patch_invalid(sp, "{\"spec\":{\"clusterIP\":\"10.96.200.200\"}}",
+                         "Service \"u2\" is invalid: spec.clusterIPs[0]: Invalid value: "
+                         "[]string{\"10.96.200.200\"}: may not change once set");
+    expect_patch_invalid(sp,
+                         "{\"spec\":{\"clusterIPs\":[\"10.96.200.2\"],\"clusterIP\":"
+                         "\"10.96.200.1\"}}",
+                         "Service \"u2\" is invalid: [spec.clusterIPs[0]: Invalid value: "
+                         "[]string{\"10.96.200.2\"}: may not change once set, spec.clusterIPs: "
+                         "Invalid value: []string{\"10.96.200.2\"}: first value must match "
+                         "`clusterIP`]");
+    expect_patch_invalid(sp, "{\"spec\":{\"ipFamilies\":[\"IPv6\"]}}",
+                         "Service \"u2\" is invalid: spec.ipFamilies[0]: Invalid value: "
+                         "[]core.IPFamily{\"IPv6\"}: may not change once set");
+    /* left out, or sent back unchanged: kept */
+    merge_patch(sp, "{\"spec\":{\"clusterIP\":null,\"clusterIPs\":null}}", 200);
+    svc = request_json("GET", sp, NULL, 200);
+    ck_assert_str_eq(jpath(svc, "spec", "clusterIP"), ip);
+    json_decref(svc);
+    free(ip);
+
+    const char *cms = "/api/v1/namespaces/default/configmaps";
+    json_decref(request_json(
+        "POST", cms, "{\"metadata\":{\"name\":\"u3\"},\"immutable\":true,\"data\":{\"a\":\"b\"}}",
+        201));
+    merge_patch("/api/v1/namespaces/default/configmaps/u3",
+                "{\"metadata\":{\"labels\":{\"l\":\"v\"}}}", 200);
+    expect_patch_invalid("/api/v1/namespaces/default/configmaps/u3",
+                         "{\"immutable\":false,\"data\":{\"a\":\"c\"}}",
+                         "ConfigMap \"u3\" is invalid: [immutable: Forbidden: field is immutable "
+                         "when `immutable` is set, data: Forbidden: field is immutable when "
+                         "`immutable` is set]");
+    json_decref(request_json("POST", "/api/v1/namespaces/default/secrets",
+                             "{\"metadata\":{\"name\":\"u4\"},\"data\":{\"a\":\"Yg==\"}}", 201));
+    expect_patch_invalid("/api/v1/namespaces/default/secrets/u4",
+                         "{\"type\":\"example.com/other\"}",
+                         "Secret \"u4\" is invalid: type: Invalid value: \"example.com/other\": "
+                         "field is immutable");
+
+    json_decref(request_json("POST", RBAC_V1 "/namespaces/default/roles",
+                             "{\"metadata\":{\"name\":\"u5\"},\"rules\":[]}", 201));
+    json_decref(request_json("POST", RBAC_V1 "/namespaces/default/rolebindings",
+                             "{\"metadata\":{\"name\":\"u5\"}," ROLE_REF("Role", "u5") "}", 201));
+    expect_patch_invalid(
+        RBAC_V1 "/namespaces/default/rolebindings/u5", "{\"roleRef\":{\"name\":\"other\"}}",
+        "RoleBinding.rbac.authorization.k8s.io \"u5\" is invalid: roleRef: Invalid "
+        "value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"Role\", "
+        "Name:\"other\"}: cannot change roleRef");
+}
+END_TEST
+
 START_TEST(test_kubesim_rbac_escalation)
 {
     char *tokens = kop_test_path(tmpdir, "esc-tokens.csv");
@@ -3436,6 +3535,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_validation);
+    tcase_add_test(tc, test_kubesim_update_validation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);

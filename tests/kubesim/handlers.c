@@ -104,21 +104,29 @@ void ks_reply_invalid_gk(struct ks_reply *r, const char *group, const char *kind
                          json_t *causes)
 {
     char *qkind = group[0] ? ks_printf("%s.%s", kind, group) : ks_strdup(kind);
+    /* The message is field.ErrorList.ToAggregate: an error repeated (the
+     * same field and text) is listed once; the causes keep every one. */
     char *list = ks_strdup("");
+    json_t *seen = json_object();
     size_t i;
     json_t *c;
     json_array_foreach(causes, i, c)
     {
         const char *field = json_string_value(json_object_get(c, "field"));
         const char *m = json_string_value(json_object_get(c, "message"));
-        char *n = ks_printf("%s%s%s%s%s", list, i ? ", " : "", field ? field : "",
-                            field ? ": " : "", m ? m : "");
-        free(list);
-        list = n;
+        char *one = ks_printf("%s%s%s", field ? field : "", field ? ": " : "", m ? m : "");
+        if (!json_object_get(seen, one)) {
+            char *n = ks_printf("%s%s%s", list, json_object_size(seen) ? ", " : "", one);
+            free(list);
+            list = n;
+            json_object_set_new(seen, one, json_true());
+        }
+        free(one);
     }
-    char *msg = json_array_size(causes) > 1
-                    ? ks_printf("%s \"%s\" is invalid: [%s]", qkind, name, list)
-                    : ks_printf("%s \"%s\" is invalid: %s", qkind, name, list);
+    size_t distinct = json_object_size(seen);
+    json_decref(seen);
+    char *msg = distinct > 1 ? ks_printf("%s \"%s\" is invalid: [%s]", qkind, name, list)
+                             : ks_printf("%s \"%s\" is invalid: %s", qkind, name, list);
     json_t *details = json_object();
     if (name[0]) /* StatusDetails.Name is omitempty */
         json_object_set_new(details, "name", json_string(name));
@@ -515,24 +523,65 @@ static bool same_node_ports(const json_t *spec, const json_t *ospec)
     return true;
 }
 
+static const char *str_member(const json_t *o, const char *k)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "";
+}
+
+/* normalizeClusterIPs (pkg/registry/core/service/storage/storage.go) for
+ * an update: clusterIPs follows a clusterIP the writer changed or cleared
+ * while sending the old clusterIPs back (validation then judges it), and
+ * comes back when only clusterIP was sent, unchanged. */
+static void normalize_cluster_ips(json_t *spec, const json_t *ospec)
+{
+    const json_t *oips = json_object_get(ospec, "clusterIPs");
+    const char *cip = str_member(spec, "clusterIP"), *ocip = str_member(ospec, "clusterIP");
+    if (json_array_size(oips) > 0 && json_array_size(json_object_get(spec, "clusterIPs")) == 0 &&
+        strcmp(cip, ocip) == 0)
+        json_object_set(spec, "clusterIPs", (json_t *)oips);
+    if (strcmp(cip, ocip) == 0)
+        return;
+    const json_t *ips = json_object_get(spec, "clusterIPs");
+    bool same = json_array_size(ips) == json_array_size(oips);
+    for (size_t i = 0; same && i < json_array_size(ips); i++)
+        same = strcmp(str_or(json_string_value(json_array_get(ips, i)), ""),
+                      str_or(json_string_value(json_array_get(oips, i)), "")) == 0;
+    if (!same)
+        return;
+    if (*ocip && !*cip)
+        json_object_del(spec, "clusterIPs");
+    else if (*cip)
+        json_object_set_new(spec, "clusterIPs", json_pack("[s]", cip));
+}
+
 /*
- * An update's values for a Service (pkg/registry/core/service/strategy.go):
+ * An update's values for a Service, in the registry's order: the storage's
+ * BeginUpdate hook first (pkg/registry/core/service/storage/storage.go:
  * patchAllocatedValues keeps the allocated clusterIP(s) when both versions
- * need one and the update left them out; dropTypeDependentFields wipes what
- * the new type does not use, when the writer did not change it (a switch
- * from NodePort to ClusterIP that sends the old nodePorts back drops them).
+ * need one and the update left them out or empty, normalizeClusterIPs, and
+ * the allocator keeps the IP families), then the strategy's
+ * PrepareForUpdate: dropTypeDependentFields wipes what the new type does
+ * not use, when the writer did not change it (a switch from NodePort to
+ * ClusterIP that sends the old nodePorts back drops them).
  */
 static void service_update_fields(json_t *spec, const json_t *ospec)
 {
     bool old_ip = strcmp(svc_type(ospec), "ExternalName") != 0;
     bool new_ip = strcmp(svc_type(spec), "ExternalName") != 0;
-    static const char *const keep[] = {"clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",
-                                       NULL};
     if (old_ip && new_ip) {
+        if (!*str_member(spec, "clusterIP") && json_object_get(ospec, "clusterIP"))
+            json_object_set(spec, "clusterIP", json_object_get(ospec, "clusterIP"));
+        if (json_array_size(json_object_get(spec, "clusterIPs")) == 0 &&
+            json_array_size(json_object_get(ospec, "clusterIPs")) > 0)
+            json_object_set(spec, "clusterIPs", json_object_get(ospec, "clusterIPs"));
+        static const char *const keep[] = {"ipFamilies", "ipFamilyPolicy", NULL};
         for (const char *const *k = keep; *k; k++)
             if (!json_object_get(spec, *k) && json_object_get(ospec, *k))
                 json_object_set(spec, *k, json_object_get(ospec, *k));
-    } else if (old_ip && !new_ip) {
+    }
+    normalize_cluster_ips(spec, ospec);
+    if (old_ip && !new_ip) {
         if (same_field(spec, ospec, "clusterIP") && same_field(spec, ospec, "clusterIPs")) {
             json_object_del(spec, "clusterIP");
             json_object_del(spec, "clusterIPs");
@@ -576,7 +625,12 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
     bool needs_ip = strcmp(type, "ExternalName") != 0;
     if (old)
         service_update_fields(spec, ospec);
-    if (needs_ip && !json_object_get(spec, "clusterIP")) {
+    const char *ip0 = json_string_value(json_array_get(json_object_get(spec, "clusterIPs"), 0));
+    if (needs_ip && !*str_member(spec, "clusterIP") && ip0 && *ip0) {
+        /* the allocator takes the IPs asked for and sets clusterIP to the
+         * first */
+        json_object_set_new(spec, "clusterIP", json_string(ip0));
+    } else if (needs_ip && !*str_member(spec, "clusterIP")) {
         pthread_mutex_lock(&ks->lock);
         uint32_t n = ks->next_ip++;
         pthread_mutex_unlock(&ks->lock);
@@ -987,7 +1041,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
                 json_object_del(obj, k);
         }
         json_decref(mutated);
-        json_t *causes = ks_validate_object(def, obj, false);
+        json_t *causes = ks_validate_object(def, obj, NULL, false);
         if (causes) {
             reply_invalid(r, def, name, causes);
             return -EPERM;
@@ -1720,7 +1774,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
      * validation (policybased Storage.Create wraps the standard store) */
     if (ks_authz_escalation_check(q, def, obj, NULL, name, r) != 0)
         goto out;
-    json_t *causes = ks_validate_object(def, obj, true);
+    json_t *causes = ks_validate_object(def, obj, NULL, true);
     if (causes) {
         reply_invalid(r, def, name, causes);
         goto out;
@@ -2074,7 +2128,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     builtin_defaults(ks, def, next, cur_v);
     if (ks_authz_escalation_check(q, def, next, cur_v, q->name, r) != 0)
         goto out;
-    json_t *causes = ks_validate_object(def, next, false);
+    json_t *causes = ks_validate_object(def, next, cur_v, false);
     if (causes) {
         reply_invalid(r, def, q->name, causes);
         goto out;

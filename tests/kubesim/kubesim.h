@@ -254,9 +254,12 @@ json_t *ks_msgs_port_name(const char *s);
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
 /* The registry's validation of an object of def's kind about to be stored
- * (ObjectMeta, its name only at create, and the kind's own rules): the
- * causes of its 422, or NULL. @ref new */
-json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, bool create);
+ * (ObjectMeta, its name only at create, and the kind's own rules; with
+ * old, the stored object an update replaces, the kind's update rules too:
+ * what may not change once set): the causes of its 422, or NULL. create
+ * is false for every update. @ref new */
+json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
+                           bool create);
 
 /* Label selectors and field selectors. */
 struct ks_selector;

@@ -463,6 +463,28 @@ static char *go_map(const json_t *m)
     return o;
 }
 
+/* Go's %#v of a []T of strings: []string{"a", "b"}, or []string(nil).
+ * malloc'd */
+static char *go_strings(const json_t *list, const char *type)
+{
+    if (!json_is_array(list))
+        return ks_printf("%s(nil)", type);
+    char *out = ks_printf("%s{", type);
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        char *q = ks_go_quote(json_is_string(v) ? json_string_value(v) : "");
+        char *o = ks_printf("%s%s%s", out, i ? ", " : "", q);
+        free(out);
+        free(q);
+        out = o;
+    }
+    char *o = ks_printf("%s}", out);
+    free(out);
+    return o;
+}
+
 /* ValidateLabels at field: each key and each value. */
 static void validate_labels(const json_t *labels, const char *field, json_t *causes)
 {
@@ -589,6 +611,24 @@ static void validate_service(const json_t *obj, json_t *causes)
         cause(causes, "FieldValueForbidden", "spec.sessionAffinityConfig",
               "Forbidden: must not be set when session affinity is None");
     }
+    /* validateServiceClusterIPsRelatedFields: clusterIP and clusterIPs agree */
+    const json_t *ips = json_object_get(spec, "clusterIPs");
+    const char *ip0 = json_string_value(json_array_get(ips, 0));
+    if (!external_name && ((cip && *cip) || json_array_size(ips) > 0)) {
+        char *v = NULL;
+        if (cip && *cip && json_array_size(ips) == 0) {
+            cause(causes, "FieldValueRequired", "spec.clusterIPs", "Required value");
+        } else if (cip && *cip && strcmp(ip0 ? ip0 : "", cip) != 0) {
+            v = go_strings(ips, "[]string");
+            cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+                  "Invalid value: %s: first value must match `clusterIP`", v);
+        } else if (!cip || !*cip) {
+            v = go_strings(ips, "[]string");
+            cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+                  "Invalid value: %s: must be empty when `clusterIP` is not specified", v);
+        }
+        free(v);
+    }
     if (!external_name && cip && *cip && !headless && !valid_ip(cip))
         invalid_str(
             causes, "spec.clusterIPs[0]", cip,
@@ -638,7 +678,10 @@ static void validate_service(const json_t *obj, json_t *causes)
     if (!lb && json_object_get(spec, "allocateLoadBalancerNodePorts"))
         cause(causes, "FieldValueForbidden", "spec.allocateLoadBalancerNodePorts",
               "Forbidden: may only be used when `type` is 'LoadBalancer'");
-    if (!lb && json_object_get(spec, "loadBalancerClass"))
+    const char *cls = str_at(spec, "loadBalancerClass");
+    if (lb && cls)
+        invalid_str(causes, "spec.loadBalancerClass", cls, ks_msgs_qualified_name(cls));
+    else if (!lb && cls)
         cause(causes, "FieldValueForbidden", "spec.loadBalancerClass",
               "Forbidden: may only be used when `type` is 'LoadBalancer'");
     const char *etp = str_at(spec, "externalTrafficPolicy");
@@ -1088,20 +1131,298 @@ static void validate_event(const json_t *obj, json_t *causes)
     }
 }
 
-json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, bool create)
+/* ---- updates: what may not change once set ------------------------------------ */
+
+static bool empty_value(const json_t *v)
+{
+    return !v || json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+/* apimachinery's Semantic.DeepEqual (third_party/forked/golang/reflect):
+ * unlike reflect.DeepEqual, an empty map or slice equals a nil one; so
+ * here an empty object or list equals an absent or null member. */
+static bool semantic_equal(const json_t *a, const json_t *b)
+{
+    if (empty_value(a) || empty_value(b))
+        return empty_value(a) && empty_value(b);
+    if (json_is_object(a) && json_is_object(b)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)a, k, v)
+        {
+            if (!semantic_equal(v, json_object_get(b, k)))
+                return false;
+        }
+        json_object_foreach((json_t *)b, k, v)
+        {
+            if (!json_object_get(a, k) && !empty_value(v))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!semantic_equal(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+/* A field's value as field.Invalid prints it when the Go field is a
+ * pointer to a string type: %q of the value, or "null" (quoted too: the
+ * error printer swaps a nil pointer for the string "null"). malloc'd */
+static char *go_string_ptr(const json_t *v)
+{
+    return ks_go_quote(json_is_string(v) ? json_string_value(v) : "null");
+}
+
+/* Go's %#v of a metav1.LabelSelector, as field.Invalid prints one (its
+ * String() has a pointer receiver, so the dereferenced value falls back to
+ * %#v). malloc'd */
+static char *go_label_selector(const json_t *sel)
+{
+    if (!json_is_object(sel))
+        return ks_go_quote("null");
+    char *ml = go_map(json_object_get(sel, "matchLabels"));
+    const json_t *me = json_object_get(sel, "matchExpressions");
+    char *exprs;
+    if (!json_is_array(me)) {
+        exprs = ks_strdup("[]v1.LabelSelectorRequirement(nil)");
+    } else {
+        exprs = ks_strdup("[]v1.LabelSelectorRequirement{");
+        size_t i;
+        json_t *r;
+        json_array_foreach(me, i, r)
+        {
+            const char *key = str_at(r, "key"), *op = str_at(r, "operator");
+            char *qk = ks_go_quote(key ? key : ""), *qo = ks_go_quote(op ? op : "");
+            char *vals = go_strings(json_object_get(r, "values"), "[]string");
+            char *o = ks_printf("%s%sv1.LabelSelectorRequirement{Key:%s, Operator:%s, Values:%s}",
+                                exprs, i ? ", " : "", qk, qo, vals);
+            free(exprs);
+            free(qk);
+            free(qo);
+            free(vals);
+            exprs = o;
+        }
+        char *o = ks_printf("%s}", exprs);
+        free(exprs);
+        exprs = o;
+    }
+    char *out = ks_printf("v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}", ml, exprs);
+    free(ml);
+    free(exprs);
+    return out;
+}
+
+/* pkg/registry/apps/deployment/strategy.go ValidateUpdate: outside
+ * extensions/v1beta1 (which kubesim does not serve) the selector is
+ * immutable (apivalidation.ValidateImmutableField, Semantic.DeepEqual). */
+static void immutable_selector(const json_t *obj, const json_t *old, json_t *causes)
+{
+    const json_t *sel = json_object_get(json_object_get(obj, "spec"), "selector");
+    const json_t *osel = json_object_get(json_object_get(old, "spec"), "selector");
+    if (semantic_equal(sel, osel))
+        return;
+    char *v = go_label_selector(sel);
+    cause(causes, "FieldValueInvalid", "spec.selector", "Invalid value: %s: field is immutable", v);
+    free(v);
+}
+
+static bool svc_headless(const json_t *spec)
+{
+    const json_t *ips = json_object_get(spec, "clusterIPs");
+    const char *ip0 = json_string_value(json_array_get(ips, 0));
+    return json_array_size(ips) == 1 && ip0 && strcmp(ip0, "None") == 0;
+}
+
+static bool same_string_at(const json_t *a, const json_t *b, size_t i)
+{
+    const char *x = json_string_value(json_array_get(a, i));
+    const char *y = json_string_value(json_array_get(b, i));
+    return strcmp(x ? x : "", y ? y : "") == 0;
+}
+
+/* pkg/apis/core/validation ValidateServiceUpdate, before the Service's
+ * own rules: validateUpgradeDowngradeClusterIPs, ...IPFamilies and
+ * validateLoadBalancerClassField(old, new). The values printed are the
+ * ones Go prints, including the new clusterIPs where the ipFamilies
+ * checks of a downgrade or upgrade print them. */
+static void validate_service_update(const json_t *obj, const json_t *old, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec"), *ospec = json_object_get(old, "spec");
+    const char *type = str_at(spec, "type"), *otype = str_at(ospec, "type");
+    type = type ? type : "ClusterIP";
+    otype = otype ? otype : "ClusterIP";
+    const json_t *ips = json_object_get(spec, "clusterIPs");
+    const json_t *oips = json_object_get(ospec, "clusterIPs");
+    const json_t *fams = json_object_get(spec, "ipFamilies");
+    const json_t *ofams = json_object_get(ospec, "ipFamilies");
+    size_t n = json_array_size(ips), on = json_array_size(oips);
+    size_t fn = json_array_size(fams), ofn = json_array_size(ofams);
+    const char *policy = str_at(spec, "ipFamilyPolicy");
+    bool single = policy && strcmp(policy, "SingleStack") == 0;
+    char *ipsv = go_strings(ips, "[]string");
+    char *famsv = go_strings(fams, "[]core.IPFamily");
+    char *policyv = go_string_ptr(json_object_get(spec, "ipFamilyPolicy"));
+    const char *const once = "may not change once set";
+    bool en = strcmp(type, "ExternalName") == 0 || strcmp(otype, "ExternalName") == 0;
+    bool headless = svc_headless(spec), oheadless = svc_headless(ospec);
+    if (!en && !(headless && oheadless)) {
+        if (on == n) {
+            for (size_t i = 0; i < on; i++)
+                if (!same_string_at(oips, ips, i)) {
+                    char *f = ks_printf("spec.clusterIPs[%zu]", i);
+                    cause(causes, "FieldValueInvalid", f, "Invalid value: %s: %s", ipsv, once);
+                    free(f);
+                }
+        } else if (on > n) {
+            if (n == 0)
+                cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]",
+                      "Invalid value: %s: primary clusterIP can not be unset", ipsv);
+            if (n > 0 && !same_string_at(oips, ips, 0))
+                cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]", "Invalid value: %s: %s",
+                      ipsv, once);
+            if (n == 1 && !single)
+                cause(causes, "FieldValueInvalid", "spec.ipFamilyPolicy",
+                      "Invalid value: %s: must be set to 'SingleStack' when releasing the "
+                      "secondary clusterIP",
+                      policyv);
+        } else if (on > 0 && !same_string_at(oips, ips, 0)) {
+            cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]", "Invalid value: %s: %s", ipsv,
+                  once);
+        }
+    }
+    if (!en && headless == oheadless && !headless) {
+        if (ofn == fn) {
+            for (size_t i = 0; i < ofn; i++)
+                if (!same_string_at(ofams, fams, i))
+                    cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]",
+                          "Invalid value: %s: %s", famsv, once);
+        } else if (ofn > fn) {
+            if (n == 0)
+                cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]",
+                      "Invalid value: %s: primary ipFamily can not be unset", famsv);
+            if (fn > 0 && !same_string_at(ofams, fams, 0))
+                cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]", "Invalid value: %s: %s",
+                      ipsv, once);
+            if (fn == 1 && !single)
+                cause(causes, "FieldValueInvalid", "spec.ipFamilyPolicy",
+                      "Invalid value: %s: must be set to 'SingleStack' when releasing the "
+                      "secondary ipFamily",
+                      policyv);
+        } else if (ofn > 0 && fn > 0 && !same_string_at(ofams, fams, 0)) {
+            cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]", "Invalid value: %s: %s", ipsv,
+                  once);
+        }
+    }
+    /* validateLoadBalancerClassField(old, new); ValidateService repeats its
+     * checks of the new object, and the message lists a repeated error
+     * once (ToAggregate) */
+    const json_t *cls = json_object_get(spec, "loadBalancerClass");
+    const json_t *ocls = json_object_get(ospec, "loadBalancerClass");
+    bool lb = strcmp(type, "LoadBalancer") == 0;
+    if (lb && strcmp(otype, "LoadBalancer") == 0 &&
+        !(json_is_string(cls) == json_is_string(ocls) &&
+          (!json_is_string(cls) || strcmp(json_string_value(cls), json_string_value(ocls)) == 0))) {
+        char *v = go_string_ptr(cls);
+        cause(causes, "FieldValueInvalid", "spec.loadBalancerClass", "Invalid value: %s: %s", v,
+              once);
+        free(v);
+    }
+    if (lb && json_is_string(cls))
+        invalid_str(causes, "spec.loadBalancerClass", json_string_value(cls),
+                    ks_msgs_qualified_name(json_string_value(cls)));
+    else if (!lb && json_is_string(cls))
+        cause(causes, "FieldValueForbidden", "spec.loadBalancerClass",
+              "Forbidden: may only be used when `type` is 'LoadBalancer'");
+    free(ipsv);
+    free(famsv);
+    free(policyv);
+}
+
+/* ValidateConfigMapUpdate, ValidateSecretUpdate: an immutable object keeps
+ * its data and stays immutable; a Secret keeps its type (defaulted to
+ * Opaque). (Go compares the data maps with reflect.DeepEqual, where an
+ * empty map differs from none; kubesim stores both alike.) */
+static void immutable_data(const json_t *obj, const json_t *old, bool secret, json_t *causes)
+{
+    if (secret) {
+        const char *t = str_at(obj, "type"), *ot = str_at(old, "type");
+        t = t && *t ? t : "Opaque";
+        ot = ot && *ot ? ot : "Opaque";
+        if (strcmp(t, ot) != 0) {
+            char *q = ks_go_quote(t);
+            cause(causes, "FieldValueInvalid", "type", "Invalid value: %s: field is immutable", q);
+            free(q);
+        }
+    }
+    if (!json_is_true(json_object_get(old, "immutable")))
+        return;
+    static const char *const msg = "Forbidden: field is immutable when `immutable` is set";
+    if (!json_is_true(json_object_get(obj, "immutable")))
+        cause(causes, "FieldValueForbidden", "immutable", "%s", msg);
+    if (!semantic_equal(json_object_get(obj, "data"), json_object_get(old, "data")))
+        cause(causes, "FieldValueForbidden", "data", "%s", msg);
+    if (!secret &&
+        !semantic_equal(json_object_get(obj, "binaryData"), json_object_get(old, "binaryData")))
+        cause(causes, "FieldValueForbidden", "binaryData", "%s", msg);
+}
+
+/* pkg/apis/rbac/validation ValidateRoleBindingUpdate: the roleRef stays
+ * (printed as the internal rbac.RoleRef). */
+static void immutable_role_ref(const json_t *obj, const json_t *old, json_t *causes)
+{
+    const json_t *ref = json_object_get(obj, "roleRef"), *oref = json_object_get(old, "roleRef");
+    static const char *const keys[] = {"apiGroup", "kind", "name"};
+    bool same = true;
+    for (size_t i = 0; i < 3; i++) {
+        const char *a = str_at(ref, keys[i]), *b = str_at(oref, keys[i]);
+        same &= strcmp(a ? a : "", b ? b : "") == 0;
+    }
+    if (same)
+        return;
+    const char *g = str_at(ref, "apiGroup"), *k = str_at(ref, "kind"), *n = str_at(ref, "name");
+    char *qg = ks_go_quote(g ? g : ""), *qk = ks_go_quote(k ? k : ""),
+         *qn = ks_go_quote(n ? n : "");
+    cause(causes, "FieldValueInvalid", "roleRef",
+          "Invalid value: rbac.RoleRef{APIGroup:%s, Kind:%s, Name:%s}: cannot change roleRef", qg,
+          qk, qn);
+    free(qg);
+    free(qk);
+    free(qn);
+}
+
+json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
+                           bool create)
 {
     json_t *causes = json_array();
     validate_meta(def, obj, create, causes);
     if (strcmp(def->key, "deployments.apps") == 0) {
         validate_deployment(obj, causes);
+        if (old) /* the strategy appends this after ValidateDeploymentUpdate */
+            immutable_selector(obj, old, causes);
     } else if (strcmp(def->key, "services") == 0) {
+        if (old)
+            validate_service_update(obj, old, causes);
         validate_service(obj, causes);
     } else if (strcmp(def->key, "events") == 0) {
         validate_event(obj, causes);
     } else if (strcmp(def->key, "configmaps") == 0) {
+        if (old)
+            immutable_data(obj, old, false, causes);
         validate_config_map(obj, causes);
     } else if (strcmp(def->key, "secrets") == 0) {
+        if (old)
+            immutable_data(obj, old, true, causes);
         validate_secret(obj, causes);
+    } else if (old && (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
+                       strcmp(def->key, "clusterrolebindings.rbac.authorization.k8s.io") == 0)) {
+        immutable_role_ref(obj, old, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
