@@ -2666,6 +2666,36 @@ START_TEST(test_kubesim_validation)
     /* RBAC names are path segments: "system:" names and capitals are fine */
     json_decref(request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
                              "{\"metadata\":{\"name\":\"system:Custom\"},\"rules\":[]}", 201));
+    /* ValidatePolicyRule, ValidateClusterRoleBinding (after the defaults) */
+    expect_invalid("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+                   "{\"metadata\":{\"name\":\"r\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                   "\"resources\":[\"pods\"]},{\"nonResourceURLs\":[\"/healthz\"],\"verbs\":"
+                   "[\"get\"]},{\"verbs\":[\"get\"]}]}",
+                   "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].verbs: Required "
+                   "value: verbs must contain at least one value, rules[1].nonResourceURLs: "
+                   "Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to "
+                   "non-resource URLs, rules[2].apiGroups: Required value: resource rules must "
+                   "supply at least one api group, rules[2].resources: Required value: resource "
+                   "rules must supply at least one resource]");
+    expect_invalid("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                   "{\"metadata\":{\"name\":\"b\"},\"roleRef\":{\"kind\":\"Role\","
+                   "\"name\":\"view\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":"
+                   "\"sa\"},{\"kind\":\"User\",\"name\":\"u\"},{\"kind\":\"Robot\",\"name\":"
+                   "\"r\"}]}",
+                   "ClusterRoleBinding.rbac.authorization.k8s.io \"b\" is invalid: [roleRef.kind: "
+                   "Unsupported value: \"Role\": supported values: \"ClusterRole\", "
+                   "subjects[0].namespace: Required value, subjects[2].kind: Unsupported value: "
+                   "\"Robot\": supported values: \"ServiceAccount\", \"User\", \"Group\"]");
+    json_t *crb = request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                               "{\"metadata\":{\"name\":\"b\"},\"roleRef\":{\"kind\":"
+                               "\"ClusterRole\",\"name\":\"view\"},\"subjects\":[{\"kind\":"
+                               "\"Group\",\"name\":\"g\"}]}",
+                               201);
+    ck_assert_str_eq(jpath(crb, "roleRef", "apiGroup"), "rbac.authorization.k8s.io");
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(crb, "subjects"), 0), "apiGroup")),
+                     "rbac.authorization.k8s.io");
+    json_decref(crb);
     /* a []byte member that is not base64: the decoder's 400 */
     json_t *st =
         request_json("POST", "/api/v1/namespaces/default/secrets",

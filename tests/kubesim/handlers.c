@@ -692,6 +692,26 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
     set_default(status, "loadBalancer", json_object());
 }
 
+/* pkg/apis/rbac/v1/defaults.go: SetDefaults_RoleBinding and
+ * _ClusterRoleBinding (roleRef.apiGroup), SetDefaults_Subject (a User's or
+ * Group's apiGroup) */
+static void default_binding(json_t *obj)
+{
+    static const char *const group = "rbac.authorization.k8s.io";
+    json_t *ref = json_object_get(obj, "roleRef");
+    if (json_is_object(ref) && !*str_member(ref, "apiGroup"))
+        json_object_set_new(ref, "apiGroup", json_string(group));
+    size_t i;
+    json_t *sub;
+    json_array_foreach(json_object_get(obj, "subjects"), i, sub)
+    {
+        const char *kind = str_member(sub, "kind");
+        if (json_is_object(sub) && !*str_member(sub, "apiGroup") &&
+            (strcmp(kind, "User") == 0 || strcmp(kind, "Group") == 0))
+            json_object_set_new(sub, "apiGroup", json_string(group));
+    }
+}
+
 static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, json_t *obj,
                              const json_t *old)
 {
@@ -707,6 +727,9 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         set_default(ks_ensure_obj(obj, "status"), "phase", json_string("Active"));
     } else if (strcmp(def->key, "secrets") == 0) {
         set_default(obj, "type", json_string("Opaque"));
+    } else if (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
+               strcmp(def->key, "clusterrolebindings.rbac.authorization.k8s.io") == 0) {
+        default_binding(obj);
     } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
         json_t *spec = ks_ensure_obj(obj, "spec");
         set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));

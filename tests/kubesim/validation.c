@@ -313,23 +313,27 @@ static bool is_rbac(const struct ks_res *def)
 }
 
 /* The kind's ValidateNameFunc (prefix: a generateName). @ref new */
-static json_t *name_msgs(const struct ks_res *def, const char *name, bool prefix)
+/* ValidateRBACName: path.IsValidPathSegmentName (or Prefix) */
+static json_t *rbac_name_msgs(const char *name, bool prefix)
 {
-    if (is_rbac(def)) {
-        /* ValidateRBACName: path.IsValidPathSegmentName (or Prefix) */
-        json_t *msgs = json_array();
-        if (!prefix && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)) {
-            char *m = ks_printf("may not be '%s'", name);
-            json_array_append_new(msgs, json_string(m));
-            free(m);
-            return msgs;
-        }
-        if (strchr(name, '/'))
-            json_array_append_new(msgs, json_string("may not contain '/'"));
-        if (strchr(name, '%'))
-            json_array_append_new(msgs, json_string("may not contain '%'"));
+    json_t *msgs = json_array();
+    if (!prefix && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)) {
+        char *m = ks_printf("may not be '%s'", name);
+        json_array_append_new(msgs, json_string(m));
+        free(m);
         return msgs;
     }
+    if (strchr(name, '/'))
+        json_array_append_new(msgs, json_string("may not contain '/'"));
+    if (strchr(name, '%'))
+        json_array_append_new(msgs, json_string("may not contain '%'"));
+    return msgs;
+}
+
+static json_t *name_msgs(const struct ks_res *def, const char *name, bool prefix)
+{
+    if (is_rbac(def))
+        return rbac_name_msgs(name, prefix);
     if (strcmp(def->key, "events") == 0)
         return json_array();
     /* maskTrailingDash: "when a value could be appended" (name[:len-2] + "a") */
@@ -1131,6 +1135,135 @@ static void validate_event(const json_t *obj, json_t *causes)
     }
 }
 
+/* ---- RBAC (pkg/apis/rbac/validation) ------------------------------------------- */
+
+#define RBAC_GROUP "rbac.authorization.k8s.io"
+
+/* ValidatePolicyRule for each of the object's rules */
+static void validate_policy_rules(const json_t *obj, bool namespaced, json_t *causes)
+{
+    size_t i;
+    json_t *rule;
+    json_array_foreach(json_object_get(obj, "rules"), i, rule)
+    {
+        char *f = ks_printf("rules[%zu].verbs", i);
+        if (json_array_size(json_object_get(rule, "verbs")) == 0)
+            cause(causes, "FieldValueRequired", f,
+                  "Required value: verbs must contain at least one value");
+        free(f);
+        const json_t *urls = json_object_get(rule, "nonResourceURLs");
+        if (json_array_size(urls) > 0) {
+            char *v = go_strings(urls, "[]string");
+            f = ks_printf("rules[%zu].nonResourceURLs", i);
+            if (namespaced)
+                cause(causes, "FieldValueInvalid", f,
+                      "Invalid value: %s: namespaced rules cannot apply to non-resource URLs", v);
+            if (json_array_size(json_object_get(rule, "apiGroups")) > 0 ||
+                json_array_size(json_object_get(rule, "resources")) > 0 ||
+                json_array_size(json_object_get(rule, "resourceNames")) > 0)
+                cause(causes, "FieldValueInvalid", f,
+                      "Invalid value: %s: rules cannot apply to both regular resources and "
+                      "non-resource URLs",
+                      v);
+            free(f);
+            free(v);
+            continue;
+        }
+        if (json_array_size(json_object_get(rule, "apiGroups")) == 0) {
+            f = ks_printf("rules[%zu].apiGroups", i);
+            cause(causes, "FieldValueRequired", f,
+                  "Required value: resource rules must supply at least one api group");
+            free(f);
+        }
+        if (json_array_size(json_object_get(rule, "resources")) == 0) {
+            f = ks_printf("rules[%zu].resources", i);
+            cause(causes, "FieldValueRequired", f,
+                  "Required value: resource rules must supply at least one resource");
+            free(f);
+        }
+    }
+}
+
+/* ValidateClusterRole's aggregation rule: present means selectors */
+static void validate_aggregation_rule(const json_t *obj, json_t *causes)
+{
+    const json_t *agg = json_object_get(obj, "aggregationRule");
+    if (json_is_object(agg) && json_array_size(json_object_get(agg, "clusterRoleSelectors")) == 0)
+        cause(causes, "FieldValueRequired", "aggregationRule.clusterRoleSelectors",
+              "Required value: at least one clusterRoleSelector required if aggregationRule is "
+              "non-nil");
+}
+
+static void not_supported(json_t *causes, const char *field, const char *value,
+                          const char *supported)
+{
+    char *q = ks_go_quote(value);
+    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
+          supported);
+    free(q);
+}
+
+/* ValidateRoleBinding, ValidateClusterRoleBinding (after the defaults:
+ * roleRef.apiGroup and a User or Group subject's apiGroup) */
+static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
+{
+    const json_t *ref = json_object_get(obj, "roleRef");
+    const char *g = str_at(ref, "apiGroup"), *k = str_at(ref, "kind"), *n = str_at(ref, "name");
+    g = g ? g : "";
+    k = k ? k : "";
+    n = n ? n : "";
+    if (strcmp(g, RBAC_GROUP) != 0)
+        not_supported(causes, "roleRef.apiGroup", g, "\"" RBAC_GROUP "\"");
+    if (namespaced && strcmp(k, "Role") != 0 && strcmp(k, "ClusterRole") != 0)
+        not_supported(causes, "roleRef.kind", k, "\"Role\", \"ClusterRole\"");
+    else if (!namespaced && strcmp(k, "ClusterRole") != 0)
+        not_supported(causes, "roleRef.kind", k, "\"ClusterRole\"");
+    if (!*n) {
+        cause(causes, "FieldValueRequired", "roleRef.name", "Required value");
+    } else {
+        invalid_str(causes, "roleRef.name", n, rbac_name_msgs(n, false));
+    }
+    size_t i;
+    json_t *sub;
+    json_array_foreach(json_object_get(obj, "subjects"), i, sub)
+    {
+        const char *sk = str_at(sub, "kind"), *sn = str_at(sub, "name");
+        const char *sg = str_at(sub, "apiGroup"), *sns = str_at(sub, "namespace");
+        sk = sk ? sk : "";
+        sn = sn ? sn : "";
+        sg = sg ? sg : "";
+        char *f = NULL;
+        if (!*sn) {
+            f = ks_printf("subjects[%zu].name", i);
+            cause(causes, "FieldValueRequired", f, "Required value");
+            free(f);
+        }
+        if (strcmp(sk, "ServiceAccount") == 0) {
+            f = ks_printf("subjects[%zu].name", i);
+            if (*sn)
+                invalid_str(causes, f, sn, ks_msgs_dns1123_subdomain(sn));
+            free(f);
+            f = ks_printf("subjects[%zu].apiGroup", i);
+            if (*sg)
+                not_supported(causes, f, sg, "\"\"");
+            free(f);
+            f = ks_printf("subjects[%zu].namespace", i);
+            if (!namespaced && (!sns || !*sns))
+                cause(causes, "FieldValueRequired", f, "Required value");
+            free(f);
+        } else if (strcmp(sk, "User") == 0 || strcmp(sk, "Group") == 0) {
+            f = ks_printf("subjects[%zu].apiGroup", i);
+            if (strcmp(sg, RBAC_GROUP) != 0)
+                not_supported(causes, f, sg, "\"" RBAC_GROUP "\"");
+            free(f);
+        } else {
+            f = ks_printf("subjects[%zu].kind", i);
+            not_supported(causes, f, sk, "\"ServiceAccount\", \"User\", \"Group\"");
+            free(f);
+        }
+    }
+}
+
 /* ---- updates: what may not change once set ------------------------------------ */
 
 static bool empty_value(const json_t *v)
@@ -1420,9 +1553,16 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         if (old)
             immutable_data(obj, old, true, causes);
         validate_secret(obj, causes);
-    } else if (old && (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
-                       strcmp(def->key, "clusterrolebindings.rbac.authorization.k8s.io") == 0)) {
-        immutable_role_ref(obj, old, causes);
+    } else if (strcmp(def->key, "roles." RBAC_GROUP) == 0) {
+        validate_policy_rules(obj, true, causes);
+    } else if (strcmp(def->key, "clusterroles." RBAC_GROUP) == 0) {
+        validate_policy_rules(obj, false, causes);
+        validate_aggregation_rule(obj, causes);
+    } else if (strcmp(def->key, "rolebindings." RBAC_GROUP) == 0 ||
+               strcmp(def->key, "clusterrolebindings." RBAC_GROUP) == 0) {
+        validate_binding(obj, def->key[0] == 'r', causes);
+        if (old)
+            immutable_role_ref(obj, old, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
