@@ -1064,7 +1064,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
                 json_object_del(obj, k);
         }
         json_decref(mutated);
-        json_t *causes = ks_validate_object(def, obj, NULL, false);
+        json_t *causes = ks_validate_object(def, obj, old, false);
         if (causes) {
             reply_invalid(r, def, name, causes);
             return -EPERM;
