@@ -766,24 +766,6 @@ static const char *sv(const json_t *v)
     return s ? s : "";
 }
 
-/* Go's %q of a string (the escapes a Kubernetes name can need). */
-static char *go_quote(const char *x)
-{
-    size_t n = strlen(x), k = 0;
-    char *q = malloc(2 * n + 3);
-    if (!q)
-        abort();
-    q[k++] = '"';
-    for (size_t j = 0; j < n; j++) {
-        if (x[j] == '"' || x[j] == '\\')
-            q[k++] = '\\';
-        q[k++] = x[j];
-    }
-    q[k++] = '"';
-    q[k] = '\0';
-    return q;
-}
-
 /* Go's %q of a string list, ["a" "b"], appended to *out (malloc'd). */
 static void append_quoted_list(char **out, const json_t *list)
 {
@@ -793,7 +775,7 @@ static void append_quoted_list(char **out, const json_t *list)
     json_t *v;
     json_array_foreach(list, i, v)
     {
-        char *q = go_quote(json_string_value(v) ? json_string_value(v) : "");
+        char *q = ks_go_quote(json_string_value(v) ? json_string_value(v) : "");
         char *next = ks_printf("%s%s%s", s, i ? " " : "", q);
         free(q);
         free(s);
@@ -1034,7 +1016,7 @@ static char *no_escalation(struct ks_server *ks, const struct ks_user *u, const 
         char *gl = ks_strdup("");
         append_quoted_list(&gl, groups);
         json_decref(groups);
-        char *uq = go_quote(u->name);
+        char *uq = ks_go_quote(u->name);
         msg = ks_printf("user %s (groups=%s) is attempting to grant RBAC permissions not "
                         "currently held:",
                         uq, gl);
