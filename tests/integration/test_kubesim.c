@@ -2863,6 +2863,67 @@ START_TEST(test_kubesim_update_validation)
 }
 END_TEST
 
+/*
+ * The Service allocators: a clusterIP asked for is in the service range
+ * and free, a nodePort free; what a deleted Service held is free again;
+ * what kubesim picks skips what is held. Before, two Services could hold
+ * one clusterIP or nodePort.
+ */
+START_TEST(test_kubesim_service_allocation)
+{
+    const char *svcs = "/api/v1/namespaces/default/services";
+    json_t *a = request_json(
+        "POST", svcs, "{\"metadata\":{\"name\":\"al-a\"},\"spec\":{\"ports\":[{\"port\":80}]}}",
+        201);
+    char body[256], want[512];
+    const char *ip = jpath(a, "spec", "clusterIP");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"al-b\"},\"spec\":{\"clusterIP\":\"%s\",\"ports\":[{"
+             "\"port\":80}]}}",
+             ip);
+    snprintf(want, sizeof(want),
+             "Service \"al-b\" is invalid: spec.clusterIPs: Invalid value: []string{\"%s\"}: "
+             "failed to allocate IP %s: provided IP is already allocated",
+             ip, ip);
+    expect_invalid(svcs, body, want);
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"al-b\"},\"spec\":{\"clusterIP\":\"10.10.0.3\","
+                   "\"ports\":[{\"port\":80}]}}",
+                   "Service \"al-b\" is invalid: spec.clusterIPs: Invalid value: "
+                   "[]string{\"10.10.0.3\"}: failed to allocate IP 10.10.0.3: the provided IP "
+                   "(10.10.0.3) is not in the valid range. The range of valid IPs is "
+                   "10.96.0.0/12");
+    /* an IP asked for, then one picked by kubesim: not the same */
+    json_t *b = request_json("POST", svcs,
+                             "{\"metadata\":{\"name\":\"al-b\"},\"spec\":{\"clusterIP\":"
+                             "\"10.96.100.7\",\"ports\":[{\"port\":80}]}}",
+                             201);
+    json_decref(b);
+    json_decref(request_json("POST", svcs,
+                             "{\"metadata\":{\"name\":\"al-n1\"},\"spec\":{\"type\":\"NodePort\","
+                             "\"ports\":[{\"port\":80,\"nodePort\":30999}]}}",
+                             201));
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"al-n2\"},\"spec\":{\"type\":\"NodePort\",\"ports\":"
+                   "[{\"port\":80,\"nodePort\":30999}]}}",
+                   "Service \"al-n2\" is invalid: spec.ports[0].nodePort: Invalid value: 30999: "
+                   "provided port is already allocated");
+    /* freed by the delete */
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/services/al-n1", NULL, 200));
+    json_decref(request_json("POST", svcs,
+                             "{\"metadata\":{\"name\":\"al-n2\"},\"spec\":{\"type\":\"NodePort\","
+                             "\"ports\":[{\"port\":80,\"nodePort\":30999}]}}",
+                             201));
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/services/al-a", NULL, 200));
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"al-c\"},\"spec\":{\"clusterIP\":\"%s\",\"ports\":[{"
+             "\"port\":80}]}}",
+             ip);
+    json_decref(request_json("POST", svcs, body, 201));
+    json_decref(a);
+}
+END_TEST
+
 START_TEST(test_kubesim_rbac_escalation)
 {
     char *tokens = kop_test_path(tmpdir, "esc-tokens.csv");
@@ -3566,6 +3627,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_validation);
     tcase_add_test(tc, test_kubesim_update_validation);
+    tcase_add_test(tc, test_kubesim_service_allocation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);
     tcase_add_test(tc, test_kubesim_deployment_scale);

@@ -16,6 +16,7 @@
 
 #include <strings.h>
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -631,11 +632,15 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
          * first */
         json_object_set_new(spec, "clusterIP", json_string(ip0));
     } else if (needs_ip && !*str_member(spec, "clusterIP")) {
-        pthread_mutex_lock(&ks->lock);
-        uint32_t n = ks->next_ip++;
-        pthread_mutex_unlock(&ks->lock);
         char ip[32];
-        snprintf(ip, sizeof(ip), "10.96.%u.%u", (n / 250) % 256, n % 250 + 2);
+        pthread_mutex_lock(&ks->lock);
+        for (int tries = 0; tries < 64000; tries++) { /* the next one not held */
+            uint32_t n = ks->next_ip++;
+            snprintf(ip, sizeof(ip), "10.96.%u.%u", (n / 250) % 256, n % 250 + 2);
+            if (!json_object_get(ks->svc_alloc, ip))
+                break;
+        }
+        pthread_mutex_unlock(&ks->lock);
         json_object_set_new(spec, "clusterIP", json_string(ip));
     }
     if (needs_ip && json_is_string(json_object_get(spec, "clusterIP")))
@@ -682,8 +687,15 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
                 json_object_set(p, "nodePort", json_object_get(op, "nodePort"));
         }
         if (!json_object_get(p, "nodePort")) {
+            uint32_t np = 30000;
             pthread_mutex_lock(&ks->lock);
-            uint32_t np = 30000 + (ks->next_node_port++ % 2768);
+            for (int tries = 0; tries < 2768; tries++) { /* the next one not held */
+                np = 30000 + (ks->next_node_port++ % 2768);
+                char k[32];
+                snprintf(k, sizeof(k), "node-port:%u", np);
+                if (!json_object_get(ks->svc_alloc, k))
+                    break;
+            }
             pthread_mutex_unlock(&ks->lock);
             json_object_set_new(p, "nodePort", json_integer(np));
         }
@@ -734,6 +746,92 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         json_t *spec = ks_ensure_obj(obj, "spec");
         set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));
     }
+}
+
+/*
+ * The Service allocators (pkg/registry/core/service/storage/alloc.go),
+ * which run before validation (the storage's BeginCreate/BeginUpdate):
+ * a clusterIP asked for must be in the service range (10.96.0.0/12, the
+ * network and broadcast addresses excluded, as the bitmap allocator) and
+ * not held by another Service; a NodePort or LoadBalancer Service's
+ * nodePort must be in 30000-32767 and free. The first refusal is the
+ * answer, a 422 with one cause. Fills r and returns -1; 0 when free.
+ */
+static int service_allocations(struct ks_server *ks, const struct ks_res *def, const json_t *obj,
+                               const char *key, const char *name, struct ks_reply *r)
+{
+    if (strcmp(def->key, "services") != 0)
+        return 0;
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *type = svc_type(spec);
+    json_t *causes = json_array();
+    pthread_mutex_lock(&ks->lock);
+    size_t i;
+    json_t *v;
+    if (strcmp(type, "ExternalName") != 0) {
+        json_array_foreach(json_object_get(spec, "clusterIPs"), i, v)
+        {
+            const char *ip = json_string_value(v);
+            struct in_addr a;
+            if (!ip || !*ip || strcmp(ip, "None") == 0 || inet_pton(AF_INET, ip, &a) != 1)
+                continue; /* validation answers for the rest */
+            const char *owner = json_string_value(json_object_get(ks->svc_alloc, ip));
+            uint32_t h = ntohl(a.s_addr), base = 0x0a600000u; /* 10.96.0.0/12 */
+            char *why = NULL;
+            if (h <= base || h >= base + (1u << 20) - 1)
+                why = ks_printf("the provided IP (%s) is not in the valid range. The range of "
+                                "valid IPs is 10.96.0.0/12",
+                                ip);
+            else if (owner && strcmp(owner, key) != 0)
+                why = ks_strdup("provided IP is already allocated");
+            if (why) {
+                char *vals = ks_go_strings(json_object_get(spec, "clusterIPs"), "[]string");
+                char *m =
+                    ks_printf("Invalid value: %s: failed to allocate IP %s: %s", vals, ip, why);
+                json_array_append_new(causes,
+                                      json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid",
+                                                "message", m, "field", "spec.clusterIPs"));
+                free(m);
+                free(vals);
+                free(why);
+                break;
+            }
+        }
+    }
+    if (json_array_size(causes) == 0 && svc_needs_node_ports(spec)) {
+        json_array_foreach(json_object_get(spec, "ports"), i, v)
+        {
+            json_int_t np = json_integer_value(json_object_get(v, "nodePort"));
+            if (np == 0)
+                continue;
+            char k[48];
+            snprintf(k, sizeof(k), "node-port:%" JSON_INTEGER_FORMAT, np);
+            const char *owner = json_string_value(json_object_get(ks->svc_alloc, k));
+            const char *why = np < 30000 || np > 32767
+                                  ? "provided port is not in the valid range. The range of "
+                                    "valid ports is 30000-32767"
+                              : owner && strcmp(owner, key) != 0 ? "provided port is already "
+                                                                   "allocated"
+                                                                 : NULL;
+            if (why) {
+                char *f = ks_printf("spec.ports[%zu].nodePort", i);
+                char *m = ks_printf("Invalid value: %" JSON_INTEGER_FORMAT ": %s", np, why);
+                json_array_append_new(causes,
+                                      json_pack("{s:s,s:s,s:s}", "reason", "FieldValueInvalid",
+                                                "message", m, "field", f));
+                free(f);
+                free(m);
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ks->lock);
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return 0;
+    }
+    reply_invalid(r, def, name, causes);
+    return -1;
 }
 
 /* ---- namespace check ------------------------------------------------------- */
@@ -1793,6 +1891,10 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
     builtin_defaults(ks, def, obj, NULL);
+    char key[512];
+    ks_obj_key(key, sizeof(key), def->namespaced ? q->ns : NULL, name);
+    if (service_allocations(ks, def, obj, key, name, r) != 0)
+        goto out;
     /* the RBAC storage's escalation check comes before the strategy's
      * validation (policybased Storage.Create wraps the standard store) */
     if (ks_authz_escalation_check(q, def, obj, NULL, name, r) != 0)
@@ -1819,8 +1921,6 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
         goto out;
 
-    char key[512];
-    ks_obj_key(key, sizeof(key), def->namespaced ? q->ns : NULL, name);
     pthread_mutex_lock(&ks->lock);
     if (def->namespaced && check_namespace(ks, q->ns, r) != 0) {
         pthread_mutex_unlock(&ks->lock);
@@ -2149,6 +2249,8 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         }
     }
     builtin_defaults(ks, def, next, cur_v);
+    if (service_allocations(ks, def, next, key, q->name, r) != 0)
+        goto out;
     if (ks_authz_escalation_check(q, def, next, cur_v, q->name, r) != 0)
         goto out;
     json_t *causes = ks_validate_object(def, next, cur_v, false);

@@ -181,6 +181,10 @@ struct ks_server {
     uint64_t drop_epoch; /* bumped to end all open watches */
     uint32_t next_ip;
     uint32_t next_node_port;
+    /* the Service allocators' state: each clusterIP ("10.96.0.3") and
+     * nodePort ("node-port:30001") held, -> the "ns/name" of its Service;
+     * kept by ks_store_put and ks_store_remove */
+    json_t *svc_alloc;
     struct ks_service_map *services; /* --service and /_kubesim/services */
     size_t nservices;
     long propagation_ms; /* --endpoint-propagation-delay */
@@ -253,6 +257,9 @@ json_t *ks_msgs_dns1123_subdomain(const char *s);
 json_t *ks_msgs_port_name(const char *s);
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
+/* Go's %#v of a []T of strings (type "[]string", "[]core.IPFamily"):
+ * []string{"a", "b"}, or []string(nil) for anything but a list. malloc'd */
+char *ks_go_strings(const json_t *list, const char *type);
 /* The registry's validation of an object of def's kind about to be stored
  * (ObjectMeta, its name only at create, and the kind's own rules; with
  * old, the stored object an update replaces, the kind's update rules too:

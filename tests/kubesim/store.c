@@ -18,8 +18,9 @@ int ks_store_init(struct ks_server *ks)
 {
     ks->objects = json_object();
     ks->writes = json_object();
+    ks->svc_alloc = json_object();
     ks->hist = calloc(ks->history_cap, sizeof(*ks->hist));
-    if (!ks->objects || !ks->writes || !ks->hist)
+    if (!ks->objects || !ks->writes || !ks->svc_alloc || !ks->hist)
         return -ENOMEM;
     return 0;
 }
@@ -41,6 +42,43 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->objects = NULL;
     json_decref(ks->writes);
     ks->writes = NULL;
+    json_decref(ks->svc_alloc);
+    ks->svc_alloc = NULL;
+}
+
+/* What a stored Service holds of the allocators (ks->svc_alloc): its
+ * clusterIPs and nodePorts, taken (add) or given back. */
+static void svc_alloc_track(struct ks_server *ks, const json_t *svc, const char *obj_key, bool add)
+{
+    const json_t *spec = json_object_get(svc, "spec");
+    json_t *held = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(spec, "clusterIPs"), i, v)
+    {
+        const char *ip = json_string_value(v);
+        if (ip && *ip && strcmp(ip, "None") != 0)
+            json_array_append_new(held, json_string(ip));
+    }
+    json_array_foreach(json_object_get(spec, "ports"), i, v)
+    {
+        json_int_t np = json_integer_value(json_object_get(v, "nodePort"));
+        if (np > 0) {
+            char k[48];
+            snprintf(k, sizeof(k), "node-port:%" JSON_INTEGER_FORMAT, np);
+            json_array_append_new(held, json_string(k));
+        }
+    }
+    json_array_foreach(held, i, v)
+    {
+        const char *k = json_string_value(v);
+        const char *owner = json_string_value(json_object_get(ks->svc_alloc, k));
+        if (add && !owner)
+            json_object_set_new(ks->svc_alloc, k, json_string(obj_key));
+        else if (!add && owner && strcmp(owner, obj_key) == 0)
+            json_object_del(ks->svc_alloc, k);
+    }
+    json_decref(held);
 }
 
 json_t *ks_store_map(struct ks_server *ks, const char *res_key)
@@ -138,6 +176,11 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     ks->rv++;
     set_rv(obj, ks->rv);
     json_object_set(map, obj_key, obj);
+    if (strcmp(def->key, "services") == 0) {
+        if (old)
+            svc_alloc_track(ks, old, obj_key, false);
+        svc_alloc_track(ks, obj, obj_key, true);
+    }
     record(ks, def, old ? KS_MODIFIED : KS_ADDED, obj, old);
     count_write(ks, def->key, obj_key, old == NULL);
     /* The garbage collector also looks at objects whose owners changed
@@ -165,6 +208,8 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     set_rv(last, ks->rv);
     json_incref(old);
     json_object_del(map, obj_key);
+    if (strcmp(def->key, "services") == 0)
+        svc_alloc_track(ks, old, obj_key, false);
     record(ks, def, KS_DELETED, last, old);
     json_decref(old);
     json_decref(last);

@@ -469,7 +469,7 @@ static char *go_map(const json_t *m)
 
 /* Go's %#v of a []T of strings: []string{"a", "b"}, or []string(nil).
  * malloc'd */
-static char *go_strings(const json_t *list, const char *type)
+char *ks_go_strings(const json_t *list, const char *type)
 {
     if (!json_is_array(list))
         return ks_printf("%s(nil)", type);
@@ -623,11 +623,11 @@ static void validate_service(const json_t *obj, json_t *causes)
         if (cip && *cip && json_array_size(ips) == 0) {
             cause(causes, "FieldValueRequired", "spec.clusterIPs", "Required value");
         } else if (cip && *cip && strcmp(ip0 ? ip0 : "", cip) != 0) {
-            v = go_strings(ips, "[]string");
+            v = ks_go_strings(ips, "[]string");
             cause(causes, "FieldValueInvalid", "spec.clusterIPs",
                   "Invalid value: %s: first value must match `clusterIP`", v);
         } else if (!cip || !*cip) {
-            v = go_strings(ips, "[]string");
+            v = ks_go_strings(ips, "[]string");
             cause(causes, "FieldValueInvalid", "spec.clusterIPs",
                   "Invalid value: %s: must be empty when `clusterIP` is not specified", v);
         }
@@ -1153,7 +1153,7 @@ static void validate_policy_rules(const json_t *obj, bool namespaced, json_t *ca
         free(f);
         const json_t *urls = json_object_get(rule, "nonResourceURLs");
         if (json_array_size(urls) > 0) {
-            char *v = go_strings(urls, "[]string");
+            char *v = ks_go_strings(urls, "[]string");
             f = ks_printf("rules[%zu].nonResourceURLs", i);
             if (namespaced)
                 cause(causes, "FieldValueInvalid", f,
@@ -1333,7 +1333,7 @@ static char *go_label_selector(const json_t *sel)
         {
             const char *key = str_at(r, "key"), *op = str_at(r, "operator");
             char *qk = ks_go_quote(key ? key : ""), *qo = ks_go_quote(op ? op : "");
-            char *vals = go_strings(json_object_get(r, "values"), "[]string");
+            char *vals = ks_go_strings(json_object_get(r, "values"), "[]string");
             char *o = ks_printf("%s%sv1.LabelSelectorRequirement{Key:%s, Operator:%s, Values:%s}",
                                 exprs, i ? ", " : "", qk, qo, vals);
             free(exprs);
@@ -1399,8 +1399,8 @@ static void validate_service_update(const json_t *obj, const json_t *old, json_t
     size_t fn = json_array_size(fams), ofn = json_array_size(ofams);
     const char *policy = str_at(spec, "ipFamilyPolicy");
     bool single = policy && strcmp(policy, "SingleStack") == 0;
-    char *ipsv = go_strings(ips, "[]string");
-    char *famsv = go_strings(fams, "[]core.IPFamily");
+    char *ipsv = ks_go_strings(ips, "[]string");
+    char *famsv = ks_go_strings(fams, "[]core.IPFamily");
     char *policyv = go_string_ptr(json_object_get(spec, "ipFamilyPolicy"));
     const char *const once = "may not change once set";
     bool en = strcmp(type, "ExternalName") == 0 || strcmp(otype, "ExternalName") == 0;
