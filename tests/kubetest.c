@@ -187,8 +187,13 @@ static long http_once(const struct kop_test_http_options *o, const char *method,
         snprintf(line, sizeof(line), "Content-Type: %s", o->ctype);
         hdrs = curl_slist_append(hdrs, line);
     }
-    if (o->header)
-        hdrs = curl_slist_append(hdrs, o->header);
+    for (const char *hl = o->header; hl && *hl;) { /* one header per line */
+        const char *nl = strchr(hl, '\n');
+        size_t n = nl ? (size_t)(nl - hl) : strlen(hl);
+        snprintf(line, sizeof(line), "%.*s", (int)n, hl);
+        hdrs = curl_slist_append(hdrs, line);
+        hl = nl ? nl + 1 : hl + n;
+    }
     struct kop_test_buf b = {0};
     curl_easy_setopt(h, CURLOPT_URL, url);
     kop_curltls_setup(h); /* IP SANs with mbedTLS (kop/curltls.h) */

@@ -128,7 +128,8 @@ struct kop_test_http_options {
      * them fail that way the last code is returned with an empty body.
      */
     int attempts;
-    const char *header; /* one more request header line ("Accept: ..."), NULL: none */
+    const char *header; /* more request header lines ("Accept: ...", several separated by
+                         * "\n"), NULL: none */
     size_t body_len;    /* bytes of a binary body (it may hold NULs); 0: strlen(body) */
 };
 

@@ -47,6 +47,7 @@ void ks_user_free(struct ks_user *u)
     for (size_t i = 0; i < u->ngroups; i++)
         free(u->groups[i]);
     free(u->groups);
+    json_decref(u->extra);
     memset(u, 0, sizeof(*u));
 }
 
@@ -324,6 +325,8 @@ json_t *ks_user_info(const struct ks_user *u)
     if (*u->uid)
         json_object_set_new(info, "uid", json_string(u->uid));
     json_object_set_new(info, "groups", groups);
+    if (json_object_size(u->extra))
+        json_object_set_new(info, "extra", json_deep_copy(u->extra));
     return info;
 }
 

@@ -43,6 +43,7 @@
 #include "kubesim.h"
 
 #include <pthread.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1184,60 +1185,140 @@ static bool split_sa(const char *user, char **ret_ns, char **ret_name)
 }
 
 struct imp_headers {
-    const char *user, *uid;
-    const char *groups[32];
-    size_t ngroups;
-    bool too_many, extra;
+    const char *user, *uid; /* Header.Get: the first of each */
+    json_t *groups;         /* every Impersonate-Group value */
+    json_t *extras;         /* [key, value] of every Impersonate-Extra-* value */
 };
+
+/* url.PathUnescape, or the key as it came when it is not well escaped
+ * (unescapeExtraKey). malloc'd */
+static char *unescape_extra_key(const char *k)
+{
+    size_t n = strlen(k), o = 0;
+    char *out = malloc(n + 1);
+    if (!out)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        if (k[i] != '%') {
+            out[o++] = k[i];
+            continue;
+        }
+        if (i + 2 >= n || !isxdigit((unsigned char)k[i + 1]) ||
+            !isxdigit((unsigned char)k[i + 2])) {
+            free(out);
+            return ks_strdup(k);
+        }
+        char hex[3] = {k[i + 1], k[i + 2], '\0'};
+        out[o++] = (char)strtol(hex, NULL, 16);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
 
 static enum MHD_Result imp_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                   const char *value)
 {
     (void)kind;
     struct imp_headers *h = cls;
-    if (strcasecmp(key, "Impersonate-User") == 0 && !h->user)
+    static const char extra[] = "Impersonate-Extra-";
+    if (strcasecmp(key, "Impersonate-User") == 0 && !h->user) {
         h->user = value;
-    else if (strcasecmp(key, "Impersonate-Uid") == 0 && !h->uid)
+    } else if (strcasecmp(key, "Impersonate-Uid") == 0 && !h->uid) {
         h->uid = value;
-    else if (strcasecmp(key, "Impersonate-Group") == 0) {
-        if (h->ngroups < sizeof(h->groups) / sizeof(h->groups[0]))
-            h->groups[h->ngroups++] = value;
-        else
-            h->too_many = true;
-    } else if (strncasecmp(key, "Impersonate-Extra-", 18) == 0)
-        h->extra = true;
+    } else if (strcasecmp(key, "Impersonate-Group") == 0) {
+        json_array_append_new(h->groups, json_string(value));
+    } else if (strncasecmp(key, extra, sizeof(extra) - 1) == 0) {
+        char *lower = ks_strdup(key + sizeof(extra) - 1);
+        for (char *p = lower; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        char *k = unescape_extra_key(lower);
+        json_array_append_new(h->extras, json_pack("[s,s]", k, value));
+        free(k);
+        free(lower);
+    }
     return MHD_YES;
+}
+
+/* Go's %v of the []v1.ObjectReference of buildImpersonationRequests
+ * (a struct's fields space-separated: Kind Namespace Name UID APIVersion
+ * ResourceVersion FieldPath). malloc'd */
+static char *imp_requests_string(const struct imp_headers *h)
+{
+    char *out = ks_strdup("[");
+    size_t i;
+    json_t *v;
+    json_array_foreach(h->groups, i, v)
+    {
+        char *n = ks_printf("%s%s{Group  %s     }", out, i ? " " : "", json_string_value(v));
+        free(out);
+        out = n;
+    }
+    bool any = json_array_size(h->groups) > 0;
+    json_array_foreach(h->extras, i, v)
+    {
+        char *n = ks_printf("%s%s{UserExtra  %s  authentication.k8s.io/v1  %s}", out,
+                            any ? " " : "", json_string_value(json_array_get(v, 1)),
+                            json_string_value(json_array_get(v, 0)));
+        free(out);
+        out = n;
+        any = true;
+    }
+    if (h->uid) {
+        char *n =
+            ks_printf("%s%s{UID  %s  authentication.k8s.io/v1  }", out, any ? " " : "", h->uid);
+        free(out);
+        out = n;
+    }
+    char *n = ks_printf("%s]", out);
+    free(out);
+    return n;
+}
+
+/* responsewriters' sanitizer: &, < and > as HTML entities. malloc'd */
+static char *html_sanitize(const char *s)
+{
+    char *out = ks_strdup("");
+    for (const char *p = s; *p; p++) {
+        const char *rep = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : NULL;
+        char *n = rep ? ks_printf("%s%s", out, rep) : ks_printf("%s%c", out, *p);
+        free(out);
+        out = n;
+    }
+    return out;
 }
 
 int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const struct ks_user *who,
                    const char *uri, struct ks_user **ret_user, struct ks_reply *r)
 {
     *ret_user = NULL;
-    struct imp_headers h = {0};
+    struct imp_headers h = {.groups = json_array(), .extras = json_array()};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, imp_header, &h);
     if (h.user && !*h.user)
         h.user = NULL; /* Header.Get of an empty value: not impersonating a user */
-    if (!h.user && !h.ngroups && !h.uid && !h.extra)
-        return 0;
+    if (h.uid && !*h.uid)
+        h.uid = NULL;
+    int rc = 0;
+    if (!h.user && !json_array_size(h.groups) && !h.uid && !json_array_size(h.extras))
+        goto done;
     if (!h.user) {
-        /* buildImpersonationRequests' error, as responsewriters.InternalError writes it */
-        char *msg =
-            ks_printf("Internal Server Error: \"%s\": requested impersonation of groups, extra "
-                      "or a uid without impersonating a user\n",
-                      uri);
+        /* buildImpersonationRequests' error, as responsewriters.InternalError
+         * writes it (http.Error: text/plain and a newline) */
+        char *reqs = imp_requests_string(&h);
+        char *raw = ks_printf("Internal Server Error: \"%s\": requested %s without impersonating "
+                              "a user",
+                              uri, reqs);
+        char *msg = html_sanitize(raw);
         free(r->body);
-        r->body = msg;
-        r->len = strlen(msg);
+        r->body = ks_printf("%s\n", msg);
+        r->len = strlen(r->body);
         r->code = 500;
         r->content_type = "text/plain; charset=utf-8";
-        return -EPERM;
-    }
-    if (h.extra || h.too_many) {
-        ks_reply_status(r, 400, "BadRequest",
-                        h.extra ? "kubesim does not impersonate user extra (Impersonate-Extra-*)"
-                                : "kubesim impersonates at most 32 groups",
-                        NULL);
-        return -ENOTSUP;
+        free(msg);
+        free(raw);
+        free(reqs);
+        rc = -EPERM;
+        goto done;
     }
     struct ks_user *nu = calloc(1, sizeof(*nu));
     if (!nu)
@@ -1246,25 +1327,42 @@ int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const stru
     nu->uid = ks_strdup(h.uid ? h.uid : "");
     char *sa_ns = NULL, *sa_name = NULL;
     bool sa = split_sa(h.user, &sa_ns, &sa_name);
-    int rc = 0;
+    size_t ngroups = json_array_size(h.groups), nextras = json_array_size(h.extras);
     pthread_mutex_lock(&ks->lock);
-    /* each thing impersonated, authorized in turn: the user, the groups, the uid */
-    for (size_t i = 0; rc == 0 && i < 2 + h.ngroups; i++) {
+    /* each thing impersonated, authorized in turn, in buildImpersonationRequests'
+     * order: the user, the groups, the extras, the uid */
+    for (size_t i = 0; rc == 0 && i < 2 + ngroups + nextras; i++) {
         struct ks_authz_attrs a = {.verb = "impersonate", .resource_request = true, .group = ""};
         if (i == 0) {
             a.resource = sa ? "serviceaccounts" : "users";
             a.ns = sa ? sa_ns : NULL;
             a.name = sa ? sa_name : h.user;
-        } else if (i == 1) {
+        } else if (i <= ngroups) {
+            const char *g = json_string_value(json_array_get(h.groups, i - 1));
+            a.resource = "groups";
+            a.name = g;
+            ks_user_add_group(nu, g);
+        } else if (i <= ngroups + nextras) {
+            const json_t *kv = json_array_get(h.extras, i - 1 - ngroups);
+            const char *k = json_string_value(json_array_get(kv, 0));
+            a.group = "authentication.k8s.io";
+            a.resource = "userextras";
+            a.sub = k;
+            a.name = json_string_value(json_array_get(kv, 1));
+            if (!nu->extra)
+                nu->extra = json_object();
+            json_t *vals = json_object_get(nu->extra, k);
+            if (!vals) {
+                vals = json_array();
+                json_object_set_new(nu->extra, k, vals);
+            }
+            json_array_append(vals, json_array_get(kv, 1));
+        } else {
             if (!h.uid)
                 continue;
             a.group = "authentication.k8s.io";
             a.resource = "uids";
             a.name = h.uid;
-        } else {
-            a.resource = "groups";
-            a.name = h.groups[i - 2];
-            ks_user_add_group(nu, h.groups[i - 2]);
         }
         char *reason = NULL;
         if (!ks_authorize(ks, who, &a, &reason)) {
@@ -1274,7 +1372,7 @@ int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const stru
         free(reason);
     }
     pthread_mutex_unlock(&ks->lock);
-    if (rc == 0 && sa && h.ngroups == 0) {
+    if (rc == 0 && sa && ngroups == 0) {
         ks_user_add_group(nu, "system:serviceaccounts");
         char *g = ks_printf("system:serviceaccounts:%s", sa_ns);
         ks_user_add_group(nu, g);
@@ -1285,14 +1383,17 @@ int ks_impersonate(struct ks_server *ks, struct MHD_Connection *conn, const stru
     if (rc != 0) {
         ks_user_free(nu);
         free(nu);
-        return rc;
+        goto done;
     }
     bool anonymous = strcmp(nu->name, "system:anonymous") == 0;
     if (!user_in_group(nu, "system:unauthenticated") &&
         (anonymous || !user_in_group(nu, "system:authenticated")))
         ks_user_add_group(nu, anonymous ? "system:unauthenticated" : "system:authenticated");
     *ret_user = nu;
-    return 0;
+done:
+    json_decref(h.groups);
+    json_decref(h.extras);
+    return rc;
 }
 
 /* ---- the reviews ---------------------------------------------------------------------------- */

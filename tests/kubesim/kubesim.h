@@ -144,6 +144,7 @@ struct ks_user {
     char *uid; /* "" when none */
     char **groups;
     size_t ngroups;
+    json_t *extra; /* user.Info.Extra: key -> [values]; NULL when none */
 };
 
 struct ks_server {
