@@ -2874,6 +2874,19 @@ START_TEST(test_kubesim_update_validation)
                          "Secret \"u4\" is invalid: type: Invalid value: \"example.com/other\": "
                          "field is immutable");
 
+    /* an object being deleted takes no new finalizer (ValidateNoNewFinalizers) */
+    json_decref(request_json(
+        "POST", cms, "{\"metadata\":{\"name\":\"u6\",\"finalizers\":[\"example.com/a\"]}}", 201));
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/configmaps/u6", NULL, 200));
+    expect_patch_invalid("/api/v1/namespaces/default/configmaps/u6",
+                         "{\"metadata\":{\"finalizers\":[\"example.com/z\",\"example.com/a\","
+                         "\"example.com/b\"]}}",
+                         "ConfigMap \"u6\" is invalid: metadata.finalizers: Forbidden: no new "
+                         "finalizers can be added if the object is being deleted, found new "
+                         "finalizers []string{\"example.com/b\", \"example.com/z\"}");
+    merge_patch("/api/v1/namespaces/default/configmaps/u6", "{\"metadata\":{\"finalizers\":null}}",
+                200);
+
     json_decref(request_json("POST", RBAC_V1 "/namespaces/default/roles",
                              "{\"metadata\":{\"name\":\"u5\"},\"rules\":[]}", 201));
     json_decref(request_json("POST", RBAC_V1 "/namespaces/default/rolebindings",

@@ -428,6 +428,11 @@ static const char *str_at(const json_t *obj, const char *k)
 
 static const char *const port_range = "must be between 1 and 65535, inclusive";
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Go's %#v of a map[string]string (keys sorted), as 1.32's field errors
  * print a map value. malloc'd */
 static char *go_map(const json_t *m)
@@ -444,12 +449,7 @@ static char *go_map(const json_t *m)
     {
         keys[i++] = k;
     }
-    for (size_t a = 1; a < n; a++) /* insertion sort: maps here are small */
-        for (size_t b = a; b > 0 && strcmp(keys[b - 1], keys[b]) > 0; b--) {
-            const char *t = keys[b];
-            keys[b] = keys[b - 1];
-            keys[b - 1] = t;
-        }
+    qsort(keys, n, sizeof(*keys), cmp_str);
     char *out = ks_strdup("map[string]string{");
     for (i = 0; i < n; i++) {
         char *qk = ks_go_quote(keys[i]);
@@ -1352,6 +1352,57 @@ static char *go_label_selector(const json_t *sel)
     return out;
 }
 
+/* ValidateObjectMetaUpdate's ValidateNoNewFinalizers: an object being
+ * deleted takes no finalizer it did not have (the rest of its rules are
+ * kept by the registry: kubesim restores name, uid, timestamps and
+ * generation from the stored object). */
+static void no_new_finalizers(const json_t *obj, const json_t *old, json_t *causes)
+{
+    const json_t *omd = json_object_get(old, "metadata");
+    if (!json_string_value(json_object_get(omd, "deletionTimestamp")))
+        return;
+    const json_t *ofin = json_object_get(omd, "finalizers");
+    json_t *extra = json_object(); /* a set: sorted below */
+    size_t i, j;
+    json_t *f, *of;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "finalizers"), i, f)
+    {
+        bool had = false;
+        json_array_foreach(ofin, j, of)
+        {
+            had |= json_equal(f, of);
+        }
+        if (!had && json_is_string(f))
+            json_object_set(extra, json_string_value(f), json_true());
+    }
+    size_t n = json_object_size(extra);
+    if (n) {
+        const char **keys = calloc(n, sizeof(*keys));
+        if (!keys)
+            abort();
+        const char *k;
+        json_t *v;
+        i = 0;
+        json_object_foreach(extra, k, v)
+        {
+            keys[i++] = k;
+        }
+        qsort(keys, n, sizeof(*keys), cmp_str);
+        json_t *list = json_array();
+        for (i = 0; i < n; i++)
+            json_array_append_new(list, json_string(keys[i]));
+        char *vals = ks_go_strings(list, "[]string");
+        cause(causes, "FieldValueForbidden", "metadata.finalizers",
+              "Forbidden: no new finalizers can be added if the object is being deleted, found "
+              "new finalizers %s",
+              vals);
+        free(vals);
+        json_decref(list);
+        free(keys);
+    }
+    json_decref(extra);
+}
+
 /* pkg/registry/apps/deployment/strategy.go ValidateUpdate: outside
  * extensions/v1beta1 (which kubesim does not serve) the selector is
  * immutable (apivalidation.ValidateImmutableField, Semantic.DeepEqual). */
@@ -1535,6 +1586,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
 {
     json_t *causes = json_array();
     validate_meta(def, obj, create, causes);
+    if (old)
+        no_new_finalizers(obj, old, causes);
     if (strcmp(def->key, "deployments.apps") == 0) {
         validate_deployment(obj, causes);
         if (old) /* the strategy appends this after ValidateDeploymentUpdate */
