@@ -770,20 +770,11 @@ static const char *sv(const json_t *v)
 /* Go's %q of a string list, ["a" "b"], appended to *out (malloc'd). */
 static void append_quoted_list(char **out, const json_t *list)
 {
-    char *s = ks_printf("%s[", *out);
+    char *l = ks_go_join(list, "[", " ", "]");
+    char *n = ks_printf("%s%s", *out, l);
     free(*out);
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v)
-    {
-        char *q = ks_go_quote(json_string_value(v) ? json_string_value(v) : "");
-        char *next = ks_printf("%s%s%s", s, i ? " " : "", q);
-        free(q);
-        free(s);
-        s = next;
-    }
-    *out = ks_printf("%s]", s);
-    free(s);
+    free(l);
+    *out = n;
 }
 
 /* rbacv1helpers PolicyRule.CompactString: {APIGroups:[..], Resources:[..],

@@ -261,6 +261,9 @@ char *ks_go_quote(const char *s);
 /* Go's %#v of a []T of strings (type "[]string", "[]core.IPFamily"):
  * []string{"a", "b"}, or []string(nil) for anything but a list. malloc'd */
 char *ks_go_strings(const json_t *list, const char *type);
+/* The strings of list, each as ks_go_quote prints it, between open and
+ * close and separated by sep (%v of a []string is "[", " ", "]"). malloc'd */
+char *ks_go_join(const json_t *list, const char *open, const char *sep, const char *close);
 /* The registry's validation of an object of def's kind about to be stored
  * (ObjectMeta, its name only at create, and the kind's own rules; with
  * old, the stored object an update replaces, the kind's update rules too:

@@ -467,26 +467,32 @@ static char *go_map(const json_t *m)
     return o;
 }
 
-/* Go's %#v of a []T of strings: []string{"a", "b"}, or []string(nil).
- * malloc'd */
-char *ks_go_strings(const json_t *list, const char *type)
+char *ks_go_join(const json_t *list, const char *open, const char *sep, const char *close)
 {
-    if (!json_is_array(list))
-        return ks_printf("%s(nil)", type);
-    char *out = ks_printf("%s{", type);
+    char *out = ks_strdup(open);
     size_t i;
     json_t *v;
     json_array_foreach(list, i, v)
     {
         char *q = ks_go_quote(json_is_string(v) ? json_string_value(v) : "");
-        char *o = ks_printf("%s%s%s", out, i ? ", " : "", q);
+        char *o = ks_printf("%s%s%s", out, i ? sep : "", q);
         free(out);
         free(q);
         out = o;
     }
-    char *o = ks_printf("%s}", out);
+    char *o = ks_printf("%s%s", out, close);
     free(out);
     return o;
+}
+
+char *ks_go_strings(const json_t *list, const char *type)
+{
+    if (!json_is_array(list))
+        return ks_printf("%s(nil)", type);
+    char *open = ks_printf("%s{", type);
+    char *out = ks_go_join(list, open, ", ", "}");
+    free(open);
+    return out;
 }
 
 /* ValidateLabels at field: each key and each value. */
