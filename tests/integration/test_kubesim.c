@@ -2719,6 +2719,15 @@ START_TEST(test_kubesim_validation)
                          json_array_get(json_object_get(crb, "subjects"), 0), "apiGroup")),
                      "rbac.authorization.k8s.io");
     json_decref(crb);
+    /* a Pod's containers (ValidatePodSpec, the rules a Deployment's template shares) */
+    expect_invalid("/api/v1/namespaces/default/pods",
+                   "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"activeDeadlineSeconds\":0,"
+                   "\"containers\":[{\"name\":\"c\"}]}}",
+                   "Pod \"p\" is invalid: [spec.containers[0].image: Required value, "
+                   "spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and "
+                   "2147483647, inclusive]");
+    expect_invalid("/api/v1/namespaces/default/pods", "{\"metadata\":{\"name\":\"p\"}}",
+                   "Pod \"p\" is invalid: spec.containers: Required value");
     /* a []byte member that is not base64: the decoder's 400 */
     json_t *st =
         request_json("POST", "/api/v1/namespaces/default/secrets",

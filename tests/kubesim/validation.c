@@ -824,14 +824,14 @@ static void validate_container_ports(const json_t *ports, const char *path, json
 }
 
 /* validateContainers for containers or initContainers; names seen so far in all_names */
-static void validate_containers(const json_t *list, const char *what, json_t *all_names,
-                                json_t *causes)
+static void validate_containers(const json_t *list, const char *spec_path, const char *what,
+                                json_t *all_names, json_t *causes)
 {
     size_t i;
     json_t *c;
     json_array_foreach(list, i, c)
     {
-        char *path = ks_printf("spec.template.spec.%s[%zu]", what, i);
+        char *path = ks_printf("%s.%s[%zu]", spec_path, what, i);
         char *f = ks_printf("%s.name", path);
         const char *name = str_at(c, "name");
         if (!name || !*name)
@@ -903,6 +903,38 @@ static void int_or_percent(const json_t *v, const char *field, json_t *causes, b
     }
 }
 
+/* ValidatePodSpec's containers: at least one, init containers too, names
+ * unique across both */
+static void validate_pod_containers(const json_t *pspec, const char *spec_path, json_t *causes)
+{
+    const json_t *containers = json_object_get(pspec, "containers");
+    json_t *names = json_object();
+    if (json_array_size(containers) == 0) {
+        char *f = ks_printf("%s.containers", spec_path);
+        cause(causes, "FieldValueRequired", f, "Required value");
+        free(f);
+    } else {
+        validate_containers(containers, spec_path, "containers", names, causes);
+    }
+    validate_containers(json_object_get(pspec, "initContainers"), spec_path, "initContainers",
+                        names, causes);
+    json_decref(names);
+}
+
+/* ValidatePodCreate's spec rules that kubesim knows (the containers, as
+ * for a Deployment's template, and activeDeadlineSeconds); a Pod's update
+ * rules (which fields may change) are not emulated. */
+static void validate_pod(const json_t *obj, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    validate_pod_containers(spec, "spec", causes);
+    const json_t *ads = json_object_get(spec, "activeDeadlineSeconds");
+    if (json_is_integer(ads) &&
+        (json_integer_value(ads) < 1 || json_integer_value(ads) > 2147483647))
+        invalid_int(causes, "spec.activeDeadlineSeconds", json_integer_value(ads),
+                    "must be between 1 and 2147483647, inclusive");
+}
+
 static void validate_deployment(const json_t *obj, json_t *causes)
 {
     const json_t *spec = json_object_get(obj, "spec");
@@ -936,14 +968,7 @@ static void validate_deployment(const json_t *obj, json_t *causes)
         free(m);
     }
     validate_labels(labels, "spec.template.labels", causes);
-    const json_t *containers = json_object_get(tspec, "containers");
-    json_t *names = json_object();
-    if (json_array_size(containers) == 0)
-        cause(causes, "FieldValueRequired", "spec.template.spec.containers", "Required value");
-    else
-        validate_containers(containers, "containers", names, causes);
-    validate_containers(json_object_get(tspec, "initContainers"), "initContainers", names, causes);
-    json_decref(names);
+    validate_pod_containers(tspec, "spec.template.spec", causes);
     const char *rp = str_at(tspec, "restartPolicy");
     if (rp && strcmp(rp, "Always") != 0) {
         char *q = ks_go_quote(rp);
@@ -1604,6 +1629,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_service(obj, causes);
     } else if (strcmp(def->key, "events") == 0) {
         validate_event(obj, causes);
+    } else if (strcmp(def->key, "pods") == 0 && !old) {
+        validate_pod(obj, causes);
     } else if (strcmp(def->key, "configmaps") == 0) {
         if (old)
             immutable_data(obj, old, false, causes);
