@@ -189,11 +189,6 @@ static const struct boot_binding boot_bindings[] = {
      "system:unauthenticated", false},
 };
 
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* A space-separated list (of at most 32 words) as a sorted JSON array. */
 static json_t *word_list(const char *s)
 {
@@ -205,7 +200,7 @@ static json_t *word_list(const char *s)
             abort(); /* a table above grew past it */
         w[n++] = p;
     }
-    qsort(w, n, sizeof(w[0]), cmp_cstr);
+    qsort(w, n, sizeof(w[0]), ks_cmp_cstr);
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
         json_array_append_new(a, json_string(w[i]));
@@ -366,7 +361,7 @@ void ks_authz_aggregate(struct ks_server *ks)
     {
         names[k++] = ks_strdup(key);
     }
-    qsort(names, k, sizeof(*names), cmp_cstr);
+    qsort(names, k, sizeof(*names), ks_cmp_cstr);
     for (size_t i = 0; i < k; i++) {
         const json_t *cur = json_object_get(map, names[i]);
         const json_t *agg = json_object_get(cur, "aggregationRule");
@@ -1001,7 +996,7 @@ static char *no_escalation(struct ks_server *ks, const struct ks_user *u, const 
             else
                 desc[nd++] = d;
         }
-        qsort(desc, nd, sizeof(*desc), cmp_cstr);
+        qsort(desc, nd, sizeof(*desc), ks_cmp_cstr);
         json_t *groups = json_array();
         for (size_t g = 0; g < u->ngroups; g++)
             json_array_append_new(groups, json_string(u->groups[g]));

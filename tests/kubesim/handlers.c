@@ -1427,11 +1427,6 @@ static void do_get(struct ks_api_req *q, const struct ks_res *def, const char *k
     json_decref(cur);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 struct list_opts {
     struct ks_selector *labels;
     struct ks_selector *fields;
@@ -1611,18 +1606,9 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
         list_opts_free(&o);
         return;
     }
-    size_t n = json_object_size(map);
-    const char **keys = calloc(n ? n : 1, sizeof(*keys));
-    if (!keys)
-        abort();
-    size_t k = 0;
-    const char *key;
+    size_t k;
+    const char **keys = ks_sorted_keys(map, &k);
     json_t *obj;
-    json_object_foreach(map, key, obj)
-    {
-        keys[k++] = key;
-    }
-    qsort(keys, k, sizeof(*keys), cmp_str);
     size_t prefix = q->ns ? strlen(q->ns) : 0;
     for (size_t i = 0; i < k; i++) {
         if (q->ns && (strncmp(keys[i], q->ns, prefix) != 0 || keys[i][prefix] != '/'))
@@ -2696,17 +2682,9 @@ static json_t *scale_of(const json_t *dep)
     /* The selector as text: matchLabels k=v (sorted), matchExpressions. */
     const json_t *sel = json_object_get(spec, "selector");
     const json_t *ml = json_object_get(sel, "matchLabels");
-    size_t n = json_object_size(ml), k = 0;
-    const char **keys = calloc(n ? n : 1, sizeof(*keys));
-    if (!keys)
-        abort();
-    const char *key;
+    size_t k;
+    const char **keys = ks_sorted_keys(ml, &k);
     json_t *v;
-    json_object_foreach((json_t *)ml, key, v)
-    {
-        keys[k++] = key;
-    }
-    qsort(keys, k, sizeof(*keys), cmp_str);
     char *text = ks_strdup("");
     for (size_t i = 0; i < k; i++) {
         char *nt = ks_printf("%s%s%s=%s", text, *text ? "," : "", keys[i],

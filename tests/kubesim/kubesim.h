@@ -243,6 +243,11 @@ char *ks_base64_encode(const unsigned char *data, size_t len);
 unsigned char *ks_base64_decode(const char *s, size_t *ret_len);
 /* strdup that aborts on ENOMEM (a test tool without memory is done). */
 char *ks_strdup(const char *s);
+/* The keys of a JSON object in strcmp order, *ret_n of them; the array is
+ * malloc'd, the keys are the object's (valid while it is unchanged). */
+const char **ks_sorted_keys(const json_t *obj, size_t *ret_n);
+/* strcmp for qsort of an array of const char * */
+int ks_cmp_cstr(const void *a, const void *b);
 char *ks_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Status bodies (Go field order, trailing newline). @ref steal details. */

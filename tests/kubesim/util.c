@@ -194,6 +194,28 @@ unsigned char *ks_base64_decode(const char *s, size_t *ret_len)
     return out;
 }
 
+const char **ks_sorted_keys(const json_t *obj, size_t *ret_n)
+{
+    size_t n = json_object_size(obj), k = 0;
+    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    if (!keys)
+        abort();
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        keys[k++] = key;
+    }
+    qsort(keys, k, sizeof(*keys), ks_cmp_cstr);
+    *ret_n = k;
+    return keys;
+}
+
+int ks_cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 char *ks_strdup(const char *s)
 {
     char *d = strdup(s ? s : "");

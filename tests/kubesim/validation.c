@@ -428,30 +428,16 @@ static const char *str_at(const json_t *obj, const char *k)
 
 static const char *const port_range = "must be between 1 and 65535, inclusive";
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* Go's %#v of a map[string]string (keys sorted), as 1.32's field errors
  * print a map value. malloc'd */
 static char *go_map(const json_t *m)
 {
     if (!json_is_object(m))
         return ks_strdup("map[string]string(nil)");
-    size_t n = json_object_size(m), i = 0;
-    const char **keys = calloc(n ? n : 1, sizeof(*keys));
-    if (!keys)
-        abort();
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)m, k, v)
-    {
-        keys[i++] = k;
-    }
-    qsort(keys, n, sizeof(*keys), cmp_str);
+    size_t n;
+    const char **keys = ks_sorted_keys(m, &n);
     char *out = ks_strdup("map[string]string{");
-    for (i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         char *qk = ks_go_quote(keys[i]);
         const char *sv = str_at(m, keys[i]);
         char *qv = ks_go_quote(sv ? sv : "");
@@ -1406,19 +1392,9 @@ static void no_new_finalizers(const json_t *obj, const json_t *old, json_t *caus
         if (!had && json_is_string(f))
             json_object_set(extra, json_string_value(f), json_true());
     }
-    size_t n = json_object_size(extra);
-    if (n) {
-        const char **keys = calloc(n, sizeof(*keys));
-        if (!keys)
-            abort();
-        const char *k;
-        json_t *v;
-        i = 0;
-        json_object_foreach(extra, k, v)
-        {
-            keys[i++] = k;
-        }
-        qsort(keys, n, sizeof(*keys), cmp_str);
+    if (json_object_size(extra)) {
+        size_t n;
+        const char **keys = ks_sorted_keys(extra, &n);
         json_t *list = json_array();
         for (i = 0; i < n; i++)
             json_array_append_new(list, json_string(keys[i]));

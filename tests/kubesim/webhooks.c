@@ -665,11 +665,6 @@ struct match {
     bool reinvoke; /* due for the reinvocation pass */
 };
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static void admit_error(int *ret_code, char **ret_body, const char *name, const char *reason)
 {
     char *inner = ks_printf("failed calling webhook \"%s\": %s", name, reason);
@@ -702,14 +697,9 @@ static size_t collect_matches(struct ks_server *ks, const struct ks_admit_req *a
     if (!ns_labels)
         ns_labels = json_pack("{s:s}", "kubernetes.io/metadata.name", ar->ns);
     json_t *map = ks_store_map(ks, res_key);
-    size_t ncfg = json_object_size(map), c = 0;
-    const char **keys = calloc(ncfg ? ncfg : 1, sizeof(*keys));
-    if (!keys)
-        abort();
-    const char *key;
+    size_t ncfg, c;
+    const char **keys = ks_sorted_keys(map, &ncfg);
     json_t *cfg;
-    json_object_foreach(map, key, cfg) keys[c++] = key;
-    qsort(keys, ncfg, sizeof(*keys), cmp_str);
     for (c = 0; c < ncfg; c++) {
         cfg = json_object_get(map, keys[c]);
         size_t i;
