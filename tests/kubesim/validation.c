@@ -1438,6 +1438,48 @@ static bool same_string_at(const json_t *a, const json_t *b, size_t i)
     return strcmp(x ? x : "", y ? y : "") == 0;
 }
 
+/* clusterIPs or ipFamilies, now and before an update */
+struct dual_list {
+    const char *name, *noun; /* "clusterIPs", "clusterIP" */
+    const json_t *now, *was;
+    const char *value; /* now, as Go prints it */
+    bool each_index;   /* a change of the same length names its index, or [0] */
+};
+
+/* validateUpgradeDowngradeClusterIPs or ...IPFamilies: the primary may not
+ * change; a downgrade may not unset it (judged by the count of clusterIPs,
+ * nips, in both) and must set SingleStack. Go prints the clusterIPs (ipsv)
+ * for a changed primary in both, and the list itself otherwise. */
+static void dual_list_change(const struct dual_list *d, size_t nips, const char *ipsv,
+                             const char *policyv, bool single, json_t *causes)
+{
+    const char *const once = "may not change once set";
+    size_t n = json_array_size(d->now), on = json_array_size(d->was);
+    char *f0 = ks_printf("spec.%s[0]", d->name);
+    if (on == n) {
+        for (size_t i = 0; i < on; i++) {
+            if (same_string_at(d->was, d->now, i))
+                continue;
+            char *f = d->each_index ? ks_printf("spec.%s[%zu]", d->name, i) : ks_strdup(f0);
+            cause(causes, "FieldValueInvalid", f, "Invalid value: %s: %s", d->value, once);
+            free(f);
+        }
+    } else if (on > n) {
+        if (nips == 0)
+            cause(causes, "FieldValueInvalid", f0, "Invalid value: %s: primary %s can not be unset",
+                  d->value, d->noun);
+        if (n > 0 && !same_string_at(d->was, d->now, 0))
+            cause(causes, "FieldValueInvalid", f0, "Invalid value: %s: %s", ipsv, once);
+        if (n == 1 && !single)
+            cause(causes, "FieldValueInvalid", "spec.ipFamilyPolicy",
+                  "Invalid value: %s: must be set to 'SingleStack' when releasing the secondary %s",
+                  policyv, d->noun);
+    } else if (on > 0 && n > 0 && !same_string_at(d->was, d->now, 0)) {
+        cause(causes, "FieldValueInvalid", f0, "Invalid value: %s: %s", ipsv, once);
+    }
+    free(f0);
+}
+
 /* pkg/apis/core/validation ValidateServiceUpdate, before the Service's
  * own rules: validateUpgradeDowngradeClusterIPs, ...IPFamilies and
  * validateLoadBalancerClassField(old, new). The values printed are the
@@ -1453,8 +1495,6 @@ static void validate_service_update(const json_t *obj, const json_t *old, json_t
     const json_t *oips = json_object_get(ospec, "clusterIPs");
     const json_t *fams = json_object_get(spec, "ipFamilies");
     const json_t *ofams = json_object_get(ospec, "ipFamilies");
-    size_t n = json_array_size(ips), on = json_array_size(oips);
-    size_t fn = json_array_size(fams), ofn = json_array_size(ofams);
     const char *policy = str_at(spec, "ipFamilyPolicy");
     bool single = policy && strcmp(policy, "SingleStack") == 0;
     char *ipsv = ks_go_strings(ips, "[]string");
@@ -1463,54 +1503,12 @@ static void validate_service_update(const json_t *obj, const json_t *old, json_t
     const char *const once = "may not change once set";
     bool en = strcmp(type, "ExternalName") == 0 || strcmp(otype, "ExternalName") == 0;
     bool headless = svc_headless(spec), oheadless = svc_headless(ospec);
-    if (!en && !(headless && oheadless)) {
-        if (on == n) {
-            for (size_t i = 0; i < on; i++)
-                if (!same_string_at(oips, ips, i)) {
-                    char *f = ks_printf("spec.clusterIPs[%zu]", i);
-                    cause(causes, "FieldValueInvalid", f, "Invalid value: %s: %s", ipsv, once);
-                    free(f);
-                }
-        } else if (on > n) {
-            if (n == 0)
-                cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]",
-                      "Invalid value: %s: primary clusterIP can not be unset", ipsv);
-            if (n > 0 && !same_string_at(oips, ips, 0))
-                cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]", "Invalid value: %s: %s",
-                      ipsv, once);
-            if (n == 1 && !single)
-                cause(causes, "FieldValueInvalid", "spec.ipFamilyPolicy",
-                      "Invalid value: %s: must be set to 'SingleStack' when releasing the "
-                      "secondary clusterIP",
-                      policyv);
-        } else if (on > 0 && !same_string_at(oips, ips, 0)) {
-            cause(causes, "FieldValueInvalid", "spec.clusterIPs[0]", "Invalid value: %s: %s", ipsv,
-                  once);
-        }
-    }
-    if (!en && headless == oheadless && !headless) {
-        if (ofn == fn) {
-            for (size_t i = 0; i < ofn; i++)
-                if (!same_string_at(ofams, fams, i))
-                    cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]",
-                          "Invalid value: %s: %s", famsv, once);
-        } else if (ofn > fn) {
-            if (n == 0)
-                cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]",
-                      "Invalid value: %s: primary ipFamily can not be unset", famsv);
-            if (fn > 0 && !same_string_at(ofams, fams, 0))
-                cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]", "Invalid value: %s: %s",
-                      ipsv, once);
-            if (fn == 1 && !single)
-                cause(causes, "FieldValueInvalid", "spec.ipFamilyPolicy",
-                      "Invalid value: %s: must be set to 'SingleStack' when releasing the "
-                      "secondary ipFamily",
-                      policyv);
-        } else if (ofn > 0 && fn > 0 && !same_string_at(ofams, fams, 0)) {
-            cause(causes, "FieldValueInvalid", "spec.ipFamilies[0]", "Invalid value: %s: %s", ipsv,
-                  once);
-        }
-    }
+    const struct dual_list cips = {"clusterIPs", "clusterIP", ips, oips, ipsv, true};
+    const struct dual_list fam = {"ipFamilies", "ipFamily", fams, ofams, famsv, false};
+    if (!en && !(headless && oheadless))
+        dual_list_change(&cips, json_array_size(ips), ipsv, policyv, single, causes);
+    if (!en && headless == oheadless && !headless)
+        dual_list_change(&fam, json_array_size(ips), ipsv, policyv, single, causes);
     /* validateLoadBalancerClassField(old, new); ValidateService repeats its
      * checks of the new object, and the message lists a repeated error
      * once (ToAggregate) */
@@ -1622,7 +1620,7 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_aggregation_rule(obj, causes);
     } else if (strcmp(def->key, "rolebindings." RBAC_GROUP) == 0 ||
                strcmp(def->key, "clusterrolebindings." RBAC_GROUP) == 0) {
-        validate_binding(obj, def->key[0] == 'r', causes);
+        validate_binding(obj, def->namespaced, causes);
         if (old)
             immutable_role_ref(obj, old, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
