@@ -540,7 +540,7 @@ static void normalize_cluster_ips(json_t *spec, const json_t *ospec)
     const char *cip = str_member(spec, "clusterIP"), *ocip = str_member(ospec, "clusterIP");
     if (json_array_size(oips) > 0 && json_array_size(json_object_get(spec, "clusterIPs")) == 0 &&
         strcmp(cip, ocip) == 0)
-        json_object_set(spec, "clusterIPs", (json_t *)oips);
+        json_object_set_new(spec, "clusterIPs", json_deep_copy(oips)); /* oips is stored */
     if (strcmp(cip, ocip) == 0)
         return;
     const json_t *ips = json_object_get(spec, "clusterIPs");
@@ -573,13 +573,15 @@ static void service_update_fields(json_t *spec, const json_t *ospec)
     if (old_ip && new_ip) {
         if (!*str_member(spec, "clusterIP") && json_object_get(ospec, "clusterIP"))
             json_object_set(spec, "clusterIP", json_object_get(ospec, "clusterIP"));
+        /* copies: ospec is the stored object, spec may still change */
         if (json_array_size(json_object_get(spec, "clusterIPs")) == 0 &&
             json_array_size(json_object_get(ospec, "clusterIPs")) > 0)
-            json_object_set(spec, "clusterIPs", json_object_get(ospec, "clusterIPs"));
+            json_object_set_new(spec, "clusterIPs",
+                                json_deep_copy(json_object_get(ospec, "clusterIPs")));
         static const char *const keep[] = {"ipFamilies", "ipFamilyPolicy", NULL};
         for (const char *const *k = keep; *k; k++)
             if (!json_object_get(spec, *k) && json_object_get(ospec, *k))
-                json_object_set(spec, *k, json_object_get(ospec, *k));
+                json_object_set_new(spec, *k, json_deep_copy(json_object_get(ospec, *k)));
     }
     normalize_cluster_ips(spec, ospec);
     if (old_ip && !new_ip) {
