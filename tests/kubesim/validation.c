@@ -889,6 +889,45 @@ static void int_or_percent(const json_t *v, const char *field, json_t *causes, b
     }
 }
 
+/* Go's %#v of a metav1.LabelSelector, as field.Invalid prints one (its
+ * String() has a pointer receiver, so the dereferenced value falls back to
+ * %#v). malloc'd */
+static char *go_label_selector(const json_t *sel)
+{
+    if (!json_is_object(sel))
+        return ks_go_quote("null");
+    char *ml = go_map(json_object_get(sel, "matchLabels"));
+    const json_t *me = json_object_get(sel, "matchExpressions");
+    char *exprs;
+    if (!json_is_array(me)) {
+        exprs = ks_strdup("[]v1.LabelSelectorRequirement(nil)");
+    } else {
+        exprs = ks_strdup("[]v1.LabelSelectorRequirement{");
+        size_t i;
+        json_t *r;
+        json_array_foreach(me, i, r)
+        {
+            const char *key = str_at(r, "key"), *op = str_at(r, "operator");
+            char *qk = ks_go_quote(key ? key : ""), *qo = ks_go_quote(op ? op : "");
+            char *vals = ks_go_strings(json_object_get(r, "values"), "[]string");
+            char *o = ks_printf("%s%sv1.LabelSelectorRequirement{Key:%s, Operator:%s, Values:%s}",
+                                exprs, i ? ", " : "", qk, qo, vals);
+            free(exprs);
+            free(qk);
+            free(qo);
+            free(vals);
+            exprs = o;
+        }
+        char *o = ks_printf("%s}", exprs);
+        free(exprs);
+        exprs = o;
+    }
+    char *out = ks_printf("v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}", ml, exprs);
+    free(ml);
+    free(exprs);
+    return out;
+}
+
 /* ValidatePodSpec's containers: at least one, init containers too, names
  * unique across both */
 static void validate_pod_containers(const json_t *pspec, const char *spec_path, json_t *causes)
@@ -938,11 +977,10 @@ static void validate_deployment(const json_t *obj, json_t *causes)
         const json_t *me = json_object_get(sel, "matchExpressions");
         if (json_object_size(ml) + json_array_size(me) == 0) {
             sel_empty = true;
+            char *v = go_label_selector(sel);
             cause(causes, "FieldValueInvalid", "spec.selector",
-                  "Invalid value: v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}: empty "
-                  "selector is invalid for deployment",
-                  ml ? "map[string]string{}" : "map[string]string(nil)",
-                  me ? "[]v1.LabelSelectorRequirement{}" : "[]v1.LabelSelectorRequirement(nil)");
+                  "Invalid value: %s: empty selector is invalid for deployment", v);
+            free(v);
         }
     }
     /* a missing selector selects nothing (labels.Nothing), an empty one all */
@@ -1328,45 +1366,6 @@ static bool semantic_equal(const json_t *a, const json_t *b)
 static char *go_string_ptr(const json_t *v)
 {
     return ks_go_quote(json_is_string(v) ? json_string_value(v) : "null");
-}
-
-/* Go's %#v of a metav1.LabelSelector, as field.Invalid prints one (its
- * String() has a pointer receiver, so the dereferenced value falls back to
- * %#v). malloc'd */
-static char *go_label_selector(const json_t *sel)
-{
-    if (!json_is_object(sel))
-        return ks_go_quote("null");
-    char *ml = go_map(json_object_get(sel, "matchLabels"));
-    const json_t *me = json_object_get(sel, "matchExpressions");
-    char *exprs;
-    if (!json_is_array(me)) {
-        exprs = ks_strdup("[]v1.LabelSelectorRequirement(nil)");
-    } else {
-        exprs = ks_strdup("[]v1.LabelSelectorRequirement{");
-        size_t i;
-        json_t *r;
-        json_array_foreach(me, i, r)
-        {
-            const char *key = str_at(r, "key"), *op = str_at(r, "operator");
-            char *qk = ks_go_quote(key ? key : ""), *qo = ks_go_quote(op ? op : "");
-            char *vals = ks_go_strings(json_object_get(r, "values"), "[]string");
-            char *o = ks_printf("%s%sv1.LabelSelectorRequirement{Key:%s, Operator:%s, Values:%s}",
-                                exprs, i ? ", " : "", qk, qo, vals);
-            free(exprs);
-            free(qk);
-            free(qo);
-            free(vals);
-            exprs = o;
-        }
-        char *o = ks_printf("%s}", exprs);
-        free(exprs);
-        exprs = o;
-    }
-    char *out = ks_printf("v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}", ml, exprs);
-    free(ml);
-    free(exprs);
-    return out;
 }
 
 /* ValidateObjectMetaUpdate's ValidateNoNewFinalizers: an object being
