@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2043,6 +2044,204 @@ START_TEST(test_kubesim_kubernetes_service)
 }
 END_TEST
 
+/* The Pods of ReplicaSet "rsp" (label app=rsp) in "default". */
+static json_t *rsp_pods(void)
+{
+    json_t *l =
+        request_json("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Drsp", NULL, 200);
+    json_t *items = json_incref(json_object_get(l, "items"));
+    json_decref(l);
+    return items;
+}
+
+static bool rsp_pod_count(const void *arg)
+{
+    json_t *items = rsp_pods();
+    bool ok = json_array_size(items) == (size_t)(uintptr_t)arg;
+    json_decref(items);
+    return ok;
+}
+
+/* ReplicaSet rsp's status.readyReplicas is arg. */
+static bool rsp_ready(const void *arg)
+{
+    struct kop_test_resp r =
+        request("GET", "/apis/apps/v1/namespaces/default/replicasets/rsp", NULL, NULL, NULL);
+    json_t *rs = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    const json_t *st = json_object_get(rs, "status");
+    bool ok =
+        json_integer_value(json_object_get(st, "readyReplicas")) == (json_int_t)(uintptr_t)arg &&
+        json_integer_value(json_object_get(st, "replicas")) == (json_int_t)(uintptr_t)arg;
+    json_decref(rs);
+    return ok;
+}
+
+static bool has_true_condition(const json_t *pod, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "type")), type) == 0)
+            return strcmp(json_string_value(json_object_get(c, "status")), "True") == 0;
+    }
+    return false;
+}
+
+/* pkg/controller/replicaset, with the scheduler and the kubelet as one
+ * step: a ReplicaSet has spec.replicas running Pods it controls, named
+ * <replicaset>-XXXXX, each with its own Pod IP; scaled down, the extra
+ * Pods go; a deleted Pod is replaced; the ReplicaSet's status counts them;
+ * the garbage collector takes them with the ReplicaSet. */
+START_TEST(test_kubesim_replicaset_pods)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/replicasets",
+        "{\"metadata\":{\"name\":\"rsp\"},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"rsp\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"rsp\"},"
+        "\"annotations\":{\"a\":\"b\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"busybox:1.36\",\"resources\":{\"limits\":{\"cpu\":\"100m\",\"memory\":\"64Mi\"}}}]}}}}",
+        201));
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)3, 5000), "no 3 Pods");
+    ck_assert_msg(kop_test_eventually(rsp_ready, (void *)3, 5000), "status not 3 ready");
+    json_t *rs = request_json("GET", "/apis/apps/v1/namespaces/default/replicasets/rsp", NULL, 200);
+    const char *rs_uid = jpath(rs, "metadata", "uid");
+    json_t *items = rsp_pods();
+    size_t i;
+    json_t *pod;
+    char ips[3][32] = {{0}};
+    json_array_foreach(items, i, pod)
+    {
+        const char *name = jpath(pod, "metadata", "name");
+        ck_assert_int_eq(strlen(name), strlen("rsp-") + 5);
+        ck_assert_int_eq(strncmp(name, "rsp-", 4), 0);
+        ck_assert_str_eq(jpath(pod, "metadata", "generateName"), "rsp-");
+        ck_assert_str_eq(jpath(jpath_obj(pod, "metadata", "annotations"), "a", NULL), "b");
+        const json_t *ref =
+            json_array_get(json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), 0);
+        ck_assert_str_eq(jpath(ref, "kind", NULL), "ReplicaSet");
+        ck_assert_str_eq(jpath(ref, "name", NULL), "rsp");
+        ck_assert_str_eq(jpath(ref, "uid", NULL), rs_uid);
+        ck_assert(json_is_true(json_object_get(ref, "controller")));
+        ck_assert(json_is_true(json_object_get(ref, "blockOwnerDeletion")));
+        ck_assert_str_eq(jpath(pod, "spec", "nodeName"), "kubesim-node");
+        ck_assert_str_eq(jpath(pod, "status", "phase"), "Running");
+        ck_assert(has_true_condition(pod, "Ready"));
+        ck_assert(has_true_condition(pod, "PodScheduled"));
+        /* SetDefaults_Pod: requests from limits, so Guaranteed */
+        const json_t *c =
+            json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+        ck_assert_str_eq(jpath(jpath_obj(c, "resources", "requests"), "cpu", NULL), "100m");
+        ck_assert_str_eq(jpath(pod, "status", "qosClass"), "Guaranteed");
+        const json_t *cs =
+            json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+        ck_assert(json_is_true(json_object_get(cs, "ready")));
+        ck_assert_ptr_nonnull(json_object_get(json_object_get(cs, "state"), "running"));
+        const char *ip = jpath(pod, "status", "podIP");
+        ck_assert_int_eq(strncmp(ip, "10.244.", 7), 0);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_str_ne(ips[j], ip);
+        snprintf(ips[i], sizeof(ips[i]), "%s", ip);
+    }
+    json_decref(items);
+    json_decref(rs);
+    /* the Table kubectl get pods prints */
+    struct kop_test_resp t =
+        request_ex("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Drsp", NULL, NULL,
+                   NULL, "Accept: application/json;as=Table;v=v1;g=meta.k8s.io");
+    ck_assert_int_eq(t.code, 200);
+    json_t *table = json_loads(t.body, 0, NULL);
+    kop_test_resp_free(&t);
+    const json_t *cols = json_object_get(table, "columnDefinitions");
+    const char *want_cols[] = {"Name", "Ready", "Status",         "Restarts",       "Age",
+                               "IP",   "Node",  "Nominated Node", "Readiness Gates"};
+    ck_assert_int_eq(json_array_size(cols), 9);
+    for (i = 0; i < 9; i++)
+        ck_assert_str_eq(jpath(json_array_get(cols, i), "name", NULL), want_cols[i]);
+    const json_t *cells =
+        json_object_get(json_array_get(json_object_get(table, "rows"), 0), "cells");
+    ck_assert_str_eq(json_string_value(json_array_get(cells, 1)), "1/1");
+    ck_assert_str_eq(json_string_value(json_array_get(cells, 2)), "Running");
+    ck_assert_str_eq(json_string_value(json_array_get(cells, 3)), "0");
+    ck_assert_str_eq(json_string_value(json_array_get(cells, 6)), "kubesim-node");
+    json_decref(table);
+    /* scaled down: the extra Pods go */
+    merge_patch("/apis/apps/v1/namespaces/default/replicasets/rsp", "{\"spec\":{\"replicas\":1}}",
+                200);
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)1, 5000), "not scaled to 1");
+    ck_assert_msg(kop_test_eventually(rsp_ready, (void *)1, 5000), "status not 1 ready");
+    /* a deleted Pod is replaced */
+    items = rsp_pods();
+    char *gone = strdup(jpath(json_array_get(items, 0), "metadata", "name"));
+    json_decref(items);
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", gone);
+    json_decref(request_json("DELETE", path, NULL, 200));
+    wait_code(path, 404);
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)1, 5000), "not replaced");
+    items = rsp_pods();
+    ck_assert_str_ne(jpath(json_array_get(items, 0), "metadata", "name"), gone);
+    free(gone);
+    json_decref(items);
+    /* the garbage collector takes them with the ReplicaSet */
+    json_decref(
+        request_json("DELETE", "/apis/apps/v1/namespaces/default/replicasets/rsp", NULL, 200));
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)0, 5000), "Pods left");
+}
+END_TEST
+
+/* A Pod a client makes: SetDefaults_PodSpec and SetDefaults_Pod, the
+ * admission plugins' additions (the ServiceAccount and its token volume,
+ * priority, default tolerations), status Pending with its QoS class; no
+ * scheduler binds it. automountServiceAccountToken: false, no volume. */
+START_TEST(test_kubesim_pod_defaults)
+{
+    json_t *pod = request_json(
+        "POST", "/api/v1/namespaces/default/pods",
+        "{\"metadata\":{\"name\":\"pd\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"busybox\"}]}}",
+        201);
+    const json_t *spec = json_object_get(pod, "spec");
+    ck_assert_str_eq(jpath(spec, "serviceAccountName", NULL), "default");
+    ck_assert_str_eq(jpath(spec, "serviceAccount", NULL), "default");
+    ck_assert_str_eq(jpath(spec, "restartPolicy", NULL), "Always");
+    ck_assert_str_eq(jpath(spec, "dnsPolicy", NULL), "ClusterFirst");
+    ck_assert_str_eq(jpath(spec, "schedulerName", NULL), "default-scheduler");
+    ck_assert_str_eq(jpath(spec, "preemptionPolicy", NULL), "PreemptLowerPriority");
+    ck_assert_int_eq(json_integer_value(json_object_get(spec, "priority")), 0);
+    ck_assert(json_is_true(json_object_get(spec, "enableServiceLinks")));
+    ck_assert_ptr_null(json_object_get(spec, "nodeName"));
+    const json_t *vol = json_array_get(json_object_get(spec, "volumes"), 0);
+    const char *vname = jpath(vol, "name", NULL);
+    ck_assert_int_eq(strncmp(vname, "kube-api-access-", 16), 0);
+    const json_t *c = json_array_get(json_object_get(spec, "containers"), 0);
+    ck_assert_str_eq(jpath(c, "imagePullPolicy", NULL), "Always"); /* :latest */
+    const json_t *m = json_array_get(json_object_get(c, "volumeMounts"), 0);
+    ck_assert_str_eq(jpath(m, "name", NULL), vname);
+    ck_assert_str_eq(jpath(m, "mountPath", NULL), "/var/run/secrets/kubernetes.io/serviceaccount");
+    const json_t *tols = json_object_get(spec, "tolerations");
+    ck_assert_int_eq(json_array_size(tols), 2);
+    ck_assert_str_eq(jpath(json_array_get(tols, 0), "key", NULL), "node.kubernetes.io/not-ready");
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_array_get(tols, 1), "tolerationSeconds")), 300);
+    ck_assert_str_eq(jpath(pod, "status", "phase"), "Pending");
+    ck_assert_str_eq(jpath(pod, "status", "qosClass"), "BestEffort");
+    json_decref(pod);
+    pod =
+        request_json("POST", "/api/v1/namespaces/default/pods",
+                     "{\"metadata\":{\"name\":\"pd2\"},\"spec\":{\"automountServiceAccountToken\":"
+                     "false,\"containers\":[{\"name\":\"c\",\"image\":\"busybox:1.36\","
+                     "\"resources\":{\"requests\":{\"cpu\":\"10m\"}}}]}}",
+                     201);
+    ck_assert_ptr_null(json_object_get(json_object_get(pod, "spec"), "volumes"));
+    ck_assert_str_eq(jpath(pod, "status", "qosClass"), "Burstable");
+    json_decref(pod);
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/pods/pd", NULL, 200));
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/pods/pd2", NULL, 200));
+}
+END_TEST
+
 /* Does namespace arg's kube-root-ca.crt hold the cluster's CA again? */
 static bool root_ca_restored(const void *arg)
 {
@@ -3667,6 +3866,8 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
     tcase_add_test(tc, test_kubesim_kubernetes_service);
+    tcase_add_test(tc, test_kubesim_replicaset_pods);
+    tcase_add_test(tc, test_kubesim_pod_defaults);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);

@@ -11,8 +11,9 @@
  * taken up again, as a rollback does), scales the Deployment's other
  * ReplicaSets to 0, and sets the status of both (replicas,
  * updated/ready/available, observedGeneration, Available/Progressing
- * conditions). No Pods are made. It works on the store directly, under
- * ks->lock, and wakes on ks->changed.
+ * conditions), and a ReplicaSet controller that keeps each ReplicaSet's
+ * Pods (made running: the scheduler and the kubelet in one step). It works
+ * on the store directly, under ks->lock, and wakes on ks->changed.
  */
 #include "kubesim.h"
 
@@ -539,16 +540,24 @@ static json_int_t max_surge(const json_t *dep, json_int_t n)
     return (n * pct + 99) / 100;
 }
 
-static json_t *rs_status(json_int_t n, json_int_t gen)
+/* A ReplicaSet's status: n Pods, ready of them ready (and available:
+ * minReadySeconds is not emulated); the counts but replicas are omitempty. */
+static json_t *rs_status_of(json_int_t n, json_int_t ready, json_int_t gen)
 {
     json_t *st = json_pack("{s:I}", "replicas", (json_int_t)n);
-    if (n) {
+    if (n)
         json_object_set_new(st, "fullyLabeledReplicas", json_integer(n));
-        json_object_set_new(st, "readyReplicas", json_integer(n));
-        json_object_set_new(st, "availableReplicas", json_integer(n));
+    if (ready) {
+        json_object_set_new(st, "readyReplicas", json_integer(ready));
+        json_object_set_new(st, "availableReplicas", json_integer(ready));
     }
     json_object_set_new(st, "observedGeneration", json_integer(gen));
     return st;
+}
+
+static json_t *rs_status(json_int_t n, json_int_t gen)
+{
+    return rs_status_of(n, n, gen);
 }
 
 /* Write rs (fresh) with spec.replicas n and its status; generation moves
@@ -724,6 +733,275 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     ks_store_put(ks, def, key, next);
 }
 
+/* ---- replicasets: their Pods (pkg/controller/replicaset) --------------------------- */
+
+/*
+ * Every ReplicaSet (a Deployment's or one made directly) has spec.replicas
+ * Pods it controls: named <replicaset>-XXXXX (generateName), the template's
+ * labels and annotations, an ownerReference with controller and
+ * blockOwnerDeletion. The ReplicaSet controller, the scheduler and the
+ * kubelet are one step here: a Pod is made as they leave it once its
+ * containers run (bound to the node KS_NODE_NAME, Running, every condition
+ * True, a Pod IP from 10.244.0.0/16, each container running and ready). Too
+ * many: the newest go first (getPodsToDelete ranks equal Pods by age). The
+ * ReplicaSet's status counts its Pods (a Pod a client made not Ready counts
+ * as not ready). Pods a client makes stay Pending: no scheduler runs them.
+ * Pods are not adopted or released by label (only the controller
+ * reference counts); the garbage collector deletes the Pods of a deleted
+ * ReplicaSet.
+ */
+#define KS_NODE_NAME "kubesim-node"
+#define KS_NODE_IP "10.0.0.10"
+
+/* The namespace is being deleted: nothing new may be made in it (the
+ * NamespaceLifecycle admission plugin). */
+static bool ns_terminating(struct ks_server *ks, const char *ns)
+{
+    const json_t *obj = ks_store_get(ks, "namespaces", ns);
+    const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
+    return !obj || meta_str(obj, "deletionTimestamp") ||
+           (phase && strcmp(phase, "Terminating") == 0);
+}
+
+static bool pod_ready(const json_t *pod)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "Ready") == 0)
+            return strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0;
+    }
+    return false;
+}
+
+static const char *controller_uid(const json_t *obj)
+{
+    size_t i;
+    json_t *ref;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, ref)
+    {
+        if (json_is_true(json_object_get(ref, "controller")))
+            return json_string_value(json_object_get(ref, "uid"));
+    }
+    return NULL;
+}
+
+/* A free Pod IP (taken: ip -> true), from where the last one was taken, as
+ * host-local IPAM does. */
+static bool next_pod_ip(struct ks_server *ks, json_t *taken, char *out, size_t size)
+{
+    for (unsigned tries = 0; tries < 65534; tries++) {
+        unsigned off = ks->pod_ip_next % 65534 + 1; /* 10.244.0.1 .. 10.244.255.254 */
+        ks->pod_ip_next = off;
+        if ((off & 0xff) <= 1 || (off & 0xff) == 0xff) /* .1: the node's bridge */
+            continue;
+        snprintf(out, size, "10.244.%u.%u", off >> 8, off & 0xff);
+        if (!json_object_get(taken, out)) {
+            json_object_set_new(taken, out, json_true());
+            return true;
+        }
+    }
+    return false;
+}
+
+static json_t *true_condition(const char *type, const char *now)
+{
+    return json_pack("{s:s,s:s,s:n,s:s}", "type", type, "status", "True", "lastProbeTime",
+                     "lastTransitionTime", now);
+}
+
+static json_t *container_statuses(const json_t *list, bool init, const char *now)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        char hex[65], uid[40];
+        size_t k = 0;
+        while (k < 64) { /* 64 hex digits: two UUIDs without their dashes */
+            ks_uuid(uid, sizeof(uid));
+            for (const char *p = uid; *p && k < 64; p++)
+                if (*p != '-')
+                    hex[k++] = *p;
+        }
+        hex[64] = '\0';
+        char *cid = ks_printf("containerd://%s", hex);
+        json_t *state =
+            init ? json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", 0, "reason",
+                             "Completed", "startedAt", now, "finishedAt", now, "containerID", cid)
+                 : json_pack("{s:{s:s}}", "running", "startedAt", now);
+        json_array_append_new(
+            out, json_pack("{s:s,s:o,s:{},s:b,s:i,s:s,s:s,s:s,s:b}", "name",
+                           ks_nz(json_string_value(json_object_get(c, "name"))), "state", state,
+                           "lastState", "ready", 1, "restartCount", 0, "image",
+                           ks_nz(json_string_value(json_object_get(c, "image"))), "imageID", "",
+                           "containerID", cid, "started", init ? 0 : 1));
+        free(cid);
+    }
+    return out;
+}
+
+/* Lock held. A new Pod of rs, running; its key appended to keys. */
+static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_t *rs,
+                     json_t *taken, json_t *keys)
+{
+    const char *ns = ks_nz(meta_str(rs, "namespace"));
+    const char *rs_name = ks_nz(meta_str(rs, "name"));
+    const json_t *tmpl = json_object_get(json_object_get(rs, "spec"), "template");
+    const json_t *tmd = json_object_get(tmpl, "metadata");
+    char ip[32];
+    if (!next_pod_ip(ks, taken, ip, sizeof(ip)))
+        return;
+    char key[512], name[300], sfx[6];
+    for (int tries = 0;; tries++) {
+        ks_random_suffix(sfx, sizeof(sfx));
+        snprintf(name, sizeof(name), "%.57s-%s", rs_name, sfx); /* generateName's 58 */
+        ks_obj_key(key, sizeof(key), ns, name);
+        if (!ks_store_get(ks, def->key, key))
+            break;
+        if (tries == 16)
+            return;
+    }
+    char uid[40], now[32];
+    ks_uuid(uid, sizeof(uid));
+    ks_now_rfc3339(now, sizeof(now));
+    char *gen = ks_printf("%.57s-", rs_name);
+    json_t *pod = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},s:o}", "apiVersion", "v1",
+        "kind", "Pod", "metadata", "name", name, "generateName", gen, "namespace", ns, "uid", uid,
+        "creationTimestamp", now, "ownerReferences", "apiVersion", "apps/v1", "kind", "ReplicaSet",
+        "name", rs_name, "uid", ks_nz(meta_str(rs, "uid")), "controller", 1, "blockOwnerDeletion",
+        1, "spec", json_deep_copy(json_object_get(tmpl, "spec")));
+    free(gen);
+    json_t *md = json_object_get(pod, "metadata");
+    if (json_object_size(json_object_get(tmd, "labels")))
+        json_object_set_new(md, "labels", json_deep_copy(json_object_get(tmd, "labels")));
+    if (json_object_size(json_object_get(tmd, "annotations")))
+        json_object_set_new(md, "annotations", json_deep_copy(json_object_get(tmd, "annotations")));
+    ks_pod_defaults(ks, pod);
+    json_t *spec = json_object_get(pod, "spec");
+    json_object_set_new(spec, "nodeName", json_string(KS_NODE_NAME));
+    json_t *st = json_object_get(pod, "status");
+    json_object_set_new(st, "phase", json_string("Running"));
+    json_t *conds = json_array();
+    const char *types[] = {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                           "PodScheduled"};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        json_array_append_new(conds, true_condition(types[i], now));
+    json_object_set_new(st, "conditions", conds);
+    json_object_set_new(st, "hostIP", json_string(KS_NODE_IP));
+    json_object_set_new(st, "hostIPs", json_pack("[{s:s}]", "ip", KS_NODE_IP));
+    json_object_set_new(st, "podIP", json_string(ip));
+    json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", ip));
+    json_object_set_new(st, "startTime", json_string(now));
+    if (json_array_size(json_object_get(spec, "initContainers")))
+        json_object_set_new(st, "initContainerStatuses",
+                            container_statuses(json_object_get(spec, "initContainers"), true, now));
+    json_object_set_new(st, "containerStatuses",
+                        container_statuses(json_object_get(spec, "containers"), false, now));
+    ks_typed_order(pod);
+    ks_store_put(ks, def, key, pod);
+    json_array_append_new(keys, json_string(key));
+}
+
+/* The newest of pods (keys), for scaling down: the latest
+ * creationTimestamp, then the greatest name. */
+static size_t newest_pod(struct ks_server *ks, const json_t *keys)
+{
+    size_t best = 0, i;
+    const char *best_ts = NULL, *best_key = NULL;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const json_t *pod = ks_store_get(ks, "pods", json_string_value(k));
+        const char *ts = ks_nz(meta_str(pod, "creationTimestamp"));
+        int c = best_ts ? strcmp(ts, best_ts) : 1;
+        if (c > 0 || (c == 0 && strcmp(json_string_value(k), best_key) > 0)) {
+            best = i;
+            best_ts = ts;
+            best_key = json_string_value(k);
+        }
+    }
+    return best;
+}
+
+static void sync_pods(struct ks_server *ks)
+{
+    const struct ks_res *pdef = def_by_key(ks, "pods");
+    const struct ks_res *rdef = def_by_key(ks, "replicasets.apps");
+    if (!pdef || !rdef)
+        return;
+    /* the active Pods by their controller's uid; the Pod IPs in use */
+    json_t *by_owner = json_object(), *taken = json_object();
+    const char *key;
+    json_t *obj;
+    json_object_foreach(ks_store_map(ks, pdef->key), key, obj)
+    {
+        const char *ip =
+            json_string_value(json_object_get(json_object_get(obj, "status"), "podIP"));
+        if (ip)
+            json_object_set_new(taken, ip, json_true());
+        const char *owner = controller_uid(obj);
+        if (!owner || meta_str(obj, "deletionTimestamp"))
+            continue;
+        json_t *list = json_object_get(by_owner, owner);
+        if (!list) {
+            list = json_array();
+            json_object_set_new(by_owner, owner, list);
+        }
+        json_array_append_new(list, json_string(key));
+    }
+    json_t *rs_keys = json_array();
+    json_object_foreach(ks_store_map(ks, rdef->key), key, obj)
+    {
+        if (!meta_str(obj, "deletionTimestamp"))
+            json_array_append_new(rs_keys, json_string(key));
+    }
+    size_t i, j;
+    json_t *k, *pk;
+    json_array_foreach(rs_keys, i, k)
+    {
+        const json_t *rs = ks_store_get(ks, rdef->key, json_string_value(k));
+        if (!rs || ns_terminating(ks, ks_nz(meta_str(rs, "namespace"))))
+            continue;
+        const json_t *r = json_object_get(json_object_get(rs, "spec"), "replicas");
+        json_int_t want = json_is_integer(r) ? json_integer_value(r) : 1;
+        json_t *mine = json_object_get(by_owner, ks_nz(meta_str(rs, "uid")));
+        json_t *pods = mine ? json_incref(mine) : json_array();
+        for (json_int_t have = (json_int_t)json_array_size(pods); have < want; have++)
+            make_pod(ks, pdef, rs, taken, pods);
+        while ((json_int_t)json_array_size(pods) > want) {
+            size_t n = newest_pod(ks, pods);
+            delete_obj(ks, pdef, json_string_value(json_array_get(pods, n)));
+            json_array_remove(pods, n);
+        }
+        /* the status from the Pods it has now */
+        json_int_t n = (json_int_t)json_array_size(pods), ready = 0;
+        json_array_foreach(pods, j, pk)
+        {
+            if (pod_ready(ks_store_get(ks, pdef->key, json_string_value(pk))))
+                ready++;
+        }
+        json_decref(pods);
+        json_int_t gen =
+            json_integer_value(json_object_get(json_object_get(rs, "metadata"), "generation"));
+        json_t *st = rs_status_of(n, ready, gen);
+        if (json_equal(st, json_object_get(rs, "status"))) {
+            json_decref(st);
+            continue;
+        }
+        json_t *next = json_deep_copy(rs);
+        json_object_set_new(next, "status", st);
+        ks_typed_order(next);
+        ks_store_put(ks, rdef, json_string_value(k), next);
+    }
+    json_decref(rs_keys);
+    json_decref(by_owner);
+    json_decref(taken);
+}
+
 /* ---- per namespace: service accounts, the root CA ------------------------------ */
 
 /* pkg/controller/certificates/rootcacertpublisher: every active namespace
@@ -856,6 +1134,10 @@ static void *controller_main(void *arg)
             ks->ns_dirty = false;
             ks_controllers_namespaced(ks);
         }
+        if (ks->pods_dirty) {
+            ks->pods_dirty = false;
+            sync_pods(ks);
+        }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
@@ -878,7 +1160,7 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty)
+        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->pods_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -458,6 +458,18 @@ static void default_containers(json_t *list)
     }
 }
 
+/* SetDefaults_PodSpec and its containers': a Pod's and a template's. */
+static void default_pod_spec(json_t *spec)
+{
+    set_default(spec, "restartPolicy", json_string("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json_integer(30));
+    set_default(spec, "dnsPolicy", json_string("ClusterFirst"));
+    set_default(spec, "securityContext", json_object());
+    set_default(spec, "schedulerName", json_string("default-scheduler"));
+    default_containers(json_object_get(spec, "containers"));
+    default_containers(json_object_get(spec, "initContainers"));
+}
+
 static void default_deployment(json_t *obj)
 {
     json_t *spec = ks_ensure_obj(obj, "spec");
@@ -476,14 +488,200 @@ static void default_deployment(json_t *obj)
     }
     set_default(spec, "revisionHistoryLimit", json_integer(10));
     set_default(spec, "progressDeadlineSeconds", json_integer(600));
-    json_t *tspec = ks_ensure_obj(ks_ensure_obj(spec, "template"), "spec");
-    set_default(tspec, "restartPolicy", json_string("Always"));
-    set_default(tspec, "terminationGracePeriodSeconds", json_integer(30));
-    set_default(tspec, "dnsPolicy", json_string("ClusterFirst"));
-    set_default(tspec, "securityContext", json_object());
-    set_default(tspec, "schedulerName", json_string("default-scheduler"));
-    default_containers(json_object_get(tspec, "containers"));
-    default_containers(json_object_get(tspec, "initContainers"));
+    default_pod_spec(ks_ensure_obj(ks_ensure_obj(spec, "template"), "spec"));
+}
+
+/* The Pod's own defaults (SetDefaults_Pod: requests from limits,
+ * enableServiceLinks) and those of the admission plugins a default
+ * apiserver runs on a Pod's create (plugin/pkg/admission/serviceaccount:
+ * the "default" ServiceAccount and its token volume "kube-api-access-XXXXX"
+ * mounted in every container unless automountServiceAccountToken is false
+ * on the Pod or its ServiceAccount; priority: 0 and PreemptLowerPriority
+ * without a default PriorityClass; defaulttolerationseconds: 300 s for
+ * not-ready and unreachable), and the status the Pod strategy's
+ * PrepareForCreate gives it (Pending, its QoS class). Whether the
+ * ServiceAccount exists is not checked. */
+static void default_requests(json_t *list)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        json_t *res = json_object_get(c, "resources");
+        const json_t *lim = json_object_get(res, "limits");
+        if (!json_is_object(lim) || json_object_size(lim) == 0)
+            continue;
+        json_t *req = ks_ensure_obj(res, "requests");
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)lim, k, v)
+        {
+            set_default(req, k, json_deep_copy(v));
+        }
+    }
+}
+
+static bool toleration_for(const json_t *tols, const char *key)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(tols, i, t)
+    {
+        const char *k = json_string_value(json_object_get(t, "key"));
+        const char *op = str_or(json_string_value(json_object_get(t, "operator")), "Equal");
+        const char *eff = str_or(json_string_value(json_object_get(t, "effect")), "");
+        /* MatchToleration for the NoExecute taint: an empty key with Exists
+         * tolerates every taint */
+        if ((k ? strcmp(k, key) == 0 : strcmp(op, "Exists") == 0) &&
+            (*eff == '\0' || strcmp(eff, "NoExecute") == 0))
+            return true;
+    }
+    return false;
+}
+
+/* Mounts the token volume vol in each container of list without a mount at
+ * the token's path; true if one needed it. */
+static bool mount_token(json_t *list, const char *vol)
+{
+    bool needed = false;
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        json_t *mounts = json_object_get(c, "volumeMounts");
+        bool taken = false;
+        size_t j;
+        json_t *m;
+        json_array_foreach(mounts, j, m)
+        {
+            if (strcmp(str_or(json_string_value(json_object_get(m, "mountPath")), ""),
+                       "/var/run/secrets/kubernetes.io/serviceaccount") == 0)
+                taken = true;
+        }
+        if (taken)
+            continue;
+        if (!json_is_array(mounts)) {
+            mounts = json_array();
+            json_object_set_new(c, "volumeMounts", mounts);
+        }
+        json_array_append_new(mounts,
+                              json_pack("{s:s,s:b,s:s}", "name", vol, "readOnly", 1, "mountPath",
+                                        "/var/run/secrets/kubernetes.io/serviceaccount"));
+        needed = true;
+    }
+    return needed;
+}
+
+/* plugin/pkg/admission/serviceaccount mountServiceAccountToken: a volume
+ * named kube-api-access-* is the token's (kept as it is); else one is
+ * added, under a new name, when a container had to mount it. */
+static void add_token_volume(json_t *spec)
+{
+    char vol[32] = "";
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(spec, "volumes"), i, v)
+    {
+        const char *n = str_or(json_string_value(json_object_get(v, "name")), "");
+        if (strncmp(n, "kube-api-access-", 16) == 0) {
+            snprintf(vol, sizeof(vol), "%s", n);
+            break;
+        }
+    }
+    bool have = *vol != '\0';
+    if (!have) {
+        char sfx[6];
+        ks_random_suffix(sfx, sizeof(sfx));
+        snprintf(vol, sizeof(vol), "kube-api-access-%s", sfx);
+    }
+    bool needed = mount_token(json_object_get(spec, "initContainers"), vol);
+    needed = mount_token(json_object_get(spec, "containers"), vol) || needed;
+    if (have || !needed)
+        return;
+    json_t *vols = json_object_get(spec, "volumes");
+    if (!json_is_array(vols)) {
+        vols = json_array();
+        json_object_set_new(spec, "volumes", vols);
+    }
+    json_array_append_new(vols, json_pack("{s:s,s:{s:i,s:[{s:{s:i,s:s}},{s:{s:s,s:[{s:s,s:s}]}},"
+                                          "{s:{s:[{s:s,s:{s:s,s:s}}]}}]}}",
+                                          "name", vol, "projected", "defaultMode", 420, "sources",
+                                          "serviceAccountToken", "expirationSeconds", 3607, "path",
+                                          "token", "configMap", "name", "kube-root-ca.crt", "items",
+                                          "key", "ca.crt", "path", "ca.crt", "downwardAPI", "items",
+                                          "path", "namespace", "fieldRef", "apiVersion", "v1",
+                                          "fieldPath", "metadata.namespace"));
+}
+
+/* pkg/apis/core/helper/qos.ComputePodQOS over cpu and memory: no request
+ * nor limit anywhere -> BestEffort; every container limiting both with
+ * requests equal to the limits -> Guaranteed; else Burstable. */
+static const char *pod_qos(const json_t *spec)
+{
+    bool any = false, guaranteed = true;
+    const char *lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            const json_t *res = json_object_get(c, "resources");
+            const json_t *req = json_object_get(res, "requests");
+            const json_t *lim = json_object_get(res, "limits");
+            const char *names[] = {"cpu", "memory"};
+            for (size_t n = 0; n < 2; n++) {
+                const json_t *rq = json_object_get(req, names[n]);
+                const json_t *lm = json_object_get(lim, names[n]);
+                if (rq || lm)
+                    any = true;
+                if (!lm || !rq || !json_equal(rq, lm))
+                    guaranteed = false;
+            }
+        }
+    }
+    return !any ? "BestEffort" : guaranteed ? "Guaranteed" : "Burstable";
+}
+
+void ks_pod_defaults(struct ks_server *ks, json_t *pod)
+{
+    json_t *spec = ks_ensure_obj(pod, "spec");
+    default_pod_spec(spec);
+    default_requests(json_object_get(spec, "containers"));
+    default_requests(json_object_get(spec, "initContainers"));
+    set_default(spec, "enableServiceLinks", json_true());
+    const char *sa = json_string_value(json_object_get(spec, "serviceAccountName"));
+    if (!sa || !*sa)
+        sa = json_string_value(json_object_get(spec, "serviceAccount"));
+    if (!sa || !*sa)
+        sa = "default";
+    json_t *sa_name = json_string(sa); /* sa may point into spec */
+    json_object_set(spec, "serviceAccountName", sa_name);
+    json_object_set_new(spec, "serviceAccount", sa_name);
+    sa = json_string_value(sa_name);
+    char key[512];
+    ks_obj_key(key, sizeof(key),
+               str_or(json_string_value(json_object_get(meta(pod), "namespace")), ""), sa);
+    const json_t *auto_pod = json_object_get(spec, "automountServiceAccountToken");
+    const json_t *auto_sa =
+        json_object_get(ks_store_get(ks, "serviceaccounts", key), "automountServiceAccountToken");
+    bool automount = json_is_boolean(auto_pod) ? json_is_true(auto_pod) : !json_is_false(auto_sa);
+    if (automount)
+        add_token_volume(spec);
+    set_default(spec, "priority", json_integer(0));
+    set_default(spec, "preemptionPolicy", json_string("PreemptLowerPriority"));
+    json_t *tols = json_object_get(spec, "tolerations");
+    if (!json_is_array(tols)) {
+        tols = json_array();
+        json_object_set_new(spec, "tolerations", tols);
+    }
+    const char *taints[] = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"};
+    for (size_t i = 0; i < 2; i++)
+        if (!toleration_for(tols, taints[i]))
+            json_array_append_new(tols, json_pack("{s:s,s:s,s:s,s:I}", "key", taints[i], "operator",
+                                                  "Exists", "effect", "NoExecute",
+                                                  "tolerationSeconds", (json_int_t)300));
+    json_object_set_new(pod, "status",
+                        json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", pod_qos(spec)));
 }
 
 static const char *svc_type(const json_t *spec)
@@ -739,6 +937,13 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         json_object_set_new(labels, "kubernetes.io/metadata.name", json_string(str_or(name, "")));
         set_default(ks_ensure_obj(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
         set_default(ks_ensure_obj(obj, "status"), "phase", json_string("Active"));
+    } else if (strcmp(def->key, "pods") == 0) {
+        if (!old)
+            ks_pod_defaults(ks, obj);
+    } else if (strcmp(def->key, "replicasets.apps") == 0) {
+        set_default(ks_ensure_obj(obj, "spec"), "replicas", json_integer(1));
+        default_pod_spec(
+            ks_ensure_obj(ks_ensure_obj(ks_ensure_obj(obj, "spec"), "template"), "spec"));
     } else if (strcmp(def->key, "secrets") == 0) {
         set_default(obj, "type", json_string("Opaque"));
     } else if (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
@@ -1735,16 +1940,6 @@ static void do_list(struct ks_api_req *q, const struct ks_res *def, struct ks_re
 
 /* ---- create ---------------------------------------------------------------------- */
 
-static void random_suffix(char *buf, size_t n)
-{
-    static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
-    char uid[40];
-    ks_uuid(uid, sizeof(uid));
-    for (size_t i = 0; i + 1 < n; i++)
-        buf[i] = alnum[(unsigned char)uid[i * 2 % 32] % (sizeof(alnum) - 1)];
-    buf[n - 1] = '\0';
-}
-
 /* ---- field managers (apply.c) ------------------------------------------------------ */
 
 struct ssa {
@@ -1835,7 +2030,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
 
     if ((!name || !*name) && gen && *gen) {
         char sfx[6];
-        random_suffix(sfx, sizeof(sfx));
+        ks_random_suffix(sfx, sizeof(sfx));
         owned_name = ks_printf("%s%s", gen, sfx);
         json_object_set_new(md, "name", json_string(owned_name));
         name = owned_name;

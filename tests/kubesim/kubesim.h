@@ -215,6 +215,8 @@ struct ks_server {
     bool ns_dirty;          /* a Namespace, ServiceAccount, ConfigMap or default/kubernetes changed:
                                default SAs, root CA, the kubernetes Service */
     long long gc_next_ms;   /* monotonic */
+    bool pods_dirty;        /* a ReplicaSet or a Pod changed: the ReplicaSet controller */
+    unsigned pod_ip_next;   /* the next Pod IP to try, an offset in 10.244.0.0/16 */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
     pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
@@ -238,6 +240,11 @@ void ks_now_rfc3339(char *buf, size_t len);
 void ks_now_rfc3339_micro(char *buf, size_t len);
 long long ks_mono_ms(void);
 void ks_uuid(char *buf, size_t len);
+/* A random generateName suffix of n - 1 characters (5 for n = 6). */
+void ks_random_suffix(char *buf, size_t n);
+/* Lock held. A new Pod's defaults, its admission plugins' additions and its
+ * initial status (handlers.c). */
+void ks_pod_defaults(struct ks_server *ks, json_t *pod);
 char *ks_base64_encode(const unsigned char *data, size_t len);
 /* Decode base64; malloc'd, NUL-terminated; NULL on bad input. */
 unsigned char *ks_base64_decode(const char *s, size_t *ret_len);

@@ -3,7 +3,7 @@
  * kubesim's stand-in for a Service in front of pods: a webhook clientConfig
  * that names a Service (namespace, name, port) is sent to one of the
  * Service's endpoints, loopback HOST:PORT addresses, each ready or not
- * (there are no Pods or EndpointSlices here). The sets come from
+ * (independent of the Pods and Endpoints kubesim keeps). The sets come from
  *   --service NS/NAME=HOST:PORT[,HOST:PORT...]   (all ready, at start)
  *   POST /_kubesim/endpoints {"service":"ns/name",
  *        "endpoints":[{"address":"H:P","ready":true}]}   replaces the set

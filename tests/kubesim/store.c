@@ -138,7 +138,8 @@ static void count_write(struct ks_server *ks, const char *res_key, const char *o
 
 /* A ClusterRole changed: the aggregation controller looks again; a
  * Namespace, ServiceAccount or ConfigMap: the ServiceAccounts controller
- * and the root CA publisher; default/kubernetes: its publisher. */
+ * and the root CA publisher; default/kubernetes: its publisher; a
+ * ReplicaSet or a Pod: the ReplicaSet controller. */
 static void roles_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key)
 {
     if (strcmp(def->key, "services") == 0 && strcmp(obj_key, "default/kubernetes") == 0) {
@@ -146,7 +147,10 @@ static void roles_changed(struct ks_server *ks, const struct ks_res *def, const 
         pthread_cond_broadcast(&ks->changed);
         return;
     }
-    if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
+    if (strcmp(def->key, "replicasets.apps") == 0 || strcmp(def->key, "pods") == 0) {
+        ks->pods_dirty = true;
+        pthread_cond_broadcast(&ks->changed);
+    } else if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
         ks->roles_dirty = true;
         pthread_cond_broadcast(&ks->changed);
     } else if (strcmp(def->key, "namespaces") == 0 || strcmp(def->key, "serviceaccounts") == 0 ||

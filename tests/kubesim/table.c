@@ -430,6 +430,122 @@ static void template_cells(json_t *cells, const json_t *obj)
                        "<none>"));
 }
 
+/* printPod's Ready, Status and Restarts (pkg/printers/internalversion):
+ * the phase or status.reason; an init container's trouble as Init:...;
+ * a container's waiting or terminated reason; Terminating once deleted. */
+static const char *state_reason(const json_t *cs, char *buf, size_t size)
+{
+    const json_t *st = json_object_get(cs, "state");
+    const json_t *w = json_object_get(st, "waiting");
+    const json_t *t = json_object_get(st, "terminated");
+    const char *r;
+    if (w && (r = str_at(w, "reason", NULL)) && *r)
+        return r;
+    if (!t)
+        return NULL;
+    if ((r = str_at(t, "reason", NULL)) && *r)
+        return r;
+    json_int_t sig = json_integer_value(json_object_get(t, "signal"));
+    if (sig)
+        snprintf(buf, size, "Signal:%lld", (long long)sig);
+    else
+        snprintf(buf, size, "ExitCode:%lld",
+                 (long long)json_integer_value(json_object_get(t, "exitCode")));
+    return buf;
+}
+
+static void pod_cells(json_t *cells, const json_t *obj)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *status = json_object_get(obj, "status");
+    char buf[64], rbuf[96];
+    const char *reason = ks_nz(str_at(status, "phase", NULL));
+    if (str_at(status, "reason", NULL) && *str_at(status, "reason", NULL))
+        reason = str_at(status, "reason", NULL);
+    json_int_t restarts = 0, ready = 0;
+    size_t i, ninit = json_array_size(json_object_get(spec, "initContainers"));
+    json_t *cs;
+    bool initializing = false;
+    json_array_foreach(json_object_get(status, "initContainerStatuses"), i, cs)
+    {
+        restarts += json_integer_value(json_object_get(cs, "restartCount"));
+        const json_t *st = json_object_get(cs, "state");
+        const json_t *t = json_object_get(st, "terminated");
+        if (t && json_integer_value(json_object_get(t, "exitCode")) == 0)
+            continue;
+        const char *r = state_reason(cs, buf, sizeof(buf));
+        if (r && strcmp(r, "PodInitializing") != 0)
+            snprintf(rbuf, sizeof(rbuf), "Init:%s", r);
+        else
+            snprintf(rbuf, sizeof(rbuf), "Init:%zu/%zu", i, ninit);
+        reason = rbuf;
+        initializing = true;
+        break;
+    }
+    if (!initializing) {
+        bool running = false;
+        const json_t *list = json_object_get(status, "containerStatuses");
+        for (i = json_array_size(list); i-- > 0;) {
+            cs = json_array_get(list, i);
+            restarts += json_integer_value(json_object_get(cs, "restartCount"));
+            const char *r = state_reason(cs, buf, sizeof(buf));
+            if (r) {
+                snprintf(rbuf, sizeof(rbuf), "%s", r);
+                reason = rbuf;
+            } else if (json_object_get(json_object_get(cs, "state"), "running") &&
+                       json_is_true(json_object_get(cs, "ready"))) {
+                running = true;
+                ready++;
+            }
+        }
+        if (strcmp(reason, "Completed") == 0 && running) {
+            bool ready_cond = false;
+            json_array_foreach(json_object_get(status, "conditions"), i, cs)
+            {
+                if (strcmp(ks_nz(str_at(cs, "type", NULL)), "Ready") == 0 &&
+                    strcmp(ks_nz(str_at(cs, "status", NULL)), "True") == 0)
+                    ready_cond = true;
+            }
+            reason = ready_cond ? "Running" : "NotReady";
+        }
+    }
+    if (str_at(obj, "metadata", "deletionTimestamp"))
+        reason = strcmp(ks_nz(str_at(status, "reason", NULL)), "NodeLost") == 0 ? "Unknown"
+                                                                                : "Terminating";
+    json_array_append_new(cells, json_string(ks_nz(str_at(obj, "metadata", "name"))));
+    json_array_append_new(
+        cells, str_cell_owned(ks_printf("%lld/%zu", (long long)ready,
+                                        json_array_size(json_object_get(spec, "containers"))),
+                              ""));
+    json_array_append_new(cells, json_string(reason));
+    json_array_append_new(cells, str_cell_owned(ks_printf("%lld", (long long)restarts), ""));
+    json_array_append_new(cells, age_cell(str_at(obj, "metadata", "creationTimestamp")));
+    const char *ip = str_at(status, "podIP", NULL);
+    const char *node = str_at(spec, "nodeName", NULL);
+    const char *nominated = str_at(status, "nominatedNodeName", NULL);
+    json_array_append_new(cells, json_string(ip && *ip ? ip : "<none>"));
+    json_array_append_new(cells, json_string(node && *node ? node : "<none>"));
+    json_array_append_new(cells, json_string(nominated && *nominated ? nominated : "<none>"));
+    size_t gates = json_array_size(json_object_get(spec, "readinessGates"));
+    if (!gates) {
+        json_array_append_new(cells, json_string("<none>"));
+        return;
+    }
+    size_t met = 0, g;
+    json_t *gate;
+    json_array_foreach(json_object_get(spec, "readinessGates"), g, gate)
+    {
+        json_array_foreach(json_object_get(status, "conditions"), i, cs)
+        {
+            if (strcmp(ks_nz(str_at(cs, "type", NULL)),
+                       ks_nz(str_at(gate, "conditionType", NULL))) == 0 &&
+                strcmp(ks_nz(str_at(cs, "status", NULL)), "True") == 0)
+                met++;
+        }
+    }
+    json_array_append_new(cells, str_cell_owned(ks_printf("%zu/%zu", met, gates), ""));
+}
+
 /* Columns (when cols is not NULL) and cells of built-in kinds. */
 static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *cols, json_t *cells)
 {
@@ -489,6 +605,61 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
         json_array_append_new(cells, json_integer(int_at(obj, "status", "readyReplicas")));
         json_array_append_new(cells, age_cell(created));
         template_cells(cells, obj);
+    } else if (strcmp(def->key, "pods") == 0) {
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Ready", "string", NULL,
+                                            "The aggregate readiness state of this pod for "
+                                            "accepting traffic.",
+                                            0));
+            json_array_append_new(cols,
+                                  col("Status", "string", NULL,
+                                      "The aggregate status of the containers in this pod.", 0));
+            json_array_append_new(cols, col("Restarts", "string", NULL,
+                                            "The number of times the containers in this pod "
+                                            "have been restarted and when the last container in "
+                                            "this pod has restarted.",
+                                            0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+            json_array_append_new(cols, col("IP", "string", NULL,
+                                            "podIP address allocated to the pod. Routable at "
+                                            "least within the cluster. Empty if not yet "
+                                            "allocated.",
+                                            1));
+            json_array_append_new(
+                cols,
+                col("Node", "string", NULL,
+                    "NodeName indicates in which node this pod is scheduled. If empty, this pod "
+                    "is a candidate for scheduling by the scheduler defined in schedulerName. "
+                    "Once this field is set, the kubelet for this node becomes responsible for "
+                    "the lifecycle of this pod. This field should not be used to express a "
+                    "desire for the pod to be scheduled on a specific node. "
+                    "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"
+                    "#nodename",
+                    1));
+            json_array_append_new(
+                cols,
+                col("Nominated Node", "string", NULL,
+                    "nominatedNodeName is set only when this pod preempts other pods on the "
+                    "node, but it cannot be scheduled right away as preemption victims receive "
+                    "their graceful termination periods. This field does not guarantee that the "
+                    "pod will be scheduled on this node. Scheduler may decide to place the pod "
+                    "elsewhere if other nodes become available sooner. Scheduler may also decide "
+                    "to give the resources on this node to a higher priority pod that is created "
+                    "after preemption. As a result, this field may be different than "
+                    "PodSpec.nodeName when the pod is scheduled.",
+                    1));
+            json_array_append_new(
+                cols, col("Readiness Gates", "string", NULL,
+                          "If specified, all readiness gates will be evaluated for pod "
+                          "readiness. A pod is ready when all its containers are ready AND all "
+                          "conditions specified in the readiness gates have status equal to "
+                          "\"True\" More info: "
+                          "https://git.k8s.io/enhancements/keps/sig-network/"
+                          "580-pod-readiness-gates",
+                          1));
+        }
+        pod_cells(cells, obj);
     } else if (strcmp(def->key, "services") == 0) {
         if (cols) {
             json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));

@@ -139,6 +139,27 @@ void ks_uuid(char *buf, size_t len)
              b[14], b[15]);
 }
 
+/* A generateName suffix: n - 1 characters of the alphabet of
+ * k8s.io/apimachinery/pkg/util/rand (no vowels, no 0, 1, 3: no words, no
+ * look-alikes), from getrandom. */
+void ks_random_suffix(char *buf, size_t n)
+{
+    static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
+    unsigned char b[32];
+    size_t want = n - 1 < sizeof(b) ? n - 1 : sizeof(b), got = 0;
+    while (got < want) {
+        ssize_t r = getrandom(b + got, want - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    for (; got < want; got++)
+        b[got] = (unsigned char)rand();
+    for (size_t i = 0; i < want; i++)
+        buf[i] = alnum[b[i] % (sizeof(alnum) - 1)];
+    buf[want] = '\0';
+}
+
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 char *ks_base64_encode(const unsigned char *data, size_t len)
