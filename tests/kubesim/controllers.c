@@ -1134,13 +1134,17 @@ static void *controller_main(void *arg)
             ks->ns_dirty = false;
             ks_controllers_namespaced(ks);
         }
-        if (ks->pods_dirty) {
+        /* batched: a pass looks at every ReplicaSet and Pod */
+        if (ks->pods_dirty && now >= ks->pods_next_ms) {
             ks->pods_dirty = false;
             sync_pods(ks);
+            ks->pods_next_ms = now + 50;
         }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
+        if (ks->pods_dirty && ks->pods_next_ms < wake)
+            wake = ks->pods_next_ms;
         json_t *due = json_array();
         const char *key;
         json_t *when;
@@ -1160,7 +1164,7 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->pods_dirty)
+        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

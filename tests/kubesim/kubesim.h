@@ -216,6 +216,7 @@ struct ks_server {
                                default SAs, root CA, the kubernetes Service */
     long long gc_next_ms;   /* monotonic */
     bool pods_dirty;        /* a ReplicaSet or a Pod changed: the ReplicaSet controller */
+    long long pods_next_ms; /* its next pass, not before (ms, monotonic) */
     unsigned pod_ip_next;   /* the next Pod IP to try, an offset in 10.244.0.0/16 */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
