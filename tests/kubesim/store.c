@@ -194,6 +194,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     if (strcmp(def->key, "deployments.apps") == 0)
         ks_controllers_deployment_changed(ks, obj_key);
     roles_changed(ks, def, obj_key);
+    ks_endpoints_changed(ks, def, obj_key, false);
     return ks->rv;
 }
 
@@ -215,6 +216,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     json_decref(last);
     ks->gc_dirty = true;
     roles_changed(ks, def, obj_key);
+    ks_endpoints_changed(ks, def, obj_key, true);
     return ks->rv;
 }
 
