@@ -14,8 +14,11 @@
  *  - the apiserver's own (pkg/controlplane/reconcilers, endpointsadapter.go):
  *    Endpoints default/kubernetes and EndpointSlice default/kubernetes
  *    pointing at kubesim itself (127.0.0.1 and its port).
- * Each pass looks at every Service (a test cluster is small); objects are
- * written only when their content changes, so nothing churns. Everything
+ * ks_store_put and ks_store_remove tell ks_endpoints_changed what changed;
+ * it notes the Services concerned (a Pod's: those that select it now or
+ * did before, read from the event just recorded) and the next pass syncs
+ * those only. Objects are written only when their content changes, so
+ * nothing churns. Everything
  * runs on the controller thread with ks->lock held.
  */
 #include "kubesim.h"
@@ -53,13 +56,72 @@ static const char *md_str(const json_t *obj, const char *k)
     return json_string_value(json_object_get(md_of(obj), k));
 }
 
+/* Does a Service selector (a map) select these labels? */
+static bool selects(const json_t *selector, const json_t *labels)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)selector, k, v)
+    {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (!have || strcmp(have, ks_nz(json_string_value(v))) != 0)
+            return false;
+    }
+    return true;
+}
+
+static void pend(struct ks_server *ks, const char *ns, const char *name)
+{
+    if (!ns || !name)
+        return;
+    char key[512];
+    ks_obj_key(key, sizeof(key), ns, name);
+    json_object_set_new(ks->endpoints_pending, key, json_true());
+}
+
+/* A Pod changed (obj and old: after and before, either may be NULL): the
+ * Services of its namespace that select it now or did before. */
+static void pend_pod(struct ks_server *ks, const json_t *obj, const json_t *old)
+{
+    const char *ns = md_str(obj ? obj : old, "namespace");
+    const json_t *labels = json_object_get(md_of(obj), "labels");
+    const json_t *old_labels = json_object_get(md_of(old), "labels");
+    const char *k;
+    json_t *svc;
+    json_object_foreach(ks_store_map(ks, "services"), k, svc)
+    {
+        if (strcmp(ks_nz(md_str(svc, "namespace")), ks_nz(ns)) != 0)
+            continue;
+        const json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
+        if (json_object_size(sel) &&
+            ((obj && selects(sel, labels)) || (old && selects(sel, old_labels))))
+            json_object_set_new(ks->endpoints_pending, k, json_true());
+    }
+}
+
 void ks_endpoints_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
                           bool removed)
 {
     bool svc = strcmp(def->key, "services") == 0;
-    if (!svc && strcmp(def->key, "pods") != 0 && strcmp(def->key, "endpoints") != 0 &&
-        strcmp(def->key, "endpointslices.discovery.k8s.io") != 0)
+    bool pod = strcmp(def->key, "pods") == 0;
+    bool slice = strcmp(def->key, "endpointslices.discovery.k8s.io") == 0;
+    if (!svc && !pod && !slice && strcmp(def->key, "endpoints") != 0)
         return;
+    if (!ks->endpoints_pending)
+        ks->endpoints_pending = json_object();
+    /* the change just recorded: the last event of the history */
+    const struct ks_event *e =
+        ks->hist_len ? &ks->hist[(ks->hist_head + ks->hist_len - 1) % ks->history_cap] : NULL;
+    if (pod && e) {
+        pend_pod(ks, e->type == KS_DELETED ? NULL : e->obj, e->old);
+    } else if (slice && e) {
+        pend(ks, md_str(e->obj, "namespace"),
+             json_string_value(
+                 json_object_get(json_object_get(md_of(e->obj), "labels"), L_SERVICE_NAME)));
+    } else if (!pod && !slice) {
+        /* a Service, or an Endpoints of that name */
+        json_object_set_new(ks->endpoints_pending, obj_key, json_true());
+    }
     ks->endpoints_dirty = true;
     pthread_cond_broadcast(&ks->changed);
     /* endpoints_controller.go syncService: a Service that is gone takes
@@ -160,17 +222,7 @@ static json_t *selected_pods(struct ks_server *ks, const char *ns, const json_t 
         json_t *pod = json_object_get(map, keys[i]);
         if (strcmp(ks_nz(md_str(pod, "namespace")), ns) != 0)
             continue;
-        const json_t *labels = json_object_get(md_of(pod), "labels");
-        bool match = true;
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)selector, k, v)
-        {
-            const char *have = json_string_value(json_object_get(labels, k));
-            if (!have || strcmp(have, ks_nz(json_string_value(v))) != 0)
-                match = false;
-        }
-        if (match)
+        if (selects(selector, json_object_get(md_of(pod), "labels")))
             json_array_append(out, pod);
     }
     free(keys);
@@ -703,11 +755,17 @@ void ks_endpoints_sync(struct ks_server *ks)
     if (!d.ep || !d.slice)
         return;
     publish_apiserver(ks, &d);
+    /* the Services whose Pods, Endpoints or slices changed since the last
+     * pass (ks_endpoints_changed) */
+    json_t *pending = ks->endpoints_pending ? ks->endpoints_pending : json_object();
+    ks->endpoints_pending = json_object();
     json_t *svcs = ks_store_map(ks, "services");
     size_t n;
-    const char **keys = ks_sorted_keys(svcs, &n);
+    const char **keys = ks_sorted_keys(pending, &n);
     for (size_t i = 0; i < n; i++) {
         const json_t *svc = json_object_get(svcs, keys[i]);
+        if (!svc)
+            continue;
         const json_t *spec = json_object_get(svc, "spec");
         const json_t *selector = json_object_get(spec, "selector");
         const char *type = json_string_value(json_object_get(spec, "type"));
@@ -731,4 +789,5 @@ void ks_endpoints_sync(struct ks_server *ks)
         json_decref(pods);
     }
     free(keys);
+    json_decref(pending);
 }

@@ -215,12 +215,16 @@ struct ks_server {
     bool roles_dirty;       /* a ClusterRole changed: aggregate (authz.c) */
     bool ns_dirty;          /* a Namespace, ServiceAccount, ConfigMap or default/kubernetes changed:
                                default SAs, root CA, the kubernetes Service */
-    bool endpoints_dirty;   /* a Service, Pod, Endpoints or EndpointSlice changed (endpoints.c) */
     long long gc_next_ms;   /* monotonic */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
     pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
     bool migrator_running;
+
+    /* endpoints.c: a Service, Pod, Endpoints or EndpointSlice changed; the
+     * keys of the Services to sync -> true */
+    bool endpoints_dirty;
+    json_t *endpoints_pending;
 };
 
 /* s, or "" when NULL. */

@@ -44,6 +44,8 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->writes = NULL;
     json_decref(ks->svc_alloc);
     ks->svc_alloc = NULL;
+    json_decref(ks->endpoints_pending);
+    ks->endpoints_pending = NULL;
 }
 
 /* What a stored Service holds of the allocators (ks->svc_alloc): its
