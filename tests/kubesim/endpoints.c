@@ -18,8 +18,8 @@
  * it notes the Services concerned (a Pod's: those that select it now or
  * did before, read from the event just recorded) and the next pass syncs
  * those only. Objects are written only when their content changes, so
- * nothing churns. Everything
- * runs on the controller thread with ks->lock held.
+ * nothing churns. Everything runs with ks->lock held: the passes on the
+ * controller thread, ks_endpoints_changed in whichever thread stores.
  */
 #include "kubesim.h"
 
@@ -211,7 +211,7 @@ static long find_port(const json_t *pod, const json_t *sp)
 }
 
 /* The Pods of the Service's namespace its selector matches, by name.
- * @ref new (an array of borrowed-then-referenced Pods) */
+ * @ref new (the array holds a reference to each Pod) */
 static json_t *selected_pods(struct ks_server *ks, const char *ns, const json_t *selector)
 {
     json_t *out = json_array();

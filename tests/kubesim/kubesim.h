@@ -605,8 +605,9 @@ double ks_rand01(struct ks_server *ks);
  * Endpoints and EndpointSlice of default/kubernetes: one pass. */
 void ks_endpoints_sync(struct ks_server *ks);
 /* ks_store_put and ks_store_remove tell it what changed: a Service, Pod,
- * Endpoints or EndpointSlice sets ks->endpoints_dirty; a removed Service
- * takes its Endpoints along. */
+ * Endpoints or EndpointSlice sets ks->endpoints_dirty and notes the
+ * Services concerned in ks->endpoints_pending; a removed Service takes its
+ * Endpoints along. */
 void ks_endpoints_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
                           bool removed);
 
