@@ -36,6 +36,7 @@ const models = path.join(root, 'kubernetes-models');
 // The kinds kubesim serves (tests/kubesim/resources.c, builtins[]).
 const KINDS = [
     ['', 'v1', 'v1', 'ConfigMap'],
+    ['', 'v1', 'v1', 'Endpoints'],
     ['', 'v1', 'v1', 'Event'],
     ['', 'v1', 'v1', 'Namespace'],
     ['', 'v1', 'v1', 'Pod'],
@@ -56,6 +57,7 @@ const KINDS = [
     ['authorization.k8s.io', 'v1', 'authorization.k8s.io/v1', 'SelfSubjectRulesReview'],
     ['authorization.k8s.io', 'v1', 'authorization.k8s.io/v1', 'SubjectAccessReview'],
     ['coordination.k8s.io', 'v1', 'coordination.k8s.io/v1', 'Lease'],
+    ['discovery.k8s.io', 'v1', 'discovery.k8s.io/v1', 'EndpointSlice'],
     ['networking.k8s.io', 'v1', 'networking.k8s.io/v1', 'NetworkPolicy'],
     ['policy', 'v1', 'policy/v1', 'PodDisruptionBudget'],
     ['rbac.authorization.k8s.io', 'v1', 'rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'],

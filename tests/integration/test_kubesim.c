@@ -2242,6 +2242,289 @@ START_TEST(test_kubesim_pod_defaults)
 }
 END_TEST
 
+/* ---- Endpoints and EndpointSlices ----------------------------------------------- */
+
+/* A Pod in default with labels app=APP, one container port "http" 8080
+ * when named_port; then its status: podIP and the Ready condition. */
+static void make_pod(const char *name, const char *app, bool named_port, const char *ip, bool ready)
+{
+    char *body = NULL, *path = NULL, *st = NULL;
+    int n = asprintf(
+        &body,
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\",\"labels\":"
+        "{\"app\":\"%s\"}},\"spec\":{\"nodeName\":\"kubesim-node\",\"containers\":[{\"name\":"
+        "\"c\",\"image\":\"nginx\"%s}]}}",
+        name, app, named_port ? ",\"ports\":[{\"name\":\"http\",\"containerPort\":8080}]" : "");
+    ck_assert_int_gt(n, 0);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/pods", body, 201));
+    free(body);
+    ck_assert_int_gt(asprintf(&path, "/api/v1/namespaces/default/pods/%s/status", name), 0);
+    n = asprintf(&st,
+                 "{\"status\":{\"phase\":\"Running\",\"podIP\":\"%s\","
+                 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
+                 ip, ready ? "True" : "False");
+    ck_assert_int_gt(n, 0);
+    struct kop_test_resp r = request("PATCH", path, "application/merge-patch+json", st, NULL);
+    ck_assert_msg(r.code == 200, "PATCH %s: %ld %s", path, r.code, r.body);
+    kop_test_resp_free(&r);
+    free(st);
+    free(path);
+}
+
+struct table_cell {
+    const char *path;
+    size_t col;
+    const char *want;
+};
+
+/* Does the first row of the Table at arg's path show want in column col? */
+static bool table_cell_is(const void *arg)
+{
+    const struct table_cell *tc = arg;
+    struct kop_test_resp r = request_ex("GET", tc->path, NULL, NULL, NULL, TABLE_ACCEPT);
+    json_t *t = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    const char *have = json_string_value(cell(t, 0, tc->col));
+    bool ok = have && strcmp(have, tc->want) == 0;
+    json_decref(t);
+    return ok;
+}
+
+static void wait_cell(const char *path, size_t col, const char *want)
+{
+    const struct table_cell tc = {path, col, want};
+    ck_assert_msg(kop_test_eventually(table_cell_is, &tc, 5000), "%s never showed \"%s\"", path,
+                  want);
+}
+
+/* The subset of an Endpoints whose first port is named port_name. */
+static const json_t *subset_of(const json_t *ep, const char *port_name)
+{
+    size_t i;
+    const json_t *ss;
+    json_array_foreach(json_object_get(ep, "subsets"), i, ss)
+    {
+        const char *n = jpath(json_array_get(json_object_get(ss, "ports"), 0), "name", NULL);
+        if (n && strcmp(n, port_name) == 0)
+            return ss;
+    }
+    return NULL;
+}
+
+static const char *addr_ip(const json_t *ss, const char *list, size_t i)
+{
+    return jpath(json_array_get(json_object_get(ss, list), i), "ip", NULL);
+}
+
+#define EP_PATH "/api/v1/namespaces/default/endpoints/"
+#define SLICES_PATH                                                                                \
+    "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2F"   \
+    "service-name%3Dep-web"
+
+static bool no_slices(const void *arg)
+{
+    struct kop_test_resp r = request("GET", arg, NULL, NULL, NULL);
+    json_t *l = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    bool ok = l && json_array_size(json_object_get(l, "items")) == 0;
+    json_decref(l);
+    return ok;
+}
+
+/* pkg/controller/endpoint and pkg/controller/endpointslice: a Service's
+ * Pods, ready or not, by their resolved target ports; a Pod leaving the
+ * selector leaves them; deleting the Service deletes them; a Service
+ * without a selector keeps the Endpoints its user wrote. */
+START_TEST(test_kubesim_endpoints_controller)
+{
+    json_decref(request_json(
+        "POST", "/api/v1/namespaces/default/services",
+        "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"ep-web\","
+        "\"labels\":"
+        "{\"tier\":\"front\"}},\"spec\":{\"selector\":{\"app\":\"ep-web\"},\"ports\":[{"
+        "\"name\":"
+        "\"http\",\"port\":80,\"targetPort\":\"http\"},{\"name\":\"metrics\",\"port\":9090}]}}",
+        201));
+    make_pod("ep-a", "ep-web", true, "10.244.1.1", true);
+    make_pod("ep-b", "ep-web", false, "10.244.1.2", false);
+    make_pod("ep-c", "ep-other", true, "10.244.1.3", true);
+    wait_cell(EP_PATH "ep-web", 1, "10.244.1.1:9090,10.244.1.1:8080");
+
+    json_t *ep = request_json("GET", EP_PATH "ep-web", NULL, 200);
+    ck_assert_str_eq(jpath(jpath_obj(ep, "metadata", "labels"), "tier", NULL), "front");
+    /* named targetPort: only ep-a has a port "http" */
+    const json_t *http = subset_of(ep, "http");
+    ck_assert_ptr_nonnull(http);
+    ck_assert_int_eq(json_array_size(json_object_get(http, "addresses")), 1);
+    ck_assert_ptr_null(json_object_get(http, "notReadyAddresses"));
+    ck_assert_str_eq(addr_ip(http, "addresses", 0), "10.244.1.1");
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(http, "ports"), 0), "port")),
+                     8080);
+    const json_t *a = json_array_get(json_object_get(http, "addresses"), 0);
+    ck_assert_str_eq(jpath(a, "nodeName", NULL), "kubesim-node");
+    ck_assert_str_eq(jpath(a, "targetRef", "kind"), "Pod");
+    ck_assert_str_eq(jpath(a, "targetRef", "name"), "ep-a");
+    /* a number: every Pod; the one not Ready among notReadyAddresses */
+    const json_t *metrics = subset_of(ep, "metrics");
+    ck_assert_ptr_nonnull(metrics);
+    ck_assert_str_eq(addr_ip(metrics, "addresses", 0), "10.244.1.1");
+    ck_assert_str_eq(addr_ip(metrics, "notReadyAddresses", 0), "10.244.1.2");
+    ck_assert_int_eq(json_array_size(json_object_get(ep, "subsets")), 2);
+    const char *rv = jpath(ep, "metadata", "resourceVersion");
+    char *ep_rv = strdup(rv);
+
+    /* the slices: one per set of ports found on the Pods */
+    json_t *sl = request_json("GET", SLICES_PATH, NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(sl, "items")), 2);
+    size_t i;
+    const json_t *s;
+    json_array_foreach(json_object_get(sl, "items"), i, s)
+    {
+        const json_t *md = json_object_get(s, "metadata");
+        ck_assert_str_eq(jpath(md, "generateName", NULL), "ep-web-");
+        ck_assert_int_eq(strlen(jpath(md, "name", NULL)), strlen("ep-web-") + 5);
+        ck_assert_str_eq(jpath(jpath_obj(s, "metadata", "labels"),
+                               "endpointslice.kubernetes.io/managed-by", NULL),
+                         "endpointslice-controller.k8s.io");
+        ck_assert_str_eq(jpath(jpath_obj(s, "metadata", "labels"), "tier", NULL), "front");
+        const json_t *ref = json_array_get(json_object_get(md, "ownerReferences"), 0);
+        ck_assert_str_eq(jpath(ref, "kind", NULL), "Service");
+        ck_assert(json_is_true(json_object_get(ref, "controller")));
+        ck_assert_str_eq(jpath(s, "addressType", NULL), "IPv4");
+        const json_t *e = json_array_get(json_object_get(s, "endpoints"), 0);
+        const char *ip = json_string_value(json_array_get(json_object_get(e, "addresses"), 0));
+        bool is_a = strcmp(ip, "10.244.1.1") == 0;
+        ck_assert(is_a || strcmp(ip, "10.244.1.2") == 0);
+        ck_assert_int_eq(json_is_true(json_object_get(json_object_get(e, "conditions"), "ready")),
+                         is_a);
+        ck_assert(json_is_false(json_object_get(json_object_get(e, "conditions"), "terminating")));
+        ck_assert_int_eq(json_array_size(json_object_get(s, "ports")), is_a ? 2 : 1);
+    }
+    json_decref(sl);
+    json_decref(ep);
+
+    /* no churn: another Pod change that does not concern it */
+    make_pod("ep-d", "ep-other", true, "10.244.1.4", true);
+    kop_test_sleep_ms(300);
+    ep = request_json("GET", EP_PATH "ep-web", NULL, 200);
+    ck_assert_str_eq(jpath(ep, "metadata", "resourceVersion"), ep_rv);
+    json_decref(ep);
+    free(ep_rv);
+
+    /* ep-a leaves the selector: only ep-b, not ready, is left */
+    struct kop_test_resp r =
+        request("PATCH", "/api/v1/namespaces/default/pods/ep-a", "application/merge-patch+json",
+                "{\"metadata\":{\"labels\":{\"app\":\"gone\"}}}", NULL);
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+    wait_cell(EP_PATH "ep-web", 1, "");
+    ep = request_json("GET", EP_PATH "ep-web", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(ep, "subsets")), 1);
+    ck_assert_str_eq(addr_ip(subset_of(ep, "metrics"), "notReadyAddresses", 0), "10.244.1.2");
+    json_decref(ep);
+
+    /* a Service without a selector: its user's Endpoints stay as written */
+    json_decref(request_json("POST", "/api/v1/namespaces/default/services",
+                             "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
+                             "\"ep-manual\"},\"spec\":{\"ports\":[{\"port\":80}]}}",
+                             201));
+    json_t *man = request_json(
+        "POST", "/api/v1/namespaces/default/endpoints",
+        "{\"apiVersion\":\"v1\",\"kind\":\"Endpoints\",\"metadata\":{\"name\":\"ep-manual\"},"
+        "\"subsets\":[{\"addresses\":[{\"ip\":\"192.0.2.7\"}],\"ports\":[{\"port\":80}]}]}",
+        201);
+    make_pod("ep-e", "ep-other", true, "10.244.1.5", true);
+    kop_test_sleep_ms(300);
+    json_t *man2 = request_json("GET", EP_PATH "ep-manual", NULL, 200);
+    ck_assert_str_eq(jpath(man2, "metadata", "resourceVersion"),
+                     jpath(man, "metadata", "resourceVersion"));
+    json_decref(man);
+    json_decref(man2);
+    wait_cell(EP_PATH "ep-manual", 1, "192.0.2.7:80");
+
+    /* the Service goes: its Endpoints and slices go too */
+    json_decref(request_json("DELETE", "/api/v1/namespaces/default/services/ep-web", NULL, 200));
+    wait_code(EP_PATH "ep-web", 404);
+    ck_assert(kop_test_eventually(no_slices, SLICES_PATH, 5000));
+}
+END_TEST
+
+/* The apiserver's own Endpoints and EndpointSlice of default/kubernetes,
+ * and the Table columns of both kinds (pkg/printers/internalversion). */
+START_TEST(test_kubesim_endpoints_kubernetes)
+{
+    const char *colon = strrchr(base_url, ':');
+    ck_assert_ptr_nonnull(colon);
+    long port = strtol(colon + 1, NULL, 10);
+    json_t *ep = request_json("GET", EP_PATH "kubernetes", NULL, 200);
+    const json_t *ss = json_array_get(json_object_get(ep, "subsets"), 0);
+    ck_assert_str_eq(addr_ip(ss, "addresses", 0), "127.0.0.1");
+    const json_t *p = json_array_get(json_object_get(ss, "ports"), 0);
+    ck_assert_str_eq(jpath(p, "name", NULL), "https");
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "port")), port);
+    ck_assert_str_eq(jpath(p, "protocol", NULL), "TCP");
+    json_decref(ep);
+    json_t *s = request_json(
+        "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes", NULL, 200);
+    ck_assert_str_eq(jpath(jpath_obj(s, "metadata", "labels"), "kubernetes.io/service-name", NULL),
+                     "kubernetes");
+    ck_assert_str_eq(jpath(s, "addressType", NULL), "IPv4");
+    json_decref(s);
+
+    json_t *t = get_table(EP_PATH);
+    ck_assert_str_eq(col_name(t, 0), "Name");
+    ck_assert_str_eq(col_name(t, 1), "Endpoints");
+    ck_assert_str_eq(col_name(t, 2), "Age");
+    json_decref(t);
+    char want[64];
+    snprintf(want, sizeof(want), "127.0.0.1:%ld", port);
+    wait_cell(EP_PATH "kubernetes", 1, want);
+    const char *sp = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes";
+    t = get_table(sp);
+    static const char *const cols[] = {"Name", "AddressType", "Ports", "Endpoints", "Age"};
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(col_name(t, i), cols[i]);
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "IPv4");
+    snprintf(want, sizeof(want), "%ld", port);
+    ck_assert_str_eq(json_string_value(cell(t, 0, 2)), want);
+    ck_assert_str_eq(json_string_value(cell(t, 0, 3)), "127.0.0.1");
+    json_decref(t);
+
+    /* printers.go: three shown, then "+ N more..."; <unset> and <none> */
+    json_decref(request_json(
+        "POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+        "{\"apiVersion\":\"discovery.k8s.io/"
+        "v1\",\"kind\":\"EndpointSlice\",\"metadata\":{\"name\":"
+        "\"many\"},\"addressType\":\"IPv4\",\"endpoints\":[{\"addresses\":[\"10.0.0.1\"]},"
+        "{\"addresses\":[\"10.0.0.2\"]},{\"addresses\":[\"10.0.0.3\"]},{\"addresses\":"
+        "[\"10.0.0.4\"]},{\"addresses\":[\"10.0.0.5\"]}],\"ports\":[{\"name\":\"a\",\"port\":1}"
+        ","
+        "{\"name\":\"b\",\"port\":2},{\"name\":\"c\",\"port\":3},{\"name\":\"d\",\"port\":4}]}",
+        201));
+    t = get_table("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/many");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 2)), "1,2,3 + 1 more...");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 3)), "10.0.0.1,10.0.0.2,10.0.0.3 + 2 more...");
+    json_decref(t);
+    json_decref(request_json("POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+                             "{\"apiVersion\":\"discovery.k8s.io/"
+                             "v1\",\"kind\":\"EndpointSlice\",\"metadata\":{\"name\":"
+                             "\"empty\"},\"addressType\":\"IPv4\",\"endpoints\":[]}",
+                             201));
+    t = get_table("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/empty");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 2)), "<unset>");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 3)), "<unset>");
+    json_decref(t);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/endpoints",
+                             "{\"apiVersion\":\"v1\",\"kind\":\"Endpoints\",\"metadata\":{\"name\":"
+                             "\"ep-none\"}}",
+                             201));
+    t = get_table(EP_PATH "ep-none");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "<none>");
+    json_decref(t);
+}
+END_TEST
+
 /* Does namespace arg's kube-root-ca.crt hold the cluster's CA again? */
 static bool root_ca_restored(const void *arg)
 {
@@ -2407,7 +2690,8 @@ START_TEST(test_kubesim_bootstrap_roles_aggregation)
         "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         "{\"metadata\":{\"name\":\"widgets-view\",\"labels\":{"
         "\"rbac.authorization.k8s.io/aggregate-to-view\":\"true\"}},\"rules\":[{\"apiGroups\":["
-        "\"example.com\"],\"resources\":[\"widgets\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}",
+        "\"example.com\"],\"resources\":[\"widgets\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]"
+        "}",
         201));
     wait_example_rule("view", true);
     wait_example_rule("edit", true);
@@ -2427,7 +2711,8 @@ START_TEST(test_kubesim_bootstrap_roles_aggregation)
     json_decref(request_json(
         "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         "{\"metadata\":{\"name\":\"agg-mine\"},\"aggregationRule\":{\"clusterRoleSelectors\":[{"
-        "\"matchExpressions\":[{\"key\":\"team\",\"operator\":\"In\",\"values\":[\"x\",\"y\"]}]}]}"
+        "\"matchExpressions\":[{\"key\":\"team\",\"operator\":\"In\",\"values\":[\"x\",\"y\"]}]"
+        "}]}"
         "}",
         201));
     json_decref(request_json(
@@ -2481,17 +2766,19 @@ START_TEST(test_kubesim_access_reviews)
     /* nothing bound yet */
     ck_assert(!sa_allowed("\"resourceAttributes\":{\"verb\":\"list\",\"group\":\"apps\","
                           "\"resource\":\"deployments\"}"));
-    json_decref(request_json(
-        "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-        "{\"metadata\":{\"name\":\"rev\"},\"rules\":["
-        "{\"apiGroups\":[\"apps\"],\"resources\":[\"deployments\"],\"verbs\":[\"list\",\"watch\"]},"
-        "{\"apiGroups\":[\"mygroup.example.com\"],\"resources\":[\"*/status\"],"
-        "\"verbs\":[\"update\"]},"
-        "{\"nonResourceURLs\":[\"/metrics\",\"/debug/*\"],\"verbs\":[\"get\"]}]}",
-        201));
+    json_decref(
+        request_json("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                     "{\"metadata\":{\"name\":\"rev\"},\"rules\":["
+                     "{\"apiGroups\":[\"apps\"],\"resources\":[\"deployments\"],\"verbs\":["
+                     "\"list\",\"watch\"]},"
+                     "{\"apiGroups\":[\"mygroup.example.com\"],\"resources\":[\"*/status\"],"
+                     "\"verbs\":[\"update\"]},"
+                     "{\"nonResourceURLs\":[\"/metrics\",\"/debug/*\"],\"verbs\":[\"get\"]}]}",
+                     201));
     json_decref(request_json(
         "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s."
+        "io\","
         "\"kind\":\"ClusterRole\",\"name\":\"rev\"},\"subjects\":[{\"kind\":\"ServiceAccount\","
         "\"name\":\"rev\",\"namespace\":\"kop-system\"}]}",
         201));
@@ -2503,13 +2790,15 @@ START_TEST(test_kubesim_access_reviews)
     /* a RoleBinding's ServiceAccount subject without a namespace is in the binding's */
     json_decref(request_json(
         "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/kop-system/rolebindings",
-        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s."
+        "io\","
         "\"kind\":\"ClusterRole\",\"name\":\"rev-leases\"},\"subjects\":[{\"kind\":"
         "\"ServiceAccount\",\"name\":\"rev\"}]}",
         201));
     json_decref(request_json(
         "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings",
-        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "{\"metadata\":{\"name\":\"rev\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s."
+        "io\","
         "\"kind\":\"Role\",\"name\":\"rev\"},\"subjects\":[{\"kind\":\"ServiceAccount\","
         "\"name\":\"rev\",\"namespace\":\"kop-system\"}]}",
         201));
@@ -2684,7 +2973,8 @@ START_TEST(test_kubesim_impersonation)
                              201));
     json_decref(request_json(
         "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        "{\"metadata\":{\"name\":\"imp\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "{\"metadata\":{\"name\":\"imp\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s."
+        "io\","
         "\"kind\":\"ClusterRole\",\"name\":\"imp\"},\"subjects\":[{\"kind\":\"Group\","
         "\"name\":\"devs\"}]}",
         201));
@@ -2981,7 +3271,8 @@ START_TEST(test_kubesim_validation)
 
     expect_invalid(
         "/apis/apps/v1/namespaces/default/deployments",
-        "{\"metadata\":{\"name\":\"d1\"},\"spec\":{\"replicas\":-1,\"selector\":{\"matchLabels\":"
+        "{\"metadata\":{\"name\":\"d1\"},\"spec\":{\"replicas\":-1,\"selector\":{"
+        "\"matchLabels\":"
         "{\"app\":\"d1\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"x\",\"b\":\"c\"}},"
         "\"spec\":{\"containers\":[{\"name\":\"c\",\"ports\":[{\"name\":\"web\","
         "\"containerPort\":80},{\"name\":\"web\",\"containerPort\":81}]},{\"name\":\"c\","
@@ -3016,7 +3307,8 @@ START_TEST(test_kubesim_update_validation)
 {
     json_decref(request_json(
         "POST", "/apis/apps/v1/namespaces/default/deployments",
-        "{\"metadata\":{\"name\":\"u1\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"u1\"}},"
+        "{\"metadata\":{\"name\":\"u1\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":"
+        "\"u1\"}},"
         "\"template\":{\"metadata\":{\"labels\":{\"app\":\"u1\",\"b\":\"x\"}},\"spec\":"
         "{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}",
         201));
@@ -3180,9 +3472,11 @@ START_TEST(test_kubesim_rbac_escalation)
     /* alice may write roles and bindings in t, and read configmaps */
     json_decref(request_json(
         "POST", RBAC_V1 "/namespaces/t/roles",
-        "{\"metadata\":{\"name\":\"rbac-writer\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization."
+        "{\"metadata\":{\"name\":\"rbac-writer\"},\"rules\":[{\"apiGroups\":[\"rbac."
+        "authorization."
         "k8s.io\"],\"resources\":[\"roles\",\"rolebindings\"],\"verbs\":[\"create\",\"get\","
-        "\"update\",\"patch\",\"delete\"]},{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],"
+        "\"update\",\"patch\",\"delete\"]},{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"]"
+        ","
         "\"verbs\":[\"get\",\"list\"]}]}",
         201));
     json_decref(request_json(
@@ -3268,7 +3562,8 @@ START_TEST(test_kubesim_rbac_escalation)
         "POST", RBAC_V1 "/namespaces/t/roles",
         "{\"metadata\":{\"name\":\"lift\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization.k8s."
         "io\"],"
-        "\"resources\":[\"roles\"],\"verbs\":[\"escalate\"]},{\"apiGroups\":[\"rbac.authorization."
+        "\"resources\":[\"roles\"],\"verbs\":[\"escalate\"]},{\"apiGroups\":[\"rbac."
+        "authorization."
         "k8s.io\"],\"resources\":[\"clusterroles\"],\"resourceNames\":[\"admin\"],\"verbs\":"
         "[\"bind\"]}]}",
         201));
@@ -3295,11 +3590,12 @@ START_TEST(test_kubesim_rbac_escalation)
                              "{\"metadata\":{\"name\":\"agg\"},\"aggregationRule\":{"
                              "\"clusterRoleSelectors\":[{\"matchLabels\":{\"x\":\"y\"}}]}}",
                              201));
-    json_decref(request_json(
-        "POST", RBAC_V1 "/clusterroles",
-        "{\"metadata\":{\"name\":\"cr-writer\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization."
-        "k8s.io\"],\"resources\":[\"clusterroles\"],\"verbs\":[\"create\"]}]}",
-        201));
+    json_decref(
+        request_json("POST", RBAC_V1 "/clusterroles",
+                     "{\"metadata\":{\"name\":\"cr-writer\"},\"rules\":[{\"apiGroups\":[\"rbac."
+                     "authorization."
+                     "k8s.io\"],\"resources\":[\"clusterroles\"],\"verbs\":[\"create\"]}]}",
+                     201));
     json_decref(request_json(
         "POST", RBAC_V1 "/clusterrolebindings",
         "{\"metadata\":{\"name\":\"crw\"}," ROLE_REF(
@@ -3399,10 +3695,11 @@ static char *replicasets_of(const char *selector, size_t want)
  * rollback; the garbage collector removes them with the Deployment. */
 START_TEST(test_kubesim_deployment_replicasets)
 {
-    static const char dep[] =
-        "{\"metadata\":{\"name\":\"rsd\"},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":"
-        "{\"app\":\"rsd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"rsd\"}},\"spec\":{"
-        "\"containers\":[{\"name\":\"c\",\"image\":\"%s\"}]}}}}";
+    static const char dep[] = "{\"metadata\":{\"name\":\"rsd\"},\"spec\":{\"replicas\":3,"
+                              "\"selector\":{\"matchLabels\":"
+                              "{\"app\":\"rsd\"}},\"template\":{\"metadata\":{\"labels\":{"
+                              "\"app\":\"rsd\"}},\"spec\":{"
+                              "\"containers\":[{\"name\":\"c\",\"image\":\"%s\"}]}}}}";
     char body[512];
     snprintf(body, sizeof(body), dep, "nginx:1.1");
     json_t *d = request_json("POST", "/apis/apps/v1/namespaces/default/deployments", body, 201);
@@ -3531,7 +3828,8 @@ START_TEST(test_kubesim_token_file_and_audit)
                              201));
     json_decref(request_json(
         "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        "{\"metadata\":{\"name\":\"cm\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+        "{\"metadata\":{\"name\":\"cm\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s."
+        "io\","
         "\"kind\":\"ClusterRole\",\"name\":\"cm\"},\"subjects\":[{\"kind\":\"Group\","
         "\"name\":\"system:authenticated\"}]}",
         201));
@@ -3868,6 +4166,8 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_kubernetes_service);
     tcase_add_test(tc, test_kubesim_replicaset_pods);
     tcase_add_test(tc, test_kubesim_pod_defaults);
+    tcase_add_test(tc, test_kubesim_endpoints_controller);
+    tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);

@@ -1049,8 +1049,8 @@ static void publish_root_ca(struct ks_server *ks, const struct ks_res *def, cons
  * The control plane's own Service (pkg/controlplane/controller/
  * kubernetesservice: made at start and again when deleted): default/
  * kubernetes, the first IP of the service range, 443 to the apiserver's
- * port, labelled component=apiserver, provider=kubernetes. (No Endpoints:
- * kubesim serves neither Endpoints nor EndpointSlices.)
+ * port, labelled component=apiserver, provider=kubernetes. (Its Endpoints
+ * and EndpointSlice, which the apiserver also keeps: endpoints.c.)
  */
 static void publish_kubernetes_service(struct ks_server *ks, const json_t *default_ns)
 {
@@ -1140,6 +1140,10 @@ static void *controller_main(void *arg)
             sync_pods(ks);
             ks->pods_next_ms = now + 50;
         }
+        if (ks->endpoints_dirty) {
+            ks->endpoints_dirty = false;
+            ks_endpoints_sync(ks);
+        }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
@@ -1164,7 +1168,7 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty)
+        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->endpoints_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -24,6 +24,9 @@ struct builtin {
 static const struct builtin builtins[] = {
     {"", "v1", "configmaps", "configmap", "ConfigMap", "cm", NULL, true, false, false, false, NULL,
      false},
+    /* core/v1 Endpoints: no status, no generation (types.go) */
+    {"", "v1", "endpoints", "endpoints", "Endpoints", "ep", NULL, true, false, false, false, NULL,
+     false},
     {"", "v1", "events", "event", "Event", "ev", NULL, true, false, false, false,
      "{\"involvedObject\":{},\"source\":{},\"firstTimestamp\":null,\"lastTimestamp\":null,"
      "\"eventTime\":null,\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
@@ -73,6 +76,11 @@ static const struct builtin builtins[] = {
      "SubjectAccessReview", NULL, NULL, false, false, false, false, NULL, true},
     {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, true, false, false, false,
      "{\"spec\":{}}", false},
+    /* discovery/v1 EndpointSlice: generation kept (registry/discovery/
+     * endpointslice/strategy.go); addressType, endpoints and ports are
+     * written even when empty (no omitempty in discovery/v1 types.go) */
+    {"discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", NULL, NULL, true,
+     false, false, true, "{\"addressType\":\"\",\"endpoints\":null,\"ports\":null}", false},
     {"networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", "netpol", NULL,
      true, false, false, true, "{\"spec\":{\"podSelector\":{}}}", false},
     {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb",

@@ -44,6 +44,8 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->writes = NULL;
     json_decref(ks->svc_alloc);
     ks->svc_alloc = NULL;
+    json_decref(ks->endpoints_pending);
+    ks->endpoints_pending = NULL;
 }
 
 /* What a stored Service holds of the allocators (ks->svc_alloc): its
@@ -198,6 +200,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     if (strcmp(def->key, "deployments.apps") == 0)
         ks_controllers_deployment_changed(ks, obj_key);
     roles_changed(ks, def, obj_key);
+    ks_endpoints_changed(ks, def, obj_key, false);
     return ks->rv;
 }
 
@@ -219,6 +222,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     json_decref(last);
     ks->gc_dirty = true;
     roles_changed(ks, def, obj_key);
+    ks_endpoints_changed(ks, def, obj_key, true);
     return ks->rv;
 }
 

@@ -3,17 +3,15 @@
  * kubesim Table output (meta.k8s.io/v1 Table), what `kubectl get` asks for
  * with "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,...": the
  * column definitions and one row of cells per object. Built-in types get
- * the apiserver's printer columns (Deployment, ReplicaSet, Service, Namespace,
- * ConfigMap, Secret, Event, Lease, ServiceAccount, RoleBinding,
- * ClusterRoleBinding, the webhook configurations; Name and Created At for
- * Role, ClusterRole and CustomResourceDefinition, which have no printer and
- * get the default table convertor; Name and Age for the rest); custom
- * resources get Name plus the CRD's additionalPrinterColumns (or Age when
- * it has none), evaluated with a small JSONPath subset: .a.b, [N], ['k']
- * and [?(@.k=="v")]. Dates are shown as ages the way the apiserver rounds
- * them ("5s", "3m20s", "2d"). Rows carry the object as
- * PartialObjectMetadata (includeObject=Metadata, the default), the whole
- * object (Object) or nothing (None).
+ * the apiserver's printer columns (Deployment, ReplicaSet, Service,
+ * Endpoints, EndpointSlice, Namespace, ConfigMap, Secret, Event, Lease,
+ * ServiceAccount, RoleBinding, ClusterRoleBinding, the webhook configurations; Name and Created At
+ * for Role, ClusterRole and CustomResourceDefinition, which have no printer and get the default
+ * table convertor; Name and Age for the rest); custom resources get Name plus the CRD's
+ * additionalPrinterColumns (or Age when it has none), evaluated with a small JSONPath subset: .a.b,
+ * [N], ['k'] and [?(@.k=="v")]. Dates are shown as ages the way the apiserver rounds them ("5s",
+ * "3m20s", "2d"). Rows carry the object as PartialObjectMetadata (includeObject=Metadata, the
+ * default), the whole object (Object) or nothing (None).
  */
 #include "kubesim.h"
 
@@ -388,6 +386,121 @@ static json_t *service_external(const json_t *obj)
         return str_cell_owned(out, "");
     free(out);
     return json_string(strcmp(type, "LoadBalancer") == 0 ? "<pending>" : "<none>");
+}
+
+/* Go's net.JoinHostPort: an IPv6 literal in brackets. malloc'd */
+static char *join_host_port(const char *ip, json_int_t port)
+{
+    return strchr(ip, ':') ? ks_printf("[%s]:%lld", ip, (long long)port)
+                           : ks_printf("%s:%lld", ip, (long long)port);
+}
+
+/* The list of at most 3 shown and the count of all, as printers.go's
+ * formatEndpoints and listWithMoreString end: "a,b,c + N more...".
+ * unset: what an empty list prints (NULL: ""). @ref new */
+static json_t *more_cell(char *list, bool more, long count, const char *unset)
+{
+    char *s = more ? ks_printf("%s + %ld more...", list, count - 3)
+                   : ks_strdup(*list || !unset ? list : unset);
+    free(list);
+    return str_cell_owned(s, "");
+}
+
+static void list_add(char **list, const char *item)
+{
+    char *next = ks_printf("%s%s%s", *list, **list ? "," : "", item);
+    free(*list);
+    *list = next;
+}
+
+/* pkg/printers/internalversion/printers.go formatEndpoints (every port):
+ * IP:PORT of the ready addresses of each subset and port (the bare IP for
+ * a subset without ports), three of them and "+ N more..."; "<none>"
+ * without subsets. */
+static json_t *endpoints_cell(const json_t *obj)
+{
+    const json_t *subsets = json_object_get(obj, "subsets");
+    if (json_array_size(subsets) == 0)
+        return json_string("<none>");
+    char *list = ks_strdup("");
+    size_t shown = 0, i, j, k;
+    long count = 0;
+    bool more = false;
+    const json_t *ss, *port, *addr;
+    json_array_foreach(subsets, i, ss)
+    {
+        const json_t *addrs = json_object_get(ss, "addresses");
+        const json_t *ports = json_object_get(ss, "ports");
+        size_t nports = json_array_size(ports);
+        for (j = 0; j < (nports ? nports : 1); j++) {
+            port = json_array_get(ports, j);
+            count += (long)json_array_size(addrs);
+            json_array_foreach(addrs, k, addr)
+            {
+                if (shown == 3) {
+                    more = true;
+                    break;
+                }
+                const char *ip = ks_nz(json_string_value(json_object_get(addr, "ip")));
+                char *item =
+                    port ? join_host_port(ip, json_integer_value(json_object_get(port, "port")))
+                         : ks_strdup(ip);
+                list_add(&list, item);
+                free(item);
+                shown++;
+            }
+        }
+    }
+    return more_cell(list, more, count, NULL);
+}
+
+/* printers.go formatDiscoveryPorts: each port's number, else its name,
+ * else "*". */
+static json_t *slice_ports_cell(const json_t *obj)
+{
+    char *list = ks_strdup("");
+    size_t i;
+    long count = 0;
+    bool more = false;
+    const json_t *p;
+    json_array_foreach(json_object_get(obj, "ports"), i, p)
+    {
+        const json_t *num = json_object_get(p, "port");
+        const char *pname = json_string_value(json_object_get(p, "name"));
+        if (count < 3) {
+            char *item = json_is_integer(num)
+                             ? ks_printf("%lld", (long long)json_integer_value(num))
+                             : ks_strdup(pname ? pname : "*");
+            list_add(&list, item);
+            free(item);
+        } else {
+            more = true;
+        }
+        count++;
+    }
+    return more_cell(list, more, count, "<unset>");
+}
+
+/* printers.go formatDiscoveryEndpoints: every address of every endpoint. */
+static json_t *slice_endpoints_cell(const json_t *obj)
+{
+    char *list = ks_strdup("");
+    size_t i, j;
+    long count = 0;
+    bool more = false;
+    const json_t *ep, *a;
+    json_array_foreach(json_object_get(obj, "endpoints"), i, ep)
+    {
+        json_array_foreach(json_object_get(ep, "addresses"), j, a)
+        {
+            if (count < 3)
+                list_add(&list, ks_nz(json_string_value(a)));
+            else
+                more = true;
+            count++;
+        }
+    }
+    return more_cell(list, more, count, "<unset>");
 }
 
 static json_t *event_last_seen(const json_t *obj)
@@ -850,6 +963,59 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
             }
             json_array_append_new(cells, str_cell_owned(list, ""));
         }
+    } else if (strcmp(def->key, "endpoints") == 0) {
+        /* printers.go: endpointColumnDefinitions, printEndpoints */
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(
+                cols, col("Endpoints", "string", NULL,
+                          "The set of all endpoints is the union of all subsets. Addresses are "
+                          "placed into subsets according to the IPs they share. A single address "
+                          "with multiple ports, some of which are ready and some of which are not "
+                          "(because they come from different containers) will result in the "
+                          "address being displayed in different subsets for the different ports. "
+                          "No address will appear in both Addresses and NotReadyAddresses in the "
+                          "same subset. Sets of addresses and ports that comprise a service.",
+                          0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, endpoints_cell(obj));
+        json_array_append_new(cells, age_cell(created));
+    } else if (strcmp(def->key, "endpointslices.discovery.k8s.io") == 0) {
+        /* printers.go: endpointSliceColumnDefinitions (discovery v1beta1's
+         * descriptions), printEndpointSlice */
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(
+                cols, col("AddressType", "string", NULL,
+                          "addressType specifies the type of address carried by this "
+                          "EndpointSlice. All addresses in this slice must be the same type. This "
+                          "field is immutable after creation. The following address types are "
+                          "currently supported: * IPv4: Represents an IPv4 Address. * IPv6: "
+                          "Represents an IPv6 Address. * FQDN: Represents a Fully Qualified "
+                          "Domain Name.",
+                          0));
+            json_array_append_new(
+                cols, col("Ports", "string", NULL,
+                          "ports specifies the list of network ports exposed by each endpoint in "
+                          "this slice. Each port must have a unique name. When ports is empty, it "
+                          "indicates that there are no defined ports. When a port is defined with "
+                          "a nil port value, it indicates \"all ports\". Each slice may include a "
+                          "maximum of 100 ports.",
+                          0));
+            json_array_append_new(cols, col("Endpoints", "string", NULL,
+                                            "endpoints is a list of unique endpoints in this "
+                                            "slice. Each slice may include a maximum of 1000 "
+                                            "endpoints.",
+                                            0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, json_string(ks_nz(str_at(obj, "addressType", NULL))));
+        json_array_append_new(cells, slice_ports_cell(obj));
+        json_array_append_new(cells, slice_endpoints_cell(obj));
+        json_array_append_new(cells, age_cell(created));
     } else if (strcmp(def->key, "serviceaccounts") == 0 ||
                strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") ==
                    0 ||

@@ -486,6 +486,47 @@ k rollout undo deployment/roll >>"$work/roll.log" 2>&1 || fail "rollout undo: $(
 k get all >"$work/all.out" 2>&1 && grep -q 'replicaset.apps/roll-' "$work/all.out" ||
   fail "kubectl get all shows no ReplicaSet: $(cat "$work/all.out")"
 
+# Endpoints and EndpointSlices: a Service's ready Pod, as the controllers
+# list it, in get and describe.
+cat >"$work/ep.yaml" <<'EOF'
+apiVersion: v1
+kind: Service
+metadata:
+  name: ep-svc
+spec:
+  selector:
+    app: ep
+  ports:
+  - port: 80
+    targetPort: 8080
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ep-pod
+  labels:
+    app: ep
+spec:
+  containers:
+  - name: c
+    image: nginx
+EOF
+k apply -f "$work/ep.yaml" >>"$work/apply.log" 2>&1 || fail "apply ep.yaml"
+k patch pod ep-pod --subresource=status --type=merge \
+  -p '{"status":{"podIP":"10.244.0.9","conditions":[{"type":"Ready","status":"True"}]}}' \
+  >>"$work/apply.log" 2>&1 || fail "patch pod status"
+for _ in $(seq 50); do
+  k get ep ep-svc >"$work/ep.out" 2>&1 && grep -q '10.244.0.9:8080' "$work/ep.out" && break
+  sleep 0.1
+done
+grep -q '^ep-svc  *10.244.0.9:8080 ' "$work/ep.out" || fail "kubectl get ep: $(cat "$work/ep.out")"
+k get endpointslices -l kubernetes.io/service-name=ep-svc >"$work/eps.out" 2>&1 || fail "get endpointslices"
+grep -Eq '^ep-svc-[a-z0-9]{5} +IPv4 +8080 +10.244.0.9 ' "$work/eps.out" ||
+  fail "kubectl get endpointslices: $(cat "$work/eps.out")"
+k describe svc ep-svc >"$work/describe-svc.out" 2>&1 || fail "describe svc"
+grep -q '^Endpoints: *10.244.0.9:8080' "$work/describe-svc.out" ||
+  fail "kubectl describe svc shows no endpoints: $(cat "$work/describe-svc.out")"
+
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
 if k get myresources.v1.mygroup.example.com example-resource >/dev/null 2>&1; then

@@ -30,6 +30,7 @@ import sys
 # plus the bodies typed clients send besides objects.
 ROOTS = [
     ("", "v1", "ConfigMap"),
+    ("", "v1", "Endpoints"),
     ("", "v1", "Event"),
     ("", "v1", "Namespace"),
     ("", "v1", "Pod"),
@@ -42,6 +43,7 @@ ROOTS = [
     ("apps", "v1", "ReplicaSet"),
     ("autoscaling", "v1", "Scale"),
     ("coordination.k8s.io", "v1", "Lease"),
+    ("discovery.k8s.io", "v1", "EndpointSlice"),
     ("networking.k8s.io", "v1", "NetworkPolicy"),
     ("policy", "v1", "PodDisruptionBudget"),
     ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
@@ -71,6 +73,7 @@ GROUP_DIRS = {
     "authorization.k8s.io": "authorization",
     "autoscaling": "autoscaling",
     "coordination.k8s.io": "coordination",
+    "discovery.k8s.io": "discovery",
     "networking.k8s.io": "networking",
     "policy": "policy",
     "rbac.authorization.k8s.io": "rbac",
