@@ -775,21 +775,9 @@ static bool pod_ready(const json_t *pod)
     return false;
 }
 
-static const char *controller_uid(const json_t *obj)
-{
-    size_t i;
-    json_t *ref;
-    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, ref)
-    {
-        if (json_is_true(json_object_get(ref, "controller")))
-            return json_string_value(json_object_get(ref, "uid"));
-    }
-    return NULL;
-}
-
-/* A free Pod IP (taken: ip -> true), from where the last one was taken, as
- * host-local IPAM does. */
-static bool next_pod_ip(struct ks_server *ks, json_t *taken, char *out, size_t size)
+/* A free Pod IP, from where the last one was taken, as host-local IPAM
+ * does. */
+static bool next_pod_ip(struct ks_server *ks, char *out, size_t size)
 {
     for (unsigned tries = 0; tries < 65534; tries++) {
         unsigned off = ks->pod_ip_next % 65534 + 1; /* 10.244.0.1 .. 10.244.255.254 */
@@ -797,10 +785,8 @@ static bool next_pod_ip(struct ks_server *ks, json_t *taken, char *out, size_t s
         if ((off & 0xff) <= 1 || (off & 0xff) == 0xff) /* .1: the node's bridge */
             continue;
         snprintf(out, size, "10.244.%u.%u", off >> 8, off & 0xff);
-        if (!json_object_get(taken, out)) {
-            json_object_set_new(taken, out, json_true());
+        if (!json_object_get(ks->pod_ips, out))
             return true;
-        }
     }
     return false;
 }
@@ -844,15 +830,14 @@ static json_t *container_statuses(const json_t *list, bool init, const char *now
 }
 
 /* Lock held. A new Pod of rs, running; its key appended to keys. */
-static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_t *rs,
-                     json_t *taken, json_t *keys)
+static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_t *rs, json_t *keys)
 {
     const char *ns = ks_nz(meta_str(rs, "namespace"));
     const char *rs_name = ks_nz(meta_str(rs, "name"));
     const json_t *tmpl = json_object_get(json_object_get(rs, "spec"), "template");
     const json_t *tmd = json_object_get(tmpl, "metadata");
     char ip[32];
-    if (!next_pod_ip(ks, taken, ip, sizeof(ip)))
+    if (!next_pod_ip(ks, ip, sizeof(ip)))
         return;
     char key[512], name[300], sfx[6];
     for (int tries = 0;; tries++) {
@@ -927,79 +912,135 @@ static size_t newest_pod(struct ks_server *ks, const json_t *keys)
     return best;
 }
 
+static json_t *ensure_map(json_t **m)
+{
+    if (!*m)
+        *m = json_object();
+    return *m;
+}
+
+/* Index pod (key) under its IP and its controller, or take it out. */
+static void index_pod(struct ks_server *ks, const char *key, const json_t *pod, bool add)
+{
+    if (!pod)
+        return;
+    const char *ip = json_string_value(json_object_get(json_object_get(pod, "status"), "podIP"));
+    json_t *ips = ensure_map(&ks->pod_ips);
+    if (ip && add)
+        json_object_set_new(ips, ip, json_string(key));
+    else if (ip && strcmp(ks_nz(json_string_value(json_object_get(ips, ip))), key) == 0)
+        json_object_del(ips, ip);
+    size_t i;
+    json_t *ref;
+    json_array_foreach(json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), i, ref)
+    {
+        const char *uid = json_string_value(json_object_get(ref, "uid"));
+        if (!json_is_true(json_object_get(ref, "controller")) || !uid)
+            continue;
+        json_t *owners = ensure_map(&ks->pods_by_owner);
+        json_t *set = json_object_get(owners, uid);
+        if (add) {
+            if (!set) {
+                set = json_object();
+                json_object_set_new(owners, uid, set);
+            }
+            json_object_set_new(set, key, json_true());
+        } else if (set) {
+            json_object_del(set, key);
+            if (json_object_size(set) == 0)
+                json_object_del(owners, uid);
+        }
+        const char *name = json_string_value(json_object_get(ref, "name"));
+        if (name &&
+            strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "ReplicaSet") == 0) {
+            char rs_key[512];
+            ks_obj_key(rs_key, sizeof(rs_key), ks_nz(meta_str(pod, "namespace")), name);
+            json_object_set_new(ensure_map(&ks->pods_pending), rs_key, json_true());
+        }
+        break;
+    }
+}
+
+void ks_pods_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
+                     const json_t *old, const json_t *obj)
+{
+    if (strcmp(def->key, "replicasets.apps") == 0) {
+        json_object_set_new(ensure_map(&ks->pods_pending), obj_key, json_true());
+    } else if (strcmp(def->key, "pods") == 0) {
+        index_pod(ks, obj_key, old, false);
+        index_pod(ks, obj_key, obj, true);
+    } else {
+        return;
+    }
+    ks->pods_dirty = true;
+    pthread_cond_broadcast(&ks->changed);
+}
+
+/* Lock held. ReplicaSet key's Pods: as many as it wants, its status. */
+static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
+                            const struct ks_res *rdef, const char *key)
+{
+    const json_t *rs = ks_store_get(ks, rdef->key, key);
+    if (!rs || meta_str(rs, "deletionTimestamp") ||
+        ns_terminating(ks, ks_nz(meta_str(rs, "namespace"))))
+        return;
+    const json_t *r = json_object_get(json_object_get(rs, "spec"), "replicas");
+    json_int_t want = json_is_integer(r) ? json_integer_value(r) : 1;
+    json_t *pods = json_array();
+    const char *pk;
+    json_t *unused;
+    json_object_foreach(json_object_get(ks->pods_by_owner, ks_nz(meta_str(rs, "uid"))), pk, unused)
+    {
+        const json_t *pod = ks_store_get(ks, pdef->key, pk);
+        if (pod && !meta_str(pod, "deletionTimestamp"))
+            json_array_append_new(pods, json_string(pk));
+    }
+    for (json_int_t have = (json_int_t)json_array_size(pods); have < want; have++)
+        make_pod(ks, pdef, rs, pods);
+    while ((json_int_t)json_array_size(pods) > want) {
+        size_t n = newest_pod(ks, pods);
+        delete_obj(ks, pdef, json_string_value(json_array_get(pods, n)));
+        json_array_remove(pods, n);
+    }
+    /* the status from the Pods it has now */
+    json_int_t n = (json_int_t)json_array_size(pods), ready = 0;
+    size_t i;
+    json_t *k;
+    json_array_foreach(pods, i, k)
+    {
+        if (pod_ready(ks_store_get(ks, pdef->key, json_string_value(k))))
+            ready++;
+    }
+    json_decref(pods);
+    json_int_t gen =
+        json_integer_value(json_object_get(json_object_get(rs, "metadata"), "generation"));
+    json_t *st = rs_status_of(n, ready, gen);
+    if (json_equal(st, json_object_get(rs, "status"))) {
+        json_decref(st);
+        return;
+    }
+    json_t *next = json_deep_copy(rs);
+    json_object_set_new(next, "status", st);
+    ks_typed_order(next);
+    ks_store_put(ks, rdef, key, next);
+}
+
+/* The ReplicaSets noted since the last pass (ks_pods_changed). */
 static void sync_pods(struct ks_server *ks)
 {
     const struct ks_res *pdef = def_by_key(ks, "pods");
     const struct ks_res *rdef = def_by_key(ks, "replicasets.apps");
-    if (!pdef || !rdef)
-        return;
-    /* the active Pods by their controller's uid; the Pod IPs in use */
-    json_t *by_owner = json_object(), *taken = json_object();
-    const char *key;
-    json_t *obj;
-    json_object_foreach(ks_store_map(ks, pdef->key), key, obj)
-    {
-        const char *ip =
-            json_string_value(json_object_get(json_object_get(obj, "status"), "podIP"));
-        if (ip)
-            json_object_set_new(taken, ip, json_true());
-        const char *owner = controller_uid(obj);
-        if (!owner || meta_str(obj, "deletionTimestamp"))
-            continue;
-        json_t *list = json_object_get(by_owner, owner);
-        if (!list) {
-            list = json_array();
-            json_object_set_new(by_owner, owner, list);
-        }
-        json_array_append_new(list, json_string(key));
-    }
-    json_t *rs_keys = json_array();
-    json_object_foreach(ks_store_map(ks, rdef->key), key, obj)
-    {
-        if (!meta_str(obj, "deletionTimestamp"))
-            json_array_append_new(rs_keys, json_string(key));
-    }
-    size_t i, j;
-    json_t *k, *pk;
-    json_array_foreach(rs_keys, i, k)
-    {
-        const json_t *rs = ks_store_get(ks, rdef->key, json_string_value(k));
-        if (!rs || ns_terminating(ks, ks_nz(meta_str(rs, "namespace"))))
-            continue;
-        const json_t *r = json_object_get(json_object_get(rs, "spec"), "replicas");
-        json_int_t want = json_is_integer(r) ? json_integer_value(r) : 1;
-        json_t *mine = json_object_get(by_owner, ks_nz(meta_str(rs, "uid")));
-        json_t *pods = mine ? json_incref(mine) : json_array();
-        for (json_int_t have = (json_int_t)json_array_size(pods); have < want; have++)
-            make_pod(ks, pdef, rs, taken, pods);
-        while ((json_int_t)json_array_size(pods) > want) {
-            size_t n = newest_pod(ks, pods);
-            delete_obj(ks, pdef, json_string_value(json_array_get(pods, n)));
-            json_array_remove(pods, n);
-        }
-        /* the status from the Pods it has now */
-        json_int_t n = (json_int_t)json_array_size(pods), ready = 0;
-        json_array_foreach(pods, j, pk)
+    json_t *todo = ks->pods_pending;
+    ks->pods_pending = NULL;
+    if (pdef && rdef) {
+        const char *key;
+        json_t *unused;
+        json_object_foreach(todo, key, unused)
         {
-            if (pod_ready(ks_store_get(ks, pdef->key, json_string_value(pk))))
-                ready++;
+            sync_replicaset(ks, pdef, rdef, key);
         }
-        json_decref(pods);
-        json_int_t gen =
-            json_integer_value(json_object_get(json_object_get(rs, "metadata"), "generation"));
-        json_t *st = rs_status_of(n, ready, gen);
-        if (json_equal(st, json_object_get(rs, "status"))) {
-            json_decref(st);
-            continue;
-        }
-        json_t *next = json_deep_copy(rs);
-        json_object_set_new(next, "status", st);
-        ks_typed_order(next);
-        ks_store_put(ks, rdef, json_string_value(k), next);
     }
-    json_decref(rs_keys);
-    json_decref(by_owner);
-    json_decref(taken);
+    json_decref(todo);
 }
 
 /* ---- per namespace: service accounts, the root CA ------------------------------ */
@@ -1134,11 +1175,9 @@ static void *controller_main(void *arg)
             ks->ns_dirty = false;
             ks_controllers_namespaced(ks);
         }
-        /* batched: a pass looks at every ReplicaSet and Pod */
-        if (ks->pods_dirty && now >= ks->pods_next_ms) {
+        if (ks->pods_dirty) {
             ks->pods_dirty = false;
             sync_pods(ks);
-            ks->pods_next_ms = now + 50;
         }
         if (ks->endpoints_dirty) {
             ks->endpoints_dirty = false;
@@ -1147,8 +1186,6 @@ static void *controller_main(void *arg)
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
-        if (ks->pods_dirty && ks->pods_next_ms < wake)
-            wake = ks->pods_next_ms;
         json_t *due = json_array();
         const char *key;
         json_t *when;
@@ -1168,7 +1205,8 @@ static void *controller_main(void *arg)
             settle_deployment(ks, json_string_value(k));
         }
         json_decref(due);
-        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->endpoints_dirty)
+        if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->endpoints_dirty ||
+            ks->pods_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

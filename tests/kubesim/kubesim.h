@@ -210,14 +210,17 @@ struct ks_server {
 
     /* controllers */
     pthread_t controller;
-    bool gc_dirty;          /* run the garbage collector now */
-    bool gc_lazy;           /* run it at gc_next_ms (owner references changed) */
-    bool roles_dirty;       /* a ClusterRole changed: aggregate (authz.c) */
-    bool ns_dirty;          /* a Namespace, ServiceAccount, ConfigMap or default/kubernetes changed:
-                               default SAs, root CA, the kubernetes Service */
-    long long gc_next_ms;   /* monotonic */
-    bool pods_dirty;        /* a ReplicaSet or a Pod changed: the ReplicaSet controller */
-    long long pods_next_ms; /* its next pass, not before (ms, monotonic) */
+    bool gc_dirty;        /* run the garbage collector now */
+    bool gc_lazy;         /* run it at gc_next_ms (owner references changed) */
+    bool roles_dirty;     /* a ClusterRole changed: aggregate (authz.c) */
+    bool ns_dirty;        /* a Namespace, ServiceAccount, ConfigMap or default/kubernetes changed:
+                             default SAs, root CA, the kubernetes Service */
+    long long gc_next_ms; /* monotonic */
+    /* the ReplicaSet controller (controllers.c), kept by ks_pods_changed */
+    bool pods_dirty;        /* pods_pending is not empty */
+    json_t *pods_pending;   /* ReplicaSet key -> true: to sync */
+    json_t *pods_by_owner;  /* controller uid -> { Pod key -> true } */
+    json_t *pod_ips;        /* Pod IP -> Pod key */
     unsigned pod_ip_next;   /* the next Pod IP to try, an offset in 10.244.0.0/16 */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
@@ -561,6 +564,10 @@ void ks_controllers_namespaced(struct ks_server *ks);
 void ks_controllers_stop(struct ks_server *ks);
 /* Lock held: a deployment changed (schedule its status). */
 void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key);
+/* Store hook, lock held: a ReplicaSet or a Pod was written (old: before,
+ * obj: after; either NULL): index the Pod, note the ReplicaSet to sync. */
+void ks_pods_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
+                     const json_t *old, const json_t *obj);
 
 /* ---- migration.c ------------------------------------------------------------- */
 

@@ -46,6 +46,12 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->svc_alloc = NULL;
     json_decref(ks->endpoints_pending);
     ks->endpoints_pending = NULL;
+    json_decref(ks->pods_pending);
+    ks->pods_pending = NULL;
+    json_decref(ks->pods_by_owner);
+    ks->pods_by_owner = NULL;
+    json_decref(ks->pod_ips);
+    ks->pod_ips = NULL;
 }
 
 /* What a stored Service holds of the allocators (ks->svc_alloc): its
@@ -140,8 +146,7 @@ static void count_write(struct ks_server *ks, const char *res_key, const char *o
 
 /* A ClusterRole changed: the aggregation controller looks again; a
  * Namespace, ServiceAccount or ConfigMap: the ServiceAccounts controller
- * and the root CA publisher; default/kubernetes: its publisher; a
- * ReplicaSet or a Pod: the ReplicaSet controller. */
+ * and the root CA publisher; default/kubernetes: its publisher. */
 static void roles_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key)
 {
     if (strcmp(def->key, "services") == 0 && strcmp(obj_key, "default/kubernetes") == 0) {
@@ -149,10 +154,7 @@ static void roles_changed(struct ks_server *ks, const struct ks_res *def, const 
         pthread_cond_broadcast(&ks->changed);
         return;
     }
-    if (strcmp(def->key, "replicasets.apps") == 0 || strcmp(def->key, "pods") == 0) {
-        ks->pods_dirty = true;
-        pthread_cond_broadcast(&ks->changed);
-    } else if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
+    if (strcmp(def->key, "clusterroles.rbac.authorization.k8s.io") == 0) {
         ks->roles_dirty = true;
         pthread_cond_broadcast(&ks->changed);
     } else if (strcmp(def->key, "namespaces") == 0 || strcmp(def->key, "serviceaccounts") == 0 ||
@@ -195,6 +197,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     if (json_array_size(refs) &&
         !json_equal(refs, json_object_get(json_object_get(old, "metadata"), "ownerReferences")))
         ks->gc_lazy = true;
+    ks_pods_changed(ks, def, obj_key, old, obj);
     json_decref(old);
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
@@ -218,6 +221,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     if (strcmp(def->key, "services") == 0)
         svc_alloc_track(ks, old, obj_key, false);
     record(ks, def, KS_DELETED, last, old);
+    ks_pods_changed(ks, def, obj_key, old, NULL);
     json_decref(old);
     json_decref(last);
     ks->gc_dirty = true;
