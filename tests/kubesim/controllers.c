@@ -29,14 +29,6 @@ static const char *meta_str(const json_t *obj, const char *k)
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), k));
 }
 
-static const struct ks_res *def_by_key(struct ks_server *ks, const char *key)
-{
-    for (size_t i = 0; i < ks->ndefs; i++)
-        if (strcmp(ks->defs[i]->key, key) == 0)
-            return ks->defs[i];
-    return NULL;
-}
-
 /* Lock held: delete as a client would (finalizers respected). */
 static void delete_obj(struct ks_server *ks, const struct ks_res *def, const char *key)
 {
@@ -225,7 +217,7 @@ static struct action *gc_plan(struct ks_server *ks, const struct gc_index *ix, s
     json_t *map, *obj;
     json_object_foreach(ks->objects, rk, map)
     {
-        const struct ks_res *def = def_by_key(ks, rk);
+        const struct ks_res *def = ks_res_by_key(ks, rk);
         if (!def)
             continue;
         json_object_foreach(map, key, obj)
@@ -581,7 +573,7 @@ static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *k
 static void sync_replicasets(struct ks_server *ks, const char *dep_key, const json_t *dep,
                              json_int_t n, char *ret_name, size_t name_size, long *ret_rev)
 {
-    const struct ks_res *def = def_by_key(ks, "replicasets.apps");
+    const struct ks_res *def = ks_res_by_key(ks, "replicasets.apps");
     const char *ns = ks_nz(meta_str(dep, "namespace"));
     const char *name = ks_nz(meta_str(dep, "name"));
     const char *uid = ks_nz(meta_str(dep, "uid"));
@@ -691,7 +683,7 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
 
 static void settle_deployment(struct ks_server *ks, const char *key)
 {
-    const struct ks_res *def = def_by_key(ks, "deployments.apps");
+    const struct ks_res *def = ks_res_by_key(ks, "deployments.apps");
     const json_t *cur = ks_store_get(ks, "deployments.apps", key);
     if (!def || !cur || meta_str(cur, "deletionTimestamp"))
         return;
@@ -761,18 +753,6 @@ static bool ns_terminating(struct ks_server *ks, const char *ns)
     const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
     return !obj || meta_str(obj, "deletionTimestamp") ||
            (phase && strcmp(phase, "Terminating") == 0);
-}
-
-static bool pod_ready(const json_t *pod)
-{
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "Ready") == 0)
-            return strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0;
-    }
-    return false;
 }
 
 /* A free Pod IP, from where the last one was taken, as host-local IPAM
@@ -1008,7 +988,7 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
     json_t *k;
     json_array_foreach(pods, i, k)
     {
-        if (pod_ready(ks_store_get(ks, pdef->key, json_string_value(k))))
+        if (ks_pod_ready(ks_store_get(ks, pdef->key, json_string_value(k))))
             ready++;
     }
     json_decref(pods);
@@ -1028,8 +1008,8 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
 /* The ReplicaSets noted since the last pass (ks_pods_changed). */
 static void sync_pods(struct ks_server *ks)
 {
-    const struct ks_res *pdef = def_by_key(ks, "pods");
-    const struct ks_res *rdef = def_by_key(ks, "replicasets.apps");
+    const struct ks_res *pdef = ks_res_by_key(ks, "pods");
+    const struct ks_res *rdef = ks_res_by_key(ks, "replicasets.apps");
     json_t *todo = ks->pods_pending;
     ks->pods_pending = NULL;
     if (pdef && rdef) {
@@ -1095,7 +1075,7 @@ static void publish_root_ca(struct ks_server *ks, const struct ks_res *def, cons
  */
 static void publish_kubernetes_service(struct ks_server *ks, const json_t *default_ns)
 {
-    const struct ks_res *def = def_by_key(ks, "services");
+    const struct ks_res *def = ks_res_by_key(ks, "services");
     const char *colon = ks->url ? strrchr(ks->url, ':') : NULL;
     if (!def || !colon || !default_ns || meta_str(default_ns, "deletionTimestamp") ||
         ks_store_get(ks, def->key, "default/kubernetes"))
@@ -1125,8 +1105,8 @@ static void publish_kubernetes_service(struct ks_server *ks, const json_t *defau
  * Secrets are long gone from Kubernetes; nothing else is made.) */
 void ks_controllers_namespaced(struct ks_server *ks)
 {
-    const struct ks_res *def = def_by_key(ks, "serviceaccounts");
-    const struct ks_res *cm_def = def_by_key(ks, "configmaps");
+    const struct ks_res *def = ks_res_by_key(ks, "serviceaccounts");
+    const struct ks_res *cm_def = ks_res_by_key(ks, "configmaps");
     if (!def || !cm_def)
         return;
     publish_kubernetes_service(ks, ks_store_get(ks, "namespaces", "default"));

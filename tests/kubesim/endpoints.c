@@ -38,14 +38,6 @@ struct ep_defs {
     const struct ks_res *ep, *slice;
 };
 
-static const struct ks_res *def_by_key(struct ks_server *ks, const char *key)
-{
-    for (size_t i = 0; i < ks->ndefs; i++)
-        if (strcmp(ks->defs[i]->key, key) == 0)
-            return ks->defs[i];
-    return NULL;
-}
-
 static const json_t *md_of(const json_t *obj)
 {
     return json_object_get(obj, "metadata");
@@ -79,24 +71,38 @@ static void pend(struct ks_server *ks, const char *ns, const char *name)
     json_object_set_new(ks->endpoints_pending, key, json_true());
 }
 
+/* The Services of namespace ns whose selectors have a pair of labels and
+ * select them (found through the selector index). */
+static void pend_selecting(struct ks_server *ks, const char *ns, const json_t *labels)
+{
+    const char *lk;
+    json_t *lv;
+    json_object_foreach((json_t *)labels, lk, lv)
+    {
+        if (!json_is_string(lv))
+            continue;
+        const char *k;
+        json_t *unused;
+        json_object_foreach(
+            (json_t *)ks_label_index_get(ks, "services", ns, lk, json_string_value(lv)), k, unused)
+        {
+            const json_t *svc = ks_store_get(ks, "services", k);
+            const json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
+            if (json_object_size(sel) && selects(sel, labels))
+                json_object_set_new(ks->endpoints_pending, k, json_true());
+        }
+    }
+}
+
 /* A Pod changed (obj and old: after and before, either may be NULL): the
  * Services of its namespace that select it now or did before. */
 static void pend_pod(struct ks_server *ks, const json_t *obj, const json_t *old)
 {
-    const char *ns = md_str(obj ? obj : old, "namespace");
-    const json_t *labels = json_object_get(md_of(obj), "labels");
-    const json_t *old_labels = json_object_get(md_of(old), "labels");
-    const char *k;
-    json_t *svc;
-    json_object_foreach(ks_store_map(ks, "services"), k, svc)
-    {
-        if (strcmp(ks_nz(md_str(svc, "namespace")), ks_nz(ns)) != 0)
-            continue;
-        const json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
-        if (json_object_size(sel) &&
-            ((obj && selects(sel, labels)) || (old && selects(sel, old_labels))))
-            json_object_set_new(ks->endpoints_pending, k, json_true());
-    }
+    const char *ns = ks_nz(md_str(obj ? obj : old, "namespace"));
+    if (obj)
+        pend_selecting(ks, ns, json_object_get(md_of(obj), "labels"));
+    if (old)
+        pend_selecting(ks, ns, json_object_get(md_of(old), "labels"));
 }
 
 void ks_endpoints_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
@@ -127,7 +133,7 @@ void ks_endpoints_changed(struct ks_server *ks, const struct ks_res *def, const 
     /* endpoints_controller.go syncService: a Service that is gone takes
      * its Endpoints along (its EndpointSlices go by their owner
      * references, through the garbage collector). */
-    const struct ks_res *ep = svc && removed ? def_by_key(ks, "endpoints") : NULL;
+    const struct ks_res *ep = svc && removed ? ks_res_by_key(ks, "endpoints") : NULL;
     if (ep && ks_store_get(ks, ep->key, obj_key))
         ks_store_remove(ks, ep, obj_key);
 }
@@ -154,20 +160,6 @@ static bool pod_in_endpoints(const json_t *pod, bool include_terminating)
     if (phase && (strcmp(phase, "Failed") == 0 || strcmp(phase, "Succeeded") == 0))
         return false;
     return include_terminating || !md_str(pod, "deletionTimestamp");
-}
-
-/* pkg/api/v1/pod/util.go IsPodReady: condition Ready is True. */
-static bool pod_ready(const json_t *pod)
-{
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
-    {
-        const char *t = json_string_value(json_object_get(c, "type"));
-        if (t && strcmp(t, "Ready") == 0)
-            return strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0;
-    }
-    return false;
 }
 
 static const char *proto_of(const json_t *port)
@@ -214,18 +206,36 @@ static long find_port(const json_t *pod, const json_t *sp)
  * @ref new (the array holds a reference to each Pod) */
 static json_t *selected_pods(struct ks_server *ks, const char *ns, const json_t *selector)
 {
-    json_t *out = json_array();
-    json_t *map = ks_store_map(ks, "pods");
-    size_t n;
-    const char **keys = ks_sorted_keys(map, &n);
-    for (size_t i = 0; i < n; i++) {
-        json_t *pod = json_object_get(map, keys[i]);
-        if (strcmp(ks_nz(md_str(pod, "namespace")), ns) != 0)
-            continue;
-        if (selects(selector, json_object_get(md_of(pod), "labels")))
-            json_array_append(out, pod);
+    /* the candidates: the Pods with the selector's rarest pair */
+    const json_t *fewest = NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)selector, k, v)
+    {
+        const json_t *set = ks_label_index_get(ks, "pods", ns, k, ks_nz(json_string_value(v)));
+        if (!set) {
+            fewest = NULL;
+            break;
+        }
+        if (!fewest || json_object_size(set) < json_object_size(fewest))
+            fewest = set;
     }
+    json_t *sel = json_object(); /* key -> Pod: the matches, then sorted */
+    const char *key;
+    json_t *unused;
+    json_object_foreach((json_t *)fewest, key, unused)
+    {
+        json_t *pod = ks_store_get(ks, "pods", key);
+        if (pod && selects(selector, json_object_get(md_of(pod), "labels")))
+            json_object_set(sel, key, pod);
+    }
+    json_t *out = json_array();
+    size_t n;
+    const char **keys = ks_sorted_keys(sel, &n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(out, json_object_get(sel, keys[i]));
     free(keys);
+    json_decref(sel);
     return out;
 }
 
@@ -388,7 +398,7 @@ static json_t *endpoint_subsets(const json_t *svc, const json_t *pods)
         /* "IP/UID": '/' sorts before any IP character, so the keys sort
          * by IP, then UID */
         char *akey = ks_printf("%s/%s", pod_ip(pod), ks_nz(md_str(pod, "uid")));
-        bool ready = tolerate || pod_ready(pod);
+        bool ready = tolerate || ks_pod_ready(pod);
         if (!json_object_get(all_addrs, akey))
             json_object_set(all_addrs, akey, epa);
         json_decref(epa);
@@ -474,7 +484,7 @@ static json_t *slice_labels(const json_t *svc)
  * publishNotReadyAddresses), serving (Ready), terminating. @ref new */
 static json_t *slice_endpoint(const json_t *pod, const json_t *svc)
 {
-    bool serving = pod_ready(pod);
+    bool serving = ks_pod_ready(pod);
     bool terminating = md_str(pod, "deletionTimestamp") != NULL;
     bool ready =
         json_is_true(json_object_get(json_object_get(svc, "spec"), "publishNotReadyAddresses")) ||
@@ -524,23 +534,6 @@ static json_t *list_or_null(json_t *a)
     return json_null();
 }
 
-/* Five characters of the apiserver's generateName alphabet
- * (apiserver/pkg/storage/names). */
-static void name_suffix(char *out)
-{
-    static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-    char uid[40];
-    ks_uuid(uid, sizeof(uid));
-    unsigned int seed = 0;
-    for (const char *p = uid; *p; p++)
-        seed = seed * 31u + (unsigned char)*p;
-    for (int i = 0; i < 5; i++) {
-        out[i] = alphabet[seed % (sizeof(alphabet) - 1)];
-        seed = seed / (sizeof(alphabet) - 1) + (unsigned char)uid[i * 3] * 7919u;
-    }
-    out[5] = '\0';
-}
-
 /* Write one slice (cur_key NULL: a new one) with these contents (@ref
  * steal labels, owner, endpoints, ports), unless it already has them. */
 static void put_slice(struct ks_server *ks, const struct ks_res *def, const char *ns,
@@ -573,7 +566,7 @@ static void put_slice(struct ks_server *ks, const struct ks_res *def, const char
     } else {
         char sfx[6], *name;
         do {
-            name_suffix(sfx);
+            ks_random_suffix(sfx, sizeof(sfx));
             name = ks_printf("%s-%s", svc_name, sfx);
             ks_obj_key(key, sizeof(key), ns, name);
             if (ks_store_get(ks, def->key, key)) {
@@ -639,7 +632,9 @@ static void sync_slices(struct ks_server *ks, const struct ks_res *def, const js
     json_t *stale = json_array();
     json_t *map = ks_store_map(ks, def->key);
     size_t n;
-    const char **keys = ks_sorted_keys(map, &n);
+    /* the slices labelled with the Service's name (the label index) */
+    const char **keys =
+        ks_sorted_keys(ks_label_index_get(ks, def->key, ns, L_SERVICE_NAME, name), &n);
     for (size_t k = 0; k < n; k++) {
         const json_t *s = json_object_get(map, keys[k]);
         const json_t *labels = json_object_get(md_of(s), "labels");
@@ -750,8 +745,8 @@ static void publish_apiserver(struct ks_server *ks, const struct ep_defs *d)
 
 void ks_endpoints_sync(struct ks_server *ks)
 {
-    struct ep_defs d = {def_by_key(ks, "endpoints"),
-                        def_by_key(ks, "endpointslices.discovery.k8s.io")};
+    struct ep_defs d = {ks_res_by_key(ks, "endpoints"),
+                        ks_res_by_key(ks, "endpointslices.discovery.k8s.io")};
     if (!d.ep || !d.slice)
         return;
     publish_apiserver(ks, &d);

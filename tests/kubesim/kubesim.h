@@ -216,6 +216,9 @@ struct ks_server {
     bool ns_dirty;        /* a Namespace, ServiceAccount, ConfigMap or default/kubernetes changed:
                              default SAs, root CA, the kubernetes Service */
     long long gc_next_ms; /* monotonic */
+    /* resource key -> { "NAMESPACE\x1fKEY=VALUE" -> { object key -> true } }:
+     * Pods and EndpointSlices by label, Services by selector (store.c) */
+    json_t *label_index;
     /* the ReplicaSet controller (controllers.c), kept by ks_pods_changed */
     bool pods_dirty;        /* pods_pending is not empty */
     json_t *pods_pending;   /* ReplicaSet key -> true: to sync */
@@ -265,6 +268,8 @@ char *ks_strdup(const char *s);
 const char **ks_sorted_keys(const json_t *obj, size_t *ret_n);
 /* strcmp for qsort of an array of const char * */
 int ks_cmp_cstr(const void *a, const void *b);
+/* A Pod's Ready condition is True (IsPodReady). */
+bool ks_pod_ready(const json_t *pod);
 char *ks_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Status bodies (Go field order, trailing newline). @ref steal details. */
@@ -322,6 +327,11 @@ void ks_store_cleanup(struct ks_server *ks);
 json_t *ks_store_map(struct ks_server *ks, const char *res_key);
 /* Stored object or NULL. @ref borrow */
 json_t *ks_store_get(struct ks_server *ks, const char *res_key, const char *obj_key);
+/* The keys (-> true) of the objects of res_key ("pods",
+ * "endpointslices.discovery.k8s.io": labels; "services": selectors) in ns
+ * with k=v, or NULL when none. Lock held. */
+const json_t *ks_label_index_get(struct ks_server *ks, const char *res_key, const char *ns,
+                                 const char *k, const char *v);
 /* Store obj (fresh, not shared) under a new resourceVersion, record the
  * event. @ref steal obj. Returns the new rv. */
 uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
@@ -344,6 +354,8 @@ int ks_resources_init(struct ks_server *ks);
 /* Lock held. Current definition by group + plural (or kind when by_kind). */
 const struct ks_res *ks_res_find(struct ks_server *ks, const char *group, const char *plural);
 const struct ks_res *ks_res_find_kind(struct ks_server *ks, const char *group, const char *kind);
+/* The resource of this key ("plural" or "plural.group"), or NULL. */
+const struct ks_res *ks_res_by_key(struct ks_server *ks, const char *key);
 const struct ks_version *ks_res_version(const struct ks_res *def, const char *version);
 /* Lock held. Publish/replace/remove the definitions of a CRD object. */
 int ks_res_register_crd(struct ks_server *ks, const json_t *crd, char **ret_err);

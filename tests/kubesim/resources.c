@@ -895,3 +895,11 @@ json_t *ks_openapi_v2(struct ks_server *ks)
     return json_pack("{s:s,s:{s:s,s:s},s:{},s:o}", "swagger", "2.0", "info", "title", "Kubernetes",
                      "version", "v1.32.3", "paths", "definitions", ks_kschema_openapi(false));
 }
+
+const struct ks_res *ks_res_by_key(struct ks_server *ks, const char *key)
+{
+    for (size_t i = 0; i < ks->ndefs; i++)
+        if (strcmp(ks->defs[i]->key, key) == 0)
+            return ks->defs[i];
+    return NULL;
+}

@@ -46,6 +46,8 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->svc_alloc = NULL;
     json_decref(ks->endpoints_pending);
     ks->endpoints_pending = NULL;
+    json_decref(ks->label_index);
+    ks->label_index = NULL;
     json_decref(ks->pods_pending);
     ks->pods_pending = NULL;
     json_decref(ks->pods_by_owner);
@@ -176,6 +178,74 @@ static void set_rv(json_t *obj, uint64_t rv)
     json_object_set_new(md, "resourceVersion", json_string(buf));
 }
 
+/* The label index (ks->label_index): Pods and EndpointSlices by their
+ * labels, Services by their selectors, so that the controllers find a
+ * Service's Pods and slices, and a Pod's Services, without a walk over
+ * all of them. */
+static const json_t *indexed_map(const struct ks_res *def, const json_t *obj)
+{
+    if (strcmp(def->key, "services") == 0)
+        return json_object_get(json_object_get(obj, "spec"), "selector");
+    if (strcmp(def->key, "pods") == 0 || strcmp(def->key, "endpointslices.discovery.k8s.io") == 0)
+        return json_object_get(json_object_get(obj, "metadata"), "labels");
+    return NULL;
+}
+
+static char *index_key(const char *ns, const char *k, const char *v)
+{
+    return ks_printf("%s\x1f%s=%s", ns, k, v);
+}
+
+static void label_index(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
+                        const json_t *obj, bool add)
+{
+    const json_t *m = obj ? indexed_map(def, obj) : NULL;
+    if (!json_is_object(m) || json_object_size(m) == 0)
+        return;
+    if (!ks->label_index)
+        ks->label_index = json_object();
+    json_t *ix = json_object_get(ks->label_index, def->key);
+    if (!ix) {
+        ix = json_object();
+        json_object_set_new(ks->label_index, def->key, ix);
+    }
+    const char *ns =
+        ks_nz(json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace")));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)m, k, v)
+    {
+        if (!json_is_string(v))
+            continue;
+        char *ik = index_key(ns, k, json_string_value(v));
+        json_t *set = json_object_get(ix, ik);
+        if (add) {
+            if (!set) {
+                set = json_object();
+                json_object_set_new(ix, ik, set);
+            }
+            json_object_set_new(set, obj_key, json_true());
+        } else if (set) {
+            json_object_del(set, obj_key);
+            if (json_object_size(set) == 0)
+                json_object_del(ix, ik);
+        }
+        free(ik);
+    }
+}
+
+const json_t *ks_label_index_get(struct ks_server *ks, const char *res_key, const char *ns,
+                                 const char *k, const char *v)
+{
+    json_t *ix = json_object_get(ks->label_index, res_key);
+    if (!ix)
+        return NULL;
+    char *ik = index_key(ns, k, v);
+    const json_t *set = json_object_get(ix, ik);
+    free(ik);
+    return set;
+}
+
 uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
                       json_t *obj)
 {
@@ -197,6 +267,8 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     if (json_array_size(refs) &&
         !json_equal(refs, json_object_get(json_object_get(old, "metadata"), "ownerReferences")))
         ks->gc_lazy = true;
+    label_index(ks, def, obj_key, old, false);
+    label_index(ks, def, obj_key, obj, true);
     ks_pods_changed(ks, def, obj_key, old, obj);
     json_decref(old);
     json_decref(obj);
@@ -221,6 +293,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     if (strcmp(def->key, "services") == 0)
         svc_alloc_track(ks, old, obj_key, false);
     record(ks, def, KS_DELETED, last, old);
+    label_index(ks, def, obj_key, old, false);
     ks_pods_changed(ks, def, obj_key, old, NULL);
     json_decref(old);
     json_decref(last);

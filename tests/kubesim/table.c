@@ -612,14 +612,7 @@ static void pod_cells(json_t *cells, const json_t *obj)
             }
         }
         if (strcmp(reason, "Completed") == 0 && running) {
-            bool ready_cond = false;
-            json_array_foreach(json_object_get(status, "conditions"), i, cs)
-            {
-                if (strcmp(ks_nz(str_at(cs, "type", NULL)), "Ready") == 0 &&
-                    strcmp(ks_nz(str_at(cs, "status", NULL)), "True") == 0)
-                    ready_cond = true;
-            }
-            reason = ready_cond ? "Running" : "NotReady";
+            reason = ks_pod_ready(obj) ? "Running" : "NotReady";
         }
     }
     if (str_at(obj, "metadata", "deletionTimestamp"))

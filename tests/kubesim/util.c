@@ -327,3 +327,17 @@ json_t *ks_ensure_obj(json_t *obj, const char *k)
     }
     return v;
 }
+
+/* pkg/api/v1/pod/util.go IsPodReady: the Ready condition is True. */
+bool ks_pod_ready(const json_t *pod)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && strcmp(t, "Ready") == 0)
+            return strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0;
+    }
+    return false;
+}
