@@ -2188,6 +2188,29 @@ START_TEST(test_kubesim_replicaset_pods)
     json_decref(
         request_json("DELETE", "/apis/apps/v1/namespaces/default/replicasets/rsp", NULL, 200));
     ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)0, 5000), "Pods left");
+    /* a long name: generateName is the whole name and a dash, the Pod's
+     * name its first 58 characters and 5 random (SimpleNameGenerator) */
+    const char *longname = "rsp-0123456789012345678901234567890123456789012345678901234";
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"replicas\":1,\"selector\":"
+             "{\"matchLabels\":{\"app\":\"rsp\"}},\"template\":{\"metadata\":{\"labels\":"
+             "{\"app\":\"rsp\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+             "\"busybox:1.36\"}]}}}}",
+             longname);
+    json_decref(request_json("POST", "/apis/apps/v1/namespaces/default/replicasets", body, 201));
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)1, 5000), "no Pod");
+    items = rsp_pods();
+    const char *pname = jpath(json_array_get(items, 0), "metadata", "name");
+    char want_gen[128];
+    snprintf(want_gen, sizeof(want_gen), "%s-", longname);
+    ck_assert_str_eq(jpath(json_array_get(items, 0), "metadata", "generateName"), want_gen);
+    ck_assert_int_eq(strlen(pname), 63);
+    ck_assert_int_eq(strncmp(pname, want_gen, 58), 0);
+    json_decref(items);
+    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/default/replicasets/%s", longname);
+    json_decref(request_json("DELETE", path, NULL, 200));
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)0, 5000), "Pods left");
 }
 END_TEST
 

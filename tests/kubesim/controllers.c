@@ -820,19 +820,22 @@ static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_
     if (!next_pod_ip(ks, ip, sizeof(ip)))
         return;
     char key[512], name[300], sfx[6];
+    char *gen = ks_printf("%s-", rs_name);
     for (int tries = 0;; tries++) {
         ks_random_suffix(sfx, sizeof(sfx));
-        snprintf(name, sizeof(name), "%.57s-%s", rs_name, sfx); /* generateName's 58 */
+        /* names.SimpleNameGenerator: generateName cut to 58, 5 random */
+        snprintf(name, sizeof(name), "%.58s%s", gen, sfx);
         ks_obj_key(key, sizeof(key), ns, name);
         if (!ks_store_get(ks, def->key, key))
             break;
-        if (tries == 16)
+        if (tries == 16) {
+            free(gen);
             return;
+        }
     }
     char uid[40], now[32];
     ks_uuid(uid, sizeof(uid));
     ks_now_rfc3339(now, sizeof(now));
-    char *gen = ks_printf("%.57s-", rs_name);
     json_t *pod = json_pack(
         "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:b,s:b}]},s:o}", "apiVersion", "v1",
         "kind", "Pod", "metadata", "name", name, "generateName", gen, "namespace", ns, "uid", uid,
