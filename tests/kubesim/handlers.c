@@ -491,16 +491,7 @@ static void default_deployment(json_t *obj)
     default_pod_spec(ks_ensure_obj(ks_ensure_obj(spec, "template"), "spec"));
 }
 
-/* The Pod's own defaults (SetDefaults_Pod: requests from limits,
- * enableServiceLinks) and those of the admission plugins a default
- * apiserver runs on a Pod's create (plugin/pkg/admission/serviceaccount:
- * the "default" ServiceAccount and its token volume "kube-api-access-XXXXX"
- * mounted in every container unless automountServiceAccountToken is false
- * on the Pod or its ServiceAccount; priority: 0 and PreemptLowerPriority
- * without a default PriorityClass; defaulttolerationseconds: 300 s for
- * not-ready and unreachable), and the status the Pod strategy's
- * PrepareForCreate gives it (Pending, its QoS class). Whether the
- * ServiceAccount exists is not checked. */
+/* SetDefaults_Pod: a container's requests default to its limits. */
 static void default_requests(json_t *list)
 {
     size_t i;
@@ -532,7 +523,7 @@ static bool toleration_for(const json_t *tols, const char *key)
         const char *eff = str_or(json_string_value(json_object_get(t, "effect")), "");
         /* MatchToleration for the NoExecute taint: an empty key with Exists
          * tolerates every taint */
-        if ((k ? strcmp(k, key) == 0 : strcmp(op, "Exists") == 0) &&
+        if ((k && *k ? strcmp(k, key) == 0 : strcmp(op, "Exists") == 0) &&
             (*eff == '\0' || strcmp(eff, "NoExecute") == 0))
             return true;
     }
@@ -642,6 +633,16 @@ static const char *pod_qos(const json_t *spec)
     return !any ? "BestEffort" : guaranteed ? "Guaranteed" : "Burstable";
 }
 
+/* The Pod's own defaults (SetDefaults_Pod: requests from limits,
+ * enableServiceLinks) and those of the admission plugins a default
+ * apiserver runs on a Pod's create (plugin/pkg/admission/serviceaccount:
+ * the "default" ServiceAccount and its token volume "kube-api-access-XXXXX"
+ * mounted in every container unless automountServiceAccountToken is false
+ * on the Pod or its ServiceAccount; priority: 0 and PreemptLowerPriority
+ * without a default PriorityClass; defaulttolerationseconds: 300 s for
+ * not-ready and unreachable), and the status the Pod strategy's
+ * PrepareForCreate gives it (Pending, its QoS class). Whether the
+ * ServiceAccount exists is not checked. */
 void ks_pod_defaults(struct ks_server *ks, json_t *pod)
 {
     json_t *spec = ks_ensure_obj(pod, "spec");
