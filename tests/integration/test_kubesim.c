@@ -2262,6 +2262,38 @@ START_TEST(test_kubesim_pod_defaults)
     json_decref(pod);
     json_decref(request_json("DELETE", "/api/v1/namespaces/default/pods/pd", NULL, 200));
     json_decref(request_json("DELETE", "/api/v1/namespaces/default/pods/pd2", NULL, 200));
+    /* the ServiceAccount plugin: a missing ServiceAccount is a 403 */
+    struct kop_test_resp r = request("POST", "/api/v1/namespaces/default/pods", NULL,
+                                     "{\"metadata\":{\"name\":\"pd3\"},\"spec\":{"
+                                     "\"serviceAccountName\":\"nosuch\",\"containers\":[{"
+                                     "\"name\":\"c\",\"image\":\"busybox\"}]}}",
+                                     NULL);
+    ck_assert_int_eq(r.code, 403);
+    json_t *st = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    ck_assert_str_eq(jpath(st, "reason", NULL), "Forbidden");
+    ck_assert_str_eq(jpath(st, "message", NULL),
+                     "pods \"pd3\" is forbidden: error looking up service account "
+                     "default/nosuch: serviceaccount \"nosuch\" not found");
+    json_decref(st);
+    /* a ReplicaSet's Pods wait for theirs */
+    json_decref(
+        request_json("POST", "/apis/apps/v1/namespaces/default/replicasets",
+                     "{\"metadata\":{\"name\":\"rsp\"},\"spec\":{\"replicas\":1,\"selector\":{"
+                     "\"matchLabels\":{\"app\":\"rsp\"}},\"template\":{\"metadata\":{\"labels\":{"
+                     "\"app\":\"rsp\"}},\"spec\":{\"serviceAccountName\":\"late\",\"containers\":[{"
+                     "\"name\":\"c\",\"image\":\"busybox:1.36\"}]}}}}",
+                     201));
+    usleep(300 * 1000);
+    ck_assert(rsp_pod_count((void *)0));
+    json_decref(request_json("POST", "/api/v1/namespaces/default/serviceaccounts",
+                             "{\"metadata\":{\"name\":\"late\"}}", 201));
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)1, 5000), "no Pod");
+    json_decref(
+        request_json("DELETE", "/apis/apps/v1/namespaces/default/replicasets/rsp", NULL, 200));
+    ck_assert_msg(kop_test_eventually(rsp_pod_count, (void *)0, 5000), "Pods left");
+    json_decref(
+        request_json("DELETE", "/api/v1/namespaces/default/serviceaccounts/late", NULL, 200));
 }
 END_TEST
 

@@ -849,6 +849,12 @@ static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_
     if (json_object_size(json_object_get(tmd, "annotations")))
         json_object_set_new(md, "annotations", json_deep_copy(json_object_get(tmd, "annotations")));
     ks_pod_defaults(ks, pod);
+    if (!ks_pod_service_account_ok(ks, pod, NULL)) {
+        /* the controller's create is refused (FailedCreate); made when the
+         * ServiceAccount is (ks_pods_changed) */
+        json_decref(pod);
+        return;
+    }
     json_t *spec = json_object_get(pod, "spec");
     json_object_set_new(spec, "nodeName", json_string(KS_NODE_NAME));
     json_t *st = json_object_get(pod, "status");
@@ -952,6 +958,17 @@ void ks_pods_changed(struct ks_server *ks, const struct ks_res *def, const char 
     } else if (strcmp(def->key, "pods") == 0) {
         index_pod(ks, obj_key, old, false);
         index_pod(ks, obj_key, obj, true);
+    } else if (strcmp(def->key, "serviceaccounts") == 0 && obj && !old) {
+        /* a new ServiceAccount: the ReplicaSets of its namespace try again */
+        const char *ns = ks_nz(meta_str(obj, "namespace"));
+        size_t nl = strlen(ns);
+        const char *k;
+        json_t *unused;
+        json_object_foreach(ks_store_map(ks, "replicasets.apps"), k, unused)
+        {
+            if (strncmp(k, ns, nl) == 0 && k[nl] == '/')
+                json_object_set_new(ensure_map(&ks->pods_pending), k, json_true());
+        }
     } else {
         return;
     }

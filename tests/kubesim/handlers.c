@@ -643,6 +643,34 @@ static const char *pod_qos(const json_t *spec)
  * not-ready and unreachable), and the status the Pod strategy's
  * PrepareForCreate gives it (Pending, its QoS class). Whether the
  * ServiceAccount exists is not checked. */
+/* plugin/pkg/admission/serviceaccount: a new Pod's ServiceAccount must
+ * exist, else 403 (r: NULL, no answer). The apiserver waits up to about
+ * 2 s for "default", which the ServiceAccounts controller makes with the
+ * namespace; kubesim's makes it at once, so "default" is taken as there. */
+bool ks_pod_service_account_ok(struct ks_server *ks, const json_t *pod, struct ks_reply *r)
+{
+    const json_t *md = json_object_get(pod, "metadata");
+    const char *sa =
+        json_string_value(json_object_get(json_object_get(pod, "spec"), "serviceAccountName"));
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    const char *name = str_or(json_string_value(json_object_get(md, "name")), "");
+    if (!sa || !ns || strcmp(sa, "default") == 0)
+        return true;
+    char key[512];
+    ks_obj_key(key, sizeof(key), ns, sa);
+    if (ks_store_get(ks, "serviceaccounts", key))
+        return true;
+    if (r) {
+        char *msg = ks_printf("pods \"%s\" is forbidden: error looking up service account %s/%s: "
+                              "serviceaccount \"%s\" not found",
+                              name, ns, sa, sa);
+        ks_reply_status(r, 403, "Forbidden", msg,
+                        json_pack("{s:s,s:s}", "name", name, "kind", "pods"));
+        free(msg);
+    }
+    return false;
+}
+
 void ks_pod_defaults(struct ks_server *ks, json_t *pod)
 {
     json_t *spec = ks_ensure_obj(pod, "spec");
@@ -2075,6 +2103,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
     builtin_defaults(ks, def, obj, NULL);
+    if (strcmp(def->key, "pods") == 0 && !ks_pod_service_account_ok(ks, obj, r))
+        goto out;
     char key[512];
     ks_obj_key(key, sizeof(key), def->namespaced ? q->ns : NULL, name);
     if (service_allocations(ks, def, obj, key, name, r) != 0)

@@ -258,6 +258,10 @@ void ks_random_suffix(char *buf, size_t n);
 /* Lock held. A new Pod's defaults, its admission plugins' additions and its
  * initial status (handlers.c). */
 void ks_pod_defaults(struct ks_server *ks, json_t *pod);
+/* Lock held. The ServiceAccount admission plugin's check: a new Pod's
+ * ServiceAccount exists; else false, with a 403 in r when r is not NULL. */
+struct ks_reply;
+bool ks_pod_service_account_ok(struct ks_server *ks, const json_t *pod, struct ks_reply *r);
 char *ks_base64_encode(const unsigned char *data, size_t len);
 /* Decode base64; malloc'd, NUL-terminated; NULL on bad input. */
 unsigned char *ks_base64_decode(const char *s, size_t *ret_len);
