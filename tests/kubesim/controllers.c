@@ -926,19 +926,7 @@ static void index_pod(struct ks_server *ks, const char *key, const json_t *pod, 
         const char *uid = json_string_value(json_object_get(ref, "uid"));
         if (!json_is_true(json_object_get(ref, "controller")) || !uid)
             continue;
-        json_t *owners = ensure_map(&ks->pods_by_owner);
-        json_t *set = json_object_get(owners, uid);
-        if (add) {
-            if (!set) {
-                set = json_object();
-                json_object_set_new(owners, uid, set);
-            }
-            json_object_set_new(set, key, json_true());
-        } else if (set) {
-            json_object_del(set, key);
-            if (json_object_size(set) == 0)
-                json_object_del(owners, uid);
-        }
+        ks_index_set(ensure_map(&ks->pods_by_owner), uid, key, add);
         const char *name = json_string_value(json_object_get(ref, "name"));
         if (name &&
             strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "ReplicaSet") == 0) {

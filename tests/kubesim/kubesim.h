@@ -274,6 +274,9 @@ const char **ks_sorted_keys(const json_t *obj, size_t *ret_n);
 int ks_cmp_cstr(const void *a, const void *b);
 /* A Pod's Ready condition is True (IsPodReady). */
 bool ks_pod_ready(const json_t *pod);
+/* index[set_key] is a set { member -> true }: add member to it (made when
+ * missing) or take it out (the set dropped when empty). */
+void ks_index_set(json_t *index, const char *set_key, const char *member, bool add);
 char *ks_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Status bodies (Go field order, trailing newline). @ref steal details. */

@@ -218,18 +218,7 @@ static void label_index(struct ks_server *ks, const struct ks_res *def, const ch
         if (!json_is_string(v))
             continue;
         char *ik = index_key(ns, k, json_string_value(v));
-        json_t *set = json_object_get(ix, ik);
-        if (add) {
-            if (!set) {
-                set = json_object();
-                json_object_set_new(ix, ik, set);
-            }
-            json_object_set_new(set, obj_key, json_true());
-        } else if (set) {
-            json_object_del(set, obj_key);
-            if (json_object_size(set) == 0)
-                json_object_del(ix, ik);
-        }
+        ks_index_set(ix, ik, obj_key, add);
         free(ik);
     }
 }

@@ -275,22 +275,8 @@ static char *join_map(const json_t *m)
 {
     if (json_object_size(m) == 0)
         return NULL;
-    size_t n = json_object_size(m), k = 0;
-    const char **keys = calloc(n, sizeof(*keys));
-    if (!keys)
-        abort();
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)m, key, v)
-    {
-        keys[k++] = key;
-    }
-    for (size_t a = 1; a < k; a++)
-        for (size_t b = a; b > 0 && strcmp(keys[b - 1], keys[b]) > 0; b--) {
-            const char *t = keys[b - 1];
-            keys[b - 1] = keys[b];
-            keys[b] = t;
-        }
+    size_t k;
+    const char **keys = ks_sorted_keys(m, &k);
     char *out = ks_strdup("");
     for (size_t i = 0; i < k; i++) {
         char *next = ks_printf("%s%s%s=%s", out, i ? "," : "", keys[i],

@@ -341,3 +341,19 @@ bool ks_pod_ready(const json_t *pod)
     }
     return false;
 }
+
+void ks_index_set(json_t *index, const char *set_key, const char *member, bool add)
+{
+    json_t *set = json_object_get(index, set_key);
+    if (add) {
+        if (!set) {
+            set = json_object();
+            json_object_set_new(index, set_key, set);
+        }
+        json_object_set_new(set, member, json_true());
+    } else if (set) {
+        json_object_del(set, member);
+        if (json_object_size(set) == 0)
+            json_object_del(index, set_key);
+    }
+}
