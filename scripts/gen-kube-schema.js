@@ -39,6 +39,7 @@ const KINDS = [
     ['', 'v1', 'v1', 'Endpoints'],
     ['', 'v1', 'v1', 'Event'],
     ['', 'v1', 'v1', 'Namespace'],
+    ['', 'v1', 'v1', 'Node'],
     ['', 'v1', 'v1', 'Pod'],
     ['', 'v1', 'v1', 'Secret'],
     ['', 'v1', 'v1', 'ServiceAccount'],

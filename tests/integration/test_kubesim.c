@@ -4191,6 +4191,350 @@ START_TEST(test_kubesim_metadata_only_custom_resource)
 }
 END_TEST
 
+/* ---- the Node, the scheduler and the kubelet (nodes.c) --------------------------- */
+
+static json_t *get_pod(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", name);
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
+    json_t *pod = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    return pod;
+}
+
+/* Pod arg is Running on kubesim-node. */
+static bool pod_running(const void *arg)
+{
+    json_t *pod = get_pod(arg);
+    bool ok = pod && jpath(pod, "status", "phase") &&
+              strcmp(jpath(pod, "status", "phase"), "Running") == 0 &&
+              strcmp(jpath(pod, "spec", "nodeName"), "kubesim-node") == 0;
+    json_decref(pod);
+    return ok;
+}
+
+/* The PodScheduled condition of Pod name (NULL: none). @ref new */
+static json_t *pod_scheduled(const char *name)
+{
+    json_t *pod = get_pod(name);
+    json_t *out = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        if (strcmp(jpath(c, "type", NULL), "PodScheduled") == 0)
+            out = json_incref(c);
+    }
+    json_decref(pod);
+    return out;
+}
+
+/* struct sched_want: Pod name's PodScheduled condition is False with reason
+ * and message. */
+struct sched_want {
+    const char *pod, *reason, *message;
+};
+
+static bool pod_unschedulable(const void *arg)
+{
+    const struct sched_want *w = arg;
+    json_t *c = pod_scheduled(w->pod);
+    bool ok = c && strcmp(jpath(c, "status", NULL), "False") == 0 &&
+              strcmp(jpath(c, "reason", NULL), w->reason) == 0 &&
+              strcmp(jpath(c, "message", NULL), w->message) == 0;
+    json_decref(c);
+    return ok;
+}
+
+static void client_pod(const char *name, const char *spec_extra)
+{
+    char *body = NULL;
+    int n = asprintf(&body,
+                     "{\"metadata\":{\"name\":\"%s\"},\"spec\":{%s%s\"containers\":[{\"name\":"
+                     "\"c\",\"image\":\"busybox:1.36\"}]}}",
+                     name, spec_extra, *spec_extra ? "," : "");
+    ck_assert_int_gt(n, 0);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/pods", body, 201));
+    free(body);
+}
+
+/* Node kubesim-node's taint keys, comma-joined ("" without). malloc'd */
+static char *node_taints(void)
+{
+    json_t *node = request_json("GET", "/api/v1/nodes/kubesim-node", NULL, 200);
+    char *out = strdup("");
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t)
+    {
+        char *next = NULL;
+        ck_assert_int_gt(asprintf(&next, "%s%s%s:%s", out, *out ? "," : "", jpath(t, "key", NULL),
+                                  jpath(t, "effect", NULL)),
+                         0);
+        free(out);
+        out = next;
+    }
+    json_decref(node);
+    return out;
+}
+
+static bool node_taints_are(const void *arg)
+{
+    char *t = node_taints();
+    bool ok = strcmp(t, arg) == 0;
+    free(t);
+    return ok;
+}
+
+/* The uid of Node kubesim-node differs from arg (re-registered). */
+static bool node_uid_not(const void *arg)
+{
+    struct kop_test_resp r = request("GET", "/api/v1/nodes/kubesim-node", NULL, NULL, NULL);
+    json_t *node = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    bool ok = node && strcmp(jpath(node, "metadata", "uid"), arg) != 0;
+    json_decref(node);
+    return ok;
+}
+
+/* pkg/kubelet: the Node registers with labels, addresses, capacity, the
+ * four conditions and nodeInfo, and its Lease in kube-node-lease; deleted,
+ * it registers again (and the Lease, which the garbage collector took with
+ * it); its Table row and field labels are the apiserver's. */
+START_TEST(test_kubesim_node_registered)
+{
+    json_t *node = request_json("GET", "/api/v1/nodes/kubesim-node", NULL, 200);
+    const json_t *md = json_object_get(node, "metadata");
+    ck_assert_str_eq(jpath(md, "labels", "kubernetes.io/hostname"), "kubesim-node");
+    ck_assert_str_eq(jpath(md, "labels", "kubernetes.io/os"), "linux");
+    ck_assert_ptr_null(json_object_get(md, "namespace"));
+    ck_assert_str_eq(jpath(node, "spec", "podCIDR"), "10.244.0.0/16");
+    const json_t *st = json_object_get(node, "status");
+    ck_assert_str_eq(jpath(json_array_get(json_object_get(st, "addresses"), 0), "type", NULL),
+                     "InternalIP");
+    ck_assert_str_eq(jpath(json_array_get(json_object_get(st, "addresses"), 0), "address", NULL),
+                     "10.0.0.10");
+    ck_assert_str_eq(jpath(st, "allocatable", "cpu"), "64");
+    ck_assert_str_eq(jpath(st, "allocatable", "pods"), "65533");
+    const json_t *conds = json_object_get(st, "conditions");
+    ck_assert_int_eq(json_array_size(conds), 4);
+    ck_assert_str_eq(jpath(json_array_get(conds, 3), "type", NULL), "Ready");
+    ck_assert_str_eq(jpath(json_array_get(conds, 3), "status", NULL), "True");
+    ck_assert_str_eq(jpath(json_array_get(conds, 3), "reason", NULL), "KubeletReady");
+    ck_assert_str_eq(jpath(json_array_get(conds, 0), "reason", NULL), "KubeletHasSufficientMemory");
+    json_t *version = request_json("GET", "/version", NULL, 200);
+    ck_assert_str_eq(jpath(st, "nodeInfo", "kubeletVersion"), jpath(version, "gitVersion", NULL));
+    json_decref(version);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(
+            json_object_get(json_object_get(st, "daemonEndpoints"), "kubeletEndpoint"), "Port")),
+        10250);
+    ck_assert_str_eq(jpath(st, "nodeInfo", "kubeProxyVersion"), "");
+    char *uid = strdup(jpath(md, "uid", NULL));
+    json_decref(node);
+    json_t *lease = request_json("GET",
+                                 "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+                                 "kubesim-node",
+                                 NULL, 200);
+    ck_assert_str_eq(jpath(lease, "spec", "holderIdentity"), "kubesim-node");
+    const json_t *ref =
+        json_array_get(json_object_get(json_object_get(lease, "metadata"), "ownerReferences"), 0);
+    ck_assert_str_eq(jpath(ref, "kind", NULL), "Node");
+    ck_assert_str_eq(jpath(ref, "uid", NULL), uid);
+    json_decref(lease);
+    /* the Table: printNode */
+    json_t *t = get_table("/api/v1/nodes");
+    ck_assert_str_eq(col_name(t, 1), "Status");
+    ck_assert_str_eq(col_name(t, 2), "Roles");
+    ck_assert_str_eq(col_name(t, 5), "Internal-IP");
+    ck_assert_str_eq(col_name(t, 9), "Container-Runtime");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "Ready");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 2)), "<none>");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 5)), "10.0.0.10");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 6)), "<none>");
+    json_decref(t);
+    /* field labels: metadata.name and spec.unschedulable */
+    json_t *list =
+        request_json("GET", "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(list, "items")), 1);
+    json_decref(list);
+    json_t *bad = request_json("GET", "/api/v1/nodes?fieldSelector=spec.podCIDR%3Dx", NULL, 400);
+    ck_assert_str_eq(jpath(bad, "message", NULL), "field label not supported: spec.podCIDR");
+    json_decref(bad);
+    /* deleted: registered again, with its Lease */
+    json_decref(request_json("DELETE", "/api/v1/nodes/kubesim-node", NULL, 200));
+    ck_assert_msg(kop_test_eventually(node_uid_not, uid, 5000), "Node not registered again");
+    free(uid);
+    struct kop_test_resp r = {0};
+    for (int i = 0; i < 50; i++) {
+        kop_test_resp_free(&r);
+        r = request("GET",
+                    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kubesim-node",
+                    NULL, NULL, NULL);
+        if (r.code == 200 && strstr(r.body, "\"uid\""))
+            break;
+        kop_test_sleep_ms(100);
+    }
+    ck_assert_int_eq(r.code, 200);
+    kop_test_resp_free(&r);
+}
+END_TEST
+
+/* pkg/scheduler with the default profile's filters that apply to one Node,
+ * and the kubelet: a Pod a client makes is bound and started; one that
+ * fits nowhere says why in its PodScheduled condition, as FitError words
+ * it, and is placed once the Node changes so that it fits. */
+START_TEST(test_kubesim_scheduler)
+{
+    /* bound and started, a hostNetwork Pod on the Node's address */
+    client_pod("s1", "");
+    client_pod("s2", "\"hostNetwork\":true");
+    ck_assert_msg(kop_test_eventually(pod_running, "s1", 5000), "s1 not running");
+    ck_assert_msg(kop_test_eventually(pod_running, "s2", 5000), "s2 not running");
+    json_t *pod = get_pod("s1");
+    ck_assert_str_eq(jpath(pod, "status", "hostIP"), "10.0.0.10");
+    ck_assert_int_eq(strncmp(jpath(pod, "status", "podIP"), "10.244.", 7), 0);
+    ck_assert(has_true_condition(pod, "PodScheduled"));
+    ck_assert(has_true_condition(pod, "Ready"));
+    json_decref(pod);
+    pod = get_pod("s2");
+    ck_assert_str_eq(jpath(pod, "status", "podIP"), "10.0.0.10");
+    json_decref(pod);
+    /* NodeAffinity: a nodeSelector the Node's labels do not match, then do */
+    client_pod("s3", "\"nodeSelector\":{\"disk\":\"ssd\"}");
+    struct sched_want w = {"s3", "Unschedulable",
+                           "0/1 nodes are available: 1 node(s) didn't match Pod's node "
+                           "affinity/selector. preemption: 0/1 nodes are available: 1 Preemption "
+                           "is not helpful for scheduling."};
+    ck_assert_msg(kop_test_eventually(pod_unschedulable, &w, 5000), "s3 not unschedulable");
+    pod = get_pod("s3");
+    ck_assert_str_eq(jpath(pod, "status", "phase"), "Pending");
+    ck_assert_ptr_null(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    json_decref(pod);
+    /* the required node affinity: matchFields on the name, Gt on a label */
+    client_pod("s4",
+               "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+               "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"gen\",\"operator\":"
+               "\"Gt\",\"values\":[\"3\"]}]},{\"matchFields\":[{\"key\":\"metadata.name\","
+               "\"operator\":\"In\",\"values\":[\"other\"]}]}]}}}");
+    struct sched_want w4 = {"s4", "Unschedulable", w.message};
+    ck_assert_msg(kop_test_eventually(pod_unschedulable, &w4, 5000), "s4 not unschedulable");
+    merge_patch("/api/v1/nodes/kubesim-node",
+                "{\"metadata\":{\"labels\":{\"disk\":\"ssd\","
+                "\"gen\":\"4\"}}}",
+                200);
+    ck_assert_msg(kop_test_eventually(pod_running, "s3", 5000), "s3 not placed");
+    ck_assert_msg(kop_test_eventually(pod_running, "s4", 5000), "s4 not placed");
+    /* NodeUnschedulable: a cordoned Node gets the lifecycle controller's
+     * taint; a Pod that tolerates it is placed, one that does not waits */
+    merge_patch("/api/v1/nodes/kubesim-node", "{\"spec\":{\"unschedulable\":true}}", 200);
+    ck_assert_msg(
+        kop_test_eventually(node_taints_are, "node.kubernetes.io/unschedulable:NoSchedule", 5000),
+        "no unschedulable taint");
+    json_t *t = get_table("/api/v1/nodes");
+    ck_assert_str_eq(json_string_value(cell(t, 0, 1)), "Ready,SchedulingDisabled");
+    json_decref(t);
+    client_pod("s5", "");
+    client_pod("s6", "\"tolerations\":[{\"key\":\"node.kubernetes.io/unschedulable\","
+                     "\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]");
+    struct sched_want w5 = {"s5", "Unschedulable",
+                            "0/1 nodes are available: 1 node(s) were unschedulable. preemption: "
+                            "0/1 nodes are available: 1 Preemption is not helpful for "
+                            "scheduling."};
+    ck_assert_msg(kop_test_eventually(pod_unschedulable, &w5, 5000), "s5 not unschedulable");
+    ck_assert_msg(kop_test_eventually(pod_running, "s6", 5000), "s6 not placed");
+    merge_patch("/api/v1/nodes/kubesim-node", "{\"spec\":{\"unschedulable\":null}}", 200);
+    ck_assert_msg(kop_test_eventually(node_taints_are, "", 5000), "taint left");
+    ck_assert_msg(kop_test_eventually(pod_running, "s5", 5000), "s5 not placed");
+    /* TaintToleration: a taint of the user's */
+    merge_patch("/api/v1/nodes/kubesim-node",
+                "{\"spec\":{\"taints\":[{\"key\":\"dedicated\",\"value\":\"infra\",\"effect\":"
+                "\"NoSchedule\"}]}}",
+                200);
+    client_pod("s7", "");
+    struct sched_want w7 = {"s7", "Unschedulable",
+                            "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: "
+                            "infra}. preemption: 0/1 nodes are available: 1 Preemption is not "
+                            "helpful for scheduling."};
+    ck_assert_msg(kop_test_eventually(pod_unschedulable, &w7, 5000), "s7 not unschedulable");
+    merge_patch("/api/v1/nodes/kubesim-node", "{\"spec\":{\"taints\":null}}", 200);
+    ck_assert_msg(kop_test_eventually(pod_running, "s7", 5000), "s7 not placed");
+    /* NodeResourcesFit: more than the Node has; preemption cannot help */
+    json_decref(request_json(
+        "POST", "/api/v1/namespaces/default/pods",
+        "{\"metadata\":{\"name\":\"s8\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"busybox:1.36\",\"resources\":{\"requests\":{\"cpu\":\"65\",\"example.com/gpu\":\"1\"},"
+        "\"limits\":{\"example.com/gpu\":\"1\"}}}]}}",
+        201));
+    struct sched_want w8 = {"s8", "Unschedulable",
+                            "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient "
+                            "example.com/gpu. preemption: 0/1 nodes are available: 1 No "
+                            "preemption victims found for incoming pod."};
+    ck_assert_msg(kop_test_eventually(pod_unschedulable, &w8, 5000), "s8 not unschedulable");
+    /* scheduling gates (the Pod strategy's condition), then none */
+    client_pod("s9", "\"schedulingGates\":[{\"name\":\"example.com/wait\"}]");
+    struct sched_want w9 = {"s9", "SchedulingGated",
+                            "Scheduling is blocked due to non-empty scheduling gates"};
+    ck_assert(pod_unschedulable(&w9));
+    kop_test_sleep_ms(300);
+    ck_assert(pod_unschedulable(&w9));
+    merge_patch("/api/v1/namespaces/default/pods/s9", "{\"spec\":{\"schedulingGates\":null}}", 200);
+    ck_assert_msg(kop_test_eventually(pod_running, "s9", 5000), "s9 not placed");
+    /* another scheduler's Pod, and one bound to a Node without a kubelet */
+    client_pod("s10", "\"schedulerName\":\"my-scheduler\"");
+    client_pod("s11", "\"nodeName\":\"elsewhere\"");
+    kop_test_sleep_ms(500);
+    json_t *c = pod_scheduled("s10");
+    ck_assert_ptr_null(c);
+    pod = get_pod("s11");
+    ck_assert_str_eq(jpath(pod, "status", "phase"), "Pending");
+    json_decref(pod);
+}
+END_TEST
+
+/* A ReplicaSet's Pods go through the same scheduler: with a nodeSelector
+ * no Node matches, they are made Pending and the ReplicaSet counts none
+ * ready; once the Node matches, they run. */
+static bool rs_ready_count(const void *arg)
+{
+    struct kop_test_resp r =
+        request("GET", "/apis/apps/v1/namespaces/default/replicasets/rss", NULL, NULL, NULL);
+    json_t *rs = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    const json_t *st = json_object_get(rs, "status");
+    bool ok =
+        json_integer_value(json_object_get(st, "replicas")) == 2 &&
+        json_integer_value(json_object_get(st, "readyReplicas")) == (json_int_t)(uintptr_t)arg;
+    json_decref(rs);
+    return ok;
+}
+
+START_TEST(test_kubesim_replicaset_pods_scheduled)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/replicasets",
+        "{\"metadata\":{\"name\":\"rss\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{"
+        "\"app\":\"rss\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"rss\"}},\"spec\":{"
+        "\"nodeSelector\":{\"zone\":\"b\"},\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"busybox:1.36\"}]}}}}",
+        201));
+    ck_assert_msg(kop_test_eventually(rs_ready_count, (void *)0, 5000), "no Pending Pods");
+    json_t *list =
+        request_json("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Drss", NULL, 200);
+    json_t *items = json_object_get(list, "items");
+    ck_assert_int_eq(json_array_size(items), 2);
+    const json_t *p = json_array_get(items, 0);
+    ck_assert_str_eq(jpath(p, "status", "phase"), "Pending");
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(p, "status"), "conditions"), 0);
+    ck_assert_str_eq(jpath(c, "reason", NULL), "Unschedulable");
+    json_decref(list);
+    merge_patch("/api/v1/nodes/kubesim-node", "{\"metadata\":{\"labels\":{\"zone\":\"b\"}}}", 200);
+    ck_assert_msg(kop_test_eventually(rs_ready_count, (void *)2, 5000), "Pods not placed");
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -4221,6 +4565,9 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_kubernetes_service);
     tcase_add_test(tc, test_kubesim_replicaset_pods);
     tcase_add_test(tc, test_kubesim_pod_defaults);
+    tcase_add_test(tc, test_kubesim_node_registered);
+    tcase_add_test(tc, test_kubesim_scheduler);
+    tcase_add_test(tc, test_kubesim_replicaset_pods_scheduled);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

@@ -12,7 +12,8 @@
  * ReplicaSets to 0, and sets the status of both (replicas,
  * updated/ready/available, observedGeneration, Available/Progressing
  * conditions), and a ReplicaSet controller that keeps each ReplicaSet's
- * Pods (made running: the scheduler and the kubelet in one step). It works
+ * Pods (made running: the scheduler and the kubelet of nodes.c in one
+ * step), and runs the passes of nodes.c. It works
  * on the store directly, under ks->lock, and wakes on ks->changed.
  */
 #include "kubesim.h"
@@ -732,19 +733,16 @@ static void settle_deployment(struct ks_server *ks, const char *key)
  * Pods it controls: named <replicaset>-XXXXX (generateName), the template's
  * labels and annotations, an ownerReference with controller and
  * blockOwnerDeletion. The ReplicaSet controller, the scheduler and the
- * kubelet are one step here: a Pod is made as they leave it once its
- * containers run (bound to the node KS_NODE_NAME, Running, every condition
- * True, a Pod IP from 10.244.0.0/16, each container running and ready). Too
+ * kubelet are one step here (ks_node_place): a Pod is made as they leave it
+ * once its containers run (bound to the node KS_NODE_NAME, Running, every
+ * condition True, a Pod IP from 10.244.0.0/16, each container running and
+ * ready), or Pending with the scheduler's reason when no Node fits. Too
  * many: the newest go first (getPodsToDelete ranks equal Pods by age). The
- * ReplicaSet's status counts its Pods (a Pod a client made not Ready counts
- * as not ready). Pods a client makes stay Pending: no scheduler runs them.
- * Pods are not adopted or released by label (only the controller
+ * ReplicaSet's status counts its Pods (a Pod not Ready counts as not
+ * ready). Pods are not adopted or released by label (only the controller
  * reference counts); the garbage collector deletes the Pods of a deleted
  * ReplicaSet.
  */
-#define KS_NODE_NAME "kubesim-node"
-#define KS_NODE_IP "10.0.0.10"
-
 /* The namespace is being deleted: nothing new may be made in it (the
  * NamespaceLifecycle admission plugin). */
 static bool ns_terminating(struct ks_server *ks, const char *ns)
@@ -755,70 +753,14 @@ static bool ns_terminating(struct ks_server *ks, const char *ns)
            (phase && strcmp(phase, "Terminating") == 0);
 }
 
-/* A free Pod IP, from where the last one was taken, as host-local IPAM
- * does. */
-static bool next_pod_ip(struct ks_server *ks, char *out, size_t size)
-{
-    for (unsigned tries = 0; tries < 65534; tries++) {
-        unsigned off = ks->pod_ip_next % 65534 + 1; /* 10.244.0.1 .. 10.244.255.254 */
-        ks->pod_ip_next = off;
-        if ((off & 0xff) <= 1 || (off & 0xff) == 0xff) /* .1: the node's bridge */
-            continue;
-        snprintf(out, size, "10.244.%u.%u", off >> 8, off & 0xff);
-        if (!json_object_get(ks->pod_ips, out))
-            return true;
-    }
-    return false;
-}
-
-static json_t *true_condition(const char *type, const char *now)
-{
-    return json_pack("{s:s,s:s,s:n,s:s}", "type", type, "status", "True", "lastProbeTime",
-                     "lastTransitionTime", now);
-}
-
-static json_t *container_statuses(const json_t *list, bool init, const char *now)
-{
-    json_t *out = json_array();
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c)
-    {
-        char hex[65], uid[40];
-        size_t k = 0;
-        while (k < 64) { /* 64 hex digits: two UUIDs without their dashes */
-            ks_uuid(uid, sizeof(uid));
-            for (const char *p = uid; *p && k < 64; p++)
-                if (*p != '-')
-                    hex[k++] = *p;
-        }
-        hex[64] = '\0';
-        char *cid = ks_printf("containerd://%s", hex);
-        json_t *state =
-            init ? json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", 0, "reason",
-                             "Completed", "startedAt", now, "finishedAt", now, "containerID", cid)
-                 : json_pack("{s:{s:s}}", "running", "startedAt", now);
-        json_array_append_new(
-            out, json_pack("{s:s,s:o,s:{},s:b,s:i,s:s,s:s,s:s,s:b}", "name",
-                           ks_nz(json_string_value(json_object_get(c, "name"))), "state", state,
-                           "lastState", "ready", 1, "restartCount", 0, "image",
-                           ks_nz(json_string_value(json_object_get(c, "image"))), "imageID", "",
-                           "containerID", cid, "started", init ? 0 : 1));
-        free(cid);
-    }
-    return out;
-}
-
-/* Lock held. A new Pod of rs, running; its key appended to keys. */
+/* Lock held. A new Pod of rs, through the scheduler and the kubelet
+ * (ks_node_place); its key appended to keys. */
 static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_t *rs, json_t *keys)
 {
     const char *ns = ks_nz(meta_str(rs, "namespace"));
     const char *rs_name = ks_nz(meta_str(rs, "name"));
     const json_t *tmpl = json_object_get(json_object_get(rs, "spec"), "template");
     const json_t *tmd = json_object_get(tmpl, "metadata");
-    char ip[32];
-    if (!next_pod_ip(ks, ip, sizeof(ip)))
-        return;
     char key[512], name[300], sfx[6];
     char *gen = ks_printf("%s-", rs_name);
     for (int tries = 0;; tries++) {
@@ -855,26 +797,7 @@ static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_
         json_decref(pod);
         return;
     }
-    json_t *spec = json_object_get(pod, "spec");
-    json_object_set_new(spec, "nodeName", json_string(KS_NODE_NAME));
-    json_t *st = json_object_get(pod, "status");
-    json_object_set_new(st, "phase", json_string("Running"));
-    json_t *conds = json_array();
-    const char *types[] = {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
-                           "PodScheduled"};
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        json_array_append_new(conds, true_condition(types[i], now));
-    json_object_set_new(st, "conditions", conds);
-    json_object_set_new(st, "hostIP", json_string(KS_NODE_IP));
-    json_object_set_new(st, "hostIPs", json_pack("[{s:s}]", "ip", KS_NODE_IP));
-    json_object_set_new(st, "podIP", json_string(ip));
-    json_object_set_new(st, "podIPs", json_pack("[{s:s}]", "ip", ip));
-    json_object_set_new(st, "startTime", json_string(now));
-    if (json_array_size(json_object_get(spec, "initContainers")))
-        json_object_set_new(st, "initContainerStatuses",
-                            container_statuses(json_object_get(spec, "initContainers"), true, now));
-    json_object_set_new(st, "containerStatuses",
-                        container_statuses(json_object_get(spec, "containers"), false, now));
+    ks_node_place(ks, pod); /* Pending when no Node fits */
     ks_typed_order(pod);
     ks_store_put(ks, def, key, pod);
     json_array_append_new(keys, json_string(key));
@@ -1168,6 +1091,7 @@ static void *controller_main(void *arg)
         if (ks->pods_dirty) {
             ks->pods_dirty = false;
             sync_pods(ks);
+            ks_nodes_sync(ks);
         }
         if (ks->endpoints_dirty) {
             ks->endpoints_dirty = false;

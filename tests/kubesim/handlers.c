@@ -711,6 +711,17 @@ void ks_pod_defaults(struct ks_server *ks, json_t *pod)
                                                   "tolerationSeconds", (json_int_t)300));
     json_object_set_new(pod, "status",
                         json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", pod_qos(spec)));
+    /* pkg/registry/core/pod/strategy.go applySchedulingGatedCondition
+     * (podutil.UpdatePodCondition: the transition time is now) */
+    if (json_array_size(json_object_get(spec, "schedulingGates"))) {
+        char now[32];
+        ks_now_rfc3339(now, sizeof(now));
+        json_object_set_new(json_object_get(pod, "status"), "conditions",
+                            json_pack("[{s:s,s:s,s:n,s:s,s:s,s:s}]", "type", "PodScheduled",
+                                      "status", "False", "lastProbeTime", "lastTransitionTime", now,
+                                      "reason", "SchedulingGated", "message",
+                                      "Scheduling is blocked due to non-empty scheduling gates"));
+    }
 }
 
 static const char *svc_type(const json_t *spec)

@@ -37,7 +37,7 @@ struct conn_ctx {
 static const char version_doc[] = "{\n"
                                   "  \"major\": \"1\",\n"
                                   "  \"minor\": \"32\",\n"
-                                  "  \"gitVersion\": \"v1.32.3\",\n"
+                                  "  \"gitVersion\": \"" KS_GIT_VERSION "\",\n"
                                   "  \"gitCommit\": \"32cc146f75aad04beaaa245a7157eb35063a9f99\",\n"
                                   "  \"gitTreeState\": \"clean\",\n"
                                   "  \"buildDate\": \"2025-03-11T19:52:21Z\",\n"

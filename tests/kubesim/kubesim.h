@@ -227,7 +227,12 @@ struct ks_server {
     unsigned pod_ip_next;   /* the next Pod IP to try, an offset in 10.244.0.0/16 */
     json_t *pending_deploy; /* key -> due time (ms, monotonic) */
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
-    pthread_t migrator;     /* StorageVersionMigrations (migration.c) */
+    /* the kubelet and the scheduler (nodes.c), kept by ks_nodes_changed */
+    bool nodes_dirty;           /* a Node changed or went: register, taints */
+    json_t *pods_to_place;      /* Pod key -> true: to schedule or start */
+    json_t *pods_unschedulable; /* Pod key -> true: no Node fits; tried when one changes */
+    json_t *pods_by_node;       /* node name -> { Pod key -> true } */
+    pthread_t migrator;         /* StorageVersionMigrations (migration.c) */
     bool migrator_running;
 
     /* endpoints.c: a Service, Pod, Endpoints or EndpointSlice changed; the
@@ -587,6 +592,29 @@ void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key
  * obj: after; either NULL): index the Pod, note the ReplicaSet to sync. */
 void ks_pods_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
                      const json_t *old, const json_t *obj);
+
+/* ---- nodes.c ------------------------------------------------------------------ */
+
+/* The one Node a kubelet runs on (nodes.c), its InternalIP, and the
+ * version kubesim is (/version, the kubelet's). */
+#define KS_NODE_NAME "kubesim-node"
+#define KS_NODE_IP "10.0.0.10"
+#define KS_GIT_VERSION "v1.32.3"
+
+/* Lock held, at start: the kubelet registers its Node and Lease. */
+void ks_nodes_start(struct ks_server *ks);
+/* Store hook, lock held: a Pod or a Node was written (old: before, obj:
+ * after; either NULL): index the Pod by Node, note what the scheduler or
+ * the kubelet has to do. */
+void ks_nodes_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,
+                      const json_t *old, const json_t *obj);
+/* Lock held. The controllers' pass: the Node registered again if deleted,
+ * the condition taints, then the noted Pods scheduled and started. */
+void ks_nodes_sync(struct ks_server *ks);
+/* Lock held. A new Pod (not stored yet) through the scheduler and, bound
+ * to KS_NODE_NAME, the kubelet, in place: the ReplicaSet controller's one
+ * step. false: no Node fits (its PodScheduled condition says why). */
+bool ks_node_place(struct ks_server *ks, json_t *pod);
 
 /* ---- migration.c ------------------------------------------------------------- */
 

@@ -253,6 +253,7 @@ static int run(int argc, char **argv)
     create_namespace(ks, "kube-public");
     create_namespace(ks, "kube-system");
     ks_authz_bootstrap(ks);
+    ks_nodes_start(ks);
     pthread_mutex_unlock(&ks->lock);
 
     if (ks_certs_generate(&ks->ca_pem, &cert, &key) != 0) {

@@ -33,6 +33,15 @@ static const struct builtin builtins[] = {
      false},
     {"", "v1", "namespaces", "namespace", "Namespace", "ns", NULL, false, true, false, false,
      "{\"spec\":{},\"status\":{}}", false},
+    /* core/v1 Node: cluster-scoped, status; daemonEndpoints and nodeInfo
+     * have no omitempty effect (structs) */
+    {"", "v1", "nodes", "node", "Node", "no", NULL, false, true, false, false,
+     "{\"spec\":{},\"status\":{\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":0}},"
+     "\"nodeInfo\":{\"machineID\":\"\",\"systemUUID\":\"\",\"bootID\":\"\","
+     "\"kernelVersion\":\"\",\"osImage\":\"\",\"containerRuntimeVersion\":\"\","
+     "\"kubeletVersion\":\"\",\"kubeProxyVersion\":\"\",\"operatingSystem\":\"\","
+     "\"architecture\":\"\"}}}",
+     false},
     {"", "v1", "pods", "pod", "Pod", "po", "all", true, true, false, false,
      "{\"spec\":{\"containers\":null},\"status\":{}}", false},
     {"", "v1", "secrets", "secret", "Secret", NULL, NULL, true, false, false, false, NULL, false},

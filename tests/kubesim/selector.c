@@ -558,6 +558,8 @@ static const struct {
     {"events", "involvedObject.kind,involvedObject.namespace,involvedObject.name,"
                "involvedObject.uid,involvedObject.apiVersion,involvedObject.resourceVersion,"
                "involvedObject.fieldPath,reason,reportingComponent,source,type"},
+    /* ...ForNode */
+    {"nodes", "spec.unschedulable"},
     /* ...ForNamespace, ForSecret, ForService (pkg/registry/core/service) */
     {"namespaces", "status.phase"},
     {"secrets", "type"},
@@ -610,6 +612,11 @@ static char *field_value(const json_t *obj, const char *path)
         cur = json_is_object(cur) ? json_object_get(cur, part) : NULL;
         p += n + (dot ? 1 : 0);
     }
+    /* the kinds' GetAttrs write these as strconv.FormatBool of a Go bool:
+     * "false" when absent (pkg/registry/core/node, pod strategy.go) */
+    if ((!cur || json_is_null(cur)) &&
+        (strcmp(path, "spec.unschedulable") == 0 || strcmp(path, "spec.hostNetwork") == 0))
+        return ks_strdup("false");
     if (!cur || json_is_null(cur))
         return ks_strdup("");
     if (json_is_string(cur))

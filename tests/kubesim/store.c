@@ -54,6 +54,12 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->pods_by_owner = NULL;
     json_decref(ks->pod_ips);
     ks->pod_ips = NULL;
+    json_decref(ks->pods_to_place);
+    ks->pods_to_place = NULL;
+    json_decref(ks->pods_unschedulable);
+    ks->pods_unschedulable = NULL;
+    json_decref(ks->pods_by_node);
+    ks->pods_by_node = NULL;
 }
 
 /* What a stored Service holds of the allocators (ks->svc_alloc): its
@@ -259,6 +265,7 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     label_index(ks, def, obj_key, old, false);
     label_index(ks, def, obj_key, obj, true);
     ks_pods_changed(ks, def, obj_key, old, obj);
+    ks_nodes_changed(ks, def, obj_key, old, obj);
     json_decref(old);
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
@@ -284,6 +291,7 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     record(ks, def, KS_DELETED, last, old);
     label_index(ks, def, obj_key, old, false);
     ks_pods_changed(ks, def, obj_key, old, NULL);
+    ks_nodes_changed(ks, def, obj_key, old, NULL);
     json_decref(old);
     json_decref(last);
     ks->gc_dirty = true;

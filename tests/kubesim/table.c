@@ -639,6 +639,74 @@ static void pod_cells(json_t *cells, const json_t *obj)
 }
 
 /* Columns (when cols is not NULL) and cells of built-in kinds. */
+/* ---- nodes (printers.go printNode) ---- */
+
+/* The Ready condition as "Ready"/"NotReady" ("Unknown" without it), then
+ * ",SchedulingDisabled" when cordoned. @ref new */
+static json_t *node_status_cell(const json_t *obj)
+{
+    const char *ready = NULL;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c)
+    {
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "Ready") == 0)
+            ready = ks_nz(json_string_value(json_object_get(c, "status")));
+    }
+    const char *st = !ready ? "Unknown" : strcmp(ready, "True") == 0 ? "Ready" : "NotReady";
+    bool cordoned = json_is_true(json_object_get(json_object_get(obj, "spec"), "unschedulable"));
+    return str_cell_owned(ks_printf("%s%s", st, cordoned ? ",SchedulingDisabled" : ""), "");
+}
+
+/* findNodeRoles: node-role.kubernetes.io/ROLE labels and a non-empty
+ * kubernetes.io/role, sorted and unique, comma-joined; "<none>". */
+static json_t *node_roles_cell(const json_t *obj)
+{
+    const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    json_t *roles = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        if (strncmp(k, "node-role.kubernetes.io/", 24) == 0 && k[24])
+            json_object_set_new(roles, k + 24, json_true());
+        else if (strcmp(k, "kubernetes.io/role") == 0 && json_string_length(v))
+            json_object_set_new(roles, json_string_value(v), json_true());
+    }
+    size_t n;
+    const char **keys = ks_sorted_keys(roles, &n);
+    char *out = ks_strdup("");
+    for (size_t i = 0; i < n; i++) {
+        char *next = ks_printf("%s%s%s", out, i ? "," : "", keys[i]);
+        free(out);
+        out = next;
+    }
+    free(keys);
+    json_t *cell = json_string(n ? out : "<none>");
+    free(out);
+    json_decref(roles);
+    return cell;
+}
+
+/* The first address of a type, or "<none>". */
+static json_t *node_address_cell(const json_t *obj, const char *type)
+{
+    size_t i;
+    const json_t *a;
+    json_array_foreach(json_object_get(json_object_get(obj, "status"), "addresses"), i, a)
+    {
+        if (strcmp(ks_nz(json_string_value(json_object_get(a, "type"))), type) == 0)
+            return json_string(ks_nz(json_string_value(json_object_get(a, "address"))));
+    }
+    return json_string("<none>");
+}
+
+static json_t *node_info_cell(const json_t *obj, const char *field)
+{
+    const char *v = str_at(json_object_get(obj, "status"), "nodeInfo", field);
+    return json_string(v && *v ? v : "<unknown>");
+}
+
 static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *cols, json_t *cells)
 {
     const char *name = ks_nz(str_at(obj, "metadata", "name"));
@@ -697,6 +765,52 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
         json_array_append_new(cells, json_integer(int_at(obj, "status", "readyReplicas")));
         json_array_append_new(cells, age_cell(created));
         template_cells(cells, obj);
+    } else if (strcmp(def->key, "nodes") == 0) {
+        /* printers.go nodeColumnDefinitions */
+        if (cols) {
+            static const char addresses_desc[] =
+                "List of addresses reachable to the node. Queried from cloud provider, if "
+                "available. More info: "
+                "https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This "
+                "field is declared as mergeable, but the merge key is not sufficiently unique, "
+                "which can cause data corruption when it is merged. Callers should instead use a "
+                "full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers "
+                "should assume that addresses can change during the lifetime of a Node. However, "
+                "there are some exceptions where this may not be possible, such as Pods that "
+                "inherit a Node's address in its own status or consumers of the downward API "
+                "(status.hostIP).";
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols, col("Status", "string", NULL, "The status of the node", 0));
+            json_array_append_new(cols, col("Roles", "string", NULL, "The roles of the node", 0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+            json_array_append_new(
+                cols, col("Version", "string", NULL, "Kubelet Version reported by the node.", 0));
+            json_array_append_new(cols, col("Internal-IP", "string", NULL, addresses_desc, 1));
+            json_array_append_new(cols, col("External-IP", "string", NULL, addresses_desc, 1));
+            json_array_append_new(cols, col("OS-Image", "string", NULL,
+                                            "OS Image reported by the node from /etc/os-release "
+                                            "(e.g. Debian GNU/Linux 7 (wheezy)).",
+                                            1));
+            json_array_append_new(cols, col("Kernel-Version", "string", NULL,
+                                            "Kernel Version reported by the node from 'uname -r' "
+                                            "(e.g. 3.16.0-0.bpo.4-amd64).",
+                                            1));
+            json_array_append_new(cols, col("Container-Runtime", "string", NULL,
+                                            "ContainerRuntime Version reported by the node "
+                                            "through runtime remote API (e.g. containerd://1.4.2).",
+                                            1));
+        }
+        json_array_append_new(cells, json_string(name));
+        json_array_append_new(cells, node_status_cell(obj));
+        json_array_append_new(cells, node_roles_cell(obj));
+        json_array_append_new(cells, age_cell(created));
+        json_array_append_new(cells, json_string(ks_nz(str_at(json_object_get(obj, "status"),
+                                                              "nodeInfo", "kubeletVersion"))));
+        json_array_append_new(cells, node_address_cell(obj, "InternalIP"));
+        json_array_append_new(cells, node_address_cell(obj, "ExternalIP"));
+        json_array_append_new(cells, node_info_cell(obj, "osImage"));
+        json_array_append_new(cells, node_info_cell(obj, "kernelVersion"));
+        json_array_append_new(cells, node_info_cell(obj, "containerRuntimeVersion"));
     } else if (strcmp(def->key, "pods") == 0) {
         if (cols) {
             json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));

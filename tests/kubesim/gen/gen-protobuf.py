@@ -33,6 +33,7 @@ ROOTS = [
     ("", "v1", "Endpoints"),
     ("", "v1", "Event"),
     ("", "v1", "Namespace"),
+    ("", "v1", "Node"),
     ("", "v1", "Pod"),
     ("", "v1", "Secret"),
     ("", "v1", "ServiceAccount"),
