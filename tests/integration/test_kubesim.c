@@ -3338,6 +3338,27 @@ START_TEST(test_kubesim_validation)
         "`labels`, spec.template.spec.containers[0].image: Required value, "
         "spec.template.spec.containers[0].ports[1].name: Duplicate value: \"web\", "
         "spec.template.spec.containers[1].name: Duplicate value: \"c\"]");
+    /* ValidateReplicaSetSpec: no selector selects nothing */
+    expect_invalid("/apis/apps/v1/namespaces/default/replicasets",
+                   "{\"metadata\":{\"name\":\"r1\"},\"spec\":{\"minReadySeconds\":-2,"
+                   "\"template\":{\"metadata\":{\"labels\":{\"app\":\"r1\"}},\"spec\":{"
+                   "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\",\"image\":"
+                   "\"nginx\"}]}}}}",
+                   "ReplicaSet.apps \"r1\" is invalid: [spec.minReadySeconds: Invalid value: -2: "
+                   "must be greater than or equal to 0, spec.selector: Required value, "
+                   "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":"
+                   "\"r1\"}: `selector` does not match template `labels`, "
+                   "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported "
+                   "values: \"Always\"]");
+    expect_invalid("/apis/apps/v1/namespaces/default/replicasets",
+                   "{\"metadata\":{\"name\":\"r2\"},\"spec\":{\"replicas\":-1,\"selector\":{},"
+                   "\"template\":{\"metadata\":{\"labels\":{\"app\":\"r2\"}},\"spec\":{"
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}",
+                   "ReplicaSet.apps \"r2\" is invalid: [spec.replicas: Invalid value: -1: must be "
+                   "greater than or equal to 0, spec.selector: Invalid value: "
+                   "v1.LabelSelector{MatchLabels:map[string]string(nil), "
+                   "MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is "
+                   "invalid for deployment]");
 }
 END_TEST
 
@@ -3383,6 +3404,20 @@ START_TEST(test_kubesim_update_validation)
         "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"u1\"}, "
         "MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"b\", "
         "Operator:\"In\", Values:[]string{\"x\"}}}}: field is immutable");
+    /* apps/v1 ReplicaSets: the selector is immutable too */
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/replicasets",
+        "{\"metadata\":{\"name\":\"u1r\"},\"spec\":{\"replicas\":0,\"selector\":{"
+        "\"matchLabels\":{\"app\":\"u1r\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":"
+        "\"u1r\",\"b\":\"x\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"nginx\"}]}}}}",
+        201));
+    expect_patch_invalid("/apis/apps/v1/namespaces/default/replicasets/u1r",
+                         "{\"spec\":{\"selector\":{\"matchLabels\":{\"b\":\"x\"}}}}",
+                         "ReplicaSet.apps \"u1r\" is invalid: spec.selector: Invalid value: "
+                         "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"u1r\", "
+                         "\"b\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: "
+                         "field is immutable");
 
     json_t *svc =
         request_json("POST", "/api/v1/namespaces/default/services",

@@ -960,13 +960,15 @@ static void validate_pod(const json_t *obj, json_t *causes)
                     "must be between 1 and 2147483647, inclusive");
 }
 
-static void validate_deployment(const json_t *obj, json_t *causes)
+/* The selector and template of a ReplicaSet or Deployment spec
+ * (ValidateReplicaSetSpec / ValidateDeploymentSpec from the selector on,
+ * with ValidatePodTemplateSpecForReplicaSet). Both say "empty selector is
+ * invalid for deployment", as upstream does. */
+static void validate_selector_and_template(const json_t *spec, json_t *causes)
 {
-    const json_t *spec = json_object_get(obj, "spec");
     const json_t *tmpl = json_object_get(spec, "template");
     const json_t *tmd = json_object_get(tmpl, "metadata");
     const json_t *tspec = json_object_get(tmpl, "spec");
-    nonnegative(spec, "replicas", "spec.replicas", causes);
     const json_t *sel = json_object_get(spec, "selector");
     bool sel_empty = false;
     if (!json_is_object(sel)) {
@@ -1003,6 +1005,22 @@ static void validate_deployment(const json_t *obj, json_t *causes)
     if (json_object_get(tspec, "activeDeadlineSeconds"))
         cause(causes, "FieldValueForbidden", "spec.template.spec.activeDeadlineSeconds",
               "Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported");
+}
+
+/* pkg/apis/apps/validation ValidateReplicaSetSpec */
+static void validate_replicaset(const json_t *obj, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    nonnegative(spec, "replicas", "spec.replicas", causes);
+    nonnegative(spec, "minReadySeconds", "spec.minReadySeconds", causes);
+    validate_selector_and_template(spec, causes);
+}
+
+static void validate_deployment(const json_t *obj, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    nonnegative(spec, "replicas", "spec.replicas", causes);
+    validate_selector_and_template(spec, causes);
     const json_t *st = json_object_get(spec, "strategy");
     const char *stype = str_at(st, "type");
     const json_t *ru = json_object_get(st, "rollingUpdate");
@@ -1595,6 +1613,10 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
     if (strcmp(def->key, "deployments.apps") == 0) {
         validate_deployment(obj, causes);
         if (old) /* the strategy appends this after ValidateDeploymentUpdate */
+            immutable_selector(obj, old, causes);
+    } else if (strcmp(def->key, "replicasets.apps") == 0) {
+        validate_replicaset(obj, causes);
+        if (old) /* apps/v1: the strategy's immutable selector */
             immutable_selector(obj, old, causes);
     } else if (strcmp(def->key, "services") == 0) {
         if (old)
