@@ -4570,6 +4570,75 @@ START_TEST(test_kubesim_replicaset_pods_scheduled)
 }
 END_TEST
 
+/* Deployment dsp's status: readyReplicas is arg and Available is True
+ * exactly when arg is 2. */
+static bool dsp_ready(const void *arg)
+{
+    struct kop_test_resp r =
+        request("GET", "/apis/apps/v1/namespaces/default/deployments/dsp", NULL, NULL, NULL);
+    json_t *d = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    const json_t *st = json_object_get(d, "status");
+    json_int_t want = (json_int_t)(uintptr_t)arg;
+    const char *avail = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c)
+    {
+        if (strcmp(jpath(c, "type", NULL), "Available") == 0)
+            avail = jpath(c, "status", NULL);
+    }
+    bool ok = json_integer_value(json_object_get(st, "readyReplicas")) == want &&
+              json_integer_value(json_object_get(st, "updatedReplicas")) == 2 && avail &&
+              strcmp(avail, want == 2 ? "True" : "False") == 0;
+    json_decref(d);
+    return ok;
+}
+
+/* pkg/controller/deployment: the status follows the Pods of the current
+ * ReplicaSet: while they cannot be scheduled, none is ready, Available is
+ * False (MinimumReplicasUnavailable) and Progressing says ReplicaSetUpdated;
+ * once they run, 2/2, Available True and NewReplicaSetAvailable, with
+ * Progressing's lastTransitionTime kept (its status did not change). */
+START_TEST(test_kubesim_deployment_status_follows_pods)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"dsp\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{"
+        "\"app\":\"dsp\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"dsp\"}},\"spec\":{"
+        "\"nodeSelector\":{\"pool\":\"gpu\"},\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"nginx\"}]}}}}",
+        201));
+    ck_assert_msg(kop_test_eventually(dsp_ready, (void *)0, 5000), "no status");
+    json_t *d = request_json("GET", "/apis/apps/v1/namespaces/default/deployments/dsp", NULL, 200);
+    const json_t *st = json_object_get(d, "status");
+    ck_assert_int_eq(json_integer_value(json_object_get(st, "unavailableReplicas")), 2);
+    ck_assert_ptr_null(json_object_get(st, "availableReplicas"));
+    const json_t *conds = json_object_get(st, "conditions");
+    ck_assert_str_eq(jpath(json_array_get(conds, 0), "reason", NULL), "MinimumReplicasUnavailable");
+    const json_t *prog = json_array_get(conds, 1);
+    ck_assert_str_eq(jpath(prog, "type", NULL), "Progressing");
+    ck_assert_str_eq(jpath(prog, "reason", NULL), "ReplicaSetUpdated");
+    ck_assert_ptr_nonnull(strstr(jpath(prog, "message", NULL), "is progressing."));
+    char *ltt = strdup(jpath(prog, "lastTransitionTime", NULL));
+    json_decref(d);
+    kop_test_sleep_ms(1100); /* a second later: a new time would show */
+    merge_patch("/api/v1/nodes/kubesim-node", "{\"metadata\":{\"labels\":{\"pool\":\"gpu\"}}}",
+                200);
+    ck_assert_msg(kop_test_eventually(dsp_ready, (void *)2, 5000), "not 2/2 once placed");
+    d = request_json("GET", "/apis/apps/v1/namespaces/default/deployments/dsp", NULL, 200);
+    st = json_object_get(d, "status");
+    ck_assert_ptr_null(json_object_get(st, "unavailableReplicas"));
+    conds = json_object_get(st, "conditions");
+    prog = json_array_get(conds, 1);
+    ck_assert_str_eq(jpath(prog, "reason", NULL), "NewReplicaSetAvailable");
+    ck_assert_str_eq(jpath(prog, "lastTransitionTime", NULL), ltt);
+    ck_assert_str_ne(jpath(prog, "lastUpdateTime", NULL), ltt);
+    free(ltt);
+    json_decref(d);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -4603,6 +4672,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_node_registered);
     tcase_add_test(tc, test_kubesim_scheduler);
     tcase_add_test(tc, test_kubesim_replicaset_pods_scheduled);
+    tcase_add_test(tc, test_kubesim_deployment_status_follows_pods);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

@@ -9,11 +9,12 @@
  * NAME-HASH, labelled pod-template-hash=HASH, owned by the Deployment, the
  * next deployment.kubernetes.io/revision; one of an earlier template is
  * taken up again, as a rollback does), scales the Deployment's other
- * ReplicaSets to 0, and sets the status of both (replicas,
- * updated/ready/available, observedGeneration, Available/Progressing
- * conditions), and a ReplicaSet controller that keeps each ReplicaSet's
+ * ReplicaSets to 0, and sets the Deployment's status from the current
+ * ReplicaSet's Pods (replicas, updated/ready/available, observedGeneration,
+ * Available/Progressing conditions), again whenever that ReplicaSet's
+ * status changes; a ReplicaSet controller that keeps each ReplicaSet's
  * Pods (made running: the scheduler and the kubelet of nodes.c in one
- * step), and runs the passes of nodes.c. It works
+ * step) and its status; and the passes of nodes.c. It works
  * on the store directly, under ks->lock, and wakes on ks->changed.
  */
 #include "kubesim.h"
@@ -413,19 +414,6 @@ static json_int_t want_replicas(const json_t *obj)
     return json_is_integer(r) ? json_integer_value(r) : 1;
 }
 
-static bool deployment_settled(const json_t *obj)
-{
-    const json_t *st = json_object_get(obj, "status");
-    json_int_t gen =
-        json_integer_value(json_object_get(json_object_get(obj, "metadata"), "generation"));
-    json_int_t n = want_replicas(obj);
-    return json_integer_value(json_object_get(st, "observedGeneration")) == gen &&
-           json_integer_value(json_object_get(st, "readyReplicas")) == n &&
-           json_integer_value(json_object_get(st, "replicas")) == n &&
-           json_integer_value(json_object_get(st, "availableReplicas")) == n &&
-           json_integer_value(json_object_get(st, "updatedReplicas")) == n;
-}
-
 void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key)
 {
     const json_t *obj = ks_store_get(ks, "deployments.apps", obj_key);
@@ -444,20 +432,26 @@ void ks_controllers_deployment_changed(struct ks_server *ks, const char *obj_key
     pthread_cond_broadcast(&ks->changed);
 }
 
-static json_t *condition(const json_t *old_conds, const char *type, const char *reason,
-                         const char *message, const char *now)
+/* deploymentutil.SetDeploymentCondition: a condition that keeps its status
+ * and reason is left as it was (times and message); one that keeps its
+ * status keeps lastTransitionTime. @ref new */
+static json_t *condition(const json_t *old_conds, const char *type, const char *status,
+                         const char *reason, const char *message, const char *now)
 {
     const char *ltt = now;
     size_t i;
     json_t *c;
     json_array_foreach(old_conds, i, c)
     {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), type) == 0 &&
-            strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0 &&
-            json_string_value(json_object_get(c, "lastTransitionTime")))
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), type) != 0 ||
+            strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), status) != 0)
+            continue;
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "reason"))), reason) == 0)
+            return json_deep_copy(c);
+        if (json_string_value(json_object_get(c, "lastTransitionTime")))
             ltt = json_string_value(json_object_get(c, "lastTransitionTime"));
     }
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", type, "status", "True", "lastUpdateTime",
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", type, "status", status, "lastUpdateTime",
                      now, "lastTransitionTime", ltt, "reason", reason, "message", message);
 }
 
@@ -533,6 +527,28 @@ static json_int_t max_surge(const json_t *dep, json_int_t n)
     return (n * pct + 99) / 100;
 }
 
+/* maxUnavailable of a RollingUpdate (25% by default, rounded down); 0 for
+ * Recreate (deploymentutil.MaxUnavailable). */
+static json_int_t max_unavailable(const json_t *dep, json_int_t n)
+{
+    const json_t *st = json_object_get(json_object_get(dep, "spec"), "strategy");
+    const char *type = json_string_value(json_object_get(st, "type"));
+    if (type && strcmp(type, "Recreate") == 0)
+        return 0;
+    const json_t *mu = json_object_get(json_object_get(st, "rollingUpdate"), "maxUnavailable");
+    if (json_is_integer(mu))
+        return json_integer_value(mu) > n ? n : json_integer_value(mu);
+    long pct = 25;
+    if (json_is_string(mu)) {
+        char *end = NULL;
+        pct = strtol(json_string_value(mu), &end, 10);
+        if (!end || *end != '%')
+            pct = 25;
+    }
+    json_int_t v = n * pct / 100;
+    return v > n ? n : v;
+}
+
 /* A ReplicaSet's status: n Pods, ready of them ready (and available:
  * minReadySeconds is not emulated); the counts but replicas are omitempty. */
 static json_t *rs_status_of(json_int_t n, json_int_t ready, json_int_t gen)
@@ -548,11 +564,6 @@ static json_t *rs_status_of(json_int_t n, json_int_t ready, json_int_t gen)
     return st;
 }
 
-static json_t *rs_status(json_int_t n, json_int_t gen)
-{
-    return rs_status_of(n, n, gen);
-}
-
 /* Write rs (fresh) with spec.replicas n and its status; generation moves
  * when the spec did. */
 static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *key, json_t *rs,
@@ -564,7 +575,11 @@ static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *k
     if (!old || !json_equal(json_object_get(old, "spec"), json_object_get(rs, "spec")))
         gen++;
     json_object_set_new(md, "generation", json_integer(gen));
-    json_object_set_new(rs, "status", rs_status(n, gen));
+    /* the status is the ReplicaSet controller's (sync_replicaset) */
+    json_t *st = json_deep_copy(json_object_get(old, "status"));
+    json_object_set_new(rs, "status", json_is_object(st) ? st : json_pack("{s:i}", "replicas", 0));
+    if (!json_is_object(st))
+        json_decref(st);
     ks_typed_order(rs);
     ks_store_put(ks, def, key, rs);
 }
@@ -673,8 +688,7 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
     if (json_is_string(cause)) /* a copy: the ReplicaSet shares nothing with the Deployment */
         json_object_set_new(ann, "kubernetes.io/change-cause", json_copy((json_t *)cause));
     if (cur && json_equal(cur, next) &&
-        json_integer_value(json_object_get(json_object_get(cur, "spec"), "replicas")) == n &&
-        json_integer_value(json_object_get(json_object_get(cur, "status"), "replicas")) == n) {
+        json_integer_value(json_object_get(json_object_get(cur, "spec"), "replicas")) == n) {
         json_decref(next);
         return;
     }
@@ -682,6 +696,14 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
     json_object_set_new(mine, key, json_true());
 }
 
+static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
+                            const struct ks_res *rdef, const char *key);
+
+/* The Deployment's status from its current ReplicaSet, whose Pods are made
+ * first (as its controller does): replicas, updated, ready and available
+ * (minReadySeconds is not emulated) as its Pods are; Available while at
+ * most maxUnavailable are not; Progressing NewReplicaSetAvailable once all
+ * are, ReplicaSetUpdated until then. Written only when it changed. */
 static void settle_deployment(struct ks_server *ks, const char *key)
 {
     const struct ks_res *def = ks_res_by_key(ks, "deployments.apps");
@@ -692,35 +714,65 @@ static void settle_deployment(struct ks_server *ks, const char *key)
     char rs_name[320];
     long rev = 1;
     sync_replicasets(ks, key, cur, n, rs_name, sizeof(rs_name), &rev);
-    if (deployment_settled(cur))
-        return;
-    json_t *next = json_deep_copy(cur);
+    char rs_key[512];
+    ks_obj_key(rs_key, sizeof(rs_key), ks_nz(meta_str(cur, "namespace")), rs_name);
+    const struct ks_res *pdef = ks_res_by_key(ks, "pods");
+    const struct ks_res *rdef = ks_res_by_key(ks, "replicasets.apps");
+    if (pdef && rdef)
+        sync_replicaset(ks, pdef, rdef, rs_key);
+    cur = ks_store_get(ks, "deployments.apps", key); /* the writes above may not touch it */
+    const json_t *rst = json_object_get(ks_store_get(ks, "replicasets.apps", rs_key), "status");
+    json_int_t have = json_integer_value(json_object_get(rst, "replicas"));
+    json_int_t ready = json_integer_value(json_object_get(rst, "readyReplicas"));
     char now[32];
     ks_now_rfc3339(now, sizeof(now));
-    const json_t *old_conds = json_object_get(json_object_get(cur, "status"), "conditions");
+    const json_t *old_st = json_object_get(cur, "status");
+    const json_t *old_conds = json_object_get(old_st, "conditions");
     json_t *st = json_object();
     json_object_set_new(st, "observedGeneration",
                         json_integer(json_integer_value(
                             json_object_get(json_object_get(cur, "metadata"), "generation"))));
-    if (n) {
-        json_object_set_new(st, "replicas", json_integer(n));
-        json_object_set_new(st, "updatedReplicas", json_integer(n));
-        json_object_set_new(st, "readyReplicas", json_integer(n));
-        json_object_set_new(st, "availableReplicas", json_integer(n));
-    }
-    char *rs = ks_printf("ReplicaSet \"%s\" has successfully progressed.", rs_name);
+    /* the counts are omitempty */
+    if (have)
+        json_object_set_new(st, "replicas", json_integer(have));
+    if (have)
+        json_object_set_new(st, "updatedReplicas", json_integer(have));
+    if (ready)
+        json_object_set_new(st, "readyReplicas", json_integer(ready));
+    if (ready)
+        json_object_set_new(st, "availableReplicas", json_integer(ready));
+    if (n - ready > 0)
+        json_object_set_new(st, "unavailableReplicas", json_integer(n - ready));
     json_t *conds = json_array();
-    json_array_append_new(conds, condition(old_conds, "Available", "MinimumReplicasAvailable",
-                                           "Deployment has minimum availability.", now));
-    json_array_append_new(conds,
-                          condition(old_conds, "Progressing", "NewReplicaSetAvailable", rs, now));
-    free(rs);
+    if (ready >= n - max_unavailable(cur, n))
+        json_array_append_new(conds,
+                              condition(old_conds, "Available", "True", "MinimumReplicasAvailable",
+                                        "Deployment has minimum availability.", now));
+    else
+        json_array_append_new(
+            conds, condition(old_conds, "Available", "False", "MinimumReplicasUnavailable",
+                             "Deployment does not have minimum availability.", now));
+    bool done = have == n && ready == n;
+    char *msg = ks_printf(done ? "ReplicaSet \"%s\" has successfully progressed."
+                               : "ReplicaSet \"%s\" is progressing.",
+                          rs_name);
+    json_array_append_new(conds, condition(old_conds, "Progressing", "True",
+                                           done ? "NewReplicaSetAvailable" : "ReplicaSetUpdated",
+                                           msg, now));
+    free(msg);
     json_object_set_new(st, "conditions", conds);
-    json_object_set_new(next, "status", st);
-    json_t *md = json_object_get(next, "metadata");
-    json_t *ann = ks_ensure_obj(md, "annotations");
     char revs[24];
     snprintf(revs, sizeof(revs), "%ld", rev);
+    const char *old_rev = json_string_value(
+        json_object_get(json_object_get(json_object_get(cur, "metadata"), "annotations"),
+                        "deployment.kubernetes.io/revision"));
+    if (json_equal(st, old_st) && old_rev && strcmp(old_rev, revs) == 0) {
+        json_decref(st);
+        return;
+    }
+    json_t *next = json_deep_copy(cur);
+    json_object_set_new(next, "status", st);
+    json_t *ann = ks_ensure_obj(json_object_get(next, "metadata"), "annotations");
     json_object_set_new(ann, "deployment.kubernetes.io/revision", json_string(revs));
     ks_typed_order(next);
     ks_store_put(ks, def, key, next);
@@ -934,6 +986,20 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
     json_object_set_new(next, "status", st);
     ks_typed_order(next);
     ks_store_put(ks, rdef, key, next);
+    /* the Deployment that controls it looks again (its status follows) */
+    rs = ks_store_get(ks, rdef->key, key);
+    size_t j;
+    const json_t *ref;
+    json_array_foreach(json_object_get(json_object_get(rs, "metadata"), "ownerReferences"), j, ref)
+    {
+        if (!json_is_true(json_object_get(ref, "controller")) ||
+            strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "Deployment") != 0)
+            continue;
+        char dep_key[512];
+        ks_obj_key(dep_key, sizeof(dep_key), ks_nz(meta_str(rs, "namespace")),
+                   ks_nz(json_string_value(json_object_get(ref, "name"))));
+        ks_controllers_deployment_changed(ks, dep_key);
+    }
 }
 
 /* The ReplicaSets noted since the last pass (ks_pods_changed). */
