@@ -174,6 +174,57 @@ START_TEST(test_schema_unknown_fields)
 }
 END_TEST
 
+/* sigs.k8s.io/json's strict decoding: a member given twice in its object
+ * is a "duplicate field" at its full path (list indices included) after
+ * the unknown fields, once each; none under an unknown field (the decoder
+ * skips its value); the last one given is the one stored. Warn: a Warning
+ * each; Ignore: nothing; an update's body too, a patch's not. */
+START_TEST(test_schema_duplicate_fields)
+{
+    const char *body = "{\"metadata\":{\"name\":\"d1\",\"labels\":{\"a\":\"1\",\"a\":\"2\"}},"
+                       "\"spec\":{\"ports\":[{\"port\":80,\"port\":81,\"port\":82}],"
+                       "\"foo\":{\"z\":1,\"z\":2},\"type\":\"ClusterIP\",\"type\":\"NodePort\"}}";
+    expect_message("POST", SVC "?fieldValidation=Strict", body, 400,
+                   "Service in version \"v1\" cannot be handled as a Service: strict decoding "
+                   "error: unknown field \"spec.foo\", duplicate field \"metadata.labels.a\", "
+                   "duplicate field \"spec.ports[0].port\", duplicate field \"spec.type\"");
+    struct kop_test_resp r = request("POST", SVC, body);
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    ck_assert_msg(
+        strstr(r.headers, "Warning: 299 - \"duplicate field \\\"metadata.labels.a\\\"\"\r\n") &&
+            strstr(r.headers,
+                   "Warning: 299 - \"duplicate field \\\"spec.ports[0].port\\\"\"\r\n") &&
+            !strstr(r.headers, "spec.foo.z"),
+        "headers: %s", r.headers);
+    kop_test_resp_free(&r);
+    json_t *got = request_json("GET", SVC "/d1", NULL, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(got, "metadata"), "labels"), "a")),
+                     "2");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(got, "spec"), "type")),
+                     "NodePort");
+    json_decref(got);
+    /* an update's body; Ignore */
+    expect_message("PUT", SVC "/d1?fieldValidation=Strict",
+                   "{\"metadata\":{\"name\":\"d1\",\"name\":\"d1\"},\"spec\":{\"type\":"
+                   "\"NodePort\",\"ports\":[{\"port\":81}]}}",
+                   400,
+                   "Service in version \"v1\" cannot be handled as a Service: strict decoding "
+                   "error: duplicate field \"metadata.name\"");
+    r = request("POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Ignore",
+                "{\"metadata\":{\"name\":\"d2\"},\"data\":{\"k\":\"v\",\"k\":\"w\"}}");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    ck_assert_ptr_null(strstr(r.headers, "Warning:"));
+    kop_test_resp_free(&r);
+    /* a patch body is not the object */
+    r = request_at(sim.url, "PATCH",
+                   "/api/v1/namespaces/default/configmaps/d2?fieldValidation=Strict",
+                   "application/merge-patch+json", "{\"data\":{\"k\":\"x\",\"k\":\"y\"}}");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+}
+END_TEST
+
 START_TEST(test_schema_enums)
 {
     json_t *st = request_json("POST", SVC,
@@ -399,6 +450,15 @@ START_TEST(test_schema_custom_resource_unknown_fields)
     expect_message("POST", url, body, 400,
                    "Widget in version \"v1\" cannot be handled as a Widget: strict decoding "
                    "error: unknown field \"spec.colour\", unknown field \"spec.items[0].x\"");
+    /* the decoder's duplicates come first (it decodes into maps: anywhere) */
+    expect_message("POST", url,
+                   "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{"
+                   "\"name\":\"w0\"},\"spec\":{\"size\":1,\"size\":2,\"colour\":{\"a\":1,"
+                   "\"a\":2}}}",
+                   400,
+                   "Widget in version \"v1\" cannot be handled as a Widget: strict decoding "
+                   "error: duplicate field \"spec.size\", duplicate field \"spec.colour.a\", "
+                   "unknown field \"spec.colour\"");
     r = request("POST", path, body);
     ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
     ck_assert_msg(strstr(r.headers, "Warning: 299 - \"unknown field \\\"spec.colour\\\"\"\r\n"),
@@ -439,6 +499,7 @@ static Suite *suite(void)
     tcase_add_unchecked_fixture(tc, start_sim, stop_sim);
     tcase_add_test(tc, test_schema_wrong_types);
     tcase_add_test(tc, test_schema_unknown_fields);
+    tcase_add_test(tc, test_schema_duplicate_fields);
     tcase_add_test(tc, test_schema_enums);
     tcase_add_test(tc, test_schema_always_serialized_members);
     tcase_add_test(tc, test_schema_real_objects_accepted);

@@ -1234,6 +1234,18 @@ static int field_validation(struct ks_api_req *q, enum ks_field_validation *mode
     return 0;
 }
 
+/* The members a create's or update's JSON body gives twice (the strict
+ * decoder's "duplicate field"); NULL for other bodies (a patch is not the
+ * object, protobuf has no duplicates, an apply's YAML is not checked).
+ * @ref new */
+static json_t *body_duplicates(struct ks_api_req *q)
+{
+    if (!q->body || !q->body_len || ks_pb_media_type(q->content_type) || is_apply(q) ||
+        (strcmp(q->verb, "create") != 0 && strcmp(q->verb, "update") != 0))
+        return NULL;
+    return ks_json_duplicates(q->body, q->body_len);
+}
+
 /* Built-in kinds: the schema check of kschema.c. 0 or the apiserver's
  * answer in r. */
 static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *obj,
@@ -1243,7 +1255,10 @@ static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *o
     if (field_validation(q, &mode, r) != 0)
         return -EINVAL;
     struct ks_kcheck c;
-    if (ks_schema_check(def, q->version, obj, mode, r->warnings, &c) == 0)
+    json_t *dups = mode == KS_FV_IGNORE ? NULL : body_duplicates(q);
+    int rc = ks_schema_check(def, q->version, obj, mode, dups, r->warnings, &c);
+    json_decref(dups);
+    if (rc == 0)
         return 0;
     if (c.code == 422) {
         reply_invalid(r, def, name, c.causes);
@@ -1273,7 +1288,18 @@ static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj
     enum ks_field_validation mode;
     if (field_validation(q, &mode, r) != 0)
         return -EINVAL;
+    /* the decoder's duplicates (anywhere: it decodes into maps), then
+     * what pruning drops */
     json_t *unknown = json_array();
+    json_t *dups = mode == KS_FV_IGNORE ? NULL : body_duplicates(q);
+    size_t di;
+    json_t *d;
+    json_array_foreach(dups, di, d)
+    {
+        json_array_append_new(unknown,
+                              json_sprintf("duplicate field \"%s\"", json_string_value(d)));
+    }
+    json_decref(dups);
     ks_kschema_prune_metadata(obj, unknown);
     ks_schema_prune_report(obj, v->schema, unknown);
     if (json_array_size(unknown) && mode == KS_FV_STRICT) {

@@ -431,8 +431,28 @@ static char *bytes_error(const struct ks_res *def, const json_t *obj)
     return err;
 }
 
+/* Whether path is an unknown field of unknown ("unknown field \"p\"") or
+ * lies under one. */
+static bool under_unknown(const json_t *unknown, const char *path)
+{
+    size_t i;
+    const json_t *u;
+    json_array_foreach(unknown, i, u)
+    {
+        const char *s = strchr(json_string_value(u), '"');
+        size_t n = s ? strlen(s + 1) : 0;
+        if (n < 1)
+            continue;
+        n--; /* the closing quote */
+        if (strncmp(path, s + 1, n) == 0 && (path[n] == '\0' || path[n] == '.' || path[n] == '['))
+            return true;
+    }
+    return false;
+}
+
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
-                    enum ks_field_validation mode, json_t *warnings, struct ks_kcheck *ret)
+                    enum ks_field_validation mode, const json_t *dups, json_t *warnings,
+                    struct ks_kcheck *ret)
 {
     memset(ret, 0, sizeof(*ret));
     if (!def->typed || def->crd)
@@ -442,6 +462,17 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
         return 0;
     struct walk w = {.mode = mode, .unknown = json_array(), .causes = json_array()};
     check_struct(&w, defname, obj);
+    /* sigs.k8s.io/json: a duplicate of a known member or map key */
+    json_t *known_unknown = json_copy(w.unknown);
+    size_t di;
+    const json_t *d;
+    json_array_foreach(dups, di, d)
+    {
+        if (!under_unknown(known_unknown, json_string_value(d)))
+            json_array_append_new(w.unknown,
+                                  json_sprintf("duplicate field \"%s\"", json_string_value(d)));
+    }
+    json_decref(known_unknown);
     if (!w.type_err)
         w.type_err = bytes_error(def, obj);
     int rc = 0;

@@ -275,6 +275,11 @@ char *ks_strdup(const char *s);
 /* The keys of a JSON object in strcmp order, *ret_n of them; the array is
  * malloc'd, the keys are the object's (valid while it is unchanged). */
 const char **ks_sorted_keys(const json_t *obj, size_t *ret_n);
+/* The members of a JSON text that are given twice in their object, as the
+ * apiserver's strict decoder names them ("spec.template.spec.containers[0]
+ * .name"): paths in the order met, each once, at most 100 (its limit);
+ * empty for text that does not parse. @ref new */
+json_t *ks_json_duplicates(const char *body, size_t len);
 /* strcmp for qsort of an array of const char * */
 int ks_cmp_cstr(const void *a, const void *b);
 /* A Pod's Ready condition is True (IsPodReady). */
@@ -419,13 +424,17 @@ struct ks_kcheck {
  * apiserver's decoder and validation do: wrong JSON types and int32/int64
  * overflows (400), unknown fields per mode (Strict: 400; Warn: dropped,
  * "unknown field "path"" appended to warnings; Ignore: dropped), enums
- * outside status (422 causes). Null members are dropped. Objects of kinds
- * without a table entry (custom resources) pass untouched.
+ * outside status (422 causes). Null members are dropped. dups (or NULL):
+ * the paths of members the request body gave twice (ks_json_duplicates),
+ * "duplicate field "path"" by the same mode after the unknown fields,
+ * except those at or under an unknown field (the decoder skips those).
+ * Objects of kinds without a table entry (custom resources) pass untouched.
  * Returns 0, or -EINVAL with *ret filled (free with ks_kcheck_clear).
  * Touches only its arguments and the read-only table: any thread.
  */
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
-                    enum ks_field_validation mode, json_t *warnings, struct ks_kcheck *ret);
+                    enum ks_field_validation mode, const json_t *dups, json_t *warnings,
+                    struct ks_kcheck *ret);
 static inline void ks_kcheck_clear(struct ks_kcheck *c)
 {
     free(c->message);

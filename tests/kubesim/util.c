@@ -357,3 +357,190 @@ void ks_index_set(json_t *index, const char *set_key, const char *member, bool a
             json_object_del(index, set_key);
     }
 }
+
+/* ---- duplicate members (the strict decoder's "duplicate field") ------------ */
+
+struct dup_scan {
+    const char *p, *end;
+    char *path; /* the current path, "spec.containers[0].name" */
+    size_t len, cap;
+    json_t *out;  /* paths in the order met */
+    json_t *seen; /* dedupe */
+};
+
+static void dup_path_push(struct dup_scan *s, const char *piece, size_t n, bool dot)
+{
+    size_t need = s->len + n + 2;
+    if (need > s->cap) {
+        s->cap = need * 2;
+        char *np = realloc(s->path, s->cap);
+        if (!np)
+            abort();
+        s->path = np;
+    }
+    if (dot && s->len)
+        s->path[s->len++] = '.';
+    memcpy(s->path + s->len, piece, n);
+    s->len += n;
+    s->path[s->len] = '\0';
+}
+
+static void dup_ws(struct dup_scan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+/* The string at s->p (its quote), decoded; s->p past it. malloc'd, NULL on
+ * a malformed string. */
+static char *dup_string(struct dup_scan *s, size_t *ret_n)
+{
+    const char *start = s->p++;
+    bool escaped = false;
+    while (s->p < s->end && *s->p != '"') {
+        if (*s->p == '\\') {
+            escaped = true;
+            s->p++;
+        }
+        s->p++;
+    }
+    if (s->p >= s->end)
+        return NULL;
+    s->p++;
+    if (!escaped) {
+        *ret_n = (size_t)(s->p - start - 2);
+        char *k = malloc(*ret_n + 1);
+        if (!k)
+            abort();
+        memcpy(k, start + 1, *ret_n);
+        k[*ret_n] = '\0';
+        return k;
+    }
+    json_t *v = json_loadb(start, (size_t)(s->p - start), JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    char *k = NULL;
+    if (json_is_string(v)) {
+        *ret_n = json_string_length(v);
+        k = malloc(*ret_n + 1);
+        if (!k)
+            abort();
+        memcpy(k, json_string_value(v), *ret_n + 1);
+    }
+    json_decref(v);
+    return k;
+}
+
+static bool dup_value(struct dup_scan *s, int depth);
+
+static bool dup_object(struct dup_scan *s, int depth)
+{
+    json_t *keys = json_object();
+    s->p++; /* { */
+    dup_ws(s);
+    bool ok = true;
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        json_decref(keys);
+        return true;
+    }
+    while (ok && s->p < s->end && *s->p == '"') {
+        size_t n = 0;
+        char *k = dup_string(s, &n);
+        if (!k) {
+            ok = false;
+            break;
+        }
+        size_t saved = s->len;
+        dup_path_push(s, k, n, true);
+        if (json_object_getn(keys, k, n)) {
+            if (!json_object_get(s->seen, s->path) && json_array_size(s->out) < 100) {
+                json_object_set_new(s->seen, s->path, json_true());
+                json_array_append_new(s->out, json_string(s->path));
+            }
+        } else {
+            json_object_setn_new_nocheck(keys, k, n, json_true());
+        }
+        free(k);
+        dup_ws(s);
+        if (s->p >= s->end || *s->p != ':') {
+            ok = false;
+            break;
+        }
+        s->p++;
+        ok = dup_value(s, depth + 1);
+        s->len = saved;
+        s->path[s->len] = '\0';
+        dup_ws(s);
+        if (ok && s->p < s->end && *s->p == ',') {
+            s->p++;
+            dup_ws(s);
+            continue;
+        }
+        break;
+    }
+    json_decref(keys);
+    if (!ok || s->p >= s->end || *s->p != '}')
+        return false;
+    s->p++;
+    return true;
+}
+
+static bool dup_value(struct dup_scan *s, int depth)
+{
+    if (depth > 10000)
+        return false;
+    dup_ws(s);
+    if (s->p >= s->end)
+        return false;
+    if (*s->p == '{')
+        return dup_object(s, depth);
+    if (*s->p == '"') {
+        size_t n;
+        char *v = dup_string(s, &n);
+        free(v);
+        return v != NULL;
+    }
+    if (*s->p == '[') {
+        s->p++;
+        dup_ws(s);
+        if (s->p < s->end && *s->p == ']') {
+            s->p++;
+            return true;
+        }
+        for (long i = 0;; i++) {
+            size_t saved = s->len;
+            char idx[32];
+            int n = snprintf(idx, sizeof(idx), "[%ld]", i);
+            dup_path_push(s, idx, (size_t)n, false);
+            bool ok = dup_value(s, depth + 1);
+            s->len = saved;
+            s->path[s->len] = '\0';
+            if (!ok)
+                return false;
+            dup_ws(s);
+            if (s->p < s->end && *s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (s->p < s->end && *s->p == ']') {
+                s->p++;
+                return true;
+            }
+            return false;
+        }
+    }
+    /* a number, true, false or null */
+    while (s->p < s->end && !strchr(",]} \t\r\n", *s->p))
+        s->p++;
+    return true;
+}
+
+json_t *ks_json_duplicates(const char *body, size_t len)
+{
+    struct dup_scan s = {.p = body, .end = body + len, .out = json_array(), .seen = json_object()};
+    dup_path_push(&s, "", 0, false);
+    if (!dup_value(&s, 0))
+        json_array_clear(s.out);
+    free(s.path);
+    json_decref(s.seen);
+    return s.out;
+}
