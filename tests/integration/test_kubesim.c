@@ -4639,6 +4639,166 @@ START_TEST(test_kubesim_deployment_status_follows_pods)
 }
 END_TEST
 
+/* The Events of ns "default" whose involvedObject is kind/name, reason
+ * reason (a field selector, as kubectl describe asks). @ref new */
+static json_t *events_of(const char *kind, const char *name, const char *reason)
+{
+    char path[512];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%%3D%s,"
+             "involvedObject.name%%3D%s,reason%%3D%s",
+             kind, name, reason);
+    json_t *l = request_json("GET", path, NULL, 200);
+    json_t *items = json_incref(json_object_get(l, "items"));
+    json_decref(l);
+    return items;
+}
+
+struct ev_want {
+    const char *kind, *name, *reason;
+    size_t n;
+};
+
+static bool events_at_least(const void *arg)
+{
+    const struct ev_want *w = arg;
+    json_t *items = events_of(w->kind, w->name, w->reason);
+    bool ok = json_array_size(items) >= w->n;
+    json_decref(items);
+    return ok;
+}
+
+/* The controllers' Events: the deployment controller's ScalingReplicaSet,
+ * the ReplicaSet controller's SuccessfulCreate, SuccessfulDelete and
+ * FailedCreate (aggregated, with the ReplicaFailure condition), as
+ * tools/record writes them; the scheduler's Scheduled and FailedScheduling
+ * as tools/events does (eventTime, action, reportingComponent). */
+START_TEST(test_kubesim_controller_events)
+{
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"evd\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{"
+        "\"app\":\"evd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"evd\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}",
+        201));
+    struct ev_want scaled = {"Deployment", "evd", "ScalingReplicaSet", 1};
+    ck_assert_msg(kop_test_eventually(events_at_least, &scaled, 5000), "no ScalingReplicaSet");
+    json_t *items = events_of("Deployment", "evd", "ScalingReplicaSet");
+    const json_t *ev = json_array_get(items, 0);
+    const char *msg = jpath(ev, "message", NULL);
+    ck_assert_int_eq(strncmp(msg, "Scaled up replica set evd-", 26), 0);
+    ck_assert_ptr_nonnull(strstr(msg, " from 0 to 2"));
+    ck_assert_str_eq(jpath(ev, "type", NULL), "Normal");
+    ck_assert_str_eq(jpath(ev, "source", "component"), "deployment-controller");
+    ck_assert_str_eq(jpath(ev, "reportingComponent", NULL), "deployment-controller");
+    ck_assert_int_eq(json_integer_value(json_object_get(ev, "count")), 1);
+    ck_assert_str_eq(jpath(ev, "involvedObject", "apiVersion"), "apps/v1");
+    ck_assert_int_eq(strncmp(jpath(ev, "metadata", "name"), "evd.", 4), 0);
+    char rs[128];
+    snprintf(rs, sizeof(rs), "%.*s", (int)(strchr(msg + 22, ' ') - (msg + 22)), msg + 22);
+    json_decref(items);
+    struct ev_want created = {"ReplicaSet", rs, "SuccessfulCreate", 2};
+    ck_assert_msg(kop_test_eventually(events_at_least, &created, 5000), "no SuccessfulCreate");
+    items = events_of("ReplicaSet", rs, "SuccessfulCreate");
+    ck_assert_int_eq(
+        strncmp(jpath(json_array_get(items, 0), "message", NULL), "Created pod: evd-", 17), 0);
+    const char *pod = jpath(json_array_get(items, 0), "message", NULL) + 13;
+    struct ev_want sched = {"Pod", pod, "Scheduled", 1};
+    ck_assert(events_at_least(&sched));
+    json_t *si = events_of("Pod", pod, "Scheduled");
+    ev = json_array_get(si, 0);
+    ck_assert_str_eq(jpath(ev, "reportingComponent", NULL), "default-scheduler");
+    ck_assert_str_eq(jpath(ev, "action", NULL), "Binding");
+    ck_assert_ptr_nonnull(jpath(ev, "eventTime", NULL));
+    ck_assert(json_is_null(json_object_get(ev, "firstTimestamp")));
+    char want[256];
+    snprintf(want, sizeof(want), "Successfully assigned default/%s to kubesim-node", pod);
+    ck_assert_str_eq(jpath(ev, "message", NULL), want);
+    json_decref(si);
+    json_decref(items);
+    /* scaled down: the deployment's Event and the ReplicaSet's */
+    merge_patch("/apis/apps/v1/namespaces/default/deployments/evd", "{\"spec\":{\"replicas\":1}}",
+                200);
+    scaled.n = 2;
+    ck_assert_msg(kop_test_eventually(events_at_least, &scaled, 5000), "no scale down");
+    struct ev_want deleted = {"ReplicaSet", rs, "SuccessfulDelete", 1};
+    ck_assert_msg(kop_test_eventually(events_at_least, &deleted, 5000), "no SuccessfulDelete");
+    /* FailedCreate, aggregated; the ReplicaFailure condition until the
+     * ServiceAccount is there */
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/replicasets",
+        "{\"metadata\":{\"name\":\"evr\"},\"spec\":{\"replicas\":1,\"selector\":{\"matchLabels\":{"
+        "\"app\":\"evr\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"evr\"}},\"spec\":{"
+        "\"serviceAccountName\":\"later\",\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}"
+        "}",
+        201));
+    struct ev_want failed = {"ReplicaSet", "evr", "FailedCreate", 1};
+    ck_assert_msg(kop_test_eventually(events_at_least, &failed, 5000), "no FailedCreate");
+    items = events_of("ReplicaSet", "evr", "FailedCreate");
+    ck_assert_int_eq(json_array_size(items), 1);
+    ev = json_array_get(items, 0);
+    ck_assert_str_eq(jpath(ev, "type", NULL), "Warning");
+    ck_assert_str_eq(jpath(ev, "message", NULL),
+                     "Error creating: pods \"evr-\" is forbidden: error looking up service account "
+                     "default/later: serviceaccount \"later\" not found");
+    json_decref(items);
+    json_t *r = request_json("GET", "/apis/apps/v1/namespaces/default/replicasets/evr", NULL, 200);
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(r, "status"), "conditions"), 0);
+    ck_assert_str_eq(jpath(c, "type", NULL), "ReplicaFailure");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "FailedCreate");
+    json_decref(r);
+    /* another try (a change of the ReplicaSet): the same Event, count 2 */
+    merge_patch("/apis/apps/v1/namespaces/default/replicasets/evr",
+                "{\"metadata\":{\"labels\":{\"try\":\"2\"}}}", 200);
+    for (int i = 0; i < 50; i++) {
+        items = events_of("ReplicaSet", "evr", "FailedCreate");
+        json_int_t n = json_integer_value(json_object_get(json_array_get(items, 0), "count"));
+        size_t len = json_array_size(items);
+        json_decref(items);
+        if (n >= 2) {
+            ck_assert_int_eq(len, 1);
+            break;
+        }
+        ck_assert_int_lt(i, 49);
+        kop_test_sleep_ms(100);
+    }
+    json_decref(request_json("POST", "/api/v1/namespaces/default/serviceaccounts",
+                             "{\"metadata\":{\"name\":\"later\"}}", 201));
+    struct ev_want made = {"ReplicaSet", "evr", "SuccessfulCreate", 1};
+    ck_assert_msg(kop_test_eventually(events_at_least, &made, 5000), "no Pod once the SA is");
+    for (int i = 0;; i++) {
+        r = request_json("GET", "/apis/apps/v1/namespaces/default/replicasets/evr", NULL, 200);
+        bool none = !json_object_get(json_object_get(r, "status"), "conditions");
+        json_decref(r);
+        if (none)
+            break;
+        ck_assert_int_lt(i, 50);
+        kop_test_sleep_ms(100);
+    }
+    /* the scheduler: FailedScheduling with the condition's message, then
+     * Scheduled once the Node changes */
+    json_decref(request_json("POST", "/api/v1/namespaces/default/pods",
+                             "{\"metadata\":{\"name\":\"evp\"},\"spec\":{\"nodeSelector\":{"
+                             "\"ev\":\"yes\"},\"containers\":[{\"name\":\"c\",\"image\":"
+                             "\"nginx\"}]}}",
+                             201));
+    struct ev_want fs = {"Pod", "evp", "FailedScheduling", 1};
+    ck_assert_msg(kop_test_eventually(events_at_least, &fs, 5000), "no FailedScheduling");
+    items = events_of("Pod", "evp", "FailedScheduling");
+    ev = json_array_get(items, 0);
+    ck_assert_str_eq(jpath(ev, "action", NULL), "Scheduling");
+    ck_assert_str_eq(jpath(ev, "message", NULL),
+                     "0/1 nodes are available: 1 node(s) didn't match Pod's node "
+                     "affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is "
+                     "not helpful for scheduling.");
+    json_decref(items);
+    merge_patch("/api/v1/nodes/kubesim-node", "{\"metadata\":{\"labels\":{\"ev\":\"yes\"}}}", 200);
+    struct ev_want ok = {"Pod", "evp", "Scheduled", 1};
+    ck_assert_msg(kop_test_eventually(events_at_least, &ok, 5000), "no Scheduled");
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -4673,6 +4833,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_scheduler);
     tcase_add_test(tc, test_kubesim_replicaset_pods_scheduled);
     tcase_add_test(tc, test_kubesim_deployment_status_follows_pods);
+    tcase_add_test(tc, test_kubesim_controller_events);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

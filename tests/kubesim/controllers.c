@@ -14,7 +14,8 @@
  * Available/Progressing conditions), again whenever that ReplicaSet's
  * status changes; a ReplicaSet controller that keeps each ReplicaSet's
  * Pods (made running: the scheduler and the kubelet of nodes.c in one
- * step) and its status; and the passes of nodes.c. It works
+ * step) and its status; and the passes of nodes.c. The controllers write
+ * their Events through recorder.c. It works
  * on the store directly, under ks->lock, and wakes on ks->changed.
  */
 #include "kubesim.h"
@@ -564,11 +565,38 @@ static json_t *rs_status_of(json_int_t n, json_int_t ready, json_int_t gen)
     return st;
 }
 
-/* Write rs (fresh) with spec.replicas n and its status; generation moves
- * when the spec did. */
-static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *key, json_t *rs,
-                   const json_t *old, json_int_t n)
+/* The ReplicaFailure condition of a failed create (err), its time kept
+ * while it stays (replicaset.NewReplicaSetCondition, SetCondition). */
+static json_t *replica_failure(const json_t *old_st, const char *err, const char *now)
 {
+    const char *ltt = now;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(old_st, "conditions"), i, c)
+    {
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "ReplicaFailure") == 0 &&
+            json_string_value(json_object_get(c, "lastTransitionTime")))
+            ltt = json_string_value(json_object_get(c, "lastTransitionTime"));
+    }
+    return json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "ReplicaFailure", "status", "True",
+                     "lastTransitionTime", ltt, "reason", "FailedCreate", "message", err);
+}
+
+static const struct ks_event_src deployment_controller = {.component = "deployment-controller"};
+static const struct ks_event_src replicaset_controller = {.component = "replicaset-controller"};
+
+/* Write rs (fresh) with spec.replicas n and its status; generation moves
+ * when the spec did. A scale of dep's ReplicaSet is its ScalingReplicaSet
+ * Event (a new one: only with replicas). */
+static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *key, json_t *rs,
+                   const json_t *old, json_int_t n, const json_t *dep)
+{
+    json_int_t was =
+        old ? json_integer_value(json_object_get(json_object_get(old, "spec"), "replicas")) : 0;
+    char *msg =
+        was == n ? NULL
+                 : ks_printf("Scaled %s replica set %s from %lld to %lld", n > was ? "up" : "down",
+                             ks_nz(meta_str(rs, "name")), (long long)was, (long long)n);
     json_t *md = json_object_get(rs, "metadata");
     json_int_t gen = json_integer_value(json_object_get(md, "generation"));
     json_object_set_new(json_object_get(rs, "spec"), "replicas", json_integer(n));
@@ -582,6 +610,9 @@ static void put_rs(struct ks_server *ks, const struct ks_res *def, const char *k
         json_decref(st);
     ks_typed_order(rs);
     ks_store_put(ks, def, key, rs);
+    if (msg)
+        ks_record_event(ks, dep, &deployment_controller, "Normal", "ScalingReplicaSet", msg);
+    free(msg);
 }
 
 /* Lock held. The Deployment's ReplicaSets as its controller leaves them
@@ -643,7 +674,7 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
         if (json_integer_value(json_object_get(json_object_get(old, "spec"), "replicas")) == 0 &&
             json_integer_value(json_object_get(json_object_get(old, "status"), "replicas")) == 0)
             continue;
-        put_rs(ks, def, json_string_value(kv), json_deep_copy(old), old, 0);
+        put_rs(ks, def, json_string_value(kv), json_deep_copy(old), old, 0, dep);
     }
     json_decref(owned);
     /* the current one */
@@ -692,7 +723,7 @@ static void sync_replicasets(struct ks_server *ks, const char *dep_key, const js
         json_decref(next);
         return;
     }
-    put_rs(ks, def, key, next, cur, n);
+    put_rs(ks, def, key, next, cur, n, dep);
     json_object_set_new(mine, key, json_true());
 }
 
@@ -806,8 +837,11 @@ static bool ns_terminating(struct ks_server *ks, const char *ns)
 }
 
 /* Lock held. A new Pod of rs, through the scheduler and the kubelet
- * (ks_node_place); its key appended to keys. */
-static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_t *rs, json_t *keys)
+ * (ks_node_place); its key appended to keys; the ReplicaSet's
+ * SuccessfulCreate Event and the scheduler's. NULL, or why the create
+ * failed (the apiserver's message; malloc'd). */
+static char *make_pod(struct ks_server *ks, const struct ks_res *def, const json_t *rs,
+                      json_t *keys)
 {
     const char *ns = ks_nz(meta_str(rs, "namespace"));
     const char *rs_name = ks_nz(meta_str(rs, "name"));
@@ -823,8 +857,9 @@ static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_
         if (!ks_store_get(ks, def->key, key))
             break;
         if (tries == 16) {
+            char *err = ks_printf("pods \"%s\" already exists", name);
             free(gen);
-            return;
+            return err;
         }
     }
     char uid[40], now[32];
@@ -844,15 +879,26 @@ static void make_pod(struct ks_server *ks, const struct ks_res *def, const json_
         json_object_set_new(md, "annotations", json_deep_copy(json_object_get(tmd, "annotations")));
     ks_pod_defaults(ks, pod);
     if (!ks_pod_service_account_ok(ks, pod, NULL)) {
-        /* the controller's create is refused (FailedCreate); made when the
+        /* the controller's create is refused (FailedCreate; the admission
+         * error names the Pod by its generateName); made when the
          * ServiceAccount is (ks_pods_changed) */
+        const char *sa = ks_nz(
+            json_string_value(json_object_get(json_object_get(pod, "spec"), "serviceAccountName")));
+        char *err = ks_printf("pods \"%s-\" is forbidden: error looking up service account "
+                              "%s/%s: serviceaccount \"%s\" not found",
+                              rs_name, ns, sa, sa);
         json_decref(pod);
-        return;
+        return err;
     }
-    ks_node_place(ks, pod); /* Pending when no Node fits */
+    bool bound = ks_node_place(ks, pod); /* Pending when no Node fits */
     ks_typed_order(pod);
     ks_store_put(ks, def, key, pod);
     json_array_append_new(keys, json_string(key));
+    char *msg = ks_printf("Created pod: %s", name);
+    ks_record_event(ks, rs, &replicaset_controller, "Normal", "SuccessfulCreate", msg);
+    free(msg);
+    ks_node_placed_event(ks, ks_store_get(ks, def->key, key), bound);
+    return NULL;
 }
 
 /* The newest of pods (keys), for scaling down: the latest
@@ -958,11 +1004,22 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
         if (pod && !meta_str(pod, "deletionTimestamp"))
             json_array_append_new(pods, json_string(pk));
     }
-    for (json_int_t have = (json_int_t)json_array_size(pods); have < want; have++)
-        make_pod(ks, pdef, rs, pods);
+    char *err = NULL;
+    for (json_int_t have = (json_int_t)json_array_size(pods); have < want && !err; have++)
+        err = make_pod(ks, pdef, rs, pods);
+    if (err) {
+        char *msg = ks_printf("Error creating: %s", err);
+        ks_record_event(ks, rs, &replicaset_controller, "Warning", "FailedCreate", msg);
+        free(msg);
+    }
     while ((json_int_t)json_array_size(pods) > want) {
         size_t n = newest_pod(ks, pods);
-        delete_obj(ks, pdef, json_string_value(json_array_get(pods, n)));
+        const char *victim = json_string_value(json_array_get(pods, n));
+        const json_t *pod = ks_store_get(ks, pdef->key, victim);
+        char *msg = ks_printf("Deleted pod: %s", ks_nz(meta_str(pod, "name")));
+        delete_obj(ks, pdef, victim);
+        ks_record_event(ks, rs, &replicaset_controller, "Normal", "SuccessfulDelete", msg);
+        free(msg);
         json_array_remove(pods, n);
     }
     /* the status from the Pods it has now */
@@ -978,6 +1035,13 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
     json_int_t gen =
         json_integer_value(json_object_get(json_object_get(rs, "metadata"), "generation"));
     json_t *st = rs_status_of(n, ready, gen);
+    if (err) {
+        char now[32];
+        ks_now_rfc3339(now, sizeof(now));
+        json_object_set_new(st, "conditions",
+                            replica_failure(json_object_get(rs, "status"), err, now));
+        free(err);
+    }
     if (json_equal(st, json_object_get(rs, "status"))) {
         json_decref(st);
         return;

@@ -195,6 +195,8 @@ struct ks_server {
     /* webhook client (whclient.c): its own lock; read-only flags */
     struct ks_whclient *whc;
     bool tracing;         /* --tracing: send traceparent */
+    bool record_events;   /* the controllers write Events (--no-controller-events: off) */
+    json_t *event_index;  /* recorder.c: correlator key -> Event key */
     bool skip_idle_check; /* --webhook-skip-idle-check (test hook) */
     bool strict_fields;   /* --strict-fields: writes as with fieldValidation=Strict */
     bool always_allow;    /* --authorization-mode AlwaysAllow (default RBAC; authz.c) */
@@ -624,6 +626,28 @@ void ks_nodes_sync(struct ks_server *ks);
  * to KS_NODE_NAME, the kubelet, in place: the ReplicaSet controller's one
  * step. false: no Node fits (its PodScheduled condition says why). */
 bool ks_node_place(struct ks_server *ks, json_t *pod);
+/* Lock held. The scheduler's Event for a Pod ks_node_place placed and the
+ * store holds: Scheduled, or FailedScheduling with its condition's
+ * message. */
+void ks_node_placed_event(struct ks_server *ks, const json_t *pod, bool bound);
+
+/* ---- recorder.c --------------------------------------------------------------- */
+
+/* Who writes an Event: a tools/record recorder (component, host: the
+ * source) or, with series, a tools/events one (reportingController
+ * component, reportingInstance instance, action). */
+struct ks_event_src {
+    const char *component;
+    const char *host;     /* or NULL */
+    const char *instance; /* reportingInstance, or NULL: "" */
+    const char *action;   /* series only */
+    bool series;
+};
+
+/* Lock held. An Event about obj (a stored object) as src's recorder writes
+ * it, aggregated with a like one as its correlator does (recorder.c). */
+void ks_record_event(struct ks_server *ks, const json_t *obj, const struct ks_event_src *src,
+                     const char *type, const char *reason, const char *message);
 
 /* ---- migration.c ------------------------------------------------------------- */
 

@@ -764,6 +764,40 @@ static bool schedule(struct ks_server *ks, json_t *pod, const char *now, bool *c
     return bound;
 }
 
+/* ---- the scheduler's Events (tools/events) ------------------------------------------------ */
+
+static const struct ks_event_src scheduler_bind = {.component = DEFAULT_SCHEDULER,
+                                                   .instance = DEFAULT_SCHEDULER "-" KS_NODE_NAME,
+                                                   .action = "Binding",
+                                                   .series = true};
+static const struct ks_event_src scheduler_fail = {.component = DEFAULT_SCHEDULER,
+                                                   .instance = DEFAULT_SCHEDULER "-" KS_NODE_NAME,
+                                                   .action = "Scheduling",
+                                                   .series = true};
+
+void ks_node_placed_event(struct ks_server *ks, const json_t *pod, bool bound)
+{
+    if (!pod)
+        return;
+    if (bound) {
+        char *msg =
+            ks_printf("Successfully assigned %s/%s to %s", ks_nz(meta_str(pod, "namespace")),
+                      ks_nz(meta_str(pod, "name")), ks_nz(spec_str(pod, "nodeName")));
+        ks_record_event(ks, pod, &scheduler_bind, "Normal", "Scheduled", msg);
+        free(msg);
+        return;
+    }
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "PodScheduled") == 0 &&
+            json_string_value(json_object_get(c, "message")))
+            ks_record_event(ks, pod, &scheduler_fail, "Warning", "FailedScheduling",
+                            json_string_value(json_object_get(c, "message")));
+    }
+}
+
 /* ---- the passes ------------------------------------------------------------------------ */
 
 /* Whether the scheduler or the kubelet has something to do for pod. */
@@ -804,10 +838,17 @@ void ks_nodes_changed(struct ks_server *ks, const struct ks_res *def, const char
             json_object_del(ensure_map(&ks->pods_to_place), obj_key);
             return;
         }
-        json_object_set_new(ensure_map(&ks->pods_to_place), obj_key, json_true());
+        if (!json_object_get(ensure_map(&ks->pods_to_place), obj_key))
+            json_object_set_new(ks->pods_to_place, obj_key, json_true());
     } else if (strcmp(def->key, "nodes") == 0) {
-        /* the parked Pods try again; the kubelet and the taints look */
-        json_object_update(ensure_map(&ks->pods_to_place), ensure_map(&ks->pods_unschedulable));
+        /* the parked Pods try again (a retry: a FailedScheduling Event
+         * when they still fit nowhere); the kubelet and the taints look */
+        const char *k;
+        json_t *unused;
+        json_object_foreach(ensure_map(&ks->pods_unschedulable), k, unused)
+        {
+            json_object_set_new(ensure_map(&ks->pods_to_place), k, json_integer(1));
+        }
         json_object_clear(ks->pods_unschedulable);
         ks->nodes_dirty = true;
     } else {
@@ -862,15 +903,16 @@ void ks_nodes_sync(struct ks_server *ks)
     char now[32];
     ks_now_rfc3339(now, sizeof(now));
     const char *key;
-    json_t *unused;
-    json_object_foreach(todo, key, unused)
+    json_t *how;
+    json_object_foreach(todo, key, how)
     {
         const json_t *pod = ks_store_get(ks, pdef->key, key);
         if (!needs_placing(pod))
             continue;
         const char *node = spec_str(pod, "nodeName");
         if (!node || !*node) {
-            /* the scheduler: a binding (one write), or the reason it waits */
+            /* the scheduler: a binding (one write), or the reason it waits
+             * (an Event when it is new or a retry found no Node either) */
             json_t *next = json_deep_copy(pod);
             bool changed = false;
             bool bound = schedule(ks, next, now, &changed);
@@ -880,12 +922,14 @@ void ks_nodes_sync(struct ks_server *ks)
             } else {
                 json_decref(next);
             }
+            pod = ks_store_get(ks, pdef->key, key);
+            if (bound || changed || json_is_integer(how))
+                ks_node_placed_event(ks, pod, bound);
             if (!bound) {
                 json_object_del(ensure_map(&ks->pods_to_place), key);
                 json_object_set_new(ensure_map(&ks->pods_unschedulable), key, json_true());
                 continue;
             }
-            pod = ks_store_get(ks, pdef->key, key);
             if (!pod || strcmp(ks_nz(spec_str(pod, "nodeName")), KS_NODE_NAME) != 0)
                 continue;
         }

@@ -60,6 +60,8 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->pods_unschedulable = NULL;
     json_decref(ks->pods_by_node);
     ks->pods_by_node = NULL;
+    json_decref(ks->event_index);
+    ks->event_index = NULL;
 }
 
 /* What a stored Service holds of the allocators (ks->svc_alloc): its
