@@ -4799,6 +4799,113 @@ START_TEST(test_kubesim_controller_events)
 }
 END_TEST
 
+/* PATCH (merge) path with body: a 422 whose message starts with want. */
+static void expect_patch_invalid_prefix(const char *path, const char *body, const char *want)
+{
+    struct kop_test_resp r = request("PATCH", path, "application/merge-patch+json", body, NULL);
+    ck_assert_msg(r.code == 422, "PATCH %s: %ld %s", path, r.code, r.body ? r.body : "");
+    json_t *st = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    const char *msg = jpath(st, "message", NULL);
+    ck_assert_msg(msg && strncmp(msg, want, strlen(want)) == 0, "message: %s", msg);
+    json_decref(st);
+}
+
+/* ValidatePodUpdate: only images, a lower activeDeadlineSeconds, added
+ * tolerations and removed scheduling gates may change in a Pod's spec; an
+ * unchanged spec read and put back is accepted. */
+START_TEST(test_kubesim_pod_update_rules)
+{
+    const char *pod = "/api/v1/namespaces/default/pods/pu";
+    json_t *p = request_json("POST", "/api/v1/namespaces/default/pods",
+                             "{\"metadata\":{\"name\":\"pu\"},\"spec\":{\"containers\":[{\"name\":"
+                             "\"c\",\"image\":\"nginx:1.25\"}]}}",
+                             201);
+    json_decref(p);
+    merge_patch(pod, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", 200);
+    merge_patch(pod, "{\"spec\":{\"activeDeadlineSeconds\":100}}", 200);
+    merge_patch(pod, "{\"spec\":{\"activeDeadlineSeconds\":50}}", 200);
+    expect_patch_invalid_prefix(pod, "{\"spec\":{\"activeDeadlineSeconds\":60}}",
+                                "Pod \"pu\" is invalid: spec.activeDeadlineSeconds: Invalid "
+                                "value: 60: must be less than or equal to previous value");
+    /* an image: allowed; a blank one: required */
+    p = request_json("GET", pod, NULL, 200);
+    json_t *c = json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);
+    json_object_set_new(c, "image", json_string("nginx:1.26"));
+    char *body = json_dumps(p, JSON_COMPACT);
+    json_decref(request_json("PUT", pod, body, 200));
+    free(body);
+    json_object_set_new(c, "image", json_string(" nginx"));
+    json_object_del(json_object_get(p, "metadata"), "resourceVersion");
+    body = json_dumps(p, JSON_COMPACT);
+    json_t *st = request_json("PUT", pod, body, 422);
+    free(body);
+    ck_assert_str_eq(jpath(st, "message", NULL),
+                     "Pod \"pu\" is invalid: spec.containers[0].image: Invalid value: \" nginx\": "
+                     "must not have leading or trailing whitespace");
+    json_decref(st);
+    /* anything else: Forbidden, on spec */
+    json_object_set_new(c, "image", json_string("nginx:1.26"));
+    json_object_set_new(c, "env", json_pack("[{s:s,s:s}]", "name", "A", "value", "b"));
+    body = json_dumps(p, JSON_COMPACT);
+    st = request_json("PUT", pod, body, 422);
+    free(body);
+    static const char forbidden[] =
+        "Pod \"pu\" is invalid: spec: Forbidden: pod updates may not change fields other than "
+        "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+        "`spec.tolerations` (only additions to existing tolerations),"
+        "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously "
+        "negative)\n  core.PodSpec{\n";
+    ck_assert_int_eq(strncmp(jpath(st, "message", NULL), forbidden, strlen(forbidden)), 0);
+    const json_t *cause0 =
+        json_array_get(json_object_get(json_object_get(st, "details"), "causes"), 0);
+    ck_assert_str_eq(jpath(cause0, "field", NULL), "spec");
+    ck_assert_str_eq(jpath(cause0, "reason", NULL), "FieldValueForbidden");
+    json_decref(st);
+    json_decref(p);
+    expect_patch_invalid_prefix(pod, "{\"spec\":{\"nodeName\":\"elsewhere\"}}",
+                                "Pod \"pu\" is invalid: spec: Forbidden: pod updates may not "
+                                "change fields other than");
+    /* tolerations: a merge patch replaces the list: the defaults are gone */
+    expect_patch_invalid_prefix(pod,
+                                "{\"spec\":{\"tolerations\":[{\"key\":\"x\",\"operator\":"
+                                "\"Exists\"}]}}",
+                                "Pod \"pu\" is invalid: spec.tolerations: Forbidden: existing "
+                                "toleration can not be modified except its tolerationSeconds");
+    struct kop_test_resp r =
+        request("PATCH", pod, "application/json-patch+json",
+                "[{\"op\":\"add\",\"path\":\"/spec/tolerations/-\",\"value\":{\"key\":\"x\","
+                "\"operator\":\"Exists\"}},{\"op\":\"replace\",\"path\":\"/spec/tolerations/0/"
+                "tolerationSeconds\",\"value\":10}]",
+                NULL);
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    r = request("PATCH", pod, "application/json-patch+json",
+                "[{\"op\":\"add\",\"path\":\"/spec/containers/-\",\"value\":{\"name\":\"b\","
+                "\"image\":\"busybox\"}}]",
+                NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "spec.containers: Forbidden: pod updates may not add or "
+                                         "remove containers"));
+    kop_test_resp_free(&r);
+    /* scheduling gates: removals only */
+    json_decref(request_json("POST", "/api/v1/namespaces/default/pods",
+                             "{\"metadata\":{\"name\":\"pg\"},\"spec\":{\"schedulingGates\":[{"
+                             "\"name\":\"a\"}],\"containers\":[{\"name\":\"c\",\"image\":"
+                             "\"nginx\"}]}}",
+                             201));
+    expect_patch_invalid_prefix("/api/v1/namespaces/default/pods/pg",
+                                "{\"spec\":{\"schedulingGates\":[{\"name\":\"a\"},{\"name\":"
+                                "\"b\"}]}}",
+                                "Pod \"pg\" is invalid: spec.schedulingGates[1].name: Forbidden: "
+                                "only deletion is allowed, but found new scheduling gate 'b'");
+    /* a gated Pod's nodeSelector may grow */
+    merge_patch("/api/v1/namespaces/default/pods/pg", "{\"spec\":{\"nodeSelector\":{\"z\":\"1\"}}}",
+                200);
+    merge_patch("/api/v1/namespaces/default/pods/pg", "{\"spec\":{\"schedulingGates\":null}}", 200);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -4834,6 +4941,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_replicaset_pods_scheduled);
     tcase_add_test(tc, test_kubesim_deployment_status_follows_pods);
     tcase_add_test(tc, test_kubesim_controller_events);
+    tcase_add_test(tc, test_kubesim_pod_update_rules);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

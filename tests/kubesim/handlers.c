@@ -978,8 +978,26 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         set_default(ks_ensure_obj(obj, "spec"), "finalizers", json_pack("[s]", "kubernetes"));
         set_default(ks_ensure_obj(obj, "status"), "phase", json_string("Active"));
     } else if (strcmp(def->key, "pods") == 0) {
-        if (!old)
+        if (!old) {
             ks_pod_defaults(ks, obj);
+        } else {
+            /* an update is defaulted too (SetDefaults_PodSpec, SetDefaults_Pod;
+             * the v1 conversion's serviceAccount mirror); what admission
+             * added at create is not added again (ValidatePodUpdate
+             * refuses a spec without it) */
+            json_t *spec = ks_ensure_obj(obj, "spec");
+            default_pod_spec(spec);
+            default_requests(json_object_get(spec, "containers"));
+            default_requests(json_object_get(spec, "initContainers"));
+            set_default(spec, "enableServiceLinks", json_true());
+            const json_t *san = json_object_get(spec, "serviceAccountName");
+            const json_t *sa = json_object_get(spec, "serviceAccount");
+            if (!json_string_length(san) && json_string_length(sa))
+                json_object_set(spec, "serviceAccountName", (json_t *)sa);
+            san = json_object_get(spec, "serviceAccountName");
+            if (json_string_length(san))
+                json_object_set(spec, "serviceAccount", (json_t *)san);
+        }
     } else if (strcmp(def->key, "replicasets.apps") == 0) {
         set_default(ks_ensure_obj(obj, "spec"), "replicas", json_integer(1));
         default_pod_spec(

@@ -947,8 +947,8 @@ static void validate_pod_containers(const json_t *pspec, const char *spec_path, 
 }
 
 /* ValidatePodCreate's spec rules that kubesim knows (the containers, as
- * for a Deployment's template, and activeDeadlineSeconds); a Pod's update
- * rules (which fields may change) are not emulated. */
+ * for a Deployment's template, and activeDeadlineSeconds); an update's
+ * are validate_pod_update's. */
 static void validate_pod(const json_t *obj, json_t *causes)
 {
     const json_t *spec = json_object_get(obj, "spec");
@@ -1378,6 +1378,256 @@ static bool semantic_equal(const json_t *a, const json_t *b)
     return json_equal(a, b);
 }
 
+/* Semantic.DeepEqual on a PodSpec's JSON: also an empty string equals an
+ * absent member (Go's zero value of a string field). */
+static bool pod_equal(const json_t *a, const json_t *b)
+{
+    bool ea = empty_value(a) || (json_is_string(a) && json_string_length(a) == 0);
+    bool eb = empty_value(b) || (json_is_string(b) && json_string_length(b) == 0);
+    if (ea || eb)
+        return ea && eb;
+    if (json_is_object(a) && json_is_object(b)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)a, k, v)
+        {
+            if (!pod_equal(v, json_object_get(b, k)))
+                return false;
+        }
+        json_object_foreach((json_t *)b, k, v)
+        {
+            if (!json_object_get(a, k) && !pod_equal(v, NULL))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!pod_equal(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+/* ValidateContainerUpdates: the same number of containers, each with an
+ * image without surrounding space. true: stop (the count changed). */
+static bool container_updates(const json_t *list, const json_t *old, const char *what,
+                              json_t *causes)
+{
+    if (json_array_size(list) != json_array_size(old)) {
+        char *f = ks_printf("spec.%s", what);
+        cause(causes, "FieldValueForbidden", f,
+              "Forbidden: pod updates may not add or remove containers");
+        free(f);
+        return true;
+    }
+    size_t i;
+    const json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        const char *image = json_string_value(json_object_get(c, "image"));
+        char *f = ks_printf("spec.%s[%zu].image", what, i);
+        if (!image || !*image) {
+            cause(causes, "FieldValueRequired", f, "Required value");
+        } else if (isspace((unsigned char)image[0]) ||
+                   isspace((unsigned char)image[strlen(image) - 1])) {
+            char *q = ks_go_quote(image);
+            cause(causes, "FieldValueInvalid", f,
+                  "Invalid value: %s: must not have leading or trailing whitespace", q);
+            free(q);
+        }
+        free(f);
+    }
+    return false;
+}
+
+/* The diff ValidatePodUpdate appends (upstream: go-cmp's of the internal
+ * PodSpec; here each top-level member that differs, as JSON). malloc'd */
+static char *pod_spec_diff(const json_t *old, const json_t *munged)
+{
+    char *out = ks_strdup("  core.PodSpec{\n");
+    json_t *keys = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)old, k, v)
+    {
+        json_object_set_new(keys, k, json_true());
+    }
+    json_object_foreach((json_t *)munged, k, v)
+    {
+        json_object_set_new(keys, k, json_true());
+    }
+    size_t n;
+    const char **names = ks_sorted_keys(keys, &n);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *a = json_object_get(old, names[i]);
+        const json_t *b = json_object_get(munged, names[i]);
+        if (pod_equal(a, b))
+            continue;
+        char *da = a ? json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        char *db = b ? json_dumps(b, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        char *next = ks_printf("%s- \t%s: %s,\n+ \t%s: %s,\n", out, names[i], da ? da : "nil",
+                               names[i], db ? db : "nil");
+        free(da);
+        free(db);
+        free(out);
+        out = next;
+    }
+    free(names);
+    json_decref(keys);
+    char *next = ks_printf("%s  }\n", out);
+    free(out);
+    return next;
+}
+
+/* Tolerations of old must all be in list, tolerationSeconds aside
+ * (validateOnlyAddedTolerations). */
+static bool only_added_tolerations(const json_t *list, const json_t *old)
+{
+    size_t i, j;
+    const json_t *o, *t;
+    json_array_foreach(old, i, o)
+    {
+        bool found = false;
+        json_array_foreach(list, j, t)
+        {
+            json_t *a = json_deep_copy(o), *b = json_deep_copy(t);
+            json_object_del(a, "tolerationSeconds");
+            json_object_del(b, "tolerationSeconds");
+            found = found || pod_equal(a, b);
+            json_decref(a);
+            json_decref(b);
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* pkg/apis/core/validation ValidatePodUpdate: of a Pod's spec only the
+ * containers' and init containers' images, activeDeadlineSeconds (set,
+ * or lowered), tolerations (additions; tolerationSeconds), a negative
+ * terminationGracePeriodSeconds set to 1 and scheduling gates (removals;
+ * a gated Pod's nodeSelector: additions) may change. */
+static void validate_pod_update(const json_t *obj, const json_t *old, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *ospec = json_object_get(old, "spec");
+    if (container_updates(json_object_get(spec, "containers"), json_object_get(ospec, "containers"),
+                          "containers", causes) ||
+        container_updates(json_object_get(spec, "initContainers"),
+                          json_object_get(ospec, "initContainers"), "initContainers", causes))
+        return;
+    const json_t *ads = json_object_get(spec, "activeDeadlineSeconds");
+    const json_t *oads = json_object_get(ospec, "activeDeadlineSeconds");
+    if (json_is_integer(ads)) {
+        json_int_t v = json_integer_value(ads);
+        if (v < 0 || v > 2147483647) {
+            invalid_int(causes, "spec.activeDeadlineSeconds", v,
+                        "must be between 0 and 2147483647, inclusive");
+            return;
+        }
+        if (json_is_integer(oads) && json_integer_value(oads) < v) {
+            invalid_int(causes, "spec.activeDeadlineSeconds", v,
+                        "must be less than or equal to previous value");
+            return;
+        }
+    } else if (json_is_integer(oads)) {
+        cause(causes, "FieldValueInvalid", "spec.activeDeadlineSeconds",
+              "Invalid value: \"null\": must not update from a positive integer to nil value");
+    }
+    if (!only_added_tolerations(json_object_get(spec, "tolerations"),
+                                json_object_get(ospec, "tolerations")))
+        cause(causes, "FieldValueForbidden", "spec.tolerations",
+              "Forbidden: existing toleration can not be modified except its tolerationSeconds");
+    const json_t *gates = json_object_get(spec, "schedulingGates");
+    const json_t *ogates = json_object_get(ospec, "schedulingGates");
+    size_t i, j;
+    const json_t *g, *og;
+    json_array_foreach(gates, i, g)
+    {
+        const char *name = ks_nz(json_string_value(json_object_get(g, "name")));
+        bool had = false;
+        json_array_foreach(ogates, j, og)
+        {
+            had = had || strcmp(name, ks_nz(json_string_value(json_object_get(og, "name")))) == 0;
+        }
+        if (!had) {
+            char *f = ks_printf("spec.schedulingGates[%zu].name", i);
+            cause(causes, "FieldValueForbidden", f,
+                  "Forbidden: only deletion is allowed, but found new scheduling gate '%s'", name);
+            free(f);
+        }
+    }
+    if (pod_equal(spec, ospec))
+        return;
+    json_t *munged = json_deep_copy(spec);
+    if (!json_is_object(munged)) {
+        json_decref(munged);
+        munged = json_object();
+    }
+    const char *lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        json_t *cs = json_object_get(munged, lists[l]);
+        json_array_foreach(cs, i, g)
+        {
+            json_t *oc = json_array_get(json_object_get(ospec, lists[l]), i);
+            if (json_is_object(g) && json_object_get(oc, "image"))
+                json_object_set((json_t *)g, "image", json_object_get(oc, "image"));
+        }
+    }
+    const char *copied[] = {"activeDeadlineSeconds", "schedulingGates", "tolerations"};
+    for (size_t c = 0; c < 3; c++) {
+        if (json_object_get(ospec, copied[c]))
+            json_object_set(munged, copied[c], json_object_get(ospec, copied[c]));
+        else
+            json_object_del(munged, copied[c]);
+    }
+    const json_t *otg = json_object_get(ospec, "terminationGracePeriodSeconds");
+    const json_t *tg = json_object_get(munged, "terminationGracePeriodSeconds");
+    if (json_is_integer(otg) && json_integer_value(otg) < 0 && json_is_integer(tg) &&
+        json_integer_value(tg) == 1)
+        json_object_set(munged, "terminationGracePeriodSeconds", (json_t *)otg);
+    /* a gated Pod: nodeSelector additions (validateNodeSelectorMutation) */
+    if (json_array_size(ogates)) {
+        const json_t *ns = json_object_get(munged, "nodeSelector");
+        const json_t *ons = json_object_get(ospec, "nodeSelector");
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)ons, k, v)
+        {
+            const json_t *now = json_object_get(ns, k);
+            if (!pod_equal(now, v)) {
+                char *f = ks_printf("spec.nodeSelector[%s]", k);
+                char *q = ks_go_quote(json_string_value(now) ? json_string_value(now) : "");
+                cause(causes, "FieldValueInvalid", f,
+                      "Invalid value: %s: field is immutable when `nodeSelector` is set", q);
+                free(q);
+                free(f);
+            }
+        }
+        if (ons)
+            json_object_set(munged, "nodeSelector", (json_t *)ons);
+        else
+            json_object_del(munged, "nodeSelector");
+    }
+    if (!pod_equal(munged, ospec)) {
+        char *diff = pod_spec_diff(ospec, munged);
+        cause(causes, "FieldValueForbidden", "spec",
+              "Forbidden: pod updates may not change fields other than "
+              "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+              "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+              "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it "
+              "was previously negative)\n%s",
+              diff);
+        free(diff);
+    }
+    json_decref(munged);
+}
+
 /* A field's value as field.Invalid prints it when the Go field is a
  * pointer to a string type: %q of the value, or "null" (quoted too: the
  * error printer swaps a nil pointer for the string "null"). malloc'd */
@@ -1626,6 +1876,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_event(obj, causes);
     } else if (strcmp(def->key, "pods") == 0 && !old) {
         validate_pod(obj, causes);
+    } else if (strcmp(def->key, "pods") == 0) {
+        validate_pod_update(obj, old, causes);
     } else if (strcmp(def->key, "configmaps") == 0) {
         if (old)
             immutable_data(obj, old, false, causes);
