@@ -440,13 +440,8 @@ static json_t *condition(const json_t *old_conds, const char *type, const char *
                          const char *reason, const char *message, const char *now)
 {
     const char *ltt = now;
-    size_t i;
-    json_t *c;
-    json_array_foreach(old_conds, i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), type) != 0 ||
-            strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), status) != 0)
-            continue;
+    const json_t *c = ks_condition_in(old_conds, type);
+    if (c && strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), status) == 0) {
         if (strcmp(ks_nz(json_string_value(json_object_get(c, "reason"))), reason) == 0)
             return json_deep_copy(c);
         if (json_string_value(json_object_get(c, "lastTransitionTime")))
@@ -569,15 +564,10 @@ static json_t *rs_status_of(json_int_t n, json_int_t ready, json_int_t gen)
  * while it stays (replicaset.NewReplicaSetCondition, SetCondition). */
 static json_t *replica_failure(const json_t *old_st, const char *err, const char *now)
 {
-    const char *ltt = now;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(old_st, "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "ReplicaFailure") == 0 &&
-            json_string_value(json_object_get(c, "lastTransitionTime")))
-            ltt = json_string_value(json_object_get(c, "lastTransitionTime"));
-    }
+    const json_t *c = ks_condition_in(json_object_get(old_st, "conditions"), "ReplicaFailure");
+    const char *ltt = json_string_value(json_object_get(c, "lastTransitionTime"));
+    if (!ltt)
+        ltt = now;
     return json_pack("[{s:s,s:s,s:s,s:s,s:s}]", "type", "ReplicaFailure", "status", "True",
                      "lastTransitionTime", ltt, "reason", "FailedCreate", "message", err);
 }

@@ -286,6 +286,11 @@ json_t *ks_json_duplicates(const char *body, size_t len);
 int ks_cmp_cstr(const void *a, const void *b);
 /* A Pod's Ready condition is True (IsPodReady). */
 bool ks_pod_ready(const json_t *pod);
+/* The condition of a type in a conditions list (@ref borrow), or NULL. */
+json_t *ks_condition_in(const json_t *conds, const char *type);
+/* The status ("True", ...) of obj's status.conditions entry of a type, or
+ * NULL without one. */
+const char *ks_condition_status(const json_t *obj, const char *type);
 /* index[set_key] is a set { member -> true }: add member to it (made when
  * missing) or take it out (the set dropped when empty). */
 void ks_index_set(json_t *index, const char *set_key, const char *member, bool add);

@@ -78,15 +78,8 @@ json_t *ks_storage_describe(struct ks_server *ks, const char *res_key)
 
 static bool condition_true(const json_t *svm, const char *type)
 {
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(json_object_get(svm, "status"), "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), type) == 0 &&
-            strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0)
-            return true;
-    }
-    return false;
+    const char *st = ks_condition_status(svm, type);
+    return st && strcmp(st, "True") == 0;
 }
 
 /* Lock held: set condition "type" True (a final one turns Running False),

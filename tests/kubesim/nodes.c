@@ -184,24 +184,11 @@ static void register_node(struct ks_server *ks)
     ks_store_put(ks, ldef, key, lease);
 }
 
-/* The status of the Node's condition type, or NULL. */
-static const char *node_condition_status(const json_t *node, const char *type)
-{
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), type) == 0)
-            return ks_nz(json_string_value(json_object_get(c, "status")));
-    }
-    return NULL;
-}
-
 /* pkg/controller/nodelifecycle: the NoSchedule taints a Node's spec and
  * conditions call for (key -> wanted). */
 static bool want_taint(const json_t *node, const char *key)
 {
-    const char *ready = node_condition_status(node, "Ready");
+    const char *ready = ks_condition_status(node, "Ready");
     if (strcmp(key, "node.kubernetes.io/unschedulable") == 0)
         return json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
     if (strcmp(key, "node.kubernetes.io/not-ready") == 0)
@@ -337,15 +324,10 @@ static bool kubelet_start(struct ks_server *ks, json_t *pod, const char *now)
     else if (!next_pod_ip(ks, ip, sizeof(ip)))
         return false;
     json_t *st = ks_ensure_obj(pod, "status");
-    const char *scheduled = now;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(st, "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "PodScheduled") == 0 &&
-            json_string_value(json_object_get(c, "lastTransitionTime")))
-            scheduled = json_string_value(json_object_get(c, "lastTransitionTime"));
-    }
+    const char *scheduled = json_string_value(json_object_get(
+        ks_condition_in(json_object_get(st, "conditions"), "PodScheduled"), "lastTransitionTime"));
+    if (!scheduled)
+        scheduled = now;
     json_t *conds = json_array();
     const char *types[] = {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
                            "PodScheduled"};
@@ -668,14 +650,7 @@ static bool set_scheduled(json_t *pod, const char *status, const char *reason, c
         conds = json_array();
         json_object_set_new(st, "conditions", conds);
     }
-    json_t *c = NULL;
-    size_t i;
-    json_t *x;
-    json_array_foreach(conds, i, x)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(x, "type"))), "PodScheduled") == 0)
-            c = x;
-    }
+    json_t *c = ks_condition_in(conds, "PodScheduled");
     json_t *want = json_pack("{s:s,s:s,s:n,s:s}", "type", "PodScheduled", "status", status,
                              "lastProbeTime", "lastTransitionTime", now);
     if (reason)
@@ -787,15 +762,12 @@ void ks_node_placed_event(struct ks_server *ks, const json_t *pod, bool bound)
         free(msg);
         return;
     }
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "PodScheduled") == 0 &&
-            json_string_value(json_object_get(c, "message")))
-            ks_record_event(ks, pod, &scheduler_fail, "Warning", "FailedScheduling",
-                            json_string_value(json_object_get(c, "message")));
-    }
+    const char *msg = json_string_value(json_object_get(
+        ks_condition_in(json_object_get(json_object_get(pod, "status"), "conditions"),
+                        "PodScheduled"),
+        "message"));
+    if (msg)
+        ks_record_event(ks, pod, &scheduler_fail, "Warning", "FailedScheduling", msg);
 }
 
 /* ---- the passes ------------------------------------------------------------------------ */

@@ -645,14 +645,7 @@ static void pod_cells(json_t *cells, const json_t *obj)
  * ",SchedulingDisabled" when cordoned. @ref new */
 static json_t *node_status_cell(const json_t *obj)
 {
-    const char *ready = NULL;
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c)
-    {
-        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), "Ready") == 0)
-            ready = ks_nz(json_string_value(json_object_get(c, "status")));
-    }
+    const char *ready = ks_condition_status(obj, "Ready");
     const char *st = !ready ? "Unknown" : strcmp(ready, "True") == 0 ? "Ready" : "NotReady";
     bool cordoned = json_is_true(json_object_get(json_object_get(obj, "spec"), "unschedulable"));
     return str_cell_owned(ks_printf("%s%s", st, cordoned ? ",SchedulingDisabled" : ""), "");

@@ -328,18 +328,30 @@ json_t *ks_ensure_obj(json_t *obj, const char *k)
     return v;
 }
 
+json_t *ks_condition_in(const json_t *conds, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(conds, i, c)
+    {
+        if (strcmp(ks_nz(json_string_value(json_object_get(c, "type"))), type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+const char *ks_condition_status(const json_t *obj, const char *type)
+{
+    const json_t *c =
+        ks_condition_in(json_object_get(json_object_get(obj, "status"), "conditions"), type);
+    return c ? ks_nz(json_string_value(json_object_get(c, "status"))) : NULL;
+}
+
 /* pkg/api/v1/pod/util.go IsPodReady: the Ready condition is True. */
 bool ks_pod_ready(const json_t *pod)
 {
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
-    {
-        const char *t = json_string_value(json_object_get(c, "type"));
-        if (t && strcmp(t, "Ready") == 0)
-            return strcmp(ks_nz(json_string_value(json_object_get(c, "status"))), "True") == 0;
-    }
-    return false;
+    const char *st = ks_condition_status(pod, "Ready");
+    return st && strcmp(st, "True") == 0;
 }
 
 void ks_index_set(json_t *index, const char *set_key, const char *member, bool add)

@@ -1347,43 +1347,13 @@ static bool empty_value(const json_t *v)
 
 /* apimachinery's Semantic.DeepEqual (third_party/forked/golang/reflect):
  * unlike reflect.DeepEqual, an empty map or slice equals a nil one; so
- * here an empty object or list equals an absent or null member. */
-static bool semantic_equal(const json_t *a, const json_t *b)
+ * here an empty object or list equals an absent or null member; with
+ * zero_strings, an empty string too (Go's zero value of a string field,
+ * where the members are plain strings: a PodSpec's). */
+static bool deep_equal(const json_t *a, const json_t *b, bool zero_strings)
 {
-    if (empty_value(a) || empty_value(b))
-        return empty_value(a) && empty_value(b);
-    if (json_is_object(a) && json_is_object(b)) {
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)a, k, v)
-        {
-            if (!semantic_equal(v, json_object_get(b, k)))
-                return false;
-        }
-        json_object_foreach((json_t *)b, k, v)
-        {
-            if (!json_object_get(a, k) && !empty_value(v))
-                return false;
-        }
-        return true;
-    }
-    if (json_is_array(a) && json_is_array(b)) {
-        if (json_array_size(a) != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!semantic_equal(json_array_get(a, i), json_array_get(b, i)))
-                return false;
-        return true;
-    }
-    return json_equal(a, b);
-}
-
-/* Semantic.DeepEqual on a PodSpec's JSON: also an empty string equals an
- * absent member (Go's zero value of a string field). */
-static bool pod_equal(const json_t *a, const json_t *b)
-{
-    bool ea = empty_value(a) || (json_is_string(a) && json_string_length(a) == 0);
-    bool eb = empty_value(b) || (json_is_string(b) && json_string_length(b) == 0);
+    bool ea = empty_value(a) || (zero_strings && json_is_string(a) && !json_string_length(a));
+    bool eb = empty_value(b) || (zero_strings && json_is_string(b) && !json_string_length(b));
     if (ea || eb)
         return ea && eb;
     if (json_is_object(a) && json_is_object(b)) {
@@ -1391,12 +1361,12 @@ static bool pod_equal(const json_t *a, const json_t *b)
         json_t *v;
         json_object_foreach((json_t *)a, k, v)
         {
-            if (!pod_equal(v, json_object_get(b, k)))
+            if (!deep_equal(v, json_object_get(b, k), zero_strings))
                 return false;
         }
         json_object_foreach((json_t *)b, k, v)
         {
-            if (!json_object_get(a, k) && !pod_equal(v, NULL))
+            if (!json_object_get(a, k) && !deep_equal(v, NULL, zero_strings))
                 return false;
         }
         return true;
@@ -1405,11 +1375,21 @@ static bool pod_equal(const json_t *a, const json_t *b)
         if (json_array_size(a) != json_array_size(b))
             return false;
         for (size_t i = 0; i < json_array_size(a); i++)
-            if (!pod_equal(json_array_get(a, i), json_array_get(b, i)))
+            if (!deep_equal(json_array_get(a, i), json_array_get(b, i), zero_strings))
                 return false;
         return true;
     }
     return json_equal(a, b);
+}
+
+static bool semantic_equal(const json_t *a, const json_t *b)
+{
+    return deep_equal(a, b, false);
+}
+
+static bool pod_equal(const json_t *a, const json_t *b)
+{
+    return deep_equal(a, b, true);
 }
 
 /* ValidateContainerUpdates: the same number of containers, each with an
