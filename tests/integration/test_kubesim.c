@@ -78,6 +78,15 @@ static json_t *request_json(const char *method, const char *path, const char *bo
     return v;
 }
 
+/* GET path: the object, or NULL when the answer is not a 200. @ref new */
+static json_t *get_or_null(const char *path)
+{
+    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
+    json_t *v = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    kop_test_resp_free(&r);
+    return v;
+}
+
 static const char *jpath(const json_t *v, const char *a, const char *b)
 {
     const json_t *x = json_object_get(v, a);
@@ -2065,10 +2074,7 @@ static bool rsp_pod_count(const void *arg)
 /* ReplicaSet rsp's status.readyReplicas is arg. */
 static bool rsp_ready(const void *arg)
 {
-    struct kop_test_resp r =
-        request("GET", "/apis/apps/v1/namespaces/default/replicasets/rsp", NULL, NULL, NULL);
-    json_t *rs = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *rs = get_or_null("/apis/apps/v1/namespaces/default/replicasets/rsp");
     const json_t *st = json_object_get(rs, "status");
     bool ok =
         json_integer_value(json_object_get(st, "readyReplicas")) == (json_int_t)(uintptr_t)arg &&
@@ -2378,9 +2384,7 @@ static const char *addr_ip(const json_t *ss, const char *list, size_t i)
 
 static bool no_slices(const void *arg)
 {
-    struct kop_test_resp r = request("GET", arg, NULL, NULL, NULL);
-    json_t *l = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *l = get_or_null(arg);
     bool ok = l && json_array_size(json_object_get(l, "items")) == 0;
     json_decref(l);
     return ok;
@@ -2586,9 +2590,7 @@ static bool root_ca_restored(const void *arg)
     char path[256];
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/kube-root-ca.crt",
              (const char *)arg);
-    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
-    json_t *cm = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *cm = get_or_null(path);
     char *ca = kop_test_read_file(ca_path, NULL);
     const char *have = jpath(cm, "data", "ca.crt");
     bool ok = ca && have && strcmp(have, ca) == 0;
@@ -4232,9 +4234,7 @@ static json_t *get_pod(const char *name)
 {
     char path[256];
     snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", name);
-    struct kop_test_resp r = request("GET", path, NULL, NULL, NULL);
-    json_t *pod = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *pod = get_or_null(path);
     return pod;
 }
 
@@ -4325,9 +4325,7 @@ static bool node_taints_are(const void *arg)
 /* The uid of Node kubesim-node differs from arg (re-registered). */
 static bool node_uid_not(const void *arg)
 {
-    struct kop_test_resp r = request("GET", "/api/v1/nodes/kubesim-node", NULL, NULL, NULL);
-    json_t *node = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *node = get_or_null("/api/v1/nodes/kubesim-node");
     bool ok = node && strcmp(jpath(node, "metadata", "uid"), arg) != 0;
     json_decref(node);
     return ok;
@@ -4533,10 +4531,7 @@ END_TEST
  * ready; once the Node matches, they run. */
 static bool rs_ready_count(const void *arg)
 {
-    struct kop_test_resp r =
-        request("GET", "/apis/apps/v1/namespaces/default/replicasets/rss", NULL, NULL, NULL);
-    json_t *rs = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *rs = get_or_null("/apis/apps/v1/namespaces/default/replicasets/rss");
     const json_t *st = json_object_get(rs, "status");
     bool ok =
         json_integer_value(json_object_get(st, "replicas")) == 2 &&
@@ -4574,10 +4569,7 @@ END_TEST
  * exactly when arg is 2. */
 static bool dsp_ready(const void *arg)
 {
-    struct kop_test_resp r =
-        request("GET", "/apis/apps/v1/namespaces/default/deployments/dsp", NULL, NULL, NULL);
-    json_t *d = r.code == 200 ? json_loads(r.body, 0, NULL) : NULL;
-    kop_test_resp_free(&r);
+    json_t *d = get_or_null("/apis/apps/v1/namespaces/default/deployments/dsp");
     const json_t *st = json_object_get(d, "status");
     json_int_t want = (json_int_t)(uintptr_t)arg;
     const char *avail = NULL;
