@@ -4898,6 +4898,60 @@ START_TEST(test_kubesim_pod_update_rules)
 }
 END_TEST
 
+static bool pod_gone(const void *arg)
+{
+    json_t *p = get_pod(arg);
+    json_decref(p);
+    return p == NULL;
+}
+
+/* Graceful deletion: a Pod on a Node is marked (deletionTimestamp at now +
+ * its grace period, deletionGracePeriodSeconds) and its kubelet stops it
+ * and deletes it; one not scheduled, or with gracePeriodSeconds=0, goes at
+ * once; either way the answer is the Pod (ReturnDeletedObject), as it is
+ * for a Service or a ServiceAccount. */
+START_TEST(test_kubesim_pod_graceful_delete)
+{
+    client_pod("gd1", "");
+    client_pod("gd2", "\"nodeSelector\":{\"nowhere\":\"x\"}");
+    client_pod("gd3", "");
+    ck_assert_msg(kop_test_eventually(pod_running, "gd1", 5000), "gd1 not running");
+    ck_assert_msg(kop_test_eventually(pod_running, "gd3", 5000), "gd3 not running");
+    json_t *p = request_json("DELETE", "/api/v1/namespaces/default/pods/gd1", NULL, 200);
+    ck_assert_str_eq(jpath(p, "kind", NULL), "Pod");
+    ck_assert_ptr_nonnull(jpath(p, "metadata", "deletionTimestamp"));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(p, "metadata"),
+                                                        "deletionGracePeriodSeconds")),
+                     30);
+    json_decref(p);
+    ck_assert_msg(kop_test_eventually(pod_gone, "gd1", 5000), "gd1 not deleted by its kubelet");
+    /* not scheduled: at once */
+    p = request_json("DELETE", "/api/v1/namespaces/default/pods/gd2", NULL, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(p, "metadata"),
+                                                        "deletionGracePeriodSeconds")),
+                     0);
+    json_decref(p);
+    ck_assert(pod_gone("gd2"));
+    /* gracePeriodSeconds=0 (kubectl delete --force --grace-period=0): at once */
+    p = request_json("DELETE", "/api/v1/namespaces/default/pods/gd3?gracePeriodSeconds=0", NULL,
+                     200);
+    ck_assert_str_eq(jpath(p, "kind", NULL), "Pod");
+    json_decref(p);
+    ck_assert(pod_gone("gd3"));
+    /* a Service and a ServiceAccount answer with the object, a ConfigMap
+     * with a Status */
+    json_decref(request_json("POST", "/api/v1/namespaces/default/serviceaccounts",
+                             "{\"metadata\":{\"name\":\"gdsa\"}}", 201));
+    p = request_json("DELETE", "/api/v1/namespaces/default/serviceaccounts/gdsa", NULL, 200);
+    ck_assert_str_eq(jpath(p, "kind", NULL), "ServiceAccount");
+    json_decref(p);
+    create_cm("{\"metadata\":{\"name\":\"gdcm\"}}");
+    p = request_json("DELETE", "/api/v1/namespaces/default/configmaps/gdcm", NULL, 200);
+    ck_assert_str_eq(jpath(p, "kind", NULL), "Status");
+    json_decref(p);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -4934,6 +4988,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_deployment_status_follows_pods);
     tcase_add_test(tc, test_kubesim_controller_events);
     tcase_add_test(tc, test_kubesim_pod_update_rules);
+    tcase_add_test(tc, test_kubesim_pod_graceful_delete);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

@@ -32,12 +32,23 @@ static const char *meta_str(const json_t *obj, const char *k)
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), k));
 }
 
-/* Lock held: delete as a client would (finalizers respected). */
+/* Lock held: delete as a client would (finalizers respected; a Pod on a
+ * Node with its grace period: its kubelet finishes the delete). */
 static void delete_obj(struct ks_server *ks, const struct ks_res *def, const char *key)
 {
     const json_t *cur = ks_store_get(ks, def->key, key);
     if (!cur)
         return;
+    json_int_t grace = strcmp(def->key, "pods") == 0 ? ks_pod_grace(cur, NULL) : 0;
+    if (grace > 0) {
+        if (meta_str(cur, "deletionTimestamp"))
+            return; /* under way */
+        json_t *next = json_deep_copy(cur);
+        ks_pod_mark_terminating(next, grace);
+        ks_typed_order(next);
+        ks_store_put(ks, def, key, next);
+        return;
+    }
     if (json_array_size(json_object_get(json_object_get(cur, "metadata"), "finalizers")) == 0) {
         ks_remove_object(ks, def, key);
         return;

@@ -2805,6 +2805,62 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
         free(why);
         goto out;
     }
+    /* a Pod on a Node: graceful deletion (rest.BeforeDelete with the Pod
+     * strategy's CheckGracefulDelete); its kubelet ends it (nodes.c) */
+    if (strcmp(def->key, "pods") == 0 && (!policy || strcmp(policy, "Background") == 0) &&
+        !json_array_size(json_object_get(meta(cur), "finalizers"))) {
+        json_t *asked = json_incref(json_object_get(opts, "gracePeriodSeconds"));
+        const char *gq = ks_query(q, "gracePeriodSeconds");
+        if (!asked && gq)
+            asked = json_integer(strtoll(gq, NULL, 10));
+        const json_t *have = json_object_get(meta(cur), "deletionGracePeriodSeconds");
+        json_t *next = NULL;
+        bool remove = false;
+        if (meta_str(cur, "deletionTimestamp")) {
+            /* under way: only a shorter grace period moves it; none left
+             * (0) deletes it now */
+            if (!json_integer_value(have))
+                remove = true;
+            else if (json_is_integer(asked) && json_integer_value(asked) < json_integer_value(have))
+                remove = json_integer_value(asked) <= 0;
+            if (!remove && json_is_integer(asked) &&
+                json_integer_value(asked) < json_integer_value(have)) {
+                next = json_deep_copy(cur);
+                ks_pod_mark_terminating(next, json_integer_value(asked));
+            }
+        } else {
+            json_int_t period = ks_pod_grace(cur, asked);
+            if (period > 0) {
+                next = json_deep_copy(cur);
+                ks_pod_mark_terminating(next, period);
+            } else {
+                remove = true;
+            }
+        }
+        json_decref(asked);
+        if (remove) {
+            /* the last state: marked with grace 0 (ReturnDeletedObject) */
+            json_t *last = json_deep_copy(cur);
+            if (!meta_str(cur, "deletionTimestamp"))
+                ks_pod_mark_terminating(last, 0);
+            else
+                json_object_set_new(meta(last), "deletionGracePeriodSeconds", json_integer(0));
+            if (!dry)
+                ks_remove_object(ks, def, key);
+            pthread_mutex_unlock(&ks->lock);
+            respond_object(ks, def, last, q->version, 200, r);
+            json_decref(last);
+            goto out;
+        }
+        if (next && !dry) {
+            ks_typed_order(next);
+            ks_store_put(ks, def, key, json_incref(next));
+        }
+        pthread_mutex_unlock(&ks->lock);
+        respond_object(ks, def, next ? next : cur, q->version, 200, r);
+        json_decref(next);
+        goto out;
+    }
     json_t *next = json_deep_copy(cur);
     json_t *nmd = meta(next);
     json_t *fin = json_object_get(nmd, "finalizers");
@@ -2864,7 +2920,9 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
     if (!dry)
         ks_remove_object(ks, def, key);
     pthread_mutex_unlock(&ks->lock);
-    if (is_crd(def)) {
+    /* the registries with ReturnDeletedObject answer with the object */
+    if (is_crd(def) || strcmp(def->key, "pods") == 0 || strcmp(def->key, "services") == 0 ||
+        strcmp(def->key, "serviceaccounts") == 0) {
         respond_object(ks, def, cur, q->version, 200, r);
         goto out;
     }

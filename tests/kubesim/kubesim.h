@@ -631,6 +631,15 @@ void ks_nodes_sync(struct ks_server *ks);
  * to KS_NODE_NAME, the kubelet, in place: the ReplicaSet controller's one
  * step. false: no Node fits (its PodScheduled condition says why). */
 bool ks_node_place(struct ks_server *ks, json_t *pod);
+/* A Pod's deletion grace period (the Pod strategy's CheckGracefulDelete):
+ * asked (DeleteOptions.gracePeriodSeconds, or NULL), else the Pod's
+ * terminationGracePeriodSeconds; 0 for a Pod not scheduled or already
+ * terminal; 1 for a negative one. */
+json_int_t ks_pod_grace(const json_t *pod, const json_t *asked);
+/* Sets pod's deletionTimestamp (now + period) and
+ * deletionGracePeriodSeconds (rest.BeforeDelete); the kubelet of its Node
+ * stops it and deletes it for good (nodes.c). */
+void ks_pod_mark_terminating(json_t *pod, json_int_t period);
 /* Lock held. The scheduler's Event for a Pod ks_node_place placed and the
  * store holds: Scheduled, or FailedScheduling with its condition's
  * message. */

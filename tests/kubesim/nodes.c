@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 
 #define KS_NODE_CIDR "10.244.0.0/16"
 #define DEFAULT_SCHEDULER "default-scheduler"
@@ -346,6 +347,98 @@ static bool kubelet_start(struct ks_server *ks, json_t *pod, const char *now)
     json_object_set_new(st, "containerStatuses",
                         container_statuses(json_object_get(spec, "containers"), false, now));
     return true;
+}
+
+/* ---- deletion: the grace period and the kubelet's part ------------------------------- */
+
+json_int_t ks_pod_grace(const json_t *pod, const json_t *asked)
+{
+    json_int_t period = 0;
+    const json_t *tg =
+        json_object_get(json_object_get(pod, "spec"), "terminationGracePeriodSeconds");
+    if (json_is_integer(asked))
+        period = json_integer_value(asked);
+    else if (json_is_integer(tg))
+        period = json_integer_value(tg);
+    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    if (!json_string_length(json_object_get(json_object_get(pod, "spec"), "nodeName")) ||
+        (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+        period = 0;
+    return period < 0 ? 1 : period;
+}
+
+void ks_pod_mark_terminating(json_t *pod, json_int_t period)
+{
+    json_t *md = ks_ensure_obj(pod, "metadata");
+    time_t t = time(NULL) + (time_t)period;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(md, "deletionTimestamp", json_string(when));
+    json_object_set_new(md, "deletionGracePeriodSeconds", json_integer(period));
+}
+
+/* Lock held. The kubelet stops a deleted Pod's containers (at once: they
+ * exit 0 on SIGTERM), writes the terminal status (Succeeded, not ready,
+ * as kubelets since 1.27 do before the final delete), then deletes it with
+ * grace 0 (the store keeps it while finalizers remain). */
+static void kubelet_kill(struct ks_server *ks, const struct ks_res *def, const char *key,
+                         const json_t *pod)
+{
+    char now[32];
+    ks_now_rfc3339(now, sizeof(now));
+    json_t *next = json_deep_copy(pod);
+    json_t *st = ks_ensure_obj(next, "status");
+    const char *phase = json_string_value(json_object_get(st, "phase"));
+    if (!phase || strcmp(phase, "Running") == 0 || strcmp(phase, "Pending") == 0) {
+        json_object_set_new(st, "phase", json_string("Succeeded"));
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(st, "conditions"), i, c)
+        {
+            const char *type = ks_nz(json_string_value(json_object_get(c, "type")));
+            if (strcmp(type, "Ready") == 0 || strcmp(type, "ContainersReady") == 0 ||
+                strcmp(type, "PodReadyToStartContainers") == 0) {
+                json_object_set_new(c, "status", json_string("False"));
+                json_object_set_new(c, "lastTransitionTime", json_string(now));
+                if (strcmp(type, "PodReadyToStartContainers") != 0)
+                    json_object_set_new(c, "reason", json_string("PodCompleted"));
+            }
+        }
+        json_array_foreach(json_object_get(st, "containerStatuses"), i, c)
+        {
+            const char *started = json_string_value(json_object_get(
+                json_object_get(json_object_get(c, "state"), "running"), "startedAt"));
+            json_object_set_new(
+                c, "state",
+                json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", 0, "reason",
+                          "Completed", "startedAt", started ? started : now, "finishedAt", now,
+                          "containerID",
+                          ks_nz(json_string_value(json_object_get(c, "containerID")))));
+            json_object_set_new(c, "ready", json_false());
+            json_object_set_new(c, "started", json_false());
+        }
+        ks_typed_order(next);
+        ks_store_put(ks, def, key, next);
+    } else {
+        json_decref(next);
+    }
+    pod = ks_store_get(ks, def->key, key);
+    if (!pod)
+        return;
+    if (json_array_size(json_object_get(json_object_get(pod, "metadata"), "finalizers"))) {
+        if (json_integer_value(json_object_get(json_object_get(pod, "metadata"),
+                                               "deletionGracePeriodSeconds")) != 0) {
+            json_t *n = json_deep_copy(pod);
+            json_object_set_new(json_object_get(n, "metadata"), "deletionGracePeriodSeconds",
+                                json_integer(0));
+            ks_typed_order(n);
+            ks_store_put(ks, def, key, n);
+        }
+        return;
+    }
+    ks_store_remove(ks, def, key);
 }
 
 /* ---- the scheduler ----------------------------------------------------------------- */
@@ -772,9 +865,20 @@ void ks_node_placed_event(struct ks_server *ks, const json_t *pod, bool bound)
 
 /* ---- the passes ------------------------------------------------------------------------ */
 
+/* A Pod being deleted that the kubelet has still to stop or delete. */
+static bool needs_killing(const json_t *pod)
+{
+    return pod && meta_str(pod, "deletionTimestamp") &&
+           strcmp(ks_nz(spec_str(pod, "nodeName")), KS_NODE_NAME) == 0 &&
+           json_integer_value(json_object_get(json_object_get(pod, "metadata"),
+                                              "deletionGracePeriodSeconds")) != 0;
+}
+
 /* Whether the scheduler or the kubelet has something to do for pod. */
 static bool needs_placing(const json_t *pod)
 {
+    if (needs_killing(pod))
+        return true;
     if (!pod || meta_str(pod, "deletionTimestamp"))
         return false;
     const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
@@ -881,6 +985,10 @@ void ks_nodes_sync(struct ks_server *ks)
         const json_t *pod = ks_store_get(ks, pdef->key, key);
         if (!needs_placing(pod))
             continue;
+        if (needs_killing(pod)) {
+            kubelet_kill(ks, pdef, key, pod);
+            continue;
+        }
         const char *node = spec_str(pod, "nodeName");
         if (!node || !*node) {
             /* the scheduler: a binding (one write), or the reason it waits
