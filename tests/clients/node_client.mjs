@@ -4,8 +4,9 @@
 // run by tests/scripts/test_clients.sh:
 //   node node_client.mjs KUBECONFIG NAMESPACE
 // create, list (with a label selector), an informer's list+watch (add,
-// update and delete events), merge and JSON patches, and kubesim's typed
-// checks as the client sees them (a 400 for a wrong type).
+// update and delete events), merge and JSON patches, the Node, a Pod the
+// scheduler and the kubelet run and its graceful delete, and kubesim's
+// typed checks as the client sees them (a 400 for a wrong type).
 // Output: "PASS name" / "FAIL name: why" lines; exit 1 on any failure.
 import * as k8s from '@kubernetes/client-node';
 
@@ -113,6 +114,28 @@ async function main() {
         code = e.code;
     }
     check('typed-400', code === 400, `got ${code}`);
+
+    // the Node, a Pod the scheduler and the kubelet run, its graceful delete
+    const nodes = await core.listNode();
+    check('list-node', nodes.items.length === 1 && nodes.items[0].metadata.name === 'kubesim-node' &&
+        nodes.items[0].status.conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
+        JSON.stringify(nodes.items.map((n) => n.metadata.name)));
+    await core.createNamespacedPod({
+        namespace: ns,
+        body: { metadata: { name: 'node-pod' }, spec: { containers: [{ name: 'c', image: 'busybox:1.36' }] } },
+    });
+    let phase = '';
+    const pollPod = async () => {
+        for (let i = 0; i < 300 && phase !== 'Running'; i++) {
+            phase = (await core.readNamespacedPod({ name: 'node-pod', namespace: ns })).status.phase;
+            if (phase !== 'Running') await new Promise((r) => setTimeout(r, 100));
+        }
+    };
+    await pollPod();
+    check('pod-running', phase === 'Running', phase);
+    const del = await core.deleteNamespacedPod({ name: 'node-pod', namespace: ns });
+    check('pod-delete-graceful', del.kind === 'Pod' && del.metadata.deletionTimestamp !== undefined,
+        JSON.stringify(del.metadata));
 
     await core.deleteNamespacedConfigMap({ name: 'node-b', namespace: ns });
     await until(() => seen.delete.includes('node-b'), 30000, 'DELETED node-b');

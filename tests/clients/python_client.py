@@ -6,8 +6,9 @@
 # list with paging (limit/continue), watch (the client sends watch=True),
 # read status (status: {} is there on a new Deployment), strategic merge
 # patch, delete with propagationPolicy Background (dependents collected)
-# and Orphan (dependents kept, owner reference removed), and a 400 for a
-# wrong JSON type. Output: "PASS name" / "FAIL name: why" lines; exit 1 on
+# and Orphan (dependents kept, owner reference removed), the Node, a Pod
+# the scheduler places (its Scheduled Event) and deletes gracefully, and a
+# 400 for a wrong JSON type. Output: "PASS name" / "FAIL name: why" lines; exit 1 on
 # any failure.
 import sys
 import time
@@ -127,6 +128,28 @@ check("delete-orphan-owner",
 kept = core.read_namespaced_config_map("py-kept", ns)
 check("delete-orphan-dependent", not kept.metadata.owner_references,
       str(kept.metadata.owner_references))
+
+# ---- the Node, a Pod the scheduler places, its Event, its graceful delete -----------------
+nodes = core.list_node()
+node = nodes.items[0] if nodes.items else None
+check("list-node",
+      [n.metadata.name for n in nodes.items] == ["kubesim-node"] and
+      node.status.node_info.kubelet_version.startswith("v1.") and
+      any(c.type == "Ready" and c.status == "True" for c in node.status.conditions),
+      str([n.metadata.name for n in nodes.items]))
+core.create_namespaced_pod(ns, {"metadata": {"name": "py-pod"},
+                                "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+check("pod-running",
+      until(lambda: core.read_namespaced_pod("py-pod", ns).status.phase == "Running", 30,
+            "py-pod running"))
+evs = core.list_namespaced_event(ns, field_selector="involvedObject.name=py-pod,reason=Scheduled")
+check("scheduled-event",
+      len(evs.items) == 1 and evs.items[0].reporting_component == "default-scheduler" and
+      evs.items[0].event_time is not None and evs.items[0].action == "Binding",
+      str([(e.reason, e.reporting_component, e.event_time) for e in evs.items]))
+core.delete_namespaced_pod("py-pod", ns)
+check("pod-deleted",
+      until(lambda: gone(lambda: core.read_namespaced_pod("py-pod", ns)), 30, "py-pod gone"))
 
 # ---- what the apiserver refuses ------------------------------------------------------------
 try:

@@ -619,7 +619,7 @@ void ks_pods_changed(struct ks_server *ks, const struct ks_res *def, const char 
 
 /* Lock held, at start: the kubelet registers its Node and Lease. */
 void ks_nodes_start(struct ks_server *ks);
-/* Store hook, lock held: a Pod or a Node was written (old: before, obj:
+/* Store hook, lock held: a Pod or a Node was written or the Node's Lease went (old: before, obj:
  * after; either NULL): index the Pod by Node, note what the scheduler or
  * the kubelet has to do. */
 void ks_nodes_changed(struct ks_server *ks, const struct ks_res *def, const char *obj_key,

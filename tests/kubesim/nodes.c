@@ -916,6 +916,9 @@ void ks_nodes_changed(struct ks_server *ks, const struct ks_res *def, const char
         }
         if (!json_object_get(ensure_map(&ks->pods_to_place), obj_key))
             json_object_set_new(ks->pods_to_place, obj_key, json_true());
+    } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0 && !obj &&
+               strcmp(obj_key, "kube-node-lease/" KS_NODE_NAME) == 0) {
+        ks->nodes_dirty = true; /* the kubelet makes its Lease again */
     } else if (strcmp(def->key, "nodes") == 0) {
         /* the parked Pods try again (a retry: a FailedScheduling Event
          * when they still fit nowhere); the kubelet and the taints look */
