@@ -1228,6 +1228,10 @@ static void *controller_main(void *arg)
             ks->endpoints_dirty = false;
             ks_endpoints_sync(ks);
         }
+        if (ks->pdb_dirty) {
+            ks->pdb_dirty = false;
+            ks_disruption_sync(ks);
+        }
         long long wake = now + 1000;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
@@ -1251,7 +1255,7 @@ static void *controller_main(void *arg)
         }
         json_decref(due);
         if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->endpoints_dirty ||
-            ks->pods_dirty)
+            ks->pods_dirty || ks->pdb_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -1068,6 +1068,34 @@ static void builtin_row(const struct ks_res *def, const json_t *obj, json_t *col
         json_array_append_new(cells, json_string(name));
         json_array_append_new(cells, endpoints_cell(obj));
         json_array_append_new(cells, age_cell(created));
+    } else if (strcmp(def->key, "poddisruptionbudgets.policy") == 0) {
+        /* printers.go podDisruptionBudgetColumnDefinitions, printPodDisruptionBudget */
+        if (cols) {
+            json_array_append_new(cols, col("Name", "string", "name", name_desc, 0));
+            json_array_append_new(cols,
+                                  col("Min Available", "string", NULL,
+                                      "The minimum number of pods that must be available.", 0));
+            json_array_append_new(cols,
+                                  col("Max Unavailable", "string", NULL,
+                                      "The maximum number of pods that may be unavailable.", 0));
+            json_array_append_new(
+                cols, col("Allowed Disruptions", "integer", NULL,
+                          "Calculated number of pods that may be disrupted at this time.", 0));
+            json_array_append_new(cols, col("Age", "string", NULL, age_desc, 0));
+        }
+        const char *fields[] = {"minAvailable", "maxUnavailable"};
+        json_array_append_new(cells, json_string(name));
+        for (size_t f = 0; f < 2; f++) {
+            const json_t *v = json_object_get(spec, fields[f]); /* IntOrString.String() */
+            if (json_is_integer(v))
+                json_array_append_new(
+                    cells, str_cell_owned(ks_printf("%lld", (long long)json_integer_value(v)), ""));
+            else
+                json_array_append_new(
+                    cells, json_string(json_is_string(v) ? json_string_value(v) : "N/A"));
+        }
+        json_array_append_new(cells, json_integer(int_at(obj, "status", "disruptionsAllowed")));
+        json_array_append_new(cells, age_cell(created));
     } else if (strcmp(def->key, "endpointslices.discovery.k8s.io") == 0) {
         /* printers.go: endpointSliceColumnDefinitions (discovery v1beta1's
          * descriptions), printEndpointSlice */

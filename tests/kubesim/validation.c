@@ -702,8 +702,7 @@ static void nonnegative(const json_t *obj, const char *k, const char *field, jso
         invalid_int(causes, field, json_integer_value(v), "must be greater than or equal to 0");
 }
 
-/* Does the LabelSelector sel select labels? (labels.Selector.Matches) */
-static bool selector_matches(const json_t *sel, const json_t *labels)
+bool ks_label_selector_matches(const json_t *sel, const json_t *labels)
 {
     const char *k;
     json_t *v;
@@ -987,7 +986,7 @@ static void validate_selector_and_template(const json_t *spec, json_t *causes)
     }
     /* a missing selector selects nothing (labels.Nothing), an empty one all */
     const json_t *labels = json_object_get(tmd, "labels");
-    if (!sel_empty && (!json_is_object(sel) || !selector_matches(sel, labels))) {
+    if (!sel_empty && (!json_is_object(sel) || !ks_label_selector_matches(sel, labels))) {
         char *m = go_map(labels);
         cause(causes, "FieldValueInvalid", "spec.template.metadata.labels",
               "Invalid value: %s: `selector` does not match template `labels`", m);
