@@ -4982,15 +4982,20 @@ static bool pdb_status_is(const void *arg)
     return ok;
 }
 
-static struct kop_test_resp evict(const char *pod)
+static struct kop_test_resp evict_q(const char *pod, const char *query)
 {
     char path[256], body[256];
-    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s/eviction", pod);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s/eviction%s", pod, query);
     snprintf(body, sizeof(body),
              "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"name\":\"%s\","
              "\"namespace\":\"default\"}}",
              pod);
     return request("POST", path, NULL, body, NULL);
+}
+
+static struct kop_test_resp evict(const char *pod)
+{
+    return evict_q(pod, "");
 }
 
 /* The disruption controller keeps a PDB's status from the Pods it selects
@@ -5071,6 +5076,12 @@ START_TEST(test_kubesim_pdb_and_eviction)
         "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/pdb2", NULL, 200));
     struct pdb_want w1b = {"pdb1", 2, 1, 1, 2, 2};
     ck_assert_msg(kop_test_eventually(pdb_status_is, &w1b, 5000), "pdb1 status after the change");
+    /* a dry run: checked, nothing taken or deleted */
+    r = evict_q(victim, "?dryRun=All");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    ck_assert(pdb_status_is(&w1b));
+    ck_assert(!pod_gone(victim));
     r = evict(victim);
     ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
     st = json_loads(r.body, 0, NULL);

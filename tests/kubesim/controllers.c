@@ -505,15 +505,8 @@ static long revision_of(const json_t *obj)
 
 static bool owned_by(const json_t *obj, const char *uid)
 {
-    size_t i;
-    json_t *ref;
-    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, ref)
-    {
-        if (json_is_true(json_object_get(ref, "controller")) &&
-            strcmp(ks_nz(json_string_value(json_object_get(ref, "uid"))), uid) == 0)
-            return true;
-    }
-    return false;
+    const json_t *ref = ks_controller_ref(obj);
+    return ref && strcmp(ks_nz(json_string_value(json_object_get(ref, "uid"))), uid) == 0;
 }
 
 /* maxSurge of a RollingUpdate (25% by default, rounded up). */
@@ -941,22 +934,16 @@ static void index_pod(struct ks_server *ks, const char *key, const json_t *pod, 
         json_object_set_new(ips, ip, json_string(key));
     else if (ip && strcmp(ks_nz(json_string_value(json_object_get(ips, ip))), key) == 0)
         json_object_del(ips, ip);
-    size_t i;
-    json_t *ref;
-    json_array_foreach(json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), i, ref)
-    {
-        const char *uid = json_string_value(json_object_get(ref, "uid"));
-        if (!json_is_true(json_object_get(ref, "controller")) || !uid)
-            continue;
-        ks_index_set(ensure_map(&ks->pods_by_owner), uid, key, add);
-        const char *name = json_string_value(json_object_get(ref, "name"));
-        if (name &&
-            strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "ReplicaSet") == 0) {
-            char rs_key[512];
-            ks_obj_key(rs_key, sizeof(rs_key), ks_nz(meta_str(pod, "namespace")), name);
-            json_object_set_new(ensure_map(&ks->pods_pending), rs_key, json_true());
-        }
-        break;
+    const json_t *ref = ks_controller_ref(pod);
+    const char *uid = json_string_value(json_object_get(ref, "uid"));
+    if (!uid)
+        return;
+    ks_index_set(ensure_map(&ks->pods_by_owner), uid, key, add);
+    const char *name = json_string_value(json_object_get(ref, "name"));
+    if (name && strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "ReplicaSet") == 0) {
+        char rs_key[512];
+        ks_obj_key(rs_key, sizeof(rs_key), ks_nz(meta_str(pod, "namespace")), name);
+        json_object_set_new(ensure_map(&ks->pods_pending), rs_key, json_true());
     }
 }
 
@@ -1053,13 +1040,8 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
     ks_store_put(ks, rdef, key, next);
     /* the Deployment that controls it looks again (its status follows) */
     rs = ks_store_get(ks, rdef->key, key);
-    size_t j;
-    const json_t *ref;
-    json_array_foreach(json_object_get(json_object_get(rs, "metadata"), "ownerReferences"), j, ref)
-    {
-        if (!json_is_true(json_object_get(ref, "controller")) ||
-            strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "Deployment") != 0)
-            continue;
+    const json_t *ref = ks_controller_ref(rs);
+    if (ref && strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "Deployment") == 0) {
         char dep_key[512];
         ks_obj_key(dep_key, sizeof(dep_key), ks_nz(meta_str(rs, "namespace")),
                    ks_nz(json_string_value(json_object_get(ref, "name"))));

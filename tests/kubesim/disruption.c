@@ -62,41 +62,30 @@ static json_int_t scaled(const json_t *v, json_int_t total, bool round_up)
  * one), named in key (for counting each once); -1 unmanaged. */
 static json_int_t controller_scale(struct ks_server *ks, const json_t *pod, char *key, size_t size)
 {
-    size_t i;
-    const json_t *ref;
-    json_array_foreach(json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), i, ref)
-    {
-        if (!json_is_true(json_object_get(ref, "controller")) ||
-            strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "ReplicaSet") != 0)
-            continue;
-        const char *ns = ks_nz(meta_str(pod, "namespace"));
-        char rk[512];
-        ks_obj_key(rk, sizeof(rk), ns, ks_nz(json_string_value(json_object_get(ref, "name"))));
-        const json_t *rs = ks_store_get(ks, "replicasets.apps", rk);
-        if (!rs)
-            return -1;
-        const json_t *target = rs;
-        snprintf(key, size, "rs/%s", rk);
-        size_t j;
-        const json_t *r2;
-        json_array_foreach(json_object_get(json_object_get(rs, "metadata"), "ownerReferences"), j,
-                           r2)
-        {
-            if (!json_is_true(json_object_get(r2, "controller")) ||
-                strcmp(ks_nz(json_string_value(json_object_get(r2, "kind"))), "Deployment") != 0)
-                continue;
-            char dk[512];
-            ks_obj_key(dk, sizeof(dk), ns, ks_nz(json_string_value(json_object_get(r2, "name"))));
-            const json_t *dep = ks_store_get(ks, "deployments.apps", dk);
-            if (dep) {
-                target = dep;
-                snprintf(key, size, "deploy/%s", dk);
-            }
+    const json_t *ref = ks_controller_ref(pod);
+    if (!ref || strcmp(ks_nz(json_string_value(json_object_get(ref, "kind"))), "ReplicaSet") != 0)
+        return -1;
+    const char *ns = ks_nz(meta_str(pod, "namespace"));
+    char rk[512];
+    ks_obj_key(rk, sizeof(rk), ns, ks_nz(json_string_value(json_object_get(ref, "name"))));
+    const json_t *rs = ks_store_get(ks, "replicasets.apps", rk);
+    if (!rs)
+        return -1;
+    const json_t *target = rs;
+    snprintf(key, size, "rs/%s", rk);
+    const json_t *dref = ks_controller_ref(rs);
+    if (dref &&
+        strcmp(ks_nz(json_string_value(json_object_get(dref, "kind"))), "Deployment") == 0) {
+        char dk[512];
+        ks_obj_key(dk, sizeof(dk), ns, ks_nz(json_string_value(json_object_get(dref, "name"))));
+        const json_t *dep = ks_store_get(ks, "deployments.apps", dk);
+        if (dep) {
+            target = dep;
+            snprintf(key, size, "deploy/%s", dk);
         }
-        const json_t *r = json_object_get(json_object_get(target, "spec"), "replicas");
-        return json_is_integer(r) ? json_integer_value(r) : 1;
     }
-    return -1;
+    const json_t *r = json_object_get(json_object_get(target, "spec"), "replicas");
+    return json_is_integer(r) ? json_integer_value(r) : 1;
 }
 
 static time_t parse_time(const char *s)
@@ -202,13 +191,7 @@ void ks_disruption_sync(struct ks_server *ks)
     const struct ks_res *def = ks_res_by_key(ks, PDB_KEY);
     if (!def)
         return;
-    json_t *keys = json_array();
-    const char *k;
-    json_t *v;
-    json_object_foreach(ks_store_map(ks, def->key), k, v)
-    {
-        json_array_append_new(keys, json_string(k));
-    }
+    json_t *keys = ks_store_keys(ks, def->key);
     size_t i;
     json_t *kv;
     json_array_foreach(keys, i, kv)
@@ -220,7 +203,7 @@ void ks_disruption_sync(struct ks_server *ks)
     json_decref(keys);
 }
 
-int ks_eviction_admit(struct ks_server *ks, const json_t *pod, struct ks_reply *r)
+int ks_eviction_admit(struct ks_server *ks, const json_t *pod, bool dry, struct ks_reply *r)
 {
     const struct ks_res *def = ks_res_by_key(ks, PDB_KEY);
     const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
@@ -285,7 +268,10 @@ int ks_eviction_admit(struct ks_server *ks, const json_t *pod, struct ks_reply *
         free(m);
         return -1;
     }
-    /* checkAndDecrement: one disruption taken, the Pod held as disrupted */
+    /* checkAndDecrement: one disruption taken, the Pod held as disrupted
+     * (a dry run: checked only) */
+    if (dry)
+        return 0;
     json_t *next = json_deep_copy(pdb);
     json_t *nst = ks_ensure_obj(next, "status");
     json_object_set_new(nst, "disruptionsAllowed", json_integer(allowed - 1));

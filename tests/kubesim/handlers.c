@@ -3253,12 +3253,12 @@ static void do_evict(struct ks_api_req *q, const struct ks_res *def, const char 
         json_decref(ev);
         return;
     }
-    if (dry) { /* the check without the change */
-        pthread_mutex_unlock(&ks->lock);
-    } else if (ks_eviction_admit(ks, pod, r) != 0) {
+    if (ks_eviction_admit(ks, pod, dry, r) != 0) {
         pthread_mutex_unlock(&ks->lock);
         json_decref(ev);
         return;
+    } else if (dry) { /* checked, nothing changed */
+        pthread_mutex_unlock(&ks->lock);
     } else {
         pod = ks_store_get(ks, def->key, key);
         const json_t *asked =

@@ -290,6 +290,12 @@ bool ks_pod_ready(const json_t *pod);
 /* Does the metav1.LabelSelector sel select labels (labels.Selector.Matches;
  * an empty selector selects everything)? validation.c */
 bool ks_label_selector_matches(const json_t *sel, const json_t *labels);
+/* The ownerReference of obj with controller true (metav1.GetControllerOf;
+ * @ref borrow), or NULL. */
+const json_t *ks_controller_ref(const json_t *obj);
+/* Lock held. The keys of a resource's objects, a copy to walk while
+ * writing. @ref new */
+json_t *ks_store_keys(struct ks_server *ks, const char *res_key);
 /* The condition of a type in a conditions list (@ref borrow), or NULL. */
 json_t *ks_condition_in(const json_t *conds, const char *type);
 /* The status ("True", ...) of obj's status.conditions entry of a type, or
@@ -657,10 +663,11 @@ void ks_disruption_changed(struct ks_server *ks, const struct ks_res *def);
 /* Lock held. The disruption controller's pass over every PDB. */
 void ks_disruption_sync(struct ks_server *ks);
 /* Lock held. The eviction subresource's PDB check for pod: 0 (no PDB, or
- * one that allows a disruption: taken, the Pod held as disrupted) or -1
+ * one that allows a disruption: taken unless dry, the Pod held as
+ * disrupted) or -1
  * with the apiserver's answer in r (429 TooManyRequests with the
  * DisruptionBudget cause; 500 for more than one PDB). */
-int ks_eviction_admit(struct ks_server *ks, const json_t *pod, struct ks_reply *r);
+int ks_eviction_admit(struct ks_server *ks, const json_t *pod, bool dry, struct ks_reply *r);
 
 /* ---- recorder.c --------------------------------------------------------------- */
 

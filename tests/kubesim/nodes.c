@@ -959,13 +959,7 @@ void ks_nodes_sync(struct ks_server *ks)
     if (ks->nodes_dirty) {
         ks->nodes_dirty = false;
         register_node(ks);
-        json_t *keys = json_array();
-        const char *k;
-        json_t *n;
-        json_object_foreach(ks_store_map(ks, ndef->key), k, n)
-        {
-            json_array_append_new(keys, json_string(k));
-        }
+        json_t *keys = ks_store_keys(ks, ndef->key);
         size_t i;
         json_t *kv;
         json_array_foreach(keys, i, kv)

@@ -328,6 +328,30 @@ json_t *ks_ensure_obj(json_t *obj, const char *k)
     return v;
 }
 
+const json_t *ks_controller_ref(const json_t *obj)
+{
+    size_t i;
+    const json_t *ref;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, ref)
+    {
+        if (json_is_true(json_object_get(ref, "controller")))
+            return ref;
+    }
+    return NULL;
+}
+
+json_t *ks_store_keys(struct ks_server *ks, const char *res_key)
+{
+    json_t *keys = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(ks_store_map(ks, res_key), k, v)
+    {
+        json_array_append_new(keys, json_string(k));
+    }
+    return keys;
+}
+
 json_t *ks_condition_in(const json_t *conds, const char *type)
 {
     size_t i;
