@@ -1030,14 +1030,8 @@ static void sync_replicaset(struct ks_server *ks, const struct ks_res *pdef,
                             replica_failure(json_object_get(rs, "status"), err, now));
         free(err);
     }
-    if (json_equal(st, json_object_get(rs, "status"))) {
-        json_decref(st);
+    if (!ks_put_status(ks, rdef, key, rs, st))
         return;
-    }
-    json_t *next = json_deep_copy(rs);
-    json_object_set_new(next, "status", st);
-    ks_typed_order(next);
-    ks_store_put(ks, rdef, key, next);
     /* the Deployment that controls it looks again (its status follows) */
     rs = ks_store_get(ks, rdef->key, key);
     const json_t *ref = ks_controller_ref(rs);

@@ -176,14 +176,7 @@ static void sync_pdb(struct ks_server *ks, const struct ks_res *def, const char 
     if (json_object_size(disrupted))
         json_object_set(st, "disruptedPods", disrupted);
     json_decref(disrupted);
-    if (json_equal(st, old_st)) {
-        json_decref(st);
-        return;
-    }
-    json_t *next = json_deep_copy(pdb);
-    json_object_set_new(next, "status", st);
-    ks_typed_order(next);
-    ks_store_put(ks, def, key, next);
+    ks_put_status(ks, def, key, pdb, st);
 }
 
 void ks_disruption_sync(struct ks_server *ks)

@@ -293,6 +293,10 @@ bool ks_label_selector_matches(const json_t *sel, const json_t *labels);
 /* The ownerReference of obj with controller true (metav1.GetControllerOf;
  * @ref borrow), or NULL. */
 const json_t *ks_controller_ref(const json_t *obj);
+/* Lock held. obj (stored at key) with status st (@ref steal) written,
+ * unless its status is already that; true when written. */
+bool ks_put_status(struct ks_server *ks, const struct ks_res *def, const char *key,
+                   const json_t *obj, json_t *st);
 /* Lock held. The keys of a resource's objects, a copy to walk while
  * writing. @ref new */
 json_t *ks_store_keys(struct ks_server *ks, const char *res_key);

@@ -340,6 +340,20 @@ const json_t *ks_controller_ref(const json_t *obj)
     return NULL;
 }
 
+bool ks_put_status(struct ks_server *ks, const struct ks_res *def, const char *key,
+                   const json_t *obj, json_t *st)
+{
+    if (json_equal(st, json_object_get(obj, "status"))) {
+        json_decref(st);
+        return false;
+    }
+    json_t *next = json_deep_copy(obj);
+    json_object_set_new(next, "status", st);
+    ks_typed_order(next);
+    ks_store_put(ks, def, key, next);
+    return true;
+}
+
 json_t *ks_store_keys(struct ks_server *ks, const char *res_key)
 {
     json_t *keys = json_array();
