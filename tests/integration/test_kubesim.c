@@ -4441,6 +4441,20 @@ START_TEST(test_kubesim_scheduler)
     pod = get_pod("s2");
     ck_assert_str_eq(jpath(pod, "status", "podIP"), "10.0.0.10");
     json_decref(pod);
+    /* the field label spec.hostNetwork is "false" for a Pod without it */
+    json_t *list = request_json(
+        "GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.hostNetwork%3Dfalse", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(list, "items")), 1);
+    ck_assert_str_eq(jpath(json_array_get(json_object_get(list, "items"), 0), "metadata", "name"),
+                     "s1");
+    json_decref(list);
+    list = request_json("GET",
+                        "/api/v1/namespaces/default/pods?fieldSelector=spec.hostNetwork%21%3Dfalse",
+                        NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(list, "items")), 1);
+    ck_assert_str_eq(jpath(json_array_get(json_object_get(list, "items"), 0), "metadata", "name"),
+                     "s2");
+    json_decref(list);
     /* NodeAffinity: a nodeSelector the Node's labels do not match, then do */
     client_pod("s3", "\"nodeSelector\":{\"disk\":\"ssd\"}");
     struct sched_want w = {"s3", "Unschedulable",

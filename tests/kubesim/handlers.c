@@ -1748,7 +1748,7 @@ static int parse_list_opts(struct ks_api_req *q, const struct ks_res *def, struc
     o->filtered = (ls && *ls) || (fs && *fs);
     if (ks_selector_parse(ls, false, &o->labels, &err) != 0 ||
         ks_selector_parse(fs, true, &o->fields, &err) != 0 ||
-        ks_selector_check_fields(def, o->fields, &err) != 0) {
+        ks_selector_bind_fields(def, o->fields, &err) != 0) {
         reply_bad_request(r, err);
         free(err);
         return -EINVAL;

@@ -344,10 +344,11 @@ struct ks_selector;
 int ks_selector_parse(const char *s, bool field, struct ks_selector **ret_sel, char **ret_err);
 bool ks_selector_match(const struct ks_selector *sel, const json_t *obj);
 void ks_selector_free(struct ks_selector *sel);
-/* 0, or -EINVAL with *ret_err "field label not supported: KEY" (malloc'd)
- * when a field selector names a field the kind does not index. */
-int ks_selector_check_fields(const struct ks_res *def, const struct ks_selector *sel,
-                             char **ret_err);
+/* A field selector for kind def: 0, each requirement bound to its label's
+ * value for an absent field ("false" for a bool one), or -EINVAL with
+ * *ret_err "field label not supported: KEY" (malloc'd) when it names a
+ * field the kind does not index. */
+int ks_selector_bind_fields(const struct ks_res *def, struct ks_selector *sel, char **ret_err);
 
 /* obj[k] as an object, made (replacing anything else) when missing.
  * @ref borrow */

@@ -34,6 +34,7 @@ struct sel_req {
     enum sel_op op;
     char **values;
     size_t nvalues;
+    const char *absent; /* a field label's value when the field is absent (bound) */
 };
 
 struct ks_selector {
@@ -547,60 +548,85 @@ int ks_selector_parse(const char *s, bool field, struct ks_selector **ret_sel, c
 
 /* ---- field labels each kind supports ------------------------------------------------------ */
 
-static const struct {
-    const char *key; /* struct ks_res.key */
-    const char *fields;
+/*
+ * The field labels each kind's GetAttrs indexes beyond metadata.name and
+ * metadata.namespace, with what it writes when the field is absent: a Go
+ * string field is "", a bool one strconv.FormatBool(false).
+ */
+static const struct field_label {
+    const char *key;    /* struct ks_res.key */
+    const char *label;  /* the field selector's key */
+    const char *absent; /* its value when the object lacks the field */
 } field_labels[] = {
-    /* pkg/apis/core/v1/conversion.go AddFieldLabelConversionsForPod */
-    {"pods", "spec.nodeName,spec.restartPolicy,spec.schedulerName,spec.serviceAccountName,"
-             "spec.hostNetwork,status.phase,status.podIP,status.podIPs,status.nominatedNodeName"},
+    /* pkg/apis/core/v1/conversion.go AddFieldLabelConversionsForPod,
+     * pkg/registry/core/pod/strategy.go ToSelectableFields */
+    {"pods", "spec.nodeName", ""},
+    {"pods", "spec.restartPolicy", ""},
+    {"pods", "spec.schedulerName", ""},
+    {"pods", "spec.serviceAccountName", ""},
+    {"pods", "spec.hostNetwork", "false"},
+    {"pods", "status.phase", ""},
+    {"pods", "status.podIP", ""},
+    {"pods", "status.podIPs", ""},
+    {"pods", "status.nominatedNodeName", ""},
     /* ...ForEvent */
-    {"events", "involvedObject.kind,involvedObject.namespace,involvedObject.name,"
-               "involvedObject.uid,involvedObject.apiVersion,involvedObject.resourceVersion,"
-               "involvedObject.fieldPath,reason,reportingComponent,source,type"},
-    /* ...ForNode */
-    {"nodes", "spec.unschedulable"},
+    {"events", "involvedObject.kind", ""},
+    {"events", "involvedObject.namespace", ""},
+    {"events", "involvedObject.name", ""},
+    {"events", "involvedObject.uid", ""},
+    {"events", "involvedObject.apiVersion", ""},
+    {"events", "involvedObject.resourceVersion", ""},
+    {"events", "involvedObject.fieldPath", ""},
+    {"events", "reason", ""},
+    {"events", "reportingComponent", ""},
+    {"events", "source", ""},
+    {"events", "type", ""},
+    /* ...ForNode; pkg/registry/core/node/strategy.go NodeToSelectableFields */
+    {"nodes", "spec.unschedulable", "false"},
     /* ...ForNamespace, ForSecret, ForService (pkg/registry/core/service) */
-    {"namespaces", "status.phase"},
-    {"secrets", "type"},
-    {"services", "spec.clusterIP,spec.type"},
+    {"namespaces", "status.phase", ""},
+    {"secrets", "type", ""},
+    {"services", "spec.clusterIP", ""},
+    {"services", "spec.type", ""},
     /* pkg/apis/apps/v1: none beyond metadata; policy/v1 PDB none */
 };
 
-int ks_selector_check_fields(const struct ks_res *def, const struct ks_selector *sel,
-                             char **ret_err)
+static const struct field_label metadata_labels[] = {
+    {"", "metadata.name", ""},
+    {"", "metadata.namespace", ""},
+};
+
+static const struct field_label *field_label(const struct ks_res *def, const char *label)
+{
+    for (size_t i = 0; i < sizeof(metadata_labels) / sizeof(metadata_labels[0]); i++)
+        if (strcmp(metadata_labels[i].label, label) == 0)
+            return &metadata_labels[i];
+    for (size_t i = 0; i < sizeof(field_labels) / sizeof(field_labels[0]); i++)
+        if (strcmp(field_labels[i].key, def->key) == 0 && strcmp(field_labels[i].label, label) == 0)
+            return &field_labels[i];
+    return NULL;
+}
+
+int ks_selector_bind_fields(const struct ks_res *def, struct ks_selector *sel, char **ret_err)
 {
     if (!sel)
         return 0;
-    const char *extra = "";
-    for (size_t i = 0; i < sizeof(field_labels) / sizeof(field_labels[0]); i++)
-        if (strcmp(field_labels[i].key, def->key) == 0)
-            extra = field_labels[i].fields;
     for (size_t i = 0; i < sel->nreqs; i++) {
-        const char *k = sel->reqs[i].key;
-        if (strcmp(k, "metadata.name") == 0 || strcmp(k, "metadata.namespace") == 0)
-            continue;
-        size_t n = strlen(k);
-        bool ok = false;
-        for (const char *p = extra; *p;) {
-            const char *c = strchr(p, ',');
-            size_t len = c ? (size_t)(c - p) : strlen(p);
-            if (len == n && strncmp(p, k, n) == 0)
-                ok = true;
-            p += len + (c ? 1 : 0);
-        }
-        if (!ok) {
-            *ret_err = ks_printf("field label not supported: %s", k);
+        const struct field_label *fl = field_label(def, sel->reqs[i].key);
+        if (!fl) {
+            *ret_err = ks_printf("field label not supported: %s", sel->reqs[i].key);
             return -EINVAL;
         }
+        sel->reqs[i].absent = fl->absent;
     }
     return 0;
 }
 
 /* ---- matching -------------------------------------------------------------------------------- */
 
-/* Field value as a string ("" when absent), for field selectors. */
-static char *field_value(const json_t *obj, const char *path)
+/* Field value as a string (absent when the object lacks it), for field
+ * selectors. */
+static char *field_value(const json_t *obj, const char *path, const char *absent)
 {
     const json_t *cur = obj;
     const char *p = path;
@@ -612,13 +638,8 @@ static char *field_value(const json_t *obj, const char *path)
         cur = json_is_object(cur) ? json_object_get(cur, part) : NULL;
         p += n + (dot ? 1 : 0);
     }
-    /* the kinds' GetAttrs write these as strconv.FormatBool of a Go bool:
-     * "false" when absent (pkg/registry/core/node, pod strategy.go) */
-    if ((!cur || json_is_null(cur)) &&
-        (strcmp(path, "spec.unschedulable") == 0 || strcmp(path, "spec.hostNetwork") == 0))
-        return ks_strdup("false");
     if (!cur || json_is_null(cur))
-        return ks_strdup("");
+        return ks_strdup(absent ? absent : "");
     if (json_is_string(cur))
         return ks_strdup(json_string_value(cur));
     if (json_is_integer(cur))
@@ -670,7 +691,7 @@ bool ks_selector_match(const struct ks_selector *sel, const json_t *obj)
         char *val = NULL;
         bool present;
         if (sel->field) {
-            val = field_value(obj, r->key);
+            val = field_value(obj, r->key, r->absent);
             present = true;
         } else {
             const json_t *v = json_object_get(labels, r->key);

@@ -380,7 +380,7 @@ void ks_watch_start(struct ks_api_req *q, const struct ks_res *def, struct ks_re
     w->include = ks_table_include(ks_query(q, "includeObject"));
     if (ks_selector_parse(ks_query(q, "labelSelector"), false, &w->labels, &err) != 0 ||
         ks_selector_parse(ks_query(q, "fieldSelector"), true, &w->fields, &err) != 0 ||
-        ks_selector_check_fields(def, w->fields, &err) != 0) {
+        ks_selector_bind_fields(def, w->fields, &err) != 0) {
         ks_reply_status(r, 400, "BadRequest", err, NULL);
         free(err);
         watcher_free(w);
