@@ -4966,6 +4966,13 @@ START_TEST(test_kubesim_pod_graceful_delete)
     p = request_json("DELETE", "/api/v1/namespaces/default/serviceaccounts/gdsa", NULL, 200);
     ck_assert_str_eq(jpath(p, "kind", NULL), "ServiceAccount");
     json_decref(p);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/services",
+                             "{\"metadata\":{\"name\":\"gdsvc\"},\"spec\":{\"ports\":[{"
+                             "\"port\":80}]}}",
+                             201));
+    p = request_json("DELETE", "/api/v1/namespaces/default/services/gdsvc", NULL, 200);
+    ck_assert_str_eq(jpath(p, "kind", NULL), "Service");
+    json_decref(p);
     create_cm("{\"metadata\":{\"name\":\"gdcm\"}}");
     p = request_json("DELETE", "/api/v1/namespaces/default/configmaps/gdcm", NULL, 200);
     ck_assert_str_eq(jpath(p, "kind", NULL), "Status");

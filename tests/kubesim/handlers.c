@@ -2921,8 +2921,7 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
         ks_remove_object(ks, def, key);
     pthread_mutex_unlock(&ks->lock);
     /* the registries with ReturnDeletedObject answer with the object */
-    if (is_crd(def) || strcmp(def->key, "pods") == 0 || strcmp(def->key, "services") == 0 ||
-        strcmp(def->key, "serviceaccounts") == 0) {
+    if (def->return_deleted) {
         respond_object(ks, def, cur, q->version, 200, r);
         goto out;
     }

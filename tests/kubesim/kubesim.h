@@ -82,10 +82,11 @@ struct ks_res {
     json_t *short_names; /* array or NULL, owned */
     json_t *categories;  /* array or NULL, owned */
     bool namespaced;
-    bool typed;       /* built-in: struct key order, typed lists */
-    bool crd;         /* defined by a CustomResourceDefinition */
-    bool generation;  /* metadata.generation maintained */
-    bool create_only; /* a review: POST only, nothing stored (authz.c) */
+    bool typed;          /* built-in: struct key order, typed lists */
+    bool crd;            /* defined by a CustomResourceDefinition */
+    bool generation;     /* metadata.generation maintained */
+    bool create_only;    /* a review: POST only, nothing stored (authz.c) */
+    bool return_deleted; /* DELETE answers with the object (ReturnDeletedObject) */
     struct ks_version versions[KS_MAX_VERSIONS];
     size_t nversions;
     const char *storage;        /* name of the storage version */

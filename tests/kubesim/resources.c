@@ -18,21 +18,26 @@ struct builtin {
     const char *group, *version, *plural, *singular, *kind, *shorts, *cats;
     bool namespaced, status, scale, generation;
     const char *bookmark;
-    bool create_only; /* a review (authz.c) */
+    unsigned flags; /* B_* */
+};
+
+enum {
+    B_CREATE_ONLY = 1,    /* a review (authz.c) */
+    B_RETURN_DELETED = 2, /* the registry's ReturnDeletedObject */
 };
 
 static const struct builtin builtins[] = {
     {"", "v1", "configmaps", "configmap", "ConfigMap", "cm", NULL, true, false, false, false, NULL,
-     false},
+     0},
     /* core/v1 Endpoints: no status, no generation (types.go) */
     {"", "v1", "endpoints", "endpoints", "Endpoints", "ep", NULL, true, false, false, false, NULL,
-     false},
+     0},
     {"", "v1", "events", "event", "Event", "ev", NULL, true, false, false, false,
      "{\"involvedObject\":{},\"source\":{},\"firstTimestamp\":null,\"lastTimestamp\":null,"
      "\"eventTime\":null,\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
-     false},
+     0},
     {"", "v1", "namespaces", "namespace", "Namespace", "ns", NULL, false, true, false, false,
-     "{\"spec\":{},\"status\":{}}", false},
+     "{\"spec\":{},\"status\":{}}", 0},
     /* core/v1 Node: cluster-scoped, status; daemonEndpoints and nodeInfo
      * have no omitempty effect (structs) */
     {"", "v1", "nodes", "node", "Node", "no", NULL, false, true, false, false,
@@ -41,71 +46,71 @@ static const struct builtin builtins[] = {
      "\"kernelVersion\":\"\",\"osImage\":\"\",\"containerRuntimeVersion\":\"\","
      "\"kubeletVersion\":\"\",\"kubeProxyVersion\":\"\",\"operatingSystem\":\"\","
      "\"architecture\":\"\"}}}",
-     false},
+     0},
     {"", "v1", "pods", "pod", "Pod", "po", "all", true, true, false, false,
-     "{\"spec\":{\"containers\":null},\"status\":{}}", false},
-    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, true, false, false, false, NULL, false},
+     "{\"spec\":{\"containers\":null},\"status\":{}}", B_RETURN_DELETED},
+    {"", "v1", "secrets", "secret", "Secret", NULL, NULL, true, false, false, false, NULL, 0},
     {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", "sa", NULL, true, false,
-     false, false, NULL, false},
+     false, false, NULL, B_RETURN_DELETED},
     {"", "v1", "services", "service", "Service", "svc", "all", true, true, false, false,
-     "{\"spec\":{},\"status\":{\"loadBalancer\":{}}}", false},
+     "{\"spec\":{},\"status\":{\"loadBalancer\":{}}}", B_RETURN_DELETED},
     {"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
      "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", NULL, "api-extensions", false,
-     false, false, true, NULL, false},
+     false, false, true, NULL, 0},
     {"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
      "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", NULL, "api-extensions",
-     false, false, false, true, NULL, false},
+     false, false, false, true, NULL, 0},
     {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
      "CustomResourceDefinition", "crd,crds", "api-extensions", false, true, false, true,
      "{\"spec\":{\"group\":\"\",\"names\":{\"plural\":\"\",\"kind\":\"\"},\"scope\":\"\","
      "\"versions\":null},\"status\":{\"conditions\":null,\"acceptedNames\":{\"plural\":\"\","
      "\"kind\":\"\"},\"storedVersions\":null}}",
-     false},
+     B_RETURN_DELETED},
     {"apps", "v1", "deployments", "deployment", "Deployment", "deploy", "all", true, true, true,
      true,
      "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":null}},"
      "\"strategy\":{}},\"status\":{}}",
-     false},
+     0},
     {"apps", "v1", "replicasets", "replicaset", "ReplicaSet", "rs", "all", true, true, false, true,
      "{\"spec\":{\"selector\":null,\"template\":{\"metadata\":{},\"spec\":{\"containers\":"
      "null}}},\"status\":{\"replicas\":0}}",
-     false},
+     0},
     /* the reviews: POST only (authz.c) */
     {"authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview",
-     NULL, NULL, false, false, false, false, NULL, true},
+     NULL, NULL, false, false, false, false, NULL, B_CREATE_ONLY},
     {"authentication.k8s.io", "v1", "tokenreviews", "tokenreview", "TokenReview", NULL, NULL, false,
-     false, false, false, NULL, true},
+     false, false, false, NULL, B_CREATE_ONLY},
     {"authorization.k8s.io", "v1", "localsubjectaccessreviews", "localsubjectaccessreview",
-     "LocalSubjectAccessReview", NULL, NULL, true, false, false, false, NULL, true},
+     "LocalSubjectAccessReview", NULL, NULL, true, false, false, false, NULL, B_CREATE_ONLY},
     {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview",
-     "SelfSubjectAccessReview", NULL, NULL, false, false, false, false, NULL, true},
+     "SelfSubjectAccessReview", NULL, NULL, false, false, false, false, NULL, B_CREATE_ONLY},
     {"authorization.k8s.io", "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview",
-     "SelfSubjectRulesReview", NULL, NULL, false, false, false, false, NULL, true},
+     "SelfSubjectRulesReview", NULL, NULL, false, false, false, false, NULL, B_CREATE_ONLY},
     {"authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview",
-     "SubjectAccessReview", NULL, NULL, false, false, false, false, NULL, true},
+     "SubjectAccessReview", NULL, NULL, false, false, false, false, NULL, B_CREATE_ONLY},
     {"coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, NULL, true, false, false, false,
-     "{\"spec\":{}}", false},
+     "{\"spec\":{}}", 0},
     /* discovery/v1 EndpointSlice: generation kept (registry/discovery/
      * endpointslice/strategy.go); addressType, endpoints and ports are
      * written even when empty (no omitempty in discovery/v1 types.go) */
     {"discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", NULL, NULL, true,
-     false, false, true, "{\"addressType\":\"\",\"endpoints\":null,\"ports\":null}", false},
+     false, false, true, "{\"addressType\":\"\",\"endpoints\":null,\"ports\":null}", 0},
     {"networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", "netpol", NULL,
-     true, false, false, true, "{\"spec\":{\"podSelector\":{}}}", false},
+     true, false, false, true, "{\"spec\":{\"podSelector\":{}}}", 0},
     {"policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb",
      NULL, true, true, false, true,
      "{\"spec\":{},\"status\":{\"disruptionsAllowed\":0,"
      "\"currentHealthy\":0,\"desiredHealthy\":0,"
      "\"expectedPods\":0}}",
-     false},
+     0},
     {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
-     "ClusterRoleBinding", NULL, NULL, false, false, false, false, NULL, false},
+     "ClusterRoleBinding", NULL, NULL, false, false, false, false, NULL, 0},
     {"rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", NULL, NULL,
-     false, false, false, false, NULL, false},
+     false, false, false, false, NULL, 0},
     {"rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", NULL, NULL,
-     true, false, false, false, NULL, false},
+     true, false, false, false, NULL, 0},
     {"rbac.authorization.k8s.io", "v1", "roles", "role", "Role", NULL, NULL, true, false, false,
-     false, NULL, false},
+     false, NULL, 0},
 };
 
 /* Served only with --feature StorageVersionMigrator (beta and off by default
@@ -123,7 +128,7 @@ static const struct builtin svm_builtin = {
     false,
     true,
     "{\"spec\":{\"resource\":{\"group\":\"\",\"resource\":\"\"}},\"status\":{}}",
-    false};
+    0};
 
 static json_t *split_list(const char *csv)
 {
@@ -222,7 +227,8 @@ static int add_builtin(struct ks_server *ks, const struct builtin *b)
     def->nversions = 1;
     def->storage = def->versions[0].name;
     def->bookmark_extra = b->bookmark;
-    def->create_only = b->create_only;
+    def->create_only = b->flags & B_CREATE_ONLY;
+    def->return_deleted = b->flags & B_RETURN_DELETED;
     publish(ks, def);
     return 0;
 }
