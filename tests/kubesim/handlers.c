@@ -1169,7 +1169,16 @@ static json_t *parse_body(struct ks_api_req *q, struct ks_reply *r)
      * answered by patch_body_shape as the apiserver answers it. */
     enum patch_kind pk = patch_kind(q->content_type);
     size_t flags = pk == PATCH_MERGE || pk == PATCH_JSON ? JSON_DECODE_ANY : 0;
-    json_t *v = json_loadb(q->body, q->body_len, flags, &jerr);
+    /* A create's or update's object: members given twice are found by the
+     * same pass; only a body that has some is scanned again for their
+     * paths (body_duplicates). */
+    bool object = strcmp(q->verb, "create") == 0 || strcmp(q->verb, "update") == 0;
+    json_t *v =
+        json_loadb(q->body, q->body_len, flags | (object ? JSON_REJECT_DUPLICATES : 0), &jerr);
+    if (object && v)
+        q->body_unique = true;
+    else if (object && json_error_code(&jerr) == json_error_duplicate_key)
+        v = json_loadb(q->body, q->body_len, flags, &jerr);
     if (!v && is_apply(q)) { /* apply-patch+yaml: YAML or JSON */
         char *err = NULL;
         v = ks_yaml_load(q->body, q->body_len, &err);
@@ -1254,12 +1263,13 @@ static int field_validation(struct ks_api_req *q, enum ks_field_validation *mode
 
 /* The members a create's or update's JSON body gives twice (the strict
  * decoder's "duplicate field"); NULL for other bodies (a patch is not the
- * object, protobuf has no duplicates, an apply's YAML is not checked).
+ * object, protobuf has no duplicates, an apply's YAML is not checked) and
+ * for one parse_body found none in.
  * @ref new */
 static json_t *body_duplicates(struct ks_api_req *q)
 {
-    if (!q->body || !q->body_len || ks_pb_media_type(q->content_type) || is_apply(q) ||
-        (strcmp(q->verb, "create") != 0 && strcmp(q->verb, "update") != 0))
+    if (q->body_unique || !q->body || !q->body_len || ks_pb_media_type(q->content_type) ||
+        is_apply(q) || (strcmp(q->verb, "create") != 0 && strcmp(q->verb, "update") != 0))
         return NULL;
     return ks_json_duplicates(q->body, q->body_len);
 }

@@ -889,6 +889,7 @@ struct ks_api_req {
     const char *body;
     size_t body_len;
     const char *content_type;
+    bool body_unique; /* parse_body: the JSON body gives no member twice */
 };
 
 void ks_reply_status(struct ks_reply *r, int code, const char *reason, const char *message,
