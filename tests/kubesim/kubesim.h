@@ -324,6 +324,22 @@ json_t *ks_msgs_dns1123_subdomain(const char *s);
 json_t *ks_msgs_port_name(const char *s);
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
+
+/* Validation causes (field.Error as a StatusCause): reason, field, message. */
+__attribute__((format(printf, 4, 5))) void ks_cause(json_t *causes, const char *reason,
+                                                    const char *field, const char *fmt, ...);
+/* field.Invalid(field, value (a string), msg) for each of msgs (@ref steal msgs). */
+void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs);
+/* field.Invalid(field, an integer value, msg) */
+void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg);
+/* metav1validation.ValidateLabelSelector of sel at path (e.g. "spec.selector"). */
+void ks_validate_label_selector(const json_t *sel, const char *path, json_t *causes);
+/* apiserver/pkg/util/webhook: ValidateWebhookURL (url.Parse's errors as
+ * Required, then scheme, host, user, fragment, query) and
+ * ValidateWebhookService (name, namespace, port defaulted to 443, path
+ * segments) of a clientConfig at field. */
+void ks_validate_webhook_url(json_t *causes, const char *field, const char *url, bool force_https);
+void ks_validate_webhook_service(json_t *causes, const char *field, const json_t *svc);
 /* Go's %#v of a []T of strings (type "[]string", "[]core.IPFamily"):
  * []string{"a", "b"}, or []string(nil) for anything but a list. malloc'd */
 char *ks_go_strings(const json_t *list, const char *type);

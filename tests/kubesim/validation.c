@@ -222,8 +222,7 @@ char *ks_go_quote(const char *s)
 
 /* ---- causes (apimachinery/pkg/util/validation/field/errors.go) ------------------- */
 
-__attribute__((format(printf, 4, 5))) static void cause(json_t *causes, const char *reason,
-                                                        const char *field, const char *fmt, ...)
+void ks_cause(json_t *causes, const char *reason, const char *field, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -236,8 +235,9 @@ __attribute__((format(printf, 4, 5))) static void cause(json_t *causes, const ch
     free(m);
 }
 
-/* field.Invalid(field, value (a string), msg) for each of msgs (@ref steal msgs). */
-static void invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs)
+#define cause ks_cause
+
+void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs)
 {
     char *q = ks_go_quote(value);
     size_t i;
@@ -249,6 +249,7 @@ static void invalid_str(json_t *causes, const char *field, const char *value, js
     free(q);
     json_decref(msgs);
 }
+#define invalid_str ks_invalid_str
 
 /* ---- ObjectMeta (apimachinery/pkg/api/validation/objectmeta.go) ------------------ */
 
@@ -414,12 +415,12 @@ static void validate_meta(const struct ks_res *def, const json_t *obj, bool crea
 
 /* ---- per kind ------------------------------------------------------------------ */
 
-/* field.Invalid(field, an integer value, msg) */
-static void invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg)
+void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg)
 {
     cause(causes, "FieldValueInvalid", field, "Invalid value: %" JSON_INTEGER_FORMAT ": %s", v,
           msg);
 }
+#define invalid_int ks_invalid_int
 
 static const char *str_at(const json_t *obj, const char *k)
 {
@@ -730,10 +731,11 @@ bool ks_label_selector_matches(const json_t *sel, const json_t *labels)
     return true;
 }
 
-/* ValidateLabelSelector at spec.selector */
-static void validate_selector(const json_t *sel, json_t *causes)
+void ks_validate_label_selector(const json_t *sel, const char *path, json_t *causes)
 {
-    validate_labels(json_object_get(sel, "matchLabels"), "spec.selector.matchLabels", causes);
+    char *f = ks_printf("%s.matchLabels", path);
+    validate_labels(json_object_get(sel, "matchLabels"), f, causes);
+    free(f);
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(sel, "matchExpressions"), i, e)
@@ -741,26 +743,26 @@ static void validate_selector(const json_t *sel, json_t *causes)
         const char *op = str_at(e, "operator");
         const char *key = str_at(e, "key");
         size_t nv = json_array_size(json_object_get(e, "values"));
-        char *f = NULL;
+        f = NULL;
         if (op && (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0)) {
             if (nv == 0) {
-                f = ks_printf("spec.selector.matchExpressions[%zu].values", i);
+                f = ks_printf("%s.matchExpressions[%zu].values", path, i);
                 cause(causes, "FieldValueRequired", f,
                       "Required value: must be specified when `operator` is 'In' or 'NotIn'");
             }
         } else if (op && (strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0)) {
             if (nv > 0) {
-                f = ks_printf("spec.selector.matchExpressions[%zu].values", i);
+                f = ks_printf("%s.matchExpressions[%zu].values", path, i);
                 cause(causes, "FieldValueForbidden", f,
                       "Forbidden: may not be specified when `operator` is 'Exists' or "
                       "'DoesNotExist'");
             }
         } else {
-            f = ks_printf("spec.selector.matchExpressions[%zu].operator", i);
+            f = ks_printf("%s.matchExpressions[%zu].operator", path, i);
             invalid_str(causes, f, op ? op : "", json_pack("[s]", "not a valid selector operator"));
         }
         free(f);
-        f = ks_printf("spec.selector.matchExpressions[%zu].key", i);
+        f = ks_printf("%s.matchExpressions[%zu].key", path, i);
         invalid_str(causes, f, key ? key : "", ks_msgs_qualified_name(key ? key : ""));
         free(f);
     }
@@ -973,7 +975,7 @@ static void validate_selector_and_template(const json_t *spec, json_t *causes)
     if (!json_is_object(sel)) {
         cause(causes, "FieldValueRequired", "spec.selector", "Required value");
     } else {
-        validate_selector(sel, causes);
+        ks_validate_label_selector(sel, "spec.selector", causes);
         const json_t *ml = json_object_get(sel, "matchLabels");
         const json_t *me = json_object_get(sel, "matchExpressions");
         if (json_object_size(ml) + json_array_size(me) == 0) {
@@ -1888,4 +1890,279 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         return NULL;
     }
     return causes;
+}
+
+/* ---- webhook client configs (apiserver/pkg/util/webhook/validation.go) ------------ */
+
+static bool url_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The error of Go's url.unescape over s[0..n) (NULL when none), as
+ * `invalid URL escape "%zz"`. malloc'd */
+static char *url_escape_error(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%')
+            continue;
+        if (i + 2 >= n || !url_hex(s[i + 1]) || !url_hex(s[i + 2])) {
+            size_t m = n - i < 3 ? n - i : 3;
+            char *bad = ks_printf("%.*s", (int)m, s + i);
+            char *q = ks_go_quote(bad);
+            char *e = ks_printf("invalid URL escape %s", q);
+            free(q);
+            free(bad);
+            return e;
+        }
+        i += 2;
+    }
+    return NULL;
+}
+
+/*
+ * Go's net/url.Parse far enough for ValidateWebhookURL: NULL and the parts
+ * in *u, or the error text (malloc'd) as url.Error words it without the
+ * "parse %q: " prefix.
+ */
+struct go_url {
+    char *scheme, *user, *host, *query, *fragment;
+};
+
+static void go_url_free(struct go_url *u)
+{
+    free(u->scheme);
+    free(u->user);
+    free(u->host);
+    free(u->query);
+    free(u->fragment);
+}
+
+static char *go_url_parse(const char *raw, struct go_url *u)
+{
+    memset(u, 0, sizeof(*u));
+    const char *hash = strchr(raw, '#');
+    size_t n = hash ? (size_t)(hash - raw) : strlen(raw);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)raw[i] < 0x20 || raw[i] == 0x7f)
+            return ks_strdup("net/url: invalid control character in URL");
+    /* getScheme */
+    size_t rest = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = raw[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+            continue;
+        if ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.') {
+            if (i == 0)
+                break;
+            continue;
+        }
+        if (c == ':') {
+            if (i == 0)
+                return ks_strdup("missing protocol scheme");
+            u->scheme = ks_printf("%.*s", (int)i, raw);
+            for (char *p = u->scheme; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+            rest = i + 1;
+        }
+        break;
+    }
+    const char *r = raw + rest;
+    size_t rn = n - rest;
+    const char *q = memchr(r, '?', rn);
+    if (q) {
+        bool force = q == r + rn - 1; /* a single trailing '?': ForceQuery, no RawQuery */
+        if (!force)
+            u->query = ks_printf("%.*s", (int)(r + rn - q - 1), q + 1);
+        rn = (size_t)(q - r);
+    }
+    if (rn == 0 || r[0] != '/') {
+        if (!u->scheme) { /* a relative path: its first segment may not hold a colon */
+            const char *slash = memchr(r, '/', rn);
+            size_t seg = slash ? (size_t)(slash - r) : rn;
+            if (memchr(r, ':', seg))
+                return ks_strdup("first path segment in URL cannot contain colon");
+        }
+        /* opaque (scheme:rest) or a path: no host */
+    } else if (rn >= 2 && r[1] == '/' && (u->scheme || rn < 3 || r[2] != '/')) {
+        const char *a = r + 2;
+        const char *end = memchr(a, '/', rn - 2);
+        size_t an = end ? (size_t)(end - a) : rn - 2;
+        const char *at = NULL;
+        for (size_t i = 0; i < an; i++)
+            if (a[i] == '@')
+                at = a + i;
+        const char *h = a;
+        if (at) {
+            u->user = ks_printf("%.*s", (int)(at - a), a);
+            h = at + 1;
+        }
+        size_t hn = an - (size_t)(h - a);
+        if (hn && h[0] == '[') {
+            const char *close = memchr(h, ']', hn);
+            if (!close)
+                return ks_strdup("missing ']' in host");
+            const char *port = close + 1;
+            size_t pn = hn - (size_t)(port - h);
+            bool ok = pn == 0 || port[0] == ':';
+            for (size_t i = 1; ok && i < pn; i++)
+                ok = port[i] >= '0' && port[i] <= '9';
+            if (!ok) {
+                char *pp = ks_printf("%.*s", (int)pn, port);
+                char *qp = ks_go_quote(pp);
+                char *e = ks_printf("invalid port %s after host", qp);
+                free(qp);
+                free(pp);
+                return e;
+            }
+        } else {
+            const char *colon = NULL;
+            for (size_t i = 0; i < hn; i++)
+                if (h[i] == ':')
+                    colon = h + i;
+            if (colon) {
+                size_t pn = hn - (size_t)(colon - h);
+                bool ok = true;
+                for (size_t i = 1; i < pn; i++)
+                    ok = ok && colon[i] >= '0' && colon[i] <= '9';
+                if (!ok) {
+                    char *pp = ks_printf("%.*s", (int)pn, colon);
+                    char *qp = ks_go_quote(pp);
+                    char *e = ks_printf("invalid port %s after host", qp);
+                    free(qp);
+                    free(pp);
+                    return e;
+                }
+            }
+            /* unescape(host, encodeHost): ASCII other than these is refused */
+            for (size_t i = 0; i < hn; i++) {
+                unsigned char c = (unsigned char)h[i];
+                if (c < 0x80 && !isalnum(c) && c != '%' && !strchr("-._~!$&'()*+,;=:[]<>\"", c)) {
+                    char ch[2] = {(char)c, 0};
+                    char *qc = ks_go_quote(ch);
+                    char *e = ks_printf("invalid character %s in host name", qc);
+                    free(qc);
+                    return e;
+                }
+            }
+        }
+        char *e = url_escape_error(h, hn);
+        if (e)
+            return e;
+        u->host = ks_printf("%.*s", (int)hn, h);
+        r = a + an;
+        rn = rn - 2 - an;
+    }
+    char *e = url_escape_error(r, rn);
+    if (e)
+        return e;
+    if (hash) {
+        e = url_escape_error(hash + 1, strlen(hash + 1));
+        if (e)
+            return e;
+        u->fragment = ks_strdup(hash + 1);
+    }
+    return NULL;
+}
+
+void ks_validate_webhook_url(json_t *causes, const char *field, const char *url, bool force_https)
+{
+    static const char *const form = "; desired format: https://host[/path]";
+    struct go_url u;
+    char *err = go_url_parse(url, &u);
+    if (err) {
+        char *q = ks_go_quote(url);
+        cause(causes, "FieldValueRequired", field,
+              "Required value: url must be a valid URL: parse %s: %s%s", q, err, form);
+        free(q);
+        free(err);
+        go_url_free(&u);
+        return;
+    }
+    char *msg = NULL;
+    if (force_https && (!u.scheme || strcmp(u.scheme, "https") != 0)) {
+        msg = ks_printf("'https' is the only allowed URL scheme%s", form);
+        invalid_str(causes, field, u.scheme ? u.scheme : "", json_pack("[s]", msg));
+        free(msg);
+    }
+    if (!u.host || !*u.host) {
+        msg = ks_printf("host must be specified%s", form);
+        invalid_str(causes, field, "", json_pack("[s]", msg));
+        free(msg);
+    }
+    if (u.user)
+        invalid_str(causes, field, u.user,
+                    json_pack("[s]", "user information is not permitted in the URL"));
+    if (u.fragment && *u.fragment)
+        invalid_str(causes, field, u.fragment,
+                    json_pack("[s]", "fragments are not permitted in the URL"));
+    if (u.query && *u.query)
+        invalid_str(causes, field, u.query,
+                    json_pack("[s]", "query parameters are not permitted in the URL"));
+    go_url_free(&u);
+}
+
+void ks_validate_webhook_service(json_t *causes, const char *field, const json_t *svc)
+{
+    const char *name = str_at(svc, "name"), *ns = str_at(svc, "namespace");
+    char *f = ks_printf("%s.name", field);
+    if (!name || !*name)
+        cause(causes, "FieldValueRequired", f, "Required value");
+    free(f);
+    f = ks_printf("%s.namespace", field);
+    if (!ns || !*ns)
+        cause(causes, "FieldValueRequired", f, "Required value");
+    free(f);
+    const json_t *port = json_object_get(svc, "port"); /* defaulted to 443 */
+    json_int_t pn = json_is_integer(port) ? json_integer_value(port) : 443;
+    if (pn < 1 || pn > 65535) {
+        f = ks_printf("%s.port", field);
+        char *m = ks_printf("port is not valid: %s", port_range);
+        invalid_int(causes, f, pn, m);
+        free(m);
+        free(f);
+    }
+    const char *path = str_at(svc, "path");
+    if (!path || !*path || strcmp(path, "/") == 0)
+        return;
+    f = ks_printf("%s.path", field);
+    if (strcmp(path, "//") == 0) {
+        invalid_str(causes, f, path, json_pack("[s]", "segment[0] may not be empty"));
+        free(f);
+        return;
+    }
+    if (path[0] != '/')
+        invalid_str(causes, f, path, json_pack("[s]", "must start with a '/'"));
+    /* the segments of path[1:] without one trailing '/' */
+    size_t n = strlen(path + 1);
+    const char *s = path + 1;
+    if (n && s[n - 1] == '/')
+        n--;
+    size_t idx = 0;
+    for (size_t start = 0;; idx++) {
+        const char *slash = memchr(s + start, '/', n - start);
+        size_t end = slash ? (size_t)(slash - s) : n;
+        char *seg = ks_printf("%.*s", (int)(end - start), s + start);
+        if (!*seg) {
+            char *m = ks_printf("segment[%zu] may not be empty", idx);
+            invalid_str(causes, f, path, json_pack("[s]", m));
+            free(m);
+        } else {
+            json_t *msgs = ks_msgs_dns1123_subdomain(seg);
+            size_t i;
+            json_t *m;
+            json_array_foreach(msgs, i, m)
+            {
+                char *mm = ks_printf("segment[%zu]: %s", idx, json_string_value(m));
+                invalid_str(causes, f, path, json_pack("[s]", mm));
+                free(mm);
+            }
+            json_decref(msgs);
+        }
+        free(seg);
+        if (!slash)
+            break;
+        start = end + 1;
+    }
+    free(f);
 }
