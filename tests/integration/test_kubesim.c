@@ -5119,6 +5119,51 @@ START_TEST(test_kubesim_pdb_and_eviction)
 }
 END_TEST
 
+/* pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec: a PDB with
+ * both budgets, a percentage over 100, a negative count or a bad selector
+ * is refused (all were stored before), on create and on update. */
+START_TEST(test_kubesim_pdb_validation)
+{
+    const char *pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    json_t *st = request_json("POST", pdbs,
+                              "{\"metadata\":{\"name\":\"both\"},\"spec\":{\"minAvailable\":1,"
+                              "\"maxUnavailable\":1,\"selector\":{\"matchLabels\":{\"a\":\"b\"}}}}",
+                              422);
+    const char *m = json_string_value(json_object_get(st, "message"));
+    ck_assert_msg(strncmp(m,
+                          "PodDisruptionBudget.policy \"both\" is invalid: spec: Invalid value: "
+                          "policy.PodDisruptionBudgetSpec{MinAvailable:(*intstr.IntOrString)(0x",
+                          strlen("PodDisruptionBudget.policy \"both\" is invalid: spec: Invalid "
+                                 "value: policy.PodDisruptionBudgetSpec{MinAvailable:(*intstr."
+                                 "IntOrString)(0x")) == 0,
+                  "%s", m);
+    ck_assert_msg(strstr(m, "UnhealthyPodEvictionPolicy:(*policy.UnhealthyPodEvictionPolicyType)"
+                            "(nil)}: minAvailable and maxUnavailable cannot be both set"),
+                  "%s", m);
+    json_decref(st);
+    expect_invalid(pdbs, "{\"metadata\":{\"name\":\"pct\"},\"spec\":{\"minAvailable\":\"150%\"}}",
+                   "PodDisruptionBudget.policy \"pct\" is invalid: spec.minAvailable: Invalid "
+                   "value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be "
+                   "greater than 100%");
+    expect_invalid(pdbs,
+                   "{\"metadata\":{\"name\":\"neg\"},\"spec\":{\"maxUnavailable\":-1,"
+                   "\"selector\":{\"matchExpressions\":[{\"key\":\"x\",\"operator\":\"In\"}]}}}",
+                   "PodDisruptionBudget.policy \"neg\" is invalid: [spec.maxUnavailable: Invalid "
+                   "value: -1: must be greater than or equal to 0, "
+                   "spec.selector.matchExpressions[0].values: Required value: must be specified "
+                   "when `operator` is 'In' or 'NotIn']");
+    /* an update that sets the other budget too */
+    json_decref(request_json("POST", pdbs,
+                             "{\"metadata\":{\"name\":\"upd\"},\"spec\":{\"maxUnavailable\":"
+                             "\"50%\",\"selector\":{\"matchLabels\":{\"a\":\"b\"}}}}",
+                             201));
+    merge_patch("/apis/policy/v1/namespaces/default/poddisruptionbudgets/upd",
+                "{\"spec\":{\"minAvailable\":1}}", 422);
+    merge_patch("/apis/policy/v1/namespaces/default/poddisruptionbudgets/upd",
+                "{\"spec\":{\"minAvailable\":1,\"maxUnavailable\":null}}", 200);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -5157,6 +5202,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_pod_update_rules);
     tcase_add_test(tc, test_kubesim_pod_graceful_delete);
     tcase_add_test(tc, test_kubesim_pdb_and_eviction);
+    tcase_add_test(tc, test_kubesim_pdb_validation);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

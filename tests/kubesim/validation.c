@@ -929,6 +929,61 @@ static char *go_label_selector(const json_t *sel)
     return out;
 }
 
+/* Go's %#v of a pointer field: (*type)(0x...) or (*type)(nil); the address
+ * is where kubesim holds the value, as the apiserver prints its own. malloc'd */
+static char *go_ptr(const char *type, const json_t *v)
+{
+    if (!v || json_is_null(v))
+        return ks_printf("(*%s)(nil)", type);
+    return ks_printf("(*%s)(%p)", type, (const void *)v);
+}
+
+/* pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec (create and
+ * update alike; the unhealthyPodEvictionPolicy enum is the schema's) */
+static void validate_pdb(const json_t *obj, json_t *causes)
+{
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *min = json_object_get(spec, "minAvailable");
+    const json_t *max = json_object_get(spec, "maxUnavailable");
+    if (min && !json_is_null(min) && max && !json_is_null(max)) {
+        char *pmin = go_ptr("intstr.IntOrString", min);
+        char *psel = go_ptr("v1.LabelSelector", json_object_get(spec, "selector"));
+        char *pmax = go_ptr("intstr.IntOrString", max);
+        char *ppol = go_ptr("policy.UnhealthyPodEvictionPolicyType",
+                            json_object_get(spec, "unhealthyPodEvictionPolicy"));
+        cause(causes, "FieldValueInvalid", "spec",
+              "Invalid value: policy.PodDisruptionBudgetSpec{MinAvailable:%s, Selector:%s, "
+              "MaxUnavailable:%s, UnhealthyPodEvictionPolicy:%s}: minAvailable and "
+              "maxUnavailable cannot be both set",
+              pmin, psel, pmax, ppol);
+        free(pmin);
+        free(psel);
+        free(pmax);
+        free(ppol);
+    }
+    static const char *const fields[] = {"minAvailable", "maxUnavailable"};
+    for (size_t k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(spec, fields[k]);
+        if (!v || json_is_null(v))
+            continue;
+        char *f = ks_printf("spec.%s", fields[k]);
+        bool zero;
+        long pct;
+        /* appsvalidation.ValidatePositiveIntOrPercent, IsNotMoreThan100Percent */
+        int_or_percent(v, f, causes, &zero, &pct);
+        if (pct > 100) {
+            char *g = go_intstr(v);
+            cause(causes, "FieldValueInvalid", f,
+                  "Invalid value: %s: must not be greater than 100%%", g);
+            free(g);
+        }
+        free(f);
+    }
+    const json_t *sel = json_object_get(spec, "selector");
+    if (json_is_object(sel))
+        ks_validate_label_selector(sel, "spec.selector", causes);
+}
+
 /* ValidatePodSpec's containers: at least one, init containers too, names
  * unique across both */
 static void validate_pod_containers(const json_t *pspec, const char *spec_path, json_t *causes)
@@ -1877,6 +1932,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_binding(obj, def->namespaced, causes);
         if (old)
             immutable_role_ref(obj, old, causes);
+    } else if (strcmp(def->key, "poddisruptionbudgets.policy") == 0) {
+        validate_pdb(obj, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
