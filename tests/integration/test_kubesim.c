@@ -4343,6 +4343,42 @@ static bool lease_owned_by(const void *arg)
     return ok;
 }
 
+/* The Node Lease's renewTime differs from arg. */
+static bool lease_renewed(const void *arg)
+{
+    json_t *l = get_or_null("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+                            "kubesim-node");
+    const char *t = l ? jpath(l, "spec", "renewTime") : NULL;
+    bool ok = t && strcmp(t, arg) != 0;
+    json_decref(l);
+    return ok;
+}
+
+/* pkg/kubelet/nodelease: the kubelet renews its Lease every quarter of
+ * its duration (--node-lease-duration, 40 s by default); it stayed at its
+ * creation time before. */
+START_TEST(test_kubesim_node_lease_renewed)
+{
+    char *ca2 = kop_test_path(tmpdir, "ca-lease.pem");
+    char *args[] = {"--node-lease-duration", "4s", NULL};
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
+    json_t *l = request_json(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kubesim-node", NULL,
+        200);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(l, "spec"), "leaseDurationSeconds")), 4);
+    char *renew = strdup(jpath(l, "spec", "renewTime"));
+    json_decref(l);
+    ck_assert_msg(kop_test_eventually(lease_renewed, renew, 3000), "Lease not renewed");
+    free(renew);
+    second_sim_stop(&sim2);
+    free(ca2);
+    char *bad[] = {(char *)kop_test_bin("kubesim"), "--node-lease-duration", "1500ms", NULL};
+    expect_usage_error(bad, "bad or missing value for --node-lease-duration");
+}
+END_TEST
+
 /* pkg/kubelet: the Node registers with labels, addresses, capacity, the
  * four conditions and nodeInfo, and its Lease in kube-node-lease; deleted,
  * it registers again (and the Lease, which the garbage collector took with
@@ -5195,6 +5231,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_replicaset_pods);
     tcase_add_test(tc, test_kubesim_pod_defaults);
     tcase_add_test(tc, test_kubesim_node_registered);
+    tcase_add_test(tc, test_kubesim_node_lease_renewed);
     tcase_add_test(tc, test_kubesim_scheduler);
     tcase_add_test(tc, test_kubesim_replicaset_pods_scheduled);
     tcase_add_test(tc, test_kubesim_deployment_status_follows_pods);

@@ -1209,6 +1209,9 @@ static void *controller_main(void *arg)
             ks_disruption_sync(ks);
         }
         long long wake = now + 1000;
+        long long beat = ks_nodes_heartbeat(ks, now);
+        if (beat < wake)
+            wake = beat;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
         json_t *due = json_array();

@@ -236,6 +236,9 @@ struct ks_server {
     json_t *pods_to_place;      /* Pod key -> true: to schedule or start */
     json_t *pods_unschedulable; /* Pod key -> true: no Node fits; tried when one changes */
     json_t *pods_by_node;       /* node name -> { Pod key -> true } */
+    long node_lease_ms;         /* --node-lease-duration (whole seconds) */
+    long long lease_renew_ms;   /* the kubelet's next Lease renewal (monotonic ms) */
+    long long status_report_ms; /* its next unchanged Node status post */
     pthread_t migrator;         /* StorageVersionMigrations (migration.c) */
     bool migrator_running;
 
@@ -659,6 +662,11 @@ void ks_nodes_changed(struct ks_server *ks, const struct ks_res *def, const char
 /* Lock held. The controllers' pass: the Node registered again if deleted,
  * the condition taints, then the noted Pods scheduled and started. */
 void ks_nodes_sync(struct ks_server *ks);
+/* Lock held. The kubelet's heartbeats when due at now_ms (monotonic): its
+ * Lease renewed every quarter of its duration (10 s of 40), its Node's
+ * conditions posted again every 5
+ * minutes. Returns when the next one is due. */
+long long ks_nodes_heartbeat(struct ks_server *ks, long long now_ms);
 /* Lock held. A new Pod (not stored yet) through the scheduler and, bound
  * to KS_NODE_NAME, the kubelet, in place: the ReplicaSet controller's one
  * step. false: no Node fits (its PodScheduled condition says why). */

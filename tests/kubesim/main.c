@@ -42,6 +42,8 @@ static const char usage[] =
     "                                first noticing that the server closed them\n"
     "  --deployment-ready-delay DUR  Deployment status delay (default 200ms)\n"
     "  --bookmark-interval DUR       watch bookmark period (default 1s)\n"
+    "  --node-lease-duration DUR     the kubelet's Node Lease duration, whole seconds\n"
+    "                                (default 40s; renewed every quarter of it)\n"
     "  --history-size N              watch history length (default 10000)\n"
     "  --seed N                      fault RNG seed (default 1)\n"
     "  --fault VERB:CODE:RATE[:RETRY_AFTER][:resource=R][:group=G][:namespace=N]\n"
@@ -108,6 +110,7 @@ static int run(int argc, char **argv)
     ks_users_init(ks);
     pthread_cond_init(&ks->changed, NULL);
     ks->ready_delay_ms = 200;
+    ks->node_lease_ms = 40000;
     ks->record_events = true;
     ks->bookmark_ms = 1000;
     ks->history_cap = 10000;
@@ -172,6 +175,9 @@ static int run(int argc, char **argv)
         } else if (strcmp(a, "--deployment-ready-delay") == 0) {
             ks->ready_delay_ms = parse_ms(v);
             bad = ks->ready_delay_ms < 0;
+        } else if (strcmp(a, "--node-lease-duration") == 0) {
+            ks->node_lease_ms = parse_ms(v);
+            bad = ks->node_lease_ms < 1000 || ks->node_lease_ms % 1000 != 0;
         } else if (strcmp(a, "--bookmark-interval") == 0) {
             ks->bookmark_ms = parse_ms(v);
             bad = ks->bookmark_ms <= 0;

@@ -175,12 +175,13 @@ static void register_node(struct ks_server *ks)
     ks_uuid(uid, sizeof(uid));
     ks_now_rfc3339(now, sizeof(now));
     ks_now_rfc3339_micro(renew, sizeof(renew));
-    json_t *lease = json_pack(
-        "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:s,s:s}]},s:{s:s,s:i,s:s}}", "apiVersion",
-        "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", KS_NODE_NAME, "namespace",
-        "kube-node-lease", "uid", uid, "creationTimestamp", now, "ownerReferences", "apiVersion",
-        "v1", "kind", "Node", "name", KS_NODE_NAME, "uid", ks_nz(meta_str(node, "uid")), "spec",
-        "holderIdentity", KS_NODE_NAME, "leaseDurationSeconds", 40, "renewTime", renew);
+    json_t *lease =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:s,s:s}]},s:{s:s,s:i,s:s}}",
+                  "apiVersion", "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
+                  KS_NODE_NAME, "namespace", "kube-node-lease", "uid", uid, "creationTimestamp",
+                  now, "ownerReferences", "apiVersion", "v1", "kind", "Node", "name", KS_NODE_NAME,
+                  "uid", ks_nz(meta_str(node, "uid")), "spec", "holderIdentity", KS_NODE_NAME,
+                  "leaseDurationSeconds", (int)(ks->node_lease_ms / 1000), "renewTime", renew);
     ks_typed_order(lease);
     ks_store_put(ks, ldef, key, lease);
 }
@@ -1022,8 +1023,60 @@ void ks_nodes_sync(struct ks_server *ks)
     json_decref(todo);
 }
 
+/* kubelet config nodeStatusReportFrequency: an unchanged status is posted
+ * again after 5 minutes (kubelet_node_status.go tryUpdateNodeStatus) */
+#define STATUS_REPORT_MS (5 * 60 * 1000)
+
+/* pkg/kubelet/nodelease: renewInterval is a quarter of the lease duration */
+static long long lease_renew_ms(const struct ks_server *ks)
+{
+    return ks->node_lease_ms / 4;
+}
+
+long long ks_nodes_heartbeat(struct ks_server *ks, long long now_ms)
+{
+    const struct ks_res *ldef = ks_res_by_key(ks, "leases.coordination.k8s.io");
+    const struct ks_res *ndef = ks_res_by_key(ks, "nodes");
+    if (now_ms >= ks->lease_renew_ms) {
+        ks->lease_renew_ms = now_ms + lease_renew_ms(ks);
+        char key[512];
+        ks_obj_key(key, sizeof(key), "kube-node-lease", KS_NODE_NAME);
+        const json_t *lease = ldef ? ks_store_get(ks, ldef->key, key) : NULL;
+        const char *holder =
+            json_string_value(json_object_get(json_object_get(lease, "spec"), "holderIdentity"));
+        if (lease && holder && strcmp(holder, KS_NODE_NAME) == 0) {
+            char renew[40];
+            ks_now_rfc3339_micro(renew, sizeof(renew));
+            json_t *next = json_deep_copy(lease);
+            json_object_set_new(json_object_get(next, "spec"), "renewTime", json_string(renew));
+            ks_store_put(ks, ldef, key, next);
+        }
+    }
+    if (now_ms >= ks->status_report_ms) {
+        bool first = ks->status_report_ms == 0; /* registration posted it */
+        ks->status_report_ms = now_ms + STATUS_REPORT_MS;
+        const json_t *node = ndef ? ks_store_get(ks, ndef->key, KS_NODE_NAME) : NULL;
+        if (node && !first) {
+            char now[32];
+            ks_now_rfc3339(now, sizeof(now));
+            json_t *next = json_deep_copy(node);
+            size_t i;
+            json_t *c;
+            json_array_foreach(json_object_get(json_object_get(next, "status"), "conditions"), i, c)
+            {
+                json_object_set_new(c, "lastHeartbeatTime", json_string(now));
+            }
+            ks_store_put(ks, ndef, KS_NODE_NAME, next);
+        }
+    }
+    return ks->lease_renew_ms < ks->status_report_ms ? ks->lease_renew_ms : ks->status_report_ms;
+}
+
 void ks_nodes_start(struct ks_server *ks)
 {
     ks->nodes_dirty = true;
     ks_nodes_sync(ks);
+    /* the Lease was just made: renewed a quarter of its duration later */
+    ks->lease_renew_ms = ks_mono_ms() + lease_renew_ms(ks);
+    ks->status_report_ms = 0;
 }
