@@ -4343,6 +4343,37 @@ static bool lease_owned_by(const void *arg)
     return ok;
 }
 
+static bool event_gone(const void *arg)
+{
+    json_t *e = get_or_null(arg);
+    json_decref(e);
+    return e == NULL;
+}
+
+/* The apiserver's --event-ttl: an Event goes that long after its last
+ * write (etcd's lease on it); they stayed for ever before. */
+START_TEST(test_kubesim_event_ttl)
+{
+    char *ca2 = kop_test_path(tmpdir, "ca-ttl.pem");
+    char *args[] = {"--event-ttl", "1s", NULL};
+    struct second_sim sim2;
+    second_sim_start(&sim2, ca2, args);
+    json_decref(request_json(
+        "POST", "/api/v1/namespaces/default/events",
+        "{\"metadata\":{\"name\":\"ttl1\"},\"involvedObject\":{\"kind\":\"ConfigMap\","
+        "\"namespace\":\"default\",\"name\":\"x\"},\"reason\":\"Test\",\"message\":\"m\","
+        "\"type\":\"Normal\",\"source\":{\"component\":\"test\"}}",
+        201));
+    const char *path = "/api/v1/namespaces/default/events/ttl1";
+    json_decref(request_json("GET", path, NULL, 200));
+    ck_assert_msg(kop_test_eventually(event_gone, path, 4000), "the Event did not expire");
+    second_sim_stop(&sim2);
+    free(ca2);
+    char *bad[] = {(char *)kop_test_bin("kubesim"), "--event-ttl", "0", NULL};
+    expect_usage_error(bad, "bad or missing value for --event-ttl");
+}
+END_TEST
+
 /* The Node Lease's renewTime differs from arg. */
 static bool lease_renewed(const void *arg)
 {
@@ -5232,6 +5263,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_pod_defaults);
     tcase_add_test(tc, test_kubesim_node_registered);
     tcase_add_test(tc, test_kubesim_node_lease_renewed);
+    tcase_add_test(tc, test_kubesim_event_ttl);
     tcase_add_test(tc, test_kubesim_scheduler);
     tcase_add_test(tc, test_kubesim_replicaset_pods_scheduled);
     tcase_add_test(tc, test_kubesim_deployment_status_follows_pods);

@@ -1212,6 +1212,9 @@ static void *controller_main(void *arg)
         long long beat = ks_nodes_heartbeat(ks, now);
         if (beat < wake)
             wake = beat;
+        long long expiry = ks_events_expire(ks, now);
+        if (expiry < wake)
+            wake = expiry;
         if (ks->gc_lazy && ks->gc_next_ms < wake)
             wake = ks->gc_next_ms;
         json_t *due = json_array();

@@ -195,9 +195,13 @@ struct ks_server {
 
     /* webhook client (whclient.c): its own lock; read-only flags */
     struct ks_whclient *whc;
-    bool tracing;         /* --tracing: send traceparent */
-    bool record_events;   /* the controllers write Events (--no-controller-events: off) */
-    json_t *event_index;  /* recorder.c: correlator key -> Event key */
+    bool tracing;        /* --tracing: send traceparent */
+    bool record_events;  /* the controllers write Events (--no-controller-events: off) */
+    json_t *event_index; /* recorder.c: correlator key -> Event key */
+    long event_ttl_ms;   /* --event-ttl: an Event goes that long after its last write */
+    json_t *event_due;   /* Event key -> when it goes (monotonic ms) */
+    struct ks_event_due *event_queue; /* writes in time order (the due times ascend) */
+    size_t event_queue_head, event_queue_len, event_queue_cap;
     bool skip_idle_check; /* --webhook-skip-idle-check (test hook) */
     bool strict_fields;   /* --strict-fields: writes as with fieldValidation=Strict */
     bool always_allow;    /* --authorization-mode AlwaysAllow (default RBAC; authz.c) */
@@ -712,6 +716,18 @@ struct ks_event_src {
     bool series;
 };
 
+/* One write of an Event and when it expires (the apiserver's --event-ttl:
+ * etcd's lease on the key, renewed by every write). */
+struct ks_event_due {
+    char *key;
+    long long due;
+};
+/* Store hook, lock held: an Event was written (removed false) or deleted. */
+void ks_events_stored(struct ks_server *ks, const char *key, bool removed);
+/* Lock held. Delete the Events whose TTL has passed at now_ms (monotonic;
+ * a watch sees them DELETED). Returns when the next one is due, or
+ * LLONG_MAX. */
+long long ks_events_expire(struct ks_server *ks, long long now_ms);
 /* Lock held. An Event about obj (a stored object) as src's recorder writes
  * it, aggregated with a like one as its correlator does (recorder.c). */
 void ks_record_event(struct ks_server *ks, const json_t *obj, const struct ks_event_src *src,

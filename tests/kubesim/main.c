@@ -42,6 +42,8 @@ static const char usage[] =
     "                                first noticing that the server closed them\n"
     "  --deployment-ready-delay DUR  Deployment status delay (default 200ms)\n"
     "  --bookmark-interval DUR       watch bookmark period (default 1s)\n"
+    "  --event-ttl DUR               an Event is deleted that long after its last write\n"
+    "                                (default 1h, the apiserver's --event-ttl)\n"
     "  --node-lease-duration DUR     the kubelet's Node Lease duration, whole seconds\n"
     "                                (default 40s; renewed every quarter of it)\n"
     "  --history-size N              watch history length (default 10000)\n"
@@ -60,7 +62,7 @@ static const char usage[] =
     "                                stored RBAC and the bootstrap policy) or AlwaysAllow\n"
     "  --verbose                     log requests to stderr\n";
 
-/* "200ms", "1s", "2m" or plain milliseconds. -1 on error. */
+/* "200ms", "1s", "2m", "1h" or plain milliseconds. -1 on error. */
 static long parse_ms(const char *s)
 {
     char *end = NULL;
@@ -73,6 +75,8 @@ static long parse_ms(const char *s)
         return (long)(v * 1000);
     if (strcmp(end, "m") == 0)
         return (long)(v * 60000);
+    if (strcmp(end, "h") == 0)
+        return (long)(v * 3600000);
     return -1;
 }
 
@@ -111,6 +115,7 @@ static int run(int argc, char **argv)
     pthread_cond_init(&ks->changed, NULL);
     ks->ready_delay_ms = 200;
     ks->node_lease_ms = 40000;
+    ks->event_ttl_ms = 60L * 60 * 1000;
     ks->record_events = true;
     ks->bookmark_ms = 1000;
     ks->history_cap = 10000;
@@ -175,6 +180,9 @@ static int run(int argc, char **argv)
         } else if (strcmp(a, "--deployment-ready-delay") == 0) {
             ks->ready_delay_ms = parse_ms(v);
             bad = ks->ready_delay_ms < 0;
+        } else if (strcmp(a, "--event-ttl") == 0) {
+            ks->event_ttl_ms = parse_ms(v);
+            bad = ks->event_ttl_ms <= 0;
         } else if (strcmp(a, "--node-lease-duration") == 0) {
             ks->node_lease_ms = parse_ms(v);
             bad = ks->node_lease_ms < 1000 || ks->node_lease_ms % 1000 != 0;

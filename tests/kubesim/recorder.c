@@ -18,11 +18,14 @@
  * repeat within 6 minutes (the series' window) is series.count and
  * series.lastObservedTime on the first one.
  *
- * Events are not removed after an hour (the apiserver's --event-ttl). The
- * correlator's index holds at most 100,000 keys (then starts anew).
+ * Every Event, whoever wrote it, goes --event-ttl (1h by default) after
+ * its last write, as the apiserver's etcd lease on it expires: a watch
+ * sees it DELETED. The correlator's index holds at most 100,000 keys
+ * (then starts anew).
  */
 #include "kubesim.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,4 +155,50 @@ void ks_record_event(struct ks_server *ks, const json_t *obj, const struct ks_ev
     ks_store_put(ks, def, key, ev);
     json_object_set_new(ks->event_index, ck, json_string(key));
     free(ck);
+}
+
+void ks_events_stored(struct ks_server *ks, const char *key, bool removed)
+{
+    if (removed) {
+        json_object_del(ks->event_due, key);
+        return;
+    }
+    long long due = ks_mono_ms() + ks->event_ttl_ms;
+    if (!ks->event_due)
+        ks->event_due = json_object();
+    json_object_set_new(ks->event_due, key, json_integer(due));
+    if (ks->event_queue_head > 0 && ks->event_queue_head * 2 >= ks->event_queue_len) {
+        /* compact: the expired front goes */
+        memmove(ks->event_queue, ks->event_queue + ks->event_queue_head,
+                (ks->event_queue_len - ks->event_queue_head) * sizeof(ks->event_queue[0]));
+        ks->event_queue_len -= ks->event_queue_head;
+        ks->event_queue_head = 0;
+    }
+    if (ks->event_queue_len == ks->event_queue_cap) {
+        size_t cap = ks->event_queue_cap ? ks->event_queue_cap * 2 : 256;
+        struct ks_event_due *q = realloc(ks->event_queue, cap * sizeof(*q));
+        if (!q)
+            abort();
+        ks->event_queue = q;
+        ks->event_queue_cap = cap;
+    }
+    ks->event_queue[ks->event_queue_len++] = (struct ks_event_due){ks_strdup(key), due};
+}
+
+long long ks_events_expire(struct ks_server *ks, long long now_ms)
+{
+    const struct ks_res *def = ks_res_by_key(ks, "events");
+    while (ks->event_queue_head < ks->event_queue_len) {
+        struct ks_event_due *e = &ks->event_queue[ks->event_queue_head];
+        if (e->due > now_ms)
+            return e->due;
+        ks->event_queue_head++;
+        /* only the Event's last write counts: an earlier one is stale */
+        const json_t *due = json_object_get(ks->event_due, e->key);
+        if (def && due && json_integer_value(due) == e->due)
+            ks_store_remove(ks, def, e->key);
+        free(e->key);
+    }
+    ks->event_queue_head = ks->event_queue_len = 0;
+    return LLONG_MAX;
 }

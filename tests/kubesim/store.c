@@ -62,6 +62,13 @@ void ks_store_cleanup(struct ks_server *ks)
     ks->pods_by_node = NULL;
     json_decref(ks->event_index);
     ks->event_index = NULL;
+    json_decref(ks->event_due);
+    ks->event_due = NULL;
+    for (size_t i = ks->event_queue_head; i < ks->event_queue_len; i++)
+        free(ks->event_queue[i].key);
+    free(ks->event_queue);
+    ks->event_queue = NULL;
+    ks->event_queue_head = ks->event_queue_len = ks->event_queue_cap = 0;
 }
 
 /* What a stored Service holds of the allocators (ks->svc_alloc): its
@@ -273,6 +280,8 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
         ks_controllers_deployment_changed(ks, obj_key);
+    else if (strcmp(def->key, "events") == 0)
+        ks_events_stored(ks, obj_key, false);
     roles_changed(ks, def, obj_key);
     ks_endpoints_changed(ks, def, obj_key, false);
     return ks->rv;
@@ -292,6 +301,8 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     if (strcmp(def->key, "services") == 0)
         svc_alloc_track(ks, old, obj_key, false);
     record(ks, def, KS_DELETED, last, old);
+    if (strcmp(def->key, "events") == 0)
+        ks_events_stored(ks, obj_key, true);
     label_index(ks, def, obj_key, old, false);
     ks_pods_changed(ks, def, obj_key, old, NULL);
     ks_nodes_changed(ks, def, obj_key, old, NULL);
