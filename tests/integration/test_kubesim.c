@@ -686,6 +686,53 @@ START_TEST(test_kubesim_crd_defaults_and_status)
 }
 END_TEST
 
+static void expect_invalid(const char *path, const char *body, const char *want);
+
+/* apiextensions-apiserver's listtype validation: x-kubernetes-list-type
+ * set and map arrays of a custom resource hold each value or key once
+ * (they were stored with duplicates), with the Duplicate values printed as
+ * the apiserver prints them. */
+START_TEST(test_kubesim_crd_list_types)
+{
+    json_decref(request_json(
+        "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "{\"metadata\":{\"name\":\"listers.test.example.com\"},\"spec\":{\"group\":"
+        "\"test.example.com\",\"names\":{\"plural\":\"listers\",\"singular\":\"lister\","
+        "\"kind\":\"Lister\",\"listKind\":\"ListerList\"},\"scope\":\"Namespaced\","
+        "\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":true,\"schema\":{"
+        "\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
+        "\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"type\":"
+        "\"string\"},\"x-kubernetes-list-type\":\"set\"},\"ports\":{\"type\":\"array\","
+        "\"x-kubernetes-list-type\":\"map\",\"x-kubernetes-list-map-keys\":[\"name\"],"
+        "\"items\":{\"type\":\"object\",\"required\":[\"name\"],\"properties\":{\"name\":{"
+        "\"type\":\"string\"},\"port\":{\"type\":\"integer\"}}}},\"pairs\":{\"type\":"
+        "\"array\",\"x-kubernetes-list-type\":\"map\",\"x-kubernetes-list-map-keys\":[\"a\","
+        "\"b\"],\"items\":{\"type\":\"object\",\"required\":[\"a\",\"b\"],\"properties\":{"
+        "\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"}}}}}}}}}}]}}",
+        201));
+    const char *path = "/apis/test.example.com/v1/namespaces/default/listers";
+    expect_invalid(path,
+                   "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Lister\",\"metadata\":{"
+                   "\"name\":\"l1\"},\"spec\":{\"tags\":[\"a\",\"b\",\"a\",\"a\"],\"ports\":[{"
+                   "\"name\":\"http\",\"port\":80},{\"name\":\"http\",\"port\":81},{\"name\":"
+                   "\"x\"}],\"pairs\":[{\"a\":\"1\",\"b\":2},{\"b\":2,\"a\":\"1\"}]}}",
+                   "Lister.test.example.com \"l1\" is invalid: [spec.tags[2]: Duplicate value: "
+                   "\"a\", spec.ports[1]: Duplicate value: map[string]interface "
+                   "{}{\"name\":\"http\"}, spec.pairs[1]: Duplicate value: map[string]interface "
+                   "{}{\"a\":\"1\", \"b\":2}]");
+    /* distinct values and keys are stored */
+    json_decref(request_json("POST", path,
+                             "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Lister\","
+                             "\"metadata\":{\"name\":\"l2\"},\"spec\":{\"tags\":[\"a\",\"b\"],"
+                             "\"ports\":[{\"name\":\"http\"},{\"name\":\"https\"}],\"pairs\":[{"
+                             "\"a\":\"1\",\"b\":2},{\"a\":\"1\",\"b\":3}]}}",
+                             201));
+    /* an update too */
+    merge_patch("/apis/test.example.com/v1/namespaces/default/listers/l2",
+                "{\"spec\":{\"tags\":[\"b\",\"b\"]}}", 422);
+}
+END_TEST
+
 START_TEST(test_kubesim_deployment_controller_and_service)
 {
     json_decref(request_json(
@@ -5249,6 +5296,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_gc_cascade);
     tcase_add_test(tc, test_kubesim_finalizers);
     tcase_add_test(tc, test_kubesim_crd_defaults_and_status);
+    tcase_add_test(tc, test_kubesim_crd_list_types);
     tcase_add_test(tc, test_kubesim_deployment_controller_and_service);
     tcase_add_test(tc, test_kubesim_faults);
     tcase_add_test(tc, test_kubesim_stats);

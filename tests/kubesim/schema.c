@@ -5,7 +5,8 @@
  * default, then defaults apply inside defaulted values), pruning of
  * unknown fields (unless x-kubernetes-preserve-unknown-fields), and the
  * common validations with the apiserver's field-error wording (type,
- * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern).
+ * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern),
+ * then the uniqueness of x-kubernetes-list-type set and map arrays.
  * metadata is never defaulted or pruned below its top level.
  */
 #include "kubesim.h"
@@ -387,6 +388,210 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
     }
 }
 
+/* Go's %#v of an unstructured value (interface{} from encoding/json: a
+ * map[string]interface {} with sorted keys, []interface {}, string, int64,
+ * float64, bool, nil), as field errors of Kubernetes 1.32 print them.
+ * malloc'd */
+static char *go_syntax(const json_t *v, bool in_interface)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return ks_go_quote(json_string_value(v));
+    case JSON_INTEGER:
+        return ks_printf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    case JSON_REAL:
+        return ks_printf("%g", json_real_value(v));
+    case JSON_TRUE:
+        return ks_strdup("true");
+    case JSON_FALSE:
+        return ks_strdup("false");
+    case JSON_ARRAY: {
+        char *out = ks_strdup("[]interface {}{");
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            char *e = go_syntax(x, true);
+            char *n = ks_printf("%s%s%s", out, i ? ", " : "", e);
+            free(e);
+            free(out);
+            out = n;
+        }
+        char *n = ks_printf("%s}", out);
+        free(out);
+        return n;
+    }
+    case JSON_OBJECT: {
+        /* fmt prints a map's keys sorted */
+        size_t n = json_object_size(v), k = 0;
+        const char **keys = calloc(n ? n : 1, sizeof(*keys));
+        if (!keys)
+            abort();
+        const char *key;
+        json_t *x;
+        json_object_foreach((json_t *)v, key, x)
+        {
+            keys[k++] = key;
+        }
+        for (size_t a = 1; a < n; a++)
+            for (size_t b = a; b > 0 && strcmp(keys[b - 1], keys[b]) > 0; b--) {
+                const char *t = keys[b - 1];
+                keys[b - 1] = keys[b];
+                keys[b] = t;
+            }
+        char *out = ks_strdup("map[string]interface {}{");
+        for (size_t i = 0; i < n; i++) {
+            char *qk = ks_go_quote(keys[i]);
+            char *e = go_syntax(json_object_get(v, keys[i]), true);
+            char *nx = ks_printf("%s%s%s:%s", out, i ? ", " : "", qk, e);
+            free(qk);
+            free(e);
+            free(out);
+            out = nx;
+        }
+        free(keys);
+        char *nx = ks_printf("%s}", out);
+        free(out);
+        return nx;
+    }
+    case JSON_NULL:
+    default:
+        return ks_strdup(in_interface ? "interface {}(nil)" : "<nil>");
+    }
+}
+
+/* field.Duplicate(path, value) as ErrorBody prints it (a string quoted, a
+ * simple type with %v, anything else with %#v) */
+static void duplicate(json_t *causes, const char *path, const json_t *value)
+{
+    char *g = go_syntax(value, false);
+    cause(causes, "FieldValueDuplicate", path, ks_printf("Duplicate value: %s", g));
+    free(g);
+}
+
+/* The indexes of the elements of list equal (as JSON) to an earlier one,
+ * each value once: listtype's validateListSet. @ref new */
+static json_t *non_unique(const json_t *list)
+{
+    json_t *seen = json_object(), *out = json_array();
+    size_t i;
+    json_t *x;
+    json_array_foreach(list, i, x)
+    {
+        /* a JSON text stands for the value; the type prefix keeps 1 and
+         * "1" apart as Go's interface{} comparison does */
+        char *d = ks_dump(x, true, NULL);
+        char *k = ks_printf("%s:%s", type_name(x), d ? d : "");
+        free(d);
+        json_int_t times = json_integer_value(json_object_get(seen, k));
+        json_object_set_new(seen, k, json_integer(times + 1));
+        if (times == 1)
+            json_array_append_new(out, json_integer((json_int_t)i));
+        free(k);
+    }
+    json_decref(seen);
+    return out;
+}
+
+/*
+ * apiextensions-apiserver/pkg/apiserver/schema/listtype: arrays with
+ * x-kubernetes-list-type set hold each value once, those with map each
+ * key (x-kubernetes-list-map-keys) once and only objects, at every depth;
+ * checked after the schema's other validations, as the strategy does.
+ */
+static void list_sets_and_maps(const json_t *v, const json_t *s, const char *path, json_t *causes)
+{
+    if (!json_is_object(s))
+        return;
+    if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties");
+        const json_t *ap = json_object_get(s, "additionalProperties");
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x)
+        {
+            const json_t *ps = json_object_get(props, k);
+            if (!ps && json_is_object(ap))
+                ps = ap;
+            if (!ps)
+                continue;
+            char *p = ks_printf("%s%s%s", path, *path ? "." : "", k);
+            list_sets_and_maps(x, ps, p, causes);
+            free(p);
+        }
+        return;
+    }
+    if (!json_is_array(v))
+        return;
+    const char *lt = json_string_value(json_object_get(s, "x-kubernetes-list-type"));
+    size_t i;
+    json_t *x;
+    if (lt && strcmp(lt, "set") == 0) {
+        json_t *dups = non_unique(v);
+        json_array_foreach(dups, i, x)
+        {
+            size_t at = (size_t)json_integer_value(x);
+            char *p = ks_printf("%s[%zu]", path, at);
+            duplicate(causes, p, json_array_get(v, at));
+            free(p);
+        }
+        json_decref(dups);
+    } else if (lt && strcmp(lt, "map") == 0) {
+        bool objects = true;
+        json_array_foreach(v, i, x)
+        {
+            if (!json_is_object(x) && !json_is_null(x)) {
+                char *p = ks_printf("%s[%zu]", path, i);
+                char *g = go_syntax(x, false);
+                cause(causes, "FieldValueInvalid", p,
+                      ks_printf("Invalid value: %s: must be an object for an array of list-type "
+                                "map",
+                                json_is_string(x) || json_is_number(x) || json_is_boolean(x) ? g
+                                                                                             : g));
+                free(g);
+                free(p);
+                objects = false;
+                break;
+            }
+        }
+        const json_t *mk = json_object_get(s, "x-kubernetes-list-map-keys");
+        if (objects && json_array_size(v) > 1) {
+            /* each element's key: its key fields that are present */
+            json_t *keys = json_array();
+            json_array_foreach(v, i, x)
+            {
+                json_t *key = json_object();
+                size_t j;
+                json_t *kf;
+                json_array_foreach(mk, j, kf)
+                {
+                    const json_t *kv = json_object_get(x, json_string_value(kf));
+                    if (json_string_value(kf) && kv)
+                        json_object_set(key, json_string_value(kf), (json_t *)kv);
+                }
+                json_array_append_new(keys, key);
+            }
+            json_t *dups = non_unique(keys);
+            json_array_foreach(dups, i, x)
+            {
+                size_t at = (size_t)json_integer_value(x);
+                char *p = ks_printf("%s[%zu]", path, at);
+                duplicate(causes, p, json_array_get(keys, at));
+                free(p);
+            }
+            json_decref(dups);
+            json_decref(keys);
+        }
+    }
+    const json_t *items = json_object_get(s, "items");
+    json_array_foreach(v, i, x)
+    {
+        char *p = ks_printf("%s[%zu]", path, i);
+        list_sets_and_maps(x, items, p, causes);
+        free(p);
+    }
+}
+
 json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
 {
     json_t *causes = json_array();
@@ -410,6 +615,12 @@ json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
         const char *rk = json_string_value(x);
         if (rk && !json_object_get(obj, rk))
             cause(causes, "FieldValueRequired", rk, ks_strdup("Required value"));
+    }
+    json_object_foreach((json_t *)obj, k, x)
+    {
+        const json_t *ps = json_object_get(props, k);
+        if (ps && strcmp(k, "metadata") != 0)
+            list_sets_and_maps(x, ps, k, causes);
     }
     return causes;
 }
