@@ -5,12 +5,15 @@
  * default, then defaults apply inside defaulted values), pruning of
  * unknown fields (unless x-kubernetes-preserve-unknown-fields), and the
  * common validations with the apiserver's field-error wording (type,
- * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern),
+ * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern,
+ * the string formats date-time, date, uuid, byte, ipv4 and ipv6),
  * then the uniqueness of x-kubernetes-list-type set and map arrays.
  * metadata is never defaulted or pruned below its top level.
  */
 #include "kubesim.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +226,158 @@ static void cause(json_t *causes, const char *reason, const char *field, char *m
     free(message);
 }
 
+/* ---- string formats (kube-openapi's strfmt default registry) ------------------------- */
+
+static bool digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+/* time.Parse("2006-01-02", s): four-digit year, the month's days */
+static bool is_date(const char *s, size_t n)
+{
+    if (n != 10 || s[4] != '-' || s[7] != '-' || !digits(s, 4) || !digits(s + 5, 2) ||
+        !digits(s + 8, 2))
+        return false;
+    int y = atoi(s), m = (s[5] - '0') * 10 + (s[6] - '0'), d = (s[8] - '0') * 10 + (s[9] - '0');
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m < 1 || m > 12 || d < 1)
+        return false;
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return d <= mdays[m - 1] + (m == 2 && leap ? 1 : 0);
+}
+
+/* strfmt.IsDateTime: lower-cased and split at "t", a date, then
+ * ^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$
+ * with at most 23:59:59 */
+static bool is_date_time(const char *str)
+{
+    size_t n = strlen(str);
+    if (n < 4)
+        return false;
+    const char *t = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (str[i] == 't' || str[i] == 'T') {
+            if (t) /* a third part is ignored by the split, the second must match */
+                break;
+            t = str + i;
+        }
+    if (!t || !is_date(str, (size_t)(t - str)))
+        return false;
+    const char *p = t + 1;
+    const char *end = strpbrk(p, "tT"); /* the second part ends at the next "t" */
+    size_t pn = end ? (size_t)(end - p) : strlen(p);
+    if (pn < 9 || !digits(p, 2) || p[2] != ':' || !digits(p + 3, 2) || p[5] != ':' ||
+        !digits(p + 6, 2))
+        return false;
+    if (memcmp(p, "23", 2) > 0 || memcmp(p + 3, "59", 2) > 0 || memcmp(p + 6, "59", 2) > 0)
+        return false;
+    size_t i = 8;
+    if (i < pn && p[i] != 'z' && p[i] != 'Z' && p[i] != '+' && p[i] != '-') {
+        /* (.[0-9]+)?: any one character, then digits */
+        size_t j = i + 1;
+        while (j < pn && p[j] >= '0' && p[j] <= '9')
+            j++;
+        if (j == i + 1)
+            return false;
+        i = j;
+    }
+    if (i < pn && (p[i] == 'z' || p[i] == 'Z'))
+        return i + 1 == pn;
+    return pn - i == 6 && (p[i] == '+' || p[i] == '-') && digits(p + i + 1, 2) && p[i + 3] == ':' &&
+           digits(p + i + 4, 2);
+}
+
+static bool hex_run(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+/* strfmt's UUID patterns: 8-4-4-4-12 hex digits, each '-' optional, any
+ * case; version (3, 4, 5: 0 for any) and the variant [89ab] for 4 and 5 */
+static bool is_uuid(const char *s, int version)
+{
+    static const size_t groups[] = {8, 4, 4, 4, 12};
+    const char *p = s;
+    for (size_t g = 0; g < 5; g++) {
+        if (g > 0 && *p == '-')
+            p++;
+        if (strlen(p) < groups[g] || !hex_run(p, groups[g]))
+            return false;
+        if (version && g == 2 && p[0] != '0' + version)
+            return false;
+        if ((version == 4 || version == 5) && g == 3 && !strchr("89abAB", p[0]))
+            return false;
+        p += groups[g];
+    }
+    return *p == '\0';
+}
+
+/* govalidator.IsBase64 */
+static bool is_base64(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n % 4 != 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool b64 = isalnum((unsigned char)c) || c == '+' || c == '/';
+        if (b64)
+            continue;
+        /* '=' only as the last one or two */
+        if (c == '=' && (i == n - 1 || (i == n - 2 && s[n - 1] == '=')))
+            continue;
+        return false;
+    }
+    return true;
+}
+
+/* govalidator.IsIPv4/IsIPv6: net.ParseIP accepts it and it holds a '.'
+ * (':') */
+static bool is_ip(const char *s, char mark)
+{
+    unsigned char buf[16];
+    bool ok = inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+    return ok && strchr(s, mark);
+}
+
+/* Whether s is valid for format (the registry's name: lower case without
+ * '-' or '_'); true for a format kubesim does not check. */
+static bool format_ok(const char *format, const char *s)
+{
+    char name[32];
+    size_t o = 0;
+    for (const char *p = format; *p && o + 1 < sizeof(name); p++)
+        if (*p != '-' && *p != '_')
+            name[o++] = (char)tolower((unsigned char)*p);
+    name[o] = '\0';
+    if (strcmp(name, "datetime") == 0)
+        return is_date_time(s);
+    if (strcmp(name, "date") == 0)
+        return is_date(s, strlen(s));
+    if (strcmp(name, "uuid") == 0)
+        return is_uuid(s, 0);
+    if (strcmp(name, "uuid3") == 0)
+        return is_uuid(s, 3);
+    if (strcmp(name, "uuid4") == 0)
+        return is_uuid(s, 4);
+    if (strcmp(name, "uuid5") == 0)
+        return is_uuid(s, 5);
+    if (strcmp(name, "byte") == 0)
+        return is_base64(s);
+    if (strcmp(name, "ipv4") == 0)
+        return is_ip(s, '.');
+    if (strcmp(name, "ipv6") == 0)
+        return is_ip(s, ':');
+    return true;
+}
+
 static bool type_ok(const json_t *v, const char *type)
 {
     if (strcmp(type, "object") == 0)
@@ -267,33 +422,6 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
                         type_name(v), path, type, type_name(v)));
         return;
     }
-    const json_t *en = json_object_get(s, "enum");
-    if (json_is_array(en)) {
-        bool ok = false;
-        size_t i;
-        json_t *x;
-        json_array_foreach(en, i, x)
-        {
-            if (json_equal(x, v))
-                ok = true;
-        }
-        if (!ok) {
-            char *list = ks_strdup("");
-            json_array_foreach(en, i, x)
-            {
-                char *r = render(x);
-                char *n = ks_printf("%s%s%s", list, i ? ", " : "", r);
-                free(r);
-                free(list);
-                list = n;
-            }
-            char *r = render(v);
-            cause(causes, "FieldValueNotSupported", path,
-                  ks_printf("Unsupported value: %s: supported values: %s", r, list));
-            free(r);
-            free(list);
-        }
-    }
     if (json_is_number(v)) {
         double d = json_number_value(v);
         const json_t *mx = json_object_get(s, "maximum");
@@ -335,6 +463,14 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
                                 json_string_value(v), path, pat));
             regfree(&re);
         }
+        const char *fmt = json_string_value(json_object_get(s, "format"));
+        if (fmt && !format_ok(fmt, json_string_value(v))) {
+            char *q = ks_go_quote(json_string_value(v));
+            cause(
+                causes, "FieldValueTypeInvalid", path,
+                ks_printf("Invalid value: %s: %s in body must be of type %s: %s", q, path, fmt, q));
+            free(q);
+        }
     }
     if (json_is_array(v)) {
         size_t n = json_array_size(v);
@@ -356,6 +492,33 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
             char *p = ks_printf("%s[%zu]", path, i);
             validate(x, items, p, causes);
             free(p);
+        }
+    }
+    const json_t *en = json_object_get(s, "enum");
+    if (json_is_array(en)) {
+        bool ok = false;
+        size_t i;
+        json_t *x;
+        json_array_foreach(en, i, x)
+        {
+            if (json_equal(x, v))
+                ok = true;
+        }
+        if (!ok) {
+            char *list = ks_strdup("");
+            json_array_foreach(en, i, x)
+            {
+                char *r = render(x);
+                char *n = ks_printf("%s%s%s", list, i ? ", " : "", r);
+                free(r);
+                free(list);
+                list = n;
+            }
+            char *r = render(v);
+            cause(causes, "FieldValueNotSupported", path,
+                  ks_printf("Unsupported value: %s: supported values: %s", r, list));
+            free(r);
+            free(list);
         }
     }
     if (json_is_object(v)) {
