@@ -711,7 +711,8 @@ START_TEST(test_kubesim_crd_list_types)
         "\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"}}}},\"when\":{\"type\":"
         "\"string\",\"format\":\"date-time\"},\"id\":{\"type\":\"string\",\"format\":"
         "\"uuid\"},\"addr\":{\"type\":\"string\",\"format\":\"ipv4\"},\"size\":{\"type\":"
-        "\"integer\",\"format\":\"int32\"}}}}}}}]}}",
+        "\"integer\",\"format\":\"int32\"},\"code\":{\"type\":\"string\",\"pattern\":"
+        "\"(?i)^\\\\d{3}-\\\\w+?$\"}}}}}}}]}}",
         201));
     const char *path = "/apis/test.example.com/v1/namespaces/default/listers";
     expect_invalid(path,
@@ -739,17 +740,19 @@ START_TEST(test_kubesim_crd_list_types)
                              "\"metadata\":{\"name\":\"f1\"},\"spec\":{\"when\":"
                              "\"2026-02-28T23:59:59.123456+01:00\",\"id\":"
                              "\"0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0\",\"addr\":\"10.0.0.1\","
-                             "\"size\":5000000000}}",
+                             "\"size\":5000000000,\"code\":\"123-aB_9\"}}",
                              201));
-    expect_invalid(path,
-                   "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Lister\",\"metadata\":{"
-                   "\"name\":\"f2\"},\"spec\":{\"when\":\"2026-02-29T10:00:00Z\",\"id\":\"x\","
-                   "\"addr\":\"::1\"}}",
-                   "Lister.test.example.com \"f2\" is invalid: [spec.when: Invalid value: "
-                   "\"2026-02-29T10:00:00Z\": spec.when in body must be of type date-time: "
-                   "\"2026-02-29T10:00:00Z\", spec.id: Invalid value: \"x\": spec.id in body must "
-                   "be of type uuid: \"x\", spec.addr: Invalid value: \"::1\": spec.addr in body "
-                   "must be of type ipv4: \"::1\"]");
+    expect_invalid(
+        path,
+        "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Lister\",\"metadata\":{"
+        "\"name\":\"f2\"},\"spec\":{\"when\":\"2026-02-29T10:00:00Z\",\"id\":\"x\","
+        "\"addr\":\"::1\",\"code\":\"12-x\"}}",
+        "Lister.test.example.com \"f2\" is invalid: [spec.when: Invalid value: "
+        "\"2026-02-29T10:00:00Z\": spec.when in body must be of type date-time: "
+        "\"2026-02-29T10:00:00Z\", spec.id: Invalid value: \"x\": spec.id in body must "
+        "be of type uuid: \"x\", spec.addr: Invalid value: \"::1\": spec.addr in body "
+        "must be of type ipv4: \"::1\", spec.code: Invalid value: \"12-x\": spec.code in "
+        "body should match '(?i)^\\d{3}-\\w+?$']");
 }
 END_TEST
 

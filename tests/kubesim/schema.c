@@ -226,6 +226,98 @@ static void cause(json_t *causes, const char *reason, const char *field, char *m
     free(message);
 }
 
+/* ---- patterns ---------------------------------------------------------------------------- */
+
+/*
+ * A schema's pattern is Go (RE2) syntax; kubesim matches it with POSIX
+ * extended regular expressions, so the RE2 forms with another meaning
+ * there are rewritten: the classes \d \w \s and their negations (also
+ * inside brackets), (?: groups, the lazy quantifiers' '?' (a match is a
+ * match either way) and a leading (?i), which becomes *icase. Anything
+ * else (\pL, \b, named groups) is passed as written. malloc'd
+ */
+static char *re2_to_ere(const char *pat, bool *icase)
+{
+    *icase = false;
+    if (strncmp(pat, "(?i)", 4) == 0) {
+        *icase = true;
+        pat += 4;
+    }
+    size_t n = strlen(pat);
+    char *out = malloc(n * 16 + 1);
+    if (!out)
+        abort();
+    size_t o = 0;
+    bool bracket = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = pat[i];
+        if (c == '\\' && i + 1 < n) {
+            char e = pat[++i];
+            const char *cls = NULL;
+            switch (e) {
+            case 'd':
+                cls = bracket ? "0-9" : "[0-9]";
+                break;
+            case 'D':
+                cls = bracket ? NULL : "[^0-9]";
+                break;
+            case 'w':
+                cls = bracket ? "0-9A-Za-z_" : "[0-9A-Za-z_]";
+                break;
+            case 'W':
+                cls = bracket ? NULL : "[^0-9A-Za-z_]";
+                break;
+            case 's':
+                cls = bracket ? "[:space:]" : "[[:space:]]";
+                break;
+            case 'S':
+                cls = bracket ? NULL : "[^[:space:]]";
+                break;
+            default:
+                break;
+            }
+            if (cls) {
+                memcpy(out + o, cls, strlen(cls));
+                o += strlen(cls);
+            } else if (bracket && e != '\\' && e != ']' && e != '-' && e != '^') {
+                out[o++] = e; /* inside brackets a backslash is literal in ERE */
+            } else {
+                out[o++] = '\\';
+                out[o++] = e;
+            }
+            continue;
+        }
+        if (bracket) {
+            if (c == ']')
+                bracket = false;
+            out[o++] = c;
+            continue;
+        }
+        if (c == '[') {
+            bracket = true;
+            out[o++] = c;
+            /* a leading ']' or '^]' is a member, not the end */
+            if (i + 1 < n && pat[i + 1] == '^')
+                out[o++] = pat[++i];
+            if (i + 1 < n && pat[i + 1] == ']')
+                out[o++] = pat[++i];
+            continue;
+        }
+        if (c == '(' && strncmp(pat + i, "(?:", 3) == 0) {
+            out[o++] = '(';
+            i += 2;
+            continue;
+        }
+        if (c == '?' && o > 0 &&
+            (out[o - 1] == '*' || out[o - 1] == '+' || out[o - 1] == '?' || out[o - 1] == '}')) {
+            continue; /* lazy: the same strings match */
+        }
+        out[o++] = c;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* ---- string formats (kube-openapi's strfmt default registry) ------------------------- */
 
 static bool digits(const char *s, size_t n)
@@ -456,13 +548,16 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
                             json_string_value(v), path, (long long)json_integer_value(mn)));
         const char *pat = json_string_value(json_object_get(s, "pattern"));
         regex_t re;
-        if (pat && regcomp(&re, pat, REG_EXTENDED | REG_NOSUB) == 0) {
+        bool icase = false;
+        char *ere = pat ? re2_to_ere(pat, &icase) : NULL;
+        if (ere && regcomp(&re, ere, REG_EXTENDED | REG_NOSUB | (icase ? REG_ICASE : 0)) == 0) {
             if (regexec(&re, json_string_value(v), 0, NULL, 0) != 0)
                 cause(causes, "FieldValueInvalid", path,
                       ks_printf("Invalid value: \"%s\": %s in body should match '%s'",
                                 json_string_value(v), path, pat));
             regfree(&re);
         }
+        free(ere);
         const char *fmt = json_string_value(json_object_get(s, "format"));
         if (fmt && !format_ok(fmt, json_string_value(v))) {
             char *q = ks_go_quote(json_string_value(v));
