@@ -253,29 +253,23 @@ static char *re2_to_ere(const char *pat, bool *icase)
         char c = pat[i];
         if (c == '\\' && i + 1 < n) {
             char e = pat[++i];
+            /* RE2's Perl classes: alone, and inside brackets (the
+             * negated ones have no form there and stay as written) */
+            static const struct {
+                char esc;
+                const char *alone, *inside;
+            } classes[] = {
+                {'d', "[0-9]", "0-9"},
+                {'D', "[^0-9]", NULL},
+                {'w', "[0-9A-Za-z_]", "0-9A-Za-z_"},
+                {'W', "[^0-9A-Za-z_]", NULL},
+                {'s', "[[:space:]]", "[:space:]"},
+                {'S', "[^[:space:]]", NULL},
+            };
             const char *cls = NULL;
-            switch (e) {
-            case 'd':
-                cls = bracket ? "0-9" : "[0-9]";
-                break;
-            case 'D':
-                cls = bracket ? NULL : "[^0-9]";
-                break;
-            case 'w':
-                cls = bracket ? "0-9A-Za-z_" : "[0-9A-Za-z_]";
-                break;
-            case 'W':
-                cls = bracket ? NULL : "[^0-9A-Za-z_]";
-                break;
-            case 's':
-                cls = bracket ? "[:space:]" : "[[:space:]]";
-                break;
-            case 'S':
-                cls = bracket ? NULL : "[^[:space:]]";
-                break;
-            default:
-                break;
-            }
+            for (size_t k = 0; k < sizeof(classes) / sizeof(classes[0]); k++)
+                if (classes[k].esc == e)
+                    cls = bracket ? classes[k].inside : classes[k].alone;
             if (cls) {
                 memcpy(out + o, cls, strlen(cls));
                 o += strlen(cls);

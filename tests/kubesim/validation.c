@@ -1995,6 +1995,23 @@ static void go_url_free(struct go_url *u)
     free(u->fragment);
 }
 
+/* url's validOptionalPort over port[0..n): "" or ':' and digits; else
+ * `invalid port ":x" after host` (malloc'd) */
+static char *port_error(const char *port, size_t n)
+{
+    bool ok = n == 0 || port[0] == ':';
+    for (size_t i = 1; ok && i < n; i++)
+        ok = port[i] >= '0' && port[i] <= '9';
+    if (ok)
+        return NULL;
+    char *pp = ks_printf("%.*s", (int)n, port);
+    char *qp = ks_go_quote(pp);
+    char *e = ks_printf("invalid port %s after host", qp);
+    free(qp);
+    free(pp);
+    return e;
+}
+
 static char *go_url_parse(const char *raw, struct go_url *u)
 {
     memset(u, 0, sizeof(*u));
@@ -2060,37 +2077,17 @@ static char *go_url_parse(const char *raw, struct go_url *u)
             if (!close)
                 return ks_strdup("missing ']' in host");
             const char *port = close + 1;
-            size_t pn = hn - (size_t)(port - h);
-            bool ok = pn == 0 || port[0] == ':';
-            for (size_t i = 1; ok && i < pn; i++)
-                ok = port[i] >= '0' && port[i] <= '9';
-            if (!ok) {
-                char *pp = ks_printf("%.*s", (int)pn, port);
-                char *qp = ks_go_quote(pp);
-                char *e = ks_printf("invalid port %s after host", qp);
-                free(qp);
-                free(pp);
+            char *e = port_error(port, hn - (size_t)(port - h));
+            if (e)
                 return e;
-            }
         } else {
             const char *colon = NULL;
             for (size_t i = 0; i < hn; i++)
                 if (h[i] == ':')
                     colon = h + i;
-            if (colon) {
-                size_t pn = hn - (size_t)(colon - h);
-                bool ok = true;
-                for (size_t i = 1; i < pn; i++)
-                    ok = ok && colon[i] >= '0' && colon[i] <= '9';
-                if (!ok) {
-                    char *pp = ks_printf("%.*s", (int)pn, colon);
-                    char *qp = ks_go_quote(pp);
-                    char *e = ks_printf("invalid port %s after host", qp);
-                    free(qp);
-                    free(pp);
-                    return e;
-                }
-            }
+            char *perr = colon ? port_error(colon, hn - (size_t)(colon - h)) : NULL;
+            if (perr)
+                return perr;
             /* unescape(host, encodeHost): ASCII other than these is refused */
             for (size_t i = 0; i < hn; i++) {
                 unsigned char c = (unsigned char)h[i];
