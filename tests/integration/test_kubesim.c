@@ -5256,6 +5256,100 @@ START_TEST(test_kubesim_pdb_and_eviction)
 }
 END_TEST
 
+/* Pod default/NAME with labels app=APP and, with gate, the readiness gate
+ * example.com/lb. */
+static void gated_pod(const char *name, const char *app, bool gate)
+{
+    char *body = NULL;
+    int n = asprintf(&body,
+                     "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"app\":\"%s\"}},\"spec\":{%s"
+                     "\"containers\":[{\"name\":\"c\",\"image\":\"busybox:1.36\"}]}}",
+                     name, app,
+                     gate ? "\"readinessGates\":[{\"conditionType\":\"example.com/lb\"}]," : "");
+    ck_assert_int_gt(n, 0);
+    json_decref(request_json("POST", "/api/v1/namespaces/default/pods", body, 201));
+    free(body);
+}
+
+static bool pod_ready_now(const void *arg)
+{
+    json_t *pod = get_pod(arg);
+    bool ok = pod && has_true_condition(pod, "Ready");
+    json_decref(pod);
+    return ok;
+}
+
+/*
+ * pkg/kubelet/status GeneratePodReadyCondition: a Pod with a readiness
+ * gate runs but is not Ready until another writer sets the gate's
+ * condition True (it was Ready at once); and pods/eviction's rules for
+ * such an unhealthy Pod (eviction.go): it goes without a disruption under
+ * the default IfHealthyBudget while the budget is met, under AlwaysAllow
+ * always.
+ */
+START_TEST(test_kubesim_readiness_gates_and_unhealthy_eviction)
+{
+    gated_pod("rg1", "rg", true);
+    ck_assert_msg(kop_test_eventually(pod_running, "rg1", 5000), "rg1 not running");
+    json_t *pod = get_pod("rg1");
+    ck_assert(!has_true_condition(pod, "Ready"));
+    ck_assert(has_true_condition(pod, "ContainersReady"));
+    const json_t *ready = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "type")), "Ready") == 0)
+            ready = c;
+    }
+    ck_assert_str_eq(json_string_value(json_object_get(ready, "reason")), "ReadinessGatesNotReady");
+    ck_assert_str_eq(json_string_value(json_object_get(ready, "message")),
+                     "corresponding condition of pod readiness gate \"example.com/lb\" does not "
+                     "exist.");
+    json_decref(pod);
+    struct kop_test_resp r = request(
+        "PATCH", "/api/v1/namespaces/default/pods/rg1/status",
+        "application/strategic-merge-patch+json",
+        "{\"status\":{\"conditions\":[{\"type\":\"example.com/lb\",\"status\":\"True\"}]}}", NULL);
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    ck_assert_msg(kop_test_eventually(pod_ready_now, "rg1", 5000), "rg1 not ready");
+
+    /* IfHealthyBudget: minAvailable 1 over a ready and an unready Pod */
+    gated_pod("ih1", "ih", false);
+    gated_pod("ih2", "ih", true);
+    json_decref(request_json("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+                             "{\"metadata\":{\"name\":\"ih\"},\"spec\":{\"minAvailable\":1,"
+                             "\"selector\":{\"matchLabels\":{\"app\":\"ih\"}}}}",
+                             201));
+    struct pdb_want w = {"ih", 1, 1, 0, 2, 1};
+    ck_assert_msg(kop_test_eventually(pdb_status_is, &w, 5000), "pdb ih status");
+    r = evict("ih1"); /* the healthy one: no disruption allowed */
+    ck_assert_msg(r.code == 429, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    r = evict("ih2"); /* the unhealthy one: the budget is met */
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+
+    /* AlwaysAllow: minAvailable 2 is not met, the unhealthy Pod goes anyway */
+    gated_pod("aa1", "aa", false);
+    gated_pod("aa2", "aa", true);
+    json_decref(request_json("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+                             "{\"metadata\":{\"name\":\"aa\"},\"spec\":{\"minAvailable\":2,"
+                             "\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\",\"selector\":{"
+                             "\"matchLabels\":{\"app\":\"aa\"}}}}",
+                             201));
+    struct pdb_want w2 = {"aa", 1, 2, 0, 2, 1};
+    ck_assert_msg(kop_test_eventually(pdb_status_is, &w2, 5000), "pdb aa status");
+    r = evict("aa2");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    r = evict("aa1");
+    ck_assert_msg(r.code == 429, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+}
+END_TEST
+
 /* pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec: a PDB with
  * both budgets, a percentage over 100, a negative count or a bad selector
  * is refused (all were stored before), on create and on update. */
@@ -5343,6 +5437,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_pod_graceful_delete);
     tcase_add_test(tc, test_kubesim_pdb_and_eviction);
     tcase_add_test(tc, test_kubesim_pdb_validation);
+    tcase_add_test(tc, test_kubesim_readiness_gates_and_unhealthy_eviction);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

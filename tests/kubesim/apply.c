@@ -54,14 +54,15 @@ static enum list_kind list_kind(const char *parent, const char *field, const cha
     static const char *const uid[] = {"uid", NULL};
     static const char *const ip[] = {"ip", NULL};
     static const char *const topo[] = {"topologyKey", "whenUnsatisfiable", NULL};
+    static const char *const gate[] = {"conditionType", NULL};
     parent = ks_nz(parent);
     if (strcmp(field, "containers") == 0 || strcmp(field, "initContainers") == 0 ||
         strcmp(field, "ephemeralContainers") == 0 || strcmp(field, "volumes") == 0 ||
         strcmp(field, "env") == 0 || strcmp(field, "imagePullSecrets") == 0 ||
         strcmp(field, "webhooks") == 0 || strcmp(field, "resourceClaims") == 0 ||
         strcmp(field, "readinessGates") == 0) {
-        *keys = strcmp(field, "readinessGates") == 0 ? (const char *const[]){"conditionType", NULL}
-                                                     : name;
+        /* static: a compound literal here would die with this block */
+        *keys = strcmp(field, "readinessGates") == 0 ? gate : name;
         return LIST_MAP;
     }
     if (strcmp(field, "ports") == 0) {

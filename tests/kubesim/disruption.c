@@ -236,6 +236,18 @@ int ks_eviction_admit(struct ks_server *ks, const json_t *pod, bool dry, struct 
     pdb = ks_store_get(ks, def->key, match_key);
     const json_t *st = json_object_get(pdb, "status");
     const char *name = ks_nz(meta_str(pdb, "name"));
+    /* an unhealthy (not Ready) Pod does not count towards currentHealthy:
+     * it goes without a disruption under unhealthyPodEvictionPolicy
+     * AlwaysAllow, and under IfHealthyBudget (the default) while the
+     * application is not disrupted (currentHealthy >= desiredHealthy > 0) */
+    if (!ks_pod_ready(pod)) {
+        const char *policy = json_string_value(
+            json_object_get(json_object_get(pdb, "spec"), "unhealthyPodEvictionPolicy"));
+        json_int_t healthy = json_integer_value(json_object_get(st, "currentHealthy"));
+        json_int_t desired = json_integer_value(json_object_get(st, "desiredHealthy"));
+        if ((policy && strcmp(policy, "AlwaysAllow") == 0) || (healthy >= desired && desired > 0))
+            return 0;
+    }
     json_int_t gen =
         json_integer_value(json_object_get(json_object_get(pdb, "metadata"), "generation"));
     const char *too_many = "Cannot evict pod as it would violate the pod's disruption budget.";

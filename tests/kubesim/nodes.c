@@ -314,9 +314,91 @@ static json_t *container_statuses(const json_t *list, bool init, const char *now
     return out;
 }
 
+/*
+ * pkg/kubelet/status/generate.go GeneratePodReadyCondition with the
+ * containers ready: Ready is True when the condition of every readiness
+ * gate (spec.readinessGates, set by another controller) is True, else
+ * False ReadinessGatesNotReady saying which are not. Written into st's
+ * conditions (lastTransitionTime moves with the status); true if Ready
+ * changed.
+ */
+static bool ready_with_gates(const json_t *spec, json_t *st, const char *now)
+{
+    json_t *conds = json_object_get(st, "conditions");
+    char *msg = NULL;
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(spec, "readinessGates"), i, g)
+    {
+        const char *type = ks_nz(json_string_value(json_object_get(g, "conditionType")));
+        const char *status =
+            json_string_value(json_object_get(ks_condition_in(conds, type), "status"));
+        char *q = ks_go_quote(type);
+        char *m = !status ? ks_printf("corresponding condition of pod readiness gate %s does not "
+                                      "exist.",
+                                      q)
+                  : strcmp(status, "True") != 0
+                      ? ks_printf("the status of pod readiness gate %s is not \"True\", but %s", q,
+                                  status)
+                      : NULL;
+        free(q);
+        if (m) {
+            char *joined = msg ? ks_printf("%s, %s", msg, m) : ks_strdup(m);
+            free(msg);
+            free(m);
+            msg = joined;
+        }
+    }
+    json_t *ready = ks_condition_in(conds, "Ready");
+    if (!ready) {
+        free(msg);
+        return false;
+    }
+    const char *want = msg ? "False" : "True";
+    const char *have = ks_nz(json_string_value(json_object_get(ready, "status")));
+    const char *reason = json_string_value(json_object_get(ready, "reason"));
+    const char *message = json_string_value(json_object_get(ready, "message"));
+    bool same =
+        strcmp(have, want) == 0 && (msg ? reason && strcmp(reason, "ReadinessGatesNotReady") == 0 &&
+                                              message && strcmp(message, msg) == 0
+                                        : !reason && !message);
+    if (!same) {
+        if (strcmp(have, want) != 0)
+            json_object_set_new(ready, "lastTransitionTime", json_string(now));
+        json_object_set_new(ready, "status", json_string(want));
+        if (msg) {
+            json_object_set_new(ready, "reason", json_string("ReadinessGatesNotReady"));
+            json_object_set_new(ready, "message", json_string(msg));
+        } else {
+            json_object_del(ready, "reason");
+            json_object_del(ready, "message");
+        }
+    }
+    free(msg);
+    return !same;
+}
+
+/* A running Pod of this kubelet whose readiness gates call for another
+ * Ready status (a gate's condition was written). */
+static bool needs_ready_update(const json_t *pod)
+{
+    if (!pod || meta_str(pod, "deletionTimestamp") ||
+        !json_array_size(json_object_get(json_object_get(pod, "spec"), "readinessGates")))
+        return false;
+    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    const char *node = spec_str(pod, "nodeName");
+    if (!phase || strcmp(phase, "Running") != 0 || !node || strcmp(node, KS_NODE_NAME) != 0)
+        return false;
+    json_t *st = json_deep_copy(json_object_get(pod, "status"));
+    bool changed = ready_with_gates(json_object_get(pod, "spec"), st, "");
+    json_decref(st);
+    return changed;
+}
+
 /* Lock held. The kubelet starts pod (bound to KS_NODE_NAME): its status
  * as the kubelet leaves it once the containers run. The PodScheduled
- * condition's time is kept. false: no Pod IP is free. */
+ * condition's time and the conditions of other writers (readiness gates)
+ * are kept. false: no Pod IP is free. */
 static bool kubelet_start(struct ks_server *ks, json_t *pod, const char *now)
 {
     json_t *spec = json_object_get(pod, "spec");
@@ -335,7 +417,19 @@ static bool kubelet_start(struct ks_server *ks, json_t *pod, const char *now)
                            "PodScheduled"};
     for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
         json_array_append_new(conds, pod_condition(types[k], "True", k == 4 ? scheduled : now));
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c)
+    {
+        const char *type = ks_nz(json_string_value(json_object_get(c, "type")));
+        bool own = false;
+        for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
+            own = own || strcmp(type, types[k]) == 0;
+        if (!own)
+            json_array_append(conds, c);
+    }
     json_object_set_new(st, "conditions", conds); /* scheduled pointed into the old array */
+    ready_with_gates(spec, st, now);
     json_object_set_new(st, "phase", json_string("Running"));
     json_object_set_new(st, "hostIP", json_string(KS_NODE_IP));
     json_object_set_new(st, "hostIPs", json_pack("[{s:s}]", "ip", KS_NODE_IP));
@@ -911,11 +1005,18 @@ void ks_nodes_changed(struct ks_server *ks, const struct ks_res *def, const char
         if (now && *now)
             ks_index_set(ensure_map(&ks->pods_by_node), now, obj_key, true);
         json_object_del(ensure_map(&ks->pods_unschedulable), obj_key);
+        if (needs_ready_update(obj)) { /* the kubelet's status manager looks again */
+            json_object_set_new(ensure_map(&ks->pods_to_place), obj_key, json_string("ready"));
+            ks->pods_dirty = true;
+            pthread_cond_broadcast(&ks->changed);
+            return;
+        }
         if (!needs_placing(obj)) {
             json_object_del(ensure_map(&ks->pods_to_place), obj_key);
             return;
         }
-        if (!json_object_get(ensure_map(&ks->pods_to_place), obj_key))
+        const json_t *queued = json_object_get(ensure_map(&ks->pods_to_place), obj_key);
+        if (!queued || json_is_string(queued))
             json_object_set_new(ks->pods_to_place, obj_key, json_true());
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0 && !obj &&
                strcmp(obj_key, "kube-node-lease/" KS_NODE_NAME) == 0) {
@@ -981,6 +1082,12 @@ void ks_nodes_sync(struct ks_server *ks)
     json_object_foreach(todo, key, how)
     {
         const json_t *pod = ks_store_get(ks, pdef->key, key);
+        if (json_is_string(how) && needs_ready_update(pod)) { /* a gate's condition changed */
+            json_t *next = json_deep_copy(pod);
+            ready_with_gates(json_object_get(next, "spec"), json_object_get(next, "status"), now);
+            ks_store_put(ks, pdef, key, next);
+            continue;
+        }
         if (!needs_placing(pod))
             continue;
         if (needs_killing(pod)) {
