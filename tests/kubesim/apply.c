@@ -297,6 +297,19 @@ static bool under(const char *a, const char *p)
     return n > 1 && strncmp(a, p, n - 1) == 0 && a[n - 1] == ',';
 }
 
+/* Does set hold a path strictly under path key p? */
+static bool holds_under(const json_t *set, const char *p)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)set, k, v)
+    {
+        if (strcmp(k, p) != 0 && under(k, p))
+            return true;
+    }
+    return false;
+}
+
 /* Remove from set every path in (or under, when deep) rm. */
 static void set_sub(json_t *set, const json_t *rm, bool deep)
 {
@@ -1022,10 +1035,12 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
 
     json_t *next = merge(live, config, NULL, NULL);
     /* Fields this manager applied before, applies no more, and nobody
-     * else owns, go. */
+     * else owns, go. A map or list node (a "." member of its set) that
+     * the configuration still holds fields under stays: the applied set
+     * has only the leaves and elements. */
     json_object_foreach(mine->set, k, x)
     {
-        if (json_object_get(applied, k))
+        if (json_object_get(applied, k) || holds_under(applied, k))
             continue;
         bool owned = false;
         for (size_t j = 0; j < m.n && !owned; j++)

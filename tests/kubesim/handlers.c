@@ -2112,6 +2112,50 @@ static void coerce_object_meta(json_t *obj)
         json_object_del(md, "generateName");
 }
 
+/* A Service's managedFields after its create: the allocated clusterIP(s),
+ * ipFamilies, ipFamilyPolicy and nodePorts belong to no manager unless the
+ * client asked for them (asked: its spec before defaults). */
+static void unown_allocated(json_t *obj, const json_t *asked)
+{
+    static const char *const allocated[] = {"clusterIP", "clusterIPs", "ipFamilies",
+                                            "ipFamilyPolicy"};
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(meta(obj), "managedFields"), i, e)
+    {
+        json_t *spec = json_object_get(json_object_get(e, "fieldsV1"), "f:spec");
+        for (size_t k = 0; k < sizeof(allocated) / sizeof(allocated[0]); k++) {
+            if (json_object_get(asked, allocated[k]))
+                continue;
+            char *f = ks_printf("f:%s", allocated[k]);
+            json_object_del(spec, f);
+            free(f);
+        }
+        /* each port element k:{"port":P,"protocol":X}: its f:nodePort */
+        const char *ek;
+        json_t *node;
+        json_object_foreach(json_object_get(spec, "f:ports"), ek, node)
+        {
+            json_t *key = strncmp(ek, "k:", 2) == 0 ? json_loads(ek + 2, 0, NULL) : NULL;
+            bool asked_np = false;
+            size_t j;
+            json_t *p;
+            json_array_foreach(json_object_get(asked, "ports"), j, p)
+            {
+                const char *proto = json_string_value(json_object_get(p, "protocol"));
+                if (json_equal(json_object_get(p, "port"), json_object_get(key, "port")) &&
+                    strcmp(proto ? proto : "TCP",
+                           ks_nz(json_string_value(json_object_get(key, "protocol")))) == 0 &&
+                    json_object_get(p, "nodePort"))
+                    asked_np = true;
+            }
+            json_decref(key);
+            if (!asked_np)
+                json_object_del(node, "f:nodePort");
+        }
+    }
+}
+
 static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *obj, bool dry,
                       struct ks_reply *r)
 {
@@ -2121,6 +2165,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     const char *gen = json_string_value(json_object_get(md, "generateName"));
     char *owned_name = NULL;
     json_t *stored = NULL;
+    json_t *asked_spec = NULL;
 
     if ((!name || !*name) && gen && *gen) {
         char sfx[6];
@@ -2167,6 +2212,11 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         goto out;
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
+    /* a Service's spec as the client sent it: what the allocators add is
+     * not the creating manager's (create.go updates managedFields before
+     * the storage's BeginCreate allocates) */
+    if (strcmp(def->key, "services") == 0)
+        asked_spec = json_deep_copy(json_object_get(obj, "spec"));
     builtin_defaults(ks, def, obj, NULL);
     if (strcmp(def->key, "pods") == 0 && !ks_pod_service_account_ok(ks, obj, r))
         goto out;
@@ -2192,6 +2242,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         ks_ssa_update(zero, obj, &s.c);
         ssa_end(&s);
         json_decref(zero);
+        if (asked_spec)
+            unown_allocated(obj, asked_spec);
     }
     if (def->typed)
         ks_typed_order(obj);
@@ -2246,6 +2298,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     respond_object(ks, def, stored, q->version, 201, r);
 out:
     json_decref(stored);
+    json_decref(asked_spec);
     free(owned_name);
 }
 

@@ -406,6 +406,41 @@ code=$(c -o "$work/pb.out" -w '%{http_code}' -X PATCH -H 'Content-Type: applicat
 [ "$code" = 422 ] && grep -q 'fieldManager: Required value' "$work/pb.out" ||
   fail "apply without fieldManager: $code $(cat "$work/pb.out")"
 
+# kubectl's move from client-side to server-side apply (csaupgrade: the
+# client-side manager's fields handed to "kubectl" by a JSON patch, then
+# applied again) keeps the object: a map or list node the configuration
+# still fills is not removed (kubesim dropped data and labels), and the
+# Service's allocated clusterIP, ipFamilies and nodePort belong to no
+# manager, as create.go records managedFields before BeginCreate.
+cat >"$work/mig.yaml" <<'EOF2'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: mig, namespace: pb, labels: {a: b}}
+data: {k1: v1, k2: v2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: mig, namespace: pb}
+spec:
+  selector: {app: mig}
+  type: NodePort
+  ports: [{name: http, port: 80}]
+EOF2
+k apply -f "$work/mig.yaml" >"$work/mig.log" 2>&1 || fail "client-side apply: $(cat "$work/mig.log")"
+jq -e '.metadata.managedFields[] | select(.manager=="kubectl-client-side-apply") | .fieldsV1["f:spec"] |
+  (has("f:clusterIP") or has("f:ipFamilies") or
+   (.["f:ports"]["k:{\"port\":80,\"protocol\":\"TCP\"}"] | has("f:nodePort"))) | not' \
+  <<<"$(mf service/mig)" >/dev/null || fail "allocated fields owned: $(mf service/mig | jq -c .metadata.managedFields)"
+jq -e '.metadata.managedFields[] | select(.manager=="kubectl-client-side-apply") | .fieldsV1["f:spec"] |
+  has("f:sessionAffinity") and has("f:externalTrafficPolicy")' <<<"$(mf service/mig)" >/dev/null ||
+  fail "defaulted fields not owned: $(mf service/mig | jq -c .metadata.managedFields)"
+k apply --server-side -f "$work/mig.yaml" >>"$work/mig.log" 2>&1 || fail "server-side apply: $(cat "$work/mig.log")"
+grep -q 'failed to re-apply' "$work/mig.log" && fail "migration re-apply failed: $(cat "$work/mig.log")"
+[ "$(k -n pb get configmap mig -o jsonpath='{.data.k2} {.metadata.labels.a}')" = "v2 b" ] ||
+  fail "migration lost data: $(k -n pb get configmap mig -o json)"
+[ "$(k -n pb get service mig -o jsonpath='{.spec.ports[0].port}')" = 80 ] ||
+  fail "migration lost ports: $(k -n pb get service mig -o json)"
+
 # get -w on a built-in kind sees a change made through protobuf.
 timeout 120 kubectl --cache-dir "$work/cache" -n pb get configmaps -w --output-watch-events \
   >"$work/watch2.log" 2>&1 &
