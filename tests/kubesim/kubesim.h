@@ -321,6 +321,7 @@ json_t *ks_msgs_qualified_name(const char *s);
 json_t *ks_msgs_label_value(const char *s);
 json_t *ks_msgs_dns1123_label(const char *s);
 json_t *ks_msgs_dns1123_subdomain(const char *s);
+json_t *ks_msgs_dns1035_label(const char *s);
 json_t *ks_msgs_port_name(const char *s);
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
@@ -334,6 +335,11 @@ void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t
 void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg);
 /* metav1validation.ValidateLabelSelector of sel at path (e.g. "spec.selector"). */
 void ks_validate_label_selector(const json_t *sel, const char *path, json_t *causes);
+/* The same with LabelSelectorValidationOptions.AllowInvalidLabelValueInSelector:
+ * true skips the label value check of matchExpressions values (an update
+ * whose old object already held such a value). */
+void ks_validate_label_selector_opts(const json_t *sel, const char *path, bool allow_invalid_values,
+                                     json_t *causes);
 /* apiserver/pkg/util/webhook: ValidateWebhookURL (url.Parse's errors as
  * Required, then scheme, host, user, fragment, query) and
  * ValidateWebhookService (name, namespace, port defaulted to 443, path
