@@ -360,6 +360,11 @@ char *ks_go_join(const json_t *list, const char *open, const char *sep, const ch
 json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
                            bool create);
 
+/* whconfig.c: Validating- and MutatingWebhookConfiguration (admissionregistration
+ * v1): the kind's validation into causes; with old (the stored object an
+ * update replaces), the Update options it derives from the old webhooks. */
+void ks_validate_whconfig(const json_t *obj, const json_t *old, bool mutating, json_t *causes);
+
 /* Label selectors and field selectors. */
 struct ks_selector;
 /* Parse; NULL string means "everything". On error returns -EINVAL and a

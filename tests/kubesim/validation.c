@@ -1901,6 +1901,12 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
             immutable_role_ref(obj, old, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
+    } else if (strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") ==
+               0) {
+        ks_validate_whconfig(obj, old, false, causes);
+    } else if (strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") ==
+               0) {
+        ks_validate_whconfig(obj, old, true, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
         const json_t *res = json_object_get(json_object_get(obj, "spec"), "resource");
         const char *plural = json_string_value(json_object_get(res, "resource"));
