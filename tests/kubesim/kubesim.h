@@ -361,8 +361,10 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
                            bool create);
 
 /* whconfig.c: Validating- and MutatingWebhookConfiguration (admissionregistration
- * v1): the kind's validation into causes; with old (the stored object an
- * update replaces), the Update options it derives from the old webhooks. */
+ * v1). The v1 defaults of every webhook, in place (obj owned, unshared). */
+void ks_whconfig_defaults(json_t *obj, bool mutating);
+/* The kind's validation into causes; with old (the stored object an update
+ * replaces), the Update options it derives from the old webhooks. */
 void ks_validate_whconfig(const json_t *obj, const json_t *old, bool mutating, json_t *causes);
 
 /* Label selectors and field selectors. */

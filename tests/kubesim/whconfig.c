@@ -2,7 +2,8 @@
 /*
  * ValidatingWebhookConfiguration and MutatingWebhookConfiguration
  * (admissionregistration.k8s.io/v1) as the apiserver's registry takes
- * them: the validation of pkg/apis/admissionregistration/validation/
+ * them: the v1 defaults (pkg/apis/admissionregistration/v1/defaults.go)
+ * and the validation of pkg/apis/admissionregistration/validation/
  * validation.go, with its field paths and messages.
  *
  * DESIGN
@@ -255,6 +256,57 @@ static bool blank(const char *str)
         i += len;
     }
     return true;
+}
+
+/* ---- defaults (pkg/apis/admissionregistration/v1/defaults.go) ----------------------- */
+
+static void set_default(json_t *obj, const char *k, json_t *v)
+{
+    if (!json_object_get(obj, k) || json_is_null(json_object_get(obj, k)))
+        json_object_set_new(obj, k, v);
+    else
+        json_decref(v);
+}
+
+void ks_whconfig_defaults(json_t *obj, bool mutating)
+{
+    json_t *hooks = json_object_get(obj, "webhooks");
+    size_t i;
+    json_t *hook;
+    json_array_foreach(hooks, i, hook)
+    {
+        if (json_is_null(hook)) { /* a null item decodes as the zero webhook */
+            hook = json_object();
+            json_array_set_new(hooks, i, hook);
+        }
+        if (!json_is_object(hook))
+            continue;
+        /* SetDefaults_ValidatingWebhook / SetDefaults_MutatingWebhook */
+        set_default(hook, "failurePolicy", json_string("Fail"));
+        set_default(hook, "matchPolicy", json_string("Equivalent"));
+        set_default(hook, "namespaceSelector", json_object());
+        set_default(hook, "objectSelector", json_object());
+        set_default(hook, "timeoutSeconds", json_integer(10));
+        if (mutating)
+            set_default(hook, "reinvocationPolicy", json_string("Never"));
+        /* SetDefaults_ServiceReference */
+        json_t *svc = json_object_get(json_object_get(hook, "clientConfig"), "service");
+        if (json_is_object(svc))
+            set_default(svc, "port", json_integer(443));
+        /* SetDefaults_Rule */
+        json_t *rules = json_object_get(hook, "rules");
+        size_t j;
+        json_t *rule;
+        json_array_foreach(rules, j, rule)
+        {
+            if (json_is_null(rule)) {
+                rule = json_object();
+                json_array_set_new(rules, j, rule);
+            }
+            if (json_is_object(rule))
+                set_default(rule, "scope", json_string("*"));
+        }
+    }
 }
 
 /* ---- validation (pkg/apis/admissionregistration/validation/validation.go) ----------- */
