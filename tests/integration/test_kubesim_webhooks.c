@@ -526,6 +526,433 @@ START_TEST(test_kubesim_webhooks_mutating_ignore)
 }
 END_TEST
 
+/* ---- the configurations' own validation (pkg/apis/admissionregistration/validation) -- */
+
+#define WHC_API "/apis/admissionregistration.k8s.io/v1/"
+
+/* A valid webhook, the base every case below changes. */
+static const char base_hook[] =
+    "{\"name\":\"v.test.example.com\",\"admissionReviewVersions\":[\"v1\"],\"sideEffects\":"
+    "\"None\",\"clientConfig\":{\"url\":\"https://hook.example.com/validate\"},\"rules\":[{"
+    "\"apiGroups\":[\"\"],\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":["
+    "\"configmaps\"]}]}";
+
+/* base_hook with change's members set (null: removed). @ref new */
+static json_t *hook_with(const char *change)
+{
+    json_t *hook = json_loads(base_hook, 0, NULL);
+    json_t *c = json_loads(change, 0, NULL);
+    ck_assert_msg(hook && json_is_object(c), "bad test JSON: %s", change);
+    const char *k;
+    json_t *v;
+    json_object_foreach(c, k, v)
+    {
+        if (json_is_null(v))
+            json_object_del(hook, k);
+        else
+            json_object_set(hook, k, v);
+    }
+    json_decref(c);
+    return hook;
+}
+
+/* A configuration named name of kind ("Validating" or "Mutating") with
+ * hooks (@ref steal), as JSON text. malloc'd */
+static char *whc_body(const char *kind, const char *name, json_t *hooks)
+{
+    char *k = NULL;
+    ck_assert_int_gt(asprintf(&k, "%sWebhookConfiguration", kind), 0);
+    json_t *obj =
+        json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "admissionregistration.k8s.io/v1", "kind",
+                  k, "metadata", "name", name, "webhooks", hooks);
+    free(k);
+    char *txt = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    return txt;
+}
+
+static const char *whc_path(const char *kind)
+{
+    return strcmp(kind, "Validating") == 0 ? WHC_API "validatingwebhookconfigurations"
+                                           : WHC_API "mutatingwebhookconfigurations";
+}
+
+/* The reason a field.Error of this message has. */
+static const char *reason_of(const char *msg)
+{
+    static const char *const map[][2] = {{"Invalid value", "FieldValueInvalid"},
+                                         {"Required value", "FieldValueRequired"},
+                                         {"Unsupported value", "FieldValueNotSupported"},
+                                         {"Duplicate value", "FieldValueDuplicate"},
+                                         {"Too many", "FieldValueTooMany"},
+                                         {"Forbidden", "FieldValueForbidden"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strncmp(msg, map[i][0], strlen(map[i][0])) == 0)
+            return map[i][1];
+    return "?";
+}
+
+/* Send body (method to path) and want a 422 whose causes are exactly want
+ * ("field: message", NULL-terminated), in order, each with its reason. */
+static void expect_causes(const char *method, const char *path, const char *body,
+                          const char *const *want)
+{
+    struct kop_test_resp r = request(method, path, NULL, body);
+    ck_assert_msg(r.code == 422, "%s %s: %ld (want 422): %s", method, path, r.code, r.body);
+    json_t *st = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(st);
+    const json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
+    size_t n = 0;
+    while (want[n])
+        n++;
+    ck_assert_msg(json_array_size(causes) == n, "%zu causes (want %zu): %s",
+                  json_array_size(causes), n, r.body);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(causes, i);
+        const char *field = json_string_value(json_object_get(c, "field"));
+        const char *msg = json_string_value(json_object_get(c, "message"));
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        char *got = NULL;
+        ck_assert_int_gt(asprintf(&got, "%s: %s", field ? field : "", msg ? msg : ""), 0);
+        ck_assert_str_eq(got, want[i]);
+        ck_assert_str_eq(reason ? reason : "", reason_of(msg ? msg : ""));
+        free(got);
+    }
+    json_decref(st);
+    kop_test_resp_free(&r);
+}
+
+/* A configuration of one webhook (base_hook changed by change) refused
+ * with want. */
+static void expect_hook_refused(const char *kind, const char *change, const char *const *want)
+{
+    char *body = whc_body(kind, "bad", json_pack("[o]", hook_with(change)));
+    expect_causes("POST", whc_path(kind), body, want);
+    free(body);
+}
+
+#define WANT(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static const char url_form[] = "; desired format: https://host[/path]";
+
+START_TEST(test_kubesim_webhooks_config_valid)
+{
+    /* Every member set, both client config forms. */
+    json_t *hooks = json_pack(
+        "[o,o]",
+        hook_with("{\"name\":\"url.test.example.com\",\"admissionReviewVersions\":[\"v1beta1\","
+                  "\"v1\",\"v2alpha1\"],\"sideEffects\":\"NoneOnDryRun\",\"failurePolicy\":"
+                  "\"Ignore\",\"matchPolicy\":\"Exact\",\"timeoutSeconds\":30,\"clientConfig\":{"
+                  "\"url\":\"https://hook.example.com:8443/a/b\",\"caBundle\":\"AAEC\"},"
+                  "\"rules\":[{\"apiGroups\":[\"*\"],\"apiVersions\":[\"*\"],\"operations\":["
+                  "\"*\"],\"resources\":[\"*/*\"],\"scope\":\"Cluster\"},{\"apiGroups\":[\"\","
+                  "\"apps\"],\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\",\"UPDATE\","
+                  "\"DELETE\",\"CONNECT\"],\"resources\":[\"pods\",\"pods/*\",\"*/status\"],"
+                  "\"scope\":\"Namespaced\"}],\"namespaceSelector\":{\"matchLabels\":{"
+                  "\"team\":\"a\"},\"matchExpressions\":[{\"key\":\"env\",\"operator\":\"In\","
+                  "\"values\":[\"prod\",\"\"]}]},\"objectSelector\":{\"matchExpressions\":[{"
+                  "\"key\":\"example.com/skip\",\"operator\":\"DoesNotExist\"}]},"
+                  "\"matchConditions\":[{\"name\":\"not-leases\",\"expression\":"
+                  "\"request.resource.resource != 'leases'\"},{\"name\":\"example.com/two\","
+                  "\"expression\":\"true\"}]}"),
+        hook_with("{\"name\":\"svc.test.example.com\",\"clientConfig\":{\"service\":{"
+                  "\"namespace\":\"kop-system\",\"name\":\"kop-webhook-service\",\"path\":"
+                  "\"/validate-x/v1\",\"port\":8443}}}"));
+    char *body = whc_body("Validating", "all-valid", hooks);
+    expect("POST", whc_path("Validating"), body, 201, NULL);
+    free(body);
+
+    /* The v1 defaults are stored (SetDefaults_MutatingWebhook, _Rule, _ServiceReference). */
+    hooks = json_pack("[o]", hook_with("{\"clientConfig\":{\"service\":{\"namespace\":\"n\","
+                                       "\"name\":\"s\"}}}"));
+    body = whc_body("Mutating", "defaults", hooks);
+    expect("POST", whc_path("Mutating"), body, 201, NULL);
+    free(body);
+    struct kop_test_resp r =
+        request("GET", WHC_API "mutatingwebhookconfigurations/defaults", NULL, NULL);
+    ck_assert_int_eq(r.code, 200);
+    json_t *obj = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    json_t *hook = json_array_get(json_object_get(obj, "webhooks"), 0);
+    json_t *want = json_pack("{s:s,s:s,s:{},s:{},s:i,s:s}", "failurePolicy", "Fail", "matchPolicy",
+                             "Equivalent", "namespaceSelector", "objectSelector", "timeoutSeconds",
+                             10, "reinvocationPolicy", "Never");
+    const char *k;
+    json_t *v;
+    json_object_foreach(want, k, v)
+    {
+        ck_assert_msg(json_equal(json_object_get(hook, k), v), "default of %s", k);
+    }
+    json_decref(want);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(
+            json_object_get(json_object_get(hook, "clientConfig"), "service"), "port")),
+        443);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(hook, "rules"), 0), "scope")),
+                     "*");
+    json_decref(obj);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_config_names)
+{
+    expect_hook_refused("Validating", "{\"name\":\"nodots\"}",
+                        WANT("webhooks[0].name: Invalid value: \"nodots\": should be a domain "
+                             "with at least three segments separated by dots"));
+    expect_hook_refused("Mutating", "{\"name\":\"two.parts\"}",
+                        WANT("webhooks[0].name: Invalid value: \"two.parts\": should be a domain "
+                             "with at least three segments separated by dots"));
+    expect_hook_refused(
+        "Validating", "{\"name\":\"Hook.example.com\"}",
+        WANT("webhooks[0].name: Invalid value: \"Hook.example.com\": a lowercase RFC 1123 "
+             "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+             "start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+    expect_hook_refused("Validating", "{\"name\":\"\"}", WANT("webhooks[0].name: Required value"));
+    /* the example of the brief: every error in one 422 */
+    expect_hook_refused(
+        "Validating",
+        "{\"name\":\"nodots\",\"clientConfig\":{\"url\":\"http://x\"},"
+        "\"sideEffects\":\"Some\"}",
+        WANT("webhooks[0].name: Invalid value: \"nodots\": should be a domain with at least "
+             "three segments separated by dots",
+             "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", "
+             "\"NoneOnDryRun\"",
+             "webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only "
+             "allowed URL scheme; desired format: https://host[/path]"));
+    /* duplicate names: after the webhook's own errors and its versions' */
+    json_t *hooks =
+        json_pack("[o,o,o]", hook_with("{}"), hook_with("{\"name\":\"w.test.example.com\"}"),
+                  hook_with("{\"admissionReviewVersions\":[]}"));
+    char *body = whc_body("Validating", "dup", hooks);
+    expect_causes("POST", whc_path("Validating"), body,
+                  WANT("webhooks[2].admissionReviewVersions: Required value: must specify one of "
+                       "v1, v1beta1",
+                       "webhooks[2].name: Duplicate value: \"v.test.example.com\""));
+    free(body);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_config_client)
+{
+    static char want[6][256];
+    snprintf(want[0], sizeof(want[0]),
+             "webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only "
+             "allowed URL scheme%s",
+             url_form);
+    expect_hook_refused("Validating", "{\"clientConfig\":{\"url\":\"http://hook.example.com/\"}}",
+                        WANT(want[0]));
+    expect_hook_refused("Mutating",
+                        "{\"clientConfig\":{\"url\":\"https://hook.example.com/v?a=b\"}}",
+                        WANT("webhooks[0].clientConfig.url: Invalid value: \"a=b\": query "
+                             "parameters are not permitted in the URL"));
+    snprintf(want[1], sizeof(want[1]),
+             "webhooks[0].clientConfig.url: Invalid value: \"\": host must be specified%s",
+             url_form);
+    expect_hook_refused("Validating", "{\"clientConfig\":{\"url\":\"https:///v\"}}", WANT(want[1]));
+    snprintf(want[2], sizeof(want[2]),
+             "webhooks[0].clientConfig.url: Required value: url must be a valid URL: parse "
+             "\"https://hook:port/\": invalid port \":port\" after host%s",
+             url_form);
+    expect_hook_refused("Validating", "{\"clientConfig\":{\"url\":\"https://hook:port/\"}}",
+                        WANT(want[2]));
+    expect_hook_refused("Validating",
+                        "{\"clientConfig\":{\"url\":\"https://u@hook.example.com/#frag\"}}",
+                        WANT("webhooks[0].clientConfig.url: Invalid value: \"u\": user "
+                             "information is not permitted in the URL",
+                             "webhooks[0].clientConfig.url: Invalid value: \"frag\": fragments "
+                             "are not permitted in the URL"));
+    expect_hook_refused("Validating",
+                        "{\"clientConfig\":{\"url\":\"https://hook.example.com/\",\"service\":{"
+                        "\"namespace\":\"n\",\"name\":\"s\"}}}",
+                        WANT("webhooks[0].clientConfig: Required value: exactly one of url or "
+                             "service is required"));
+    expect_hook_refused("Mutating", "{\"clientConfig\":{\"caBundle\":\"AAEC\"}}",
+                        WANT("webhooks[0].clientConfig: Required value: exactly one of url or "
+                             "service is required"));
+    expect_hook_refused(
+        "Validating",
+        "{\"clientConfig\":{\"service\":{\"namespace\":\"n\",\"name\":\"s\",\"path\":"
+        "\"/a//B_\"}}}",
+        WANT("webhooks[0].clientConfig.service.path: Invalid value: \"/a//B_\": segment[1] may "
+             "not be empty",
+             "webhooks[0].clientConfig.service.path: Invalid value: \"/a//B_\": segment[2]: a "
+             "lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+             "'-' or '.', and must start and end with an alphanumeric character (e.g. "
+             "'example.com', regex used for validation is "
+             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+    expect_hook_refused("Validating",
+                        "{\"clientConfig\":{\"service\":{\"path\":\"validate\",\"port\":0}}}",
+                        WANT("webhooks[0].clientConfig.service.name: Required value",
+                             "webhooks[0].clientConfig.service.namespace: Required value",
+                             "webhooks[0].clientConfig.service.port: Invalid value: 0: port is "
+                             "not valid: must be between 1 and 65535, inclusive",
+                             "webhooks[0].clientConfig.service.path: Invalid value: \"validate\": "
+                             "must start with a '/'"));
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_config_policies)
+{
+    expect_hook_refused("Validating", "{\"sideEffects\":\"Some\"}",
+                        WANT("webhooks[0].sideEffects: Unsupported value: \"Some\": supported "
+                             "values: \"None\", \"NoneOnDryRun\""));
+    expect_hook_refused("Mutating", "{\"sideEffects\":null}",
+                        WANT("webhooks[0].sideEffects: Required value: must specify one of None, "
+                             "NoneOnDryRun"));
+    expect_hook_refused("Validating", "{\"timeoutSeconds\":31}",
+                        WANT("webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value "
+                             "must be between 1 and 30 seconds"));
+    expect_hook_refused("Mutating", "{\"timeoutSeconds\":0}",
+                        WANT("webhooks[0].timeoutSeconds: Invalid value: 0: the timeout value "
+                             "must be between 1 and 30 seconds"));
+    expect_hook_refused("Validating", "{\"failurePolicy\":\"Retry\",\"matchPolicy\":\"exact\"}",
+                        WANT("webhooks[0].failurePolicy: Unsupported value: \"Retry\": supported "
+                             "values: \"Fail\", \"Ignore\"",
+                             "webhooks[0].matchPolicy: Unsupported value: \"exact\": supported "
+                             "values: \"Equivalent\", \"Exact\""));
+    expect_hook_refused("Mutating", "{\"reinvocationPolicy\":\"Always\"}",
+                        WANT("webhooks[0].reinvocationPolicy: Unsupported value: \"Always\": "
+                             "supported values: \"IfNeeded\", \"Never\""));
+    /* admissionReviewVersions */
+    expect_hook_refused("Validating", "{\"admissionReviewVersions\":[]}",
+                        WANT("webhooks[0].admissionReviewVersions: Required value: must specify "
+                             "one of v1, v1beta1"));
+    expect_hook_refused("Validating", "{\"admissionReviewVersions\":[\"v2\",\"v3\"]}",
+                        WANT("webhooks[0].admissionReviewVersions: Invalid value: "
+                             "[\"v2\",\"v3\"]: must include at least one of v1, v1beta1"));
+    expect_hook_refused(
+        "Mutating", "{\"admissionReviewVersions\":[\"v1\",\"v1\",\"V1beta1\"]}",
+        WANT("webhooks[0].admissionReviewVersions[1]: Invalid value: \"v1\": duplicate version",
+             "webhooks[0].admissionReviewVersions[2]: Invalid value: \"V1beta1\": a DNS-1035 "
+             "label must consist of lower case alphanumeric characters or '-', start with an "
+             "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
+             "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"));
+    /* selectors */
+    expect_hook_refused(
+        "Validating",
+        "{\"objectSelector\":{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Exists\","
+        "\"values\":[\"x\"]}]},\"namespaceSelector\":{\"matchExpressions\":[{\"key\":\"a\","
+        "\"operator\":\"In\",\"values\":[\"not valid\"]}]}}",
+        WANT("webhooks[0].namespaceSelector.matchExpressions[0].values[0]: Invalid value: \"not "
+             "valid\": a valid label must be an empty string or consist of alphanumeric "
+             "characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+             "(e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+             "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+             "webhooks[0].objectSelector.matchExpressions[0].values: Forbidden: may not be "
+             "specified when `operator` is 'Exists' or 'DoesNotExist'"));
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_config_rules)
+{
+    expect_hook_refused(
+        "Validating",
+        "{\"rules\":[{\"apiGroups\":[],\"apiVersions\":[],\"operations\":[],\"resources\":[]}]}",
+        WANT("webhooks[0].rules[0].operations: Required value",
+             "webhooks[0].rules[0].apiGroups: Required value",
+             "webhooks[0].rules[0].apiVersions: Required value",
+             "webhooks[0].rules[0].resources: Required value"));
+    expect_hook_refused(
+        "Mutating",
+        "{\"rules\":[{\"apiGroups\":[\"*\",\"apps\"],\"apiVersions\":[\"v1\",\"*\",\"\"],"
+        "\"operations\":[\"CREATE\",\"*\",\"PATCH\"],\"resources\":[\"pods\",\"\"],"
+        "\"scope\":\"Global\"}]}",
+        WANT("webhooks[0].rules[0].operations: Invalid value: [\"CREATE\",\"*\",\"PATCH\"]: if "
+             "'*' is present, must not specify other operations",
+             "webhooks[0].rules[0].operations[2]: Unsupported value: \"PATCH\": supported values: "
+             "\"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"",
+             "webhooks[0].rules[0].apiGroups: Invalid value: [\"*\",\"apps\"]: if '*' is present, "
+             "must not specify other API groups",
+             "webhooks[0].rules[0].apiVersions: Invalid value: [\"v1\",\"*\",\"\"]: if '*' is "
+             "present, must not specify other API versions",
+             "webhooks[0].rules[0].apiVersions[2]: Required value",
+             "webhooks[0].rules[0].resources[1]: Required value",
+             "webhooks[0].rules[0].scope: Unsupported value: \"Global\": supported values: \"*\", "
+             "\"Cluster\", \"Namespaced\""));
+    /* validateResources' wildcard rules */
+    expect_hook_refused(
+        "Validating",
+        "{\"rules\":[{\"apiGroups\":[\"\"],\"apiVersions\":[\"v1\"],\"operations\":[\"*\"],"
+        "\"resources\":[\"*/*\",\"pods/*\",\"pods/log\",\"*/status\",\"deployments/status\"]}]}",
+        WANT("webhooks[0].rules[0].resources[1]: Invalid value: \"pods/*\": if '*/*' is present, "
+             "must not specify pods/*",
+             "webhooks[0].rules[0].resources[2]: Invalid value: \"pods/log\": if 'pods/*' is "
+             "present, must not specify pods/log",
+             "webhooks[0].rules[0].resources[3]: Invalid value: \"*/status\": if '*/*' is "
+             "present, must not specify */status",
+             "webhooks[0].rules[0].resources[4]: Invalid value: \"deployments/status\": if "
+             "'*/status' is present, must not specify deployments/status",
+             "webhooks[0].rules[0].resources: Invalid value: [\"*/*\",\"pods/*\",\"pods/log\","
+             "\"*/status\",\"deployments/status\"]: if '*/*' is present, must not specify other "
+             "resources"));
+    expect_hook_refused(
+        "Validating",
+        "{\"rules\":[{\"apiGroups\":[\"\"],\"apiVersions\":[\"v1\"],\"operations\":[\"*\"],"
+        "\"resources\":[\"*\",\"pods\"]}]}",
+        WANT("webhooks[0].rules[0].resources: Invalid value: [\"*\",\"pods\"]: if '*' is "
+             "present, must not specify other resources without subresources"));
+    /* matchConditions, without CEL */
+    expect_hook_refused("Validating",
+                        "{\"matchConditions\":[{\"name\":\"a\",\"expression\":\" \\n\"},{\"name\":"
+                        "\"a\",\"expression\":\"true\"},{\"name\":\"-bad-\",\"expression\":"
+                        "\"true\"},{\"expression\":\"true\"}]}",
+                        WANT("webhooks[0].matchConditions[0].expression: Required value",
+                             "webhooks[0].matchConditions[1].name: Duplicate value: \"a\"",
+                             "webhooks[0].matchConditions[2].name: Invalid value: \"-bad-\": name "
+                             "part must consist of alphanumeric characters, '-', '_' or '.', and "
+                             "must start and end with an alphanumeric character (e.g. 'MyName',  "
+                             "or 'my.name',  or '123-abc', regex used for validation is "
+                             "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                             "webhooks[0].matchConditions[3].name: Required value"));
+    json_t *conds = json_array();
+    for (int i = 0; i < 65; i++)
+        json_array_append_new(conds, json_pack("{s:s,s:s}", "name", "c", "expression", "true"));
+    json_t *hook = hook_with("{}");
+    json_object_set_new(hook, "matchConditions", conds);
+    char *body = whc_body("Validating", "many", json_pack("[o]", hook));
+    struct kop_test_resp r = request("POST", whc_path("Validating"), NULL, body);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"message\":\"Too many: 65: must have at most 64 items\","
+                                         "\"field\":\"webhooks[0].matchConditions\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"reason\":\"FieldValueTooMany\""));
+    kop_test_resp_free(&r);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_kubesim_webhooks_config_update)
+{
+    char *body = whc_body("Validating", "upd", json_pack("[o]", hook_with("{}")));
+    expect("POST", whc_path("Validating"), body, 201, NULL);
+    free(body);
+    /* The old webhooks all said None: an update may not say Some either. */
+    const char *path = WHC_API "validatingwebhookconfigurations/upd";
+    struct kop_test_resp r = request("PATCH", path, "application/json-patch+json",
+                                     "[{\"op\":\"replace\",\"path\":\"/webhooks/0/sideEffects\","
+                                     "\"value\":\"Some\"}]");
+    ck_assert_msg(r.code == 422, "%ld %s", r.code, r.body);
+    ck_assert_ptr_nonnull(strstr(
+        r.body, "\"message\":\"ValidatingWebhookConfiguration.admissionregistration.k8s.io "
+                "\\\"upd\\\" is invalid: webhooks[0].sideEffects: Unsupported value: \\\"Some\\\": "
+                "supported values: \\\"None\\\", \\\"NoneOnDryRun\\\"\""));
+    kop_test_resp_free(&r);
+    /* A second webhook of the same name is refused on update too. */
+    body = whc_body("Validating", "upd", json_pack("[o,o]", hook_with("{}"), hook_with("{}")));
+    expect_causes("PUT", path, body,
+                  WANT("webhooks[1].name: Duplicate value: \"v.test.example.com\""));
+    free(body);
+    /* A valid change is stored and its defaults with it. */
+    r = request("PATCH", path, "application/json-patch+json",
+                "[{\"op\":\"replace\",\"path\":\"/webhooks/0/timeoutSeconds\",\"value\":7}]");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"timeoutSeconds\":7"));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"failurePolicy\":\"Fail\""));
+    kop_test_resp_free(&r);
+}
+END_TEST
+
 /* ---- against kop --webhook-only ----------------------------------------------------- */
 
 static bool kop_has_webhook_only(void)
@@ -639,6 +1066,12 @@ static Suite *kubesim_webhooks_suite(void)
     tcase_add_test(tc, test_kubesim_webhooks_mutating_reply_checks);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_ignore);
     tcase_add_test(tc, test_kubesim_webhooks_kop);
+    tcase_add_test(tc, test_kubesim_webhooks_config_valid);
+    tcase_add_test(tc, test_kubesim_webhooks_config_names);
+    tcase_add_test(tc, test_kubesim_webhooks_config_client);
+    tcase_add_test(tc, test_kubesim_webhooks_config_policies);
+    tcase_add_test(tc, test_kubesim_webhooks_config_rules);
+    tcase_add_test(tc, test_kubesim_webhooks_config_update);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1007,6 +1007,12 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
     } else if (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
                strcmp(def->key, "clusterrolebindings.rbac.authorization.k8s.io") == 0) {
         default_binding(obj);
+    } else if (strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") ==
+               0) {
+        ks_whconfig_defaults(obj, false);
+    } else if (strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") ==
+               0) {
+        ks_whconfig_defaults(obj, true);
     } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
         json_t *spec = ks_ensure_obj(obj, "spec");
         set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));

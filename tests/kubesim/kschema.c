@@ -22,7 +22,8 @@
  *      Ignore: the field is dropped silently.
  *  - string enums of the schema are checked as the apiserver's validation
  *    does (outside status): 422 'spec.ports[0].protocol: Unsupported value:
- *    "FOO": supported values: "SCTP", "TCP", "UDP"'.
+ *    "FOO": supported values: "SCTP", "TCP", "UDP"'; not for a kind whose
+ *    own validation reports them (validates_enums).
  *  - JSON null is accepted anywhere (encoding/json leaves the zero value)
  *    and dropped from the stored object, as the round trip through the Go
  *    struct does for omitempty members.
@@ -106,6 +107,7 @@ struct walk {
     json_t *unknown;   /* array of "unknown field \"path\"" strings */
     json_t *causes;    /* 422 causes (enums) */
     bool in_status;    /* below the top-level status */
+    bool own_enums;    /* the kind's validation reports its enums (validates_enums) */
     char gopath[1024]; /* JSON path without indices (Go's Field) */
     char path[1024];   /* JSON path with indices (strict errors, causes) */
 };
@@ -250,7 +252,7 @@ static bool int_fits(const json_t *v, const char *f)
 
 static void check_enum(struct walk *w, const json_t *v, const json_t *e)
 {
-    if (w->in_status || !json_is_array(e) || json_array_size(e) < 2)
+    if (w->in_status || w->own_enums || !json_is_array(e) || json_array_size(e) < 2)
         return; /* apiVersion and kind are one-value "enums" checked elsewhere */
     size_t i;
     json_t *x;
@@ -450,6 +452,16 @@ static bool under_unknown(const json_t *unknown, const char *path)
     return false;
 }
 
+/* Kinds whose validation (ks_validate_object) reports every enum of the
+ * schema itself, as NotSupported among the kind's other errors and in the
+ * apiserver's order: the decoder checks no enum, so the schema's check
+ * would answer a 422 with only part of the errors. */
+static bool validates_enums(const struct ks_res *def)
+{
+    return strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") == 0 ||
+           strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") == 0;
+}
+
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
                     enum ks_field_validation mode, const json_t *dups, json_t *warnings,
                     struct ks_kcheck *ret)
@@ -460,7 +472,10 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
     const char *defname = ks_kschema_kind_def(def->group, version, def->kind);
     if (!defname)
         return 0;
-    struct walk w = {.mode = mode, .unknown = json_array(), .causes = json_array()};
+    struct walk w = {.mode = mode,
+                     .unknown = json_array(),
+                     .causes = json_array(),
+                     .own_enums = validates_enums(def)};
     check_struct(&w, defname, obj);
     /* sigs.k8s.io/json: a duplicate of a known member or map key */
     json_t *known_unknown = json_copy(w.unknown);

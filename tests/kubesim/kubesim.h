@@ -328,6 +328,7 @@ json_t *ks_msgs_qualified_name(const char *s);
 json_t *ks_msgs_label_value(const char *s);
 json_t *ks_msgs_dns1123_label(const char *s);
 json_t *ks_msgs_dns1123_subdomain(const char *s);
+json_t *ks_msgs_dns1035_label(const char *s);
 json_t *ks_msgs_port_name(const char *s);
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
@@ -341,6 +342,11 @@ void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t
 void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg);
 /* metav1validation.ValidateLabelSelector of sel at path (e.g. "spec.selector"). */
 void ks_validate_label_selector(const json_t *sel, const char *path, json_t *causes);
+/* The same with LabelSelectorValidationOptions.AllowInvalidLabelValueInSelector:
+ * true skips the label value check of matchExpressions values (an update
+ * whose old object already held such a value). */
+void ks_validate_label_selector_opts(const json_t *sel, const char *path, bool allow_invalid_values,
+                                     json_t *causes);
 /* apiserver/pkg/util/webhook: ValidateWebhookURL (url.Parse's errors as
  * Required, then scheme, host, user, fragment, query) and
  * ValidateWebhookService (name, namespace, port defaulted to 443, path
@@ -360,6 +366,13 @@ char *ks_go_join(const json_t *list, const char *open, const char *sep, const ch
  * is false for every update. @ref new */
 json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
                            bool create);
+
+/* whconfig.c: Validating- and MutatingWebhookConfiguration (admissionregistration
+ * v1). The v1 defaults of every webhook, in place (obj owned, unshared). */
+void ks_whconfig_defaults(json_t *obj, bool mutating);
+/* The kind's validation into causes; with old (the stored object an update
+ * replaces), the Update options it derives from the old webhooks. */
+void ks_validate_whconfig(const json_t *obj, const json_t *old, bool mutating, json_t *causes);
 
 /* Label selectors and field selectors. */
 struct ks_selector;

@@ -126,6 +126,21 @@ json_t *ks_msgs_dns1123_label(const char *s)
     return msgs;
 }
 
+json_t *ks_msgs_dns1035_label(const char *s)
+{
+    json_t *msgs = json_array();
+    size_t n = strlen(s);
+    if (n > 63)
+        add_msg(msgs, "", "must be no more than 63 characters");
+    if (!label_re(s, n) || !(s[0] >= 'a' && s[0] <= 'z'))
+        add_msg(msgs, "",
+                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                "start with an alphabetic character, and end with an alphanumeric character (e.g. "
+                "'my-name',  or 'abc-123', regex used for validation is "
+                "'[a-z]([-a-z0-9]*[a-z0-9])?')");
+    return msgs;
+}
+
 json_t *ks_msgs_qualified_name(const char *s)
 {
     json_t *msgs = json_array();
@@ -345,17 +360,7 @@ static json_t *name_msgs(const struct ks_res *def, const char *name, bool prefix
     if (strcmp(def->key, "namespaces") == 0) {
         msgs = ks_msgs_dns1123_label(masked);
     } else if (strcmp(def->key, "services") == 0) {
-        /* IsDNS1035Label */
-        msgs = json_array();
-        size_t ml = strlen(masked);
-        if (ml > 63)
-            json_array_append_new(msgs, json_string("must be no more than 63 characters"));
-        if (!label_re(masked, ml) || !(masked[0] >= 'a' && masked[0] <= 'z'))
-            json_array_append_new(
-                msgs, json_string("a DNS-1035 label must consist of lower case alphanumeric "
-                                  "characters or '-', start with an alphabetic character, and end "
-                                  "with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-                                  "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"));
+        msgs = ks_msgs_dns1035_label(masked);
     } else {
         msgs = ks_msgs_dns1123_subdomain(masked);
     }
@@ -733,6 +738,12 @@ bool ks_label_selector_matches(const json_t *sel, const json_t *labels)
 
 void ks_validate_label_selector(const json_t *sel, const char *path, json_t *causes)
 {
+    ks_validate_label_selector_opts(sel, path, false, causes);
+}
+
+void ks_validate_label_selector_opts(const json_t *sel, const char *path, bool allow_invalid_values,
+                                     json_t *causes)
+{
     char *f = ks_printf("%s.matchLabels", path);
     validate_labels(json_object_get(sel, "matchLabels"), f, causes);
     free(f);
@@ -765,6 +776,17 @@ void ks_validate_label_selector(const json_t *sel, const char *path, json_t *cau
         f = ks_printf("%s.matchExpressions[%zu].key", path, i);
         invalid_str(causes, f, key ? key : "", ks_msgs_qualified_name(key ? key : ""));
         free(f);
+        if (allow_invalid_values)
+            continue;
+        size_t j;
+        json_t *v;
+        json_array_foreach(json_object_get(e, "values"), j, v)
+        {
+            const char *s = json_is_string(v) ? json_string_value(v) : "";
+            f = ks_printf("%s.matchExpressions[%zu].values[%zu]", path, i, j);
+            invalid_str(causes, f, s, ks_msgs_label_value(s));
+            free(f);
+        }
     }
 }
 
@@ -1936,6 +1958,12 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_pdb(obj, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
+    } else if (strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") ==
+               0) {
+        ks_validate_whconfig(obj, old, false, causes);
+    } else if (strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") ==
+               0) {
+        ks_validate_whconfig(obj, old, true, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
         const json_t *res = json_object_get(json_object_get(obj, "spec"), "resource");
         const char *plural = json_string_value(json_object_get(res, "resource"));
