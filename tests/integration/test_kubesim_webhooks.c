@@ -821,7 +821,7 @@ START_TEST(test_kubesim_webhooks_config_policies)
                              "one of v1, v1beta1"));
     expect_hook_refused("Validating", "{\"admissionReviewVersions\":[\"v2\",\"v3\"]}",
                         WANT("webhooks[0].admissionReviewVersions: Invalid value: "
-                             "[\"v2\",\"v3\"]: must include at least one of v1, v1beta1"));
+                             "[]string{\"v2\", \"v3\"}: must include at least one of v1, v1beta1"));
     expect_hook_refused(
         "Mutating", "{\"admissionReviewVersions\":[\"v1\",\"v1\",\"V1beta1\"]}",
         WANT("webhooks[0].admissionReviewVersions[1]: Invalid value: \"v1\": duplicate version",
@@ -859,13 +859,16 @@ START_TEST(test_kubesim_webhooks_config_rules)
         "{\"rules\":[{\"apiGroups\":[\"*\",\"apps\"],\"apiVersions\":[\"v1\",\"*\",\"\"],"
         "\"operations\":[\"CREATE\",\"*\",\"PATCH\"],\"resources\":[\"pods\",\"\"],"
         "\"scope\":\"Global\"}]}",
-        WANT("webhooks[0].rules[0].operations: Invalid value: [\"CREATE\",\"*\",\"PATCH\"]: if "
+        WANT("webhooks[0].rules[0].operations: Invalid value: "
+             "[]admissionregistration.OperationType{\"CREATE\", \"*\", \"PATCH\"}: if "
              "'*' is present, must not specify other operations",
              "webhooks[0].rules[0].operations[2]: Unsupported value: \"PATCH\": supported values: "
              "\"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"",
-             "webhooks[0].rules[0].apiGroups: Invalid value: [\"*\",\"apps\"]: if '*' is present, "
+             "webhooks[0].rules[0].apiGroups: Invalid value: []string{\"*\", \"apps\"}: if '*' is "
+             "present, "
              "must not specify other API groups",
-             "webhooks[0].rules[0].apiVersions: Invalid value: [\"v1\",\"*\",\"\"]: if '*' is "
+             "webhooks[0].rules[0].apiVersions: Invalid value: []string{\"v1\", \"*\", \"\"}: if "
+             "'*' is "
              "present, must not specify other API versions",
              "webhooks[0].rules[0].apiVersions[2]: Required value",
              "webhooks[0].rules[0].resources[1]: Required value",
@@ -884,14 +887,15 @@ START_TEST(test_kubesim_webhooks_config_rules)
              "present, must not specify */status",
              "webhooks[0].rules[0].resources[4]: Invalid value: \"deployments/status\": if "
              "'*/status' is present, must not specify deployments/status",
-             "webhooks[0].rules[0].resources: Invalid value: [\"*/*\",\"pods/*\",\"pods/log\","
-             "\"*/status\",\"deployments/status\"]: if '*/*' is present, must not specify other "
+             "webhooks[0].rules[0].resources: Invalid value: []string{\"*/*\", \"pods/*\", "
+             "\"pods/log\", \"*/status\", \"deployments/status\"}: if '*/*' is present, must not "
+             "specify other "
              "resources"));
     expect_hook_refused(
         "Validating",
         "{\"rules\":[{\"apiGroups\":[\"\"],\"apiVersions\":[\"v1\"],\"operations\":[\"*\"],"
         "\"resources\":[\"*\",\"pods\"]}]}",
-        WANT("webhooks[0].rules[0].resources: Invalid value: [\"*\",\"pods\"]: if '*' is "
+        WANT("webhooks[0].rules[0].resources: Invalid value: []string{\"*\", \"pods\"}: if '*' is "
              "present, must not specify other resources without subresources"));
     /* matchConditions, without CEL */
     expect_hook_refused("Validating",

@@ -14,10 +14,12 @@
  * values in a selector) is not enforced again, and unchanged
  * matchConditions are not validated again.
  *
- * Values print as field.Error's ErrorBody prints them (apimachinery
- * pkg/util/validation/field/errors.go): a plain string with %q, an int
- * with %v, anything else (a typed string such as FailurePolicyType, a
- * slice) as JSON (json.Marshal, since apimachinery 0.34).
+ * Values print as field.Error's ErrorBody prints them in Kubernetes 1.32,
+ * the version kubesim reports (apimachinery pkg/util/validation/field/
+ * errors.go): a plain string with %q, an int with %v, anything else with
+ * %#v: a typed string such as FailurePolicyType quoted, a slice as
+ * []string{"*", "apps"} or []admissionregistration.OperationType{...}
+ * (1.34 and later print these as JSON).
  *
  * Not emulated: the CEL compilation of a matchCondition expression
  * (validateMatchConditionsExpression compiles it with the apiserver's CEL
@@ -72,95 +74,6 @@ static int32_t utf8_rune(const unsigned char *s, size_t n, size_t *ret_len)
     return r;
 }
 
-/* encoding/json's quoting of a string (HTML-safe, as json.Marshal writes
- * it): what ErrorBody prints for a typed string value. malloc'd */
-static char *json_quote(const char *str)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)str;
-    size_t n = strlen(str);
-    char *q = malloc(6 * n + 3);
-    if (!q)
-        abort();
-    size_t o = 0;
-    q[o++] = '"';
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            if (c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&') {
-                q[o++] = (char)c;
-                continue;
-            }
-            q[o++] = '\\';
-            switch (c) {
-            case '"':
-            case '\\':
-                q[o++] = (char)c;
-                break;
-            case '\b':
-                q[o++] = 'b';
-                break;
-            case '\f':
-                q[o++] = 'f';
-                break;
-            case '\n':
-                q[o++] = 'n';
-                break;
-            case '\r':
-                q[o++] = 'r';
-                break;
-            case '\t':
-                q[o++] = 't';
-                break;
-            default:
-                q[o++] = 'u';
-                q[o++] = '0';
-                q[o++] = '0';
-                q[o++] = hex[c >> 4];
-                q[o++] = hex[c & 0xf];
-            }
-            continue;
-        }
-        size_t len;
-        int32_t r = utf8_rune(s + i, n - i, &len);
-        if (r < 0 || r == 0x2028 || r == 0x2029) {
-            const char *esc = r < 0 ? "\\ufffd" : r == 0x2028 ? "\\u2028" : "\\u2029";
-            memcpy(q + o, esc, 6);
-            o += 6;
-        } else {
-            memcpy(q + o, s + i, len);
-            o += len;
-        }
-        i += len;
-    }
-    q[o++] = '"';
-    q[o] = '\0';
-    return q;
-}
-
-/* json.Marshal of a []string (or []OperationType...): ["a","b"], or null
- * for anything but a list. malloc'd */
-static char *json_strings(const json_t *list)
-{
-    if (!json_is_array(list))
-        return ks_strdup("null");
-    char *out = ks_strdup("[");
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v)
-    {
-        char *q = json_quote(json_is_string(v) ? json_string_value(v) : "");
-        char *o = ks_printf("%s%s%s", out, i ? "," : "", q);
-        free(out);
-        free(q);
-        out = o;
-    }
-    char *o = ks_printf("%s]", out);
-    free(out);
-    return o;
-}
-
 /* ---- field.Error constructors ------------------------------------------------- */
 
 /* field.Required(field, detail) */
@@ -177,16 +90,17 @@ static void required(json_t *causes, const char *field, const char *detail)
 static void not_supported(json_t *causes, const char *field, const char *value,
                           const char *supported)
 {
-    char *q = json_quote(value);
+    char *q = ks_go_quote(value);
     ks_cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s",
              q, supported);
     free(q);
 }
 
-/* field.Invalid(field, a slice value, detail) */
-static void invalid_list(json_t *causes, const char *field, const json_t *list, const char *detail)
+/* field.Invalid(field, a slice value of Go type type, detail) */
+static void invalid_list(json_t *causes, const char *field, const json_t *list, const char *type,
+                         const char *detail)
 {
-    char *v = json_strings(list);
+    char *v = ks_go_strings(list, type);
     ks_cause(causes, "FieldValueInvalid", field, "Invalid value: %s: %s", v, detail);
     free(v);
 }
@@ -402,10 +316,10 @@ static void validate_resources(const json_t *resources, const char *path, json_t
         free(f);
     }
     if (n > 1 && double_wild)
-        invalid_list(causes, path, resources,
+        invalid_list(causes, path, resources, "[]string",
                      "if '*/*' is present, must not specify other resources");
     if (single_wild && res_without_sub)
-        invalid_list(causes, path, resources,
+        invalid_list(causes, path, resources, "[]string",
                      "if '*' is present, must not specify other resources without subresources");
     json_decref(res_with_wild_sub);
     json_decref(sub_with_wild_res);
@@ -419,7 +333,8 @@ static void validate_rule(const json_t *rule, const char *path, json_t *causes)
     if (json_array_size(ops) == 0)
         required(causes, f, NULL);
     if (json_array_size(ops) > 1 && has_wildcard(ops))
-        invalid_list(causes, f, ops, "if '*' is present, must not specify other operations");
+        invalid_list(causes, f, ops, "[]admissionregistration.OperationType",
+                     "if '*' is present, must not specify other operations");
     char *sup = quoted_set(operations);
     for (size_t i = 0; i < json_array_size(ops); i++) {
         const char *op = str_item(ops, i);
@@ -437,7 +352,8 @@ static void validate_rule(const json_t *rule, const char *path, json_t *causes)
     if (json_array_size(groups) == 0)
         required(causes, f, NULL);
     if (json_array_size(groups) > 1 && has_wildcard(groups))
-        invalid_list(causes, f, groups, "if '*' is present, must not specify other API groups");
+        invalid_list(causes, f, groups, "[]string",
+                     "if '*' is present, must not specify other API groups");
     free(f);
     /* a group may be empty (the legacy "v1" API); a version may not */
     const json_t *versions = json_object_get(rule, "apiVersions");
@@ -445,7 +361,8 @@ static void validate_rule(const json_t *rule, const char *path, json_t *causes)
     if (json_array_size(versions) == 0)
         required(causes, f, NULL);
     if (json_array_size(versions) > 1 && has_wildcard(versions))
-        invalid_list(causes, f, versions, "if '*' is present, must not specify other API versions");
+        invalid_list(causes, f, versions, "[]string",
+                     "if '*' is present, must not specify other API versions");
     for (size_t i = 0; i < json_array_size(versions); i++) {
         if (!*str_item(versions, i)) {
             char *fi = ks_printf("%s[%zu]", f, i);
@@ -625,7 +542,8 @@ static void validate_review_versions(const json_t *versions, const char *path, b
     }
     json_decref(seen);
     if (require && !accepted)
-        invalid_list(causes, path, versions, "must include at least one of v1, v1beta1");
+        invalid_list(causes, path, versions, "[]string",
+                     "must include at least one of v1, v1beta1");
 }
 
 /* ---- the Update options, from the old object --------------------------------------- */
