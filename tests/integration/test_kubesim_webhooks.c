@@ -954,6 +954,17 @@ START_TEST(test_kubesim_webhooks_config_update)
     ck_assert_ptr_nonnull(strstr(r.body, "\"timeoutSeconds\":7"));
     ck_assert_ptr_nonnull(strstr(r.body, "\"failurePolicy\":\"Fail\""));
     kop_test_resp_free(&r);
+    /* A strategic merge patch merges webhooks by name (patchMergeKey), as
+     * helm upgrade's patch of a caBundle does; it replaced the list, and
+     * the webhook lost its other members. */
+    r = request("PATCH", path, "application/strategic-merge-patch+json",
+                "{\"webhooks\":[{\"name\":\"v.test.example.com\",\"clientConfig\":{"
+                "\"caBundle\":\"AAEC\"}}]}");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"caBundle\":\"AAEC\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"url\":\"https://hook.example.com/validate\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"sideEffects\":\"None\""));
+    kop_test_resp_free(&r);
 }
 END_TEST
 

@@ -43,8 +43,17 @@ static const char *merge_key(const char *parent, const char *field)
 {
     if (strcmp(field, "containers") == 0 || strcmp(field, "initContainers") == 0 ||
         strcmp(field, "ephemeralContainers") == 0 || strcmp(field, "volumes") == 0 ||
-        strcmp(field, "env") == 0 || strcmp(field, "imagePullSecrets") == 0)
+        strcmp(field, "env") == 0 || strcmp(field, "imagePullSecrets") == 0 ||
+        strcmp(field, "schedulingGates") == 0 ||
+        /* admissionregistration/v1: patchMergeKey "name" on webhooks */
+        strcmp(field, "webhooks") == 0)
         return "name";
+    if (strcmp(field, "resizePolicy") == 0)
+        return "resourceName";
+    if (strcmp(field, "podIPs") == 0 || strcmp(field, "hostIPs") == 0)
+        return "ip";
+    if (strcmp(field, "addresses") == 0 && parent && strcmp(parent, "status") == 0)
+        return "type"; /* a Node's status.addresses */
     if (strcmp(field, "ports") == 0)
         return parent && (strcmp(parent, "containers") == 0 ||
                           strcmp(parent, "initContainers") == 0 ||
