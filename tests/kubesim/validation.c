@@ -1879,6 +1879,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
             immutable_role_ref(obj, old, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
+    } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
+        ks_validate_crd(obj, old, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
         const json_t *res = json_object_get(json_object_get(obj, "spec"), "resource");
         const char *plural = json_string_value(json_object_get(res, "resource"));

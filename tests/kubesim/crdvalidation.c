@@ -1,0 +1,1656 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The apiextensions-apiserver's validation of a CustomResourceDefinition
+ * (k8s.io/apiextensions-apiserver v0.36.3,
+ * pkg/apis/apiextensions/validation/validation.go:
+ * ValidateCustomResourceDefinition and ValidateCustomResourceDefinitionUpdate)
+ * for apiextensions.k8s.io/v1 objects, with the core of the structural
+ * schema rules (pkg/apiserver/schema/validation.go, ValidateStructural).
+ *
+ * DESIGN. The apiserver validates the internal type, which the v1 object
+ * is converted to first (pkg/apis/apiextensions/v1/conversion.go): when
+ * every version carries the same schema, subresources or printer columns,
+ * the value moves to the top level and leaves the versions. So the errors
+ * of a single-version CRD's schema are at spec.validation.openAPIV3Schema,
+ * its subresources at spec.subresources, its columns at
+ * spec.additionalPrinterColumns[i]; the conversion webhook's client config
+ * is spec.conversion.webhookClientConfig and its versions
+ * spec.conversion.conversionReviewVersions; spec.version is versions[0].
+ * struct view below is that lifting. A value of an internal type in a
+ * message (spec.versions in "must contain unique version names") is
+ * printed as Go's json.Marshal prints a struct without json tags: Go field
+ * names, every field, zero values included (render_* below).
+ *
+ * Not done (accepted though the apiserver refuses): CEL rules
+ * (x-kubernetes-validations compilation and cost), defaults (pruned,
+ * valid against their schema), the completeness rule of structural schemas
+ * (a property in allOf/anyOf/oneOf/not must be specified outside), the
+ * forbidden keywords of nested value validations other than type and
+ * metadata, selectableFields, the caBundle's PEM check on the update of an
+ * established CRD, regex compilation of pattern, list-map-key nullability
+ * (validateMapListKeysMapSet). Go iterates maps in random order; kubesim
+ * reports properties in sorted key order.
+ */
+#include "kubesim.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+/* ---- field.Error bodies ----------------------------------------------------------- */
+
+static void required(json_t *causes, const char *field, const char *detail)
+{
+    if (detail && *detail)
+        ks_cause(causes, "FieldValueRequired", field, "Required value: %s", detail);
+    else
+        ks_cause(causes, "FieldValueRequired", field, "Required value");
+}
+
+static void forbidden(json_t *causes, const char *field, const char *detail)
+{
+    ks_cause(causes, "FieldValueForbidden", field, "Forbidden: %s", detail);
+}
+
+/* field.Invalid with a string value */
+static void invalid(json_t *causes, const char *field, const char *value, const char *detail)
+{
+    char *q = ks_go_quote(value);
+    ks_cause(causes, "FieldValueInvalid", field, "Invalid value: %s: %s", q, detail);
+    free(q);
+}
+
+/* field.Invalid with a value already printed (JSON of a non-string) */
+static void invalid_raw(json_t *causes, const char *field, const char *value, const char *detail)
+{
+    ks_cause(causes, "FieldValueInvalid", field, "Invalid value: %s: %s", value, detail);
+}
+
+/* field.NotSupported(field, value, accepted) */
+static void not_supported(json_t *causes, const char *field, const char *value,
+                          const char *const *accepted)
+{
+    json_t *list = json_array();
+    for (const char *const *a = accepted; *a; a++)
+        json_array_append_new(list, json_string(*a));
+    char *q = ks_go_quote(value);
+    char *vals = ks_go_join(list, "", ", ", "");
+    ks_cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s",
+             q, vals);
+    free(vals);
+    free(q);
+    json_decref(list);
+}
+
+/* Invalid(field, value, prefix + strings.Join(msgs, ",")) when msgs is not
+ * empty. @ref steal msgs */
+static void invalid_joined(json_t *causes, const char *field, const char *value, const char *prefix,
+                           json_t *msgs)
+{
+    if (json_array_size(msgs) > 0) {
+        char *all = ks_strdup(prefix);
+        size_t i;
+        json_t *m;
+        json_array_foreach(msgs, i, m)
+        {
+            char *next = ks_printf("%s%s%s", all, i > 0 ? "," : "", json_string_value(m));
+            free(all);
+            all = next;
+        }
+        invalid(causes, field, value, all);
+        free(all);
+    }
+    json_decref(msgs);
+}
+
+/* apimachinery/pkg/util/validation IsDNS1035Label. @ref new */
+static json_t *msgs_dns1035(const char *s)
+{
+    json_t *msgs = json_array();
+    size_t n = strlen(s);
+    bool ok = n > 0 && s[0] >= 'a' && s[0] <= 'z';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-';
+    if (ok && s[n - 1] == '-')
+        ok = false;
+    if (n > 63)
+        json_array_append_new(msgs, json_string("must be no more than 63 characters"));
+    if (!ok)
+        json_array_append_new(
+            msgs, json_string("a DNS-1035 label must consist of lower case alphanumeric "
+                              "characters or '-', start with an alphabetic character, and end "
+                              "with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                              "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"));
+    return msgs;
+}
+
+/* ---- Go's json.Marshal of the internal types (no json tags) ----------------------- */
+
+static char *dump(const json_t *v)
+{
+    if (!v)
+        return ks_strdup("null");
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
+    return s ? s : ks_strdup("null");
+}
+
+/* Appends "Key":value to o (an object being built, in Go field order). */
+static void put(json_t *o, const char *k, json_t *v)
+{
+    json_object_set_new(o, k, v ? v : json_null());
+}
+
+static json_t *copy_or_null(const json_t *v)
+{
+    return v ? json_deep_copy(v) : json_null();
+}
+
+static json_t *str_or_empty(const json_t *o, const char *k)
+{
+    return json_string(str(o, k));
+}
+
+static json_t *bool_of(const json_t *o, const char *k)
+{
+    return json_boolean(json_is_true(json_object_get(o, k)));
+}
+
+static json_t *render_schema(const json_t *s);
+
+static json_t *render_schema_list(const json_t *a)
+{
+    if (!json_is_array(a))
+        return json_null();
+    json_t *out = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) json_array_append_new(out, render_schema(v));
+    return out;
+}
+
+static json_t *render_schema_map(const json_t *m)
+{
+    if (!json_is_object(m))
+        return json_null();
+    json_t *out = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)m, k, v) json_object_set_new(out, k, render_schema(v));
+    return out;
+}
+
+/* JSONSchemaPropsOrBool */
+static json_t *render_or_bool(const json_t *v)
+{
+    if (!v)
+        return json_null();
+    if (json_is_boolean(v))
+        return json_pack("{s:b,s:n}", "Allows", json_is_true(v), "Schema");
+    return json_pack("{s:b,s:o}", "Allows", 1, "Schema", render_schema(v));
+}
+
+/* apiextensions.JSONSchemaProps (types_jsonschema.go), field by field. */
+static json_t *render_schema(const json_t *s)
+{
+    if (!json_is_object(s))
+        return json_null();
+    json_t *o = json_object();
+    put(o, "ID", str_or_empty(s, "id"));
+    put(o, "Schema", str_or_empty(s, "$schema"));
+    put(o, "Ref", copy_or_null(json_object_get(s, "$ref")));
+    put(o, "Description", str_or_empty(s, "description"));
+    put(o, "Type", str_or_empty(s, "type"));
+    put(o, "Nullable", bool_of(s, "nullable"));
+    put(o, "Format", str_or_empty(s, "format"));
+    put(o, "Title", str_or_empty(s, "title"));
+    put(o, "Default", copy_or_null(json_object_get(s, "default")));
+    put(o, "Maximum", copy_or_null(json_object_get(s, "maximum")));
+    put(o, "ExclusiveMaximum", bool_of(s, "exclusiveMaximum"));
+    put(o, "Minimum", copy_or_null(json_object_get(s, "minimum")));
+    put(o, "ExclusiveMinimum", bool_of(s, "exclusiveMinimum"));
+    put(o, "MaxLength", copy_or_null(json_object_get(s, "maxLength")));
+    put(o, "MinLength", copy_or_null(json_object_get(s, "minLength")));
+    put(o, "Pattern", str_or_empty(s, "pattern"));
+    put(o, "MaxItems", copy_or_null(json_object_get(s, "maxItems")));
+    put(o, "MinItems", copy_or_null(json_object_get(s, "minItems")));
+    put(o, "UniqueItems", bool_of(s, "uniqueItems"));
+    put(o, "MultipleOf", copy_or_null(json_object_get(s, "multipleOf")));
+    put(o, "Enum", copy_or_null(json_object_get(s, "enum")));
+    put(o, "MaxProperties", copy_or_null(json_object_get(s, "maxProperties")));
+    put(o, "MinProperties", copy_or_null(json_object_get(s, "minProperties")));
+    put(o, "Required", copy_or_null(json_object_get(s, "required")));
+    const json_t *items = json_object_get(s, "items");
+    if (json_is_array(items))
+        put(o, "Items", json_pack("{s:n,s:o}", "Schema", "JSONSchemas", render_schema_list(items)));
+    else if (items)
+        put(o, "Items", json_pack("{s:o,s:n}", "Schema", render_schema(items), "JSONSchemas"));
+    else
+        put(o, "Items", NULL);
+    put(o, "AllOf", render_schema_list(json_object_get(s, "allOf")));
+    put(o, "OneOf", render_schema_list(json_object_get(s, "oneOf")));
+    put(o, "AnyOf", render_schema_list(json_object_get(s, "anyOf")));
+    put(o, "Not", json_object_get(s, "not") ? render_schema(json_object_get(s, "not")) : NULL);
+    put(o, "Properties", render_schema_map(json_object_get(s, "properties")));
+    put(o, "AdditionalProperties", render_or_bool(json_object_get(s, "additionalProperties")));
+    put(o, "PatternProperties", render_schema_map(json_object_get(s, "patternProperties")));
+    put(o, "Dependencies", copy_or_null(json_object_get(s, "dependencies")));
+    put(o, "AdditionalItems", render_or_bool(json_object_get(s, "additionalItems")));
+    put(o, "Definitions", render_schema_map(json_object_get(s, "definitions")));
+    const json_t *docs = json_object_get(s, "externalDocs");
+    put(o, "ExternalDocs",
+        docs ? json_pack("{s:o,s:o}", "Description", str_or_empty(docs, "description"), "URL",
+                         str_or_empty(docs, "url"))
+             : NULL);
+    put(o, "Example", copy_or_null(json_object_get(s, "example")));
+    put(o, "XPreserveUnknownFields",
+        copy_or_null(json_object_get(s, "x-kubernetes-preserve-unknown-fields")));
+    put(o, "XEmbeddedResource", bool_of(s, "x-kubernetes-embedded-resource"));
+    put(o, "XIntOrString", bool_of(s, "x-kubernetes-int-or-string"));
+    put(o, "XListMapKeys", copy_or_null(json_object_get(s, "x-kubernetes-list-map-keys")));
+    put(o, "XListType", copy_or_null(json_object_get(s, "x-kubernetes-list-type")));
+    put(o, "XMapType", copy_or_null(json_object_get(s, "x-kubernetes-map-type")));
+    const json_t *rules = json_object_get(s, "x-kubernetes-validations");
+    json_t *rr = json_is_array(rules) ? json_array() : NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        json_t *one = json_object();
+        put(one, "Rule", str_or_empty(r, "rule"));
+        put(one, "Message", str_or_empty(r, "message"));
+        put(one, "MessageExpression", str_or_empty(r, "messageExpression"));
+        put(one, "Reason", copy_or_null(json_object_get(r, "reason")));
+        put(one, "FieldPath", str_or_empty(r, "fieldPath"));
+        put(one, "OptionalOldSelf", copy_or_null(json_object_get(r, "optionalOldSelf")));
+        json_array_append_new(rr, one);
+    }
+    put(o, "XValidations", rr);
+    return o;
+}
+
+static json_t *render_subresources(const json_t *sub)
+{
+    if (!sub)
+        return json_null();
+    json_t *o = json_object();
+    put(o, "Status", json_object_get(sub, "status") ? json_object() : NULL);
+    const json_t *sc = json_object_get(sub, "scale");
+    put(o, "Scale",
+        sc ? json_pack("{s:o,s:o,s:o}", "SpecReplicasPath", str_or_empty(sc, "specReplicasPath"),
+                       "StatusReplicasPath", str_or_empty(sc, "statusReplicasPath"),
+                       "LabelSelectorPath", copy_or_null(json_object_get(sc, "labelSelectorPath")))
+           : NULL);
+    return o;
+}
+
+static json_t *render_columns(const json_t *cols)
+{
+    if (!json_is_array(cols))
+        return json_null();
+    json_t *a = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(cols, i, c)
+    {
+        json_t *o = json_object();
+        put(o, "Name", str_or_empty(c, "name"));
+        put(o, "Type", str_or_empty(c, "type"));
+        put(o, "Format", str_or_empty(c, "format"));
+        put(o, "Description", str_or_empty(c, "description"));
+        put(o, "Priority", json_integer(json_integer_value(json_object_get(c, "priority"))));
+        put(o, "JSONPath", str_or_empty(c, "jsonPath"));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+/* ---- the internal view of a v1 spec (v1/conversion.go) -------------------------- */
+
+struct view {
+    const json_t *spec;
+    const json_t *versions;
+    /* the per-version value every version shares, lifted to the top (the
+     * version's own then counts as absent), else NULL */
+    const json_t *schema;
+    const json_t *subresources;
+    const json_t *columns;
+    bool schema_lifted, sub_lifted, cols_lifted;
+};
+
+/* Semantic.DeepEqual: an empty list equals an absent one. */
+static bool same(const json_t *a, const json_t *b)
+{
+    if (json_is_array(a) && json_array_size(a) == 0)
+        a = NULL;
+    if (json_is_array(b) && json_array_size(b) == 0)
+        b = NULL;
+    if (!a || !b)
+        return a == b;
+    return json_equal(a, b);
+}
+
+static bool all_same(const json_t *versions, const char *key)
+{
+    const json_t *first = json_object_get(json_array_get(versions, 0), key);
+    size_t i;
+    json_t *v;
+    json_array_foreach(versions, i, v)
+    {
+        if (!same(json_object_get(v, key), first))
+            return false;
+    }
+    return true;
+}
+
+static void view_init(struct view *w, const json_t *spec)
+{
+    memset(w, 0, sizeof(*w));
+    w->spec = spec;
+    w->versions = json_object_get(spec, "versions");
+    if (json_array_size(w->versions) == 0)
+        return;
+    const json_t *v0 = json_array_get(w->versions, 0);
+    w->schema_lifted = all_same(w->versions, "schema");
+    w->sub_lifted = all_same(w->versions, "subresources");
+    w->cols_lifted = all_same(w->versions, "additionalPrinterColumns");
+    if (w->schema_lifted)
+        w->schema = json_object_get(v0, "schema");
+    if (w->sub_lifted)
+        w->subresources = json_object_get(v0, "subresources");
+    if (w->cols_lifted && json_array_size(json_object_get(v0, "additionalPrinterColumns")))
+        w->columns = json_object_get(v0, "additionalPrinterColumns");
+}
+
+/* The version's own value in the internal object (NULL when lifted). */
+static const json_t *own(const struct view *w, const json_t *v, const char *key)
+{
+    if ((strcmp(key, "schema") == 0 && w->schema_lifted) ||
+        (strcmp(key, "subresources") == 0 && w->sub_lifted) ||
+        (strcmp(key, "additionalPrinterColumns") == 0 && w->cols_lifted))
+        return NULL;
+    return json_object_get(v, key);
+}
+
+/* []apiextensions.CustomResourceDefinitionVersion as json.Marshal prints it. malloc'd */
+static char *render_versions(const struct view *w)
+{
+    if (!json_is_array(w->versions))
+        return ks_strdup("null");
+    json_t *a = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(w->versions, i, v)
+    {
+        json_t *o = json_object();
+        put(o, "Name", str_or_empty(v, "name"));
+        put(o, "Served", bool_of(v, "served"));
+        put(o, "Storage", bool_of(v, "storage"));
+        put(o, "Deprecated", bool_of(v, "deprecated"));
+        put(o, "DeprecationWarning", copy_or_null(json_object_get(v, "deprecationWarning")));
+        const json_t *sch = own(w, v, "schema");
+        const json_t *oas = json_object_get(sch, "openAPIV3Schema");
+        put(o, "Schema",
+            sch ? json_pack("{s:o}", "OpenAPIV3Schema", oas ? render_schema(oas) : json_null())
+                : NULL);
+        put(o, "Subresources", render_subresources(own(w, v, "subresources")));
+        put(o, "AdditionalPrinterColumns", render_columns(own(w, v, "additionalPrinterColumns")));
+        const json_t *sel = json_object_get(v, "selectableFields");
+        json_t *sf = json_is_array(sel) ? json_array() : NULL;
+        size_t j;
+        json_t *f;
+        json_array_foreach(sel, j, f)
+            json_array_append_new(sf, json_pack("{s:o}", "JSONPath", str_or_empty(f, "jsonPath")));
+        put(o, "SelectableFields", sf);
+        json_array_append_new(a, o);
+    }
+    /* Go field order, not sorted: dump without JSON_SORT_KEYS */
+    char *s = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    return s ? s : ks_strdup("null");
+}
+
+/* ---- schemas ------------------------------------------------------------------------ */
+
+/* Does any schema in s (at any depth) have key? apiextensions.SchemaHas */
+static bool schema_has(const json_t *s, bool (*pred)(const json_t *))
+{
+    if (!json_is_object(s))
+        return false;
+    if (pred(s))
+        return true;
+    static const char *const one[] = {"items", "not", "additionalProperties", "additionalItems",
+                                      NULL};
+    static const char *const lists[] = {"allOf", "oneOf", "anyOf", "items", NULL};
+    static const char *const maps[] = {"properties", "patternProperties", "definitions",
+                                       "dependencies", NULL};
+    for (const char *const *k = one; *k; k++)
+        if (schema_has(json_object_get(s, *k), pred))
+            return true;
+    size_t i;
+    json_t *v;
+    for (const char *const *k = lists; *k; k++)
+        json_array_foreach(json_object_get(s, *k), i, v) if (schema_has(v, pred)) return true;
+    const char *key;
+    for (const char *const *k = maps; *k; k++)
+        json_object_foreach(json_object_get(s, *k), key, v) if (schema_has(v, pred)) return true;
+    return false;
+}
+
+static bool has_default(const json_t *s)
+{
+    return json_object_get(s, "default") != NULL;
+}
+
+static bool has_extension(const json_t *s)
+{
+    return json_is_true(json_object_get(s, "x-kubernetes-preserve-unknown-fields")) ||
+           json_is_true(json_object_get(s, "x-kubernetes-embedded-resource")) ||
+           json_is_true(json_object_get(s, "x-kubernetes-int-or-string")) ||
+           json_array_size(json_object_get(s, "x-kubernetes-list-map-keys")) > 0 ||
+           json_object_get(s, "x-kubernetes-list-type") ||
+           json_object_get(s, "x-kubernetes-map-type") ||
+           json_array_size(json_object_get(s, "x-kubernetes-validations")) > 0;
+}
+
+static bool bad_type(const json_t *s)
+{
+    static const char *const types[] = {"string", "number", "integer", "boolean",
+                                        "array",  "object", NULL};
+    const char *t = str(s, "type");
+    if (!*t)
+        return false;
+    for (const char *const *k = types; *k; k++)
+        if (strcmp(t, *k) == 0)
+            return false;
+    return true;
+}
+
+/* Does the spec (any version's schema) have defaults / extensions? */
+static bool spec_has(const json_t *spec, bool (*pred)(const json_t *))
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(spec, "versions"), i, v)
+    {
+        if (schema_has(json_object_get(json_object_get(v, "schema"), "openAPIV3Schema"), pred))
+            return true;
+    }
+    return false;
+}
+
+/* Sorted keys of an object. @ref new */
+static json_t *sorted_keys(const json_t *o)
+{
+    json_t *keys = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v)
+    {
+        size_t at = json_array_size(keys);
+        while (at > 0 && strcmp(json_string_value(json_array_get(keys, at - 1)), k) > 0)
+            at--;
+        json_array_insert_new(keys, at, json_string(k));
+    }
+    return keys;
+}
+
+enum level { ROOT, ITEM, FIELD };
+
+/* pkg/apiserver/schema/validation.go validateStructuralMetadataInvariants at
+ * the root: metadata may only restrict name and generateName. */
+static bool metadata_only_names(const json_t *md)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)md, k, v)
+    {
+        if (strcmp(k, "type") == 0 || strcmp(k, "default") == 0)
+            continue;
+        if (strcmp(k, "properties") == 0) {
+            size_t n = json_object_size(v);
+            bool name = json_object_get(v, "name") != NULL;
+            bool gen = json_object_get(v, "generateName") != NULL;
+            if (n == 0 || (n == 2 && name && gen) || (n == 1 && (name || gen)))
+                continue;
+        }
+        return false;
+    }
+    return true;
+}
+
+/* Nested value validations (allOf, anyOf, oneOf, not): the structural
+ * rules kubesim checks there (validateNestedValueValidation). */
+static void structural_nested(const json_t *s, const char *path, json_t *errs)
+{
+    if (!json_is_object(s))
+        return;
+    static const char *const lists[] = {"anyOf", "allOf", "oneOf", NULL};
+    size_t i;
+    json_t *v;
+    for (const char *const *k = lists; *k; k++)
+        json_array_foreach(json_object_get(s, *k), i, v)
+        {
+            char *p = ks_printf("%s.%s[%zu]", path, *k, i);
+            structural_nested(v, p, errs);
+            free(p);
+        }
+    if (json_object_get(s, "not")) {
+        char *p = ks_printf("%s.not", path);
+        structural_nested(json_object_get(s, "not"), p, errs);
+        free(p);
+    }
+}
+
+static void nested_rules(const json_t *s, const char *path, json_t *errs)
+{
+    if (!json_is_object(s))
+        return;
+    structural_nested(s, path, errs);
+    if (*str(s, "type")) {
+        char *p = ks_printf("%s.type", path);
+        forbidden(errs, p, "must be empty to be structural");
+        free(p);
+    }
+    if (json_object_get(json_object_get(s, "properties"), "metadata")) {
+        char *p = ks_printf("%s.properties[metadata]", path);
+        forbidden(errs, p, "must not be specified in a nested context");
+        free(p);
+    }
+}
+
+/* validateStructuralInvariants (without the completeness rules), its
+ * errors into errs. */
+static void structural(const json_t *s, enum level lvl, const char *path, json_t *errs)
+{
+    if (!json_is_object(s))
+        return;
+    const char *type = str(s, "type");
+    const json_t *items = json_object_get(s, "items");
+    char *p;
+    if (strcmp(type, "array") == 0 && !items) {
+        p = ks_printf("%s.items", path);
+        required(errs, p, "must be specified");
+        free(p);
+    }
+    if (json_is_object(items)) {
+        p = ks_printf("%s.items", path);
+        structural(items, ITEM, p, errs);
+        free(p);
+    }
+    const json_t *props = json_object_get(s, "properties");
+    json_t *keys = sorted_keys(props);
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        p = ks_printf("%s.properties[%s]", path, json_string_value(k));
+        structural(json_object_get(props, json_string_value(k)), FIELD, p, errs);
+        free(p);
+    }
+    json_decref(keys);
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    if (ap && !json_is_false(ap)) {
+        /* additionalProperties: false is no schema, NewStructural drops it */
+        if (lvl == ROOT) {
+            p = ks_printf("%s.additionalProperties", path);
+            forbidden(errs, p, "must not be used at the root");
+            free(p);
+        }
+        if (json_is_object(ap)) {
+            p = ks_printf("%s.additionalProperties", path);
+            structural(ap, FIELD, p, errs);
+            free(p);
+        }
+    }
+    bool ios = json_is_true(json_object_get(s, "x-kubernetes-int-or-string"));
+    bool pres = json_is_true(json_object_get(s, "x-kubernetes-preserve-unknown-fields"));
+    bool emb = json_is_true(json_object_get(s, "x-kubernetes-embedded-resource"));
+    if (ios && pres) {
+        p = ks_printf("%s.x-kubernetes-preserve-unknown-fields", path);
+        invalid_raw(errs, p, "true", "must be false if x-kubernetes-int-or-string is true");
+        free(p);
+    }
+    if (ios && emb) {
+        p = ks_printf("%s.x-kubernetes-embedded-resource", path);
+        invalid_raw(errs, p, "true", "must be false if x-kubernetes-int-or-string is true");
+        free(p);
+    }
+    /* value validations: anyOf/allOf/oneOf/not may not carry types etc.;
+     * the int-or-string anyOf pattern is exempt */
+    static const char *const lists[] = {"anyOf", "allOf", "oneOf", NULL};
+    for (const char *const *l = lists; *l; l++) {
+        if (strcmp(*l, "anyOf") == 0 && ios)
+            continue;
+        json_t *v;
+        json_array_foreach(json_object_get(s, *l), i, v)
+        {
+            if (strcmp(*l, "allOf") == 0 && i == 0 && ios)
+                continue;
+            p = ks_printf("%s.%s[%zu]", path, *l, i);
+            nested_rules(v, p, errs);
+            free(p);
+        }
+    }
+    if (json_object_get(s, "not")) {
+        p = ks_printf("%s.not", path);
+        nested_rules(json_object_get(s, "not"), p, errs);
+        free(p);
+    }
+    bool check_md = lvl == ROOT || emb;
+    if (emb && strcmp(type, "object") != 0) {
+        p = ks_printf("%s.type", path);
+        if (!*type)
+            required(errs, p, "must be object if x-kubernetes-embedded-resource is true");
+        else
+            invalid(errs, p, type, "must be object if x-kubernetes-embedded-resource is true");
+        free(p);
+    } else if (!*type && !ios && !pres) {
+        p = ks_printf("%s.type", path);
+        required(errs, p,
+                 lvl == ROOT   ? "must not be empty at the root"
+                 : lvl == ITEM ? "must not be empty for specified array items"
+                               : "must not be empty for specified object fields");
+        free(p);
+    }
+    if (emb && ap && !json_is_false(ap)) {
+        p = ks_printf("%s.additionalProperties", path);
+        forbidden(errs, p, "must not be used if x-kubernetes-embedded-resource is set");
+        free(p);
+    }
+    if (lvl == ROOT && *type && strcmp(type, "object") != 0) {
+        p = ks_printf("%s.type", path);
+        invalid(errs, p, type, "must be object at the root");
+        free(p);
+    }
+    static const char *const typed[] = {"kind", "apiVersion", NULL};
+    for (const char *const *t = typed; check_md && *t; t++) {
+        const json_t *f = json_object_get(props, *t);
+        if (f && strcmp(str(f, "type"), "string") != 0) {
+            p = ks_printf("%s.properties[%s].type", path, *t);
+            invalid(errs, p, str(f, "type"), "must be string");
+            free(p);
+        }
+    }
+    const json_t *md = json_object_get(props, "metadata");
+    if (md) {
+        if (check_md && strcmp(str(md, "type"), "object") != 0) {
+            p = ks_printf("%s.properties[metadata].type", path);
+            invalid(errs, p, str(md, "type"), "must be object");
+            free(p);
+        }
+        if (lvl == ROOT && !metadata_only_names(md)) {
+            p = ks_printf("%s.properties[metadata]", path);
+            forbidden(errs, p,
+                      "must not specify anything other than name and generateName, but metadata "
+                      "is implicitly specified");
+            free(p);
+        }
+    }
+    if (emb && !pres && json_object_size(props) == 0) {
+        p = ks_printf("%s.properties", path);
+        required(errs, p,
+                 "must not be empty if x-kubernetes-embedded-resource is true without "
+                 "x-kubernetes-preserve-unknown-fields");
+        free(p);
+    }
+}
+
+static int cause_cmp(const void *a, const void *b)
+{
+    const json_t *x = *(const json_t *const *)a;
+    const json_t *y = *(const json_t *const *)b;
+    /* Error() is "field: body": compare the strings as Go does */
+    char *ex = ks_printf("%s: %s", str(x, "field"), str(x, "message"));
+    char *ey = ks_printf("%s: %s", str(y, "field"), str(y, "message"));
+    int c = strcmp(ex, ey);
+    free(ex);
+    free(ey);
+    return c;
+}
+
+/* ValidateStructural: the errors sorted by their Error() string. */
+static void validate_structural(const json_t *s, const char *path, json_t *causes)
+{
+    json_t *errs = json_array();
+    structural(s, ROOT, path, errs);
+    size_t n = json_array_size(errs);
+    json_t **v = calloc(n ? n : 1, sizeof(*v));
+    if (!v)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_array_get(errs, i);
+    qsort(v, n, sizeof(*v), cause_cmp);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(causes, v[i]);
+    free(v);
+    json_decref(errs);
+}
+
+struct schema_opts {
+    bool valid_type; /* requireValidPropertyType */
+};
+
+/* ValidateCustomResourceDefinitionOpenAPISchema and the v3 standard
+ * validator (specStandardValidatorV3.validate). */
+static void openapi(const json_t *s, const char *path, const struct schema_opts *o, json_t *causes)
+{
+    if (!json_is_object(s))
+        return;
+    const char *type = str(s, "type");
+    char *p;
+    if (o->valid_type && bad_type(s)) {
+        static const char *const types[] = {"array",  "boolean", "integer", "number",
+                                            "object", "string",  NULL};
+        p = ks_printf("%s.type", path);
+        not_supported(causes, p, type, types);
+        free(p);
+    }
+    static const struct {
+        const char *key, *field, *msg;
+    } unsupported[] = {
+        {"id", "id", "id is not supported"},
+        {"additionalItems", "additionalItems", "additionalItems is not supported"},
+        {"patternProperties", "patternProperties", "patternProperties is not supported"},
+        {"definitions", "definitions", "definitions is not supported"},
+        {"dependencies", "dependencies", "dependencies is not supported"},
+        {"$ref", "$ref", "$ref is not supported"},
+    };
+    for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
+        const json_t *v = json_object_get(s, unsupported[i].key);
+        if (!v ||
+            (json_is_string(v) && !json_string_length(v) &&
+             strcmp(unsupported[i].key, "$ref") != 0) ||
+            (json_is_object(v) && json_object_size(v) == 0 &&
+             (strcmp(unsupported[i].key, "patternProperties") == 0 ||
+              strcmp(unsupported[i].key, "definitions") == 0)))
+            continue;
+        p = ks_printf("%s.%s", path, unsupported[i].field);
+        forbidden(causes, p, unsupported[i].msg);
+        free(p);
+    }
+    if (strcmp(type, "null") == 0) {
+        p = ks_printf("%s.type", path);
+        forbidden(causes, p, "type cannot be set to null, use nullable as an alternative");
+        free(p);
+    }
+    const json_t *items = json_object_get(s, "items");
+    if (json_array_size(items) > 0) {
+        p = ks_printf("%s.items", path);
+        forbidden(causes, p, "items must be a schema object and not an array");
+        free(p);
+    }
+    if (json_is_true(json_object_get(s, "uniqueItems"))) {
+        p = ks_printf("%s.uniqueItems", path);
+        forbidden(causes, p,
+                  "uniqueItems cannot be set to true since the runtime complexity becomes "
+                  "quadratic");
+        free(p);
+    }
+    const json_t *props = json_object_get(s, "properties");
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    if (ap) {
+        if (json_object_size(props) && !json_is_true(ap)) {
+            p = ks_printf("%s.additionalProperties", path);
+            forbidden(causes, p, "additionalProperties and properties are mutual exclusive");
+            free(p);
+        }
+        p = ks_printf("%s.additionalProperties", path);
+        openapi(ap, p, o, causes);
+        free(p);
+    }
+    json_t *keys = sorted_keys(props);
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        p = ks_printf("%s.properties[%s]", path, json_string_value(k));
+        openapi(json_object_get(props, json_string_value(k)), p, o, causes);
+        free(p);
+    }
+    json_decref(keys);
+    if (json_object_get(s, "not")) {
+        p = ks_printf("%s.not", path);
+        openapi(json_object_get(s, "not"), p, o, causes);
+        free(p);
+    }
+    static const char *const lists[] = {"allOf", "oneOf", "anyOf", NULL};
+    for (const char *const *l = lists; *l; l++) {
+        json_t *v;
+        json_array_foreach(json_object_get(s, *l), i, v)
+        {
+            p = ks_printf("%s.%s[%zu]", path, *l, i);
+            openapi(v, p, o, causes);
+            free(p);
+        }
+    }
+    if (json_is_object(items)) {
+        p = ks_printf("%s.items", path);
+        openapi(items, p, o, causes);
+        free(p);
+    } else {
+        json_t *v;
+        json_array_foreach(items, i, v)
+        {
+            p = ks_printf("%s.items[%zu]", path, i);
+            openapi(v, p, o, causes);
+            free(p);
+        }
+    }
+    const json_t *pres = json_object_get(s, "x-kubernetes-preserve-unknown-fields");
+    if (json_is_false(pres)) {
+        p = ks_printf("%s.x-kubernetes-preserve-unknown-fields", path);
+        invalid_raw(causes, p, "false", "must be true or undefined");
+        free(p);
+    }
+    const json_t *mt = json_object_get(s, "x-kubernetes-map-type");
+    if (mt && strcmp(type, "object") != 0) {
+        p = ks_printf("%s.type", path);
+        if (!*type)
+            required(causes, p, "must be object if x-kubernetes-map-type is specified");
+        else
+            invalid(causes, p, type, "must be object if x-kubernetes-map-type is specified");
+        free(p);
+    }
+    if (json_is_string(mt) && strcmp(json_string_value(mt), "atomic") != 0 &&
+        strcmp(json_string_value(mt), "granular") != 0) {
+        static const char *const mts[] = {"atomic", "granular", NULL};
+        p = ks_printf("%s.x-kubernetes-map-type", path);
+        not_supported(causes, p, json_string_value(mt), mts);
+        free(p);
+    }
+    const json_t *lt = json_object_get(s, "x-kubernetes-list-type");
+    const char *lts = json_string_value(lt);
+    if (lt && strcmp(type, "array") != 0) {
+        p = ks_printf("%s.type", path);
+        if (!*type)
+            required(causes, p, "must be array if x-kubernetes-list-type is specified");
+        else
+            invalid(causes, p, type, "must be array if x-kubernetes-list-type is specified");
+        free(p);
+    }
+    if (lts && strcmp(lts, "atomic") != 0 && strcmp(lts, "set") != 0 && strcmp(lts, "map") != 0) {
+        static const char *const ltv[] = {"atomic", "set", "map", NULL};
+        p = ks_printf("%s.x-kubernetes-list-type", path);
+        not_supported(causes, p, lts, ltv);
+        free(p);
+    }
+    const json_t *mk = json_object_get(s, "x-kubernetes-list-map-keys");
+    if (json_array_size(mk) > 0) {
+        p = ks_printf("%s.x-kubernetes-list-type", path);
+        if (!lt)
+            required(causes, p, "must be map if x-kubernetes-list-map-keys is non-empty");
+        else if (lts && strcmp(lts, "map") != 0)
+            invalid(causes, p, lts, "must be map if x-kubernetes-list-map-keys is non-empty");
+        free(p);
+    }
+    if (lts && strcmp(lts, "map") == 0) {
+        if (json_array_size(mk) == 0) {
+            p = ks_printf("%s.x-kubernetes-list-map-keys", path);
+            required(causes, p, "must not be empty if x-kubernetes-list-type is map");
+            free(p);
+        }
+        if (!items) {
+            p = ks_printf("%s.items", path);
+            required(causes, p, "must have a schema if x-kubernetes-list-type is map");
+            free(p);
+        } else if (json_is_object(items) && strcmp(str(items, "type"), "object") != 0) {
+            p = ks_printf("%s.items.type", path);
+            invalid(causes, p, str(items, "type"),
+                    "must be object if parent array's x-kubernetes-list-type is map");
+            free(p);
+        }
+    }
+    const json_t *rules = json_object_get(s, "x-kubernetes-validations");
+    json_t *r;
+    json_array_foreach(rules, i, r)
+    {
+        const char *rule = str(r, "rule");
+        bool blank = true;
+        for (const char *c = rule; *c && blank; c++)
+            blank = strchr(" \t\n\r\v\f", *c) != NULL;
+        if (blank) {
+            p = ks_printf("%s.x-kubernetes-validations[%zu].rule", path, i);
+            required(causes, p, "rule is not specified");
+            free(p);
+        }
+    }
+}
+
+/* validateCustomResourceDefinitionValidation of a CustomResourceValidation
+ * (the v1 version's schema object) at path. */
+static void validate_validation(const json_t *val, bool status_enabled, bool need_structural,
+                                const struct schema_opts *o, const char *path, json_t *causes)
+{
+    const json_t *s = json_object_get(val, "openAPIV3Schema");
+    if (!json_is_object(s))
+        return;
+    char *p;
+    if (status_enabled) {
+        /* the fields of JSONSchemaProps in order; allowed ones at the root */
+        static const struct {
+            const char *key;
+            bool allowed;
+        } fields[] = {
+            {"id", false},
+            {"$schema", false},
+            {"$ref", false},
+            {"description", true},
+            {"type", true},
+            {"nullable", false},
+            {"format", true},
+            {"title", true},
+            {"default", false},
+            {"maximum", true},
+            {"exclusiveMaximum", true},
+            {"minimum", true},
+            {"exclusiveMinimum", true},
+            {"maxLength", true},
+            {"minLength", true},
+            {"pattern", true},
+            {"maxItems", true},
+            {"minItems", true},
+            {"uniqueItems", true},
+            {"multipleOf", true},
+            {"enum", false},
+            {"maxProperties", false},
+            {"minProperties", false},
+            {"required", true},
+            {"items", true},
+            {"allOf", false},
+            {"oneOf", false},
+            {"anyOf", false},
+            {"not", false},
+            {"properties", true},
+            {"additionalProperties", false},
+            {"patternProperties", false},
+            {"dependencies", false},
+            {"additionalItems", false},
+            {"definitions", false},
+            {"externalDocs", true},
+            {"example", true},
+            {"x-kubernetes-preserve-unknown-fields", true},
+            {"x-kubernetes-embedded-resource", false},
+            {"x-kubernetes-int-or-string", false},
+            {"x-kubernetes-list-map-keys", false},
+            {"x-kubernetes-list-type", false},
+            {"x-kubernetes-map-type", false},
+            {"x-kubernetes-validations", true},
+        };
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+            const json_t *v = json_object_get(s, fields[i].key);
+            /* reflect's zero value: false, "", absent pointers and maps */
+            if (!v || json_is_false(v) || (json_is_string(v) && !json_string_length(v)) ||
+                (json_is_object(v) && !json_object_size(v) &&
+                 strcmp(fields[i].key, "properties") == 0))
+                continue;
+            if (strcmp(fields[i].key, "type") == 0) {
+                if (strcmp(json_string_value(v), "object") != 0) {
+                    p = ks_printf("%s.openAPIV3Schema.type", path);
+                    invalid(causes, p, json_string_value(v),
+                            "only \"object\" is allowed as the type at the root of the schema if "
+                            "the status subresource is enabled");
+                    free(p);
+                    break;
+                }
+                continue;
+            }
+            if (!fields[i].allowed) {
+                json_t *r = render_schema(s);
+                char *rs = json_dumps(r, JSON_COMPACT);
+                json_decref(r);
+                p = ks_printf("%s.openAPIV3Schema", path);
+                invalid_raw(causes, p, rs ? rs : "null",
+                            "only [Description Type Format Title Maximum ExclusiveMaximum "
+                            "Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems "
+                            "MinItems UniqueItems MultipleOf Required Items Properties "
+                            "ExternalDocs Example XPreserveUnknownFields XValidations] fields "
+                            "are allowed at the root of the schema if the status subresource "
+                            "is enabled");
+                free(p);
+                free(rs);
+                break;
+            }
+        }
+    }
+    if (json_is_true(json_object_get(s, "nullable"))) {
+        p = ks_printf("%s.openAPIV3Schema.nullable", path);
+        forbidden(causes, p, "nullable cannot be true at the root");
+        free(p);
+    }
+    p = ks_printf("%s.openAPIV3Schema", path);
+    if (need_structural)
+        validate_structural(s, p, causes);
+    openapi(s, p, o, causes);
+    free(p);
+}
+
+/* ValidateCustomResourceDefinitionSubresources */
+static void validate_json_path(const char *s, const char *field, json_t *causes, bool *ret_bad)
+{
+    *ret_bad = true;
+    if (!*s)
+        invalid(causes, field, s, "must not be empty");
+    else if (s[0] != '.')
+        invalid(causes, field, s, "must be a simple json path starting with .");
+    else
+        *ret_bad = false;
+}
+
+static void validate_subresources(const json_t *sub, const char *path, json_t *causes)
+{
+    const json_t *sc = json_object_get(sub, "scale");
+    if (!sc)
+        return;
+    char *p;
+    bool bad;
+    static const struct {
+        const char *key, *prefix, *msg;
+    } paths[] = {
+        {"specReplicasPath", ".spec.", "should be a json path under .spec"},
+        {"statusReplicasPath", ".status.", "should be a json path under .status"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = str(sc, paths[i].key);
+        p = ks_printf("%s.scale.%s", path, paths[i].key);
+        if (!*v) {
+            required(causes, p, "");
+        } else {
+            validate_json_path(v, p, causes, &bad);
+            if (!bad && strncmp(v, paths[i].prefix, strlen(paths[i].prefix)) != 0)
+                invalid(causes, p, v, paths[i].msg);
+        }
+        free(p);
+    }
+    const char *ls = str(sc, "labelSelectorPath");
+    if (*ls) {
+        p = ks_printf("%s.scale.labelSelectorPath", path);
+        validate_json_path(ls, p, causes, &bad);
+        /* the value is a *string: json.Marshal prints the string */
+        if (!bad && strncmp(ls, ".spec.", 6) != 0 && strncmp(ls, ".status.", 8) != 0)
+            invalid(causes, p, ls, "should be a json path under either .spec or .status");
+        free(p);
+    }
+}
+
+static bool column_type_ok(const char *t)
+{
+    static const char *const ok[] = {"integer", "number", "string", "boolean", "date", NULL};
+    for (const char *const *k = ok; *k; k++)
+        if (strcmp(*k, t) == 0)
+            return true;
+    return false;
+}
+
+/* ValidateCustomResourceColumnDefinition */
+static void validate_column(const json_t *col, const char *path, json_t *causes)
+{
+    static const char *const types = "boolean,date,integer,number,string";
+    static const char *const formats = "byte,date,date-time,double,float,int32,int64,password";
+    const char *name = str(col, "name");
+    const char *type = str(col, "type");
+    const char *format = str(col, "format");
+    const char *jp = str(col, "jsonPath");
+    char *p = ks_printf("%s.name", path);
+    char *m;
+    if (!*name)
+        required(causes, p, "");
+    free(p);
+    p = ks_printf("%s.type", path);
+    m = ks_printf("must be one of %s", types);
+    if (!*type)
+        required(causes, p, m);
+    else if (!column_type_ok(type))
+        invalid(causes, p, type, m);
+    free(m);
+    free(p);
+    if (*format) {
+        static const char *const okf[] = {"int32", "int64",     "float",    "double", "byte",
+                                          "date",  "date-time", "password", NULL};
+        bool ok = false;
+        for (const char *const *f = okf; *f; f++)
+            ok = ok || strcmp(*f, format) == 0;
+        if (!ok) {
+            p = ks_printf("%s.format", path);
+            m = ks_printf("must be one of %s", formats);
+            invalid(causes, p, format, m);
+            free(m);
+            free(p);
+        }
+    }
+    p = ks_printf("%s.JSONPath", path);
+    bool bad;
+    if (!*jp)
+        required(causes, p, "");
+    else
+        validate_json_path(jp, p, causes, &bad);
+    free(p);
+}
+
+/* validateDeprecationWarning */
+static void validate_deprecation(const json_t *v, const char *path, json_t *causes)
+{
+    const json_t *w = json_object_get(v, "deprecationWarning");
+    if (!json_is_string(w))
+        return;
+    const char *s = json_string_value(w);
+    char *p = ks_printf("%s.deprecationWarning", path);
+    if (!json_is_true(json_object_get(v, "deprecated"))) {
+        invalid(causes, p, s, "can only be set for deprecated versions");
+        free(p);
+        return;
+    }
+    if (strlen(s) > 256)
+        invalid(causes, p, s, "must be <= 256 characters long");
+    if (!*s)
+        invalid(causes, p, s, "must not be an empty string");
+    for (size_t i = 0; s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            char *m = ks_printf("must only contain printable UTF-8 characters; non-printable "
+                                "character found at index %zu",
+                                i);
+            invalid(causes, p, s, m);
+            free(m);
+            break;
+        }
+    }
+    free(p);
+}
+
+/* ValidateCustomResourceDefinitionNames */
+static void validate_names(const json_t *names, const char *path, json_t *causes)
+{
+    static const char *const plain[] = {"plural", "singular", NULL};
+    char *p;
+    for (const char *const *k = plain; *k; k++) {
+        const char *v = str(names, *k);
+        if (!*v)
+            continue;
+        p = ks_printf("%s.%s", path, *k);
+        invalid_joined(causes, p, v, "", msgs_dns1035(v));
+        free(p);
+    }
+    static const char *const kinds[] = {"kind", "listKind", NULL};
+    for (const char *const *k = kinds; *k; k++) {
+        const char *v = str(names, *k);
+        if (!*v)
+            continue;
+        char *low = ks_strdup(v);
+        for (char *c = low; *c; c++)
+            if (*c >= 'A' && *c <= 'Z')
+                *c = (char)(*c - 'A' + 'a');
+        p = ks_printf("%s.%s", path, *k);
+        invalid_joined(causes, p, v,
+                       "may have mixed case, but should otherwise match: ", msgs_dns1035(low));
+        free(p);
+        free(low);
+    }
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(names, "shortNames"), i, s)
+    {
+        const char *v = json_string_value(s) ? json_string_value(s) : "";
+        p = ks_printf("%s.shortNames[%zu]", path, i);
+        invalid_joined(causes, p, v, "", msgs_dns1035(v));
+        free(p);
+    }
+    const char *kind = str(names, "kind");
+    if (*kind && strcmp(kind, str(names, "listKind")) == 0) {
+        p = ks_printf("%s.listKind", path);
+        invalid(causes, p, kind, "kind and listKind may not be the same");
+        free(p);
+    }
+    json_array_foreach(json_object_get(names, "categories"), i, s)
+    {
+        const char *v = json_string_value(s) ? json_string_value(s) : "";
+        p = ks_printf("%s.categories[%zu]", path, i);
+        invalid_joined(causes, p, v, "", msgs_dns1035(v));
+        free(p);
+    }
+}
+
+/* ---- conversion ------------------------------------------------------------------- */
+
+static bool accepted_review_version(const char *v)
+{
+    return strcmp(v, "v1") == 0 || strcmp(v, "v1beta1") == 0;
+}
+
+/* hasValidConversionReviewVersionOrEmpty */
+static bool review_versions_ok_or_empty(const json_t *list)
+{
+    if (json_array_size(list) == 0)
+        return true;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        if (json_is_string(v) && accepted_review_version(json_string_value(v)))
+            return true;
+    }
+    return false;
+}
+
+static void validate_review_versions(const json_t *list, bool require_recognized, json_t *causes)
+{
+    const char *f = "spec.conversion.conversionReviewVersions";
+    if (json_array_size(list) == 0) {
+        required(causes, f, "");
+        return;
+    }
+    bool accepted = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        const char *s = json_string_value(v) ? json_string_value(v) : "";
+        char *p = ks_printf("%s[%zu]", f, i);
+        bool dup = false;
+        for (size_t j = 0; j < i; j++) {
+            const char *o = json_string_value(json_array_get(list, j));
+            dup = dup || strcmp(o ? o : "", s) == 0;
+        }
+        if (dup) {
+            invalid(causes, p, s, "duplicate version");
+            free(p);
+            continue;
+        }
+        json_t *msgs = msgs_dns1035(s);
+        size_t k;
+        json_t *m;
+        json_array_foreach(msgs, k, m) invalid(causes, p, s, json_string_value(m));
+        json_decref(msgs);
+        if (accepted_review_version(s))
+            accepted = true;
+        free(p);
+    }
+    if (require_recognized && !accepted) {
+        char *l = dump(list);
+        invalid_raw(causes, f, l, "must include at least one of v1, v1beta1");
+        free(l);
+    }
+}
+
+static void validate_conversion(const json_t *spec, bool require_recognized, json_t *causes)
+{
+    const json_t *conv = json_object_get(spec, "conversion");
+    if (!conv)
+        return;
+    const char *strategy = str(conv, "strategy");
+    static const char *const strategies[] = {"None", "Webhook", NULL};
+    if (!*strategy)
+        required(causes, "spec.conversion.strategy", "");
+    else if (strcmp(strategy, "None") != 0 && strcmp(strategy, "Webhook") != 0)
+        not_supported(causes, "spec.conversion.strategy", strategy, strategies);
+    const json_t *wh = json_object_get(conv, "webhook");
+    const json_t *cc = json_object_get(wh, "clientConfig");
+    const json_t *rv = json_object_get(wh, "conversionReviewVersions");
+    const char *f = "spec.conversion.webhookClientConfig";
+    if (strcmp(strategy, "Webhook") == 0) {
+        if (!cc) {
+            required(causes, f, "required when strategy is set to Webhook");
+        } else {
+            const json_t *url = json_object_get(cc, "url");
+            const json_t *svc = json_object_get(cc, "service");
+            if (!url == !svc)
+                required(causes, f, "exactly one of url or service is required");
+            else if (url)
+                ks_validate_webhook_url(causes, "spec.conversion.webhookClientConfig.url",
+                                        str(cc, "url"), true);
+            else
+                ks_validate_webhook_service(causes, "spec.conversion.webhookClientConfig.service",
+                                            svc);
+        }
+        validate_review_versions(rv, require_recognized, causes);
+    } else {
+        if (cc)
+            forbidden(causes, f, "should not be set when strategy is not set to Webhook");
+        if (json_array_size(rv) > 0)
+            forbidden(causes, "spec.conversion.conversionReviewVersions",
+                      "should not be set when strategy is not set to Webhook");
+    }
+}
+
+/* ---- the spec ------------------------------------------------------------------------ */
+
+struct opts {
+    bool recognized_review_version;
+    bool immutable_names;
+    bool openapi_schema;
+    bool valid_property_type;
+};
+
+static bool has_status(const json_t *sub)
+{
+    return json_object_get(sub, "status") != NULL;
+}
+
+static void validate_spec(const json_t *spec, const struct opts *o, json_t *causes)
+{
+    struct view w;
+    view_init(&w, spec);
+    const char *group = str(spec, "group");
+    bool puf = json_is_true(json_object_get(spec, "preserveUnknownFields"));
+    char *p;
+
+    if (!*group) {
+        required(causes, "spec.group", "");
+    } else {
+        json_t *msgs = ks_msgs_dns1123_subdomain(group);
+        if (json_array_size(msgs) > 0)
+            invalid_joined(causes, "spec.group", group, "", json_incref(msgs));
+        else if (!strchr(group, '.'))
+            invalid(causes, "spec.group", group, "should be a domain with at least one dot");
+        json_decref(msgs);
+    }
+
+    const char *scope = str(spec, "scope");
+    static const char *const scopes[] = {"Cluster", "Namespaced", NULL};
+    if (!*scope)
+        required(causes, "spec.scope", "");
+    else if (strcmp(scope, "Cluster") != 0 && strcmp(scope, "Namespaced") != 0)
+        not_supported(causes, "spec.scope", scope, scopes);
+
+    size_t i;
+    json_t *v;
+    bool lifted_schema = json_object_get(w.schema, "openAPIV3Schema") != NULL;
+    if (o->openapi_schema) {
+        if (!lifted_schema)
+            json_array_foreach(w.versions, i, v)
+            {
+                if (json_object_get(json_object_get(v, "schema"), "openAPIV3Schema"))
+                    continue;
+                p = ks_printf("spec.versions[%zu].schema.openAPIV3Schema", i);
+                required(causes, p, "");
+                free(p);
+            }
+    } else if (!puf && !lifted_schema) {
+        json_array_foreach(w.versions, i, v)
+        {
+            if (!json_is_true(json_object_get(v, "served")) ||
+                json_object_get(json_object_get(v, "schema"), "openAPIV3Schema"))
+                continue;
+            p = ks_printf("spec.versions[%zu].schema.openAPIV3Schema", i);
+            required(causes, p, "because otherwise all fields are pruned");
+            free(p);
+        }
+    }
+    bool need_structural = !puf;
+    if (spec_has(spec, has_default)) {
+        need_structural = true;
+        if (puf)
+            invalid_raw(causes, "spec.preserveUnknownFields", "true",
+                        "must be false in order to use defaults in the schema");
+    }
+    if (spec_has(spec, has_extension))
+        need_structural = true;
+
+    struct schema_opts so = {.valid_type = o->valid_property_type};
+    size_t storage = 0;
+    bool unique = true;
+    json_array_foreach(w.versions, i, v)
+    {
+        const char *name = str(v, "name");
+        if (json_is_true(json_object_get(v, "storage")))
+            storage++;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(str(json_array_get(w.versions, j), "name"), name) == 0)
+                unique = false;
+        p = ks_printf("spec.versions[%zu].name", i);
+        invalid_joined(causes, p, name, "", msgs_dns1035(name));
+        free(p);
+        /* validateCustomResourceDefinitionVersion */
+        char *vp = ks_printf("spec.versions[%zu]", i);
+        validate_deprecation(v, vp, causes);
+        const json_t *sub = w.sub_lifted ? w.subresources : json_object_get(v, "subresources");
+        p = ks_printf("%s.schema", vp);
+        validate_validation(own(&w, v, "schema"), has_status(sub), need_structural, &so, p, causes);
+        free(p);
+        p = ks_printf("%s.subresources", vp);
+        validate_subresources(own(&w, v, "subresources"), p, causes);
+        free(p);
+        size_t c;
+        json_t *col;
+        json_array_foreach(own(&w, v, "additionalPrinterColumns"), c, col)
+        {
+            p = ks_printf("%s.additionalPrinterColumns[%zu]", vp, c);
+            validate_column(col, p, causes);
+            free(p);
+        }
+        free(vp);
+    }
+    if (!unique || storage != 1) {
+        char *vs = render_versions(&w);
+        if (!unique)
+            invalid_raw(causes, "spec.versions", vs, "must contain unique version names");
+        if (storage != 1)
+            invalid_raw(causes, "spec.versions", vs,
+                        "must have exactly one version marked as storage version");
+        free(vs);
+    }
+    if (json_array_size(w.versions) > 0) {
+        const char *first = str(json_array_get(w.versions, 0), "name");
+        if (*first)
+            invalid_joined(causes, "spec.version", first, "", msgs_dns1035(first));
+    }
+
+    const json_t *names = json_object_get(spec, "names");
+    static const char *const need[] = {"plural", "singular", "kind", "listKind", NULL};
+    for (const char *const *k = need; *k; k++) {
+        if (*str(names, *k))
+            continue;
+        p = ks_printf("spec.names.%s", *k);
+        required(causes, p, "");
+        free(p);
+    }
+    validate_names(names, "spec.names", causes);
+
+    bool any_status = has_status(w.subresources);
+    json_array_foreach(w.versions, i, v) any_status =
+        any_status || has_status(own(&w, v, "subresources"));
+    validate_validation(w.schema, any_status, need_structural, &so, "spec.validation", causes);
+    validate_subresources(w.subresources, "spec.subresources", causes);
+    json_array_foreach(w.columns, i, v)
+    {
+        p = ks_printf("spec.additionalPrinterColumns[%zu]", i);
+        validate_column(v, p, causes);
+        free(p);
+    }
+
+    const json_t *conv = json_object_get(spec, "conversion");
+    if (conv && strcmp(str(conv, "strategy"), "None") != 0 && puf) {
+        const char *st = str(conv, "strategy");
+        invalid(causes, "spec.conversion.strategy", st,
+                "must be None if spec.preserveUnknownFields is true");
+    }
+    validate_conversion(spec, o->recognized_review_version, causes);
+}
+
+/* ---- metadata.name, status, approval ------------------------------------------------ */
+
+/* The name rule joins ValidateObjectMeta's name errors: after the last
+ * metadata.name cause already given, else first. */
+static void name_rule(const json_t *crd, json_t *causes)
+{
+    const json_t *spec = json_object_get(crd, "spec");
+    const char *name = str(json_object_get(crd, "metadata"), "name");
+    char *want =
+        ks_printf("%s.%s", str(json_object_get(spec, "names"), "plural"), str(spec, "group"));
+    if (strcmp(want, name) != 0) {
+        size_t at = 0;
+        size_t i;
+        json_t *c;
+        json_array_foreach(causes, i, c)
+        {
+            if (strcmp(str(c, "field"), "metadata.name") == 0)
+                at = i + 1;
+        }
+        json_t *one = json_array();
+        invalid(one, "metadata.name", name, "must be spec.names.plural+\".\"+spec.group");
+        json_array_insert(causes, at, json_array_get(one, 0));
+        json_decref(one);
+    }
+    free(want);
+}
+
+static bool protected_group(const char *g)
+{
+    size_t n = strlen(g);
+    return strcmp(g, "k8s.io") == 0 || strcmp(g, "kubernetes.io") == 0 ||
+           (n > 7 && strcmp(g + n - 7, ".k8s.io") == 0) ||
+           (n > 14 && strcmp(g + n - 14, ".kubernetes.io") == 0);
+}
+
+enum approval { APPROVAL_MISSING, APPROVAL_BYPASSED, APPROVED, APPROVAL_INVALID };
+
+#define APPROVAL_ANNOTATION "api-approved.kubernetes.io"
+
+/* apihelpers.GetAPIApprovalState; url.ParseRequestURI's scheme and host
+ * approximated as scheme "://" host. */
+static enum approval approval_state(const json_t *crd)
+{
+    const char *a =
+        str(json_object_get(json_object_get(crd, "metadata"), "annotations"), APPROVAL_ANNOTATION);
+    if (!*a)
+        return APPROVAL_MISSING;
+    if (strncmp(a, "unapproved", 10) == 0)
+        return APPROVAL_BYPASSED;
+    const char *sep = strstr(a, "://");
+    bool scheme = sep && sep > a && ((a[0] >= 'a' && a[0] <= 'z') || (a[0] >= 'A' && a[0] <= 'Z'));
+    for (const char *c = a; scheme && c < sep; c++)
+        scheme = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 strchr("+-.", *c);
+    if (scheme && sep[3] && sep[3] != '/' && !strchr(a, ' '))
+        return APPROVED;
+    return APPROVAL_INVALID;
+}
+
+static void validate_approval(const json_t *crd, const json_t *old, json_t *causes)
+{
+    if (!protected_group(str(json_object_get(crd, "spec"), "group")))
+        return;
+    enum approval st = approval_state(crd);
+    if (old && approval_state(old) == st)
+        return;
+    const char *f = "metadata.annotations[" APPROVAL_ANNOTATION "]";
+    if (st == APPROVAL_MISSING)
+        required(causes, f,
+                 "protected groups must have approval annotation \"" APPROVAL_ANNOTATION
+                 "\", see https://github.com/kubernetes/enhancements/pull/1111");
+    else if (st == APPROVAL_INVALID)
+        invalid(causes, f,
+                str(json_object_get(json_object_get(crd, "metadata"), "annotations"),
+                    APPROVAL_ANNOTATION),
+                "protected groups must have approval annotation \"" APPROVAL_ANNOTATION
+                "\" with either a URL or a reason starting with \"unapproved\", see "
+                "https://github.com/kubernetes/enhancements/pull/1111");
+}
+
+/* ValidateCustomResourceDefinitionStoredVersions of what PrepareForCreate
+ * writes (the first storage version): each storage version must be in
+ * the list, and a name counts once (the map entry is deleted when met). */
+static void created_stored_versions(const json_t *spec, json_t *causes)
+{
+    const json_t *versions = json_object_get(spec, "versions");
+    const char *first = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(versions, i, v)
+    {
+        if (json_is_true(json_object_get(v, "storage"))) {
+            first = str(v, "name");
+            break;
+        }
+    }
+    if (!first) {
+        invalid_raw(causes, "status.storedVersions", "null",
+                    "must have at least one stored version");
+        return;
+    }
+    bool met = false;
+    json_array_foreach(versions, i, v)
+    {
+        bool in = !met && strcmp(str(v, "name"), first) == 0;
+        if (json_is_true(json_object_get(v, "storage")) && !in) {
+            json_t *l = json_pack("[s]", first);
+            char *ls = dump(l);
+            char *m = ks_printf("must have the storage version %s", str(v, "name"));
+            invalid_raw(causes, "status.storedVersions", ls, m);
+            free(m);
+            free(ls);
+            json_decref(l);
+        }
+        if (in)
+            met = true;
+    }
+}
+
+static bool established(const json_t *crd)
+{
+    const char *s = ks_condition_status(crd, "Established");
+    return s && strcmp(s, "True") == 0;
+}
+
+/* requireOpenAPISchema / requireValidPropertyType of the old spec */
+static bool all_versions_have_schema(const json_t *spec)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(spec, "versions"), i, v)
+    {
+        if (!json_object_get(json_object_get(v, "schema"), "openAPIV3Schema"))
+            return false;
+    }
+    return true;
+}
+
+void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes)
+{
+    const json_t *spec = json_object_get(crd, "spec");
+    const json_t *ospec = json_object_get(old, "spec");
+    struct opts o = {
+        .recognized_review_version = true, .openapi_schema = true, .valid_property_type = true};
+    if (old) {
+        o.recognized_review_version = review_versions_ok_or_empty(
+            json_object_get(json_object_get(json_object_get(ospec, "conversion"), "webhook"),
+                            "conversionReviewVersions"));
+        o.immutable_names = established(old);
+        o.openapi_schema = all_versions_have_schema(ospec);
+        o.valid_property_type = !spec_has(ospec, bad_type);
+    } else {
+        name_rule(crd, causes);
+    }
+    validate_spec(spec, &o, causes);
+    if (old) {
+        /* validateCustomResourceDefinitionSpecUpdate: ValidateImmutableField */
+        const json_t *names = json_object_get(spec, "names");
+        const json_t *onames = json_object_get(ospec, "names");
+        if (o.immutable_names) {
+            if (strcmp(str(spec, "scope"), str(ospec, "scope")) != 0)
+                invalid(causes, "spec.scope", str(spec, "scope"), "field is immutable");
+            if (strcmp(str(names, "kind"), str(onames, "kind")) != 0)
+                invalid(causes, "spec.names.kind", str(names, "kind"), "field is immutable");
+        }
+        if (strcmp(str(spec, "group"), str(ospec, "group")) != 0)
+            invalid(causes, "spec.group", str(spec, "group"), "field is immutable");
+        if (strcmp(str(names, "plural"), str(onames, "plural")) != 0)
+            invalid(causes, "spec.names.plural", str(names, "plural"), "field is immutable");
+        validate_names(json_object_get(json_object_get(crd, "status"), "acceptedNames"),
+                       "status.acceptedNames", causes);
+        /* storedVersions: the update handler's crd_stored_versions */
+    } else {
+        created_stored_versions(spec, causes);
+    }
+    validate_approval(crd, old, causes);
+    bool opuf = json_is_true(json_object_get(ospec, "preserveUnknownFields"));
+    if (!opuf && json_is_true(json_object_get(spec, "preserveUnknownFields")))
+        invalid_raw(causes, "spec.preserveUnknownFields", "true",
+                    "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
+                    "spec.versions[*].schema instead");
+}
