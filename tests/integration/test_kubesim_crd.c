@@ -389,6 +389,28 @@ START_TEST(test_crd_structural_schema)
                       "spec.validation.openAPIV3Schema.type: Invalid value: \"string\": must be "
                       "object at the root]");
 
+    /* value validations may not carry types; NewStructural's own error
+     * only shows when nothing else is wrong */
+    c = crd("nests", "kop.example.com", "Nest");
+    s = json_object_get(json_object_get(version(c, 0), "schema"), "openAPIV3Schema");
+    json_object_set_new(json_object_get(json_object_get(s, "properties"), "spec"), "anyOf",
+                        json_pack("[{s:s,s:s}]", "type", "string", "description", "x"));
+    expect_invalid(c, "[spec.validation.openAPIV3Schema.properties[spec].anyOf[0].description: "
+                      "Forbidden: must be empty to be structural, "
+                      "spec.validation.openAPIV3Schema.properties[spec].anyOf[0].type: "
+                      "Forbidden: must be empty to be structural]");
+    c = crd("drafts", "kop.example.com", "Draft");
+    s = json_object_get(json_object_get(version(c, 0), "schema"), "openAPIV3Schema");
+    json_object_set_new(s, "$schema", json_string("http://json-schema.org/draft-04/schema#"));
+    expect_invalid(c, "spec.validation.openAPIV3Schema: Invalid value: \"\": OpenAPIV3Schema "
+                      "'schema' is not supported");
+    c = crd("refs", "kop.example.com", "Ref");
+    s = json_object_get(json_object_get(version(c, 0), "schema"), "openAPIV3Schema");
+    json_object_set_new(json_object_get(s, "properties"), "spec",
+                        json_pack("{s:s}", "$ref", "#/definitions/x"));
+    expect_invalid(c, "spec.validation.openAPIV3Schema.properties[spec].$ref: Forbidden: $ref "
+                      "is not supported");
+
     /* two versions with different schemas: the errors are per version */
     c = crd("pairs", "kop.example.com", "Pair");
     json_t *v2 = json_deep_copy(version(c, 0));

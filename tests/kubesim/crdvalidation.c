@@ -524,41 +524,124 @@ static bool metadata_only_names(const json_t *md)
     return true;
 }
 
-/* Nested value validations (allOf, anyOf, oneOf, not): the structural
- * rules kubesim checks there (validateNestedValueValidation). */
-static void structural_nested(const json_t *s, const char *path, json_t *errs)
+/* pkg/apiserver/schema/convert.go NewStructural's error for s (its
+ * unsupported fields, x-kubernetes-preserve-unknown-fields: false, items
+ * given as a list), or NULL; in NewStructural's order. */
+static const char *init_error(const json_t *s)
+{
+    if (!json_is_object(s))
+        return NULL;
+    static const struct {
+        const char *key, *msg;
+    } unsupported[] = {
+        {"id", "OpenAPIV3Schema 'id' is not supported"},
+        {"$schema", "OpenAPIV3Schema 'schema' is not supported"},
+        {"$ref", "OpenAPIV3Schema '$ref' is not supported"},
+        {"patternProperties", "OpenAPIV3Schema 'patternProperties' is not supported"},
+        {"dependencies", "OpenAPIV3Schema 'dependencies' is not supported"},
+        {"additionalItems", "OpenAPIV3Schema 'additionalItems' is not supported"},
+        {"definitions", "OpenAPIV3Schema 'definitions' is not supported"},
+    };
+    for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
+        const json_t *v = json_object_get(s, unsupported[i].key);
+        bool set = strcmp(unsupported[i].key, "additionalItems") == 0
+                       ? v != NULL
+                       : (json_string_length(v) > 0 || json_object_size(v) > 0);
+        if (set)
+            return unsupported[i].msg;
+    }
+    const char *e = init_error(json_object_get(s, "not"));
+    static const char *const lists[] = {"allOf", "anyOf", "oneOf", NULL};
+    size_t i;
+    json_t *v;
+    for (const char *const *l = lists; !e && *l; l++)
+        json_array_foreach(json_object_get(s, *l), i, v) if (!e) e = init_error(v);
+    if (e)
+        return e;
+    if (json_is_false(json_object_get(s, "x-kubernetes-preserve-unknown-fields")))
+        return "internal error: 'x-kubernetes-preserve-unknown-fields' must be true or undefined";
+    const json_t *items = json_object_get(s, "items");
+    if (json_is_array(items) && json_array_size(items) > 0)
+        return "OpenAPIV3Schema 'items' must be a schema, but is an array";
+    if (json_is_object(items) && (e = init_error(items)))
+        return e;
+    json_t *keys = sorted_keys(json_object_get(s, "properties"));
+    json_array_foreach(keys, i, v) if (!e) e =
+        init_error(json_object_get(json_object_get(s, "properties"), json_string_value(v)));
+    json_decref(keys);
+    if (!e && json_is_object(json_object_get(s, "additionalProperties")))
+        e = init_error(json_object_get(s, "additionalProperties"));
+    return e;
+}
+
+/* validateNestedValueValidation: a schema inside allOf, anyOf, oneOf or
+ * not may only validate values: no types, generics or extensions. */
+static void nested_rules(const json_t *s, const char *path, json_t *errs)
 {
     if (!json_is_object(s))
         return;
     static const char *const lists[] = {"anyOf", "allOf", "oneOf", NULL};
     size_t i;
     json_t *v;
+    char *p;
     for (const char *const *k = lists; *k; k++)
         json_array_foreach(json_object_get(s, *k), i, v)
         {
-            char *p = ks_printf("%s.%s[%zu]", path, *k, i);
-            structural_nested(v, p, errs);
+            p = ks_printf("%s.%s[%zu]", path, *k, i);
+            nested_rules(v, p, errs);
             free(p);
         }
     if (json_object_get(s, "not")) {
-        char *p = ks_printf("%s.not", path);
-        structural_nested(json_object_get(s, "not"), p, errs);
+        p = ks_printf("%s.not", path);
+        nested_rules(json_object_get(s, "not"), p, errs);
         free(p);
     }
-}
-
-static void nested_rules(const json_t *s, const char *path, json_t *errs)
-{
-    if (!json_is_object(s))
-        return;
-    structural_nested(s, path, errs);
-    if (*str(s, "type")) {
-        char *p = ks_printf("%s.type", path);
-        forbidden(errs, p, "must be empty to be structural");
+    if (json_is_object(json_object_get(s, "items"))) {
+        p = ks_printf("%s.items", path);
+        nested_rules(json_object_get(s, "items"), p, errs);
         free(p);
     }
-    if (json_object_get(json_object_get(s, "properties"), "metadata")) {
-        char *p = ks_printf("%s.properties[metadata]", path);
+    const json_t *props = json_object_get(s, "properties");
+    json_t *keys = sorted_keys(props);
+    json_array_foreach(keys, i, v)
+    {
+        p = ks_printf("%s.properties[%s]", path, json_string_value(v));
+        nested_rules(json_object_get(props, json_string_value(v)), p, errs);
+        free(p);
+    }
+    json_decref(keys);
+    static const struct {
+        const char *key, *msg;
+    } forbid[] = {
+        {"type", "must be empty to be structural"},
+        {"additionalProperties", "must be undefined to be structural"},
+        {"default", "must be undefined to be structural"},
+        {"title", "must be empty to be structural"},
+        {"description", "must be empty to be structural"},
+        {"nullable", "must be false to be structural"},
+        {"x-kubernetes-preserve-unknown-fields", "must be false to be structural"},
+        {"x-kubernetes-embedded-resource", "must be false to be structural"},
+        {"x-kubernetes-int-or-string", "must be false to be structural"},
+        {"x-kubernetes-list-map-keys", "must be empty to be structural"},
+        {"x-kubernetes-list-type", "must be undefined to be structural"},
+        {"x-kubernetes-map-type", "must be undefined to be structural"},
+        {"x-kubernetes-validations", "must be empty to be structural"},
+    };
+    for (size_t f = 0; f < sizeof(forbid) / sizeof(forbid[0]); f++) {
+        const json_t *x = json_object_get(s, forbid[f].key);
+        /* the zero values NewStructural does not keep */
+        if (!x || json_is_false(x) || json_is_null(x) ||
+            (json_is_string(x) && !json_string_length(x) &&
+             strcmp(forbid[f].key, "x-kubernetes-list-type") != 0 &&
+             strcmp(forbid[f].key, "x-kubernetes-map-type") != 0) ||
+            (json_is_array(x) && !json_array_size(x)))
+            continue;
+        p = ks_printf("%s.%s", path, forbid[f].key);
+        forbidden(errs, p, forbid[f].msg);
+        free(p);
+    }
+    if (json_object_get(props, "metadata")) {
+        p = ks_printf("%s.properties[metadata]", path);
         forbidden(errs, p, "must not be specified in a nested context");
         free(p);
     }
@@ -595,8 +678,8 @@ static void structural(const json_t *s, enum level lvl, const char *path, json_t
     }
     json_decref(keys);
     const json_t *ap = json_object_get(s, "additionalProperties");
-    if (ap && !json_is_false(ap)) {
-        /* additionalProperties: false is no schema, NewStructural drops it */
+    if (ap) {
+        /* false too: NewStructural keeps it as a bool */
         if (lvl == ROOT) {
             p = ks_printf("%s.additionalProperties", path);
             forbidden(errs, p, "must not be used at the root");
@@ -658,7 +741,7 @@ static void structural(const json_t *s, enum level lvl, const char *path, json_t
                                : "must not be empty for specified object fields");
         free(p);
     }
-    if (emb && ap && !json_is_false(ap)) {
+    if (emb && ap) {
         p = ks_printf("%s.additionalProperties", path);
         forbidden(errs, p, "must not be used if x-kubernetes-embedded-resource is set");
         free(p);
@@ -930,6 +1013,7 @@ static void validate_validation(const json_t *val, bool status_enabled, bool nee
     const json_t *s = json_object_get(val, "openAPIV3Schema");
     if (!json_is_object(s))
         return;
+    size_t before = json_array_size(causes);
     char *p;
     if (status_enabled) {
         /* the fields of JSONSchemaProps in order; allowed ones at the root */
@@ -1024,9 +1108,14 @@ static void validate_validation(const json_t *val, bool status_enabled, bool nee
         free(p);
     }
     p = ks_printf("%s.openAPIV3Schema", path);
-    if (need_structural)
+    const char *init = need_structural ? init_error(s) : NULL;
+    if (need_structural && !init)
         validate_structural(s, p, causes);
     openapi(s, p, o, causes);
+    /* NewStructural's error only when the schema's validation found none
+     * (they overlap) */
+    if (init && json_array_size(causes) == before)
+        invalid(causes, p, "", init);
     free(p);
 }
 
