@@ -446,6 +446,26 @@ START_TEST(test_crd_update)
     json_decref(st);
     kop_test_resp_free(&r);
 
+    /* a caBundle that is no PEM: refused once the CRD is established
+     * (allowInvalidCABundle), accepted at create */
+    const char *hook = "{\"spec\":{\"conversion\":{\"strategy\":\"Webhook\",\"webhook\":{"
+                       "\"conversionReviewVersions\":[\"v1\"],\"clientConfig\":{\"caBundle\":"
+                       "\"bm90IHBlbQ==\",\"service\":{\"namespace\":\"ns\",\"name\":\"svc\"}}}}}}";
+    r = request("PATCH", path, "application/merge-patch+json", hook);
+    ck_assert_msg(r.code == 422, "%ld %s", r.code, r.body);
+    ck_assert_msg(strstr(r.body, "is invalid: spec.conversion.webhookClientConfig.caBundle: "
+                                 "Invalid value: \\\"bm90IHBlbQ==\\\": unable to load root "
+                                 "certificates: unable to parse bytes as PEM block\""),
+                  "%s", r.body);
+    kop_test_resp_free(&r);
+    c = crd("cabundles", "kop.example.com", "CaBundle");
+    json_object_set_new(spec_of(c), "conversion",
+                        json_pack("{s:s,s:{s:[s],s:{s:s,s:{s:s,s:s}}}}", "strategy", "Webhook",
+                                  "webhook", "conversionReviewVersions", "v1", "clientConfig",
+                                  "caBundle", "bm90IHBlbQ==", "service", "namespace", "ns", "name",
+                                  "svc"));
+    free(post(c, 201));
+
     /* a valid change goes through */
     r = request("PATCH", path, "application/merge-patch+json",
                 "{\"spec\":{\"names\":{\"shortNames\":[\"mv\"]}}}");

@@ -24,15 +24,16 @@
  * Not done (accepted though the apiserver refuses): CEL rules
  * (x-kubernetes-validations compilation and cost), defaults (pruned,
  * valid against their schema), the completeness rule of structural schemas
- * (a property in allOf/anyOf/oneOf/not must be specified outside), the
- * forbidden keywords of nested value validations other than type and
- * metadata, selectableFields, the caBundle's PEM check on the update of an
- * established CRD, regex compilation of pattern, list-map-key nullability
- * (validateMapListKeysMapSet). Go iterates maps in random order; kubesim
- * reports properties in sorted key order.
+ * (a property in allOf/anyOf/oneOf/not must be specified outside),
+ * embedded resources inside resource meta, selectableFields, regex
+ * compilation of pattern, list-map-key nullability
+ * (validateMapListKeysMapSet), x509's own parse errors of a caBundle
+ * (summed up as "malformed certificate"). Go iterates maps in random
+ * order; kubesim reports properties in sorted key order.
  */
 #include "kubesim.h"
 
+#include <mbedtls/x509_crt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1366,7 +1367,61 @@ static void validate_review_versions(const json_t *list, bool require_recognized
     }
 }
 
-static void validate_conversion(const json_t *spec, bool require_recognized, json_t *causes)
+/* apiserver/pkg/util/webhook ValidateCABundle: client-go's rootCertPool
+ * (x509.CertPool.AppendCertsFromPEM, and createErrorParsingCAData's text
+ * when no certificate was taken) under TLSConfigFor's "unable to load root
+ * certificates". NULL when valid; x509's own parse errors are summed up as
+ * "malformed certificate". */
+static const char *ca_bundle_error(const char *b64)
+{
+    size_t len = 0;
+    unsigned char *pem = ks_base64_decode(b64, &len);
+    if (!pem)
+        return NULL; /* the decoder refused it already */
+    const char *err = NULL;
+    mbedtls_x509_crt chain;
+    mbedtls_x509_crt_init(&chain);
+    /* NUL-terminated: mbedTLS reads PEM then (ks_base64_decode adds it) */
+    mbedtls_x509_crt_parse(&chain, pem, len + 1);
+    bool any = chain.raw.len > 0;
+    mbedtls_x509_crt_free(&chain);
+    if (!any) {
+        const char *text = (const char *)pem;
+        bool begin = strncmp(text, "-----BEGIN ", 11) == 0 || strstr(text, "\n-----BEGIN ");
+        if (!begin)
+            err = "unable to load root certificates: unable to parse bytes as PEM block";
+        else if (strstr(text, "-----BEGIN CERTIFICATE-----"))
+            err = "unable to load root certificates: failed to parse certificate: x509: "
+                  "malformed certificate";
+        else
+            err = "unable to load root certificates: no valid certificate authority data seen";
+    }
+    free(pem);
+    return err;
+}
+
+static bool established(const json_t *crd)
+{
+    const char *s = ks_condition_status(crd, "Established");
+    return s && strcmp(s, "True") == 0;
+}
+
+/* allowInvalidCABundle: on create, before the CRD is established, or
+ * when the stored caBundle is invalid already. */
+static bool allow_invalid_ca_bundle(const json_t *old)
+{
+    if (!old)
+        return true;
+    if (!established(old))
+        return true;
+    const json_t *conv = json_object_get(json_object_get(old, "spec"), "conversion");
+    const json_t *cc = json_object_get(json_object_get(conv, "webhook"), "clientConfig");
+    const char *b = str(cc, "caBundle");
+    return *b && ca_bundle_error(b) != NULL;
+}
+
+static void validate_conversion(const json_t *spec, bool require_recognized, bool allow_bad_ca,
+                                json_t *causes)
 {
     const json_t *conv = json_object_get(spec, "conversion");
     if (!conv)
@@ -1395,6 +1450,10 @@ static void validate_conversion(const json_t *spec, bool require_recognized, jso
             else
                 ks_validate_webhook_service(causes, "spec.conversion.webhookClientConfig.service",
                                             svc);
+            const char *ca = str(cc, "caBundle");
+            const char *caerr = *ca && !allow_bad_ca ? ca_bundle_error(ca) : NULL;
+            if (caerr)
+                invalid(causes, "spec.conversion.webhookClientConfig.caBundle", ca, caerr);
         }
         validate_review_versions(rv, require_recognized, causes);
     } else {
@@ -1413,6 +1472,7 @@ struct opts {
     bool immutable_names;
     bool openapi_schema;
     bool valid_property_type;
+    bool allow_invalid_ca_bundle;
 };
 
 static bool has_status(const json_t *sub)
@@ -1558,7 +1618,7 @@ static void validate_spec(const json_t *spec, const struct opts *o, json_t *caus
         invalid(causes, "spec.conversion.strategy", st,
                 "must be None if spec.preserveUnknownFields is true");
     }
-    validate_conversion(spec, o->recognized_review_version, causes);
+    validate_conversion(spec, o->recognized_review_version, o->allow_invalid_ca_bundle, causes);
 }
 
 /* ---- metadata.name, status, approval ------------------------------------------------ */
@@ -1680,12 +1740,6 @@ static void created_stored_versions(const json_t *spec, json_t *causes)
     }
 }
 
-static bool established(const json_t *crd)
-{
-    const char *s = ks_condition_status(crd, "Established");
-    return s && strcmp(s, "True") == 0;
-}
-
 /* requireOpenAPISchema / requireValidPropertyType of the old spec */
 static bool all_versions_have_schema(const json_t *spec)
 {
@@ -1703,8 +1757,10 @@ void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes)
 {
     const json_t *spec = json_object_get(crd, "spec");
     const json_t *ospec = json_object_get(old, "spec");
-    struct opts o = {
-        .recognized_review_version = true, .openapi_schema = true, .valid_property_type = true};
+    struct opts o = {.recognized_review_version = true,
+                     .openapi_schema = true,
+                     .valid_property_type = true,
+                     .allow_invalid_ca_bundle = true};
     if (old) {
         o.recognized_review_version = review_versions_ok_or_empty(
             json_object_get(json_object_get(json_object_get(ospec, "conversion"), "webhook"),
@@ -1712,6 +1768,7 @@ void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes)
         o.immutable_names = established(old);
         o.openapi_schema = all_versions_have_schema(ospec);
         o.valid_property_type = !spec_has(ospec, bad_type);
+        o.allow_invalid_ca_bundle = allow_invalid_ca_bundle(old);
     } else {
         name_rule(crd, causes);
     }
