@@ -121,6 +121,30 @@ static void expect_invalid(json_t *c, const char *causes)
     free(body);
 }
 
+/* A JSONSchemaProps as Go's json.Marshal prints the internal type (no
+ * json tags: every field by its Go name) with the given Type, Required,
+ * AnyOf and Properties (already printed). malloc'd */
+static char *go_schema(const char *type, const char *req, const char *any_of, const char *props)
+{
+    char *s = NULL;
+    int n = asprintf(
+        &s,
+        "{\"ID\":\"\",\"Schema\":\"\",\"Ref\":null,\"Description\":\"\",\"Type\":\"%s\","
+        "\"Nullable\":false,\"Format\":\"\",\"Title\":\"\",\"Default\":null,\"Maximum\":null,"
+        "\"ExclusiveMaximum\":false,\"Minimum\":null,\"ExclusiveMinimum\":false,\"MaxLength\":"
+        "null,\"MinLength\":null,\"Pattern\":\"\",\"MaxItems\":null,\"MinItems\":null,"
+        "\"UniqueItems\":false,\"MultipleOf\":null,\"Enum\":null,\"MaxProperties\":null,"
+        "\"MinProperties\":null,\"Required\":%s,\"Items\":null,\"AllOf\":null,\"OneOf\":null,"
+        "\"AnyOf\":%s,\"Not\":null,\"Properties\":%s,\"AdditionalProperties\":null,"
+        "\"PatternProperties\":null,\"Dependencies\":null,\"AdditionalItems\":null,"
+        "\"Definitions\":null,\"ExternalDocs\":null,\"Example\":null,"
+        "\"XPreserveUnknownFields\":null,\"XEmbeddedResource\":false,\"XIntOrString\":false,"
+        "\"XListMapKeys\":null,\"XListType\":null,\"XMapType\":null,\"XValidations\":null}",
+        type, req, any_of, props);
+    ck_assert_int_gt(n, 0);
+    return s;
+}
+
 /* ---- tests ------------------------------------------------------------------- */
 
 START_TEST(test_crd_kop_like_accepted)
@@ -411,6 +435,37 @@ START_TEST(test_crd_structural_schema)
     expect_invalid(c, "spec.validation.openAPIV3Schema.properties[spec].$ref: Forbidden: $ref "
                       "is not supported");
 
+    /* with the status subresource, the root has few keywords; the value
+     * is the whole internal schema */
+    c = crd("anys", "kop.example.com", "Any");
+    json_object_set_new(version(c, 0), "subresources", json_pack("{s:{}}", "status"));
+    json_object_set_new(version(c, 0), "schema",
+                        json_pack("{s:{s:s,s:[{s:[s]}],s:{s:{s:s}}}}", "openAPIV3Schema", "type",
+                                  "object", "anyOf", "required", "spec", "properties", "spec",
+                                  "type", "object"));
+    char *any = go_schema("", "[\"spec\"]", "null", "null");
+    char *spec = go_schema("object", "null", "null", "null");
+    char *anys = NULL, *pmap = NULL, *want = NULL;
+    ck_assert_int_gt(asprintf(&anys, "[%s]", any), 0);
+    ck_assert_int_gt(asprintf(&pmap, "{\"spec\":%s}", spec), 0);
+    char *root = go_schema("object", "null", anys, pmap);
+    ck_assert_int_gt(
+        asprintf(&want,
+                 "spec.validation.openAPIV3Schema: Invalid value: %s: only [Description Type "
+                 "Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength "
+                 "MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items "
+                 "Properties ExternalDocs Example XPreserveUnknownFields XValidations] fields are "
+                 "allowed at the root of the schema if the status subresource is enabled",
+                 root),
+        0);
+    expect_invalid(c, want);
+    free(want);
+    free(root);
+    free(pmap);
+    free(anys);
+    free(spec);
+    free(any);
+
     /* two versions with different schemas: the errors are per version */
     c = crd("pairs", "kop.example.com", "Pair");
     json_t *v2 = json_deep_copy(version(c, 0));
@@ -420,6 +475,38 @@ START_TEST(test_crd_structural_schema)
     json_array_append_new(json_object_get(spec_of(c), "versions"), v2);
     expect_invalid(c, "spec.versions[1].schema.openAPIV3Schema.type: Required value: must not "
                       "be empty at the root");
+}
+END_TEST
+
+START_TEST(test_crd_api_approval)
+{
+    const char *need = "protected groups must have approval annotation "
+                       "\"api-approved.kubernetes.io\"";
+    const char *pr = "see https://github.com/kubernetes/enhancements/pull/1111";
+    char want[1024];
+    json_t *c = crd("widgets", "tools.k8s.io", "Widget");
+    snprintf(want, sizeof(want),
+             "metadata.annotations[api-approved.kubernetes.io]: Required value: %s, %s", need, pr);
+    expect_invalid(c, want);
+
+    c = crd("widgets", "tools.k8s.io", "Widget");
+    json_object_set_new(json_object_get(c, "metadata"), "annotations",
+                        json_pack("{s:s}", "api-approved.kubernetes.io", "maybe"));
+    snprintf(want, sizeof(want),
+             "metadata.annotations[api-approved.kubernetes.io]: Invalid value: \"maybe\": %s "
+             "with either a URL or a reason starting with \"unapproved\", %s",
+             need, pr);
+    expect_invalid(c, want);
+
+    c = crd("widgets", "tools.k8s.io", "Widget");
+    json_object_set_new(json_object_get(c, "metadata"), "annotations",
+                        json_pack("{s:s}", "api-approved.kubernetes.io", "unapproved, testing"));
+    free(post(c, 201));
+    c = crd("gizmos", "x.kubernetes.io", "Gizmo");
+    json_object_set_new(json_object_get(c, "metadata"), "annotations",
+                        json_pack("{s:s}", "api-approved.kubernetes.io",
+                                  "https://github.com/kubernetes/kubernetes/pull/1"));
+    free(post(c, 201));
 }
 END_TEST
 
@@ -486,6 +573,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_crd_subresources_columns);
     tcase_add_test(tc, test_crd_conversion);
     tcase_add_test(tc, test_crd_structural_schema);
+    tcase_add_test(tc, test_crd_api_approval);
     tcase_add_test(tc, test_crd_update);
     suite_add_tcase(s, tc);
     return s;

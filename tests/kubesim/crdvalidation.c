@@ -133,12 +133,51 @@ static json_t *msgs_dns1035(const char *s)
 
 /* ---- Go's json.Marshal of the internal types (no json tags) ----------------------- */
 
-static char *dump(const json_t *v)
+/* Go's json.Marshal of an encoded value: what jansson writes, with
+ * encoding/json's HTML escapes (<, >, & as \u003c, \u003e, \u0026; they
+ * only occur inside strings). Map keys must already be in Go's order
+ * (sorted) and struct fields in field order. malloc'd */
+static char *go_json(const json_t *v)
 {
     if (!v)
         return ks_strdup("null");
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
-    return s ? s : ks_strdup("null");
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!s)
+        return ks_strdup("null");
+    size_t extra = 0;
+    for (const char *c = s; *c; c++)
+        if (*c == '<' || *c == '>' || *c == '&')
+            extra += 5;
+    if (!extra)
+        return s;
+    char *out = malloc(strlen(s) + extra + 1);
+    if (!out)
+        abort();
+    char *o = out;
+    for (const char *c = s; *c; c++) {
+        if (*c == '<' || *c == '>' || *c == '&') {
+            snprintf(o, 7, "\\u%04x", (unsigned)*c);
+            o += 6;
+        } else {
+            *o++ = *c;
+        }
+    }
+    *o = '\0';
+    free(s);
+    return out;
+}
+
+/* A deep copy with every object's keys in sorted order (Go marshals a
+ * map[string]interface{} so); null for NULL. @ref new */
+static json_t *sorted_copy(const json_t *v);
+static json_t *sorted_keys(const json_t *o);
+
+static char *dump(const json_t *v)
+{
+    json_t *c = sorted_copy(v);
+    char *s = go_json(c);
+    json_decref(c);
+    return s;
 }
 
 /* Appends "Key":value to o (an object being built, in Go field order). */
@@ -180,9 +219,15 @@ static json_t *render_schema_map(const json_t *m)
     if (!json_is_object(m))
         return json_null();
     json_t *out = json_object();
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)m, k, v) json_object_set_new(out, k, render_schema(v));
+    json_t *keys = sorted_keys(m);
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const char *key = json_string_value(k);
+        json_object_set_new(out, key, render_schema(json_object_get(m, key)));
+    }
+    json_decref(keys);
     return out;
 }
 
@@ -210,7 +255,7 @@ static json_t *render_schema(const json_t *s)
     put(o, "Nullable", bool_of(s, "nullable"));
     put(o, "Format", str_or_empty(s, "format"));
     put(o, "Title", str_or_empty(s, "title"));
-    put(o, "Default", copy_or_null(json_object_get(s, "default")));
+    put(o, "Default", sorted_copy(json_object_get(s, "default")));
     put(o, "Maximum", copy_or_null(json_object_get(s, "maximum")));
     put(o, "ExclusiveMaximum", bool_of(s, "exclusiveMaximum"));
     put(o, "Minimum", copy_or_null(json_object_get(s, "minimum")));
@@ -222,7 +267,7 @@ static json_t *render_schema(const json_t *s)
     put(o, "MinItems", copy_or_null(json_object_get(s, "minItems")));
     put(o, "UniqueItems", bool_of(s, "uniqueItems"));
     put(o, "MultipleOf", copy_or_null(json_object_get(s, "multipleOf")));
-    put(o, "Enum", copy_or_null(json_object_get(s, "enum")));
+    put(o, "Enum", sorted_copy(json_object_get(s, "enum")));
     put(o, "MaxProperties", copy_or_null(json_object_get(s, "maxProperties")));
     put(o, "MinProperties", copy_or_null(json_object_get(s, "minProperties")));
     put(o, "Required", copy_or_null(json_object_get(s, "required")));
@@ -240,7 +285,7 @@ static json_t *render_schema(const json_t *s)
     put(o, "Properties", render_schema_map(json_object_get(s, "properties")));
     put(o, "AdditionalProperties", render_or_bool(json_object_get(s, "additionalProperties")));
     put(o, "PatternProperties", render_schema_map(json_object_get(s, "patternProperties")));
-    put(o, "Dependencies", copy_or_null(json_object_get(s, "dependencies")));
+    put(o, "Dependencies", sorted_copy(json_object_get(s, "dependencies")));
     put(o, "AdditionalItems", render_or_bool(json_object_get(s, "additionalItems")));
     put(o, "Definitions", render_schema_map(json_object_get(s, "definitions")));
     const json_t *docs = json_object_get(s, "externalDocs");
@@ -248,7 +293,7 @@ static json_t *render_schema(const json_t *s)
         docs ? json_pack("{s:o,s:o}", "Description", str_or_empty(docs, "description"), "URL",
                          str_or_empty(docs, "url"))
              : NULL);
-    put(o, "Example", copy_or_null(json_object_get(s, "example")));
+    put(o, "Example", sorted_copy(json_object_get(s, "example")));
     put(o, "XPreserveUnknownFields",
         copy_or_null(json_object_get(s, "x-kubernetes-preserve-unknown-fields")));
     put(o, "XEmbeddedResource", bool_of(s, "x-kubernetes-embedded-resource"));
@@ -410,10 +455,9 @@ static char *render_versions(const struct view *w)
         put(o, "SelectableFields", sf);
         json_array_append_new(a, o);
     }
-    /* Go field order, not sorted: dump without JSON_SORT_KEYS */
-    char *s = json_dumps(a, JSON_COMPACT);
+    char *s = go_json(a);
     json_decref(a);
-    return s ? s : ks_strdup("null");
+    return s;
 }
 
 /* ---- schemas ------------------------------------------------------------------------ */
@@ -499,6 +543,32 @@ static json_t *sorted_keys(const json_t *o)
         json_array_insert_new(keys, at, json_string(k));
     }
     return keys;
+}
+
+static json_t *sorted_copy(const json_t *v)
+{
+    if (!v)
+        return json_null();
+    if (json_is_array(v)) {
+        json_t *a = json_array();
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) json_array_append_new(a, sorted_copy(x));
+        return a;
+    }
+    if (!json_is_object(v))
+        return json_deep_copy(v);
+    json_t *o = json_object();
+    json_t *keys = sorted_keys(v);
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const char *key = json_string_value(k);
+        json_object_set_new(o, key, sorted_copy(json_object_get(v, key)));
+    }
+    json_decref(keys);
+    return o;
 }
 
 enum level { ROOT, ITEM, FIELD };
@@ -1087,10 +1157,10 @@ static void validate_validation(const json_t *val, bool status_enabled, bool nee
             }
             if (!fields[i].allowed) {
                 json_t *r = render_schema(s);
-                char *rs = json_dumps(r, JSON_COMPACT);
+                char *rs = go_json(r);
                 json_decref(r);
                 p = ks_printf("%s.openAPIV3Schema", path);
-                invalid_raw(causes, p, rs ? rs : "null",
+                invalid_raw(causes, p, rs,
                             "only [Description Type Format Title Maximum ExclusiveMaximum "
                             "Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems "
                             "MinItems UniqueItems MultipleOf Required Items Properties "
