@@ -466,6 +466,38 @@ START_TEST(test_crd_structural_schema)
     free(spec);
     free(any);
 
+    /* list types: map keys are unique item properties, required or
+     * defaulted, never nullable; a set's object items are atomic. A key
+     * given twice is checked twice: the message says it once (the
+     * apiserver's ToAggregate drops repeated texts) */
+    c = crd("lists", "kop.example.com", "List");
+    s = json_object_get(json_object_get(version(c, 0), "schema"), "openAPIV3Schema");
+    json_object_set_new(json_object_get(s, "properties"), "conds",
+                        json_pack("{s:s,s:s,s:[s,s,s],s:{s:s,s:{s:{s:s,s:b}}}}", "type", "array",
+                                  "x-kubernetes-list-type", "map", "x-kubernetes-list-map-keys",
+                                  "name", "name", "missing", "items", "type", "object",
+                                  "properties", "name", "type", "string", "nullable", 1));
+    json_object_set_new(json_object_get(s, "properties"), "sets",
+                        json_pack("{s:s,s:s,s:{s:s}}", "type", "array", "x-kubernetes-list-type",
+                                  "set", "items", "type", "object"));
+#define CONDS "spec.validation.openAPIV3Schema.properties[conds]"
+#define KEYS_DEFAULT                                                                               \
+    CONDS                                                                                          \
+    ".items.properties[name].default: Required value: this property is in "                        \
+    "x-kubernetes-list-map-keys, so it must have a default or be a required property, " CONDS      \
+    ".items.properties[name].nullable: Forbidden: this property is in "                            \
+    "x-kubernetes-list-map-keys, so it cannot be nullable"
+    const char *lwant =
+        "[" CONDS ".x-kubernetes-list-map-keys: Invalid value: [\"name\",\"name\",\"missing\"]: "
+        "must not contain duplicate entries, " CONDS ".x-kubernetes-list-map-keys: Invalid value: "
+        "[\"name\",\"name\",\"missing\"]: entries must all be names of item "
+        "properties, " KEYS_DEFAULT ", spec.validation.openAPIV3Schema.properties[sets].items."
+        "x-kubernetes-map-type: Invalid value: null: must be atomic as item of a list with "
+        "x-kubernetes-list-type=set]";
+    expect_invalid(c, lwant);
+#undef KEYS_DEFAULT
+#undef CONDS
+
     /* two versions with different schemas: the errors are per version */
     c = crd("pairs", "kop.example.com", "Pair");
     json_t *v2 = json_deep_copy(version(c, 0));

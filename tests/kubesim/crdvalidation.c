@@ -26,8 +26,7 @@
  * valid against their schema), the completeness rule of structural schemas
  * (a property in allOf/anyOf/oneOf/not must be specified outside),
  * embedded resources inside resource meta, selectableFields, regex
- * compilation of pattern, list-map-key nullability
- * (validateMapListKeysMapSet), x509's own parse errors of a caBundle
+ * compilation of pattern, x509's own parse errors of a caBundle
  * (summed up as "malformed certificate"). Go iterates maps in random
  * order; kubesim reports properties in sorted key order.
  */
@@ -490,17 +489,6 @@ static bool schema_has(const json_t *s, bool (*pred)(const json_t *))
 static bool has_default(const json_t *s)
 {
     return json_object_get(s, "default") != NULL;
-}
-
-static bool has_extension(const json_t *s)
-{
-    return json_is_true(json_object_get(s, "x-kubernetes-preserve-unknown-fields")) ||
-           json_is_true(json_object_get(s, "x-kubernetes-embedded-resource")) ||
-           json_is_true(json_object_get(s, "x-kubernetes-int-or-string")) ||
-           json_array_size(json_object_get(s, "x-kubernetes-list-map-keys")) > 0 ||
-           json_object_get(s, "x-kubernetes-list-type") ||
-           json_object_get(s, "x-kubernetes-map-type") ||
-           json_array_size(json_object_get(s, "x-kubernetes-validations")) > 0;
 }
 
 static bool bad_type(const json_t *s)
@@ -1027,6 +1015,28 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
         else
             invalid(causes, p, type, "must be array if x-kubernetes-list-type is specified");
         free(p);
+    } else if (lts && strcmp(lts, "set") == 0 && json_is_object(items)) {
+        /* requireAtomicSetType: a set's items are atomic (the map-type
+         * message prints the items' list type, as the apiserver does) */
+        const char *it = str(items, "type");
+        const json_t *ilt = json_object_get(items, "x-kubernetes-list-type");
+        const json_t *imt = json_object_get(items, "x-kubernetes-map-type");
+        const char *msg = "must be atomic as item of a list with x-kubernetes-list-type=set";
+        if (strcmp(it, "array") == 0 && ilt &&
+            strcmp(str(items, "x-kubernetes-list-type"), "atomic") != 0) {
+            p = ks_printf("%s.items.x-kubernetes-list-type", path);
+            char *d = dump(ilt);
+            invalid_raw(causes, p, d, msg);
+            free(d);
+            free(p);
+        } else if (strcmp(it, "object") == 0 &&
+                   (!imt || strcmp(str(items, "x-kubernetes-map-type"), "atomic") != 0)) {
+            p = ks_printf("%s.items.x-kubernetes-map-type", path);
+            char *d = dump(ilt);
+            invalid_raw(causes, p, d, msg);
+            free(d);
+            free(p);
+        }
     }
     if (lts && strcmp(lts, "atomic") != 0 && strcmp(lts, "set") != 0 && strcmp(lts, "map") != 0) {
         static const char *const ltv[] = {"atomic", "set", "map", NULL};
@@ -1058,6 +1068,80 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
             invalid(causes, p, str(items, "type"),
                     "must be object if parent array's x-kubernetes-list-type is map");
             free(p);
+        } else if (json_is_object(items)) {
+            const json_t *iprops = json_object_get(items, "properties");
+            json_t *mkey;
+            json_array_foreach(mk, i, mkey)
+            {
+                const char *key = json_string_value(mkey) ? json_string_value(mkey) : "";
+                const json_t *ks = json_object_get(iprops, key);
+                if (ks) {
+                    const char *kt = str(ks, "type");
+                    if (strcmp(kt, "array") == 0 || strcmp(kt, "object") == 0) {
+                        /* the value printed is the items' type */
+                        p = ks_printf("%s.items.properties[%s].type", path, key);
+                        invalid(causes, p, "object",
+                                "must be a scalar type if parent array's "
+                                "x-kubernetes-list-type is map");
+                        free(p);
+                    }
+                } else {
+                    p = ks_printf("%s.x-kubernetes-list-map-keys", path);
+                    char *d = dump(mk);
+                    invalid_raw(causes, p, d, "entries must all be names of item properties");
+                    free(d);
+                    free(p);
+                }
+                bool dup = false;
+                for (size_t j = 0; j < i; j++)
+                    dup = dup || json_equal(json_array_get(mk, j), mkey);
+                if (dup) {
+                    p = ks_printf("%s.x-kubernetes-list-map-keys", path);
+                    char *d = dump(mk);
+                    invalid_raw(causes, p, d, "must not contain duplicate entries");
+                    free(d);
+                    free(p);
+                }
+            }
+        }
+    }
+    /* validateMapListKeysMapSet: a set's or map's items are not nullable;
+     * a map's keys are required or defaulted, and not nullable */
+    if (json_is_object(items) && lts && (strcmp(lts, "set") == 0 || strcmp(lts, "map") == 0)) {
+        if (json_is_true(json_object_get(items, "nullable"))) {
+            p = ks_printf("%s.items.nullable", path);
+            char *m = ks_printf("cannot be nullable when x-kubernetes-list-type is %s", lts);
+            forbidden(causes, p, m);
+            free(m);
+            free(p);
+        }
+        const json_t *iprops = json_object_get(items, "properties");
+        const json_t *ireq = json_object_get(items, "required");
+        json_t *mkey;
+        json_array_foreach(strcmp(lts, "map") == 0 ? mk : NULL, i, mkey)
+        {
+            const char *key = json_string_value(mkey) ? json_string_value(mkey) : "";
+            const json_t *ks = json_object_get(iprops, key);
+            if (!ks)
+                continue;
+            bool req = false;
+            size_t j;
+            json_t *rq;
+            json_array_foreach(ireq, j, rq) req = req || json_equal(rq, mkey);
+            if (!req && !json_object_get(ks, "default")) {
+                p = ks_printf("%s.items.properties[%s].default", path, key);
+                required(causes, p,
+                         "this property is in x-kubernetes-list-map-keys, so it must have a "
+                         "default or be a required property");
+                free(p);
+            }
+            if (json_is_true(json_object_get(ks, "nullable"))) {
+                p = ks_printf("%s.items.properties[%s].nullable", path, key);
+                forbidden(causes, p,
+                          "this property is in x-kubernetes-list-map-keys, so it cannot be "
+                          "nullable");
+                free(p);
+            }
         }
     }
     const json_t *rules = json_object_get(s, "x-kubernetes-validations");
@@ -1600,15 +1684,12 @@ static void validate_spec(const json_t *spec, const struct opts *o, json_t *caus
             free(p);
         }
     }
-    bool need_structural = !puf;
-    if (spec_has(spec, has_default)) {
-        need_structural = true;
-        if (puf)
-            invalid_raw(causes, "spec.preserveUnknownFields", "true",
-                        "must be false in order to use defaults in the schema");
-    }
-    if (spec_has(spec, has_extension))
-        need_structural = true;
+    /* requireStructuralSchema: true at create, and at update unless the
+     * stored spec is not structural, which kubesim never stored */
+    bool need_structural = true;
+    if (spec_has(spec, has_default) && puf)
+        invalid_raw(causes, "spec.preserveUnknownFields", "true",
+                    "must be false in order to use defaults in the schema");
 
     struct schema_opts so = {.valid_type = o->valid_property_type};
     size_t storage = 0;
