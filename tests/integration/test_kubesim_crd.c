@@ -498,6 +498,27 @@ START_TEST(test_crd_structural_schema)
 #undef KEYS_DEFAULT
 #undef CONDS
 
+    /* x-kubernetes-validations entries, before any CEL: rule, message,
+     * messageExpression, reason, fieldPath */
+    c = crd("rules", "kop.example.com", "Rule");
+    s = json_object_get(json_object_get(version(c, 0), "schema"), "openAPIV3Schema");
+    json_object_set_new(s, "x-kubernetes-validations",
+                        json_pack("[{s:s},{s:s},{s:s,s:s,s:s,s:s},{s:s,s:s}]", "rule", "  ", "rule",
+                                  "self.a\n== 1", "rule", "true", "message", "a\nb", "reason",
+                                  "Nope", "fieldPath", " ", "rule", "true", "messageExpression",
+                                  " "));
+#define XV "spec.validation.openAPIV3Schema.x-kubernetes-validations"
+    expect_invalid(c, "[" XV "[0].rule: Required value: rule is not specified, " XV
+                      "[1].message: Required value: message must be specified if rule contains "
+                      "line breaks, " XV "[2].message: Invalid value: \"a\\nb\": must not contain "
+                      "line breaks, " XV "[2].reason: Unsupported value: \"Nope\": supported "
+                      "values: \"FieldValueDuplicate\", \"FieldValueForbidden\", "
+                      "\"FieldValueInvalid\", \"FieldValueRequired\", " XV
+                      "[2].fieldPath: Invalid value: \" \": must be non-empty if specified, " XV
+                      "[3].messageExpression: Required value: messageExpression must be non-empty "
+                      "if specified]");
+#undef XV
+
     /* two versions with different schemas: the errors are per version */
     c = crd("pairs", "kop.example.com", "Pair");
     json_t *v2 = json_deep_copy(version(c, 0));

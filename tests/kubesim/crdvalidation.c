@@ -22,10 +22,11 @@
  * names, every field, zero values included (render_* below).
  *
  * Not done (accepted though the apiserver refuses): CEL rules
- * (x-kubernetes-validations compilation and cost), defaults (pruned,
+ * (x-kubernetes-validations compilation and cost, a rule's fieldPath
+ * resolved against the schema), defaults (pruned,
  * valid against their schema), the completeness rule of structural schemas
  * (a property in allOf/anyOf/oneOf/not must be specified outside),
- * embedded resources inside resource meta, selectableFields, regex
+ * selectableFields, regex
  * compilation of pattern, x509's own parse errors of a caBundle
  * (summed up as "malformed certificate"). Go iterates maps in random
  * order; kubesim reports properties in sorted key order.
@@ -874,13 +875,98 @@ static void validate_structural(const json_t *s, const char *path, json_t *cause
     json_decref(errs);
 }
 
+/* strings.TrimSpace's emptiness, ASCII whitespace only */
+static bool blank(const char *s)
+{
+    for (; *s; s++)
+        if (!strchr(" \t\n\r\v\f", *s))
+            return false;
+    return true;
+}
+
+static bool has_newlines(const char *s)
+{
+    return strpbrk(s, "\r\n") != NULL;
+}
+
+/* The x-kubernetes-validations entry rules that need no CEL compiler
+ * (ValidateCustomResourceDefinitionOpenAPISchema). */
+static void validate_rule(const json_t *r, const char *base, json_t *causes)
+{
+    const char *rule = str(r, "rule");
+    const char *msg = str(r, "message");
+    const char *mexpr = str(r, "messageExpression");
+    const char *fp = str(r, "fieldPath");
+    /* the trimmed texts */
+    while (*rule && strchr(" \t\n\r\v\f", *rule))
+        rule++;
+    while (*msg && strchr(" \t\n\r\v\f", *msg))
+        msg++;
+    size_t rn = strlen(rule), mn = strlen(msg);
+    while (rn && strchr(" \t\n\r\v\f", rule[rn - 1]))
+        rn--;
+    while (mn && strchr(" \t\n\r\v\f", msg[mn - 1]))
+        mn--;
+    char *trule = ks_printf("%.*s", (int)rn, rule);
+    char *tmsg = ks_printf("%.*s", (int)mn, msg);
+    char *p = NULL;
+    if (!*trule) {
+        p = ks_printf("%s.rule", base);
+        required(causes, p, "rule is not specified");
+    } else if (*str(r, "message") && !*tmsg) {
+        p = ks_printf("%s.message", base);
+        invalid(causes, p, str(r, "message"), "must be non-empty if specified");
+    } else if (has_newlines(tmsg)) {
+        p = ks_printf("%s.message", base);
+        invalid(causes, p, str(r, "message"), "must not contain line breaks");
+    } else if (has_newlines(trule) && !*tmsg) {
+        p = ks_printf("%s.message", base);
+        required(causes, p, "message must be specified if rule contains line breaks");
+    }
+    free(p);
+    p = NULL;
+    if (*mexpr && blank(mexpr)) {
+        p = ks_printf("%s.messageExpression", base);
+        required(causes, p, "messageExpression must be non-empty if specified");
+        free(p);
+    }
+    const json_t *reason = json_object_get(r, "reason");
+    if (json_is_string(reason)) {
+        static const char *const reasons[] = {"FieldValueDuplicate", "FieldValueForbidden",
+                                              "FieldValueInvalid", "FieldValueRequired", NULL};
+        bool ok = false;
+        for (const char *const *x = reasons; *x; x++)
+            ok = ok || strcmp(*x, json_string_value(reason)) == 0;
+        if (!ok) {
+            p = ks_printf("%s.reason", base);
+            not_supported(causes, p, json_string_value(reason), reasons);
+            free(p);
+        }
+    }
+    if (*fp && blank(fp)) {
+        p = ks_printf("%s.fieldPath", base);
+        invalid(causes, p, fp, "must be non-empty if specified");
+        free(p);
+    }
+    if (has_newlines(fp)) {
+        p = ks_printf("%s.fieldPath", base);
+        invalid(causes, p, fp, "must not contain line breaks");
+        free(p);
+    }
+    free(tmsg);
+    free(trule);
+}
+
 struct schema_opts {
-    bool valid_type; /* requireValidPropertyType */
+    bool valid_type;         /* requireValidPropertyType */
+    const char *no_defaults; /* why defaults are forbidden here, or NULL */
+    bool in_meta;            /* inside a resource's metadata, kind, apiVersion */
 };
 
 /* ValidateCustomResourceDefinitionOpenAPISchema and the v3 standard
  * validator (specStandardValidatorV3.validate). */
-static void openapi(const json_t *s, const char *path, const struct schema_opts *o, json_t *causes)
+static void openapi(const json_t *s, const char *path, const struct schema_opts *o, bool root,
+                    json_t *causes)
 {
     if (!json_is_object(s))
         return;
@@ -891,6 +977,13 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
                                             "object", "string",  NULL};
         p = ks_printf("%s.type", path);
         not_supported(causes, p, type, types);
+        free(p);
+    }
+    if (o->no_defaults && json_object_get(s, "default")) {
+        p = ks_printf("%s.default", path);
+        char *m = ks_printf("must not be set %s", o->no_defaults);
+        forbidden(causes, p, m);
+        free(m);
         free(p);
     }
     static const struct {
@@ -927,6 +1020,12 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
         forbidden(causes, p, "items must be a schema object and not an array");
         free(p);
     }
+    bool emb = json_is_true(json_object_get(s, "x-kubernetes-embedded-resource"));
+    if (o->in_meta && emb) {
+        p = ks_printf("%s.x-kubernetes-embedded-resource", path);
+        forbidden(causes, p, "must not be used inside of resource meta");
+        free(p);
+    }
     if (json_is_true(json_object_get(s, "uniqueItems"))) {
         p = ks_printf("%s.uniqueItems", path);
         forbidden(causes, p,
@@ -942,8 +1041,13 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
             forbidden(causes, p, "additionalProperties and properties are mutual exclusive");
             free(p);
         }
+        /* no defaults in additionalProperties of resource meta: pruning
+         * would be ambiguous */
+        struct schema_opts sub = *o;
+        if (o->in_meta)
+            sub.no_defaults = "inside additionalProperties applying to object metadata";
         p = ks_printf("%s.additionalProperties", path);
-        openapi(ap, p, o, causes);
+        openapi(ap, p, &sub, false, causes);
         free(p);
     }
     json_t *keys = sorted_keys(props);
@@ -951,14 +1055,26 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
     json_t *k;
     json_array_foreach(keys, i, k)
     {
-        p = ks_printf("%s.properties[%s]", path, json_string_value(k));
-        openapi(json_object_get(props, json_string_value(k)), p, o, causes);
+        const char *name = json_string_value(k);
+        struct schema_opts sub = *o;
+        char *why = NULL;
+        if ((root || emb) && (strcmp(name, "metadata") == 0 || strcmp(name, "kind") == 0 ||
+                              strcmp(name, "apiVersion") == 0)) {
+            sub.in_meta = true;
+            if (root) {
+                why = ks_printf("in top-level %s", name);
+                sub.no_defaults = why;
+            }
+        }
+        p = ks_printf("%s.properties[%s]", path, name);
+        openapi(json_object_get(props, name), p, &sub, false, causes);
         free(p);
+        free(why);
     }
     json_decref(keys);
     if (json_object_get(s, "not")) {
         p = ks_printf("%s.not", path);
-        openapi(json_object_get(s, "not"), p, o, causes);
+        openapi(json_object_get(s, "not"), p, o, false, causes);
         free(p);
     }
     static const char *const lists[] = {"allOf", "oneOf", "anyOf", NULL};
@@ -967,20 +1083,20 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
         json_array_foreach(json_object_get(s, *l), i, v)
         {
             p = ks_printf("%s.%s[%zu]", path, *l, i);
-            openapi(v, p, o, causes);
+            openapi(v, p, o, false, causes);
             free(p);
         }
     }
     if (json_is_object(items)) {
         p = ks_printf("%s.items", path);
-        openapi(items, p, o, causes);
+        openapi(items, p, o, false, causes);
         free(p);
     } else {
         json_t *v;
         json_array_foreach(items, i, v)
         {
             p = ks_printf("%s.items[%zu]", path, i);
-            openapi(v, p, o, causes);
+            openapi(v, p, o, false, causes);
             free(p);
         }
     }
@@ -1148,15 +1264,9 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
     json_t *r;
     json_array_foreach(rules, i, r)
     {
-        const char *rule = str(r, "rule");
-        bool blank = true;
-        for (const char *c = rule; *c && blank; c++)
-            blank = strchr(" \t\n\r\v\f", *c) != NULL;
-        if (blank) {
-            p = ks_printf("%s.x-kubernetes-validations[%zu].rule", path, i);
-            required(causes, p, "rule is not specified");
-            free(p);
-        }
+        char *base = ks_printf("%s.x-kubernetes-validations[%zu]", path, i);
+        validate_rule(r, base, causes);
+        free(base);
     }
 }
 
@@ -1266,7 +1376,7 @@ static void validate_validation(const json_t *val, bool status_enabled, bool nee
     const char *init = need_structural ? init_error(s) : NULL;
     if (need_structural && !init)
         validate_structural(s, p, causes);
-    openapi(s, p, o, causes);
+    openapi(s, p, o, true, causes);
     /* NewStructural's error only when the schema's validation found none
      * (they overlap) */
     if (init && json_array_size(causes) == before)
