@@ -598,6 +598,48 @@ START_TEST(test_crd_update)
                                  "certificates: unable to parse bytes as PEM block\""),
                   "%s", r.body);
     kop_test_resp_free(&r);
+    /* a BEGIN line without its END is no PEM block either (what
+     * tests/scripts/test_helm.sh used as a placeholder CA) */
+    const char *begin_only =
+        "{\"spec\":{\"conversion\":{\"strategy\":\"Webhook\",\"webhook\":{"
+        "\"conversionReviewVersions\":[\"v1\"],\"clientConfig\":{"
+        "\"caBundle\":\"LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\",\"service\":{"
+        "\"namespace\":\"ns\",\"name\":\"svc\"}}}}}}";
+    r = request("PATCH", path, "application/merge-patch+json", begin_only);
+    ck_assert_msg(r.code == 422 && strstr(r.body, "unable to parse bytes as PEM block"), "%ld %s",
+                  r.code, r.body);
+    kop_test_resp_free(&r);
+    /* kubesim's own CA (a certificate): accepted */
+    FILE *f = fopen(ca_path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char pem[8192];
+    size_t n = fread(pem, 1, sizeof(pem), f);
+    fclose(f);
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char enc[12000];
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)pem[i] << 16 | (i + 1 < n ? (unsigned)pem[i + 1] << 8 : 0) |
+                     (i + 2 < n ? pem[i + 2] : 0);
+        enc[o++] = b64[v >> 18 & 63];
+        enc[o++] = b64[v >> 12 & 63];
+        enc[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
+        enc[o++] = i + 2 < n ? b64[v & 63] : '=';
+    }
+    enc[o] = '\0';
+    char good[16384];
+    snprintf(good, sizeof(good),
+             "{\"spec\":{\"conversion\":{\"strategy\":\"Webhook\",\"webhook\":{"
+             "\"conversionReviewVersions\":[\"v1\"],\"clientConfig\":{\"caBundle\":\"%s\","
+             "\"service\":{\"namespace\":\"ns\",\"name\":\"svc\"}}}}}}",
+             enc);
+    r = request("PATCH", path, "application/merge-patch+json", good);
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
+    r = request("PATCH", path, "application/merge-patch+json",
+                "{\"spec\":{\"conversion\":{\"strategy\":\"None\",\"webhook\":null}}}");
+    ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
+    kop_test_resp_free(&r);
     c = crd("cabundles", "kop.example.com", "CaBundle");
     json_object_set_new(spec_of(c), "conversion",
                         json_pack("{s:s,s:{s:[s],s:{s:s,s:{s:s,s:s}}}}", "strategy", "Webhook",

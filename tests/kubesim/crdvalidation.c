@@ -1631,34 +1631,123 @@ static void validate_review_versions(const json_t *list, bool require_recognized
     }
 }
 
-/* apiserver/pkg/util/webhook ValidateCABundle: client-go's rootCertPool
- * (x509.CertPool.AppendCertsFromPEM, and createErrorParsingCAData's text
- * when no certificate was taken) under TLSConfigFor's "unable to load root
- * certificates". NULL when valid; x509's own parse errors are summed up as
- * "malformed certificate". */
+/* Go's encoding/pem Decode over s[0..n): the next block ("-----BEGIN
+ * " at the start or after a newline, a type line ending in "-----", the
+ * matching END line followed by blanks only, a base64 body), its type
+ * (malloc'd) and DER (malloc'd), and the offset where the rest starts.
+ * false when no block is left. Headers are not parsed: their block fails
+ * to decode and is skipped like an undecodable one. */
+static bool pem_next(const char *s, size_t n, char **ret_type, unsigned char **ret_der,
+                     size_t *ret_der_len, size_t *ret_rest)
+{
+    size_t at = 0;
+    for (;;) {
+        size_t b;
+        if (n - at >= 11 && memcmp(s + at, "-----BEGIN ", 11) == 0) {
+            b = at + 11;
+        } else {
+            const char *f = memmem(s + at, n - at, "\n-----BEGIN ", 12);
+            if (!f)
+                return false;
+            b = (size_t)(f - s) + 12;
+        }
+        const char *nl = memchr(s + b, '\n', n - b);
+        size_t le = nl ? (size_t)(nl - s) : n;
+        size_t next = nl ? le + 1 : n;
+        while (le > b && strchr(" \t\r", s[le - 1]))
+            le--;
+        at = next;
+        if (le - b < 5 || memcmp(s + le - 5, "-----", 5) != 0)
+            continue;
+        size_t tlen = le - 5 - b;
+        size_t end, trailer;
+        if (n - next >= 9 && memcmp(s + next, "-----END ", 9) == 0) {
+            end = next;
+            trailer = next + 9;
+        } else {
+            const char *e = memmem(s + next, n - next, "\n-----END ", 10);
+            if (!e)
+                continue;
+            end = (size_t)(e - s);
+            trailer = end + 10;
+        }
+        if (n - trailer < tlen + 5 || memcmp(s + trailer, s + b, tlen) != 0 ||
+            memcmp(s + trailer + tlen, "-----", 5) != 0)
+            continue;
+        size_t r = trailer + tlen + 5;
+        const char *nl2 = memchr(s + r, '\n', n - r);
+        size_t r_end = nl2 ? (size_t)(nl2 - s) : n;
+        bool blanks = true;
+        for (size_t i = r; i < r_end; i++)
+            blanks = blanks && strchr(" \t\r", s[i]) != NULL;
+        if (!blanks)
+            continue;
+        char *body = ks_printf("%.*s", (int)(end - next), s + next);
+        for (char *c = body; *c; c++)
+            if (*c == '\t')
+                *c = ' ';
+        bool bad = strchr(body, ':') != NULL;
+        size_t dlen = 0;
+        unsigned char *der = bad ? NULL : ks_base64_decode(body, &dlen);
+        free(body);
+        if (!der)
+            continue;
+        *ret_type = ks_printf("%.*s", (int)tlen, s + b);
+        *ret_der = der;
+        *ret_der_len = dlen;
+        *ret_rest = nl2 ? r_end + 1 : n;
+        return true;
+    }
+}
+
+static bool der_certificate(const unsigned char *der, size_t len)
+{
+    mbedtls_x509_crt c;
+    mbedtls_x509_crt_init(&c);
+    int rc = mbedtls_x509_crt_parse_der(&c, der, len);
+    mbedtls_x509_crt_free(&c);
+    return rc == 0;
+}
+
+/* apiserver/pkg/util/webhook ValidateCABundle: client-go's rootCertPool,
+ * valid when x509.CertPool.AppendCertsFromPEM takes a certificate, else
+ * createErrorParsingCAData's text under TLSConfigFor's "unable to load
+ * root certificates". NULL when valid; x509's own parse errors are
+ * summed up as "malformed certificate". */
 static const char *ca_bundle_error(const char *b64)
 {
     size_t len = 0;
     unsigned char *pem = ks_base64_decode(b64, &len);
     if (!pem)
         return NULL; /* the decoder refused it already */
+    const char *text = (const char *)pem;
     const char *err = NULL;
-    mbedtls_x509_crt chain;
-    mbedtls_x509_crt_init(&chain);
-    /* NUL-terminated: mbedTLS reads PEM then (ks_base64_decode adds it) */
-    mbedtls_x509_crt_parse(&chain, pem, len + 1);
-    bool any = chain.raw.len > 0;
-    mbedtls_x509_crt_free(&chain);
-    if (!any) {
-        const char *text = (const char *)pem;
-        bool begin = strncmp(text, "-----BEGIN ", 11) == 0 || strstr(text, "\n-----BEGIN ");
-        if (!begin)
-            err = "unable to load root certificates: unable to parse bytes as PEM block";
-        else if (strstr(text, "-----BEGIN CERTIFICATE-----"))
-            err = "unable to load root certificates: failed to parse certificate: x509: "
-                  "malformed certificate";
-        else
+    bool any = false;
+    size_t at = 0, rest;
+    char *type;
+    unsigned char *der;
+    size_t dlen;
+    /* AppendCertsFromPEM */
+    while (!any && at < len && pem_next(text + at, len - at, &type, &der, &dlen, &rest)) {
+        at += rest;
+        any = strcmp(type, "CERTIFICATE") == 0 && der_certificate(der, dlen);
+        free(type);
+        free(der);
+    }
+    /* createErrorParsingCAData */
+    for (at = 0; !any && !err;) {
+        if (at >= len) {
             err = "unable to load root certificates: no valid certificate authority data seen";
+        } else if (!pem_next(text + at, len - at, &type, &der, &dlen, &rest)) {
+            err = "unable to load root certificates: unable to parse bytes as PEM block";
+        } else {
+            at += rest;
+            if (strcmp(type, "CERTIFICATE") == 0 && !der_certificate(der, dlen))
+                err = "unable to load root certificates: failed to parse certificate: x509: "
+                      "malformed certificate";
+            free(type);
+            free(der);
+        }
     }
     free(pem);
     return err;
