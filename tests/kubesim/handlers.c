@@ -1014,8 +1014,33 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
                0) {
         ks_whconfig_defaults(obj, true);
     } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
+        /* apiextensions/v1 defaults.go: SetDefaults_CustomResourceDefinitionSpec
+         * and SetDefaults_ServiceReference */
         json_t *spec = ks_ensure_obj(obj, "spec");
+        json_t *names = json_object_get(spec, "names");
+        const char *kind = json_string_value(json_object_get(names, "kind"));
+        if (json_is_object(names) && kind && *kind) {
+            if (!json_string_length(json_object_get(names, "singular"))) {
+                char *low = ks_strdup(kind);
+                for (char *c = low; *c; c++)
+                    if (*c >= 'A' && *c <= 'Z')
+                        *c = (char)(*c - 'A' + 'a');
+                json_object_set_new(names, "singular", json_string(low));
+                free(low);
+            }
+            if (!json_string_length(json_object_get(names, "listKind"))) {
+                char *lk = ks_printf("%sList", kind);
+                json_object_set_new(names, "listKind", json_string(lk));
+                free(lk);
+            }
+        }
         set_default(spec, "conversion", json_pack("{s:s}", "strategy", "None"));
+        json_t *svc = json_object_get(
+            json_object_get(json_object_get(json_object_get(spec, "conversion"), "webhook"),
+                            "clientConfig"),
+            "service");
+        if (json_is_object(svc))
+            set_default(svc, "port", json_integer(443));
     }
 }
 
@@ -2518,7 +2543,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
     const struct ks_version *ver = ks_res_version(def, q->version);
     bool has_status = ver && ver->status;
-    json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL;
+    json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL, *sv_causes = NULL;
     char *err = NULL;
     int rc = 0;
 
@@ -2580,11 +2605,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         /* A copy: storedVersions may grow below, cur_v stays as read. */
         if (st && !status_sub)
             json_object_set_new(next, "status", json_deep_copy(st));
-        json_t *sv_causes = crd_stored_versions(next, !status_sub);
-        if (sv_causes) {
-            reply_invalid(r, def, q->name, sv_causes);
-            goto out;
-        }
+        sv_causes = crd_stored_versions(next, !status_sub);
     }
     builtin_defaults(ks, def, next, cur_v);
     if (service_allocations(ks, def, next, key, q->name, r) != 0)
@@ -2592,6 +2613,13 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     if (ks_authz_escalation_check(q, def, next, cur_v, q->name, r) != 0)
         goto out;
     json_t *causes = ks_validate_object(def, next, cur_v, false);
+    if (sv_causes) {
+        /* ValidateCustomResourceDefinitionUpdate: the spec's causes, then
+         * status.storedVersions' */
+        if (!causes)
+            causes = json_array();
+        json_array_extend(causes, sv_causes);
+    }
     if (causes) {
         reply_invalid(r, def, q->name, causes);
         goto out;
@@ -2622,6 +2650,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         goto out;
     rc = commit_update(q, def, key, stored, cur_rv, body_rv, dry, r);
 out:
+    json_decref(sv_causes);
     json_decref(cur);
     json_decref(cur_v);
     json_decref(next);

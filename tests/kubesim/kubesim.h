@@ -359,6 +359,11 @@ char *ks_go_strings(const json_t *list, const char *type);
 /* The strings of list, each as ks_go_quote prints it, between open and
  * close and separated by sep (%v of a []string is "[", " ", "]"). malloc'd */
 char *ks_go_join(const json_t *list, const char *open, const char *sep, const char *close);
+/* crdvalidation.c: the apiextensions-apiserver's ValidateCustomResourceDefinition
+ * (old NULL) or ValidateCustomResourceDefinitionUpdate of a v1 CRD, its
+ * causes appended to causes (ObjectMeta's already there). The update's
+ * status.storedVersions rules are the handler's. */
+void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes);
 /* The registry's validation of an object of def's kind about to be stored
  * (ObjectMeta, its name only at create, and the kind's own rules; with
  * old, the stored object an update replaces, the kind's update rules too:

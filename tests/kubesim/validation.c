@@ -1964,6 +1964,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
     } else if (strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") ==
                0) {
         ks_validate_whconfig(obj, old, true, causes);
+    } else if (strcmp(def->key, "customresourcedefinitions.apiextensions.k8s.io") == 0) {
+        ks_validate_crd(obj, old, causes);
     } else if (strcmp(def->key, "storageversionmigrations.storagemigration.k8s.io") == 0) {
         const json_t *res = json_object_get(json_object_get(obj, "spec"), "resource");
         const char *plural = json_string_value(json_object_get(res, "resource"));

@@ -184,7 +184,9 @@ function vwcBundle(docs) {
     const v = find(docs, 'ValidatingWebhookConfiguration');
     return v && v.webhooks[0].clientConfig.caBundle;
 }
-const CA = 'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==';
+// test_helm.sh's caBundle: a real CA certificate, base64 (the apiserver
+// refuses a CRD caBundle that holds none).
+const CA = fs.readFileSync(require('path').join(__dirname, '..', 'data', 'helm-ca.pem')).toString('base64');
 
 // What each case of test_helm.sh sets, and what the rendering must show.
 const CASES = {

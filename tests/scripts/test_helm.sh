@@ -145,7 +145,10 @@ k kustomize "$root/manifests" >"$work/kustomize-default.yaml"
 k kustomize "$root/manifests/overlays/self-signed" >"$work/kustomize-self-signed.yaml"
 k kustomize "$root/manifests/overlays/sharding" >"$work/kustomize-sharding.yaml"
 
-ca=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+# A real CA certificate (tests/data/helm-ca.pem, self-signed, P-256): the
+# apiserver refuses a caBundle that holds none once the CRD is established
+# (apiextensions ValidateCABundle), as the upgrades below do.
+ca=$(base64 -w0 <"$root/tests/data/helm-ca.pem")
 # The value cases of tests/manifests/helm.js: name, then helm arguments.
 cases=(
   "secret|--set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca"
