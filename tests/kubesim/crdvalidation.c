@@ -214,10 +214,10 @@ static json_t *render_schema_list(const json_t *a)
     return out;
 }
 
-static json_t *render_schema_map(const json_t *m)
+/* The object m with its keys sorted and each value as each() renders it.
+ * @ref new */
+static json_t *map_sorted(const json_t *m, json_t *(*each)(const json_t *))
 {
-    if (!json_is_object(m))
-        return json_null();
     json_t *out = json_object();
     json_t *keys = sorted_keys(m);
     size_t i;
@@ -225,10 +225,17 @@ static json_t *render_schema_map(const json_t *m)
     json_array_foreach(keys, i, k)
     {
         const char *key = json_string_value(k);
-        json_object_set_new(out, key, render_schema(json_object_get(m, key)));
+        json_object_set_new(out, key, each(json_object_get(m, key)));
     }
     json_decref(keys);
     return out;
+}
+
+static json_t *render_schema_map(const json_t *m)
+{
+    if (!json_is_object(m))
+        return json_null();
+    return map_sorted(m, render_schema);
 }
 
 /* JSONSchemaPropsOrBool */
@@ -547,17 +554,7 @@ static json_t *sorted_copy(const json_t *v)
     }
     if (!json_is_object(v))
         return json_deep_copy(v);
-    json_t *o = json_object();
-    json_t *keys = sorted_keys(v);
-    size_t i;
-    json_t *k;
-    json_array_foreach(keys, i, k)
-    {
-        const char *key = json_string_value(k);
-        json_object_set_new(o, key, sorted_copy(json_object_get(v, key)));
-    }
-    json_decref(keys);
-    return o;
+    return map_sorted(v, sorted_copy);
 }
 
 enum level { ROOT, ITEM, FIELD };

@@ -465,6 +465,15 @@ static bool format_ok(const char *format, const char *s)
     return true;
 }
 
+/* The schema of an object's member k: its properties' entry, else an
+ * additionalProperties schema; NULL for neither. */
+static const json_t *property_schema(const json_t *s, const char *k)
+{
+    const json_t *ps = json_object_get(json_object_get(s, "properties"), k);
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    return ps ? ps : json_is_object(ap) ? ap : NULL;
+}
+
 static bool type_ok(const json_t *v, const char *type)
 {
     if (strcmp(type, "object") == 0)
@@ -624,14 +633,10 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
                 free(p);
             }
         }
-        const json_t *props = json_object_get(s, "properties");
-        const json_t *ap = json_object_get(s, "additionalProperties");
         const char *k;
         json_object_foreach((json_t *)v, k, x)
         {
-            const json_t *ps = json_object_get(props, k);
-            if (!ps && json_is_object(ap))
-                ps = ap;
+            const json_t *ps = property_schema(s, k);
             if (!ps)
                 continue;
             char *p = ks_printf("%s%s%s", path, *path ? "." : "", k);
@@ -757,15 +762,11 @@ static void list_sets_and_maps(const json_t *v, const json_t *s, const char *pat
     if (!json_is_object(s))
         return;
     if (json_is_object(v)) {
-        const json_t *props = json_object_get(s, "properties");
-        const json_t *ap = json_object_get(s, "additionalProperties");
         const char *k;
         json_t *x;
         json_object_foreach((json_t *)v, k, x)
         {
-            const json_t *ps = json_object_get(props, k);
-            if (!ps && json_is_object(ap))
-                ps = ap;
+            const json_t *ps = property_schema(s, k);
             if (!ps)
                 continue;
             char *p = ks_printf("%s%s%s", path, *path ? "." : "", k);
