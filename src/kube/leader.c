@@ -691,7 +691,28 @@ static int release(struct kop_leader *l)
     rec.acquire_wall_ns = now_wall;
     rec.renew_wall_ns = now_wall;
     rec.transitions = l->obs.record.transitions;
-    int r = put_record(l, &rec, l->lease, kop_clock_now_ns() + l->renew_ns);
+    int64_t deadline = kop_clock_now_ns() + l->renew_ns;
+    int r = put_record(l, &rec, l->lease, deadline);
+    if (r == -EBUSY) {
+        /* 409: the cached Lease is stale (a renewal the stop cut short was
+         * stored after all, or another write). Read it once more: still
+         * ours, release it on the fresh object; someone else's, there is
+         * nothing to release. client-go gives up here and the next leader
+         * waits for the lease to expire. */
+        json_t *obj = NULL;
+        struct kop_api_status st;
+        memset(&st, 0, sizeof(st));
+        r = lease_call(l, "GET", true, NULL, deadline, &st, &obj);
+        if (r != 0) {
+            log_api_error(l, "lease get failed", r, &st);
+            return r;
+        }
+        remember(l, obj, kop_clock_now_ns());
+        if (!kop_leader_observer_is_mine(&l->obs, l->identity))
+            return 0;
+        rec.transitions = l->obs.record.transitions;
+        r = put_record(l, &rec, l->lease, deadline);
+    }
     if (r == 0)
         kop_log(KOP_LOG_INFO, LOGGER, "released lease",
                 json_pack("{s:s,s:s}", "lease", l->name, "namespace", l->ns));

@@ -382,6 +382,32 @@ START_TEST(test_leader_release_hands_over)
 }
 END_TEST
 
+/* Release with a stale cache: another write (a renewal a stop cut short
+ * that the server applied anyway, or here an annotation) moved the Lease's
+ * resourceVersion since the leader last saw it. The release's PUT gets a
+ * 409; the leader reads the Lease once more and, still its holder,
+ * releases it (it failed with -EBUSY, and the next leader waited for the
+ * lease to expire). */
+START_TEST(test_leader_release_after_a_foreign_write)
+{
+    struct cand a;
+    cand_init(&a, "stale", "cand-a", 30000, 20000, 5000); /* no renewal for 5 s */
+    wait_leads(&a, 10000);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "note", "y");
+    struct kop_api_status st;
+    memset(&st, 0, sizeof(st));
+    ck_assert_int_eq(kop_client_patch(client, &lease_res, NS, "stale", patch, &st, NULL), 0);
+    json_decref(patch);
+    ck_assert_int_eq(kop_leader_stop(a.l, true), 0);
+    json_t *lease = get_lease("stale");
+    ck_assert_str_eq(kop_json_path_str(lease, "spec.holderIdentity"), "");
+    ck_assert_int_eq(json_integer_value(kop_json_path(lease, "spec.leaseDurationSeconds")), 1);
+    ck_assert_str_eq(kop_json_path_str(lease, "metadata.annotations.note"), "y");
+    json_decref(lease);
+    cand_free(&a);
+}
+END_TEST
+
 START_TEST(test_leader_crash_waits_for_expiry)
 {
     struct cand a, b;
@@ -525,6 +551,7 @@ static Suite *leader_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_leader_exactly_one_and_lease_fields);
     tcase_add_test(tc, test_leader_release_hands_over);
+    tcase_add_test(tc, test_leader_release_after_a_foreign_write);
     tcase_add_test(tc, test_leader_crash_waits_for_expiry);
     tcase_add_test(tc, test_leader_lost_renewal_stops_at_once);
     tcase_add_test(tc, test_leader_hung_server_aborted_at_deadline);
