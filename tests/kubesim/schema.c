@@ -751,6 +751,23 @@ static json_t *non_unique(const json_t *list)
     return out;
 }
 
+/* A Duplicate at path[i] for each i non_unique finds in list (the values,
+ * or the map keys standing for the elements of path's list). */
+static void report_duplicates(const json_t *list, const char *path, json_t *causes)
+{
+    json_t *dups = non_unique(list);
+    size_t i;
+    json_t *x;
+    json_array_foreach(dups, i, x)
+    {
+        size_t at = (size_t)json_integer_value(x);
+        char *p = ks_printf("%s[%zu]", path, at);
+        duplicate(causes, p, json_array_get(list, at));
+        free(p);
+    }
+    json_decref(dups);
+}
+
 /*
  * apiextensions-apiserver/pkg/apiserver/schema/listtype: arrays with
  * x-kubernetes-list-type set hold each value once, those with map each
@@ -781,15 +798,7 @@ static void list_sets_and_maps(const json_t *v, const json_t *s, const char *pat
     size_t i;
     json_t *x;
     if (lt && strcmp(lt, "set") == 0) {
-        json_t *dups = non_unique(v);
-        json_array_foreach(dups, i, x)
-        {
-            size_t at = (size_t)json_integer_value(x);
-            char *p = ks_printf("%s[%zu]", path, at);
-            duplicate(causes, p, json_array_get(v, at));
-            free(p);
-        }
-        json_decref(dups);
+        report_duplicates(v, path, causes);
     } else if (lt && strcmp(lt, "map") == 0) {
         bool objects = true;
         json_array_foreach(v, i, x)
@@ -800,8 +809,7 @@ static void list_sets_and_maps(const json_t *v, const json_t *s, const char *pat
                 cause(causes, "FieldValueInvalid", p,
                       ks_printf("Invalid value: %s: must be an object for an array of list-type "
                                 "map",
-                                json_is_string(x) || json_is_number(x) || json_is_boolean(x) ? g
-                                                                                             : g));
+                                g));
                 free(g);
                 free(p);
                 objects = false;
@@ -825,15 +833,7 @@ static void list_sets_and_maps(const json_t *v, const json_t *s, const char *pat
                 }
                 json_array_append_new(keys, key);
             }
-            json_t *dups = non_unique(keys);
-            json_array_foreach(dups, i, x)
-            {
-                size_t at = (size_t)json_integer_value(x);
-                char *p = ks_printf("%s[%zu]", path, at);
-                duplicate(causes, p, json_array_get(keys, at));
-                free(p);
-            }
-            json_decref(dups);
+            report_duplicates(keys, path, causes);
             json_decref(keys);
         }
     }
