@@ -653,16 +653,7 @@ static char *aggregate(const json_t *errs)
         return NULL;
     if (n == 1)
         return ks_strdup(json_string_value(json_array_get(errs, 0)));
-    char *out = ks_strdup("[");
-    for (size_t i = 0; i < n; i++) {
-        char *next =
-            ks_printf("%s%s%s", out, i ? ", " : "", json_string_value(json_array_get(errs, i)));
-        free(out);
-        out = next;
-    }
-    char *next = ks_printf("%s]", out);
-    free(out);
-    return next;
+    return ks_join(errs, "[", ", ", "]");
 }
 
 struct decide {

@@ -1362,15 +1362,7 @@ static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj
     ks_kschema_prune_metadata(obj, unknown);
     ks_schema_prune_report(obj, v->schema, unknown);
     if (json_array_size(unknown) && mode == KS_FV_STRICT) {
-        char *list = ks_strdup("");
-        size_t i;
-        json_t *x;
-        json_array_foreach(unknown, i, x)
-        {
-            char *n = ks_printf("%s%s%s", list, i ? ", " : "", json_string_value(x));
-            free(list);
-            list = n;
-        }
+        char *list = ks_join(unknown, "", ", ", "");
         char *msg = ks_printf("%s in version \"%s\" cannot be handled as a %s: strict decoding "
                               "error: %s",
                               def->kind, q->version, def->kind, list);

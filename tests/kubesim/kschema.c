@@ -497,15 +497,7 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
                                  version, def->kind, w.type_err);
         rc = -EINVAL;
     } else if (json_array_size(w.unknown) && mode == KS_FV_STRICT) {
-        char *list = ks_strdup("");
-        size_t i;
-        json_t *x;
-        json_array_foreach(w.unknown, i, x)
-        {
-            char *n = ks_printf("%s%s%s", list, i ? ", " : "", json_string_value(x));
-            free(list);
-            list = n;
-        }
+        char *list = ks_join(w.unknown, "", ", ", "");
         ret->code = 400;
         ret->message = ks_printf("%s in version \"%s\" cannot be handled as a %s: strict decoding "
                                  "error: %s",

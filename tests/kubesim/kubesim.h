@@ -359,6 +359,8 @@ char *ks_go_strings(const json_t *list, const char *type);
 /* The strings of list, each as ks_go_quote prints it, between open and
  * close and separated by sep (%v of a []string is "[", " ", "]"). malloc'd */
 char *ks_go_join(const json_t *list, const char *open, const char *sep, const char *close);
+/* The same without quoting: open a<sep>b close. malloc'd */
+char *ks_join(const json_t *list, const char *open, const char *sep, const char *close);
 /* crdvalidation.c: the apiextensions-apiserver's ValidateCustomResourceDefinition
  * (old NULL) or ValidateCustomResourceDefinitionUpdate of a v1 CRD, its
  * causes appended to causes (ObjectMeta's already there). The update's

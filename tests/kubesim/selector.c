@@ -274,18 +274,7 @@ static char *requirement_errors(const struct sel_req *r)
         out = ks_strdup(json_string_value(json_array_get(errs, 0)));
     } else if (json_array_size(errs) > 1) {
         /* utilerrors.aggregate: "[a, b]" */
-        out = ks_strdup("[");
-        size_t i;
-        json_t *x;
-        json_array_foreach(errs, i, x)
-        {
-            char *n = ks_printf("%s%s%s", out, i ? ", " : "", json_string_value(x));
-            free(out);
-            out = n;
-        }
-        char *n = ks_printf("%s]", out);
-        free(out);
-        out = n;
+        out = ks_join(errs, "[", ", ", "]");
     }
     json_decref(errs);
     return out;

@@ -459,14 +459,16 @@ static char *go_map(const json_t *m)
     return o;
 }
 
-char *ks_go_join(const json_t *list, const char *open, const char *sep, const char *close)
+static char *join(const json_t *list, const char *open, const char *sep, const char *close,
+                  bool quote)
 {
     char *out = ks_strdup(open);
     size_t i;
     json_t *v;
     json_array_foreach(list, i, v)
     {
-        char *q = ks_go_quote(json_is_string(v) ? json_string_value(v) : "");
+        const char *s = json_is_string(v) ? json_string_value(v) : "";
+        char *q = quote ? ks_go_quote(s) : ks_strdup(s);
         char *o = ks_printf("%s%s%s", out, i ? sep : "", q);
         free(out);
         free(q);
@@ -475,6 +477,16 @@ char *ks_go_join(const json_t *list, const char *open, const char *sep, const ch
     char *o = ks_printf("%s%s", out, close);
     free(out);
     return o;
+}
+
+char *ks_go_join(const json_t *list, const char *open, const char *sep, const char *close)
+{
+    return join(list, open, sep, close, true);
+}
+
+char *ks_join(const json_t *list, const char *open, const char *sep, const char *close)
+{
+    return join(list, open, sep, close, false);
 }
 
 char *ks_go_strings(const json_t *list, const char *type)

@@ -424,15 +424,7 @@ static void validate_webhook(const json_t *hook, const char *path, bool mutating
     } else {
         json_t *msgs = ks_msgs_dns1123_subdomain(name);
         if (json_array_size(msgs) > 0) {
-            char *joined = ks_strdup("");
-            size_t i;
-            json_t *m;
-            json_array_foreach(msgs, i, m)
-            {
-                char *j = ks_printf("%s%s%s", joined, i ? "," : "", json_string_value(m));
-                free(joined);
-                joined = j;
-            }
+            char *joined = ks_join(msgs, "", ",", "");
             invalid_one(causes, f, name, joined);
             free(joined);
         } else {
