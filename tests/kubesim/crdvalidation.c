@@ -46,13 +46,7 @@ static const char *str(const json_t *o, const char *k)
 
 /* ---- field.Error bodies ----------------------------------------------------------- */
 
-static void required(json_t *causes, const char *field, const char *detail)
-{
-    if (detail && *detail)
-        ks_cause(causes, "FieldValueRequired", field, "Required value: %s", detail);
-    else
-        ks_cause(causes, "FieldValueRequired", field, "Required value");
-}
+#define required ks_required
 
 static void forbidden(json_t *causes, const char *field, const char *detail)
 {

@@ -336,6 +336,8 @@ char *ks_go_quote(const char *s);
 /* Validation causes (field.Error as a StatusCause): reason, field, message. */
 __attribute__((format(printf, 4, 5))) void ks_cause(json_t *causes, const char *reason,
                                                     const char *field, const char *fmt, ...);
+/* field.Required(field, detail): "Required value[: detail]". */
+void ks_required(json_t *causes, const char *field, const char *detail);
 /* field.Invalid(field, value (a string), msg) for each of msgs (@ref steal msgs). */
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs);
 /* field.Invalid(field, an integer value, msg) */

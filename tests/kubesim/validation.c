@@ -252,6 +252,14 @@ void ks_cause(json_t *causes, const char *reason, const char *field, const char 
 
 #define cause ks_cause
 
+void ks_required(json_t *causes, const char *field, const char *detail)
+{
+    if (detail && *detail)
+        cause(causes, "FieldValueRequired", field, "Required value: %s", detail);
+    else
+        cause(causes, "FieldValueRequired", field, "Required value");
+}
+
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs)
 {
     char *q = ks_go_quote(value);

@@ -76,14 +76,7 @@ static int32_t utf8_rune(const unsigned char *s, size_t n, size_t *ret_len)
 
 /* ---- field.Error constructors ------------------------------------------------- */
 
-/* field.Required(field, detail) */
-static void required(json_t *causes, const char *field, const char *detail)
-{
-    if (detail && *detail)
-        ks_cause(causes, "FieldValueRequired", field, "Required value: %s", detail);
-    else
-        ks_cause(causes, "FieldValueRequired", field, "Required value");
-}
+#define required ks_required
 
 /* field.NotSupported(field, a typed string value, supported): supported is
  * the sorted set as sets.String.List() gives it, already quoted. */
