@@ -367,6 +367,139 @@ static int openapi_v2_form(const char *accept)
     return -1;
 }
 
+/*
+ * /healthz, /livez and /readyz as the generic apiserver installs them
+ * (apiserver/pkg/server/healthz InstallPathHandlerWithHealthyFunc,
+ * handleRootHealth, adaptCheckToHandler): the root answers "ok", or with
+ * ?verbose one "[+]NAME ok" line per check and "NAME check passed"; each
+ * ?exclude=NAME is listed as "[+]NAME excluded: ok", and names that match
+ * no check end in a "warn: some health checks cannot be excluded" line;
+ * /readyz/CHECK answers "ok" for one check. The checks are a 1.32
+ * kube-apiserver's (its post-start hooks in their order, from the output
+ * of clusters of that time); kubesim's store and controllers are ready
+ * before it listens, so every check passes.
+ */
+static const char *const health_hooks[] = {
+    "poststarthook/start-apiserver-admission-initializer",
+    "poststarthook/generic-apiserver-start-informers",
+    "poststarthook/priority-and-fairness-config-consumer",
+    "poststarthook/priority-and-fairness-filter",
+    "poststarthook/storage-object-count-tracker-hook",
+    "poststarthook/start-apiextensions-informers",
+    "poststarthook/start-apiextensions-controllers",
+    "poststarthook/crd-informer-synced",
+    "poststarthook/start-service-ip-repair-controllers",
+    "poststarthook/rbac/bootstrap-roles",
+    "poststarthook/scheduling/bootstrap-system-priority-classes",
+    "poststarthook/priority-and-fairness-config-producer",
+    "poststarthook/start-system-namespaces-controller",
+    "poststarthook/bootstrap-controller",
+    "poststarthook/start-cluster-authentication-info-controller",
+    "poststarthook/start-kube-apiserver-identity-lease-controller",
+    "poststarthook/start-kube-apiserver-identity-lease-garbage-collector",
+    "poststarthook/start-legacy-token-tracking-controller",
+    "poststarthook/aggregator-reload-proxy-client-cert",
+    "poststarthook/start-kube-aggregator-informers",
+    "poststarthook/apiservice-status-local-available-controller",
+    "poststarthook/apiservice-status-remote-available-controller",
+    "poststarthook/apiservice-registration-controller",
+    "poststarthook/apiservice-discovery-controller",
+    "poststarthook/kube-apiserver-autoregistration",
+    "autoregister-completion",
+    "poststarthook/apiservice-openapi-controller",
+    "poststarthook/apiservice-openapiv3-controller",
+};
+
+/* The checks of one endpoint, in order, into out (room for 40). */
+static size_t health_checks(bool readyz, const char **out)
+{
+    size_t n = 0;
+    out[n++] = "ping";
+    out[n++] = "log";
+    out[n++] = "etcd";
+    if (readyz) {
+        out[n++] = "etcd-readiness";
+        out[n++] = "informer-sync";
+    }
+    for (size_t i = 0; i < sizeof(health_hooks) / sizeof(health_hooks[0]); i++)
+        out[n++] = health_hooks[i];
+    if (readyz)
+        out[n++] = "shutdown";
+    return n;
+}
+
+struct health_query {
+    bool verbose;
+    json_t *exclude; /* name -> true */
+};
+
+static enum MHD_Result health_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    struct health_query *q = cls;
+    if (strcmp(key, "verbose") == 0)
+        q->verbose = true;
+    else if (strcmp(key, "exclude") == 0)
+        json_object_set_new(q->exclude, value ? value : "", json_true());
+    return MHD_YES;
+}
+
+/* segs[0] is healthz, livez or readyz; false: not a health path */
+static bool health_endpoint(struct MHD_Connection *conn, char **segs, int n, struct ks_reply *r)
+{
+    const char *checks[40];
+    size_t nchecks = health_checks(strcmp(segs[0], "readyz") == 0, checks);
+    if (n > 1) {
+        /* /readyz/poststarthook/rbac/bootstrap-roles: one check */
+        json_t *parts = json_array();
+        for (int i = 1; i < n; i++)
+            json_array_append_new(parts, json_string(segs[i]));
+        char *name = ks_join(parts, "", "/", "");
+        json_decref(parts);
+        bool found = false;
+        for (size_t i = 0; i < nchecks && !found; i++)
+            found = strcmp(checks[i], name) == 0;
+        free(name);
+        if (found)
+            reply_text(r, 200, "ok");
+        return found;
+    }
+    struct health_query q = {.exclude = json_object()};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, health_arg, &q);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        abort();
+    for (size_t i = 0; i < nchecks; i++) {
+        bool excluded = json_object_get(q.exclude, checks[i]) != NULL;
+        if (excluded)
+            json_object_del(q.exclude, checks[i]);
+        fprintf(out, "[+]%s %sok\n", checks[i], excluded ? "excluded: " : "");
+    }
+    if (json_object_size(q.exclude)) {
+        /* formatQuoted(sets.String.List()...): sorted, each %q, joined by "," */
+        size_t nk;
+        const char **keys = ks_sorted_keys(q.exclude, &nk);
+        json_t *names = json_array();
+        for (size_t i = 0; i < nk; i++)
+            json_array_append_new(names, json_string(keys[i]));
+        free(keys);
+        char *list = ks_go_join(names, "", ",", "");
+        fprintf(out, "warn: some health checks cannot be excluded: no matches for %s\n", list);
+        free(list);
+        json_decref(names);
+    }
+    json_decref(q.exclude);
+    if (q.verbose)
+        fprintf(out, "%s check passed\n", segs[0]);
+    fclose(out);
+    reply_text(r, 200, q.verbose ? text : "ok");
+    free(text);
+    return true;
+}
+
 static void route(struct ks_server *ks, struct MHD_Connection *conn, const char *method,
                   const char *url, struct conn_ctx *ctx, struct ks_reply *r)
 {
@@ -384,11 +517,11 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
         reply_text(r, 404, "404 page not found\n");
         goto out;
     }
-    if (n == 1 && (strcmp(segs[0], "healthz") == 0 || strcmp(segs[0], "livez") == 0 ||
-                   strcmp(segs[0], "readyz") == 0)) {
-        reply_text(r, 200, "ok");
+    if (n >= 1 &&
+        (strcmp(segs[0], "healthz") == 0 || strcmp(segs[0], "livez") == 0 ||
+         strcmp(segs[0], "readyz") == 0) &&
+        health_endpoint(conn, segs, n, r))
         goto out;
-    }
     if (n == 1 && strcmp(segs[0], "version") == 0) {
         reply_text(r, 200, version_doc);
         r->content_type = "application/json";

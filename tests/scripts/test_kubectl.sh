@@ -562,6 +562,23 @@ k describe svc ep-svc >"$work/describe-svc.out" 2>&1 || fail "describe svc"
 grep -q '^Endpoints: *10.244.0.9:8080' "$work/describe-svc.out" ||
   fail "kubectl describe svc shows no endpoints: $(cat "$work/describe-svc.out")"
 
+# The health endpoints as the generic apiserver serves them: "ok", or with
+# ?verbose one line per check; ?exclude names are marked, unknown ones
+# warned about; one check at /readyz/NAME.
+[ "$(k get --raw /readyz)" = ok ] || fail "/readyz"
+k get --raw '/readyz?verbose&exclude=etcd&exclude=nope' >"$work/readyz.out" 2>&1 || fail "/readyz?verbose"
+grep -qx '\[+\]ping ok' "$work/readyz.out" || fail "readyz ping: $(cat "$work/readyz.out")"
+grep -qx '\[+\]etcd excluded: ok' "$work/readyz.out" || fail "readyz exclude: $(cat "$work/readyz.out")"
+grep -qx '\[+\]shutdown ok' "$work/readyz.out" || fail "readyz shutdown: $(cat "$work/readyz.out")"
+grep -qx 'warn: some health checks cannot be excluded: no matches for "nope"' "$work/readyz.out" ||
+  fail "readyz unknown exclude: $(cat "$work/readyz.out")"
+[ "$(tail -n1 "$work/readyz.out")" = "readyz check passed" ] || fail "readyz tail: $(cat "$work/readyz.out")"
+k get --raw '/livez?verbose' >"$work/livez.out" 2>&1 || fail "/livez?verbose"
+[ "$(tail -n1 "$work/livez.out")" = "livez check passed" ] || fail "livez: $(cat "$work/livez.out")"
+if grep -q shutdown "$work/livez.out"; then fail "livez has readyz's shutdown check"; fi
+[ "$(k get --raw /readyz/poststarthook/rbac/bootstrap-roles)" = ok ] || fail "/readyz/CHECK"
+if k get --raw /readyz/nope >/dev/null 2>&1; then fail "/readyz/nope answered"; fi
+
 # Delete works (kubectl waits for the object to go).
 k delete -f "$work/seed.yaml" --timeout=20s >>"$work/apply.log" 2>&1 || fail "delete"
 if k get myresources.v1.mygroup.example.com example-resource >/dev/null 2>&1; then
