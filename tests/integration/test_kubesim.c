@@ -3501,16 +3501,20 @@ START_TEST(test_kubesim_update_validation)
     expect_patch_invalid(sp, "{\"spec\":{\"clusterIP\":\"10.96.200.200\"}}",
                          "Service \"u2\" is invalid: spec.clusterIPs[0]: Invalid value: "
                          "[]string{\"10.96.200.200\"}: may not change once set");
+    /* the allocator's pre-validation (initIPFamilyFields runs
+     * ValidateServiceClusterIPsRelatedFields before the storage validates)
+     * answers alone */
     expect_patch_invalid(sp,
                          "{\"spec\":{\"clusterIPs\":[\"10.96.200.2\"],\"clusterIP\":"
                          "\"10.96.200.1\"}}",
-                         "Service \"u2\" is invalid: [spec.clusterIPs[0]: Invalid value: "
-                         "[]string{\"10.96.200.2\"}: may not change once set, spec.clusterIPs: "
-                         "Invalid value: []string{\"10.96.200.2\"}: first value must match "
-                         "`clusterIP`]");
-    expect_patch_invalid(sp, "{\"spec\":{\"ipFamilies\":[\"IPv6\"]}}",
-                         "Service \"u2\" is invalid: spec.ipFamilies[0]: Invalid value: "
-                         "[]core.IPFamily{\"IPv6\"}: may not change once set");
+                         "Service \"u2\" is invalid: spec.clusterIPs: Invalid value: "
+                         "[]string{\"10.96.200.2\"}: first value must match `clusterIP`");
+    char want6[256];
+    snprintf(want6, sizeof(want6),
+             "Service \"u2\" is invalid: spec.clusterIPs[0]: Invalid value: \"%s\": expected "
+             "an IPv6 value as indicated by `ipFamilies[0]`",
+             ip);
+    expect_patch_invalid(sp, "{\"spec\":{\"ipFamilies\":[\"IPv6\"]}}", want6);
     /* left out, or sent back unchanged: kept */
     merge_patch(sp, "{\"spec\":{\"clusterIP\":null,\"clusterIPs\":null}}", 200);
     svc = request_json("GET", sp, NULL, 200);
@@ -3558,6 +3562,98 @@ START_TEST(test_kubesim_update_validation)
         "RoleBinding.rbac.authorization.k8s.io \"u5\" is invalid: roleRef: Invalid "
         "value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"Role\", "
         "Name:\"other\"}: cannot change roleRef");
+}
+END_TEST
+
+/*
+ * A Service as the storage judges it (pkg/registry/core/service/storage
+ * alloc.go, then pkg/apis/core/validation ValidateService): the allocator's
+ * initIPFamilyFields on this single-stack IPv4 cluster first, each of its
+ * stages a 422 of its own; then every error of ValidateService in its
+ * order, its enums among them (the typed schema's enum check answered
+ * before with the enums alone). Before, the families, policies and
+ * clusterIPs below were stored, and a clusterIPs without clusterIP took it.
+ */
+START_TEST(test_kubesim_service_allocator_and_validation_order)
+{
+    const char *svcs = "/api/v1/namespaces/default/services";
+    expect_invalid(
+        svcs,
+        "{\"metadata\":{\"name\":\"o1\"},\"spec\":{\"type\":\"Foo\",\"sessionAffinity\":"
+        "\"Sticky\",\"internalTrafficPolicy\":\"Nowhere\",\"trafficDistribution\":\"Far\","
+        "\"externalTrafficPolicy\":\"Local\",\"ports\":[{\"port\":80,\"protocol\":\"XTCP\"},"
+        "{\"port\":80,\"protocol\":\"XTCP\"}]}}",
+        "Service \"o1\" is invalid: [spec.ports[0].name: Required value, spec.ports[0].protocol: "
+        "Unsupported value: \"XTCP\": supported values: \"SCTP\", \"TCP\", \"UDP\", "
+        "spec.ports[1].name: Required value, spec.ports[1].protocol: Unsupported value: "
+        "\"XTCP\": supported values: \"SCTP\", \"TCP\", \"UDP\", spec.sessionAffinity: "
+        "Unsupported value: \"Sticky\": supported values: \"ClientIP\", \"None\", spec.type: "
+        "Unsupported value: \"Foo\": supported values: \"ClusterIP\", \"ExternalName\", "
+        "\"LoadBalancer\", \"NodePort\", spec.ports[1]: Duplicate value: "
+        "core.ServicePort{Name:\"\", Protocol:\"XTCP\", AppProtocol:(*string)(nil), Port:80, "
+        "TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}, "
+        "spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for "
+        "externally-accessible services, spec.internalTrafficPolicy: Unsupported value: "
+        "\"Nowhere\": supported values: \"Cluster\", \"Local\", spec.trafficDistribution: "
+        "Unsupported value: \"Far\": supported values: \"PreferClose\"]");
+    /* the allocator's pre-validation answers alone */
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"o2\"},\"spec\":{\"clusterIP\":\"10.96.0.50\","
+                   "\"clusterIPs\":[\"10.96.0.50\",\"10.96.0.51\",\"zz\"],\"ipFamilies\":["
+                   "\"IPv5\",\"IPv4\",\"IPv4\"],\"ipFamilyPolicy\":\"Sometimes\",\"ports\":[{"
+                   "\"port\":80}]}}",
+                   "Service \"o2\" is invalid: [spec.ipFamilies[0]: Unsupported value: \"IPv5\": "
+                   "supported values: \"IPv4\", \"IPv6\", spec.ipFamilies[2]: Duplicate value: "
+                   "\"IPv4\", spec.ipFamilyPolicy: Unsupported value: \"Sometimes\": supported "
+                   "values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\", "
+                   "spec.clusterIPs[2]: Invalid value: \"zz\": must be a valid IP address, (e.g. "
+                   "10.9.8.7 or 2001:db8::ffff), spec.clusterIPs: Invalid value: "
+                   "[]string{\"10.96.0.50\", \"10.96.0.51\", \"zz\"}: may only hold up to 2 "
+                   "values]");
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"o3\"},\"spec\":{\"clusterIPs\":[\"10.96.9.9\"],"
+                   "\"ports\":[{\"port\":80}]}}",
+                   "Service \"o3\" is invalid: spec.clusterIPs: Invalid value: "
+                   "[]string{\"10.96.9.9\"}: must be empty when `clusterIP` is not specified");
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"o4\"},\"spec\":{\"clusterIP\":\"fd00::1\","
+                   "\"ports\":[{\"port\":80}]}}",
+                   "Service \"o4\" is invalid: spec.clusterIPs[0]: Invalid value: "
+                   "[]string{\"fd00::1\"}: IPv6 is not configured on this cluster");
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"o5\"},\"spec\":{\"ipFamilies\":[\"IPv4\",\"IPv6\"],"
+                   "\"ipFamilyPolicy\":\"SingleStack\",\"ports\":[{\"port\":80}]}}",
+                   "Service \"o5\" is invalid: spec.ipFamilyPolicy: Invalid value: "
+                   "\"SingleStack\": must be 'RequireDualStack' or 'PreferDualStack' when "
+                   "multiple IP families are specified");
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"o6\"},\"spec\":{\"ipFamilyPolicy\":"
+                   "\"RequireDualStack\",\"selector\":{\"a\":\"b\"},\"ports\":[{\"port\":80}]}}",
+                   "Service \"o6\" is invalid: spec.ipFamilyPolicy: Invalid value: "
+                   "\"RequireDualStack\": this cluster is not configured for dual-stack services");
+    expect_invalid(svcs,
+                   "{\"metadata\":{\"name\":\"o7\"},\"spec\":{\"ipFamilies\":[\"IPv6\"],"
+                   "\"ports\":[{\"port\":80}]}}",
+                   "Service \"o7\" is invalid: spec.ipFamilies[0]: Invalid value: \"IPv6\": not "
+                   "configured on this cluster");
+    /* a headless Service without a selector is the one dual-stack exception;
+     * PreferDualStack stays single on this cluster */
+    json_t *h = request_json("POST", svcs,
+                             "{\"metadata\":{\"name\":\"o8\"},\"spec\":{\"clusterIP\":\"None\","
+                             "\"ports\":[{\"port\":80}]}}",
+                             201);
+    ck_assert_str_eq(jpath(h, "spec", "ipFamilyPolicy"), "RequireDualStack");
+    char *fams = json_dumps(json_object_get(json_object_get(h, "spec"), "ipFamilies"), 0);
+    ck_assert_str_eq(fams, "[\"IPv4\", \"IPv6\"]");
+    free(fams);
+    json_decref(h);
+    h = request_json("POST", svcs,
+                     "{\"metadata\":{\"name\":\"o9\"},\"spec\":{\"ipFamilyPolicy\":"
+                     "\"PreferDualStack\",\"selector\":{\"a\":\"b\"},\"ports\":[{\"port\":80}]}}",
+                     201);
+    ck_assert_str_eq(jpath(h, "spec", "ipFamilyPolicy"), "PreferDualStack");
+    ck_assert_int_eq(json_array_size(json_object_get(json_object_get(h, "spec"), "clusterIPs")), 1);
+    json_decref(h);
 }
 END_TEST
 
@@ -5445,6 +5541,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_validation);
     tcase_add_test(tc, test_kubesim_update_validation);
+    tcase_add_test(tc, test_kubesim_service_allocator_and_validation_order);
     tcase_add_test(tc, test_kubesim_service_allocation);
     tcase_add_test(tc, test_kubesim_always_allow);
     tcase_add_test(tc, test_kubesim_table_output);

@@ -866,25 +866,6 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
     bool needs_ip = strcmp(type, "ExternalName") != 0;
     if (old)
         service_update_fields(spec, ospec);
-    const char *ip0 = json_string_value(json_array_get(json_object_get(spec, "clusterIPs"), 0));
-    if (needs_ip && !*str_member(spec, "clusterIP") && ip0 && *ip0) {
-        /* the allocator takes the IPs asked for and sets clusterIP to the
-         * first */
-        json_object_set_new(spec, "clusterIP", json_string(ip0));
-    } else if (needs_ip && !*str_member(spec, "clusterIP")) {
-        char ip[32];
-        pthread_mutex_lock(&ks->lock);
-        for (int tries = 0; tries < 64000; tries++) { /* the next one not held */
-            uint32_t n = ks->next_ip++;
-            snprintf(ip, sizeof(ip), "10.96.%u.%u", (n / 250) % 256, n % 250 + 2);
-            if (!json_object_get(ks->svc_alloc, ip))
-                break;
-        }
-        pthread_mutex_unlock(&ks->lock);
-        json_object_set_new(spec, "clusterIP", json_string(ip));
-    }
-    if (needs_ip && json_is_string(json_object_get(spec, "clusterIP")))
-        set_default(spec, "clusterIPs", json_pack("[O]", json_object_get(spec, "clusterIP")));
     set_default(spec, "sessionAffinity", json_string("None"));
     const char *aff = json_string_value(json_object_get(spec, "sessionAffinity"));
     if (aff && strcmp(aff, "None") == 0) {
@@ -896,11 +877,8 @@ static void default_service(struct ks_server *ks, json_t *obj, const json_t *old
             json_object_set_new(spec, "sessionAffinityConfig",
                                 json_pack("{s:{s:i}}", "clientIP", "timeoutSeconds", 10800));
     }
-    if (needs_ip) {
-        set_default(spec, "ipFamilies", json_pack("[s]", "IPv4"));
-        set_default(spec, "ipFamilyPolicy", json_string("SingleStack"));
+    if (needs_ip)
         set_default(spec, "internalTrafficPolicy", json_string("Cluster"));
-    }
     if (node_ports) {
         set_default(spec, "externalTrafficPolicy", json_string("Cluster"));
         if (strcmp(type, "LoadBalancer") == 0)
@@ -1044,6 +1022,165 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
     }
 }
 
+static bool same_strings(const json_t *a, const json_t *b)
+{
+    if (json_array_size(a) != json_array_size(b))
+        return false;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (strcmp(str_or(json_string_value(json_array_get(a, i)), ""),
+                   str_or(json_string_value(json_array_get(b, i)), "")) != 0)
+            return false;
+    return true;
+}
+
+static bool ip_is_v6(const char *ip)
+{
+    unsigned char buf[16];
+    return ip && inet_pton(AF_INET6, ip, buf) == 1;
+}
+
+/* field.Invalid(spec.ipFamilyPolicy, the policy, msg) */
+static void bad_policy(json_t *causes, const char *policy, const char *msg)
+{
+    char *q = ks_go_quote(policy);
+    ks_cause(causes, "FieldValueInvalid", "spec.ipFamilyPolicy", "Invalid value: %s: %s", q, msg);
+    free(q);
+}
+
+/*
+ * initIPFamilyFields (alloc.go) of a Service that gets IPs, on kubesim's
+ * single-stack IPv4 cluster: an update that keeps a PreferDualStack
+ * Service's policy, clusterIPs and families is left alone; otherwise the
+ * policy is the old one, or RequireDualStack for a headless Service
+ * without a selector, or SingleStack; ValidateServiceClusterIPsRelatedFields
+ * runs as a loose pre-validation (its errors are the answer); a
+ * SingleStack update that kept two clusterIPs or families keeps the first,
+ * any other policy may not drop the second; families follow the clusterIPs
+ * given (an IPv6 one: not configured on this cluster); a headless Service
+ * without a selector gets the default family (and IPv6 beside it unless
+ * SingleStack: the one exception to single stack); otherwise
+ * RequireDualStack and IPv6 are refused and the family defaults to IPv4.
+ * Refusals go to causes (each stage's own 422).
+ */
+static void init_ip_families(json_t *spec, const json_t *ospec, json_t *causes)
+{
+    const char *pol = json_string_value(json_object_get(spec, "ipFamilyPolicy"));
+    const char *opol = json_string_value(json_object_get(ospec, "ipFamilyPolicy"));
+    json_t *ips = json_object_get(spec, "clusterIPs");
+    json_t *fams = json_object_get(spec, "ipFamilies");
+    const json_t *oips = json_object_get(ospec, "clusterIPs");
+    const json_t *ofams = json_object_get(ospec, "ipFamilies");
+    if (ospec && pol && strcmp(svc_type(spec), svc_type(ospec)) == 0 &&
+        strcmp(pol, "PreferDualStack") == 0 && (!opol || strcmp(opol, "PreferDualStack") == 0) &&
+        same_strings(ips, oips) && same_strings(fams, ofams))
+        return; /* isMatchingPreferDualStackClusterIPFields */
+    bool selectorless = json_object_size(json_object_get(spec, "selector")) == 0;
+    if (!pol) {
+        const char *cip = json_string_value(json_object_get(spec, "clusterIP"));
+        pol = opol                                              ? opol
+              : cip && strcmp(cip, "None") == 0 && selectorless ? "RequireDualStack"
+                                                                : "SingleStack";
+        json_object_set_new(spec, "ipFamilyPolicy", json_string(pol));
+    }
+    ks_validate_cluster_ips(spec, causes);
+    if (json_array_size(causes))
+        return;
+    bool single = strcmp(pol, "SingleStack") == 0;
+    if (ospec && single) {
+        if (same_strings(ips, oips) && json_array_size(ips) > 1)
+            json_array_remove(ips, 1);
+        if (same_strings(fams, ofams) && json_array_size(fams) > 1)
+            json_array_remove(fams, 1);
+    } else if (ospec) {
+        if (json_array_size(oips) > json_array_size(ips) && json_array_size(oips) == 2)
+            bad_policy(causes, pol, "must be 'SingleStack' to release the secondary cluster IP");
+        if (json_array_size(ofams) > json_array_size(fams) && json_array_size(ofams) == 2)
+            bad_policy(causes, pol, "must be 'SingleStack' to release the secondary IP family");
+    }
+    if (single && json_array_size(ips) == 2)
+        bad_policy(causes, pol,
+                   "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs "
+                   "are specified");
+    if (single && json_array_size(fams) == 2)
+        bad_policy(causes, pol,
+                   "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families "
+                   "are specified");
+    size_t i;
+    json_t *v;
+    json_array_foreach(ips, i, v)
+    {
+        const char *ip = json_string_value(v);
+        if (!ip || strcmp(ip, "None") == 0)
+            break;
+        if (i < json_array_size(fams))
+            continue;
+        if (ip_is_v6(ip)) {
+            char *path = ks_printf("spec.clusterIPs[%zu]", i);
+            char *vals = ks_go_strings(ips, "[]string");
+            ks_cause(causes, "FieldValueInvalid", path,
+                     "Invalid value: %s: IPv6 is not configured on this cluster", vals);
+            free(vals);
+            free(path);
+        } else {
+            if (!fams) {
+                fams = json_array();
+                json_object_set_new(spec, "ipFamilies", fams);
+            }
+            json_array_append_new(fams, json_string("IPv4"));
+        }
+    }
+    if (json_array_size(causes))
+        return;
+    if (!fams) {
+        fams = json_pack("[s]", "IPv4");
+        json_object_set_new(spec, "ipFamilies", fams);
+    }
+    const char *c = json_string_value(json_object_get(spec, "clusterIP"));
+    if (c && strcmp(c, "None") == 0 && selectorless) {
+        if (json_array_size(fams) < 2 && !single)
+            json_array_append_new(
+                fams, json_string(strcmp(str_or(json_string_value(json_array_get(fams, 0)), ""),
+                                         "IPv4") == 0
+                                      ? "IPv6"
+                                      : "IPv4"));
+        return;
+    }
+    if (strcmp(pol, "RequireDualStack") == 0)
+        bad_policy(causes, pol, "this cluster is not configured for dual-stack services");
+    json_array_foreach(fams, i, v)
+    {
+        const char *f = str_or(json_string_value(v), "");
+        if (strcmp(f, "IPv4") == 0)
+            continue;
+        char *path = ks_printf("spec.ipFamilies[%zu]", i);
+        char *q = ks_go_quote(f);
+        ks_cause(causes, "FieldValueInvalid", path,
+                 "Invalid value: %s: not configured on this cluster", q);
+        free(q);
+        free(path);
+    }
+}
+
+/* allocClusterIPs: a Service without its clusterIP gets the next free one
+ * of 10.96.0.0/12 (a headless one none); clusterIPs follows. */
+static void alloc_cluster_ip(struct ks_server *ks, json_t *spec)
+{
+    const char *cip = json_string_value(json_object_get(spec, "clusterIP"));
+    if (cip && *cip)
+        return;
+    char ip[32];
+    pthread_mutex_lock(&ks->lock);
+    for (int tries = 0; tries < 64000; tries++) { /* the next one not held */
+        uint32_t n = ks->next_ip++;
+        snprintf(ip, sizeof(ip), "10.96.%u.%u", (n / 250) % 256, n % 250 + 2);
+        if (!json_object_get(ks->svc_alloc, ip))
+            break;
+    }
+    pthread_mutex_unlock(&ks->lock);
+    json_object_set_new(spec, "clusterIP", json_string(ip));
+    json_object_set_new(spec, "clusterIPs", json_pack("[s]", ip));
+}
+
 /*
  * The Service allocators (pkg/registry/core/service/storage/alloc.go),
  * which run before validation (the storage's BeginCreate/BeginUpdate):
@@ -1053,18 +1190,30 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
  * nodePort must be in 30000-32767 and free. The first refusal is the
  * answer, a 422 with one cause. Fills r and returns -1; 0 when free.
  */
-static int service_allocations(struct ks_server *ks, const struct ks_res *def, const json_t *obj,
-                               const char *key, const char *name, struct ks_reply *r)
+static int service_allocations(struct ks_server *ks, const struct ks_res *def, json_t *obj,
+                               const json_t *old, const char *key, const char *name,
+                               struct ks_reply *r)
 {
     if (strcmp(def->key, "services") != 0)
         return 0;
-    const json_t *spec = json_object_get(obj, "spec");
+    json_t *spec = json_object_get(obj, "spec");
     const char *type = svc_type(spec);
     json_t *causes = json_array();
+    if (strcmp(type, "ExternalName") != 0) {
+        /* normalizeClusterIPs of a create: clusterIP alone (an old
+         * client) is clusterIPs too; clusterIPs alone stays for the
+         * validation to refuse */
+        const char *cip = json_string_value(json_object_get(spec, "clusterIP"));
+        if (!old && cip && *cip && json_array_size(json_object_get(spec, "clusterIPs")) == 0)
+            json_object_set_new(spec, "clusterIPs", json_pack("[s]", cip));
+        init_ip_families(spec, json_object_get(old, "spec"), causes);
+        if (json_array_size(causes) == 0)
+            alloc_cluster_ip(ks, spec);
+    }
     pthread_mutex_lock(&ks->lock);
     size_t i;
     json_t *v;
-    if (strcmp(type, "ExternalName") != 0) {
+    if (json_array_size(causes) == 0 && strcmp(type, "ExternalName") != 0) {
         json_array_foreach(json_object_get(spec, "clusterIPs"), i, v)
         {
             const char *ip = json_string_value(v);
@@ -2245,7 +2394,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         goto out;
     char key[512];
     ks_obj_key(key, sizeof(key), def->namespaced ? q->ns : NULL, name);
-    if (service_allocations(ks, def, obj, key, name, r) != 0)
+    if (service_allocations(ks, def, obj, NULL, key, name, r) != 0)
         goto out;
     /* the RBAC storage's escalation check comes before the strategy's
      * validation (policybased Storage.Create wraps the standard store) */
@@ -2600,7 +2749,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         sv_causes = crd_stored_versions(next, !status_sub);
     }
     builtin_defaults(ks, def, next, cur_v);
-    if (service_allocations(ks, def, next, key, q->name, r) != 0)
+    if (service_allocations(ks, def, next, cur_v, key, q->name, r) != 0)
         goto out;
     if (ks_authz_escalation_check(q, def, next, cur_v, q->name, r) != 0)
         goto out;

@@ -458,7 +458,8 @@ static bool under_unknown(const json_t *unknown, const char *path)
  * would answer a 422 with only part of the errors. */
 static bool validates_enums(const struct ks_res *def)
 {
-    return strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") == 0 ||
+    return strcmp(def->key, "services") == 0 ||
+           strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") == 0 ||
            strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") == 0;
 }
 

@@ -342,6 +342,9 @@ void ks_required(json_t *causes, const char *field, const char *detail);
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs);
 /* field.Invalid(field, an integer value, msg) */
 void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg);
+/* ValidateServiceClusterIPsRelatedFields of a Service's spec (not an
+ * ExternalName's): validation runs it, and the allocator before it. */
+void ks_validate_cluster_ips(const json_t *spec, json_t *causes);
 /* metav1validation.ValidateLabelSelector of sel at path (e.g. "spec.selector"). */
 void ks_validate_label_selector(const json_t *sel, const char *path, json_t *causes);
 /* The same with LabelSelectorValidationOptions.AllowInvalidLabelValueInSelector:

@@ -435,6 +435,17 @@ void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char 
 }
 #define invalid_int ks_invalid_int
 
+/* field.NotSupported(field, value, supported): supported is the list as
+ * printed, e.g. "\"TCP\", \"UDP\"" */
+static void not_supported(json_t *causes, const char *field, const char *value,
+                          const char *supported)
+{
+    char *q = ks_go_quote(value);
+    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
+          supported);
+    free(q);
+}
+
 static const char *str_at(const json_t *obj, const char *k)
 {
     return json_string_value(json_object_get(obj, k));
@@ -559,6 +570,13 @@ static void validate_service_port(const json_t *p, size_t i, bool require_name, 
         invalid_int(causes, f, port, port_range);
         free(f);
     }
+    const char *proto = str_at(p, "protocol");
+    if (proto && strcmp(proto, "TCP") != 0 && strcmp(proto, "UDP") != 0 &&
+        strcmp(proto, "SCTP") != 0) {
+        f = ks_printf("spec.ports[%zu].protocol", i);
+        not_supported(causes, f, proto, "\"SCTP\", \"TCP\", \"UDP\"");
+        free(f);
+    }
     const json_t *tp = json_object_get(p, "targetPort");
     f = ks_printf("spec.ports[%zu].targetPort", i);
     if (json_is_integer(tp) && (json_integer_value(tp) < 1 || json_integer_value(tp) > 65535))
@@ -574,11 +592,129 @@ static void validate_service_port(const json_t *p, size_t i, bool require_name, 
     }
 }
 
+/* isHeadlessService: clusterIPs is ["None"] */
+static bool svc_headless(const json_t *spec)
+{
+    const json_t *ips = json_object_get(spec, "clusterIPs");
+    const char *ip0 = json_string_value(json_array_get(ips, 0));
+    return json_array_size(ips) == 1 && ip0 && strcmp(ip0, "None") == 0;
+}
+
+static bool is_ipv6(const char *s)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET6, s, buf) == 1;
+}
+
+/* ValidateServiceClusterIPsRelatedFields (not for ExternalName): clusterIP
+ * and clusterIPs agree, ipFamilies and ipFamilyPolicy are supported, the
+ * clusterIPs are IPs ("None" alone), at most one of each family, each of
+ * the family ipFamilies names for it. */
+void ks_validate_cluster_ips(const json_t *spec, json_t *causes)
+{
+    bool headless = svc_headless(spec);
+    const char *cip = str_at(spec, "clusterIP");
+    const json_t *ips = json_object_get(spec, "clusterIPs");
+    size_t nips = json_array_size(ips);
+    const char *ip0 = json_string_value(json_array_get(ips, 0));
+    char *v = ks_go_strings(ips, "[]string");
+    if (cip && *cip) {
+        if (nips == 0)
+            cause(causes, "FieldValueRequired", "spec.clusterIPs", "Required value");
+        else if (strcmp(ip0 ? ip0 : "", cip) != 0)
+            cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+                  "Invalid value: %s: first value must match `clusterIP`", v);
+    } else if (nips != 0) {
+        cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+              "Invalid value: %s: must be empty when `clusterIP` is not specified", v);
+    }
+    const json_t *fams = json_object_get(spec, "ipFamilies");
+    json_t *seen = json_object();
+    size_t i;
+    json_t *fam;
+    json_array_foreach(fams, i, fam)
+    {
+        const char *f = json_is_string(fam) ? json_string_value(fam) : "";
+        char *path = ks_printf("spec.ipFamilies[%zu]", i);
+        if (strcmp(f, "IPv4") != 0 && strcmp(f, "IPv6") != 0)
+            not_supported(causes, path, f, "\"IPv4\", \"IPv6\"");
+        if (json_object_get(seen, f)) {
+            char *q = ks_go_quote(f);
+            cause(causes, "FieldValueDuplicate", path, "Duplicate value: %s", q);
+            free(q);
+        }
+        json_object_set_new(seen, f, json_true());
+        free(path);
+    }
+    json_decref(seen);
+    const char *pol = str_at(spec, "ipFamilyPolicy");
+    if (pol && strcmp(pol, "SingleStack") != 0 && strcmp(pol, "PreferDualStack") != 0 &&
+        strcmp(pol, "RequireDualStack") != 0)
+        not_supported(causes, "spec.ipFamilyPolicy", pol,
+                      "\"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"");
+    bool bad = false;
+    json_t *ipv;
+    json_array_foreach(ips, i, ipv)
+    {
+        const char *ip = json_is_string(ipv) ? json_string_value(ipv) : "";
+        if (i == 0 && strcmp(ip, "None") == 0) {
+            if (nips > 1) {
+                bad = true;
+                cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+                      "Invalid value: %s: 'None' must be the first and only value", v);
+            }
+            continue;
+        }
+        if (!valid_ip(ip)) {
+            bad = true;
+            char *path = ks_printf("spec.clusterIPs[%zu]", i);
+            invalid_str(
+                causes, path, ip,
+                json_pack("[s]", "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"));
+            free(path);
+        }
+    }
+    if (nips > 2)
+        cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+              "Invalid value: %s: may only hold up to 2 values", v);
+    if (!bad && nips > 1) {
+        size_t v6 = 0;
+        json_array_foreach(ips, i, ipv)
+        {
+            v6 += is_ipv6(json_string_value(ipv));
+        }
+        if (v6 != 1 || nips != 2)
+            cause(causes, "FieldValueInvalid", "spec.clusterIPs",
+                  "Invalid value: %s: may specify no more than one IP for each IP family", v);
+    }
+    if (!bad && !headless && nips > 0) {
+        json_array_foreach(ips, i, ipv)
+        {
+            const char *f = json_string_value(json_array_get(fams, i));
+            if (!f)
+                break;
+            const char *ip = json_string_value(ipv);
+            bool want6 = strcmp(f, "IPv6") == 0;
+            if ((strcmp(f, "IPv4") == 0 && is_ipv6(ip)) || (want6 && !is_ipv6(ip))) {
+                char *path = ks_printf("spec.clusterIPs[%zu]", i);
+                char *msg = ks_printf("expected an %s value as indicated by `ipFamilies[%zu]`",
+                                      want6 ? "IPv6" : "IPv4", i);
+                invalid_str(causes, path, ip, json_pack("[s]", msg));
+                free(msg);
+                free(path);
+            }
+        }
+    }
+    free(v);
+}
+
 static void validate_service(const json_t *obj, json_t *causes)
 {
     const json_t *spec = json_object_get(obj, "spec");
     const char *type = str_at(spec, "type");
     type = type ? type : "ClusterIP";
+    bool type_ok = strcmp(type, "ClusterIP") == 0 || strcmp(type, "NodePort") == 0 ||
+                   strcmp(type, "LoadBalancer") == 0 || strcmp(type, "ExternalName") == 0;
     const char *cip = str_at(spec, "clusterIP");
     bool external_name = strcmp(type, "ExternalName") == 0;
     bool lb = strcmp(type, "LoadBalancer") == 0;
@@ -624,6 +760,8 @@ static void validate_service(const json_t *obj, json_t *causes)
         validate_labels(sel, "spec.selector", causes);
     const json_t *sac = json_object_get(spec, "sessionAffinityConfig");
     const char *aff = str_at(spec, "sessionAffinity");
+    if (aff && strcmp(aff, "ClientIP") != 0 && strcmp(aff, "None") != 0)
+        not_supported(causes, "spec.sessionAffinity", aff, "\"ClientIP\", \"None\"");
     if (aff && strcmp(aff, "ClientIP") == 0) {
         const json_t *to = json_object_get(json_object_get(sac, "clientIP"), "timeoutSeconds");
         if (json_is_integer(to) && (json_integer_value(to) <= 0 || json_integer_value(to) > 86400))
@@ -633,55 +771,51 @@ static void validate_service(const json_t *obj, json_t *causes)
         cause(causes, "FieldValueForbidden", "spec.sessionAffinityConfig",
               "Forbidden: must not be set when session affinity is None");
     }
-    /* validateServiceClusterIPsRelatedFields: clusterIP and clusterIPs agree */
-    const json_t *ips = json_object_get(spec, "clusterIPs");
-    const char *ip0 = json_string_value(json_array_get(ips, 0));
-    if (!external_name && ((cip && *cip) || json_array_size(ips) > 0)) {
-        char *v = NULL;
-        if (cip && *cip && json_array_size(ips) == 0) {
-            cause(causes, "FieldValueRequired", "spec.clusterIPs", "Required value");
-        } else if (cip && *cip && strcmp(ip0 ? ip0 : "", cip) != 0) {
-            v = ks_go_strings(ips, "[]string");
-            cause(causes, "FieldValueInvalid", "spec.clusterIPs",
-                  "Invalid value: %s: first value must match `clusterIP`", v);
-        } else if (!cip || !*cip) {
-            v = ks_go_strings(ips, "[]string");
-            cause(causes, "FieldValueInvalid", "spec.clusterIPs",
-                  "Invalid value: %s: must be empty when `clusterIP` is not specified", v);
+    if (!external_name)
+        ks_validate_cluster_ips(spec, causes);
+    if (!type_ok)
+        not_supported(causes, "spec.type", type,
+                      "\"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"");
+    if (strcmp(type, "ClusterIP") == 0) {
+        json_array_foreach(ports, i, p)
+        {
+            if (int_at(p, "nodePort") == 0)
+                continue;
+            char *f = ks_printf("spec.ports[%zu].nodePort", i);
+            cause(causes, "FieldValueForbidden", f,
+                  "Forbidden: may not be used when `type` is 'ClusterIP'");
+            free(f);
         }
-        free(v);
     }
-    if (!external_name && cip && *cip && !headless && !valid_ip(cip))
-        invalid_str(
-            causes, "spec.clusterIPs[0]", cip,
-            json_pack("[s]", "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"));
-    /* nodePorts: where they may be set, unique per protocol, in the range */
+    /* duplicate nodePorts, then duplicate ports, by (protocol, port); the
+     * allocator's range check (a 422 of its own upstream) with the first */
     json_t *np_seen = json_object(), *port_seen = json_object();
     json_array_foreach(ports, i, p)
     {
         json_int_t np = int_at(p, "nodePort");
         const char *proto = str_at(p, "protocol");
         proto = proto ? proto : "TCP";
+        if (np == 0 || strcmp(type, "ClusterIP") == 0)
+            continue;
         char *f = ks_printf("spec.ports[%zu].nodePort", i);
-        if (np != 0 && strcmp(type, "ClusterIP") == 0) {
-            cause(causes, "FieldValueForbidden", f,
-                  "Forbidden: may not be used when `type` is 'ClusterIP'");
-        } else if (np != 0) {
-            char *key = ks_printf("%s/%" JSON_INTEGER_FORMAT, proto, np);
-            if (json_object_get(np_seen, key))
-                cause(causes, "FieldValueDuplicate", f, "Duplicate value: %" JSON_INTEGER_FORMAT,
-                      np);
-            json_object_set_new(np_seen, key, json_true());
-            free(key);
-            if (np < 30000 || np > 32767)
-                invalid_int(causes, f, np,
-                            "provided port is not in the valid range. The range of valid ports "
-                            "is 30000-32767");
-        }
+        char *key = ks_printf("%s/%" JSON_INTEGER_FORMAT, proto, np);
+        if (json_object_get(np_seen, key))
+            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %" JSON_INTEGER_FORMAT, np);
+        json_object_set_new(np_seen, key, json_true());
+        free(key);
+        if (np < 30000 || np > 32767)
+            invalid_int(causes, f, np,
+                        "provided port is not in the valid range. The range of valid ports "
+                        "is 30000-32767");
         free(f);
+    }
+    json_array_foreach(ports, i, p)
+    {
+        const char *proto = str_at(p, "protocol");
+        proto = proto ? proto : "TCP";
         char *key = ks_printf("%s/%" JSON_INTEGER_FORMAT, proto, int_at(p, "port"));
         if (json_object_get(port_seen, key)) {
-            f = ks_printf("spec.ports[%zu]", i);
+            char *f = ks_printf("spec.ports[%zu]", i);
             cause(causes, "FieldValueDuplicate", f,
                   "Duplicate value: core.ServicePort{Name:\"\", Protocol:\"%s\", "
                   "AppProtocol:(*string)(nil), Port:%" JSON_INTEGER_FORMAT
@@ -694,7 +828,7 @@ static void validate_service(const json_t *obj, json_t *causes)
     }
     json_decref(np_seen);
     json_decref(port_seen);
-    if (!lb && json_object_get(spec, "loadBalancerSourceRanges"))
+    if (!lb && json_array_size(json_object_get(spec, "loadBalancerSourceRanges")))
         cause(causes, "FieldValueForbidden", "spec.LoadBalancerSourceRanges",
               "Forbidden: may only be used when `type` is 'LoadBalancer'");
     if (!lb && json_object_get(spec, "allocateLoadBalancerNodePorts"))
@@ -706,16 +840,29 @@ static void validate_service(const json_t *obj, json_t *causes)
     else if (!lb && cls)
         cause(causes, "FieldValueForbidden", "spec.loadBalancerClass",
               "Forbidden: may only be used when `type` is 'LoadBalancer'");
+    /* validateServiceExternalTrafficPolicy: apiservice.ExternallyAccessible
+     * is a LoadBalancer, a NodePort, or a ClusterIP with externalIPs */
     const char *etp = str_at(spec, "externalTrafficPolicy");
-    if (!node_ports && etp && *etp)
+    bool external = node_ports || (strcmp(type, "ClusterIP") == 0 &&
+                                   json_array_size(json_object_get(spec, "externalIPs")) > 0);
+    if (!external && etp && *etp)
         invalid_str(causes, "spec.externalTrafficPolicy", etp,
                     json_pack("[s]", "may only be set for externally-accessible services"));
+    else if (external && etp && strcmp(etp, "Cluster") != 0 && strcmp(etp, "Local") != 0)
+        not_supported(causes, "spec.externalTrafficPolicy", etp, "\"Cluster\", \"Local\"");
     json_int_t hc = int_at(spec, "healthCheckNodePort");
     bool needs_hc = lb && etp && strcmp(etp, "Local") == 0;
     if (hc != 0 && !needs_hc)
         invalid_int(causes, "spec.healthCheckNodePort", hc,
                     "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is "
                     "'Local'");
+    /* validateServiceInternalTrafficFieldsValue, validateServiceTrafficDistribution */
+    const char *itp = str_at(spec, "internalTrafficPolicy");
+    if (itp && strcmp(itp, "Cluster") != 0 && strcmp(itp, "Local") != 0)
+        not_supported(causes, "spec.internalTrafficPolicy", itp, "\"Cluster\", \"Local\"");
+    const char *td = str_at(spec, "trafficDistribution");
+    if (td && strcmp(td, "PreferClose") != 0)
+        not_supported(causes, "spec.trafficDistribution", td, "\"PreferClose\"");
 }
 
 /* ---- Deployment (pkg/apis/apps/validation ValidateDeploymentSpec, and the pod
@@ -1365,15 +1512,6 @@ static void validate_aggregation_rule(const json_t *obj, json_t *causes)
               "non-nil");
 }
 
-static void not_supported(json_t *causes, const char *field, const char *value,
-                          const char *supported)
-{
-    char *q = ks_go_quote(value);
-    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
-          supported);
-    free(q);
-}
-
 /* ValidateRoleBinding, ValidateClusterRoleBinding (after the defaults:
  * roleRef.apiGroup and a User or Group subject's apiGroup) */
 static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
@@ -1767,13 +1905,6 @@ static void immutable_selector(const json_t *obj, const json_t *old, json_t *cau
     char *v = go_label_selector(sel);
     cause(causes, "FieldValueInvalid", "spec.selector", "Invalid value: %s: field is immutable", v);
     free(v);
-}
-
-static bool svc_headless(const json_t *spec)
-{
-    const json_t *ips = json_object_get(spec, "clusterIPs");
-    const char *ip0 = json_string_value(json_array_get(ips, 0));
-    return json_array_size(ips) == 1 && ip0 && strcmp(ip0, "None") == 0;
 }
 
 static bool same_string_at(const json_t *a, const json_t *b, size_t i)
