@@ -5491,6 +5491,340 @@ START_TEST(test_kubesim_pdb_validation)
 }
 END_TEST
 
+/* A 422 for method on path (body as JSON, or a merge patch when merge)
+ * whose message is want_msg and whose causes are want, in order, each
+ * "REASON FIELD: MESSAGE" (NULL-terminated). */
+static void expect_422(const char *method, const char *path, bool merge, const char *body,
+                       const char *want_msg, const char *const *want)
+{
+    struct kop_test_resp r =
+        request(method, path, merge ? "application/merge-patch+json" : NULL, body, NULL);
+    ck_assert_msg(r.code == 422, "%s %s: %ld (want 422): %s", method, path, r.code, r.body);
+    json_t *st = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")), want_msg);
+    const json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
+    size_t n = 0;
+    while (want[n])
+        n++;
+    ck_assert_msg(json_array_size(causes) == n, "%zu causes (want %zu): %s",
+                  json_array_size(causes), n, r.body);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(causes, i);
+        char *got = NULL;
+        ck_assert_int_gt(asprintf(&got, "%s %s: %s", jpath(c, "reason", NULL),
+                                  jpath(c, "field", NULL), jpath(c, "message", NULL)),
+                         0);
+        ck_assert_str_eq(got, want[i]);
+        free(got);
+    }
+    json_decref(st);
+    kop_test_resp_free(&r);
+}
+
+#define CAUSES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The strings of a JSON list joined with ",". malloc'd */
+static char *joined(const json_t *list)
+{
+    char *out = strdup("");
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        char *n = NULL;
+        ck_assert_int_gt(asprintf(&n, "%s%s%s", out, i ? "," : "", json_string_value(v)), 0);
+        free(out);
+        out = n;
+    }
+    return out;
+}
+
+static void assert_policy_types(const json_t *np, const char *want)
+{
+    char *got = joined(json_object_get(json_object_get(np, "spec"), "policyTypes"));
+    ck_assert_str_eq(got, want);
+    free(got);
+}
+
+/* The protocol of spec.RULES[i].ports[j] */
+static const char *port_protocol(const json_t *np, const char *rules, size_t i, size_t j)
+{
+    const json_t *rule = json_array_get(json_object_get(json_object_get(np, "spec"), rules), i);
+    return jpath(json_array_get(json_object_get(rule, "ports"), j), "protocol", NULL);
+}
+
+/*
+ * NetworkPolicy (pkg/apis/networking/validation, Kubernetes 1.32): what
+ * ValidateNetworkPolicySpec, ValidateNetworkPolicyPort, ValidateNetworkPolicyPeer
+ * and ValidateIPBlock refuse, in their order, with their paths and texts;
+ * the v1 defaults (a port's protocol, policyTypes). Before, every policy
+ * below was stored as sent, but for the enums, which the schema refused
+ * alone, with its sorted values.
+ */
+START_TEST(test_kubesim_networkpolicy_validation)
+{
+    const char *nps = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies";
+    /* a policy with every kind of peer and port; the CIDRs as
+     * ParseCIDRSloppy reads them (leading zeros in an IPv4 octet) */
+    json_t *np = request_json(
+        "POST", nps,
+        "{\"metadata\":{\"name\":\"rich\"},\"spec\":{\"podSelector\":{\"matchLabels\":{\"app\":"
+        "\"web\"},\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"In\",\"values\":["
+        "\"a\",\"b\"]}]},\"ingress\":[{\"from\":[{\"podSelector\":{\"matchLabels\":{\"role\":"
+        "\"client\"}},\"namespaceSelector\":{\"matchExpressions\":[{\"key\":\"team\","
+        "\"operator\":\"Exists\"}]}},{\"ipBlock\":{\"cidr\":\"10.0.0.0/8\",\"except\":["
+        "\"10.1.0.0/16\",\"10.2.3.0/24\"]}},{\"ipBlock\":{\"cidr\":\"192.168.001.0/24\"}},"
+        "{\"ipBlock\":{\"cidr\":\"2001:db8::/32\",\"except\":[\"2001:db8:1::/48\"]}}],"
+        "\"ports\":[{\"port\":80},{\"port\":\"http\",\"protocol\":\"TCP\"},{\"port\":8000,"
+        "\"endPort\":9000,\"protocol\":\"UDP\"},{\"protocol\":\"SCTP\"}]}],\"egress\":[{\"to\":"
+        "[{\"namespaceSelector\":{}}],\"ports\":[{\"port\":53,\"protocol\":\"UDP\"},{\"port\":"
+        "53}]},{}]}}",
+        201);
+    assert_policy_types(np, "Ingress,Egress");
+    ck_assert_str_eq(port_protocol(np, "ingress", 0, 0), "TCP");
+    ck_assert_str_eq(port_protocol(np, "ingress", 0, 2), "UDP");
+    ck_assert_str_eq(port_protocol(np, "ingress", 0, 3), "SCTP");
+    ck_assert_str_eq(port_protocol(np, "egress", 0, 1), "TCP");
+    json_decref(np);
+    /* SetDefaults_NetworkPolicy: Ingress always, Egress with egress rules;
+     * policyTypes sent are kept */
+    np = request_json("POST", nps,
+                      "{\"metadata\":{\"name\":\"egress-only\"},\"spec\":{\"egress\":[{}]}}", 201);
+    assert_policy_types(np, "Ingress,Egress");
+    json_decref(np);
+    np = request_json("POST", nps,
+                      "{\"metadata\":{\"name\":\"empty-egress\"},\"spec\":{\"egress\":[],"
+                      "\"policyTypes\":[]}}",
+                      201);
+    assert_policy_types(np, "Ingress");
+    json_decref(np);
+    np = request_json("POST", nps,
+                      "{\"metadata\":{\"name\":\"kept\"},\"spec\":{\"ingress\":[{}],"
+                      "\"policyTypes\":[\"Egress\"]}}",
+                      201);
+    assert_policy_types(np, "Egress");
+    json_decref(np);
+
+    /* ValidateNetworkPolicyPort */
+    expect_422(
+        "POST", nps, false,
+        "{\"metadata\":{\"name\":\"ports\"},\"spec\":{\"ingress\":[{\"ports\":[{\"protocol\":"
+        "\"udp\",\"port\":0},{\"port\":80,\"endPort\":79},{\"port\":100,\"endPort\":70000},"
+        "{\"port\":\"http\",\"endPort\":90},{\"endPort\":5},{\"port\":\"-Bad--x_\"},{\"port\":"
+        "\"8080\"}]}]}}",
+        "NetworkPolicy.networking.k8s.io \"ports\" is invalid: [spec.ingress[0].ports[0].protocol: "
+        "Unsupported value: \"udp\": supported values: \"TCP\", \"UDP\", \"SCTP\", "
+        "spec.ingress[0].ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive, "
+        "spec.ingress[0].ports[1].endPort: Invalid value: 79: must be greater than or equal to "
+        "`port`, spec.ingress[0].ports[2].endPort: Invalid value: 70000: must be between 1 and "
+        "65535, inclusive, spec.ingress[0].ports[3].endPort: Invalid value: 90: may not be "
+        "specified when `port` is non-numeric, spec.ingress[0].ports[4].endPort: Invalid value: 5: "
+        "may not be specified when `port` is not specified, spec.ingress[0].ports[5].port: "
+        "Invalid value: \"-Bad--x_\": must contain only alpha-numeric characters (a-z, 0-9), and "
+        "hyphens (-), spec.ingress[0].ports[5].port: Invalid value: \"-Bad--x_\": must not "
+        "contain consecutive hyphens, spec.ingress[0].ports[5].port: Invalid value: \"-Bad--x_\": "
+        "must not begin or end with a hyphen, spec.ingress[0].ports[6].port: Invalid value: "
+        "\"8080\": must contain at least one letter (a-z)]",
+        CAUSES("FieldValueNotSupported spec.ingress[0].ports[0].protocol: Unsupported value: "
+               "\"udp\": supported values: \"TCP\", \"UDP\", \"SCTP\"",
+               "FieldValueInvalid spec.ingress[0].ports[0].port: Invalid value: 0: must be between "
+               "1 and 65535, inclusive",
+               "FieldValueInvalid spec.ingress[0].ports[1].endPort: Invalid value: 79: must be "
+               "greater than or equal to `port`",
+               "FieldValueInvalid spec.ingress[0].ports[2].endPort: Invalid value: 70000: must be "
+               "between 1 and 65535, inclusive",
+               "FieldValueInvalid spec.ingress[0].ports[3].endPort: Invalid value: 90: may not be "
+               "specified when `port` is non-numeric",
+               "FieldValueInvalid spec.ingress[0].ports[4].endPort: Invalid value: 5: may not be "
+               "specified when `port` is not specified",
+               "FieldValueInvalid spec.ingress[0].ports[5].port: Invalid value: \"-Bad--x_\": must "
+               "contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+               "FieldValueInvalid spec.ingress[0].ports[5].port: Invalid value: \"-Bad--x_\": must "
+               "not contain consecutive hyphens",
+               "FieldValueInvalid spec.ingress[0].ports[5].port: Invalid value: \"-Bad--x_\": must "
+               "not begin or end with a hyphen",
+               "FieldValueInvalid spec.ingress[0].ports[6].port: Invalid value: \"8080\": must "
+               "contain at least one letter (a-z)"));
+    /* an endPort below port and out of range: both */
+    expect_422("POST", nps, false,
+               "{\"metadata\":{\"name\":\"end\"},\"spec\":{\"egress\":[{\"ports\":[{\"port\":"
+               "443,\"endPort\":0}]}]}}",
+               "NetworkPolicy.networking.k8s.io \"end\" is invalid: [spec.egress[0].ports[0]."
+               "endPort: Invalid value: 0: must be greater than or equal to `port`, "
+               "spec.egress[0].ports[0].endPort: Invalid value: 0: must be between 1 and 65535, "
+               "inclusive]",
+               CAUSES("FieldValueInvalid spec.egress[0].ports[0].endPort: Invalid value: 0: must "
+                      "be greater than or equal to `port`",
+                      "FieldValueInvalid spec.egress[0].ports[0].endPort: Invalid value: 0: must "
+                      "be between 1 and 65535, inclusive"));
+
+    /* ValidateNetworkPolicyPeer and ValidateIPBlock; each rule's ports
+     * before its peers, ingress before egress */
+    expect_422(
+        "POST", nps, false,
+        "{\"metadata\":{\"name\":\"peers\"},\"spec\":{\"egress\":[{\"to\":[{},{\"ipBlock\":{"
+        "\"cidr\":\"10.0.0.0/8\"},\"namespaceSelector\":{}},{\"podSelector\":{\"matchLabels\":"
+        "{\"a\":\"@x\"}},\"namespaceSelector\":{\"matchExpressions\":[{\"key\":\"k\","
+        "\"operator\":\"In\"}]}}],\"ports\":[{\"port\":-1}]}],\"ingress\":[{\"from\":[{"
+        "\"ipBlock\":{}}]}]}}",
+        "NetworkPolicy.networking.k8s.io \"peers\" is invalid: [spec.ingress[0].from[0].ipBlock."
+        "cidr: Required value, spec.egress[0].ports[0].port: Invalid value: -1: must be between 1 "
+        "and 65535, inclusive, spec.egress[0].to[0]: Required value: must specify a peer, "
+        "spec.egress[0].to[1]: Forbidden: may not specify both ipBlock and another peer, "
+        "spec.egress[0].to[2].podSelector.matchLabels: Invalid value: \"@x\": a valid label must "
+        "be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+        "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+        "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), "
+        "spec.egress[0].to[2].namespaceSelector.matchExpressions[0].values: Required value: must "
+        "be specified when `operator` is 'In' or 'NotIn']",
+        CAUSES("FieldValueRequired spec.ingress[0].from[0].ipBlock.cidr: Required value",
+               "FieldValueInvalid spec.egress[0].ports[0].port: Invalid value: -1: must be "
+               "between 1 and 65535, inclusive",
+               "FieldValueRequired spec.egress[0].to[0]: Required value: must specify a peer",
+               "FieldValueForbidden spec.egress[0].to[1]: Forbidden: may not specify both ipBlock "
+               "and another peer",
+               "FieldValueInvalid spec.egress[0].to[2].podSelector.matchLabels: Invalid value: "
+               "\"@x\": a valid label must be an empty string or consist of alphanumeric "
+               "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+               "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+               "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+               "FieldValueRequired spec.egress[0].to[2].namespaceSelector.matchExpressions[0]."
+               "values: Required value: must be specified when `operator` is 'In' or 'NotIn'"));
+    expect_422(
+        "POST", nps, false,
+        "{\"metadata\":{\"name\":\"cidrs\"},\"spec\":{\"ingress\":[{\"from\":[{\"ipBlock\":{"
+        "\"cidr\":\"10.0.0.0/33\",\"except\":[\"x\"]}},{\"ipBlock\":{\"cidr\":\"10.0.0.0\"}},"
+        "{\"ipBlock\":{\"cidr\":\"10.0.0.0/8\",\"except\":[\"10.1.0.0/16\",\"11.0.0.0/16\","
+        "\"10.0.0.0/8\",\"10.0.0.0/7\",\"10.1.0.0/\",\"2001:db8::/64\"]}},{\"ipBlock\":{"
+        "\"cidr\":\"2001:db8::/32\",\"except\":[\"2001:db9::/48\",\"10.0.0.0/16\","
+        "\"2001:db8::1::/64\"]}}]}]}}",
+        "NetworkPolicy.networking.k8s.io \"cidrs\" is invalid: [spec.ingress[0].from[0].ipBlock."
+        "cidr: Invalid value: \"10.0.0.0/33\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or "
+        "2001:db8::/64), spec.ingress[0].from[1].ipBlock.cidr: Invalid value: \"10.0.0.0\": must "
+        "be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64), "
+        "spec.ingress[0].from[2].ipBlock.except[1]: Invalid value: \"11.0.0.0/16\": must be a "
+        "strict subset of `cidr`, spec.ingress[0].from[2].ipBlock.except[2]: Invalid value: "
+        "\"10.0.0.0/8\": must be a strict subset of `cidr`, "
+        "spec.ingress[0].from[2].ipBlock.except[3]: Invalid value: \"10.0.0.0/7\": must be a "
+        "strict subset of `cidr`, spec.ingress[0].from[2].ipBlock.except[4]: Invalid value: "
+        "\"10.1.0.0/\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64), "
+        "spec.ingress[0].from[2].ipBlock.except[5]: Invalid value: \"2001:db8::/64\": must be a "
+        "strict subset of `cidr`, spec.ingress[0].from[3].ipBlock.except[0]: Invalid value: "
+        "\"2001:db9::/48\": must be a strict subset of `cidr`, "
+        "spec.ingress[0].from[3].ipBlock.except[1]: Invalid value: \"10.0.0.0/16\": must be a "
+        "strict subset of `cidr`, spec.ingress[0].from[3].ipBlock.except[2]: Invalid value: "
+        "\"2001:db8::1::/64\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]",
+        CAUSES("FieldValueInvalid spec.ingress[0].from[0].ipBlock.cidr: Invalid value: "
+               "\"10.0.0.0/33\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+               "FieldValueInvalid spec.ingress[0].from[1].ipBlock.cidr: Invalid value: "
+               "\"10.0.0.0\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+               "FieldValueInvalid spec.ingress[0].from[2].ipBlock.except[1]: Invalid value: "
+               "\"11.0.0.0/16\": must be a strict subset of `cidr`",
+               "FieldValueInvalid spec.ingress[0].from[2].ipBlock.except[2]: Invalid value: "
+               "\"10.0.0.0/8\": must be a strict subset of `cidr`",
+               "FieldValueInvalid spec.ingress[0].from[2].ipBlock.except[3]: Invalid value: "
+               "\"10.0.0.0/7\": must be a strict subset of `cidr`",
+               "FieldValueInvalid spec.ingress[0].from[2].ipBlock.except[4]: Invalid value: "
+               "\"10.1.0.0/\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+               "FieldValueInvalid spec.ingress[0].from[2].ipBlock.except[5]: Invalid value: "
+               "\"2001:db8::/64\": must be a strict subset of `cidr`",
+               "FieldValueInvalid spec.ingress[0].from[3].ipBlock.except[0]: Invalid value: "
+               "\"2001:db9::/48\": must be a strict subset of `cidr`",
+               "FieldValueInvalid spec.ingress[0].from[3].ipBlock.except[1]: Invalid value: "
+               "\"10.0.0.0/16\": must be a strict subset of `cidr`",
+               "FieldValueInvalid spec.ingress[0].from[3].ipBlock.except[2]: Invalid value: "
+               "\"2001:db8::1::/64\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or "
+               "2001:db8::/64)"));
+
+    /* ValidateNetworkPolicySpec: podSelector first, policyTypes last; the
+     * enums in the validation's order, not the schema's */
+    expect_422(
+        "POST", nps, false,
+        "{\"metadata\":{\"name\":\"types\"},\"spec\":{\"policyTypes\":[\"Ingress\",\"ingress\"],"
+        "\"ingress\":[{\"ports\":[{\"protocol\":\"ICMP\"}]}],\"podSelector\":{"
+        "\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Exists\",\"values\":[\"x\"]}]}}}",
+        "NetworkPolicy.networking.k8s.io \"types\" is invalid: "
+        "[spec.podSelector.matchExpressions[0]"
+        ".values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist', "
+        "spec.ingress[0].ports[0].protocol: Unsupported value: \"ICMP\": supported values: "
+        "\"TCP\", \"UDP\", \"SCTP\", spec.policyTypes[1]: Unsupported value: \"ingress\": "
+        "supported values: \"Ingress\", \"Egress\"]",
+        CAUSES("FieldValueForbidden spec.podSelector.matchExpressions[0].values: Forbidden: may "
+               "not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+               "FieldValueNotSupported spec.ingress[0].ports[0].protocol: Unsupported value: "
+               "\"ICMP\": supported values: \"TCP\", \"UDP\", \"SCTP\"",
+               "FieldValueNotSupported spec.policyTypes[1]: Unsupported value: \"ingress\": "
+               "supported values: \"Ingress\", \"Egress\""));
+    /* more than two: one error for the list, none for its members */
+    expect_422("POST", nps, false,
+               "{\"metadata\":{\"name\":\"three\"},\"spec\":{\"policyTypes\":[\"Ingress\","
+               "\"Egress\",\"Other\"]}}",
+               "NetworkPolicy.networking.k8s.io \"three\" is invalid: spec.policyTypes: Invalid "
+               "value: []networking.PolicyType{\"Ingress\", \"Egress\", \"Other\"}: may not "
+               "specify more than two policyTypes",
+               CAUSES("FieldValueInvalid spec.policyTypes: Invalid value: "
+                      "[]networking.PolicyType{\"Ingress\", \"Egress\", \"Other\"}: may not "
+                      "specify more than two policyTypes"));
+
+    /* An update: ValidateNetworkPolicy and ValidateNetworkPolicyUpdate both
+     * validate the spec, so each error is a cause twice (the message lists
+     * it once); the defaults apply to the update too, policyTypes set at
+     * create stay. */
+    const char *upd = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/upd";
+    np = request_json("POST", nps,
+                      "{\"metadata\":{\"name\":\"upd\"},\"spec\":{\"podSelector\":{"
+                      "\"matchLabels\":{\"app\":\"x\"}},\"ingress\":[{\"from\":[{"
+                      "\"podSelector\":{}}]}]}}",
+                      201);
+    assert_policy_types(np, "Ingress");
+    json_decref(np);
+    expect_422("PATCH", upd, true,
+               "{\"spec\":{\"ingress\":[{\"ports\":[{\"port\":70000}],\"from\":[{\"ipBlock\":{"
+               "\"cidr\":\"10.0.0.0/8\",\"except\":[\"10.0.0.0/8\"]}}]}]}}",
+               "NetworkPolicy.networking.k8s.io \"upd\" is invalid: [spec.ingress[0].ports[0]."
+               "port: Invalid value: 70000: must be between 1 and 65535, inclusive, "
+               "spec.ingress[0].from[0].ipBlock.except[0]: Invalid value: \"10.0.0.0/8\": must "
+               "be a strict subset of `cidr`]",
+               CAUSES("FieldValueInvalid spec.ingress[0].ports[0].port: Invalid value: 70000: "
+                      "must be between 1 and 65535, inclusive",
+                      "FieldValueInvalid spec.ingress[0].from[0].ipBlock.except[0]: Invalid "
+                      "value: \"10.0.0.0/8\": must be a strict subset of `cidr`",
+                      "FieldValueInvalid spec.ingress[0].ports[0].port: Invalid value: 70000: "
+                      "must be between 1 and 65535, inclusive",
+                      "FieldValueInvalid spec.ingress[0].from[0].ipBlock.except[0]: Invalid "
+                      "value: \"10.0.0.0/8\": must be a strict subset of `cidr`"));
+    /* the old object's podSelector is valid: an invalid label value in a
+     * selector is refused on update too (ValidationOptionsForNetworking) */
+    expect_422("PATCH", upd, true,
+               "{\"spec\":{\"podSelector\":{\"matchExpressions\":[{\"key\":\"a\",\"operator\":"
+               "\"In\",\"values\":[\"not valid\"]}]}}}",
+               "NetworkPolicy.networking.k8s.io \"upd\" is invalid: spec.podSelector."
+               "matchExpressions[0].values[0]: Invalid value: \"not valid\": a valid label must "
+               "be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+               "must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+               "'my_value',  or '12345', regex used for validation is "
+               "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+               CAUSES("FieldValueInvalid spec.podSelector.matchExpressions[0].values[0]: Invalid "
+                      "value: \"not valid\": a valid label must be an empty string or consist of "
+                      "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                      "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+                      "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
+                      "[A-Za-z0-9])?')",
+                      "FieldValueInvalid spec.podSelector.matchExpressions[0].values[0]: Invalid "
+                      "value: \"not valid\": a valid label must be an empty string or consist of "
+                      "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                      "alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+                      "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
+                      "[A-Za-z0-9])?')"));
+    merge_patch(upd, "{\"spec\":{\"egress\":[{\"ports\":[{\"port\":53}]}]}}", 200);
+    np = request_json("GET", upd, NULL, 200);
+    assert_policy_types(np, "Ingress");
+    ck_assert_str_eq(port_protocol(np, "egress", 0, 0), "TCP");
+    json_decref(np);
+}
+END_TEST
+
 static Suite *kubesim_suite(void)
 {
     Suite *s = suite_create("kubesim");
@@ -5533,6 +5867,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_pod_graceful_delete);
     tcase_add_test(tc, test_kubesim_pdb_and_eviction);
     tcase_add_test(tc, test_kubesim_pdb_validation);
+    tcase_add_test(tc, test_kubesim_networkpolicy_validation);
     tcase_add_test(tc, test_kubesim_readiness_gates_and_unhealthy_eviction);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);

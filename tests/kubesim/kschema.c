@@ -458,9 +458,16 @@ static bool under_unknown(const json_t *unknown, const char *path)
  * would answer a 422 with only part of the errors. */
 static bool validates_enums(const struct ks_res *def)
 {
-    return strcmp(def->key, "services") == 0 ||
-           strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") == 0 ||
-           strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") == 0;
+    static const char *const keys[] = {
+        "services",
+        "networkpolicies.networking.k8s.io",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(def->key, keys[i]) == 0)
+            return true;
+    return false;
 }
 
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,

@@ -386,6 +386,14 @@ void ks_whconfig_defaults(json_t *obj, bool mutating);
  * replaces), the Update options it derives from the old webhooks. */
 void ks_validate_whconfig(const json_t *obj, const json_t *old, bool mutating, json_t *causes);
 
+/* netpolvalidation.c: NetworkPolicy (networking.k8s.io v1). The v1 defaults
+ * (each port's protocol, policyTypes), in place (obj owned, unshared). */
+void ks_netpol_defaults(json_t *obj);
+/* ValidateNetworkPolicy into causes; with old (the stored object an update
+ * replaces), ValidateNetworkPolicyUpdate too, with the options it derives
+ * from the old object. */
+void ks_validate_netpol(const json_t *obj, const json_t *old, json_t *causes);
+
 /* Label selectors and field selectors. */
 struct ks_selector;
 /* Parse; NULL string means "everything". On error returns -EINVAL and a

@@ -8,7 +8,9 @@
  * objectmeta.go: generateName, labels, annotations and their total size,
  * ownerReferences, finalizers) and, for the built-in kinds kop writes or
  * reads, the kind's own rules (pkg/apis/core/validation, pkg/apis/apps/
- * validation, pkg/apis/coordination/validation). Each rule answers with the
+ * validation, pkg/apis/coordination/validation; NetworkPolicy's are
+ * netpolvalidation.c's, webhook configurations' whconfig.c's and CRDs'
+ * crdvalidation.c's). Each rule answers with the
  * apiserver's field path and text (field.Invalid, Required, Duplicate,
  * NotSupported, TooLong), collected into one 422 as the registry does.
  *
@@ -2107,6 +2109,8 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
             immutable_role_ref(obj, old, causes);
     } else if (strcmp(def->key, "poddisruptionbudgets.policy") == 0) {
         validate_pdb(obj, causes);
+    } else if (strcmp(def->key, "networkpolicies.networking.k8s.io") == 0) {
+        ks_validate_netpol(obj, old, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
         validate_lease(obj, causes);
     } else if (strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") ==
