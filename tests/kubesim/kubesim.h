@@ -338,6 +338,12 @@ __attribute__((format(printf, 4, 5))) void ks_cause(json_t *causes, const char *
                                                     const char *field, const char *fmt, ...);
 /* field.Required(field, detail): "Required value[: detail]". */
 void ks_required(json_t *causes, const char *field, const char *detail);
+/* field.NotSupported(field, a string value, supported): supported is the
+ * accepted values as the message lists them, already quoted ("\"A\", \"B\"";
+ * a sets.String's List() is sorted). */
+void ks_not_supported(json_t *causes, const char *field, const char *value, const char *supported);
+/* field.Duplicate(field, a string value): "Duplicate value: \"v\"". */
+void ks_duplicate(json_t *causes, const char *field, const char *value);
 /* field.Invalid(field, value (a string), msg) for each of msgs (@ref steal msgs). */
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs);
 /* field.Invalid(field, an integer value, msg) */

@@ -260,6 +260,21 @@ void ks_required(json_t *causes, const char *field, const char *detail)
         cause(causes, "FieldValueRequired", field, "Required value");
 }
 
+void ks_not_supported(json_t *causes, const char *field, const char *value, const char *supported)
+{
+    char *q = ks_go_quote(value);
+    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
+          supported);
+    free(q);
+}
+
+void ks_duplicate(json_t *causes, const char *field, const char *value)
+{
+    char *q = ks_go_quote(value);
+    cause(causes, "FieldValueDuplicate", field, "Duplicate value: %s", q);
+    free(q);
+}
+
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs)
 {
     char *q = ks_go_quote(value);
@@ -544,13 +559,10 @@ static void validate_service_port(const json_t *p, size_t i, bool require_name, 
         cause(causes, "FieldValueRequired", f, "Required value");
     } else if (name && *name) {
         invalid_str(causes, f, name, ks_msgs_dns1123_label(name));
-        if (json_object_get(seen_names, name)) {
-            char *q = ks_go_quote(name);
-            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
-            free(q);
-        } else {
+        if (json_object_get(seen_names, name))
+            ks_duplicate(causes, f, name);
+        else
             json_object_set_new(seen_names, name, json_true());
-        }
     }
     free(f);
     json_int_t port = int_at(p, "port");
@@ -826,11 +838,8 @@ static void validate_container_ports(const json_t *ports, const char *path, json
                 invalid_str(causes, f, name, msgs);
             } else {
                 json_decref(msgs);
-                if (json_object_get(names, name)) {
-                    char *q = ks_go_quote(name);
-                    cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
-                    free(q);
-                }
+                if (json_object_get(names, name))
+                    ks_duplicate(causes, f, name);
                 json_object_set_new(names, name, json_true());
             }
             free(f);
@@ -880,9 +889,7 @@ static void validate_containers(const json_t *list, const char *spec_path, const
         const char *n = name ? name : "";
         if (json_object_get(all_names, n)) {
             f = ks_printf("%s.name", path);
-            char *q = ks_go_quote(n);
-            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
-            free(q);
+            ks_duplicate(causes, f, n);
             free(f);
         } else {
             json_object_set_new(all_names, n, json_true());
@@ -1365,15 +1372,6 @@ static void validate_aggregation_rule(const json_t *obj, json_t *causes)
               "non-nil");
 }
 
-static void not_supported(json_t *causes, const char *field, const char *value,
-                          const char *supported)
-{
-    char *q = ks_go_quote(value);
-    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
-          supported);
-    free(q);
-}
-
 /* ValidateRoleBinding, ValidateClusterRoleBinding (after the defaults:
  * roleRef.apiGroup and a User or Group subject's apiGroup) */
 static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
@@ -1384,11 +1382,11 @@ static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
     k = k ? k : "";
     n = n ? n : "";
     if (strcmp(g, RBAC_GROUP) != 0)
-        not_supported(causes, "roleRef.apiGroup", g, "\"" RBAC_GROUP "\"");
+        ks_not_supported(causes, "roleRef.apiGroup", g, "\"" RBAC_GROUP "\"");
     if (namespaced && strcmp(k, "Role") != 0 && strcmp(k, "ClusterRole") != 0)
-        not_supported(causes, "roleRef.kind", k, "\"Role\", \"ClusterRole\"");
+        ks_not_supported(causes, "roleRef.kind", k, "\"Role\", \"ClusterRole\"");
     else if (!namespaced && strcmp(k, "ClusterRole") != 0)
-        not_supported(causes, "roleRef.kind", k, "\"ClusterRole\"");
+        ks_not_supported(causes, "roleRef.kind", k, "\"ClusterRole\"");
     if (!*n) {
         cause(causes, "FieldValueRequired", "roleRef.name", "Required value");
     } else {
@@ -1416,7 +1414,7 @@ static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
             free(f);
             f = ks_printf("subjects[%zu].apiGroup", i);
             if (*sg)
-                not_supported(causes, f, sg, "\"\"");
+                ks_not_supported(causes, f, sg, "\"\"");
             free(f);
             f = ks_printf("subjects[%zu].namespace", i);
             if (!namespaced && (!sns || !*sns))
@@ -1425,11 +1423,11 @@ static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
         } else if (strcmp(sk, "User") == 0 || strcmp(sk, "Group") == 0) {
             f = ks_printf("subjects[%zu].apiGroup", i);
             if (strcmp(sg, RBAC_GROUP) != 0)
-                not_supported(causes, f, sg, "\"" RBAC_GROUP "\"");
+                ks_not_supported(causes, f, sg, "\"" RBAC_GROUP "\"");
             free(f);
         } else {
             f = ks_printf("subjects[%zu].kind", i);
-            not_supported(causes, f, sk, "\"ServiceAccount\", \"User\", \"Group\"");
+            ks_not_supported(causes, f, sk, "\"ServiceAccount\", \"User\", \"Group\"");
             free(f);
         }
     }
