@@ -459,7 +459,9 @@ static bool under_unknown(const json_t *unknown, const char *path)
 static bool validates_enums(const struct ks_res *def)
 {
     return strcmp(def->key, "validatingwebhookconfigurations.admissionregistration.k8s.io") == 0 ||
-           strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") == 0;
+           strcmp(def->key, "mutatingwebhookconfigurations.admissionregistration.k8s.io") == 0 ||
+           strcmp(def->key, "endpointslices.discovery.k8s.io") == 0 ||
+           strcmp(def->key, "endpoints") == 0;
 }
 
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,

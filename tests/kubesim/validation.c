@@ -8,7 +8,8 @@
  * objectmeta.go: generateName, labels, annotations and their total size,
  * ownerReferences, finalizers) and, for the built-in kinds kop writes or
  * reads, the kind's own rules (pkg/apis/core/validation, pkg/apis/apps/
- * validation, pkg/apis/coordination/validation). Each rule answers with the
+ * validation, pkg/apis/coordination/validation; EndpointSlice and Endpoints
+ * in epvalidation.c). Each rule answers with the
  * apiserver's field path and text (field.Invalid, Required, Duplicate,
  * NotSupported, TooLong), collected into one 422 as the registry does.
  *
@@ -1972,6 +1973,10 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_binding(obj, def->namespaced, causes);
         if (old)
             immutable_role_ref(obj, old, causes);
+    } else if (strcmp(def->key, "endpointslices.discovery.k8s.io") == 0) {
+        ks_validate_endpointslice(obj, old, causes);
+    } else if (strcmp(def->key, "endpoints") == 0) {
+        ks_validate_endpoints(obj, causes);
     } else if (strcmp(def->key, "poddisruptionbudgets.policy") == 0) {
         validate_pdb(obj, causes);
     } else if (strcmp(def->key, "leases.coordination.k8s.io") == 0) {
