@@ -5,8 +5,11 @@
  * the Service kop-system/kop-webhook-service, whose endpoints are small
  * TLS webhooks (libmicrohttpd) that count requests and connections and can
  * drop a request unanswered, close idle connections (with a reset if
- * asked), answer with Connection: close or with 429 + Retry-After. Each
- * test starts its own kubesim with the flags it needs.
+ * asked), answer with Connection: close or with 429 + Retry-After. The
+ * "validation" case checks what kubesim takes of a user's EndpointSlice and
+ * Endpoints (kubesim/epvalidation.c): the v1 defaults, and the 422 causes of
+ * Kubernetes 1.32's validation, field, message and order. Each test starts
+ * its own kubesim with the flags it needs.
  */
 #include "fakehook.h"
 #include "kubetest.h"
