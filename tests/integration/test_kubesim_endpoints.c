@@ -5,8 +5,11 @@
  * the Service kop-system/kop-webhook-service, whose endpoints are small
  * TLS webhooks (libmicrohttpd) that count requests and connections and can
  * drop a request unanswered, close idle connections (with a reset if
- * asked), answer with Connection: close or with 429 + Retry-After. Each
- * test starts its own kubesim with the flags it needs.
+ * asked), answer with Connection: close or with 429 + Retry-After. The
+ * "validation" case checks what kubesim takes of a user's EndpointSlice and
+ * Endpoints (kubesim/epvalidation.c): the v1 defaults, and the 422 causes of
+ * Kubernetes 1.32's validation, field, message and order. Each test starts
+ * its own kubesim with the flags it needs.
  */
 #include "fakehook.h"
 #include "kubetest.h"
@@ -602,6 +605,473 @@ START_TEST(test_endpoints_traceparent)
 }
 END_TEST
 
+/* ---- EndpointSlice and Endpoints validation (kubesim/epvalidation.c) ------------------- */
+
+#define SLICES "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+#define EPS "/api/v1/namespaces/default/endpoints"
+#define WANT(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* apimachinery/pkg/util/validation's messages, as Kubernetes 1.32 words them */
+#define LABEL_MSG                                                                                  \
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "   \
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "     \
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+#define SUBDOMAIN_MSG                                                                              \
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "   \
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "  \
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+#define LABEL_VALUE_MSG                                                                            \
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "    \
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "             \
+    "'my_value',  or '12345', regex used for validation is "                                       \
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+#define NAME_PART_MSG                                                                              \
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "  \
+    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "     \
+    "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+#define PROTOCOLS "supported values: \"SCTP\", \"TCP\", \"UDP\""
+#define LOOPBACK "may not be in the loopback range (127.0.0.0/8, ::1/128)"
+#define LINK_LOCAL "may not be in the link-local range (169.254.0.0/16, fe80::/10)"
+#define LL_MULTICAST "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"
+
+/* kubesim alone (no webhook), for the validation tests */
+static void start_plain(void)
+{
+    const struct kop_test_kubesim_options o = {.ca = ca_path, .token = TOKEN};
+    kop_test_kubesim_start(&sim, &o);
+    sim_running = true;
+}
+
+/* method path with body: the HTTP code, the body in *ret_body (malloc'd) */
+static long send_doc(const char *method, const char *path, const char *body, char **ret_body)
+{
+    char url[512];
+    snprintf(url, sizeof(url), "%s%s", sim.url, path);
+    struct kop_test_http_options o = opts();
+    return kop_test_http(&o, method, url, body, ret_body);
+}
+
+/* The reason a field.Error of this message has. */
+static const char *reason_of(const char *msg)
+{
+    static const char *const map[][2] = {{"Invalid value", "FieldValueInvalid"},
+                                         {"Required value", "FieldValueRequired"},
+                                         {"Unsupported value", "FieldValueNotSupported"},
+                                         {"Duplicate value", "FieldValueDuplicate"},
+                                         {"Too many", "FieldValueTooMany"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strncmp(msg, map[i][0], strlen(map[i][0])) == 0)
+            return map[i][1];
+    return "?";
+}
+
+/* Send body (method to path) and want a 422 whose causes are exactly want
+ * ("field: message", NULL-terminated), in order, each with its reason. */
+static void expect_causes(const char *method, const char *path, const char *body,
+                          const char *const *want)
+{
+    char *out = NULL;
+    long code = send_doc(method, path, body, &out);
+    ck_assert_msg(code == 422, "%s %s: %ld (want 422): %s", method, path, code, out);
+    json_t *st = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(st);
+    const json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
+    size_t n = 0;
+    while (want[n])
+        n++;
+    ck_assert_msg(json_array_size(causes) == n, "%zu causes (want %zu): %s",
+                  json_array_size(causes), n, out);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(causes, i);
+        const char *field = json_string_value(json_object_get(c, "field"));
+        const char *msg = json_string_value(json_object_get(c, "message"));
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        char *got = NULL;
+        ck_assert_int_gt(asprintf(&got, "%s: %s", field ? field : "", msg ? msg : ""), 0);
+        ck_assert_str_eq(got, want[i]);
+        ck_assert_str_eq(reason ? reason : "", reason_of(msg ? msg : ""));
+        free(got);
+    }
+    json_decref(st);
+    free(out);
+}
+
+/* An EndpointSlice's JSON text: addressType type (NULL: none), endpoints
+ * and ports as JSON text (NULL: none). malloc'd */
+static char *slice_doc(const char *name, const char *type, const char *endpoints, const char *ports)
+{
+    char *doc = NULL;
+    char at[64] = "";
+    if (type)
+        snprintf(at, sizeof(at), ",\"addressType\":\"%s\"", type);
+    ck_assert_int_gt(asprintf(&doc,
+                              "{\"apiVersion\":\"discovery.k8s.io/v1\",\"kind\":\"EndpointSlice\","
+                              "\"metadata\":{\"name\":\"%s\"}%s%s%s%s%s}",
+                              name, at, endpoints ? ",\"endpoints\":" : "",
+                              endpoints ? endpoints : "", ports ? ",\"ports\":" : "",
+                              ports ? ports : ""),
+                     0);
+    return doc;
+}
+
+/* An Endpoints' JSON text with subsets (JSON text). malloc'd */
+static char *endpoints_doc(const char *name, const char *subsets)
+{
+    char *doc = NULL;
+    ck_assert_int_gt(asprintf(&doc,
+                              "{\"apiVersion\":\"v1\",\"kind\":\"Endpoints\",\"metadata\":"
+                              "{\"name\":\"%s\"},\"subsets\":%s}",
+                              name, subsets),
+                     0);
+    return doc;
+}
+
+/* n copies of item between [ and ], comma-separated. malloc'd */
+static char *repeat(const char *item, size_t n)
+{
+    size_t len = strlen(item);
+    char *out = malloc(n * (len + 1) + 2);
+    ck_assert_ptr_nonnull(out);
+    char *p = out;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        memcpy(p, item, len);
+        p += len;
+    }
+    *p++ = ']';
+    *p = '\0';
+    return out;
+}
+
+/* The compact JSON text of v, members in their stored order. malloc'd */
+static char *dump(const json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+static void expect_dump(const json_t *v, const char *want)
+{
+    char *s = dump(v);
+    ck_assert_str_eq(s, want);
+    free(s);
+}
+
+/* Valid objects are stored with their v1 defaults: a slice port's name ""
+ * and protocol TCP (discovery/v1 SetDefaults_EndpointPort), an Endpoints
+ * port's protocol TCP (core/v1 SetDefaults_Endpoints), each in Go's member
+ * order; a v1 write's deprecatedTopology is dropped (dropTopologyOnV1).
+ * Addresses are read as ParseIPSloppy reads them (leading zeros, long hex
+ * groups). */
+START_TEST(test_endpoints_valid_defaults)
+{
+    start_plain();
+    struct kop_test_http_options o = opts();
+    char *doc = slice_doc(
+        "web", "IPv4",
+        "[{\"addresses\":[\"10.0.0.1\",\"010.0.0.2\"],\"conditions\":{\"ready\":true,"
+        "\"serving\":true,\"terminating\":false},\"hostname\":\"web-0\",\"nodeName\":"
+        "\"node-a.example\",\"zone\":\"z1\",\"hints\":{\"forZones\":[{\"name\":\"z1\"}]},"
+        "\"deprecatedTopology\":{\"kubernetes.io/hostname\":\"node-a\"},\"targetRef\":{\"kind\":"
+        "\"Pod\",\"name\":\"web-0\"}}]",
+        "[{\"port\":8080},{\"name\":\"https\",\"protocol\":\"UDP\",\"port\":443,\"appProtocol\":"
+        "\"kubernetes.io/h2c\"}]");
+    json_t *s = kop_test_api(&o, sim.url, "POST", SLICES, doc, 201);
+    free(doc);
+    const json_t *ports = json_object_get(s, "ports");
+    expect_dump(json_array_get(ports, 0), "{\"name\":\"\",\"protocol\":\"TCP\",\"port\":8080}");
+    expect_dump(json_array_get(ports, 1), "{\"name\":\"https\",\"protocol\":\"UDP\",\"port\":443,"
+                                          "\"appProtocol\":\"kubernetes.io/h2c\"}");
+    const json_t *ep = json_array_get(json_object_get(s, "endpoints"), 0);
+    ck_assert_ptr_null(json_object_get(ep, "deprecatedTopology"));
+    ck_assert_str_eq(json_string_value(json_object_get(ep, "nodeName")), "node-a.example");
+    json_decref(s);
+    /* as stored */
+    s = kop_test_api(&o, sim.url, "GET", SLICES "/web", NULL, 200);
+    expect_dump(json_array_get(json_object_get(s, "ports"), 0),
+                "{\"name\":\"\",\"protocol\":\"TCP\",\"port\":8080}");
+    json_decref(s);
+
+    doc = slice_doc("v6", "IPv6", "[{\"addresses\":[\"2001:db8::1\",\"2001:0db8:00000::00001\"]}]",
+                    "[{\"name\":\"a\",\"port\":1},{\"name\":\"b\"}]");
+    s = kop_test_api(&o, sim.url, "POST", SLICES, doc, 201);
+    free(doc);
+    expect_dump(json_object_get(s, "ports"), "[{\"name\":\"a\",\"protocol\":\"TCP\",\"port\":1},"
+                                             "{\"name\":\"b\",\"protocol\":\"TCP\"}]");
+    json_decref(s);
+    doc = slice_doc("ext", "FQDN", "[{\"addresses\":[\"example.com.\",\"a.b.c\"]}]", "[]");
+    json_decref(kop_test_api(&o, sim.url, "POST", SLICES, doc, 201));
+    free(doc);
+
+    doc = endpoints_doc("web", "[{\"addresses\":[{\"ip\":\"10.0.0.1\",\"hostname\":\"web-0\","
+                               "\"nodeName\":\"node-a\"}],\"notReadyAddresses\":[{\"ip\":"
+                               "\"10.0.0.2\"}],\"ports\":[{\"name\":\"http\",\"port\":80,"
+                               "\"appProtocol\":\"http\"},{\"name\":\"dns\",\"port\":53,"
+                               "\"protocol\":\"UDP\"}]}]");
+    json_t *e = kop_test_api(&o, sim.url, "POST", EPS, doc, 201);
+    free(doc);
+    expect_dump(json_object_get(json_array_get(json_object_get(e, "subsets"), 0), "ports"),
+                "[{\"name\":\"http\",\"port\":80,\"protocol\":\"TCP\",\"appProtocol\":\"http\"},"
+                "{\"name\":\"dns\",\"port\":53,\"protocol\":\"UDP\"}]");
+    json_decref(e);
+}
+END_TEST
+
+/* The addresses of each address type: IsValidIPv4Address or
+ * IsValidIPv6Address, then ValidateNonSpecialIP; FQDN as
+ * IsFullyQualifiedDomainName checks it. */
+START_TEST(test_endpoints_slice_addresses)
+{
+    start_plain();
+    char *doc = slice_doc("v4", "IPv4",
+                          "[{\"addresses\":[\"1.2.3.4\",\"::1\",\"127.0.0.2\",\"0.0.0.0\",\"foo\","
+                          "\"169.254.1.1\",\"224.0.0.5\",\"1.2.3.256\",\"\"]}]",
+                          NULL);
+    expect_causes(
+        "POST", SLICES, doc,
+        WANT("endpoints[0].addresses[1]: Invalid value: \"::1\": must be a valid IPv4 address",
+             "endpoints[0].addresses[1]: Invalid value: \"::1\": " LOOPBACK,
+             "endpoints[0].addresses[2]: Invalid value: \"127.0.0.2\": " LOOPBACK,
+             "endpoints[0].addresses[3]: Invalid value: \"0.0.0.0\": may not be unspecified "
+             "(0.0.0.0)",
+             "endpoints[0].addresses[4]: Invalid value: \"foo\": must be a valid IPv4 address",
+             "endpoints[0].addresses[4]: Invalid value: \"foo\": must be a valid IP address",
+             "endpoints[0].addresses[5]: Invalid value: \"169.254.1.1\": " LINK_LOCAL,
+             "endpoints[0].addresses[6]: Invalid value: \"224.0.0.5\": " LL_MULTICAST,
+             "endpoints[0].addresses[7]: Invalid value: \"1.2.3.256\": must be a valid IPv4 "
+             "address",
+             "endpoints[0].addresses[7]: Invalid value: \"1.2.3.256\": must be a valid IP address",
+             "endpoints[0].addresses[8]: Invalid value: \"\": must be a valid IPv4 address",
+             "endpoints[0].addresses[8]: Invalid value: \"\": must be a valid IP address"));
+    free(doc);
+
+    doc = slice_doc("v6", "IPv6",
+                    "[{\"addresses\":[\"2001:db8::1\",\"1.2.3.4\",\"::ffff:10.0.0.1\",\"::\","
+                    "\"fe80::1\",\"ff02::2\",\"::1\",\"1::2::3\"]}]",
+                    NULL);
+    expect_causes(
+        "POST", SLICES, doc,
+        WANT("endpoints[0].addresses[1]: Invalid value: \"1.2.3.4\": must be a valid IPv6 address",
+             "endpoints[0].addresses[2]: Invalid value: \"::ffff:10.0.0.1\": must be a valid IPv6 "
+             "address",
+             "endpoints[0].addresses[3]: Invalid value: \"::\": may not be unspecified (::)",
+             "endpoints[0].addresses[4]: Invalid value: \"fe80::1\": " LINK_LOCAL,
+             "endpoints[0].addresses[5]: Invalid value: \"ff02::2\": " LL_MULTICAST,
+             "endpoints[0].addresses[6]: Invalid value: \"::1\": " LOOPBACK,
+             "endpoints[0].addresses[7]: Invalid value: \"1::2::3\": must be a valid IPv6 address",
+             "endpoints[0].addresses[7]: Invalid value: \"1::2::3\": must be a valid IP address"));
+    free(doc);
+
+    /* FQDN: one trailing dot allowed; the subdomain's messages joined by ",";
+     * then two labels at least, each 63 characters at most */
+    char label64[65], long_name[255];
+    memset(label64, 'a', 64);
+    label64[64] = '\0';
+    long_name[0] = 'A';
+    memset(long_name + 1, 'a', 253);
+    long_name[254] = '\0';
+    char *addrs = NULL, *want64 = NULL, *want_long = NULL;
+    ck_assert_int_gt(asprintf(&addrs,
+                              "[{\"addresses\":[\"\",\"a\",\"Ex.com\",\"x.\",\"%s.com\",\"%s\","
+                              "\"ok.example.\"]}]",
+                              label64, long_name),
+                     0);
+    ck_assert_int_gt(asprintf(&want64,
+                              "endpoints[0].addresses[4]: Invalid value: \"%s\": must be no more "
+                              "than 63 characters",
+                              label64),
+                     0);
+    ck_assert_int_gt(asprintf(&want_long,
+                              "endpoints[0].addresses[5]: Invalid value: \"%s\": must be no more "
+                              "than 253 characters," SUBDOMAIN_MSG,
+                              long_name),
+                     0);
+    doc = slice_doc("fq", "FQDN", addrs, NULL);
+    expect_causes("POST", SLICES, doc,
+                  WANT("endpoints[0].addresses[0]: Required value",
+                       "endpoints[0].addresses[1]: Invalid value: \"a\": should be a domain with "
+                       "at least two segments separated by dots",
+                       "endpoints[0].addresses[2]: Invalid value: \"Ex.com\": " SUBDOMAIN_MSG,
+                       "endpoints[0].addresses[3]: Invalid value: \"x\": should be a domain with "
+                       "at least two segments separated by dots",
+                       want64, want_long));
+    free(doc);
+    free(addrs);
+    free(want64);
+    free(want_long);
+}
+END_TEST
+
+/* addressType, an endpoint's addresses, nodeName, hostname and hints, the
+ * ports' names (unique, "" included), protocol and appProtocol; the enums
+ * among the other errors, in validation's order. */
+START_TEST(test_endpoints_slice_fields)
+{
+    start_plain();
+    char *doc = slice_doc(
+        "f", NULL,
+        "[{\"addresses\":[\"10.0.0.1\"],\"nodeName\":\"Node_1\",\"hostname\":\"a.b\",\"hints\":"
+        "{\"forZones\":[{\"name\":\"a\"},{\"name\":\"a\"},{\"name\":\"-x\"}]}},{\"addresses\":[]},"
+        "{}]",
+        "[{\"port\":1},{\"port\":2,\"protocol\":\"FOO\",\"appProtocol\":\"-x\"},{\"name\":"
+        "\"Http\",\"port\":3},{\"name\":\"h\",\"protocol\":\"\"}]");
+    expect_causes(
+        "POST", SLICES, doc,
+        WANT("addressType: Required value",
+             "endpoints[0].nodeName: Invalid value: \"Node_1\": " SUBDOMAIN_MSG,
+             "endpoints[0].hostname: Invalid value: \"a.b\": must not contain dots",
+             "endpoints[0].hints.forZones[1].name: Duplicate value: \"a\"",
+             "endpoints[0].hints.forZones[2].name: Invalid value: \"-x\": " LABEL_VALUE_MSG,
+             "endpoints[1].addresses: Required value: must contain at least 1 address",
+             "endpoints[2].addresses: Required value: must contain at least 1 address",
+             "ports[1].name: Duplicate value: \"\"",
+             "ports[1].protocol: Unsupported value: \"FOO\": " PROTOCOLS,
+             "ports[1].appProtocol: Invalid value: \"-x\": " NAME_PART_MSG,
+             "ports[2].name: Invalid value: \"Http\": " LABEL_MSG,
+             "ports[3].protocol: Unsupported value: \"\": " PROTOCOLS));
+    free(doc);
+    doc = slice_doc("ip", "IP", "[{\"addresses\":[\"x\"],\"hostname\":\"\"}]",
+                    "[{\"port\":1},{\"port\":2}]");
+    expect_causes("POST", SLICES, doc,
+                  WANT("addressType: Unsupported value: \"IP\": supported values: \"FQDN\", "
+                       "\"IPv4\", \"IPv6\"",
+                       "endpoints[0].hostname: Invalid value: \"\": " LABEL_MSG,
+                       "ports[1].name: Duplicate value: \"\""));
+    /* the 422's message lists them (StatusError of the causes) */
+    char *out = NULL;
+    ck_assert_int_eq(send_doc("POST", SLICES, doc, &out), 422);
+    ck_assert_msg(strstr(out, "\"message\":\"EndpointSlice.discovery.k8s.io \\\"ip\\\" is invalid: "
+                              "[addressType: Unsupported value: \\\"IP\\\": supported values: "
+                              "\\\"FQDN\\\", \\\"IPv4\\\", \\\"IPv6\\\", endpoints[0].hostname: "),
+                  "%s", out);
+    free(out);
+    free(doc);
+}
+END_TEST
+
+/* At most 1000 endpoints (then nothing else of them is looked at), 100
+ * addresses each (each still checked), 8 zone hints, 20000 ports. */
+START_TEST(test_endpoints_slice_limits)
+{
+    start_plain();
+    char *eps = repeat("{\"addresses\":[\"10.0.0.1\"],\"hostname\":\"A\"}", 1001);
+    char *ports = repeat("{\"port\":1}", 20001);
+    char *doc = slice_doc("many", "IPv4", eps, ports);
+    expect_causes("POST", SLICES, doc,
+                  WANT("endpoints: Too many: 1001: must have at most 1000 items",
+                       "ports: Too many: 20001: must have at most 20000 items"));
+    free(doc);
+    free(eps);
+    free(ports);
+
+    char *addrs = repeat("\"10.0.0.1\"", 101);
+    addrs[strlen(addrs) - 1] = '\0'; /* drop the ] */
+    char *zones = repeat("{\"name\":\"a\"}", 9);
+    ck_assert_int_gt(asprintf(&eps,
+                              "[{\"addresses\":%s,\"127.0.0.1\"],\"hints\":{\"forZones\":%s}}]",
+                              addrs, zones),
+                     0);
+    doc = slice_doc("wide", "IPv4", eps, NULL);
+    expect_causes("POST", SLICES, doc,
+                  WANT("endpoints[0].addresses: Too many: 102: must have at most 100 items",
+                       "endpoints[0].addresses[101]: Invalid value: \"127.0.0.1\": " LOOPBACK,
+                       "endpoints[0].hints.forZones: Too many: 9: must have at most 8 items"));
+    free(doc);
+    free(eps);
+    free(addrs);
+    free(zones);
+}
+END_TEST
+
+/* ValidateEndpointSliceUpdate: the slice's rules again, then addressType
+ * may not change; a valid update is defaulted as a create is. */
+START_TEST(test_endpoints_slice_update)
+{
+    start_plain();
+    struct kop_test_http_options o = opts();
+    char *doc = slice_doc("imm", "IPv4", "[{\"addresses\":[\"10.0.0.1\"]}]", "[]");
+    json_decref(kop_test_api(&o, sim.url, "POST", SLICES, doc, 201));
+    free(doc);
+    doc = slice_doc("imm", "IPv6", "[{\"addresses\":[\"2001:db8::1\"]}]", "[]");
+    expect_causes("PUT", SLICES "/imm", doc,
+                  WANT("addressType: Invalid value: \"IPv6\": field is immutable"));
+    free(doc);
+    doc = slice_doc("imm", "Foo", "[{\"addresses\":[\"10.0.0.1\"]}]", "[]");
+    expect_causes("PUT", SLICES "/imm", doc,
+                  WANT("addressType: Unsupported value: \"Foo\": supported values: \"FQDN\", "
+                       "\"IPv4\", \"IPv6\"",
+                       "addressType: Invalid value: \"Foo\": field is immutable"));
+    free(doc);
+    /* a patch is checked alike */
+    struct kop_test_resp r;
+    char url[512];
+    snprintf(url, sizeof(url), "%s" SLICES "/imm", sim.url);
+    o.ctype = "application/merge-patch+json";
+    kop_test_request(&o, "PATCH", url,
+                     "{\"addressType\":\"FQDN\",\"endpoints\":[{\"addresses\":"
+                     "[\"127.0.0.1\"]}]}",
+                     &r);
+    ck_assert_msg(r.code == 422, "%ld %s", r.code, r.body);
+    ck_assert_msg(strstr(r.body, "is invalid: addressType: Invalid value: \\\"FQDN\\\": field is "
+                                 "immutable\""),
+                  "%s", r.body);
+    kop_test_resp_free(&r);
+    o.ctype = "application/json";
+    doc = slice_doc("imm", "IPv4", "[{\"addresses\":[\"10.0.0.9\"]}]", "[{\"port\":9}]");
+    json_t *s = kop_test_api(&o, sim.url, "PUT", SLICES "/imm", doc, 200);
+    free(doc);
+    expect_dump(json_object_get(s, "ports"), "[{\"name\":\"\",\"protocol\":\"TCP\",\"port\":9}]");
+    json_decref(s);
+}
+END_TEST
+
+/* ValidateEndpoints: a subset's addresses (IsValidIP, hostname, nodeName,
+ * ValidateNonSpecialIP) and ports (a name when there are several, the
+ * number, protocol, appProtocol); create and update alike. */
+START_TEST(test_endpoints_endpoints)
+{
+    start_plain();
+    char *doc = endpoints_doc(
+        "e", "[{\"addresses\":[{\"ip\":\"fe80::1\",\"hostname\":\"h.x\",\"nodeName\":\"\"},"
+             "{\"ip\":\"bad\"}],\"notReadyAddresses\":[{\"ip\":\"0.0.0.0\"}],\"ports\":[{\"port\":"
+             "0},{\"name\":\"b\",\"port\":70000,\"protocol\":\"X\",\"appProtocol\":\"-x\"}]},{},"
+             "{\"notReadyAddresses\":[{\"ip\":\"127.0.0.1\",\"hostname\":\"Host\"}],\"ports\":"
+             "[{\"name\":\"Http\",\"port\":1}]}]");
+    expect_causes(
+        "POST", EPS, doc,
+        WANT("subsets[0].addresses[0].hostname: Invalid value: \"h.x\": must not contain dots",
+             "subsets[0].addresses[0].nodeName: Invalid value: \"\": " SUBDOMAIN_MSG,
+             "subsets[0].addresses[0].ip: Invalid value: \"fe80::1\": " LINK_LOCAL,
+             "subsets[0].addresses[1].ip: Invalid value: \"bad\": must be a valid IP address, "
+             "(e.g. 10.9.8.7 or 2001:db8::ffff)",
+             "subsets[0].addresses[1].ip: Invalid value: \"bad\": must be a valid IP address",
+             "subsets[0].notReadyAddresses[0].ip: Invalid value: \"0.0.0.0\": may not be "
+             "unspecified (0.0.0.0)",
+             "subsets[0].ports[0].name: Required value",
+             "subsets[0].ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive",
+             "subsets[0].ports[1].port: Invalid value: 70000: must be between 1 and 65535, "
+             "inclusive",
+             "subsets[0].ports[1].protocol: Unsupported value: \"X\": " PROTOCOLS,
+             "subsets[0].ports[1].appProtocol: Invalid value: \"-x\": " NAME_PART_MSG,
+             "subsets[1]: Required value: must specify `addresses` or `notReadyAddresses`",
+             "subsets[2].notReadyAddresses[0].hostname: Invalid value: \"Host\": " LABEL_MSG,
+             "subsets[2].notReadyAddresses[0].ip: Invalid value: \"127.0.0.1\": " LOOPBACK,
+             "subsets[2].ports[0].name: Invalid value: \"Http\": " LABEL_MSG));
+    free(doc);
+    struct kop_test_http_options o = opts();
+    doc = endpoints_doc("upd", "[{\"addresses\":[{\"ip\":\"10.0.0.1\"}]}]");
+    json_decref(kop_test_api(&o, sim.url, "POST", EPS, doc, 201));
+    free(doc);
+    doc = endpoints_doc("upd", "[{\"addresses\":[{\"ip\":\"::1\"}]}]");
+    expect_causes("PUT", EPS "/upd", doc,
+                  WANT("subsets[0].addresses[0].ip: Invalid value: \"::1\": " LOOPBACK));
+    free(doc);
+}
+END_TEST
+
 static Suite *kubesim_endpoints_suite(void)
 {
     Suite *s = suite_create("kubesim_endpoints");
@@ -618,6 +1088,16 @@ static Suite *kubesim_endpoints_suite(void)
     tcase_add_test(tc, test_endpoints_retry_after);
     tcase_add_test(tc, test_endpoints_traceparent);
     suite_add_tcase(s, tc);
+    TCase *tv = tcase_create("validation");
+    tcase_add_checked_fixture(tv, setup, teardown);
+    tcase_set_timeout(tv, 120);
+    tcase_add_test(tv, test_endpoints_valid_defaults);
+    tcase_add_test(tv, test_endpoints_slice_addresses);
+    tcase_add_test(tv, test_endpoints_slice_fields);
+    tcase_add_test(tv, test_endpoints_slice_limits);
+    tcase_add_test(tv, test_endpoints_slice_update);
+    tcase_add_test(tv, test_endpoints_endpoints);
+    suite_add_tcase(s, tv);
     return s;
 }
 

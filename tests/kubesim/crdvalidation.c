@@ -74,12 +74,9 @@ static void not_supported(json_t *causes, const char *field, const char *value,
     json_t *list = json_array();
     for (const char *const *a = accepted; *a; a++)
         json_array_append_new(list, json_string(*a));
-    char *q = ks_go_quote(value);
     char *vals = ks_go_join(list, "", ", ", "");
-    ks_cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s",
-             q, vals);
+    ks_not_supported(causes, field, value, vals);
     free(vals);
-    free(q);
     json_decref(list);
 }
 

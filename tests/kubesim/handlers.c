@@ -984,6 +984,10 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         set_default(obj, "type", json_string("Opaque"));
     } else if (strcmp(def->key, "networkpolicies.networking.k8s.io") == 0) {
         ks_netpol_defaults(obj);
+    } else if (strcmp(def->key, "endpointslices.discovery.k8s.io") == 0) {
+        ks_endpointslice_defaults(obj, old);
+    } else if (strcmp(def->key, "endpoints") == 0) {
+        ks_endpoints_defaults(obj);
     } else if (strcmp(def->key, "rolebindings.rbac.authorization.k8s.io") == 0 ||
                strcmp(def->key, "clusterrolebindings.rbac.authorization.k8s.io") == 0) {
         default_binding(obj);

@@ -460,6 +460,8 @@ static bool validates_enums(const struct ks_res *def)
 {
     static const char *const keys[] = {
         "services",
+        "endpoints",
+        "endpointslices.discovery.k8s.io",
         "networkpolicies.networking.k8s.io",
         "validatingwebhookconfigurations.admissionregistration.k8s.io",
         "mutatingwebhookconfigurations.admissionregistration.k8s.io",

@@ -22,7 +22,8 @@
  * versions: StorageVersionMigration and /_kubesim/storage), apply.c
  * (server-side apply, managedFields), yaml.c (apply-patch+yaml bodies),
  * protobuf.c (protobuf bodies of built-in kinds, with the generated table
- * pbtable.c).
+ * pbtable.c), epvalidation.c (EndpointSlice and Endpoints defaults and
+ * validation).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
@@ -338,6 +339,12 @@ __attribute__((format(printf, 4, 5))) void ks_cause(json_t *causes, const char *
                                                     const char *field, const char *fmt, ...);
 /* field.Required(field, detail): "Required value[: detail]". */
 void ks_required(json_t *causes, const char *field, const char *detail);
+/* field.NotSupported(field, a string value, supported): supported is the
+ * accepted values as the message lists them, already quoted ("\"A\", \"B\"";
+ * a sets.String's List() is sorted). */
+void ks_not_supported(json_t *causes, const char *field, const char *value, const char *supported);
+/* field.Duplicate(field, a string value): "Duplicate value: \"v\"". */
+void ks_duplicate(json_t *causes, const char *field, const char *value);
 /* field.Invalid(field, value (a string), msg) for each of msgs (@ref steal msgs). */
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs);
 /* field.Invalid(field, an integer value, msg) */
@@ -393,6 +400,17 @@ void ks_netpol_defaults(json_t *obj);
  * replaces), ValidateNetworkPolicyUpdate too, with the options it derives
  * from the old object. */
 void ks_validate_netpol(const json_t *obj, const json_t *old, json_t *causes);
+/* epvalidation.c: EndpointSlice (discovery.k8s.io/v1) and Endpoints (core/v1).
+ * The v1 defaults, in place (obj owned, unshared); an EndpointSlice's also
+ * drop a v1 write's deprecatedTopology (old: the stored object an update
+ * replaces, or NULL). */
+void ks_endpointslice_defaults(json_t *obj, const json_t *old);
+void ks_endpoints_defaults(json_t *obj);
+/* ValidateEndpointSliceCreate (old NULL) or ValidateEndpointSliceUpdate,
+ * and ValidateEndpoints, their causes appended to causes (ObjectMeta's
+ * already there). */
+void ks_validate_endpointslice(const json_t *obj, const json_t *old, json_t *causes);
+void ks_validate_endpoints(const json_t *obj, json_t *causes);
 
 /* Label selectors and field selectors. */
 struct ks_selector;
@@ -469,6 +487,9 @@ json_t *ks_openapi_gv(struct ks_server *ks, const char *group, const char *versi
 /* Normalize key order of a typed object (kind, apiVersion, metadata, spec,
  * ..., status) in place; obj must not be shared. */
 void ks_typed_order(json_t *obj);
+/* The members of obj (unshared) in a new order: those named in first (NULL
+ * terminated, or NULL), the others as they were, then those in last. */
+void ks_reorder(json_t *obj, const char *const *first, const char *const *last);
 
 /* ---- patch.c --------------------------------------------------------------- */
 

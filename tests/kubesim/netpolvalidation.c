@@ -339,17 +339,6 @@ static const char *const cidr_msg = "must be a valid CIDR value, (e.g. 10.9.8.0/
                                     "2001:db8::/64)";
 static const char *const port_range = "must be between 1 and 65535, inclusive";
 
-/* field.NotSupported(field, a typed string value, supported in its order,
- * already quoted) */
-static void not_supported(json_t *causes, const char *field, const char *value,
-                          const char *supported)
-{
-    char *q = ks_go_quote(value);
-    ks_cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s",
-             q, supported);
-    free(q);
-}
-
 /* validation.IsValidCIDR of s at field, and the network when it parses */
 static bool valid_cidr(json_t *causes, const char *field, const char *s, struct go_ipnet *ret)
 {
@@ -427,7 +416,7 @@ static void validate_port(const json_t *port, const char *path, json_t *causes)
         const char *p = json_is_string(proto) ? json_string_value(proto) : "";
         if (strcmp(p, "TCP") != 0 && strcmp(p, "UDP") != 0 && strcmp(p, "SCTP") != 0) {
             char *f = ks_printf("%s.protocol", path);
-            not_supported(causes, f, p, "\"TCP\", \"UDP\", \"SCTP\"");
+            ks_not_supported(causes, f, p, "\"TCP\", \"UDP\", \"SCTP\"");
             free(f);
         }
     }
@@ -500,7 +489,7 @@ static void validate_spec(const json_t *spec, const struct opts *o, json_t *caus
         if (strcmp(t, "Ingress") == 0 || strcmp(t, "Egress") == 0)
             continue;
         char *f = ks_printf("spec.policyTypes[%zu]", i);
-        not_supported(causes, f, t, "\"Ingress\", \"Egress\"");
+        ks_not_supported(causes, f, t, "\"Ingress\", \"Egress\"");
         free(f);
     }
 }

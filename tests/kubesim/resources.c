@@ -669,7 +669,7 @@ json_t *ks_discovery_aggregated(struct ks_server *ks, bool core)
 
 /* ---- typed key order ------------------------------------------------------ */
 
-static void reorder(json_t *obj, const char *const *first, const char *const *last)
+void ks_reorder(json_t *obj, const char *const *first, const char *const *last)
 {
     json_t *copy = json_object();
     for (const char *const *k = first; k && *k; k++) {
@@ -718,10 +718,10 @@ void ks_typed_order(json_t *obj)
                                        "finalizers",
                                        "managedFields",
                                        NULL};
-    reorder(obj, top, tail);
+    ks_reorder(obj, top, tail);
     json_t *md = json_object_get(obj, "metadata");
     if (json_is_object(md))
-        reorder(md, meta, NULL);
+        ks_reorder(md, meta, NULL);
 }
 
 /* ---- OpenAPI v3 (just enough for kubectl) ---------------------------------- */

@@ -9,8 +9,9 @@
  * ownerReferences, finalizers) and, for the built-in kinds kop writes or
  * reads, the kind's own rules (pkg/apis/core/validation, pkg/apis/apps/
  * validation, pkg/apis/coordination/validation; NetworkPolicy's are
- * netpolvalidation.c's, webhook configurations' whconfig.c's and CRDs'
- * crdvalidation.c's). Each rule answers with the
+ * netpolvalidation.c's, EndpointSlice's and Endpoints' epvalidation.c's,
+ * webhook configurations' whconfig.c's and CRDs' crdvalidation.c's). Each
+ * rule answers with the
  * apiserver's field path and text (field.Invalid, Required, Duplicate,
  * NotSupported, TooLong), collected into one 422 as the registry does.
  *
@@ -262,6 +263,21 @@ void ks_required(json_t *causes, const char *field, const char *detail)
         cause(causes, "FieldValueRequired", field, "Required value");
 }
 
+void ks_not_supported(json_t *causes, const char *field, const char *value, const char *supported)
+{
+    char *q = ks_go_quote(value);
+    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
+          supported);
+    free(q);
+}
+
+void ks_duplicate(json_t *causes, const char *field, const char *value)
+{
+    char *q = ks_go_quote(value);
+    cause(causes, "FieldValueDuplicate", field, "Duplicate value: %s", q);
+    free(q);
+}
+
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs)
 {
     char *q = ks_go_quote(value);
@@ -437,17 +453,6 @@ void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char 
 }
 #define invalid_int ks_invalid_int
 
-/* field.NotSupported(field, value, supported): supported is the list as
- * printed, e.g. "\"TCP\", \"UDP\"" */
-static void not_supported(json_t *causes, const char *field, const char *value,
-                          const char *supported)
-{
-    char *q = ks_go_quote(value);
-    cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s", q,
-          supported);
-    free(q);
-}
-
 static const char *str_at(const json_t *obj, const char *k)
 {
     return json_string_value(json_object_get(obj, k));
@@ -557,13 +562,10 @@ static void validate_service_port(const json_t *p, size_t i, bool require_name, 
         cause(causes, "FieldValueRequired", f, "Required value");
     } else if (name && *name) {
         invalid_str(causes, f, name, ks_msgs_dns1123_label(name));
-        if (json_object_get(seen_names, name)) {
-            char *q = ks_go_quote(name);
-            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
-            free(q);
-        } else {
+        if (json_object_get(seen_names, name))
+            ks_duplicate(causes, f, name);
+        else
             json_object_set_new(seen_names, name, json_true());
-        }
     }
     free(f);
     json_int_t port = int_at(p, "port");
@@ -576,7 +578,7 @@ static void validate_service_port(const json_t *p, size_t i, bool require_name, 
     if (proto && strcmp(proto, "TCP") != 0 && strcmp(proto, "UDP") != 0 &&
         strcmp(proto, "SCTP") != 0) {
         f = ks_printf("spec.ports[%zu].protocol", i);
-        not_supported(causes, f, proto, "\"SCTP\", \"TCP\", \"UDP\"");
+        ks_not_supported(causes, f, proto, "\"SCTP\", \"TCP\", \"UDP\"");
         free(f);
     }
     const json_t *tp = json_object_get(p, "targetPort");
@@ -639,12 +641,9 @@ void ks_validate_cluster_ips(const json_t *spec, json_t *causes)
         const char *f = json_is_string(fam) ? json_string_value(fam) : "";
         char *path = ks_printf("spec.ipFamilies[%zu]", i);
         if (strcmp(f, "IPv4") != 0 && strcmp(f, "IPv6") != 0)
-            not_supported(causes, path, f, "\"IPv4\", \"IPv6\"");
-        if (json_object_get(seen, f)) {
-            char *q = ks_go_quote(f);
-            cause(causes, "FieldValueDuplicate", path, "Duplicate value: %s", q);
-            free(q);
-        }
+            ks_not_supported(causes, path, f, "\"IPv4\", \"IPv6\"");
+        if (json_object_get(seen, f))
+            ks_duplicate(causes, path, f);
         json_object_set_new(seen, f, json_true());
         free(path);
     }
@@ -652,8 +651,8 @@ void ks_validate_cluster_ips(const json_t *spec, json_t *causes)
     const char *pol = str_at(spec, "ipFamilyPolicy");
     if (pol && strcmp(pol, "SingleStack") != 0 && strcmp(pol, "PreferDualStack") != 0 &&
         strcmp(pol, "RequireDualStack") != 0)
-        not_supported(causes, "spec.ipFamilyPolicy", pol,
-                      "\"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"");
+        ks_not_supported(causes, "spec.ipFamilyPolicy", pol,
+                         "\"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"");
     bool bad = false;
     json_t *ipv;
     json_array_foreach(ips, i, ipv)
@@ -763,7 +762,7 @@ static void validate_service(const json_t *obj, json_t *causes)
     const json_t *sac = json_object_get(spec, "sessionAffinityConfig");
     const char *aff = str_at(spec, "sessionAffinity");
     if (aff && strcmp(aff, "ClientIP") != 0 && strcmp(aff, "None") != 0)
-        not_supported(causes, "spec.sessionAffinity", aff, "\"ClientIP\", \"None\"");
+        ks_not_supported(causes, "spec.sessionAffinity", aff, "\"ClientIP\", \"None\"");
     if (aff && strcmp(aff, "ClientIP") == 0) {
         const json_t *to = json_object_get(json_object_get(sac, "clientIP"), "timeoutSeconds");
         if (json_is_integer(to) && (json_integer_value(to) <= 0 || json_integer_value(to) > 86400))
@@ -776,8 +775,8 @@ static void validate_service(const json_t *obj, json_t *causes)
     if (!external_name)
         ks_validate_cluster_ips(spec, causes);
     if (!type_ok)
-        not_supported(causes, "spec.type", type,
-                      "\"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"");
+        ks_not_supported(causes, "spec.type", type,
+                         "\"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"");
     if (strcmp(type, "ClusterIP") == 0) {
         json_array_foreach(ports, i, p)
         {
@@ -851,7 +850,7 @@ static void validate_service(const json_t *obj, json_t *causes)
         invalid_str(causes, "spec.externalTrafficPolicy", etp,
                     json_pack("[s]", "may only be set for externally-accessible services"));
     else if (external && etp && strcmp(etp, "Cluster") != 0 && strcmp(etp, "Local") != 0)
-        not_supported(causes, "spec.externalTrafficPolicy", etp, "\"Cluster\", \"Local\"");
+        ks_not_supported(causes, "spec.externalTrafficPolicy", etp, "\"Cluster\", \"Local\"");
     json_int_t hc = int_at(spec, "healthCheckNodePort");
     bool needs_hc = lb && etp && strcmp(etp, "Local") == 0;
     if (hc != 0 && !needs_hc)
@@ -861,10 +860,10 @@ static void validate_service(const json_t *obj, json_t *causes)
     /* validateServiceInternalTrafficFieldsValue, validateServiceTrafficDistribution */
     const char *itp = str_at(spec, "internalTrafficPolicy");
     if (itp && strcmp(itp, "Cluster") != 0 && strcmp(itp, "Local") != 0)
-        not_supported(causes, "spec.internalTrafficPolicy", itp, "\"Cluster\", \"Local\"");
+        ks_not_supported(causes, "spec.internalTrafficPolicy", itp, "\"Cluster\", \"Local\"");
     const char *td = str_at(spec, "trafficDistribution");
     if (td && strcmp(td, "PreferClose") != 0)
-        not_supported(causes, "spec.trafficDistribution", td, "\"PreferClose\"");
+        ks_not_supported(causes, "spec.trafficDistribution", td, "\"PreferClose\"");
 }
 
 /* ---- Deployment (pkg/apis/apps/validation ValidateDeploymentSpec, and the pod
@@ -975,11 +974,8 @@ static void validate_container_ports(const json_t *ports, const char *path, json
                 invalid_str(causes, f, name, msgs);
             } else {
                 json_decref(msgs);
-                if (json_object_get(names, name)) {
-                    char *q = ks_go_quote(name);
-                    cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
-                    free(q);
-                }
+                if (json_object_get(names, name))
+                    ks_duplicate(causes, f, name);
                 json_object_set_new(names, name, json_true());
             }
             free(f);
@@ -1029,9 +1025,7 @@ static void validate_containers(const json_t *list, const char *spec_path, const
         const char *n = name ? name : "";
         if (json_object_get(all_names, n)) {
             f = ks_printf("%s.name", path);
-            char *q = ks_go_quote(n);
-            cause(causes, "FieldValueDuplicate", f, "Duplicate value: %s", q);
-            free(q);
+            ks_duplicate(causes, f, n);
             free(f);
         } else {
             json_object_set_new(all_names, n, json_true());
@@ -1524,11 +1518,11 @@ static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
     k = k ? k : "";
     n = n ? n : "";
     if (strcmp(g, RBAC_GROUP) != 0)
-        not_supported(causes, "roleRef.apiGroup", g, "\"" RBAC_GROUP "\"");
+        ks_not_supported(causes, "roleRef.apiGroup", g, "\"" RBAC_GROUP "\"");
     if (namespaced && strcmp(k, "Role") != 0 && strcmp(k, "ClusterRole") != 0)
-        not_supported(causes, "roleRef.kind", k, "\"Role\", \"ClusterRole\"");
+        ks_not_supported(causes, "roleRef.kind", k, "\"Role\", \"ClusterRole\"");
     else if (!namespaced && strcmp(k, "ClusterRole") != 0)
-        not_supported(causes, "roleRef.kind", k, "\"ClusterRole\"");
+        ks_not_supported(causes, "roleRef.kind", k, "\"ClusterRole\"");
     if (!*n) {
         cause(causes, "FieldValueRequired", "roleRef.name", "Required value");
     } else {
@@ -1556,7 +1550,7 @@ static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
             free(f);
             f = ks_printf("subjects[%zu].apiGroup", i);
             if (*sg)
-                not_supported(causes, f, sg, "\"\"");
+                ks_not_supported(causes, f, sg, "\"\"");
             free(f);
             f = ks_printf("subjects[%zu].namespace", i);
             if (!namespaced && (!sns || !*sns))
@@ -1565,11 +1559,11 @@ static void validate_binding(const json_t *obj, bool namespaced, json_t *causes)
         } else if (strcmp(sk, "User") == 0 || strcmp(sk, "Group") == 0) {
             f = ks_printf("subjects[%zu].apiGroup", i);
             if (strcmp(sg, RBAC_GROUP) != 0)
-                not_supported(causes, f, sg, "\"" RBAC_GROUP "\"");
+                ks_not_supported(causes, f, sg, "\"" RBAC_GROUP "\"");
             free(f);
         } else {
             f = ks_printf("subjects[%zu].kind", i);
-            not_supported(causes, f, sk, "\"ServiceAccount\", \"User\", \"Group\"");
+            ks_not_supported(causes, f, sk, "\"ServiceAccount\", \"User\", \"Group\"");
             free(f);
         }
     }
@@ -2107,6 +2101,10 @@ json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const js
         validate_binding(obj, def->namespaced, causes);
         if (old)
             immutable_role_ref(obj, old, causes);
+    } else if (strcmp(def->key, "endpointslices.discovery.k8s.io") == 0) {
+        ks_validate_endpointslice(obj, old, causes);
+    } else if (strcmp(def->key, "endpoints") == 0) {
+        ks_validate_endpoints(obj, causes);
     } else if (strcmp(def->key, "poddisruptionbudgets.policy") == 0) {
         validate_pdb(obj, causes);
     } else if (strcmp(def->key, "networkpolicies.networking.k8s.io") == 0) {

@@ -78,17 +78,6 @@ static int32_t utf8_rune(const unsigned char *s, size_t n, size_t *ret_len)
 
 #define required ks_required
 
-/* field.NotSupported(field, a typed string value, supported): supported is
- * the sorted set as sets.String.List() gives it, already quoted. */
-static void not_supported(json_t *causes, const char *field, const char *value,
-                          const char *supported)
-{
-    char *q = ks_go_quote(value);
-    ks_cause(causes, "FieldValueNotSupported", field, "Unsupported value: %s: supported values: %s",
-             q, supported);
-    free(q);
-}
-
 /* field.Invalid(field, a slice value of Go type type, detail) */
 static void invalid_list(json_t *causes, const char *field, const json_t *list, const char *type,
                          const char *detail)
@@ -102,14 +91,6 @@ static void invalid_list(json_t *causes, const char *field, const json_t *list, 
 static void invalid_one(json_t *causes, const char *field, const char *value, const char *detail)
 {
     ks_invalid_str(causes, field, value, json_pack("[s]", detail));
-}
-
-/* field.Duplicate(field, a plain string value) */
-static void duplicate(json_t *causes, const char *field, const char *value)
-{
-    char *q = ks_go_quote(value);
-    ks_cause(causes, "FieldValueDuplicate", field, "Duplicate value: %s", q);
-    free(q);
 }
 
 /* ---- small helpers ---------------------------------------------------------------- */
@@ -256,7 +237,7 @@ static void enum_member(json_t *causes, const json_t *obj, const char *k, const 
         return;
     char *f = ks_printf("%s.%s", path, k);
     char *sup = quoted_set(set);
-    not_supported(causes, f, v, sup);
+    ks_not_supported(causes, f, v, sup);
     free(sup);
     free(f);
 }
@@ -333,7 +314,7 @@ static void validate_rule(const json_t *rule, const char *path, json_t *causes)
         const char *op = str_item(ops, i);
         if (!in_list(op, operations)) {
             char *fi = ks_printf("%s[%zu]", f, i);
-            not_supported(causes, fi, op, sup);
+            ks_not_supported(causes, fi, op, sup);
             free(fi);
         }
     }
@@ -395,7 +376,7 @@ static void validate_match_conditions(const json_t *conds, const char *path, jso
             ks_invalid_str(causes, f, name, ks_msgs_qualified_name(name));
         if (*name) {
             if (json_object_get(names, name))
-                duplicate(causes, f, name);
+                ks_duplicate(causes, f, name);
             else
                 json_object_set_new(names, name, json_true());
         }
@@ -654,7 +635,7 @@ void ks_validate_whconfig(const json_t *obj, const json_t *old, bool mutating, j
         if (o.require_unique_names && name && *name) {
             f = ks_printf("%s.name", path);
             if (json_object_get(names, name))
-                duplicate(causes, f, name);
+                ks_duplicate(causes, f, name);
             else
                 json_object_set_new(names, name, json_true());
             free(f);
