@@ -96,152 +96,13 @@ static void too_many(json_t *causes, const char *field, size_t n, int max)
              max);
 }
 
-/* ---- IP addresses (k8s.io/utils/net ParseIPSloppy) ------------------------------- */
-
-#define BIG 0xFFFFFF /* dtoi and xtoi give up there */
-
-/* parseIPv4: d.d.d.d, each decimal 0-255 (leading zeros allowed), into
- * the 16-byte IPv4-in-IPv6 form of net.IPv4. */
-static bool parse_ipv4(const char *s, uint8_t ip[16])
-{
-    uint8_t p[4];
-    for (int i = 0; i < 4; i++) {
-        if (!*s)
-            return false;
-        if (i > 0) {
-            if (*s != '.')
-                return false;
-            s++;
-        }
-        long n = 0;
-        size_t c = 0;
-        for (; s[c] >= '0' && s[c] <= '9'; c++) {
-            n = n * 10 + (s[c] - '0');
-            if (n >= BIG)
-                return false;
-        }
-        if (c == 0 || n > 0xff)
-            return false;
-        s += c;
-        p[i] = (uint8_t)n;
-    }
-    if (*s)
-        return false;
-    memset(ip, 0, 10);
-    ip[10] = ip[11] = 0xff;
-    memcpy(ip + 12, p, 4);
-    return true;
-}
-
-/* xtoi: hex digits at s, their value and count; false without one. */
-static bool xtoi(const char *s, long *ret_n, size_t *ret_len)
-{
-    long n = 0;
-    size_t i = 0;
-    for (;; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (d < 0)
-            break;
-        n = n * 16 + d;
-        if (n >= BIG)
-            return false;
-    }
-    *ret_n = n;
-    *ret_len = i;
-    return i > 0;
-}
-
-/* parseIPv6 (RFC 4291 and 5952 literals, a trailing IPv4 part allowed; no
- * zone) */
-static bool parse_ipv6(const char *s, uint8_t ip[16])
-{
-    memset(ip, 0, 16);
-    int ellipsis = -1; /* where the :: is, in bytes */
-    if (s[0] == ':' && s[1] == ':') {
-        ellipsis = 0;
-        s += 2;
-        if (!*s)
-            return true;
-    }
-    int i = 0;
-    while (i < 16) {
-        long n;
-        size_t c;
-        if (!xtoi(s, &n, &c) || n > 0xffff)
-            return false;
-        if (s[c] == '.') { /* the trailing IPv4 part */
-            if ((ellipsis < 0 && i != 12) || i + 4 > 16)
-                return false;
-            uint8_t ip4[16];
-            if (!parse_ipv4(s, ip4))
-                return false;
-            memcpy(ip + i, ip4 + 12, 4);
-            s = "";
-            i += 4;
-            break;
-        }
-        ip[i] = (uint8_t)(n >> 8);
-        ip[i + 1] = (uint8_t)n;
-        i += 2;
-        s += c;
-        if (!*s)
-            break;
-        if (s[0] != ':' || !s[1])
-            return false;
-        s++;
-        if (*s == ':') {
-            if (ellipsis >= 0)
-                return false;
-            ellipsis = i;
-            s++;
-            if (!*s)
-                break;
-        }
-    }
-    if (*s)
-        return false;
-    if (i < 16) {
-        if (ellipsis < 0)
-            return false;
-        int n = 16 - i;
-        for (int j = i - 1; j >= ellipsis; j--)
-            ip[j + n] = ip[j];
-        for (int j = ellipsis + n - 1; j >= ellipsis; j--)
-            ip[j] = 0;
-    } else if (ellipsis >= 0) {
-        return false; /* a :: stands for one group at least */
-    }
-    return true;
-}
-
-/* ParseIPSloppy: IPv4 or IPv6 by the first '.' or ':'. */
-static bool parse_ip(const char *s, uint8_t ip[16])
-{
-    for (const char *p = s; *p; p++) {
-        if (*p == '.')
-            return parse_ipv4(s, ip);
-        if (*p == ':')
-            return parse_ipv6(s, ip);
-    }
-    return false;
-}
-
-/* net.IP.To4() != nil */
-static bool is_v4(const uint8_t ip[16])
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return memcmp(ip, prefix, 12) == 0;
-}
+/* ---- IP addresses (netip.c reads them as k8s.io/utils/net ParseIPSloppy) -------- */
 
 /* validation.IsValidIPv4Address (want4) or IsValidIPv6Address */
 static void ip_family(json_t *causes, const char *field, const char *addr, bool want4)
 {
-    uint8_t ip[16];
-    if (!parse_ip(addr, ip) || is_v4(ip) != want4)
+    unsigned char ip[16];
+    if (!ks_ip_parse(addr, ip) || ks_ip_is_v4(ip) != want4)
         invalid_one(causes, field, addr,
                     want4 ? "must be a valid IPv4 address" : "must be a valid IPv6 address");
 }
@@ -251,12 +112,12 @@ static void ip_family(json_t *causes, const char *field, const char *addr, bool 
  * IsLinkLocalUnicast, IsLinkLocalMulticast) */
 static void non_special_ip(json_t *causes, const char *field, const char *addr)
 {
-    uint8_t ip[16];
-    if (!parse_ip(addr, ip)) {
+    unsigned char ip[16];
+    if (!ks_ip_parse(addr, ip)) {
         invalid_one(causes, field, addr, "must be a valid IP address");
         return;
     }
-    bool v4 = is_v4(ip);
+    bool v4 = ks_ip_is_v4(ip);
     static const uint8_t zero[16], one[16] = {[15] = 1};
     if ((v4 && memcmp(ip + 12, zero, 4) == 0) || memcmp(ip, zero, 16) == 0) {
         char *m = ks_printf("may not be unspecified (%s)", addr);
@@ -511,8 +372,8 @@ static void validate_address(const json_t *addr, const char *path, json_t *cause
 {
     const char *ip = ks_nz(str_member(addr, "ip"));
     char *ipf = ks_printf("%s.ip", path);
-    uint8_t buf[16];
-    if (!parse_ip(ip, buf)) /* validation.IsValidIP */
+    unsigned char buf[16];
+    if (!ks_ip_parse(ip, buf)) /* validation.IsValidIP */
         invalid_one(causes, ipf, ip,
                     "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)");
     const char *host = ks_nz(str_member(addr, "hostname"));

@@ -1042,7 +1042,7 @@ static bool same_strings(const json_t *a, const json_t *b)
 static bool ip_is_v6(const char *ip)
 {
     unsigned char buf[16];
-    return ip && inet_pton(AF_INET6, ip, buf) == 1;
+    return ks_ip_parse(ip, buf) && !ks_ip_is_v4(buf);
 }
 
 /* field.Invalid(spec.ipFamilyPolicy, the policy, msg) */

@@ -349,6 +349,16 @@ void ks_duplicate(json_t *causes, const char *field, const char *value);
 void ks_invalid_str(json_t *causes, const char *field, const char *value, json_t *msgs);
 /* field.Invalid(field, an integer value, msg) */
 void ks_invalid_int(json_t *causes, const char *field, json_int_t v, const char *msg);
+/* netip.c: IP addresses as ParseIPSloppy reads them, into net.IP's 16-byte
+ * form. ks_dtoi: decimal digits of s[0..len) to *ret_n (false without one
+ * or past 0xFFFFFF), *ret_used the digits read. */
+bool ks_dtoi(const char *s, size_t len, int *ret_n, size_t *ret_used);
+bool ks_ip_parse_v4(const char *s, size_t len, unsigned char ip[16]);
+bool ks_ip_parse_v6(const char *s, size_t len, unsigned char ip[16]);
+/* ParseIPSloppy: IPv4 or IPv6 by the first '.' or ':' (NULL: false) */
+bool ks_ip_parse(const char *s, unsigned char ip[16]);
+/* net.IP.To4() != nil */
+bool ks_ip_is_v4(const unsigned char ip[16]);
 /* ValidateServiceClusterIPsRelatedFields of a Service's spec (not an
  * ExternalName's): validation runs it, and the allocator before it. */
 void ks_validate_cluster_ips(const json_t *spec, json_t *causes);

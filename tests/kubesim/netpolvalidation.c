@@ -95,8 +95,6 @@ void ks_netpol_defaults(json_t *obj)
 
 /* ---- CIDRs (k8s.io/utils/net ParseCIDRSloppy; Go's net.IPNet) ---------------------- */
 
-#define BIG 0xFFFFFF /* net's "bigger than we need" */
-
 /* A net.IP (4 or 16 bytes) */
 struct go_ip {
     unsigned char b[16];
@@ -111,149 +109,6 @@ struct go_ipnet {
     int ones;
 };
 
-static const unsigned char v4_in_v6[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-/* dtoi: decimal to integer; the number and the characters used. */
-static bool dtoi(const char *s, size_t len, int *ret_n, size_t *ret_used)
-{
-    int n = 0;
-    size_t i;
-    for (i = 0; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
-        n = n * 10 + (s[i] - '0');
-        if (n >= BIG) {
-            *ret_used = i;
-            return false;
-        }
-    }
-    *ret_n = n;
-    *ret_used = i;
-    return i > 0;
-}
-
-/* xtoi: hexadecimal to integer. */
-static bool xtoi(const char *s, size_t len, int *ret_n, size_t *ret_used)
-{
-    int n = 0;
-    size_t i;
-    for (i = 0; i < len; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9')
-            n = n * 16 + (c - '0');
-        else if (c >= 'a' && c <= 'f')
-            n = n * 16 + (c - 'a') + 10;
-        else if (c >= 'A' && c <= 'F')
-            n = n * 16 + (c - 'A') + 10;
-        else
-            break;
-        if (n >= BIG) {
-            *ret_used = i;
-            return false;
-        }
-    }
-    *ret_n = n;
-    *ret_used = i;
-    return i > 0;
-}
-
-/* parseIPv4 (leading zeros allowed): the 16-byte form, as net.IPv4 makes it. */
-static bool parse_ipv4(const char *s, size_t len, struct go_ip *ret)
-{
-    unsigned char p[4];
-    for (int i = 0; i < 4; i++) {
-        if (len == 0)
-            return false;
-        if (i > 0) {
-            if (s[0] != '.')
-                return false;
-            s++;
-            len--;
-        }
-        int n;
-        size_t c;
-        if (!dtoi(s, len, &n, &c) || n > 0xFF)
-            return false;
-        s += c;
-        len -= c;
-        p[i] = (unsigned char)n;
-    }
-    if (len != 0)
-        return false;
-    memcpy(ret->b, v4_in_v6, 12);
-    memcpy(ret->b + 12, p, 4);
-    ret->len = 16;
-    return true;
-}
-
-/* parseIPv6: groups, one "::", a trailing dotted IPv4; no zone. */
-static bool parse_ipv6(const char *s, size_t len, struct go_ip *ret)
-{
-    unsigned char *ip = ret->b;
-    memset(ip, 0, 16);
-    ret->len = 16;
-    int ellipsis = -1;
-    if (len >= 2 && s[0] == ':' && s[1] == ':') {
-        ellipsis = 0;
-        s += 2;
-        len -= 2;
-        if (len == 0)
-            return true;
-    }
-    int i = 0;
-    while (i < 16) {
-        int n;
-        size_t c;
-        if (!xtoi(s, len, &n, &c) || n > 0xFFFF)
-            return false;
-        if (c < len && s[c] == '.') {
-            if (ellipsis < 0 && i != 12)
-                return false;
-            if (i + 4 > 16)
-                return false;
-            struct go_ip ip4;
-            if (!parse_ipv4(s, len, &ip4))
-                return false;
-            memcpy(ip + i, ip4.b + 12, 4);
-            len = 0;
-            i += 4;
-            break;
-        }
-        ip[i] = (unsigned char)(n >> 8);
-        ip[i + 1] = (unsigned char)n;
-        i += 2;
-        s += c;
-        len -= c;
-        if (len == 0)
-            break;
-        if (s[0] != ':' || len == 1)
-            return false;
-        s++;
-        len--;
-        if (s[0] == ':') {
-            if (ellipsis >= 0)
-                return false;
-            ellipsis = i;
-            s++;
-            len--;
-            if (len == 0)
-                break;
-        }
-    }
-    if (len != 0)
-        return false;
-    if (i < 16) {
-        if (ellipsis < 0)
-            return false;
-        int n = 16 - i;
-        for (int j = i - 1; j >= ellipsis; j--)
-            ip[j + n] = ip[j];
-        for (int j = ellipsis + n - 1; j >= ellipsis; j--)
-            ip[j] = 0;
-    } else if (ellipsis >= 0) {
-        return false; /* the ellipsis stands for no group */
-    }
-    return true;
-}
-
 /* ParseCIDR of the fork: the network (IP.Mask(CIDRMask(n, bits))). */
 static bool parse_cidr_sloppy(const char *s, struct go_ipnet *ret)
 {
@@ -261,16 +116,16 @@ static bool parse_cidr_sloppy(const char *s, struct go_ipnet *ret)
     if (!slash)
         return false;
     size_t alen = (size_t)(slash - s), mlen = strlen(slash + 1);
-    struct go_ip ip;
+    struct go_ip ip = {.len = 16};
     int bits = 32;
-    if (!parse_ipv4(s, alen, &ip)) {
+    if (!ks_ip_parse_v4(s, alen, ip.b)) {
         bits = 128;
-        if (!parse_ipv6(s, alen, &ip))
+        if (!ks_ip_parse_v6(s, alen, ip.b))
             return false;
     }
     int n;
     size_t used;
-    if (!dtoi(slash + 1, mlen, &n, &used) || used != mlen || n > bits)
+    if (!ks_dtoi(slash + 1, mlen, &n, &used) || used != mlen || n > bits)
         return false;
     memset(ret, 0, sizeof(*ret));
     ret->mask_len = (size_t)bits / 8;
@@ -294,7 +149,7 @@ static bool to4(const struct go_ip *ip, struct go_ip *ret)
         *ret = *ip;
         return true;
     }
-    if (ip->len == 16 && memcmp(ip->b, v4_in_v6, 12) == 0) {
+    if (ip->len == 16 && ks_ip_is_v4(ip->b)) {
         memcpy(ret->b, ip->b + 12, 4);
         ret->len = 4;
         return true;

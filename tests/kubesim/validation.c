@@ -542,10 +542,11 @@ static void validate_labels(const json_t *labels, const char *field, json_t *cau
 /* ---- Service (pkg/apis/core/validation ValidateService; the allocator's
  *      nodePort range check) ------------------------------------------------------- */
 
+/* validation.IsValidIP: ParseIPSloppy takes it */
 static bool valid_ip(const char *s)
 {
     unsigned char buf[16];
-    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+    return ks_ip_parse(s, buf);
 }
 
 static json_int_t int_at(const json_t *obj, const char *k)
@@ -604,10 +605,11 @@ static bool svc_headless(const json_t *spec)
     return json_array_size(ips) == 1 && ip0 && strcmp(ip0, "None") == 0;
 }
 
+/* netutils.IsIPv6String */
 static bool is_ipv6(const char *s)
 {
     unsigned char buf[16];
-    return inet_pton(AF_INET6, s, buf) == 1;
+    return ks_ip_parse(s, buf) && !ks_ip_is_v4(buf);
 }
 
 /* ValidateServiceClusterIPsRelatedFields (not for ExternalName): clusterIP
