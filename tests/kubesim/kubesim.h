@@ -375,6 +375,23 @@ void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes);
  * is false for every update. @ref new */
 json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
                            bool create);
+/* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
+enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };
+struct ks_quantity {
+    bool neg;
+    char digits[96]; /* significant digits, no leading or trailing zeros; "" is 0 */
+    int exp;         /* the value is digits * 10^exp */
+    enum ks_quantity_format fmt;
+};
+/* ParseQuantity: 0, or -EINVAL with *ret_err its error text (static). */
+int ks_quantity_parse(const char *s, struct ks_quantity *ret, const char **ret_err);
+/* Quantity.UnmarshalJSON of a JSON string (trimmed) or number. */
+int ks_quantity_from_json(const json_t *v, struct ks_quantity *ret, const char **ret_err);
+/* Cmp and Sign: -1, 0, 1. */
+int ks_quantity_cmp(const struct ks_quantity *a, const struct ks_quantity *b);
+int ks_quantity_sign(const struct ks_quantity *q);
+/* String(): the canonical form ("1500m", "1Gi", "1M"). malloc'd */
+char *ks_quantity_string(const struct ks_quantity *q);
 
 /* whconfig.c: Validating- and MutatingWebhookConfiguration (admissionregistration
  * v1). The v1 defaults of every webhook, in place (obj owned, unshared). */
