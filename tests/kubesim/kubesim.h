@@ -330,6 +330,7 @@ json_t *ks_msgs_dns1123_label(const char *s);
 json_t *ks_msgs_dns1123_subdomain(const char *s);
 json_t *ks_msgs_dns1035_label(const char *s);
 json_t *ks_msgs_port_name(const char *s);
+json_t *ks_msgs_config_key(const char *s); /* IsConfigMapKey */
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
 
@@ -375,6 +376,15 @@ void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes);
  * is false for every update. @ref new */
 json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
                            bool create);
+/* ValidateLabels of a map at field (each key a qualified name, each value
+ * a label value). validation.c */
+void ks_validate_labels(const json_t *labels, const char *field, json_t *causes);
+
+/* podvalidation.c: pkg/apis/core/validation ValidatePodSpec of a (defaulted)
+ * v1 PodSpec at path ("spec", "spec.template.spec"); is_pod: the spec is a
+ * Pod's (PodValidationOptions.ResourceIsPod), not a template's. */
+void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, json_t *causes);
+
 /* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
 enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };
 struct ks_quantity {
