@@ -263,7 +263,7 @@ static bool divide_exact(char *d, unsigned div)
     if (rem != 0 || o == 0)
         return false;
     out[o] = '\0';
-    strcpy(d, out);
+    memcpy(d, out, o + 1);
     return true;
 }
 
