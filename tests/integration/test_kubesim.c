@@ -3434,6 +3434,497 @@ START_TEST(test_kubesim_validation)
 }
 END_TEST
 
+/* a JSON body's member (a pod spec's, by keys) */
+static const json_t *pod_member(const json_t *pod, const char *list, size_t i, const char *k)
+{
+    return json_object_get(json_array_get(json_object_get(json_object_get(pod, "spec"), list), i),
+                           k);
+}
+
+/*
+ * ValidatePodSpec (pkg/apis/core/validation, 1.32): the volumes and their
+ * sources, the containers' env, envFrom, volumeMounts, resources, probes
+ * and lifecycle, the init containers, and the pod-level names, gates,
+ * dnsConfig and tolerations, each with upstream's path, text and order.
+ * Before, kubesim checked only the containers' names, images and ports and
+ * stored every object below.
+ */
+START_TEST(test_kubesim_pod_spec_validation)
+{
+    const char *pods = "/api/v1/namespaces/default/pods";
+    const char *deps = "/apis/apps/v1/namespaces/default/deployments";
+    /* a volume without a source is an emptyDir (SetDefaults_Volume) */
+    json_t *st = request_json(
+        "POST", pods,
+        "{\"metadata\":{\"name\":\"p1\"},\"spec\":{\"volumes\":[{\"name\":\"data\","
+        "\"emptyDir\":{}},{\"name\":\"data\",\"emptyDir\":{}},{\"name\":\"cfg\"}],"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"env\":[{\"name\":\"\"},"
+        "{\"name\":\"X\",\"value\":\"a\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"m"
+        "etadata.name\"}}}],\"volumeMounts\":[{\"name\":\"nope\",\"mountPath\":\"/a\"},"
+        "{\"name\":\"data\",\"mountPath\":\"/a\"},{\"name\":\"data\","
+        "\"mountPath\":\"\"}],\"resources\":{\"limits\":{\"cpu\":\"1\","
+        "\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"2\",\"memory\":\"-1\"}},"
+        "\"livenessProbe\":{\"periodSeconds\":0}}]}}",
+        422);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(st, "message")),
+        "Pod \"p1\" is invalid: [spec.volumes[1].name: Duplicate value: \"data\", "
+        "spec.containers[0].env[0].name: Required value, "
+        "spec.containers[0].env[1].valueFrom: Invalid value: \"\": may not be "
+        "specified when `value` is not empty, spec.containers[0].volumeMounts[0].name: "
+        "Not found: \"nope\", spec.containers[0].volumeMounts[1].mountPath: Invalid "
+        "value: \"/a\": must be unique, spec.containers[0].volumeMounts[2].mountPath: "
+        "Required value, spec.containers[0].resources.requests: Invalid value: \"2\": "
+        "must be less than or equal to cpu limit of 1, "
+        "spec.containers[0].resources.requests[memory]: Invalid value: \"-1\": must be "
+        "greater than or equal to 0, spec.containers[0].livenessProbe: Required value: "
+        "must specify a handler type]");
+    static const char *const reasons[] = {
+        "FieldValueDuplicate", "FieldValueRequired", "FieldValueInvalid",
+        "FieldValueNotFound",  "FieldValueInvalid",  "FieldValueRequired",
+        "FieldValueInvalid",   "FieldValueInvalid",  "FieldValueRequired"};
+    const json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
+    ck_assert_uint_eq(json_array_size(causes), 9);
+    for (size_t i = 0; i < 9; i++)
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(causes, i), "reason")),
+                         reasons[i]);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(causes, 6), "field")),
+                     "spec.containers[0].resources.requests");
+    json_decref(st);
+    /* vol */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"v\"},\"spec\":{\"volumes\":[{\"name\":\"Bad_Name\","
+                   "\"secret\":{\"defaultMode\":512},\"configMap\":{\"name\":\"c\"}},"
+                   "{\"name\":\"h\",\"hostPath\":{\"path\":\"\"}},{\"name\":\"cm\","
+                   "\"configMap\":{\"items\":[{\"key\":\"\",\"path\":\"/abs\"},{\"key\":\"k\","
+                   "\"path\":\"../x\",\"mode\":1000},{\"key\":\"k2\",\"path\":\"..x\"}]}},"
+                   "{\"name\":\"e\",\"emptyDir\":{\"sizeLimit\":\"-1\"}},{\"name\":\"pr\","
+                   "\"projected\":{\"sources\":[{\"secret\":{\"name\":\"s\","
+                   "\"items\":[{\"key\":\"a\",\"path\":\"p\"}]},\"configMap\":{\"name\":\"c\"}},"
+                   "{\"configMap\":{\"name\":\"c2\",\"items\":[{\"key\":\"b\",\"path\":\"p\"}]}},"
+                   "{\"serviceAccountToken\":{\"path\":\"t\",\"expirationSeconds\":60}}]}},"
+                   "{\"name\":\"d\",\"downwardAPI\":{\"items\":[{\"path\":\"x\"},{\"path\":\"y\","
+                   "\"fieldRef\":{\"fieldPath\":\"spec.nodeName\"}}]}},{\"name\":\"pvc\","
+                   "\"persistentVolumeClaim\":{}},{\"name\":\"two\",\"emptyDir\":{},"
+                   "\"downwardAPI\":{}}],\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
+                   "Pod \"v\" is invalid: [spec.volumes[0].secret.secretName: Required value, "
+                   "spec.volumes[0].secret.defaultMode: Invalid value: 512: must be a number "
+                   "between 0 and 0777 (octal), both inclusive, spec.volumes[0].configMap: "
+                   "Forbidden: may not specify more than 1 volume type, spec.volumes[0].name: "
+                   "Invalid value: \"Bad_Name\": a lowercase RFC 1123 label must consist of lower "
+                   "case alphanumeric characters or '-', and must start and end with an "
+                   "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), "
+                   "spec.volumes[1].hostPath.path: Required value, "
+                   "spec.volumes[2].configMap.name: Required value, "
+                   "spec.volumes[2].configMap.items[0].key: Required value, "
+                   "spec.volumes[2].configMap.items[0].path: Invalid value: \"/abs\": must be a "
+                   "relative path, spec.volumes[2].configMap.items[1].path: Invalid value: "
+                   "\"../x\": must not contain '..', spec.volumes[2].configMap.items[1].mode: "
+                   "Invalid value: 1000: must be a number between 0 and 0777 (octal), both "
+                   "inclusive, spec.volumes[2].configMap.items[2].path: Invalid value: \"..x\": "
+                   "must not start with '..', spec.volumes[3].emptyDir.sizeLimit: Forbidden: "
+                   "SizeLimit field must be a valid resource quantity, "
+                   "spec.volumes[4].projected.sources[0]: Forbidden: may not specify more than 1 "
+                   "volume type per source, spec.volumes[4].projected: Invalid value: \"c2\": "
+                   "conflicting duplicate paths, spec.volumes[4].projected.sources[2].serviceAccou"
+                   "ntToken.expirationSeconds: Invalid value: 60: may not specify a duration less "
+                   "than 10 minutes, spec.volumes[5].downwardAPI: Required value: one of fieldRef "
+                   "and resourceFieldRef is required, spec.volumes[5].downwardAPI.fieldRef.fieldPa"
+                   "th: Unsupported value: \"spec.nodeName\": supported values: "
+                   "\"metadata.annotations\", \"metadata.labels\", \"metadata.name\", "
+                   "\"metadata.namespace\", \"metadata.uid\", "
+                   "spec.volumes[6].persistentVolumeClaim.claimName: Required value, "
+                   "spec.volumes[7].downwarAPI: Forbidden: may not specify more than 1 volume "
+                   "type]");
+    /* env */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"e\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"x\",\"env\":[{\"name\":\"a=b\"},{\"name\":\"E1\","
+                   "\"valueFrom\":{}},{\"name\":\"E2\",\"valueFrom\":{\"configMapKeyRef\":{\"name"
+                   "\":\"cm\",\"key\":\"a/b\"},\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}},"
+                   "{\"name\":\"E3\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"status.phase\"}}"
+                   "},{\"name\":\"E4\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.label"
+                   "s['a b']\"}}},{\"name\":\"E5\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"sp"
+                   "ec.foo\"}}},{\"name\":\"E6\",\"valueFrom\":{\"resourceFieldRef\":{\"resource\""
+                   ":\"limits.foo\"}}},{\"name\":\"E7\",\"valueFrom\":{\"resourceFieldRef\":{\"res"
+                   "ource\":\"limits.cpu\",\"divisor\":\"1k\"}}}],\"envFrom\":[{\"prefix\":\"A=\","
+                   "\"configMapRef\":{\"name\":\"x\"},\"secretRef\":{\"name\":\"y\"}},{}]}]}}",
+                   "Pod \"e\" is invalid: [spec.containers[0].env[0].name: Invalid value: "
+                   "\"a=b\": a valid environment variable name must consist only of printable "
+                   "ASCII characters other than '=', spec.containers[0].env[1].valueFrom: Invalid "
+                   "value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, "
+                   "`configMapKeyRef` or `secretKeyRef`, spec.containers[0].env[2].valueFrom.confi"
+                   "gMapKeyRef.key: Invalid value: \"a/b\": a valid config key must consist of "
+                   "alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  "
+                   "or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+'), "
+                   "spec.containers[0].env[2].valueFrom: Invalid value: \"\": may not have more "
+                   "than one field specified at a time, spec.containers[0].env[3].valueFrom.fieldR"
+                   "ef.fieldPath: Unsupported value: \"status.phase\": supported values: "
+                   "\"metadata.name\", \"metadata.namespace\", \"metadata.uid\", "
+                   "\"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", "
+                   "\"status.hostIPs\", \"status.podIP\", \"status.podIPs\", "
+                   "spec.containers[0].env[4].valueFrom.fieldRef: Invalid value: \"a b\": name "
+                   "part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+                   "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+                   "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0"
+                   "-9]'), spec.containers[0].env[5].valueFrom.fieldRef.fieldPath: Invalid value: "
+                   "\"spec.foo\": error converting fieldPath: field label not supported: spec.foo,"
+                   " spec.containers[0].env[6].valueFrom.resourceFieldRef.resource: Unsupported "
+                   "value: \"limits.foo\": supported values: \"limits.cpu\", "
+                   "\"limits.ephemeral-storage\", \"limits.memory\", \"requests.cpu\", "
+                   "\"requests.ephemeral-storage\", \"requests.memory\", "
+                   "spec.containers[0].env[7].valueFrom.resourceFieldRef.divisor: Invalid value: "
+                   "\"limits.cpu\": only divisor's values 1m and 1 are supported with the cpu "
+                   "resource, spec.containers[0].envFrom[0].prefix: Invalid value: \"A=\": a "
+                   "valid environment variable name must consist only of printable ASCII "
+                   "characters other than '=', spec.containers[0].envFrom: Invalid value: \"\": "
+                   "may not have more than one field specified at a time, "
+                   "spec.containers[0].envFrom: Invalid value: \"\": must specify one of: "
+                   "`configMapRef` or `secretRef`]");
+    /* mounts */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"m\"},\"spec\":{\"volumes\":[{\"name\":\"v\","
+                   "\"emptyDir\":{}}],\"containers\":[{\"name\":\"c\",\"image\":\"x\","
+                   "\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/a\",\"subPath\":\"/abs\"},"
+                   "{\"name\":\"v\",\"mountPath\":\"/b\",\"subPath\":\"s\","
+                   "\"subPathExpr\":\"../e\"},{\"name\":\"v\",\"mountPath\":\"/c\","
+                   "\"mountPropagation\":\"Bidirectional\"},{\"name\":\"v\",\"mountPath\":\"/d\","
+                   "\"recursiveReadOnly\":\"Enabled\",\"mountPropagation\":\"HostToContainer\"},"
+                   "{\"name\":\"\",\"mountPath\":\"/e\"}],\"resources\":{\"limits\":{\"example.com"
+                   "/gpu\":\"1\",\"hugepages-2Mi\":\"2Mi\"},\"requests\":{\"example.com/gpu\":\"2"
+                   "\",\"foo\":\"1\",\"example.com/other\":\"1\",\"cpu\":\"-0.5\"}}}]}}",
+                   "Pod \"m\" is invalid: [spec.containers[0].volumeMounts.subPath: Invalid "
+                   "value: \"/abs\": must be a relative path, "
+                   "spec.containers[0].volumeMounts[1].subPathExpr: Invalid value: \"../e\": "
+                   "subPathExpr and subPath are mutually exclusive, "
+                   "spec.containers[0].volumeMounts.subPathExpr: Invalid value: \"../e\": must "
+                   "not contain '..', spec.containers[0].volumeMounts.mountPropagation: "
+                   "Forbidden: Bidirectional mount propagation is available only to privileged "
+                   "containers, spec.containers[0].volumeMounts.recursiveReadOnly: Forbidden: may "
+                   "only be specified when readOnly is true, spec.containers[0].volumeMounts.recur"
+                   "siveReadOnly: Forbidden: may only be specified when mountPropagation is None "
+                   "or not specified, spec.containers[0].volumeMounts[4].name: Required value, "
+                   "spec.containers[0].volumeMounts[4].name: Not found: \"\", "
+                   "spec.containers[0].resources.requests: Invalid value: \"2\": must be equal to "
+                   "example.com/gpu limit of 1, spec.containers[0].resources.requests[foo]: "
+                   "Invalid value: foo: must be a standard resource type or fully qualified, "
+                   "spec.containers[0].resources.requests[foo]: Invalid value: foo: must be a "
+                   "standard resource for containers, spec.containers[0].resources.limits: "
+                   "Required value: Limit must be set for non overcommitable resources, "
+                   "spec.containers[0].resources.requests[cpu]: Invalid value: \"-500m\": must be "
+                   "greater than or equal to 0]");
+    /* probes */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"pr\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"x\",\"readinessProbe\":{\"exec\":{\"command\":[]},"
+                   "\"httpGet\":{\"port\":0},\"terminationGracePeriodSeconds\":5,"
+                   "\"initialDelaySeconds\":-1},\"livenessProbe\":{\"tcpSocket\":{\"port\":\"Web\""
+                   "},\"successThreshold\":2,\"terminationGracePeriodSeconds\":0},"
+                   "\"startupProbe\":{\"grpc\":{\"port\":70000}},"
+                   "\"lifecycle\":{\"preStop\":{\"sleep\":{\"seconds\":100}},"
+                   "\"postStart\":{\"httpGet\":{\"port\":\"http\",\"httpHeaders\":[{\"name\":\"a "
+                   "b\",\"value\":\"v\"}]}}},\"restartPolicy\":\"Always\","
+                   "\"ports\":[{\"containerPort\":80,\"hostPort\":8080}]},{\"name\":\"c2\","
+                   "\"image\":\"x\",\"ports\":[{\"containerPort\":81,\"hostPort\":8080}]}],"
+                   "\"initContainers\":[{\"name\":\"i\",\"image\":\"x\","
+                   "\"restartPolicy\":\"OnFailure\",\"livenessProbe\":{\"exec\":{\"command\":[\"a"
+                   "\"]}},\"lifecycle\":{\"preStop\":{\"exec\":{\"command\":[\"a\"]}}}},"
+                   "{\"name\":\"j\",\"image\":\"x\",\"restartPolicy\":\"Always\","
+                   "\"readinessProbe\":{}},{\"name\":\"c\",\"image\":\"x\"}]}}",
+                   "Pod \"pr\" is invalid: [spec.containers[0].lifecycle.postStart.httpGet.httpHea"
+                   "ders: Invalid value: \"a b\": a valid HTTP header must consist of "
+                   "alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for "
+                   "validation is '[-A-Za-z0-9]+'), spec.containers[0].lifecycle.preStop.sleep: "
+                   "Invalid value: 100: must be greater than 0 and less than "
+                   "terminationGracePeriodSeconds (30), spec.containers[0].livenessProbe.tcpSocket"
+                   ".port: Invalid value: \"Web\": must contain only alpha-numeric characters "
+                   "(a-z, 0-9), and hyphens (-), spec.containers[0].livenessProbe.terminationGrace"
+                   "PeriodSeconds: Invalid value: 0: must be greater than 0, "
+                   "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be "
+                   "1, spec.containers[0].readinessProbe.exec.command: Required value, "
+                   "spec.containers[0].readinessProbe.httpGet: Forbidden: may not specify more "
+                   "than 1 handler type, spec.containers[0].readinessProbe.initialDelaySeconds: "
+                   "Invalid value: -1: must be greater than or equal to 0, "
+                   "spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid "
+                   "value: 5: must not be set for readinessProbes, "
+                   "spec.containers[0].startupProbe.grpc.port: Invalid value: 70000: must be "
+                   "between 1 and 65535, inclusive, spec.containers[0].restartPolicy: Forbidden: "
+                   "may not be set for non-init containers, spec.containers[1].ports[0].hostPort: "
+                   "Duplicate value: \"TCP//8080\", spec.initContainers[0].restartPolicy: "
+                   "Unsupported value: \"OnFailure\": supported values: \"Always\", "
+                   "spec.initContainers[0].lifecycle: Forbidden: may not be set for init "
+                   "containers without restartPolicy=Always, spec.initContainers[0].livenessProbe:"
+                   " Forbidden: may not be set for init containers without restartPolicy=Always, "
+                   "spec.initContainers[1].readinessProbe: Required value: must specify a handler "
+                   "type, spec.initContainers[2].name: Duplicate value: \"c\"]");
+    /* podlevel */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"pl\"},\"spec\":{\"hostNetwork\":true,"
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\","
+                   "\"ports\":[{\"containerPort\":80,\"hostPort\":81}]}],\"nodeSelector\":{\"a "
+                   "b\":\"c\"},\"dnsConfig\":{\"nameservers\":[\"1.2.3.4\",\"x\",\"::1\","
+                   "\"5.6.7.8\"],\"searches\":[\"Bad.\",\"ok.com.\"],"
+                   "\"options\":[{\"value\":\"1\"}]},\"readinessGates\":[{\"conditionType\":\"a "
+                   "b\"}],\"schedulingGates\":[{\"name\":\"g\"},{\"name\":\"g\"}],"
+                   "\"hostname\":\"Host\",\"subdomain\":\"a.b\",\"priorityClassName\":\"Bad_\","
+                   "\"activeDeadlineSeconds\":0,\"tolerations\":[{\"operator\":\"Equal\","
+                   "\"value\":\"x\"},{\"key\":\"k\",\"operator\":\"Exists\",\"value\":\"v\"},"
+                   "{\"key\":\"k\",\"effect\":\"NoSchedule\",\"tolerationSeconds\":5},"
+                   "{\"key\":\"k2\",\"value\":\"a b\"}],\"hostAliases\":[{\"ip\":\"x\","
+                   "\"hostnames\":[\"A\"]}]}}",
+                   "Pod \"pl\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: "
+                   "81: must match `containerPort` when `hostNetwork` is true, spec.nodeSelector: "
+                   "Invalid value: \"a b\": name part must consist of alphanumeric characters, "
+                   "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+                   "'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                   "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), spec.dnsConfig.nameservers: "
+                   "Invalid value: []string{\"1.2.3.4\", \"x\", \"::1\", \"5.6.7.8\"}: must not "
+                   "have more than 3 nameservers, spec.dnsConfig.nameservers[1]: Invalid value: "
+                   "\"x\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff), "
+                   "spec.dnsConfig.searches[0]: Invalid value: \"Bad\": a lowercase RFC 1123 "
+                   "subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                   "must start and end with an alphanumeric character (e.g. 'example.com', regex "
+                   "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a"
+                   "-z0-9])?)*'), spec.dnsConfig.options[0]: Required value: must not be empty, "
+                   "spec.readinessGates[0].conditionType: Invalid value: \"a b\": name part must "
+                   "consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                   "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', "
+                   "regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), "
+                   "spec.schedulingGates[1]: Duplicate value: \"g\", spec.activeDeadlineSeconds: "
+                   "Invalid value: 0: must be between 1 and 2147483647, inclusive, spec.hostname: "
+                   "Invalid value: \"Host\": a lowercase RFC 1123 label must consist of lower "
+                   "case alphanumeric characters or '-', and must start and end with an "
+                   "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), spec.subdomain: Invalid "
+                   "value: \"a.b\": must not contain dots, spec.tolerations[0].operator: Invalid "
+                   "value: \"Equal\": operator must be Exists when `key` is empty, which means "
+                   "\"match all values and all keys\", spec.tolerations[1].operator: Invalid "
+                   "value: core.Toleration{Key:\"k\", Operator:\"Exists\", Value:\"v\", "
+                   "Effect:\"\", TolerationSeconds:(*int64)(nil)}: value must be empty when "
+                   "`operator` is 'Exists', spec.tolerations[2].effect: Invalid value: "
+                   "\"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set, "
+                   "spec.tolerations[3].operator: Invalid value: \"a b\": a valid label must be "
+                   "an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+                   "must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+                   "'my_value',  or '12345', regex used for validation is "
+                   "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), spec.hostAliases[0].ip: "
+                   "Invalid value: \"x\": must be a valid IP address, (e.g. 10.9.8.7 or "
+                   "2001:db8::ffff), spec.hostAliases[0].hostnames[0]: Invalid value: \"A\": a "
+                   "lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                   "characters, '-' or '.', and must start and end with an alphanumeric character "
+                   "(e.g. 'example.com', regex used for validation is "
+                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+                   "spec.priorityClassName: Invalid value: \"Bad_\": a lowercase RFC 1123 "
+                   "subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                   "must start and end with an alphanumeric character (e.g. 'example.com', regex "
+                   "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a"
+                   "-z0-9])?)*')]");
+    /* dnsnone */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"dn\"},\"spec\":{\"dnsPolicy\":\"None\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
+                   "Pod \"dn\" is invalid: spec.dnsConfig: Required value: must provide "
+                   "`dnsConfig` when `dnsPolicy` is None");
+    /* deployment */
+    expect_invalid(deps,
+                   "{\"metadata\":{\"name\":\"pd\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app"
+                   "\":\"pd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"pd\"}},"
+                   "\"spec\":{\"hostNetwork\":true,\"serviceAccountName\":\"Bad_SA\","
+                   "\"activeDeadlineSeconds\":0,\"containers\":[{\"name\":\"c\",\"image\":\" x\","
+                   "\"ports\":[{\"containerPort\":80},{\"containerPort\":81,\"hostPort\":82}],"
+                   "\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/v\"}],"
+                   "\"resources\":{\"limits\":{\"memory\":\"1Gi\"},"
+                   "\"requests\":{\"memory\":\"2Gi\"}}}]}}}}",
+                   "Deployment.apps \"pd\" is invalid: [spec.template.spec.containers[0].volumeMou"
+                   "nts[0].name: Not found: \"v\", spec.template.spec.containers[0].resources.requ"
+                   "ests: Invalid value: \"2Gi\": must be less than or equal to memory limit of "
+                   "1Gi, spec.template.spec.containers[0].ports[1].hostPort: Invalid value: 82: "
+                   "must match `containerPort` when `hostNetwork` is true, "
+                   "spec.template.spec.serviceAccountName: Invalid value: \"Bad_SA\": a lowercase "
+                   "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                   "'.', and must start and end with an alphanumeric character (e.g. "
+                   "'example.com', regex used for validation is "
+                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+                   "spec.template.spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 "
+                   "and 2147483647, inclusive, spec.template.spec.activeDeadlineSeconds: "
+                   "Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported]");
+    /* a valid Pod and Deployment are stored as sent, with the v1 defaults */
+    json_t *sent =
+        json_loads("{\"metadata\":{\"name\":\"rich\"},\"spec\":{\"volumes\":[{\"name\":\"data\","
+                   "\"emptyDir\":{\"sizeLimit\":\"1Gi\"}},{\"name\":\"cfg\","
+                   "\"configMap\":{\"name\":\"cm\",\"items\":[{\"key\":\"a\",\"path\":\"a.conf\","
+                   "\"mode\":256}]}},{\"name\":\"sec\",\"secret\":{\"secretName\":\"s\","
+                   "\"defaultMode\":384}},{\"name\":\"host\",\"hostPath\":{\"path\":\"/var/log\","
+                   "\"type\":\"Directory\"}},{\"name\":\"claim\","
+                   "\"persistentVolumeClaim\":{\"claimName\":\"pvc\"}},{\"name\":\"info\","
+                   "\"downwardAPI\":{\"items\":[{\"path\":\"labels\","
+                   "\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"metadata.labels\"}},"
+                   "{\"path\":\"cpu\",\"resourceFieldRef\":{\"containerName\":\"app\","
+                   "\"resource\":\"limits.cpu\",\"divisor\":\"1m\"}}]}},{\"name\":\"proj\","
+                   "\"projected\":{\"sources\":[{\"secret\":{\"name\":\"s\","
+                   "\"items\":[{\"key\":\"k\",\"path\":\"s/k\"}]}},"
+                   "{\"configMap\":{\"name\":\"cm\",\"items\":[{\"key\":\"k\","
+                   "\"path\":\"c/k\"}]}},{\"serviceAccountToken\":{\"audience\":\"api\","
+                   "\"expirationSeconds\":3600,\"path\":\"token\"}}]}}],"
+                   "\"initContainers\":[{\"name\":\"setup\",\"image\":\"busybox:1.36\","
+                   "\"command\":[\"sh\",\"-c\",\"true\"]},{\"name\":\"sidecar\","
+                   "\"image\":\"busybox:1.36\",\"restartPolicy\":\"Always\","
+                   "\"readinessProbe\":{\"exec\":{\"command\":[\"true\"]}}}],"
+                   "\"containers\":[{\"name\":\"app\",\"image\":\"nginx:1.27\","
+                   "\"ports\":[{\"name\":\"http\",\"containerPort\":8080}],"
+                   "\"env\":[{\"name\":\"POD\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\","
+                   "\"fieldPath\":\"metadata.name\"}}},{\"name\":\"MEM\","
+                   "\"valueFrom\":{\"resourceFieldRef\":{\"resource\":\"limits.memory\","
+                   "\"divisor\":\"1Mi\"}}},{\"name\":\"K\",\"valueFrom\":{\"configMapKeyRef\":{\"n"
+                   "ame\":\"cm\",\"key\":\"k\",\"optional\":true}}},{\"name\":\"my.var-1\","
+                   "\"value\":\"x\"},{\"name\":\"1ST\",\"value\":\"relaxed\"}],"
+                   "\"envFrom\":[{\"prefix\":\"CM_\",\"configMapRef\":{\"name\":\"cm\"}},"
+                   "{\"secretRef\":{\"name\":\"s\"}}],\"volumeMounts\":[{\"name\":\"data\","
+                   "\"mountPath\":\"/data\",\"subPath\":\"d\"},{\"name\":\"cfg\","
+                   "\"mountPath\":\"/etc/app\",\"readOnly\":true,"
+                   "\"recursiveReadOnly\":\"IfPossible\"},{\"name\":\"info\","
+                   "\"mountPath\":\"/info\",\"subPathExpr\":\"$(POD)\"}],"
+                   "\"resources\":{\"limits\":{\"cpu\":\"500m\",\"memory\":\"256Mi\","
+                   "\"example.com/dev\":\"1\"},\"requests\":{\"cpu\":\"0.1\",\"memory\":\"128Mi\","
+                   "\"example.com/dev\":\"1\"}},\"livenessProbe\":{\"httpGet\":{\"path\":\"/health"
+                   "z\",\"port\":\"http\",\"scheme\":\"HTTP\","
+                   "\"httpHeaders\":[{\"name\":\"X-Probe\",\"value\":\"1\"}]},"
+                   "\"initialDelaySeconds\":5,\"timeoutSeconds\":2,\"periodSeconds\":10,"
+                   "\"successThreshold\":1,\"failureThreshold\":3,"
+                   "\"terminationGracePeriodSeconds\":10},\"readinessProbe\":{\"tcpSocket\":{\"por"
+                   "t\":8080}},\"startupProbe\":{\"grpc\":{\"port\":9090},"
+                   "\"failureThreshold\":30},\"lifecycle\":{\"preStop\":{\"sleep\":{\"seconds\":5}"
+                   "},\"postStart\":{\"exec\":{\"command\":[\"true\"]}}}}],"
+                   "\"dnsConfig\":{\"nameservers\":[\"10.0.0.10\"],"
+                   "\"searches\":[\"svc.cluster.local.\"],\"options\":[{\"name\":\"ndots\","
+                   "\"value\":\"2\"}]},\"hostname\":\"web-0\",\"subdomain\":\"web\","
+                   "\"nodeSelector\":{\"kubernetes.io/os\":\"linux\"},"
+                   "\"tolerations\":[{\"key\":\"dedicated\",\"operator\":\"Equal\","
+                   "\"value\":\"web\",\"effect\":\"NoSchedule\"},{\"operator\":\"Exists\","
+                   "\"effect\":\"NoExecute\",\"tolerationSeconds\":60}],"
+                   "\"readinessGates\":[{\"conditionType\":\"example.com/ready\"}],"
+                   "\"hostAliases\":[{\"ip\":\"10.1.2.3\",\"hostnames\":[\"db.local\"]}],"
+                   "\"terminationGracePeriodSeconds\":45,\"activeDeadlineSeconds\":3600}}",
+                   0, NULL);
+    ck_assert_ptr_nonnull(sent);
+    char *body = json_dumps(sent, JSON_COMPACT);
+    json_t *pod = request_json("POST", pods, body, 201);
+    free(body);
+    static const char *const members[] = {"env", "envFrom", "resources", "livenessProbe",
+                                          "lifecycle"};
+    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
+        ck_assert_msg(json_equal(pod_member(pod, "containers", 0, members[i]),
+                                 pod_member(sent, "containers", 0, members[i])),
+                      "%s changed", members[i]);
+    /* the ServiceAccount admission adds its token's mount after ours */
+    const json_t *mounts = pod_member(pod, "containers", 0, "volumeMounts");
+    ck_assert_uint_eq(json_array_size(mounts), 4);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert(json_equal(json_array_get(mounts, i),
+                             json_array_get(pod_member(sent, "containers", 0, "volumeMounts"), i)));
+    const json_t *vols = json_object_get(json_object_get(pod, "spec"), "volumes");
+    ck_assert(
+        json_equal(json_array_get(vols, 2),
+                   json_array_get(json_object_get(json_object_get(sent, "spec"), "volumes"), 2)));
+    /* SetDefaults_ConfigMapVolumeSource: 0644 */
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(json_array_get(vols, 1), "configMap"), "defaultMode")),
+                     420);
+    const json_t *ready = pod_member(pod, "containers", 0, "readinessProbe");
+    ck_assert_int_eq(json_integer_value(json_object_get(ready, "timeoutSeconds")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(ready, "periodSeconds")), 10);
+    ck_assert_int_eq(json_integer_value(json_object_get(ready, "failureThreshold")), 3);
+    json_decref(pod);
+    json_decref(sent);
+    json_t *dep = request_json(
+        "POST", deps,
+        "{\"metadata\":{\"name\":\"richd\"},\"spec\":{\"selector\":{\"matchLabels\":{\""
+        "app\":\"richd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"richd\"}},"
+        "\"spec\":{\"hostNetwork\":true,\"serviceAccountName\":\"default\","
+        "\"volumes\":[{\"name\":\"cache\"}],\"containers\":[{\"name\":\"web\","
+        "\"image\":\"nginx:1.27\",\"ports\":[{\"containerPort\":80},"
+        "{\"containerPort\":443,\"hostPort\":443}],"
+        "\"volumeMounts\":[{\"name\":\"cache\",\"mountPath\":\"/cache\"}],"
+        "\"resources\":{\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"250m\","
+        "\"memory\":\"512Mi\"}},\"readinessProbe\":{\"httpGet\":{\"port\":80}},"
+        "\"startupProbe\":{\"exec\":{\"command\":[\"true\"]},"
+        "\"failureThreshold\":30}}],\"tolerations\":[{\"key\":\"node-role.kubernetes.io"
+        "/control-plane\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]}}}}",
+        201);
+    const json_t *tspec =
+        json_object_get(json_object_get(json_object_get(dep, "spec"), "template"), "spec");
+    const json_t *vol = json_array_get(json_object_get(tspec, "volumes"), 0);
+    ck_assert_ptr_nonnull(json_object_get(vol, "emptyDir"));
+    const json_t *ports =
+        json_object_get(json_array_get(json_object_get(tspec, "containers"), 0), "ports");
+    /* a template's hostPort stays unset (only a Pod's is defaulted) */
+    ck_assert_ptr_null(json_object_get(json_array_get(ports, 0), "hostPort"));
+    json_decref(dep);
+}
+END_TEST
+
+/* A resource quantity ParseQuantity refuses: the decoder's 400, which
+ * wins over a type error before it (an Unmarshaler's error ends the
+ * decoding); before, any string was stored. */
+START_TEST(test_kubesim_quantity_decoding)
+{
+    static const struct {
+        const char *value, *error;
+    } bad[] = {
+        {"abc", "quantities must match the regular expression "
+                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
+        {"1.2.3", "quantities must match the regular expression "
+                  "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
+        {"1Qi", "quantities must match the regular expression "
+                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
+        {"1K", "unable to parse quantity's suffix"},
+        {".", "unable to parse numeric part of quantity"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char body[512], want[512];
+        snprintf(body, sizeof(body),
+                 "{\"metadata\":{\"name\":\"q\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                 "\"image\":\"x\",\"ports\":[{\"containerPort\":\"80\"}],\"resources\":{"
+                 "\"limits\":{\"memory\":\"%s\"}}}]}}",
+                 bad[i].value);
+        json_t *st = request_json("POST", "/api/v1/namespaces/default/pods", body, 400);
+        snprintf(want, sizeof(want), "Pod in version \"v1\" cannot be handled as a Pod: %s",
+                 bad[i].error);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "message")), want);
+        json_decref(st);
+    }
+    json_t *st = request_json("POST", "/apis/apps/v1/namespaces/default/deployments",
+                              "{\"metadata\":{\"name\":\"q\"},\"spec\":{\"selector\":{"
+                              "\"matchLabels\":{\"a\":\"b\"}},\"template\":{\"metadata\":{"
+                              "\"labels\":{\"a\":\"b\"}},\"spec\":{\"volumes\":[{\"name\":"
+                              "\"v\",\"emptyDir\":{\"sizeLimit\":\"1 Gi\"}}],\"containers\":["
+                              "{\"name\":\"c\",\"image\":\"x\"}]}}}}",
+                              400);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")),
+                     "Deployment in version \"v1\" cannot be handled as a Deployment: quantities "
+                     "must match the regular expression "
+                     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
+    json_decref(st);
+    /* numbers and the canonical forms the validation prints */
+    json_t *pod = request_json("POST", "/api/v1/namespaces/default/pods",
+                               "{\"metadata\":{\"name\":\"q\"},\"spec\":{\"containers\":[{"
+                               "\"name\":\"c\",\"image\":\"x\",\"resources\":{\"limits\":{"
+                               "\"cpu\":1.5,\"memory\":\" 1Gi \"}}}]}}",
+                               201);
+    json_decref(pod);
+    expect_invalid("/api/v1/namespaces/default/pods",
+                   "{\"metadata\":{\"name\":\"q2\"},\"spec\":{\"containers\":[{"
+                   "\"name\":\"c\",\"image\":\"x\",\"resources\":{\"limits\":{"
+                   "\"cpu\":\"1500m\",\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"2000m\","
+                   "\"memory\":\"0.75Gi\",\"ephemeral-storage\":\"-0.5Ki\"}}}]}}",
+                   "Pod \"q2\" is invalid: [spec.containers[0].resources.requests: Invalid value: "
+                   "\"2\": must be less than or equal to cpu limit of 1500m, "
+                   "spec.containers[0].resources.requests[ephemeral-storage]: Invalid value: "
+                   "\"-512\": must be greater than or equal to 0]");
+}
+END_TEST
+
 /* merge PATCH body to path: a 422 whose message is want. */
 static void expect_patch_invalid(const char *path, const char *body, const char *want)
 {
@@ -5875,6 +6366,8 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_impersonation);
     tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_validation);
+    tcase_add_test(tc, test_kubesim_pod_spec_validation);
+    tcase_add_test(tc, test_kubesim_quantity_decoding);
     tcase_add_test(tc, test_kubesim_update_validation);
     tcase_add_test(tc, test_kubesim_service_allocator_and_validation_order);
     tcase_add_test(tc, test_kubesim_service_allocation);

@@ -67,19 +67,6 @@ static void invalid_raw(json_t *causes, const char *field, const char *value, co
     ks_cause(causes, "FieldValueInvalid", field, "Invalid value: %s: %s", value, detail);
 }
 
-/* field.NotSupported(field, value, accepted) */
-static void not_supported(json_t *causes, const char *field, const char *value,
-                          const char *const *accepted)
-{
-    json_t *list = json_array();
-    for (const char *const *a = accepted; *a; a++)
-        json_array_append_new(list, json_string(*a));
-    char *vals = ks_go_join(list, "", ", ", "");
-    ks_not_supported(causes, field, value, vals);
-    free(vals);
-    json_decref(list);
-}
-
 /* Invalid(field, value, prefix + strings.Join(msgs, ",")) when msgs is not
  * empty. @ref steal msgs */
 static void invalid_joined(json_t *causes, const char *field, const char *value, const char *prefix,
@@ -927,7 +914,7 @@ static void validate_rule(const json_t *r, const char *base, json_t *causes)
             ok = ok || strcmp(*x, json_string_value(reason)) == 0;
         if (!ok) {
             p = ks_printf("%s.reason", base);
-            not_supported(causes, p, json_string_value(reason), reasons);
+            ks_not_supported_list(causes, p, json_string_value(reason), reasons);
             free(p);
         }
     }
@@ -964,7 +951,7 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
         static const char *const types[] = {"array",  "boolean", "integer", "number",
                                             "object", "string",  NULL};
         p = ks_printf("%s.type", path);
-        not_supported(causes, p, type, types);
+        ks_not_supported_list(causes, p, type, types);
         free(p);
     }
     if (o->no_defaults && json_object_get(s, "default")) {
@@ -1107,7 +1094,7 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
         strcmp(json_string_value(mt), "granular") != 0) {
         static const char *const mts[] = {"atomic", "granular", NULL};
         p = ks_printf("%s.x-kubernetes-map-type", path);
-        not_supported(causes, p, json_string_value(mt), mts);
+        ks_not_supported_list(causes, p, json_string_value(mt), mts);
         free(p);
     }
     const json_t *lt = json_object_get(s, "x-kubernetes-list-type");
@@ -1145,7 +1132,7 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
     if (lts && strcmp(lts, "atomic") != 0 && strcmp(lts, "set") != 0 && strcmp(lts, "map") != 0) {
         static const char *const ltv[] = {"atomic", "set", "map", NULL};
         p = ks_printf("%s.x-kubernetes-list-type", path);
-        not_supported(causes, p, lts, ltv);
+        ks_not_supported_list(causes, p, lts, ltv);
         free(p);
     }
     const json_t *mk = json_object_get(s, "x-kubernetes-list-map-keys");
@@ -1772,7 +1759,7 @@ static void validate_conversion(const json_t *spec, bool require_recognized, boo
     if (!*strategy)
         required(causes, "spec.conversion.strategy", "");
     else if (strcmp(strategy, "None") != 0 && strcmp(strategy, "Webhook") != 0)
-        not_supported(causes, "spec.conversion.strategy", strategy, strategies);
+        ks_not_supported_list(causes, "spec.conversion.strategy", strategy, strategies);
     const json_t *wh = json_object_get(conv, "webhook");
     const json_t *cc = json_object_get(wh, "clientConfig");
     const json_t *rv = json_object_get(wh, "conversionReviewVersions");
@@ -1845,7 +1832,7 @@ static void validate_spec(const json_t *spec, const struct opts *o, json_t *caus
     if (!*scope)
         required(causes, "spec.scope", "");
     else if (strcmp(scope, "Cluster") != 0 && strcmp(scope, "Namespaced") != 0)
-        not_supported(causes, "spec.scope", scope, scopes);
+        ks_not_supported_list(causes, "spec.scope", scope, scopes);
 
     size_t i;
     json_t *v;

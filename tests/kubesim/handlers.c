@@ -437,6 +437,92 @@ static void set_default(json_t *obj, const char *k, json_t *v)
         json_decref(v);
 }
 
+/* SetDefaults_HTTPGetAction, and the GRPCAction service's +default="" */
+static void default_handler(json_t *h)
+{
+    json_t *get = json_object_get(h, "httpGet");
+    if (json_is_object(get)) {
+        set_default(get, "path", json_string("/"));
+        set_default(get, "scheme", json_string("HTTP"));
+    }
+    json_t *grpc = json_object_get(h, "grpc");
+    if (json_is_object(grpc))
+        set_default(grpc, "service", json_string(""));
+}
+
+/* SetDefaults_Probe (a zero counts as unset) */
+static void default_probe(json_t *p)
+{
+    static const struct {
+        const char *k;
+        int v;
+    } counts[] = {{"timeoutSeconds", 1},
+                  {"periodSeconds", 10},
+                  {"successThreshold", 1},
+                  {"failureThreshold", 3}};
+    if (!json_is_object(p))
+        return;
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+        if (json_integer_value(json_object_get(p, counts[i].k)) == 0)
+            json_object_set_new(p, counts[i].k, json_integer(counts[i].v));
+    default_handler(p);
+}
+
+/* SetDefaults_ObjectFieldSelector */
+static void default_field_ref(json_t *holder)
+{
+    json_t *fr = json_object_get(holder, "fieldRef");
+    if (json_is_object(fr))
+        set_default(fr, "apiVersion", json_string("v1"));
+}
+
+/* SetDefaults_Volume (no source: an emptyDir) and the sources' defaults:
+ * the file modes 0644, a token's hour, a hostPath's unset type */
+static void default_volumes(json_t *vols)
+{
+    static const char *const moded[] = {"secret", "configMap", "downwardAPI", "projected"};
+    size_t i, j;
+    json_t *v, *x;
+    json_array_foreach(vols, i, v)
+    {
+        if (!json_is_object(v))
+            continue;
+        bool any = false;
+        const char *k;
+        json_t *src;
+        json_object_foreach(v, k, src)
+        {
+            any = any || (strcmp(k, "name") != 0 && !json_is_null(src));
+        }
+        if (!any)
+            json_object_set_new(v, "emptyDir", json_object());
+        for (size_t m = 0; m < sizeof(moded) / sizeof(moded[0]); m++) {
+            src = json_object_get(v, moded[m]);
+            if (json_is_object(src))
+                set_default(src, "defaultMode", json_integer(420));
+        }
+        json_array_foreach(json_object_get(json_object_get(v, "downwardAPI"), "items"), j, x)
+        {
+            default_field_ref(x);
+        }
+        src = json_object_get(v, "hostPath");
+        if (json_is_object(src))
+            set_default(src, "type", json_string(""));
+        json_array_foreach(json_object_get(json_object_get(v, "projected"), "sources"), j, x)
+        {
+            json_t *tok = json_object_get(x, "serviceAccountToken");
+            if (json_is_object(tok))
+                set_default(tok, "expirationSeconds", json_integer(3600));
+            size_t n;
+            json_t *item;
+            json_array_foreach(json_object_get(json_object_get(x, "downwardAPI"), "items"), n, item)
+            {
+                default_field_ref(item);
+            }
+        }
+    }
+}
+
 static void default_containers(json_t *list)
 {
     size_t i, j;
@@ -455,6 +541,18 @@ static void default_containers(json_t *list)
         {
             set_default(p, "protocol", json_string("TCP"));
         }
+        json_array_foreach(json_object_get(c, "env"), j, p)
+        {
+            default_field_ref(json_object_get(p, "valueFrom"));
+        }
+        default_probe(json_object_get(c, "livenessProbe"));
+        default_probe(json_object_get(c, "readinessProbe"));
+        default_probe(json_object_get(c, "startupProbe"));
+        json_t *lc = json_object_get(c, "lifecycle");
+        if (json_is_object(lc)) {
+            default_handler(json_object_get(lc, "postStart"));
+            default_handler(json_object_get(lc, "preStop"));
+        }
     }
 }
 
@@ -468,6 +566,28 @@ static void default_pod_spec(json_t *spec)
     set_default(spec, "schedulerName", json_string("default-scheduler"));
     default_containers(json_object_get(spec, "containers"));
     default_containers(json_object_get(spec, "initContainers"));
+    default_volumes(json_object_get(spec, "volumes"));
+}
+
+/* SetDefaults_Pod: with hostNetwork, a Pod's (not a template's) unset
+ * hostPorts are the containerPorts */
+static void default_host_ports(json_t *spec)
+{
+    static const char *const lists[] = {"containers", "initContainers"};
+    if (!json_is_true(json_object_get(spec, "hostNetwork")))
+        return;
+    for (size_t l = 0; l < 2; l++) {
+        size_t i, j;
+        json_t *c, *p;
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            json_array_foreach(json_object_get(c, "ports"), j, p)
+            {
+                if (json_integer_value(json_object_get(p, "hostPort")) == 0)
+                    json_object_set(p, "hostPort", json_object_get(p, "containerPort"));
+            }
+        }
+    }
 }
 
 static void default_deployment(json_t *obj)
@@ -675,6 +795,7 @@ void ks_pod_defaults(struct ks_server *ks, json_t *pod)
 {
     json_t *spec = ks_ensure_obj(pod, "spec");
     default_pod_spec(spec);
+    default_host_ports(spec);
     default_requests(json_object_get(spec, "containers"));
     default_requests(json_object_get(spec, "initContainers"));
     set_default(spec, "enableServiceLinks", json_true());
@@ -965,6 +1086,7 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
              * refuses a spec without it) */
             json_t *spec = ks_ensure_obj(obj, "spec");
             default_pod_spec(spec);
+            default_host_ports(spec);
             default_requests(json_object_get(spec, "containers"));
             default_requests(json_object_get(spec, "initContainers"));
             set_default(spec, "enableServiceLinks", json_true());

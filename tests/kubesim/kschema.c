@@ -24,6 +24,11 @@
  *    does (outside status): 422 'spec.ports[0].protocol: Unsupported value:
  *    "FOO": supported values: "SCTP", "TCP", "UDP"'; not for a kind whose
  *    own validation reports them (validates_enums).
+ *  - a resource.Quantity string that ParseQuantity refuses is a 400 with
+ *    its error (quantity.c), before any type error, as the decoder stops
+ *    at an Unmarshaler's error:
+ *      Pod in version "v1" cannot be handled as a Pod: quantities must
+ *      match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'
  *  - JSON null is accepted anywhere (encoding/json leaves the zero value)
  *    and dropped from the stored object, as the round trip through the Go
  *    struct does for omitempty members.
@@ -103,13 +108,14 @@ int ks_field_validation_parse(const char *s, enum ks_field_validation *ret)
 
 struct walk {
     enum ks_field_validation mode;
-    char *type_err;    /* first UnmarshalTypeError text, malloc'd */
-    json_t *unknown;   /* array of "unknown field \"path\"" strings */
-    json_t *causes;    /* 422 causes (enums) */
-    bool in_status;    /* below the top-level status */
-    bool own_enums;    /* the kind's validation reports its enums (validates_enums) */
-    char gopath[1024]; /* JSON path without indices (Go's Field) */
-    char path[1024];   /* JSON path with indices (strict errors, causes) */
+    char *type_err;      /* first UnmarshalTypeError text, malloc'd */
+    const char *qty_err; /* first Quantity.UnmarshalJSON error (static text) */
+    json_t *unknown;     /* array of "unknown field \"path\"" strings */
+    json_t *causes;      /* 422 causes (enums) */
+    bool in_status;      /* below the top-level status */
+    bool own_enums;      /* the kind's validation reports its enums (validates_enums) */
+    char gopath[1024];   /* JSON path without indices (Go's Field) */
+    char path[1024];     /* JSON path with indices (strict errors, causes) */
 };
 
 /* The Go package-qualified type name of a definition ("v1.ServicePort"). */
@@ -298,9 +304,13 @@ static void check_value(struct walk *w, const char *gostruct, json_t *v, const j
         if (!json_is_number(v))
             type_error(w, gostruct, v, t);
     } else if (strcmp(ty, "int-or-string") == 0 || strcmp(ty, "quantity") == 0) {
-        if (!json_is_string(v) && !json_is_integer(v) &&
-            !(strcmp(ty, "quantity") == 0 && json_is_real(v)))
+        bool qty = strcmp(ty, "quantity") == 0;
+        struct ks_quantity q;
+        const char *err;
+        if (!json_is_string(v) && !json_is_integer(v) && !(qty && json_is_real(v)))
             type_error(w, gostruct, v, t);
+        else if (qty && !w->qty_err && ks_quantity_from_json(v, &q, &err) < 0)
+            w->qty_err = err;
     } else if (strcmp(ty, "array") == 0) {
         if (!json_is_array(v)) {
             type_error(w, gostruct, v, t);
@@ -501,7 +511,14 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
     if (!w.type_err)
         w.type_err = bytes_error(def, obj);
     int rc = 0;
-    if (w.type_err) {
+    if (w.qty_err) {
+        /* an Unmarshaler's error ends the decoding at once, where a type
+         * error is kept for the end: it is the answer whatever came before */
+        ret->code = 400;
+        ret->message = ks_printf("%s in version \"%s\" cannot be handled as a %s: %s", def->kind,
+                                 version, def->kind, w.qty_err);
+        rc = -EINVAL;
+    } else if (w.type_err) {
         ret->code = 400;
         ret->message = ks_printf("%s in version \"%s\" cannot be handled as a %s: %s", def->kind,
                                  version, def->kind, w.type_err);

@@ -331,6 +331,7 @@ json_t *ks_msgs_dns1123_label(const char *s);
 json_t *ks_msgs_dns1123_subdomain(const char *s);
 json_t *ks_msgs_dns1035_label(const char *s);
 json_t *ks_msgs_port_name(const char *s);
+json_t *ks_msgs_config_key(const char *s); /* IsConfigMapKey */
 /* Go's %q of a string, as field.Invalid prints it. malloc'd */
 char *ks_go_quote(const char *s);
 
@@ -343,6 +344,9 @@ void ks_required(json_t *causes, const char *field, const char *detail);
  * accepted values as the message lists them, already quoted ("\"A\", \"B\"";
  * a sets.String's List() is sorted). */
 void ks_not_supported(json_t *causes, const char *field, const char *value, const char *supported);
+/* The same with the supported values a NULL-terminated list, each quoted. */
+void ks_not_supported_list(json_t *causes, const char *field, const char *value,
+                           const char *const *supported);
 /* field.Duplicate(field, a string value): "Duplicate value: \"v\"". */
 void ks_duplicate(json_t *causes, const char *field, const char *value);
 /* field.Invalid(field, value (a string), msg) for each of msgs (@ref steal msgs). */
@@ -395,6 +399,32 @@ void ks_validate_crd(const json_t *crd, const json_t *old, json_t *causes);
  * is false for every update. @ref new */
 json_t *ks_validate_object(const struct ks_res *def, const json_t *obj, const json_t *old,
                            bool create);
+/* ValidateLabels of a map at field (each key a qualified name, each value
+ * a label value). validation.c */
+void ks_validate_labels(const json_t *labels, const char *field, json_t *causes);
+
+/* podvalidation.c: pkg/apis/core/validation ValidatePodSpec of a (defaulted)
+ * v1 PodSpec at path ("spec", "spec.template.spec"); is_pod: the spec is a
+ * Pod's (PodValidationOptions.ResourceIsPod), not a template's. */
+void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, json_t *causes);
+
+/* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
+enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };
+struct ks_quantity {
+    bool neg;
+    char digits[96]; /* significant digits, no leading or trailing zeros; "" is 0 */
+    int exp;         /* the value is digits * 10^exp */
+    enum ks_quantity_format fmt;
+};
+/* ParseQuantity: 0, or -EINVAL with *ret_err its error text (static). */
+int ks_quantity_parse(const char *s, struct ks_quantity *ret, const char **ret_err);
+/* Quantity.UnmarshalJSON of a JSON string (trimmed) or number. */
+int ks_quantity_from_json(const json_t *v, struct ks_quantity *ret, const char **ret_err);
+/* Cmp and Sign: -1, 0, 1. */
+int ks_quantity_cmp(const struct ks_quantity *a, const struct ks_quantity *b);
+int ks_quantity_sign(const struct ks_quantity *q);
+/* String(): the canonical form ("1500m", "1Gi", "1M"). malloc'd */
+char *ks_quantity_string(const struct ks_quantity *q);
 
 /* whconfig.c: Validating- and MutatingWebhookConfiguration (admissionregistration
  * v1). The v1 defaults of every webhook, in place (obj owned, unshared). */

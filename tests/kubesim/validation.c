@@ -271,6 +271,18 @@ void ks_not_supported(json_t *causes, const char *field, const char *value, cons
     free(q);
 }
 
+void ks_not_supported_list(json_t *causes, const char *field, const char *value,
+                           const char *const *supported)
+{
+    json_t *list = json_array();
+    for (const char *const *a = supported; *a; a++)
+        json_array_append_new(list, json_string(*a));
+    char *vals = ks_go_join(list, "", ", ", "");
+    ks_not_supported(causes, field, value, vals);
+    free(vals);
+    json_decref(list);
+}
+
 void ks_duplicate(json_t *causes, const char *field, const char *value)
 {
     char *q = ks_go_quote(value);
@@ -525,8 +537,7 @@ char *ks_go_strings(const json_t *list, const char *type)
     return out;
 }
 
-/* ValidateLabels at field: each key and each value. */
-static void validate_labels(const json_t *labels, const char *field, json_t *causes)
+void ks_validate_labels(const json_t *labels, const char *field, json_t *causes)
 {
     const char *k;
     json_t *v;
@@ -760,7 +771,7 @@ static void validate_service(const json_t *obj, json_t *causes)
     json_decref(seen);
     const json_t *sel = json_object_get(spec, "selector");
     if (sel)
-        validate_labels(sel, "spec.selector", causes);
+        ks_validate_labels(sel, "spec.selector", causes);
     const json_t *sac = json_object_get(spec, "sessionAffinityConfig");
     const char *aff = str_at(spec, "sessionAffinity");
     if (aff && strcmp(aff, "ClientIP") != 0 && strcmp(aff, "None") != 0)
@@ -915,7 +926,7 @@ void ks_validate_label_selector_opts(const json_t *sel, const char *path, bool a
                                      json_t *causes)
 {
     char *f = ks_printf("%s.matchLabels", path);
-    validate_labels(json_object_get(sel, "matchLabels"), f, causes);
+    ks_validate_labels(json_object_get(sel, "matchLabels"), f, causes);
     free(f);
     size_t i;
     json_t *e;
@@ -957,82 +968,6 @@ void ks_validate_label_selector_opts(const json_t *sel, const char *path, bool a
             invalid_str(causes, f, s, ks_msgs_label_value(s));
             free(f);
         }
-    }
-}
-
-static void validate_container_ports(const json_t *ports, const char *path, json_t *causes)
-{
-    json_t *names = json_object();
-    size_t i;
-    json_t *p;
-    json_array_foreach(ports, i, p)
-    {
-        const char *name = str_at(p, "name");
-        char *f;
-        if (name && *name) {
-            f = ks_printf("%s[%zu].name", path, i);
-            json_t *msgs = ks_msgs_port_name(name);
-            if (json_array_size(msgs) > 0) {
-                invalid_str(causes, f, name, msgs);
-            } else {
-                json_decref(msgs);
-                if (json_object_get(names, name))
-                    ks_duplicate(causes, f, name);
-                json_object_set_new(names, name, json_true());
-            }
-            free(f);
-        }
-        f = ks_printf("%s[%zu].containerPort", path, i);
-        json_int_t cp = int_at(p, "containerPort");
-        if (cp == 0)
-            cause(causes, "FieldValueRequired", f, "Required value");
-        else if (cp < 1 || cp > 65535)
-            invalid_int(causes, f, cp, port_range);
-        free(f);
-        json_int_t hp = int_at(p, "hostPort");
-        if (hp != 0 && (hp < 1 || hp > 65535)) {
-            f = ks_printf("%s[%zu].hostPort", path, i);
-            invalid_int(causes, f, hp, port_range);
-            free(f);
-        }
-    }
-    json_decref(names);
-}
-
-/* validateContainers for containers or initContainers; names seen so far in all_names */
-static void validate_containers(const json_t *list, const char *spec_path, const char *what,
-                                json_t *all_names, json_t *causes)
-{
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c)
-    {
-        char *path = ks_printf("%s.%s[%zu]", spec_path, what, i);
-        char *f = ks_printf("%s.name", path);
-        const char *name = str_at(c, "name");
-        if (!name || !*name)
-            cause(causes, "FieldValueRequired", f, "Required value");
-        else
-            invalid_str(causes, f, name, ks_msgs_dns1123_label(name));
-        free(f);
-        const char *image = str_at(c, "image");
-        if (!image || !*image) {
-            f = ks_printf("%s.image", path);
-            cause(causes, "FieldValueRequired", f, "Required value");
-            free(f);
-        }
-        f = ks_printf("%s.ports", path);
-        validate_container_ports(json_object_get(c, "ports"), f, causes);
-        free(f);
-        const char *n = name ? name : "";
-        if (json_object_get(all_names, n)) {
-            f = ks_printf("%s.name", path);
-            ks_duplicate(causes, f, n);
-            free(f);
-        } else {
-            json_object_set_new(all_names, n, json_true());
-        }
-        free(path);
     }
 }
 
@@ -1171,36 +1106,11 @@ static void validate_pdb(const json_t *obj, json_t *causes)
         ks_validate_label_selector(sel, "spec.selector", causes);
 }
 
-/* ValidatePodSpec's containers: at least one, init containers too, names
- * unique across both */
-static void validate_pod_containers(const json_t *pspec, const char *spec_path, json_t *causes)
-{
-    const json_t *containers = json_object_get(pspec, "containers");
-    json_t *names = json_object();
-    if (json_array_size(containers) == 0) {
-        char *f = ks_printf("%s.containers", spec_path);
-        cause(causes, "FieldValueRequired", f, "Required value");
-        free(f);
-    } else {
-        validate_containers(containers, spec_path, "containers", names, causes);
-    }
-    validate_containers(json_object_get(pspec, "initContainers"), spec_path, "initContainers",
-                        names, causes);
-    json_decref(names);
-}
-
-/* ValidatePodCreate's spec rules that kubesim knows (the containers, as
- * for a Deployment's template, and activeDeadlineSeconds); an update's
- * are validate_pod_update's. */
+/* ValidatePodCreate's spec rules (podvalidation.c); an update's are
+ * validate_pod_update's. */
 static void validate_pod(const json_t *obj, json_t *causes)
 {
-    const json_t *spec = json_object_get(obj, "spec");
-    validate_pod_containers(spec, "spec", causes);
-    const json_t *ads = json_object_get(spec, "activeDeadlineSeconds");
-    if (json_is_integer(ads) &&
-        (json_integer_value(ads) < 1 || json_integer_value(ads) > 2147483647))
-        invalid_int(causes, "spec.activeDeadlineSeconds", json_integer_value(ads),
-                    "must be between 1 and 2147483647, inclusive");
+    ks_validate_pod_spec(json_object_get(obj, "spec"), "spec", true, causes);
 }
 
 /* The selector and template of a ReplicaSet or Deployment spec
@@ -1236,8 +1146,8 @@ static void validate_selector_and_template(const json_t *spec, json_t *causes)
               "Invalid value: %s: `selector` does not match template `labels`", m);
         free(m);
     }
-    validate_labels(labels, "spec.template.labels", causes);
-    validate_pod_containers(tspec, "spec.template.spec", causes);
+    ks_validate_labels(labels, "spec.template.labels", causes);
+    ks_validate_pod_spec(tspec, "spec.template.spec", false, causes);
     const char *rp = str_at(tspec, "restartPolicy");
     if (rp && strcmp(rp, "Always") != 0) {
         char *q = ks_go_quote(rp);
@@ -1303,8 +1213,7 @@ static void validate_deployment(const json_t *obj, json_t *causes)
 
 #define MAX_SECRET_SIZE (1024 * 1024) /* core.MaxSecretSize, also ConfigMaps' */
 
-/* IsConfigMapKey */
-static json_t *config_key_msgs(const char *k)
+json_t *ks_msgs_config_key(const char *k)
 {
     json_t *msgs = json_array();
     size_t n = strlen(k);
@@ -1347,7 +1256,7 @@ static void validate_config_map(const json_t *obj, json_t *causes)
         json_object_foreach((json_t *)json_object_get(obj, bags[b]), k, v)
         {
             char *f = ks_printf("%s[%s]", bags[b], k);
-            invalid_str(causes, f, k, config_key_msgs(k));
+            invalid_str(causes, f, k, ks_msgs_config_key(k));
             if (json_object_get(other, k)) {
                 char *m = ks_printf("duplicate of key present in %s", bags[1 - b]);
                 invalid_str(causes, f, k, json_pack("[s]", m));
@@ -1372,7 +1281,7 @@ static void validate_secret(const json_t *obj, json_t *causes)
     json_object_foreach((json_t *)data, k, v)
     {
         char *f = ks_printf("data[%s]", k);
-        invalid_str(causes, f, k, config_key_msgs(k));
+        invalid_str(causes, f, k, ks_msgs_config_key(k));
         free(f);
         if (json_is_string(v))
             total += base64_len(json_string_value(v));
