@@ -238,6 +238,23 @@ START_TEST(test_schema_enums)
     ck_assert_str_eq(json_string_value(json_object_get(cause, "reason")), "FieldValueNotSupported");
     ck_assert_str_eq(json_string_value(json_object_get(cause, "field")), "spec.ports[0].protocol");
     json_decref(st);
+    /* the value as Go's %q prints it */
+    st = request_json("POST", "/api/v1/namespaces/default/pods",
+                      "{\"metadata\":{\"name\":\"e2\"},\"spec\":{\"containers\":[{\"name\":"
+                      "\"c\",\"image\":\"nginx\",\"imagePullPolicy\":\"a\\\"b\"}]}}",
+                      422);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "message")),
+                     "Pod \"e2\" is invalid: spec.containers[0].imagePullPolicy: Unsupported "
+                     "value: \"a\\\"b\": supported values: \"Always\", \"IfNotPresent\", "
+                     "\"Never\"");
+    json_decref(st);
+    /* "" is no enum's refusal: a toleration's empty operator means Equal,
+     * its empty effect every effect (ValidateTolerations takes both) */
+    json_decref(request_json("POST", "/api/v1/namespaces/default/pods",
+                             "{\"metadata\":{\"name\":\"e3\"},\"spec\":{\"containers\":[{"
+                             "\"name\":\"c\",\"image\":\"nginx\"}],\"tolerations\":[{\"key\":"
+                             "\"k\",\"operator\":\"\",\"value\":\"v\",\"effect\":\"\"}]}}",
+                             201));
 }
 END_TEST
 

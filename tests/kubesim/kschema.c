@@ -260,6 +260,9 @@ static void check_enum(struct walk *w, const json_t *v, const json_t *e)
 {
     if (w->in_status || w->own_enums || !json_is_array(e) || json_array_size(e) < 2)
         return; /* apiVersion and kind are one-value "enums" checked elsewhere */
+    if (!*json_string_value(v))
+        return; /* "": the defaults fill it, or it means the default (a
+                 * toleration's operator Equal, its effect every one) */
     size_t i;
     json_t *x;
     json_array_foreach(e, i, x)
@@ -274,8 +277,9 @@ static void check_enum(struct walk *w, const json_t *v, const json_t *e)
         free(list);
         list = n;
     }
-    char *msg =
-        ks_printf("Unsupported value: \"%s\": supported values: %s", json_string_value(v), list);
+    char *q = ks_go_quote(json_string_value(v));
+    char *msg = ks_printf("Unsupported value: %s: supported values: %s", q, list);
+    free(q);
     json_array_append_new(w->causes, json_pack("{s:s,s:s,s:s}", "reason", "FieldValueNotSupported",
                                                "message", msg, "field", w->path));
     free(msg);
