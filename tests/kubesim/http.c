@@ -55,6 +55,78 @@ static void reply_text(struct ks_reply *r, unsigned int code, const char *text)
     r->content_type = "text/plain; charset=utf-8";
 }
 
+/* UTF-8 runes in s (JSON strings are valid UTF-8) */
+static size_t runes(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* s cut to its first max runes, as a new JSON string */
+static json_t *cut_runes(const char *s, size_t max)
+{
+    size_t b = 0, n = 0;
+    while (s[b] && !(n == max && ((unsigned char)s[b] & 0xC0) != 0x80)) {
+        n += ((unsigned char)s[b] & 0xC0) != 0x80;
+        b++;
+    }
+    return json_stringn(s, b);
+}
+
+/*
+ * The warnings a reply's headers carry, as the apiserver's recorder
+ * (endpoints/filters/warning.go) keeps them: each text once, in order;
+ * once they would pass 4096 runes in all, every warning so far and after
+ * is cut to 256 runes, and none is added past 4096 again. @ref new
+ */
+static json_t *recorded_warnings(const json_t *texts)
+{
+    enum { TOTAL = 4 * 1024, ITEM = 256 };
+    json_t *out = json_array(), *seen = json_object(), *ordered = json_array();
+    size_t written = 0, i;
+    bool truncating = false;
+    json_t *w;
+    json_array_foreach(texts, i, w)
+    {
+        const char *t = json_string_value(w);
+        if (!t || !*t)
+            continue;
+        if (written >= TOTAL && truncating)
+            break;
+        if (json_object_get(seen, t))
+            continue;
+        json_object_set_new(seen, t, json_true());
+        json_array_append(ordered, w);
+        size_t len = runes(t);
+        if (truncating && len > ITEM) {
+            json_array_append_new(out, cut_runes(t, ITEM));
+            written += ITEM;
+            continue;
+        }
+        if (written + len <= TOTAL || truncating) {
+            json_array_append(out, w);
+            written += len;
+            continue;
+        }
+        truncating = true;
+        written = 0;
+        json_array_clear(out);
+        size_t j;
+        json_t *o;
+        json_array_foreach(ordered, j, o)
+        {
+            size_t ol = runes(json_string_value(o));
+            json_array_append_new(out, cut_runes(json_string_value(o), ITEM));
+            written += ol > ITEM ? ITEM : ol;
+        }
+    }
+    json_decref(seen);
+    json_decref(ordered);
+    return out;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *r)
 {
     struct MHD_Response *resp = r->stream;
@@ -79,9 +151,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *
         snprintf(ra, sizeof(ra), "%d", r->retry_after);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
+    json_t *warnings = recorded_warnings(r->warnings);
     size_t i;
     json_t *w;
-    json_array_foreach(r->warnings, i, w)
+    json_array_foreach(warnings, i, w)
     {
         /* apimachinery/pkg/util/net/http.go NewWarningHeader: the text is
          * quoted as Go's strconv.Quote does (\" and \\ escaped). */
@@ -101,6 +174,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct ks_reply *
         MHD_add_response_header(resp, "Warning", q);
         free(q);
     }
+    json_decref(warnings);
     enum MHD_Result ret = MHD_queue_response(conn, r->code ? r->code : 500, resp);
     MHD_destroy_response(resp);
     r->stream = NULL;
