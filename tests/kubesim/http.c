@@ -25,7 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KS_BODY_MAX (64u * 1024 * 1024)
+#define KS_BODY_MAX (64u * 1024 * 1024) /* what kubesim buffers at all */
+#define KS_WRITE_MAX (3u * 1024 * 1024) /* the apiserver's MaxRequestBodyBytes */
 
 struct conn_ctx {
     char *body;
@@ -861,6 +862,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (ctx->too_big)
         ks_reply_status(&r, 413, "RequestEntityTooLarge",
                         "Request entity too large: limit is 67108864", NULL);
+    else if (ctx->len > KS_WRITE_MAX &&
+             (strncmp(url, "/api/", 5) == 0 || strncmp(url, "/apis/", 6) == 0))
+        /* the handlers' limitedReadBody: --max-resource-write-bytes,
+         * 3 MiB by default, for every body of a resource request */
+        ks_reply_status(&r, 413, "RequestEntityTooLarge",
+                        "Request entity too large: limit is 3145728", NULL);
     else {
         ks_trace_begin(ks, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"));
         route(ks, conn, method, url, ctx, &r);
