@@ -578,3 +578,44 @@ void kop_test_log_str(const char *line, const char *key, char *buf, size_t len)
     memcpy(buf, p, n);
     buf[n] = '\0';
 }
+
+/* The reason a field.Error of this message has. */
+static const char *reason_of(const char *msg)
+{
+    static const char *const map[][2] = {{"Invalid value", "FieldValueInvalid"},
+                                         {"Required value", "FieldValueRequired"},
+                                         {"Unsupported value", "FieldValueNotSupported"},
+                                         {"Duplicate value", "FieldValueDuplicate"},
+                                         {"Too many", "FieldValueTooMany"},
+                                         {"Forbidden", "FieldValueForbidden"},
+                                         {"Not found", "FieldValueNotFound"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strncmp(msg, map[i][0], strlen(map[i][0])) == 0)
+            return map[i][1];
+    return "?";
+}
+
+void kop_test_assert_causes(long code, const char *body, const char *const *want)
+{
+    ck_assert_msg(code == 422, "%ld (want 422): %s", code, body ? body : "");
+    json_t *st = json_loads(body, 0, NULL);
+    ck_assert_ptr_nonnull(st);
+    const json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
+    size_t n = 0;
+    while (want[n])
+        n++;
+    ck_assert_msg(json_array_size(causes) == n, "%zu causes (want %zu): %s",
+                  json_array_size(causes), n, body);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(causes, i);
+        const char *field = json_string_value(json_object_get(c, "field"));
+        const char *msg = json_string_value(json_object_get(c, "message"));
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        char *got = NULL;
+        ck_assert_int_gt(asprintf(&got, "%s: %s", field ? field : "", msg ? msg : ""), 0);
+        ck_assert_str_eq(got, want[i]);
+        ck_assert_str_eq(reason ? reason : "", reason_of(msg ? msg : ""));
+        free(got);
+    }
+    json_decref(st);
+}

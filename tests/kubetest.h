@@ -309,4 +309,10 @@ bool kop_test_logged(struct kop_test_proc *p, const char *needle);
  * no unescaping). Aborts the test when key is missing or too long. */
 void kop_test_log_str(const char *line, const char *key, char *buf, size_t len);
 
+/* A 422 Status (code and body of a reply) whose details.causes are
+ * exactly want ("field: message", NULL-terminated), in order, each with
+ * the reason its message's start names (FieldValueInvalid for "Invalid
+ * value", ...). Aborts the test otherwise. */
+void kop_test_assert_causes(long code, const char *body, const char *const *want);
+
 #endif /* KOP_KUBETEST_H */

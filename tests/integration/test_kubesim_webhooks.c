@@ -577,48 +577,13 @@ static const char *whc_path(const char *kind)
                                            : WHC_API "mutatingwebhookconfigurations";
 }
 
-/* The reason a field.Error of this message has. */
-static const char *reason_of(const char *msg)
-{
-    static const char *const map[][2] = {{"Invalid value", "FieldValueInvalid"},
-                                         {"Required value", "FieldValueRequired"},
-                                         {"Unsupported value", "FieldValueNotSupported"},
-                                         {"Duplicate value", "FieldValueDuplicate"},
-                                         {"Too many", "FieldValueTooMany"},
-                                         {"Forbidden", "FieldValueForbidden"}};
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (strncmp(msg, map[i][0], strlen(map[i][0])) == 0)
-            return map[i][1];
-    return "?";
-}
-
 /* Send body (method to path) and want a 422 whose causes are exactly want
  * ("field: message", NULL-terminated), in order, each with its reason. */
 static void expect_causes(const char *method, const char *path, const char *body,
                           const char *const *want)
 {
     struct kop_test_resp r = request(method, path, NULL, body);
-    ck_assert_msg(r.code == 422, "%s %s: %ld (want 422): %s", method, path, r.code, r.body);
-    json_t *st = json_loads(r.body, 0, NULL);
-    ck_assert_ptr_nonnull(st);
-    const json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
-    size_t n = 0;
-    while (want[n])
-        n++;
-    ck_assert_msg(json_array_size(causes) == n, "%zu causes (want %zu): %s",
-                  json_array_size(causes), n, r.body);
-    for (size_t i = 0; i < n; i++) {
-        const json_t *c = json_array_get(causes, i);
-        const char *field = json_string_value(json_object_get(c, "field"));
-        const char *msg = json_string_value(json_object_get(c, "message"));
-        const char *reason = json_string_value(json_object_get(c, "reason"));
-        char *got = NULL;
-        ck_assert_int_gt(asprintf(&got, "%s: %s", field ? field : "", msg ? msg : ""), 0);
-        ck_assert_str_eq(got, want[i]);
-        ck_assert_str_eq(reason ? reason : "", reason_of(msg ? msg : ""));
-        free(got);
-    }
-    json_decref(st);
+    kop_test_assert_causes(r.code, r.body, want);
     kop_test_resp_free(&r);
 }
 
