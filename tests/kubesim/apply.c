@@ -245,6 +245,51 @@ static void collect(const json_t *v, const json_t *path, json_t *set, bool all_m
     set_add(set, path);
 }
 
+/* idx[path key] = the value there, for every path collect names with all
+ * members (the first element of a key given twice, as value_at finds it):
+ * a lookup per path in one step where value_at walks every list. */
+static void index_values(const json_t *v, const json_t *path, json_t *idx)
+{
+    char *key = ks_dump(path, false, NULL);
+    if (!json_object_get(idx, key))
+        json_object_set(idx, key, (json_t *)v);
+    free(key);
+    const char *field = last_field(path, 0);
+    if (json_is_object(v) && !atomic_struct(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x)
+        {
+            json_t *p = child_f(path, k);
+            index_values(x, p, idx);
+            json_decref(p);
+        }
+        return;
+    }
+    const char *const *keys = NULL;
+    enum list_kind lk =
+        json_is_array(v) && field ? list_kind(last_field(path, 1), field, &keys) : LIST_ATOMIC;
+    if (!json_is_array(v) || lk == LIST_ATOMIC)
+        return;
+    size_t i;
+    json_t *e;
+    json_array_foreach((json_t *)v, i, e)
+    {
+        char *ek = elem_text(e, lk, keys, field, i);
+        json_t *p = child(path, ek);
+        free(ek);
+        if (lk == LIST_MAP && json_is_object(e)) {
+            index_values(e, p, idx);
+        } else {
+            char *pk = ks_dump(p, false, NULL);
+            if (!json_object_get(idx, pk))
+                json_object_set(idx, pk, e);
+            free(pk);
+        }
+        json_decref(p);
+    }
+}
+
 /* Paths nobody owns (stripmeta.go), and what a status or main-resource
  * write resets. */
 static bool ignored(const char *key, const char *subresource, bool has_status)
@@ -861,29 +906,37 @@ static json_t *merge(const json_t *l, const json_t *a, const char *parent, const
     const char *const *keys = NULL;
     enum list_kind lk = json_is_array(a) && field ? list_kind(parent, field, &keys) : LIST_ATOMIC;
     if (json_is_array(a) && json_is_array(l) && lk != LIST_ATOMIC) {
+        /* each applied element replaces (set) or merges into (map) the
+         * first live one of its key, or is appended; the live ones are
+         * looked up by key in one step */
         json_t *out = json_deep_copy(l);
-        size_t i, j;
-        json_t *x, *y;
+        json_t *where = json_object(); /* element key -> index in out */
+        size_t i;
+        json_t *x;
+        json_array_foreach(out, i, x)
+        {
+            char *k = elem_text(x, lk, keys, field, i);
+            if (strncmp(k, "i:", 2) != 0 && !json_object_get(where, k))
+                json_object_set_new(where, k, json_integer((json_int_t)i));
+            free(k);
+        }
         json_array_foreach(a, i, x)
         {
-            bool found = false;
-            char *xk = lk == LIST_MAP ? elem_key(x, keys, field) : NULL;
-            json_array_foreach(out, j, y)
-            {
-                char *yk = lk == LIST_MAP ? elem_key(y, keys, field) : NULL;
-                bool same = lk == LIST_MAP ? (xk && yk && strcmp(xk, yk) == 0) : json_equal(x, y);
-                free(yk);
-                if (same) {
-                    json_array_set_new(
-                        out, j, lk == LIST_MAP ? merge(y, x, parent, field) : json_deep_copy(x));
-                    found = true;
-                    break;
-                }
+            char *xk = elem_text(x, lk, keys, field, i);
+            const json_t *at = strncmp(xk, "i:", 2) != 0 ? json_object_get(where, xk) : NULL;
+            if (at) {
+                size_t j = (size_t)json_integer_value(at);
+                json_t *y = json_array_get(out, j);
+                json_array_set_new(out, j,
+                                   lk == LIST_MAP ? merge(y, x, parent, field) : json_deep_copy(x));
+            } else {
+                if (strncmp(xk, "i:", 2) != 0)
+                    json_object_set_new(where, xk, json_integer((json_int_t)json_array_size(out)));
+                json_array_append_new(out, json_deep_copy(x));
             }
             free(xk);
-            if (!found)
-                json_array_append_new(out, json_deep_copy(x));
         }
+        json_decref(where);
         return out;
     }
     return json_deep_copy(a);
@@ -927,12 +980,16 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
     /* Conflicts: others' fields whose value this apply changes. */
     json_t *causes = json_array();
     json_t *conflicts = json_array(); /* [entry index, path key] */
+    json_t *config_idx = json_object(), *live_idx = json_object(), *top = json_array();
+    index_values(config, top, config_idx);
+    index_values(live, top, live_idx);
+    json_decref(top);
     const char *k;
     json_t *x;
     json_object_foreach(applied, k, x)
     {
-        json_t *want = value_at(config, k, NULL, NULL);
-        json_t *have = value_at(live, k, NULL, NULL);
+        json_t *want = json_object_get(config_idx, k);
+        json_t *have = json_object_get(live_idx, k);
         /* A list element node is no value of its own: its fields are. */
         json_t *path = json_loads(k, 0, NULL);
         const char *last = json_string_value(json_array_get(path, json_array_size(path) - 1));
@@ -946,6 +1003,8 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
             json_array_append_new(conflicts, json_pack("[i,s]", (int)i, k));
         }
     }
+    json_decref(config_idx);
+    json_decref(live_idx);
     if (json_array_size(conflicts) && !c->force) {
         size_t n = json_array_size(conflicts);
         char *msg = NULL;

@@ -117,6 +117,27 @@ static json_t *strip(const json_t *v)
 
 static json_t *smp(const json_t *target, const json_t *patch, const char *ctx, char **err);
 
+/* The index of the first object of list with each value of its merge key
+ * mk (the value as sorted JSON text -> index): lookups in one step where
+ * a scan per patch element made long lists quadratic. @ref new */
+static json_t *key_index(const json_t *list, const char *mk)
+{
+    json_t *where = json_object();
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const json_t *v = json_is_object(e) ? json_object_get(e, mk) : NULL;
+        if (!v)
+            continue;
+        char *k = ks_dump(v, true, NULL);
+        if (k && !json_object_get(where, k))
+            json_object_set_new(where, k, json_integer((json_int_t)i));
+        free(k);
+    }
+    return where;
+}
+
 static json_t *merge_list(const json_t *target, const json_t *patch, const char *field,
                           const char *mk, char **err)
 {
@@ -129,37 +150,34 @@ static json_t *merge_list(const json_t *target, const json_t *patch, const char 
             return strip(patch);
     }
     json_t *result = json_is_array(target) ? json_deep_copy(target) : json_array();
+    json_t *where = key_index(result, mk); /* merge key value -> first index */
     json_array_foreach(patch, i, p)
     {
         const json_t *kv = json_is_object(p) ? json_object_get(p, mk) : NULL;
         bool del = json_is_object(p) &&
                    strcmp(ks_nz(json_string_value(json_object_get(p, "$patch"))), "delete") == 0;
-        size_t at = (size_t)-1;
-        size_t j;
-        json_t *e;
-        if (kv) {
-            json_array_foreach(result, j, e)
-            {
-                if (json_is_object(e) && json_equal(json_object_get(e, mk), kv)) {
-                    at = j;
-                    break;
-                }
-            }
-        }
+        char *k = kv ? ks_dump(kv, true, NULL) : NULL;
+        const json_t *found = k ? json_object_get(where, k) : NULL;
+        size_t at = found ? (size_t)json_integer_value(found) : (size_t)-1;
         if (del) {
-            if (at != (size_t)-1)
+            if (at != (size_t)-1) {
                 json_array_remove(result, at);
-            continue;
-        }
-        if (at != (size_t)-1) {
+                json_decref(where); /* the indices after it moved */
+                where = key_index(result, mk);
+            }
+        } else if (at != (size_t)-1) {
             json_t *merged = smp(json_array_get(result, at), p, field, err);
             if (!merged)
                 merged = json_object();
             json_array_set_new(result, at, merged);
         } else {
+            if (k)
+                json_object_set_new(where, k, json_integer((json_int_t)json_array_size(result)));
             json_array_append_new(result, strip(p));
         }
+        free(k);
     }
+    json_decref(where);
     return result;
 }
 
@@ -167,34 +185,52 @@ static void apply_order(json_t *list, const json_t *order, const char *mk)
 {
     if (!json_is_array(list) || !json_is_array(order))
         return;
+    /* each value (or merge key value) -> its unused indices in list, in order */
+    json_t *free_at = json_object();
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const json_t *have = mk && json_is_object(e) ? json_object_get(e, mk) : e;
+        char *k = have ? ks_dump(have, true, NULL) : NULL;
+        if (!k)
+            continue;
+        json_t *at = json_object_get(free_at, k);
+        if (!at) {
+            at = json_array();
+            json_object_set_new(free_at, k, at);
+        }
+        json_array_append_new(at, json_integer((json_int_t)i));
+        free(k);
+    }
     json_t *sorted = json_array();
     json_t *used = json_array();
-    size_t i, j;
-    json_t *o, *e;
+    for (i = 0; i < json_array_size(list); i++)
+        json_array_append_new(used, json_false());
+    json_t *o;
     json_array_foreach(order, i, o)
     {
         const json_t *want = mk && json_is_object(o) ? json_object_get(o, mk) : o;
-        json_array_foreach(list, j, e)
-        {
-            const json_t *have = mk && json_is_object(e) ? json_object_get(e, mk) : e;
-            if (json_equal(have, want) && !json_is_true(json_array_get(used, j))) {
-                json_array_append(sorted, e);
-                while (json_array_size(used) <= j)
-                    json_array_append_new(used, json_false());
-                json_array_set_new(used, j, json_true());
-                break;
-            }
-        }
+        char *k = want ? ks_dump(want, true, NULL) : NULL;
+        json_t *at = k ? json_object_get(free_at, k) : NULL;
+        free(k);
+        if (json_array_size(at) == 0)
+            continue;
+        size_t j = (size_t)json_integer_value(json_array_get(at, 0));
+        json_array_remove(at, 0);
+        json_array_append(sorted, json_array_get(list, j));
+        json_array_set_new(used, j, json_true());
     }
-    json_array_foreach(list, j, e)
+    json_array_foreach(list, i, e)
     {
-        if (!json_is_true(json_array_get(used, j)))
+        if (!json_is_true(json_array_get(used, i)))
             json_array_append(sorted, e);
     }
     json_array_clear(list);
     json_array_extend(list, sorted);
     json_decref(sorted);
     json_decref(used);
+    json_decref(free_at);
 }
 
 static json_t *smp(const json_t *target, const json_t *patch, const char *ctx, char **err)
