@@ -5979,6 +5979,21 @@ START_TEST(test_kubesim_pdb_validation)
                 "{\"spec\":{\"minAvailable\":1}}", 422);
     merge_patch("/apis/policy/v1/namespaces/default/poddisruptionbudgets/upd",
                 "{\"spec\":{\"minAvailable\":1,\"maxUnavailable\":null}}", 200);
+    /* the policy's enum last, among the other errors (the typed schema's
+     * check answered it alone); "" is a value it refuses */
+    expect_invalid(pdbs,
+                   "{\"metadata\":{\"name\":\"pol\"},\"spec\":{\"maxUnavailable\":-1,"
+                   "\"unhealthyPodEvictionPolicy\":\"Sometimes\"}}",
+                   "PodDisruptionBudget.policy \"pol\" is invalid: [spec.maxUnavailable: Invalid "
+                   "value: -1: must be greater than or equal to 0, "
+                   "spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\": "
+                   "supported values: \"AlwaysAllow\", \"IfHealthyBudget\"]");
+    expect_invalid(pdbs,
+                   "{\"metadata\":{\"name\":\"pol2\"},\"spec\":{\"minAvailable\":1,"
+                   "\"unhealthyPodEvictionPolicy\":\"\"}}",
+                   "PodDisruptionBudget.policy \"pol2\" is invalid: "
+                   "spec.unhealthyPodEvictionPolicy: Unsupported value: \"\": supported values: "
+                   "\"AlwaysAllow\", \"IfHealthyBudget\"");
 }
 END_TEST
 

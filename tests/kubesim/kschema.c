@@ -477,6 +477,7 @@ static bool validates_enums(const struct ks_res *def)
         "endpoints",
         "endpointslices.discovery.k8s.io",
         "networkpolicies.networking.k8s.io",
+        "poddisruptionbudgets.policy",
         "validatingwebhookconfigurations.admissionregistration.k8s.io",
         "mutatingwebhookconfigurations.admissionregistration.k8s.io",
     };

@@ -1104,6 +1104,12 @@ static void validate_pdb(const json_t *obj, json_t *causes)
     const json_t *sel = json_object_get(spec, "selector");
     if (json_is_object(sel))
         ks_validate_label_selector(sel, "spec.selector", causes);
+    /* the policy's enum, after the rest (kschema.c leaves it here) */
+    const json_t *uhp = json_object_get(spec, "unhealthyPodEvictionPolicy");
+    const char *u = json_string_value(uhp);
+    if (u && strcmp(u, "IfHealthyBudget") != 0 && strcmp(u, "AlwaysAllow") != 0)
+        ks_not_supported(causes, "spec.unhealthyPodEvictionPolicy", u,
+                         "\"AlwaysAllow\", \"IfHealthyBudget\"");
 }
 
 /* ValidatePodCreate's spec rules (podvalidation.c); an update's are
