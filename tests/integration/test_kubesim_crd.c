@@ -23,39 +23,28 @@
 #define CRDS "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 #define INVALID "CustomResourceDefinition.apiextensions.k8s.io \"%s\" is invalid: %s"
 
+static struct kop_test_scratch scratch;
 static struct kop_test_kubesim sim;
-static char *tmpdir;
-static char *ca_path;
 
 static struct kop_test_resp request(const char *method, const char *path, const char *ctype,
                                     const char *body)
 {
     const struct kop_test_http_options o = {
-        .ca = ca_path, .token = TOKEN, .ctype = ctype, .timeout_s = 30};
+        .ca = scratch.ca, .token = TOKEN, .ctype = ctype, .timeout_s = 30};
     return kop_test_api_resp(&o, sim.url, method, path, body);
 }
 
 static void start_sim(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    tmpdir = kop_test_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    size_t n = strlen(tmpdir) + 16;
-    ca_path = malloc(n);
-    snprintf(ca_path, n, "%s/ca.pem", tmpdir);
-    const struct kop_test_kubesim_options o = {
-        .listen = "127.0.0.1:0", .ca = ca_path, .token = TOKEN};
-    kop_test_kubesim_start(&sim, &o);
+    kop_test_scratch_init(&scratch);
+    kop_test_scratch_kubesim(&scratch, &sim, TOKEN, NULL);
 }
 
 static void stop_sim(void)
 {
     int st = kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     ck_assert_msg(st == 0, "kubesim exit status %d", st);
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    free(ca_path);
-    curl_global_cleanup();
+    kop_test_scratch_free(&scratch);
 }
 
 /* A schema kop's own versions could have: @ref new */
@@ -610,7 +599,7 @@ START_TEST(test_crd_update)
                   r.code, r.body);
     kop_test_resp_free(&r);
     /* kubesim's own CA (a certificate): accepted */
-    FILE *f = fopen(ca_path, "rb");
+    FILE *f = fopen(scratch.ca, "rb");
     ck_assert_ptr_nonnull(f);
     unsigned char pem[8192];
     size_t n = fread(pem, 1, sizeof(pem), f);
