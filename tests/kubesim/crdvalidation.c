@@ -179,6 +179,105 @@ static json_t *bool_of(const json_t *o, const char *k)
     return json_boolean(json_is_true(json_object_get(o, k)));
 }
 
+/* How a member of the v1 object becomes a field of the internal one: a
+ * string ("" when absent), a copy (null when absent), a bool (false when
+ * absent), an integer (0 when absent), a copy with sorted keys. */
+enum conv { AS_STR, AS_COPY, AS_BOOL, AS_INT, AS_SORTED };
+struct field {
+    const char *go, *json;
+    enum conv how;
+};
+
+/* Appends each field of table to o, in the table's (Go's) order. */
+static void put_fields(json_t *o, const json_t *src, const struct field *table, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_object_get(src, table[i].json);
+        json_t *out;
+        switch (table[i].how) {
+        case AS_STR:
+            out = str_or_empty(src, table[i].json);
+            break;
+        case AS_COPY:
+            out = copy_or_null(v);
+            break;
+        case AS_BOOL:
+            out = bool_of(src, table[i].json);
+            break;
+        case AS_INT:
+            out = json_integer(json_integer_value(v));
+            break;
+        default:
+            out = sorted_copy(v);
+            break;
+        }
+        put(o, table[i].go, out);
+    }
+}
+
+#define PUT_FIELDS(o, src, table) put_fields(o, src, table, sizeof(table) / sizeof(table[0]))
+
+/* The leaves of apiextensions.JSONSchemaProps (types_jsonschema.go) before
+ * Items, and after ExternalDocs; a rule of x-kubernetes-validations; a
+ * printer column; scale; external docs. */
+static const struct field schema_head[] = {
+    {"ID", "id", AS_STR},
+    {"Schema", "$schema", AS_STR},
+    {"Ref", "$ref", AS_COPY},
+    {"Description", "description", AS_STR},
+    {"Type", "type", AS_STR},
+    {"Nullable", "nullable", AS_BOOL},
+    {"Format", "format", AS_STR},
+    {"Title", "title", AS_STR},
+    {"Default", "default", AS_SORTED},
+    {"Maximum", "maximum", AS_COPY},
+    {"ExclusiveMaximum", "exclusiveMaximum", AS_BOOL},
+    {"Minimum", "minimum", AS_COPY},
+    {"ExclusiveMinimum", "exclusiveMinimum", AS_BOOL},
+    {"MaxLength", "maxLength", AS_COPY},
+    {"MinLength", "minLength", AS_COPY},
+    {"Pattern", "pattern", AS_STR},
+    {"MaxItems", "maxItems", AS_COPY},
+    {"MinItems", "minItems", AS_COPY},
+    {"UniqueItems", "uniqueItems", AS_BOOL},
+    {"MultipleOf", "multipleOf", AS_COPY},
+    {"Enum", "enum", AS_SORTED},
+    {"MaxProperties", "maxProperties", AS_COPY},
+    {"MinProperties", "minProperties", AS_COPY},
+    {"Required", "required", AS_COPY},
+};
+static const struct field schema_tail[] = {
+    {"Example", "example", AS_SORTED},
+    {"XPreserveUnknownFields", "x-kubernetes-preserve-unknown-fields", AS_COPY},
+    {"XEmbeddedResource", "x-kubernetes-embedded-resource", AS_BOOL},
+    {"XIntOrString", "x-kubernetes-int-or-string", AS_BOOL},
+    {"XListMapKeys", "x-kubernetes-list-map-keys", AS_COPY},
+    {"XListType", "x-kubernetes-list-type", AS_COPY},
+    {"XMapType", "x-kubernetes-map-type", AS_COPY},
+};
+static const struct field rule_fields[] = {
+    {"Rule", "rule", AS_STR},
+    {"Message", "message", AS_STR},
+    {"MessageExpression", "messageExpression", AS_STR},
+    {"Reason", "reason", AS_COPY},
+    {"FieldPath", "fieldPath", AS_STR},
+    {"OptionalOldSelf", "optionalOldSelf", AS_COPY},
+};
+static const struct field column_fields[] = {
+    {"Name", "name", AS_STR},         {"Type", "type", AS_STR},
+    {"Format", "format", AS_STR},     {"Description", "description", AS_STR},
+    {"Priority", "priority", AS_INT}, {"JSONPath", "jsonPath", AS_STR},
+};
+static const struct field scale_fields[] = {
+    {"SpecReplicasPath", "specReplicasPath", AS_STR},
+    {"StatusReplicasPath", "statusReplicasPath", AS_STR},
+    {"LabelSelectorPath", "labelSelectorPath", AS_COPY},
+};
+static const struct field docs_fields[] = {
+    {"Description", "description", AS_STR},
+    {"URL", "url", AS_STR},
+};
+
 static json_t *render_schema(const json_t *s);
 
 static json_t *render_schema_list(const json_t *a)
@@ -232,30 +331,7 @@ static json_t *render_schema(const json_t *s)
     if (!json_is_object(s))
         return json_null();
     json_t *o = json_object();
-    put(o, "ID", str_or_empty(s, "id"));
-    put(o, "Schema", str_or_empty(s, "$schema"));
-    put(o, "Ref", copy_or_null(json_object_get(s, "$ref")));
-    put(o, "Description", str_or_empty(s, "description"));
-    put(o, "Type", str_or_empty(s, "type"));
-    put(o, "Nullable", bool_of(s, "nullable"));
-    put(o, "Format", str_or_empty(s, "format"));
-    put(o, "Title", str_or_empty(s, "title"));
-    put(o, "Default", sorted_copy(json_object_get(s, "default")));
-    put(o, "Maximum", copy_or_null(json_object_get(s, "maximum")));
-    put(o, "ExclusiveMaximum", bool_of(s, "exclusiveMaximum"));
-    put(o, "Minimum", copy_or_null(json_object_get(s, "minimum")));
-    put(o, "ExclusiveMinimum", bool_of(s, "exclusiveMinimum"));
-    put(o, "MaxLength", copy_or_null(json_object_get(s, "maxLength")));
-    put(o, "MinLength", copy_or_null(json_object_get(s, "minLength")));
-    put(o, "Pattern", str_or_empty(s, "pattern"));
-    put(o, "MaxItems", copy_or_null(json_object_get(s, "maxItems")));
-    put(o, "MinItems", copy_or_null(json_object_get(s, "minItems")));
-    put(o, "UniqueItems", bool_of(s, "uniqueItems"));
-    put(o, "MultipleOf", copy_or_null(json_object_get(s, "multipleOf")));
-    put(o, "Enum", sorted_copy(json_object_get(s, "enum")));
-    put(o, "MaxProperties", copy_or_null(json_object_get(s, "maxProperties")));
-    put(o, "MinProperties", copy_or_null(json_object_get(s, "minProperties")));
-    put(o, "Required", copy_or_null(json_object_get(s, "required")));
+    PUT_FIELDS(o, s, schema_head);
     const json_t *items = json_object_get(s, "items");
     if (json_is_array(items))
         put(o, "Items", json_pack("{s:n,s:o}", "Schema", "JSONSchemas", render_schema_list(items)));
@@ -274,18 +350,11 @@ static json_t *render_schema(const json_t *s)
     put(o, "AdditionalItems", render_or_bool(json_object_get(s, "additionalItems")));
     put(o, "Definitions", render_schema_map(json_object_get(s, "definitions")));
     const json_t *docs = json_object_get(s, "externalDocs");
-    put(o, "ExternalDocs",
-        docs ? json_pack("{s:o,s:o}", "Description", str_or_empty(docs, "description"), "URL",
-                         str_or_empty(docs, "url"))
-             : NULL);
-    put(o, "Example", sorted_copy(json_object_get(s, "example")));
-    put(o, "XPreserveUnknownFields",
-        copy_or_null(json_object_get(s, "x-kubernetes-preserve-unknown-fields")));
-    put(o, "XEmbeddedResource", bool_of(s, "x-kubernetes-embedded-resource"));
-    put(o, "XIntOrString", bool_of(s, "x-kubernetes-int-or-string"));
-    put(o, "XListMapKeys", copy_or_null(json_object_get(s, "x-kubernetes-list-map-keys")));
-    put(o, "XListType", copy_or_null(json_object_get(s, "x-kubernetes-list-type")));
-    put(o, "XMapType", copy_or_null(json_object_get(s, "x-kubernetes-map-type")));
+    json_t *d = docs ? json_object() : NULL;
+    if (d)
+        PUT_FIELDS(d, docs, docs_fields);
+    put(o, "ExternalDocs", d);
+    PUT_FIELDS(o, s, schema_tail);
     const json_t *rules = json_object_get(s, "x-kubernetes-validations");
     json_t *rr = json_is_array(rules) ? json_array() : NULL;
     size_t i;
@@ -293,12 +362,7 @@ static json_t *render_schema(const json_t *s)
     json_array_foreach(rules, i, r)
     {
         json_t *one = json_object();
-        put(one, "Rule", str_or_empty(r, "rule"));
-        put(one, "Message", str_or_empty(r, "message"));
-        put(one, "MessageExpression", str_or_empty(r, "messageExpression"));
-        put(one, "Reason", copy_or_null(json_object_get(r, "reason")));
-        put(one, "FieldPath", str_or_empty(r, "fieldPath"));
-        put(one, "OptionalOldSelf", copy_or_null(json_object_get(r, "optionalOldSelf")));
+        PUT_FIELDS(one, r, rule_fields);
         json_array_append_new(rr, one);
     }
     put(o, "XValidations", rr);
@@ -312,11 +376,10 @@ static json_t *render_subresources(const json_t *sub)
     json_t *o = json_object();
     put(o, "Status", json_object_get(sub, "status") ? json_object() : NULL);
     const json_t *sc = json_object_get(sub, "scale");
-    put(o, "Scale",
-        sc ? json_pack("{s:o,s:o,s:o}", "SpecReplicasPath", str_or_empty(sc, "specReplicasPath"),
-                       "StatusReplicasPath", str_or_empty(sc, "statusReplicasPath"),
-                       "LabelSelectorPath", copy_or_null(json_object_get(sc, "labelSelectorPath")))
-           : NULL);
+    json_t *scale = sc ? json_object() : NULL;
+    if (scale)
+        PUT_FIELDS(scale, sc, scale_fields);
+    put(o, "Scale", scale);
     return o;
 }
 
@@ -330,12 +393,7 @@ static json_t *render_columns(const json_t *cols)
     json_array_foreach(cols, i, c)
     {
         json_t *o = json_object();
-        put(o, "Name", str_or_empty(c, "name"));
-        put(o, "Type", str_or_empty(c, "type"));
-        put(o, "Format", str_or_empty(c, "format"));
-        put(o, "Description", str_or_empty(c, "description"));
-        put(o, "Priority", json_integer(json_integer_value(json_object_get(c, "priority"))));
-        put(o, "JSONPath", str_or_empty(c, "jsonPath"));
+        PUT_FIELDS(o, c, column_fields);
         json_array_append_new(a, o);
     }
     return a;
