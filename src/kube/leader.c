@@ -527,6 +527,35 @@ static void log_api_error(struct kop_leader *l, const char *what, int err,
                       st->code, "reason", st->reason, "error", st->message));
 }
 
+/*
+ * GET the Lease and remember it, observed when the answer came: 0,
+ * -ENOENT (no Lease), -EBADMSG (a Lease whose spec is no record, logged
+ * and not remembered) or the call's error (logged).
+ */
+static int read_lease(struct kop_leader *l, int64_t deadline)
+{
+    json_t *obj = NULL;
+    struct kop_api_status st;
+    memset(&st, 0, sizeof(st));
+    int r = lease_call(l, "GET", true, NULL, deadline, &st, &obj);
+    int64_t seen = kop_clock_now_ns();
+    if (r == -ENOENT)
+        return r;
+    if (r != 0) {
+        log_api_error(l, "lease get failed", r, &st);
+        return r;
+    }
+    struct kop_leader_record rec;
+    if (kop_leader_record_from_lease(obj, &rec) != 0) {
+        kop_log(KOP_LOG_WARN, LOGGER, "lease has an invalid spec",
+                json_pack("{s:s,s:s}", "lease", l->name, "namespace", l->ns));
+        json_decref(obj);
+        return -EBADMSG;
+    }
+    remember(l, obj, seen);
+    return 0;
+}
+
 /* PUT rec onto base. On success the answer becomes the cache. */
 static int put_record(struct kop_leader *l, const struct kop_leader_record *rec, const json_t *base,
                       int64_t deadline_ns)
@@ -572,14 +601,11 @@ static int try_acquire_or_renew(struct kop_leader *l, int64_t now_ns, bool *ret_
             return r;
     }
 
-    json_t *obj = NULL;
-    memset(&st, 0, sizeof(st));
-    r = lease_call(l, "GET", true, NULL, deadline, &st, &obj);
-    int64_t seen = kop_clock_now_ns();
+    r = read_lease(l, deadline);
     if (r == -ENOENT) {
         kop_leader_next_record(&l->obs, KOP_LEADER_CREATE, l->identity, l->lease_s,
                                kop_clock_wall_ns(), &rec);
-        json_t *body = NULL;
+        json_t *body = NULL, *obj = NULL;
         r = kop_leader_record_to_lease(&rec, NULL, l->ns, l->name, &body);
         if (r != 0)
             return r;
@@ -594,17 +620,8 @@ static int try_acquire_or_renew(struct kop_leader *l, int64_t now_ns, bool *ret_
         remember(l, obj, now_ns);
         return 0;
     }
-    if (r != 0) {
-        log_api_error(l, "lease get failed", r, &st);
+    if (r != 0)
         return r;
-    }
-    if (kop_leader_record_from_lease(obj, &rec) != 0) {
-        kop_log(KOP_LOG_WARN, LOGGER, "lease has an invalid spec",
-                json_pack("{s:s,s:s}", "lease", l->name, "namespace", l->ns));
-        json_decref(obj);
-        return -EBADMSG;
-    }
-    remember(l, obj, seen);
     enum kop_leader_action act = kop_leader_decide(&l->obs, l->identity, kop_clock_now_ns());
     if (act == KOP_LEADER_WAIT) {
         *ret_taken = true;
@@ -699,15 +716,9 @@ static int release(struct kop_leader *l)
          * ours, release it on the fresh object; someone else's, there is
          * nothing to release. client-go gives up here and the next leader
          * waits for the lease to expire. */
-        json_t *obj = NULL;
-        struct kop_api_status st;
-        memset(&st, 0, sizeof(st));
-        r = lease_call(l, "GET", true, NULL, deadline, &st, &obj);
-        if (r != 0) {
-            log_api_error(l, "lease get failed", r, &st);
+        r = read_lease(l, deadline);
+        if (r != 0)
             return r;
-        }
-        remember(l, obj, kop_clock_now_ns());
         if (!kop_leader_observer_is_mine(&l->obs, l->identity))
             return 0;
         rec.transitions = l->obs.record.transitions;
