@@ -106,16 +106,19 @@ int ks_field_validation_parse(const char *s, enum ks_field_validation *ret)
 
 /* ---- the walk ------------------------------------------------------------------ */
 
+struct own_enums;
+static bool own_enum(const struct own_enums *o, const char *gopath);
+
 struct walk {
     enum ks_field_validation mode;
-    char *type_err;      /* first UnmarshalTypeError text, malloc'd */
-    const char *qty_err; /* first Quantity.UnmarshalJSON error (static text) */
-    json_t *unknown;     /* array of "unknown field \"path\"" strings */
-    json_t *causes;      /* 422 causes (enums) */
-    bool in_status;      /* below the top-level status */
-    bool own_enums;      /* the kind's validation reports its enums (validates_enums) */
-    char gopath[1024];   /* JSON path without indices (Go's Field) */
-    char path[1024];     /* JSON path with indices (strict errors, causes) */
+    char *type_err;              /* first UnmarshalTypeError text, malloc'd */
+    const char *qty_err;         /* first Quantity.UnmarshalJSON error (static text) */
+    json_t *unknown;             /* array of "unknown field \"path\"" strings */
+    json_t *causes;              /* 422 causes (enums) */
+    bool in_status;              /* below the top-level status */
+    const struct own_enums *own; /* enums the kind's validation reports (own_enum) */
+    char gopath[1024];           /* JSON path without indices (Go's Field) */
+    char path[1024];             /* JSON path with indices (strict errors, causes) */
 };
 
 /* The Go package-qualified type name of a definition ("v1.ServicePort"). */
@@ -258,7 +261,7 @@ static bool int_fits(const json_t *v, const char *f)
 
 static void check_enum(struct walk *w, const json_t *v, const json_t *e)
 {
-    if (w->in_status || w->own_enums || !json_is_array(e) || json_array_size(e) < 2)
+    if (w->in_status || own_enum(w->own, w->gopath) || !json_is_array(e) || json_array_size(e) < 2)
         return; /* apiVersion and kind are one-value "enums" checked elsewhere */
     if (!*json_string_value(v))
         return; /* "": the defaults fill it, or it means the default (a
@@ -466,25 +469,90 @@ static bool under_unknown(const json_t *unknown, const char *path)
     return false;
 }
 
-/* Kinds whose validation (ks_validate_object) reports every enum of the
- * schema itself, as NotSupported among the kind's other errors and in the
+/* The string enums of a pod spec that podvalidation.c reports itself, as
+ * NotSupported at ValidatePodSpec's positions with its lists (Go paths
+ * below the spec). The others (securityContext, affinity, topology spread,
+ * ephemeral containers, cloud volumes) stay the schema's. */
+static const char *const pod_spec_enums[] = {
+    "restartPolicy",
+    "dnsPolicy",
+    "preemptionPolicy",
+    "tolerations.operator",
+    "tolerations.effect",
+    "volumes.hostPath.type",
+    NULL,
+};
+static const char *const container_enums[] = {
+    "imagePullPolicy",
+    "terminationMessagePolicy",
+    "ports.protocol",
+    "volumeMounts.mountPropagation",
+    "livenessProbe.httpGet.scheme",
+    "readinessProbe.httpGet.scheme",
+    "startupProbe.httpGet.scheme",
+    "lifecycle.postStart.httpGet.scheme",
+    "lifecycle.preStop.httpGet.scheme",
+    NULL,
+};
+
+/* Kinds whose validation (ks_validate_object) reports enums of the schema
+ * itself, as NotSupported among the kind's other errors and in the
  * apiserver's order: the decoder checks no enum, so the schema's check
- * would answer a 422 with only part of the errors. */
-static bool validates_enums(const struct ks_res *def)
+ * would answer a 422 with only part of the errors. all: every enum of the
+ * kind; pod_spec: the Go path of a pod spec whose pod_spec_enums and
+ * container_enums the validation reports; more: other Go paths. */
+struct own_enums {
+    const char *key;
+    bool all;
+    const char *pod_spec;
+    const char *more;
+};
+
+static const struct own_enums own_enums_table[] = {
+    {"services", true, NULL, NULL},
+    {"endpoints", true, NULL, NULL},
+    {"endpointslices.discovery.k8s.io", true, NULL, NULL},
+    {"networkpolicies.networking.k8s.io", true, NULL, NULL},
+    {"poddisruptionbudgets.policy", true, NULL, NULL},
+    {"validatingwebhookconfigurations.admissionregistration.k8s.io", true, NULL, NULL},
+    {"mutatingwebhookconfigurations.admissionregistration.k8s.io", true, NULL, NULL},
+    {"pods", false, "spec", NULL},
+    {"deployments.apps", false, "spec.template.spec", "spec.strategy.type"},
+    {"replicasets.apps", false, "spec.template.spec", NULL},
+};
+
+static const struct own_enums *validates_enums(const struct ks_res *def)
 {
-    static const char *const keys[] = {
-        "services",
-        "endpoints",
-        "endpointslices.discovery.k8s.io",
-        "networkpolicies.networking.k8s.io",
-        "poddisruptionbudgets.policy",
-        "validatingwebhookconfigurations.admissionregistration.k8s.io",
-        "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-    };
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (strcmp(def->key, keys[i]) == 0)
+    for (size_t i = 0; i < sizeof(own_enums_table) / sizeof(own_enums_table[0]); i++)
+        if (strcmp(def->key, own_enums_table[i].key) == 0)
+            return &own_enums_table[i];
+    return NULL;
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0)
             return true;
     return false;
+}
+
+/* Whether the enum at Go path gopath is the kind's validation's. */
+static bool own_enum(const struct own_enums *o, const char *gopath)
+{
+    if (!o)
+        return false;
+    if (o->all || (o->more && strcmp(o->more, gopath) == 0))
+        return true;
+    size_t n = o->pod_spec ? strlen(o->pod_spec) : 0;
+    if (!n || strncmp(gopath, o->pod_spec, n) != 0 || gopath[n] != '.')
+        return false;
+    const char *rel = gopath + n + 1;
+    if (strncmp(rel, "containers.", 11) == 0)
+        return in_list(container_enums, rel + 11);
+    if (strncmp(rel, "initContainers.", 15) == 0)
+        return in_list(container_enums, rel + 15);
+    return in_list(pod_spec_enums, rel);
 }
 
 int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
@@ -497,10 +565,8 @@ int ks_schema_check(const struct ks_res *def, const char *version, json_t *obj,
     const char *defname = ks_kschema_kind_def(def->group, version, def->kind);
     if (!defname)
         return 0;
-    struct walk w = {.mode = mode,
-                     .unknown = json_array(),
-                     .causes = json_array(),
-                     .own_enums = validates_enums(def)};
+    struct walk w = {
+        .mode = mode, .unknown = json_array(), .causes = json_array(), .own = validates_enums(def)};
     check_struct(&w, defname, obj);
     /* sigs.k8s.io/json: a duplicate of a known member or map key */
     json_t *known_unknown = json_copy(w.unknown);

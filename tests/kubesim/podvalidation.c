@@ -10,8 +10,9 @@
  *
  * The spec is the defaulted v1 object (handlers.c: SetDefaults_PodSpec,
  * _Container, _Probe, _Volume ...), as upstream validates the defaulted
- * internal object. The string enums are the schema's (kschema.c), which
- * answers before this runs. Not checked here (an object they refuse is
+ * internal object. The string enums are checked here, at upstream's
+ * positions with its lists, but those of the parts not modelled, which
+ * stay the schema's (kschema.c own_enums). Not checked here (an object they refuse is
  * accepted, as before): securityContext, affinity, topologySpreadConstraints,
  * volumeDevices, resourceClaims, ephemeralContainers, overhead, os, the
  * sources of the cloud and network volumes beyond counting them, and the
@@ -36,6 +37,23 @@ static const char *const file_mode_msg =
 static const char *const negative_msg = "must be greater than or equal to 0";
 
 /* ---- helpers -------------------------------------------------------------------- */
+
+/* upstream's lists of supported values, in the order its NotSupported
+ * prints them (a sets.List is sorted, a literal slice is not) */
+static const char *const pull_policies[] = {"Always", "IfNotPresent", "Never", NULL};
+static const char *const message_policies[] = {"File", "FallbackToLogsOnError", NULL};
+static const char *const protocols[] = {"SCTP", "TCP", "UDP", NULL};
+static const char *const schemes[] = {"HTTP", "HTTPS", NULL};
+static const char *const propagations[] = {"Bidirectional", "HostToContainer", "None", NULL};
+static const char *const restart_policies[] = {"Always", "OnFailure", "Never", NULL};
+static const char *const dns_policies[] = {"ClusterFirstWithHostNet", "ClusterFirst", "Default",
+                                           "None", NULL};
+static const char *const preemption_policies[] = {"PreemptLowerPriority", "Never", NULL};
+static const char *const toleration_ops[] = {"Equal", "Exists", NULL};
+static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute", NULL};
+static const char *const host_path_types[] = {
+    "",     "BlockDevice",  "CharDevice", "Directory", "DirectoryOrCreate",
+    "File", "FileOrCreate", "Socket",     NULL};
 
 static const char *str_at(const json_t *obj, const char *k)
 {
@@ -85,6 +103,25 @@ static bool has(const json_t *obj, const char *k)
 {
     const json_t *v = json_object_get(obj, k);
     return v && !json_is_null(v);
+}
+
+static bool in_list(const char *v, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(v, *list) == 0)
+            return true;
+    return false;
+}
+
+/* upstream's switch over a string enum: "" is Required (a member the
+ * defaults fill, so "" only when sent so), another value not in the list
+ * NotSupported with it */
+static void enum_member(const char *v, const char *const *list, const char *field, json_t *causes)
+{
+    if (!*v)
+        required(causes, field, NULL);
+    else if (!in_list(v, list))
+        ks_not_supported_list(causes, field, v, list);
 }
 
 /* path.IsAbs */
@@ -192,6 +229,9 @@ static void volume_host_path(const json_t *src, const char *path, json_t *causes
         return;
     }
     path_no_backsteps(p, fld(f, "%s.path", path), causes);
+    const char *t = str_at(src, "type");
+    if (t && !in_list(t, host_path_types))
+        ks_not_supported_list(causes, fld(f, "%s.type", path), t, host_path_types);
 }
 
 static void volume_git_repo(const json_t *src, const char *path, json_t *causes)
@@ -805,7 +845,10 @@ static void validate_volume_mounts(const json_t *c, const json_t *vols, const ch
                         "subPathExpr and subPath are mutually exclusive");
             local_descending_path(spe, fld(f, "%s.subPathExpr", path), causes);
         }
+        /* validateMountPropagation (a pointer: "" is not supported) */
         const char *prop = str_at(m, "mountPropagation");
+        if (prop && !in_list(prop, propagations))
+            ks_not_supported_list(causes, fld(f, "%s.mountPropagation", path), prop, propagations);
         if (prop && strcmp(prop, "Bidirectional") == 0 && !privileged)
             forbidden(causes, fld(f, "%s.mountPropagation", path),
                       "Bidirectional mount propagation is available only to privileged "
@@ -966,7 +1009,7 @@ static void validate_resources(const json_t *res, const char *path, json_t *caus
 
 /* ---- containers ---------------------------------------------------------------- */
 
-/* validateContainerPorts (the protocol's enum is the schema's) */
+/* validateContainerPorts */
 static void validate_container_ports(const json_t *ports, const char *path, json_t *causes)
 {
     static const char *const port_range = "must be between 1 and 65535, inclusive";
@@ -998,6 +1041,8 @@ static void validate_container_ports(const json_t *ports, const char *path, json
         json_int_t hp = json_integer_value(json_object_get(p, "hostPort"));
         if (hp != 0 && (hp < 1 || hp > 65535))
             ks_invalid_int(causes, fld(f, "%s[%zu].hostPort", path, i), hp, port_range);
+        enum_member(str_or_empty(p, "protocol"), protocols, fld(f, "%s[%zu].protocol", path, i),
+                    causes);
     }
     json_decref(names);
 }
@@ -1014,14 +1059,14 @@ static void container_common(const json_t *c, const json_t *vols, const char *pa
         ks_invalid_str(causes, f, name, ks_msgs_dns1123_label(name));
     if (!*str_or_empty(c, "image"))
         required(causes, fld(f, "%s.image", path), NULL);
-    if (!*str_or_empty(c, "terminationMessagePolicy"))
-        required(causes, fld(f, "%s.terminationMessagePolicy", path), NULL);
+    enum_member(str_or_empty(c, "terminationMessagePolicy"), message_policies,
+                fld(f, "%s.terminationMessagePolicy", path), causes);
     validate_container_ports(json_object_get(c, "ports"), fld(f, "%s.ports", path), causes);
     validate_env(json_object_get(c, "env"), fld(f, "%s.env", path), causes);
     validate_env_from(json_object_get(c, "envFrom"), fld(f, "%s.envFrom", path), causes);
     validate_volume_mounts(c, vols, fld(f, "%s.volumeMounts", path), causes);
-    if (!*str_or_empty(c, "imagePullPolicy"))
-        required(causes, fld(f, "%s.imagePullPolicy", path), NULL);
+    enum_member(str_or_empty(c, "imagePullPolicy"), pull_policies,
+                fld(f, "%s.imagePullPolicy", path), causes);
     validate_resources(json_object_get(c, "resources"), fld(f, "%s.resources", path), causes);
 }
 
@@ -1061,10 +1106,13 @@ static void validate_handler(const json_t *h, bool probe, const json_int_t *grac
             if (json_array_size(json_object_get(a, "command")) == 0)
                 required(causes, fld(f, "%s.command", hp), NULL);
             break;
-        case 1: { /* validateHTTPGetAction (the scheme's enum is the schema's) */
+        case 1: { /* validateHTTPGetAction */
             if (!*str_or_empty(a, "path"))
                 required(causes, fld(f, "%s.path", hp), NULL);
             port_num_or_name(json_object_get(a, "port"), fld(f, "%s.port", hp), causes);
+            const char *scheme = str_or_empty(a, "scheme");
+            if (!in_list(scheme, schemes)) /* a sets.Has: "" is not supported either */
+                ks_not_supported_list(causes, fld(f, "%s.scheme", hp), scheme, schemes);
             size_t i;
             json_t *hd;
             json_array_foreach(json_object_get(a, "httpHeaders"), i, hd)
@@ -1412,7 +1460,7 @@ static char *go_toleration(const json_t *t)
     return s;
 }
 
-/* ValidateTolerations (the operator's and effect's enums are the schema's) */
+/* ValidateTolerations */
 static void tolerations(const json_t *list, const char *path, json_t *causes)
 {
     char f[FLD];
@@ -1442,12 +1490,19 @@ static void tolerations(const json_t *list, const char *path, json_t *causes)
                 free(joined);
             }
             json_decref(msgs);
-        } else if (strcmp(op, "Exists") == 0 && *value) {
-            char *g = go_toleration(t);
-            cause(causes, "FieldValueInvalid", f,
-                  "Invalid value: %s: value must be empty when `operator` is 'Exists'", g);
-            free(g);
+        } else if (strcmp(op, "Exists") == 0) {
+            if (*value) {
+                char *g = go_toleration(t);
+                cause(causes, "FieldValueInvalid", f,
+                      "Invalid value: %s: value must be empty when `operator` is 'Exists'", g);
+                free(g);
+            }
+        } else {
+            ks_not_supported_list(causes, f, op, toleration_ops);
         }
+        /* validateTaintEffect; "" matches every effect */
+        if (*effect && !in_list(effect, taint_effects))
+            ks_not_supported_list(causes, fld(f, "%s[%zu].effect", path, i), effect, taint_effects);
     }
 }
 
@@ -1512,6 +1567,10 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
     json_decref(names);
     json_decref(vols);
     host_network_deps(spec, path, is_pod, causes);
+    enum_member(str_or_empty(spec, "restartPolicy"), restart_policies,
+                fld(f, "%s.restartPolicy", path), causes);
+    enum_member(str_or_empty(spec, "dnsPolicy"), dns_policies, fld(f, "%s.dnsPolicy", path),
+                causes);
     ks_validate_labels(json_object_get(spec, "nodeSelector"), fld(f, "%s.nodeSelector", path),
                        causes);
     dns_config(spec, fld(f, "%s.dnsConfig", path), causes);
@@ -1535,6 +1594,9 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
     if (rc)
         ks_invalid_str(causes, fld(f, "%s.runtimeClassName", path), rc,
                        ks_msgs_dns1123_subdomain(rc));
+    const char *pp = str_at(spec, "preemptionPolicy");
+    if (pp) /* ValidatePreemptionPolicy */
+        enum_member(pp, preemption_policies, fld(f, "%s.preemptionPolicy", path), causes);
     if (is_pod) {
         images_only_for_pod(json_object_get(spec, "containers"), fld(f, "%s.containers", path),
                             causes);

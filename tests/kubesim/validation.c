@@ -1112,8 +1112,8 @@ static void validate_pdb(const json_t *obj, json_t *causes)
                          "\"AlwaysAllow\", \"IfHealthyBudget\"");
 }
 
-/* ValidatePodCreate's spec rules (podvalidation.c); an update's are
- * validate_pod_update's. */
+/* ValidatePodCreate's spec rules (podvalidation.c); an update runs them
+ * too, then validate_pod_update's. */
 static void validate_pod(const json_t *obj, json_t *causes)
 {
     ks_validate_pod_spec(json_object_get(obj, "spec"), "spec", true, causes);
@@ -1180,13 +1180,30 @@ static void validate_deployment(const json_t *obj, json_t *causes)
     const json_t *spec = json_object_get(obj, "spec");
     nonnegative(spec, "replicas", "spec.replicas", causes);
     validate_selector_and_template(spec, causes);
+    /* ValidateDeploymentStrategy (the type is defaulted to RollingUpdate,
+     * and then its rollingUpdate) */
     const json_t *st = json_object_get(spec, "strategy");
     const char *stype = str_at(st, "type");
     const json_t *ru = json_object_get(st, "rollingUpdate");
-    if (stype && strcmp(stype, "Recreate") == 0 && ru) {
-        cause(causes, "FieldValueForbidden", "spec.strategy.rollingUpdate",
-              "Forbidden: may not be specified when strategy `type` is 'Recreate'");
-    } else if (stype && strcmp(stype, "RollingUpdate") == 0 && json_is_object(ru)) {
+    if (!stype)
+        stype = "";
+    if (strcmp(stype, "Recreate") == 0) {
+        if (ru)
+            cause(causes, "FieldValueForbidden", "spec.strategy.rollingUpdate",
+                  "Forbidden: may not be specified when strategy `type` is 'Recreate'");
+    } else if (strcmp(stype, "RollingUpdate") != 0) {
+        /* NotSupported of the whole strategy: Go's %#v of the struct, its
+         * pointer member an address when set */
+        char *t = ks_go_quote(stype);
+        char *p = json_is_object(ru) ? ks_printf("(%p)", (const void *)ru) : ks_strdup("(nil)");
+        cause(causes, "FieldValueNotSupported", "spec.strategy",
+              "Unsupported value: apps.DeploymentStrategy{Type:%s, "
+              "RollingUpdate:(*apps.RollingUpdateDeployment)%s}: supported values: "
+              "\"Recreate\", \"RollingUpdate\"",
+              t, p);
+        free(t);
+        free(p);
+    } else if (json_is_object(ru)) {
         bool mu_zero, ms_zero;
         long mu_pct, ms_pct;
         const json_t *mu = json_object_get(ru, "maxUnavailable");
@@ -1645,6 +1662,10 @@ static void validate_pod_update(const json_t *obj, const json_t *old, json_t *ca
 {
     const json_t *spec = json_object_get(obj, "spec");
     const json_t *ospec = json_object_get(old, "spec");
+    /* ValidatePodUpdate begins with validatePodMetadataAndSpec: the new
+     * spec is validated as on create (its enums included: the schema
+     * leaves them to podvalidation.c) */
+    ks_validate_pod_spec(spec, "spec", true, causes);
     if (container_updates(json_object_get(spec, "containers"), json_object_get(ospec, "containers"),
                           "containers", causes) ||
         container_updates(json_object_get(spec, "initContainers"),
