@@ -213,6 +213,7 @@ json_t *ks_msgs_port_name(const char *s)
 
 char *ks_go_quote(const char *s)
 {
+    static const char short_esc[] = "\a\b\f\n\r\t\v"; /* strconv.Quote's \a ... \v */
     size_t n = strlen(s);
     char *q = malloc(4 * n + 3);
     if (!q)
@@ -224,9 +225,9 @@ char *ks_go_quote(const char *s)
         if (c == '"' || c == '\\') {
             q[o++] = '\\';
             q[o++] = (char)c;
-        } else if (c == '\n' || c == '\t' || c == '\r') {
+        } else if (c != 0 && strchr(short_esc, c)) {
             q[o++] = '\\';
-            q[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+            q[o++] = "abfnrtv"[strchr(short_esc, c) - short_esc];
         } else if (c < 0x20 || c == 0x7f) {
             o += (size_t)snprintf(q + o, 5, "\\x%02x", c);
         } else {
