@@ -3530,10 +3530,12 @@ START_TEST(test_kubesim_pod_enums)
     json_decref(p);
     /* what podvalidation.c does not model stays the schema's */
     expect_invalid(pods,
-                   "{\"metadata\":{\"name\":\"ps\"},\"spec\":{\"securityContext\":{"
-                   "\"fsGroupChangePolicy\":\"Never\"},\"containers\":[{\"name\":\"c\"}]}}",
-                   "Pod \"ps\" is invalid: spec.securityContext.fsGroupChangePolicy: Unsupported "
-                   "value: \"Never\": supported values: \"Always\", \"OnRootMismatch\"");
+                   "{\"metadata\":{\"name\":\"ps\"},\"spec\":{\"topologySpreadConstraints\":"
+                   "[{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"Never\"}],"
+                   "\"containers\":[{\"name\":\"c\"}]}}",
+                   "Pod \"ps\" is invalid: spec.topologySpreadConstraints[0].whenUnsatisfiable: "
+                   "Unsupported value: \"Never\": supported values: \"DoNotSchedule\", "
+                   "\"ScheduleAnyway\"");
 }
 END_TEST
 

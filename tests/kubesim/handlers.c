@@ -1148,6 +1148,14 @@ static void builtin_defaults(struct ks_server *ks, const struct ks_res *def, jso
         if (json_is_object(svc))
             set_default(svc, "port", json_integer(443));
     }
+    /* the strategies' PrepareForCreate and PrepareForUpdate, before
+     * validation: podutil.DropDisabledPodFields of a Pod,
+     * DropDisabledTemplateFields of a Deployment's or ReplicaSet's template */
+    json_t *spec = json_object_get(obj, "spec");
+    if (strcmp(def->key, "deployments.apps") == 0 || strcmp(def->key, "replicasets.apps") == 0)
+        ks_drop_disabled_pod_fields(json_object_get(json_object_get(spec, "template"), "spec"));
+    else if (strcmp(def->key, "pods") == 0)
+        ks_drop_disabled_pod_fields(spec);
 }
 
 static bool same_strings(const json_t *a, const json_t *b)

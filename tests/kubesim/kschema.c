@@ -469,10 +469,12 @@ static bool under_unknown(const json_t *unknown, const char *path)
     return false;
 }
 
-/* The string enums of a pod spec that podvalidation.c reports itself, as
- * NotSupported at ValidatePodSpec's positions with its lists (Go paths
- * below the spec). The others (securityContext, affinity, topology spread,
- * ephemeral containers, cloud volumes) stay the schema's. */
+/* The string enums of a pod spec that podvalidation.c and
+ * secctxvalidation.c report themselves, as NotSupported at ValidatePodSpec's
+ * positions with its lists (Go paths below the spec), or that the
+ * strategy drops before validation (supplementalGroupsPolicy; a procMount
+ * becomes "Default"). The others (affinity, topology spread, ephemeral
+ * containers, cloud volumes) stay the schema's. */
 static const char *const pod_spec_enums[] = {
     "restartPolicy",
     "dnsPolicy",
@@ -480,6 +482,10 @@ static const char *const pod_spec_enums[] = {
     "tolerations.operator",
     "tolerations.effect",
     "volumes.hostPath.type",
+    "securityContext.fsGroupChangePolicy",
+    "securityContext.supplementalGroupsPolicy",
+    "securityContext.seccompProfile.type",
+    "securityContext.appArmorProfile.type",
     NULL,
 };
 static const char *const container_enums[] = {
@@ -492,6 +498,9 @@ static const char *const container_enums[] = {
     "startupProbe.httpGet.scheme",
     "lifecycle.postStart.httpGet.scheme",
     "lifecycle.preStop.httpGet.scheme",
+    "securityContext.procMount",
+    "securityContext.seccompProfile.type",
+    "securityContext.appArmorProfile.type",
     NULL,
 };
 

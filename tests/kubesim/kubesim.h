@@ -407,6 +407,26 @@ void ks_validate_labels(const json_t *labels, const char *field, json_t *causes)
  * v1 PodSpec at path ("spec", "spec.template.spec"); is_pod: the spec is a
  * Pod's (PodValidationOptions.ResourceIsPod), not a template's. */
 void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, json_t *causes);
+/* validateLocalDescendingPath of p at field (a relative path without '..'). */
+void ks_validate_local_descending_path(const char *p, const char *field, json_t *causes);
+
+/* secctxvalidation.c: the securityContext rules of ValidatePodSpec, each at
+ * its place in podvalidation.c. spec is a (defaulted) v1 PodSpec at path
+ * ("spec", "spec.template.spec"). validatePodSpecSecurityContext: */
+void ks_validate_pod_security_context(const json_t *spec, const char *path, json_t *causes);
+/* ValidateSecurityContext of a container's securityContext sc at path
+ * ("spec.containers[0].securityContext"); host_users: the pod's hostUsers. */
+void ks_validate_security_context(const json_t *sc, const char *path, bool host_users,
+                                  json_t *causes);
+/* validateWindowsHostProcessPod */
+void ks_validate_windows_host_process(const json_t *spec, const char *path, json_t *causes);
+/* validateOS, then validateLinux or validateWindows, of a spec with os */
+void ks_validate_pod_os(const json_t *spec, const char *path, json_t *causes);
+/* The Pod and template strategies' podutil.dropDisabledFields for 1.32's
+ * default gates, before validation: hostUsers, supplementalGroupsPolicy and
+ * seLinuxChangePolicy dropped, a set procMount made "Default". In place
+ * (spec owned, unshared). */
+void ks_drop_disabled_pod_fields(json_t *spec);
 
 /* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
 enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };

@@ -4,17 +4,19 @@
  * v1.32) for a Pod's spec and the pod template of a Deployment or
  * ReplicaSet: the volumes, the containers and init containers
  * (validateContainerCommon: name, image, terminationMessagePolicy, ports,
- * env, envFrom, volumeMounts, imagePullPolicy, resources; then lifecycle,
- * probes and restartPolicy), and the pod-level fields, in upstream order,
- * each error with upstream's field path and text.
+ * env, envFrom, volumeMounts, imagePullPolicy, resources, securityContext;
+ * then lifecycle, probes and restartPolicy), and the pod-level fields, in
+ * upstream order, each error with upstream's field path and text. The
+ * securityContext rules (the pod's and the containers', Windows host
+ * process pods, os) are secctxvalidation.c's.
  *
  * The spec is the defaulted v1 object (handlers.c: SetDefaults_PodSpec,
  * _Container, _Probe, _Volume ...), as upstream validates the defaulted
  * internal object. The string enums are checked here, at upstream's
  * positions with its lists, but those of the parts not modelled, which
  * stay the schema's (kschema.c own_enums). Not checked here (an object they refuse is
- * accepted, as before): securityContext, affinity, topologySpreadConstraints,
- * volumeDevices, resourceClaims, ephemeralContainers, overhead, os, the
+ * accepted, as before): imagePullSecrets, affinity, topologySpreadConstraints,
+ * volumeDevices, resourceClaims, ephemeralContainers, overhead, the
  * sources of the cloud and network volumes beyond counting them, and the
  * feature-gated fields that 1.32 drops by default.
  *
@@ -145,7 +147,7 @@ static void path_no_backsteps(const char *p, const char *field, json_t *causes)
 }
 
 /* validateLocalDescendingPath */
-static void local_descending_path(const char *p, const char *field, json_t *causes)
+void ks_validate_local_descending_path(const char *p, const char *field, json_t *causes)
 {
     if (is_abs(p))
         invalid(causes, field, p, "must be a relative path");
@@ -155,7 +157,7 @@ static void local_descending_path(const char *p, const char *field, json_t *caus
 /* ValidateLocalNonReservedPath */
 static void local_non_reserved_path(const char *p, const char *field, json_t *causes)
 {
-    local_descending_path(p, field, causes);
+    ks_validate_local_descending_path(p, field, causes);
     if (strncmp(p, "..", 2) == 0 && strncmp(p, "../", 3) != 0)
         invalid(causes, field, p, "must not start with '..'");
 }
@@ -239,7 +241,8 @@ static void volume_git_repo(const json_t *src, const char *path, json_t *causes)
     char f[FLD];
     if (!*str_or_empty(src, "repository"))
         required(causes, fld(f, "%s.repository", path), NULL);
-    local_descending_path(str_or_empty(src, "directory"), fld(f, "%s.directory", path), causes);
+    ks_validate_local_descending_path(str_or_empty(src, "directory"), fld(f, "%s.directory", path),
+                                      causes);
 }
 
 static void volume_secret(const json_t *src, const char *path, json_t *causes)
@@ -838,12 +841,12 @@ static void validate_volume_mounts(const json_t *c, const json_t *vols, const ch
          * recursiveReadOnly under the list, not the item */
         const char *sp = str_or_empty(m, "subPath"), *spe = str_or_empty(m, "subPathExpr");
         if (*sp)
-            local_descending_path(sp, fld(f, "%s.subPath", path), causes);
+            ks_validate_local_descending_path(sp, fld(f, "%s.subPath", path), causes);
         if (*spe) {
             if (*sp)
                 invalid(causes, fld(f, "%s.subPathExpr", ip), spe,
                         "subPathExpr and subPath are mutually exclusive");
-            local_descending_path(spe, fld(f, "%s.subPathExpr", path), causes);
+            ks_validate_local_descending_path(spe, fld(f, "%s.subPathExpr", path), causes);
         }
         /* validateMountPropagation (a pointer: "" is not supported) */
         const char *prop = str_at(m, "mountPropagation");
@@ -1068,6 +1071,10 @@ static void container_common(const json_t *c, const json_t *vols, const char *pa
     enum_member(str_or_empty(c, "imagePullPolicy"), pull_policies,
                 fld(f, "%s.imagePullPolicy", path), causes);
     validate_resources(json_object_get(c, "resources"), fld(f, "%s.resources", path), causes);
+    /* validateResizePolicy: InPlacePodVerticalScaling is off in 1.32. hostUsers:
+     * the pod's, dropped before validation (UserNamespacesSupport is off), so true */
+    ks_validate_security_context(json_object_get(c, "securityContext"),
+                                 fld(f, "%s.securityContext", path), true, causes);
 }
 
 /* ValidatePortNumOrName of an intstr port */
@@ -1573,11 +1580,13 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
                 causes);
     ks_validate_labels(json_object_get(spec, "nodeSelector"), fld(f, "%s.nodeSelector", path),
                        causes);
+    ks_validate_pod_security_context(spec, path, causes);
     dns_config(spec, fld(f, "%s.dnsConfig", path), causes);
     readiness_gates(json_object_get(spec, "readinessGates"), fld(f, "%s.readinessGates", path),
                     causes);
     scheduling_gates(json_object_get(spec, "schedulingGates"), fld(f, "%s.schedulingGates", path),
                      causes);
+    ks_validate_windows_host_process(spec, path, causes);
     name_member(spec, "serviceAccountName", ks_msgs_dns1123_subdomain, path, causes);
     name_member(spec, "nodeName", ks_msgs_dns1123_subdomain, path, causes);
     const json_t *ads = json_object_get(spec, "activeDeadlineSeconds");
@@ -1597,6 +1606,7 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
     const char *pp = str_at(spec, "preemptionPolicy");
     if (pp) /* ValidatePreemptionPolicy */
         enum_member(pp, preemption_policies, fld(f, "%s.preemptionPolicy", path), causes);
+    ks_validate_pod_os(spec, path, causes);
     if (is_pod) {
         images_only_for_pod(json_object_get(spec, "containers"), fld(f, "%s.containers", path),
                             causes);
