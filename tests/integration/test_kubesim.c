@@ -16,6 +16,7 @@
 #include "kubetest.h"
 #include "testutil.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
@@ -3539,6 +3540,268 @@ START_TEST(test_kubesim_pod_enums)
 }
 END_TEST
 
+/* msg with each pointer that Go's %#v prints ((*T)(0xc000...)) as 0x?. malloc'd */
+static char *mask_pointers(const char *msg)
+{
+    char *out = strdup(msg);
+    ck_assert_ptr_nonnull(out);
+    size_t o = 0;
+    for (size_t i = 0; msg[i];) {
+        if (strncmp(msg + i, "(0x", 3) == 0) {
+            memcpy(out + o, "(0x?", 4);
+            o += 4;
+            for (i += 3; isxdigit((unsigned char)msg[i]); i++)
+                ;
+        } else {
+            out[o++] = msg[i++];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/*
+ * A pod spec's securityContext (validatePodSpecSecurityContext,
+ * ValidateSecurityContext, validateWindowsHostProcessPod, validateOS with
+ * validateLinux and validateWindows, 1.32): the pod's and each container's
+ * IDs, sysctls, seccomp, AppArmor and Windows options, the enums at
+ * upstream's positions with its lists, among the other errors of the
+ * spec. What 1.32's gates leave out is dropped before validation
+ * (hostUsers, supplementalGroupsPolicy, seLinuxChangePolicy; a procMount
+ * becomes "Default"). Before, all of these objects but the windows Pod
+ * were stored, and the enums were the typed schema's alone.
+ */
+START_TEST(test_kubesim_pod_security_context)
+{
+    const char *pods = "/api/v1/namespaces/default/pods";
+    const char *deps = "/apis/apps/v1/namespaces/default/deployments";
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"sc1\"},\"spec\":{\"hostNetwork\":true,"
+                   "\"hostPID\":true,\"hostIPC\":true,\"shareProcessNamespace\":true,"
+                   "\"hostUsers\":false,\"restartPolicy\":\"Sometimes\","
+                   "\"securityContext\":{\"runAsUser\":-1,\"runAsGroup\":2147483648,"
+                   "\"fsGroup\":-5,\"supplementalGroups\":[1,-2],"
+                   "\"supplementalGroupsPolicy\":\"Sometimes\","
+                   "\"seLinuxChangePolicy\":\"Sometimes\",\"sysctls\":[{\"name\":\"net.core.so"
+                   "maxconn\",\"value\":\"1024\"},{\"name\":\"kernel/shm_rmid_forced\","
+                   "\"value\":\"1\"},{\"name\":\"Bad_Name\",\"value\":\"1\"},"
+                   "{\"name\":\"net.core.somaxconn\",\"value\":\"2\"},{\"name\":\"\","
+                   "\"value\":\"x\"}],\"fsGroupChangePolicy\":\"Never\","
+                   "\"seccompProfile\":{\"type\":\"Localhost\"},"
+                   "\"windowsOptions\":{\"gmsaCredentialSpecName\":\"Bad_Name\","
+                   "\"runAsUserName\":\"a\\\\b\\\\c\"},\"appArmorProfile\":{\"type\":\"Localho"
+                   "st\",\"localhostProfile\":\" p\"}},\"containers\":[{\"name\":\"c\","
+                   "\"securityContext\":{\"runAsUser\":-1,\"procMount\":\"Foo\","
+                   "\"capabilities\":{\"add\":[\"CAP_SYS_ADMIN\"]},"
+                   "\"seccompProfile\":{\"type\":\"Weird\"},"
+                   "\"windowsOptions\":{\"runAsUserName\":\"dom\\\\\"},"
+                   "\"appArmorProfile\":{\"type\":\"RuntimeDefault\","
+                   "\"localhostProfile\":\"p\"}}}]}}",
+                   "Pod \"sc1\" is invalid: [spec.containers[0].image: Required value, "
+                   "spec.containers[0].securityContext.runAsUser: Invalid value: -1: must be "
+                   "between 0 and 2147483647, inclusive, spec.containers[0].securityContext.se"
+                   "ccompProfile.type: Unsupported value: \"Weird\": supported values: "
+                   "\"Localhost\", \"RuntimeDefault\", \"Unconfined\", "
+                   "spec.containers[0].securityContext.windowsOptions.runAsUserName: Invalid "
+                   "value: \"dom\\\\\": runAsUserName's User cannot be empty, "
+                   "spec.containers[0].securityContext.appArmorProfile.localhostProfile: "
+                   "Invalid value: \"p\": can only be set when AppArmor type is Localhost, "
+                   "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: "
+                   "\"Always\", \"OnFailure\", \"Never\", spec.securityContext.fsGroup: "
+                   "Invalid value: -5: must be between 0 and 2147483647, inclusive, "
+                   "spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and "
+                   "2147483647, inclusive, spec.securityContext.runAsGroup: Invalid value: "
+                   "2147483648: must be between 0 and 2147483647, inclusive, "
+                   "spec.securityContext.supplementalGroups[1]: Invalid value: -2: must be "
+                   "between 0 and 2147483647, inclusive, spec.securityContext.shareProcessName"
+                   "space: Invalid value: true: ShareProcessNamespace and HostPID cannot both "
+                   "be enabled, spec.securityContext.sysctls[0].name: Invalid value: "
+                   "\"net.core.somaxconn\": may not be specified when 'hostNetwork' is true, "
+                   "spec.securityContext.sysctls[1].name: Invalid value: "
+                   "\"kernel/shm_rmid_forced\": may not be specified when 'hostIPC' is true, "
+                   "spec.securityContext.sysctls[2].name: Invalid value: \"Bad_Name\": must "
+                   "have at most 253 characters and match regex "
+                   "^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$, "
+                   "spec.securityContext.sysctls[3].name: Duplicate value: "
+                   "\"net.core.somaxconn\", spec.securityContext.sysctls[3].name: Invalid "
+                   "value: \"net.core.somaxconn\": may not be specified when 'hostNetwork' is "
+                   "true, spec.securityContext.sysctls[4].name: Required value, "
+                   "spec.securityContext.fsGroupChangePolicy: Unsupported value: \"Never\": "
+                   "supported values: \"Always\", \"OnRootMismatch\", "
+                   "spec.securityContext.seccompProfile.localhostProfile: Required value: "
+                   "must be set when seccomp type is Localhost, "
+                   "spec.securityContext.windowsOptions.gmsaCredentialSpecName: Invalid "
+                   "value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower "
+                   "case alphanumeric characters, '-' or '.', and must start and end with an "
+                   "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+                   "spec.securityContext.windowsOptions.runAsUserName: Invalid value: "
+                   "\"a\\\\b\\\\c\": runAsUserName cannot contain more than one backslash, "
+                   "spec.securityContext.appArmorProfile.localhostProfile: Invalid value: \" "
+                   "p\": must not be padded with whitespace]");
+    /* a message that prints a pointer (%#v) shows an address */
+    json_t *st =
+        request_json("POST", pods,
+                     "{\"metadata\":{\"name\":\"sc2\"},\"spec\":{\"securityContext\":{\"seccompP"
+                     "rofile\":{\"type\":\"RuntimeDefault\",\"localhostProfile\":\"x\"}},"
+                     "\"containers\":[{\"name\":\"c\",\"image\":\"x\","
+                     "\"securityContext\":{\"privileged\":true,"
+                     "\"allowPrivilegeEscalation\":false,\"capabilities\":{\"add\":[\"NET_ADMIN"
+                     "\",\"CAP_SYS_ADMIN\"]},\"readOnlyRootFilesystem\":true}}]}}",
+                     422);
+    char *got = mask_pointers(json_string_value(json_object_get(st, "message")));
+    ck_assert_str_eq(got,
+                     "Pod \"sc2\" is invalid: [spec.containers[0].securityContext: Invalid "
+                     "value: core.SecurityContext{Capabilities:(*core.Capabilities)(0x?), "
+                     "Privileged:(*bool)(0x?), SELinuxOptions:(*core.SELinuxOptions)(nil), "
+                     "WindowsOptions:(*core.WindowsSecurityContextOptions)(nil), "
+                     "RunAsUser:(*int64)(nil), RunAsGroup:(*int64)(nil), "
+                     "RunAsNonRoot:(*bool)(nil), ReadOnlyRootFilesystem:(*bool)(0x?), "
+                     "AllowPrivilegeEscalation:(*bool)(0x?), ProcMount:(*core.ProcMountType)(nil"
+                     "), SeccompProfile:(*core.SeccompProfile)(nil), "
+                     "AppArmorProfile:(*core.AppArmorProfile)(nil)}: cannot set "
+                     "`allowPrivilegeEscalation` to false and `privileged` to true, "
+                     "spec.containers[0].securityContext: Invalid value: "
+                     "core.SecurityContext{Capabilities:(*core.Capabilities)(0x?), "
+                     "Privileged:(*bool)(0x?), SELinuxOptions:(*core.SELinuxOptions)(nil), "
+                     "WindowsOptions:(*core.WindowsSecurityContextOptions)(nil), "
+                     "RunAsUser:(*int64)(nil), RunAsGroup:(*int64)(nil), "
+                     "RunAsNonRoot:(*bool)(nil), ReadOnlyRootFilesystem:(*bool)(0x?), "
+                     "AllowPrivilegeEscalation:(*bool)(0x?), ProcMount:(*core.ProcMountType)(nil"
+                     "), SeccompProfile:(*core.SeccompProfile)(nil), "
+                     "AppArmorProfile:(*core.AppArmorProfile)(nil)}: cannot set "
+                     "`allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN, "
+                     "spec.securityContext.seccompProfile.localhostProfile: Invalid value: "
+                     "core.SeccompProfile{Type:\"RuntimeDefault\", "
+                     "LocalhostProfile:(*string)(0x?)}: can only be set when seccomp type is "
+                     "Localhost]");
+    free(got);
+    json_decref(st);
+    /* a windows Pod with hostProcess containers */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"sc3\"},\"spec\":{\"os\":{\"name\":\"windows\"},"
+                   "\"hostPID\":true,\"shareProcessNamespace\":false,"
+                   "\"securityContext\":{\"runAsUser\":1,\"seccompProfile\":{\"type\":\"Runtim"
+                   "eDefault\"},\"windowsOptions\":{\"hostProcess\":true,"
+                   "\"runAsUserName\":\"NT AUTHORITY\\\\Local service\"}},"
+                   "\"initContainers\":[{\"name\":\"i\",\"image\":\"x\","
+                   "\"securityContext\":{\"windowsOptions\":{\"hostProcess\":false}}}],"
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\","
+                   "\"securityContext\":{\"privileged\":false,\"procMount\":\"Unmasked\"}}]}}",
+                   "Pod \"sc3\" is invalid: [spec.initContainers[0].securityContext.windowsOpt"
+                   "ions.hostProcess: Invalid value: false: pod hostProcess value must be "
+                   "identical if both are specified, was true, spec: Invalid value: \"\": If "
+                   "pod contains any hostProcess containers then all containers must be "
+                   "HostProcess containers, spec.hostNetwork: Invalid value: false: "
+                   "hostNetwork must be true if pod contains any hostProcess containers, "
+                   "spec.hostPID: Forbidden: cannot be set for a windows pod, "
+                   "spec.securityContext.seccompProfile: Forbidden: cannot be set for a "
+                   "windows pod, spec.shareProcessNamespace: Forbidden: cannot be set for a "
+                   "windows pod, spec.securityContext.runAsUser: Forbidden: cannot be set for "
+                   "a windows pod, spec.containers[0].securityContext.privileged: Forbidden: "
+                   "cannot be set for a windows pod, spec.containers[0].securityContext.procMo"
+                   "unt: Forbidden: cannot be set for a windows pod]");
+    /* a Deployment's template, linux */
+    expect_invalid(deps,
+                   "{\"metadata\":{\"name\":\"scd\"},\"spec\":{\"selector\":{\"matchLabels\":{"
+                   "\"app\":\"scd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"scd\"}"
+                   "},\"spec\":{\"os\":{\"name\":\"linux\"},\"dnsPolicy\":\"Bad\","
+                   "\"securityContext\":{\"seccompProfile\":{\"type\":\"\"},"
+                   "\"windowsOptions\":{\"runAsUserName\":\"us\\u000ber\"}},"
+                   "\"initContainers\":[{\"name\":\"i\",\"image\":\"x\","
+                   "\"securityContext\":{\"windowsOptions\":{\"gmsaCredentialSpec\":\"\"}}}],"
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\","
+                   "\"securityContext\":{\"runAsGroup\":-3,\"procMount\":\"Unmasked\","
+                   "\"seccompProfile\":{\"type\":\"Localhost\","
+                   "\"localhostProfile\":\"/abs/../x\"},\"appArmorProfile\":{\"type\":\"Bogus"
+                   "\"}}}]}}}}",
+                   "Deployment.apps \"scd\" is invalid: [spec.template.spec.containers[0].secu"
+                   "rityContext.runAsGroup: Invalid value: -3: must be between 0 and "
+                   "2147483647, inclusive, spec.template.spec.containers[0].securityContext.se"
+                   "ccompProfile.localhostProfile: Invalid value: \"/abs/../x\": must be a "
+                   "relative path, spec.template.spec.containers[0].securityContext.seccompPro"
+                   "file.localhostProfile: Invalid value: \"/abs/../x\": must not contain "
+                   "'..', spec.template.spec.containers[0].securityContext.appArmorProfile.typ"
+                   "e: Unsupported value: \"Bogus\": supported values: \"Localhost\", "
+                   "\"RuntimeDefault\", \"Unconfined\", spec.template.spec.initContainers[0].s"
+                   "ecurityContext.windowsOptions.gmsaCredentialSpec: Invalid value: \"\": "
+                   "gmsaCredentialSpec cannot be an empty string, "
+                   "spec.template.spec.dnsPolicy: Unsupported value: \"Bad\": supported "
+                   "values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", "
+                   "\"None\", spec.template.spec.securityContext.seccompProfile.type: "
+                   "Required value: type is required when seccompProfile is set, "
+                   "spec.template.spec.securityContext.windowsOptions.runAsUserName: Invalid "
+                   "value: \"us\\ver\": runAsUserName cannot contain control characters, "
+                   "spec.template.spec.securityContext.windowsOptions: Forbidden: windows "
+                   "options cannot be set for a linux pod, spec.template.spec.initContainers[0"
+                   "].securityContext.windowsOptions: Forbidden: windows options cannot be "
+                   "set for a linux pod]");
+    /* a valid rich securityContext is stored as sent, less what the gates drop */
+    json_t *sent =
+        json_loads("{\"metadata\":{\"name\":\"scok\"},\"spec\":{\"hostUsers\":false,"
+                   "\"shareProcessNamespace\":true,\"securityContext\":{\"runAsNonRoot\":true,"
+                   "\"runAsUser\":1000,\"runAsGroup\":3000,\"fsGroup\":2000,"
+                   "\"supplementalGroups\":[4000],\"supplementalGroupsPolicy\":\"Strict\","
+                   "\"seLinuxChangePolicy\":\"MountOption\","
+                   "\"fsGroupChangePolicy\":\"OnRootMismatch\","
+                   "\"seLinuxOptions\":{\"level\":\"s0:c123,c456\"},"
+                   "\"seccompProfile\":{\"type\":\"Localhost\","
+                   "\"localhostProfile\":\"profiles/audit.json\"},"
+                   "\"appArmorProfile\":{\"type\":\"RuntimeDefault\"},"
+                   "\"sysctls\":[{\"name\":\"net.ipv4.ip_local_port_range\",\"value\":\"1024 "
+                   "65535\"},{\"name\":\"kernel/shm_rmid_forced\",\"value\":\"1\"}]},"
+                   "\"initContainers\":[{\"name\":\"init\",\"image\":\"busybox:1.36\","
+                   "\"securityContext\":{\"privileged\":true,"
+                   "\"capabilities\":{\"add\":[\"CAP_SYS_ADMIN\"]}}}],"
+                   "\"containers\":[{\"name\":\"app\",\"image\":\"nginx:1.27\","
+                   "\"securityContext\":{\"privileged\":false,"
+                   "\"allowPrivilegeEscalation\":false,\"readOnlyRootFilesystem\":true,"
+                   "\"runAsNonRoot\":true,\"runAsUser\":1000,"
+                   "\"capabilities\":{\"drop\":[\"ALL\"],\"add\":[\"NET_BIND_SERVICE\"]},"
+                   "\"procMount\":\"Unmasked\",\"seccompProfile\":{\"type\":\"RuntimeDefault\""
+                   "},\"appArmorProfile\":{\"type\":\"Localhost\","
+                   "\"localhostProfile\":\"k8s-apparmor-example\"},"
+                   "\"windowsOptions\":{\"gmsaCredentialSpecName\":\"webapp-1\","
+                   "\"runAsUserName\":\"CORP\\\\svc.web\"}}}]}}",
+                   0, NULL);
+    ck_assert_ptr_nonnull(sent);
+    char *body = json_dumps(sent, JSON_COMPACT);
+    json_t *pod = request_json("POST", pods, body, 201);
+    free(body);
+    const json_t *spec = json_object_get(pod, "spec");
+    json_t *want_spec = json_object_get(sent, "spec");
+    ck_assert_ptr_null(json_object_get(spec, "hostUsers"));
+    ck_assert(json_is_true(json_object_get(spec, "shareProcessNamespace")));
+    json_t *want_sc = json_object_get(want_spec, "securityContext");
+    json_object_del(want_sc, "supplementalGroupsPolicy");
+    json_object_del(want_sc, "seLinuxChangePolicy");
+    ck_assert(json_equal(json_object_get(spec, "securityContext"), want_sc));
+    json_t *want_csc = json_object_get(json_array_get(json_object_get(want_spec, "containers"), 0),
+                                       "securityContext");
+    json_object_set_new(want_csc, "procMount", json_string("Default"));
+    ck_assert(json_equal(pod_member(pod, "containers", 0, "securityContext"), want_csc));
+    ck_assert(json_equal(pod_member(pod, "initContainers", 0, "securityContext"),
+                         pod_member(sent, "initContainers", 0, "securityContext")));
+    json_decref(pod);
+    json_decref(sent);
+    /* the securityContext of manifests/base/deployment.yaml */
+    json_decref(
+        request_json("POST", deps,
+                     "{\"metadata\":{\"name\":\"kop\"},\"spec\":{\"selector\":{\"matchLabels\":{"
+                     "\"app\":\"kop\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"kop\"}"
+                     "},\"spec\":{\"securityContext\":{\"runAsNonRoot\":true,"
+                     "\"runAsUser\":65532,\"runAsGroup\":65532,\"fsGroup\":65532,"
+                     "\"seccompProfile\":{\"type\":\"RuntimeDefault\"}},"
+                     "\"containers\":[{\"name\":\"manager\",\"image\":\"kop:latest\","
+                     "\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":65532,"
+                     "\"runAsGroup\":65532,\"readOnlyRootFilesystem\":true,"
+                     "\"allowPrivilegeEscalation\":false,\"privileged\":false,"
+                     "\"capabilities\":{\"drop\":[\"ALL\"]},\"seccompProfile\":{\"type\":\"Runti"
+                     "meDefault\"}}}]}}}}",
+                     201));
+}
+END_TEST
+
 /*
  * ValidatePodSpec (pkg/apis/core/validation, 1.32): the volumes and their
  * sources, the containers' env, envFrom, volumeMounts, resources, probes
@@ -6481,6 +6744,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_validation);
     tcase_add_test(tc, test_kubesim_pod_spec_validation);
     tcase_add_test(tc, test_kubesim_pod_enums);
+    tcase_add_test(tc, test_kubesim_pod_security_context);
     tcase_add_test(tc, test_kubesim_quantity_decoding);
     tcase_add_test(tc, test_kubesim_update_validation);
     tcase_add_test(tc, test_kubesim_service_allocator_and_validation_order);
