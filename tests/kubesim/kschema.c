@@ -469,13 +469,26 @@ static bool under_unknown(const json_t *unknown, const char *path)
     return false;
 }
 
-/* The string enums of a pod spec that podvalidation.c reports itself, as
- * NotSupported at ValidatePodSpec's positions with its lists (Go paths
- * below the spec). The others (securityContext, affinity, topology spread,
- * ephemeral containers, cloud volumes) stay the schema's. */
+/* The string enums of a pod spec that podvalidation.c and
+ * affinityvalidation.c report themselves, as NotSupported at
+ * ValidatePodSpec's positions with its lists (a node selector's operator
+ * as Invalid: "not a valid selector operator"), Go paths below the spec.
+ * The others (securityContext, ephemeral containers, cloud volumes) stay
+ * the schema's. */
 static const char *const pod_spec_enums[] = {
     "restartPolicy",
     "dnsPolicy",
+    "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms."
+    "matchExpressions.operator",
+    "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms."
+    "matchFields.operator",
+    "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.preference."
+    "matchExpressions.operator",
+    "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.preference."
+    "matchFields.operator",
+    "topologySpreadConstraints.whenUnsatisfiable",
+    "topologySpreadConstraints.nodeAffinityPolicy",
+    "topologySpreadConstraints.nodeTaintsPolicy",
     "preemptionPolicy",
     "tolerations.operator",
     "tolerations.effect",

@@ -407,6 +407,12 @@ void ks_validate_labels(const json_t *labels, const char *field, json_t *causes)
  * v1 PodSpec at path ("spec", "spec.template.spec"); is_pod: the spec is a
  * Pod's (PodValidationOptions.ResourceIsPod), not a template's. */
 void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, json_t *causes);
+/* affinityvalidation.c: ValidatePodSpec's validateAffinity of a pod spec's
+ * affinity at path ("spec.affinity"; nothing for NULL) and
+ * validateTopologySpreadConstraints of its topologySpreadConstraints at
+ * path ("spec.topologySpreadConstraints"). */
+void ks_validate_affinity(const json_t *affinity, const char *path, json_t *causes);
+void ks_validate_topology_spread(const json_t *constraints, const char *path, json_t *causes);
 
 /* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
 enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };

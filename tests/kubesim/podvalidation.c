@@ -6,14 +6,15 @@
  * (validateContainerCommon: name, image, terminationMessagePolicy, ports,
  * env, envFrom, volumeMounts, imagePullPolicy, resources; then lifecycle,
  * probes and restartPolicy), and the pod-level fields, in upstream order,
- * each error with upstream's field path and text.
+ * each error with upstream's field path and text (affinity and
+ * topologySpreadConstraints: affinityvalidation.c).
  *
  * The spec is the defaulted v1 object (handlers.c: SetDefaults_PodSpec,
  * _Container, _Probe, _Volume ...), as upstream validates the defaulted
  * internal object. The string enums are checked here, at upstream's
  * positions with its lists, but those of the parts not modelled, which
  * stay the schema's (kschema.c own_enums). Not checked here (an object they refuse is
- * accepted, as before): securityContext, affinity, topologySpreadConstraints,
+ * accepted, as before): securityContext,
  * volumeDevices, resourceClaims, ephemeralContainers, overhead, os, the
  * sources of the cloud and network volumes beyond counting them, and the
  * feature-gated fields that 1.32 drops by default.
@@ -1573,11 +1574,14 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
                 causes);
     ks_validate_labels(json_object_get(spec, "nodeSelector"), fld(f, "%s.nodeSelector", path),
                        causes);
+    ks_validate_affinity(json_object_get(spec, "affinity"), fld(f, "%s.affinity", path), causes);
     dns_config(spec, fld(f, "%s.dnsConfig", path), causes);
     readiness_gates(json_object_get(spec, "readinessGates"), fld(f, "%s.readinessGates", path),
                     causes);
     scheduling_gates(json_object_get(spec, "schedulingGates"), fld(f, "%s.schedulingGates", path),
                      causes);
+    ks_validate_topology_spread(json_object_get(spec, "topologySpreadConstraints"),
+                                fld(f, "%s.topologySpreadConstraints", path), causes);
     name_member(spec, "serviceAccountName", ks_msgs_dns1123_subdomain, path, causes);
     name_member(spec, "nodeName", ks_msgs_dns1123_subdomain, path, causes);
     const json_t *ads = json_object_get(spec, "activeDeadlineSeconds");
