@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A pod spec's affinity and topologySpreadConstraints as ValidatePodSpec
- * (pkg/apis/core/validation/validation.go, Kubernetes v1.32) checks them:
+ * (pkg/apis/core/validation/validation.go, Kubernetes v1.32) checks them,
+ * and the Pod strategy's mutatePodAffinity (pkg/registry/core/pod/
+ * strategy.go) that runs before on a Pod's create:
  *
  *  - validateAffinity: validateNodeAffinity (ValidateNodeSelector,
  *    ValidateNodeSelectorTerm, ValidateNodeSelectorRequirement,
@@ -27,7 +29,11 @@
  * added that). PodValidationOptions' AllowInvalidLabelValueInSelector and
  * AllowInvalidTopologySpreadConstraintLabelSelector are false: they are
  * true only for an update whose old object held such a value, which
- * kubesim never stores.
+ * kubesim never stores. The merge of matchLabelKeys into the selector is
+ * a Pod's only (a template is not mutated); upstream's check refuses a
+ * matchLabelKeys key only where a matchExpressions entry repeats a key the
+ * selector already has, so the one expression the merge adds passes, at
+ * the create and again when an update sends it back.
  */
 #include "kubesim.h"
 
@@ -472,5 +478,63 @@ void ks_validate_topology_spread(const json_t *constraints, const char *path, js
         const json_t *sel = json_object_get(c, "labelSelector");
         if (json_is_object(sel))
             ks_validate_label_selector(sel, fld(f, "%s.labelSelector", cp), causes);
+    }
+}
+
+/* ---- the Pod strategy's mutatePodAffinity ---------------------------------------- */
+
+/* applyLabelKeysToLabelSelector: key op [the Pod's value] for each key the
+ * Pod has a label of */
+static void apply_label_keys(json_t *sel, const json_t *keys, const char *op, const json_t *labels)
+{
+    size_t i;
+    const json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const json_t *value = json_object_get(labels, str_item(k));
+        if (!json_is_string(value))
+            continue;
+        json_t *exprs = json_object_get(sel, "matchExpressions");
+        if (!json_is_array(exprs)) {
+            exprs = json_array();
+            json_object_set_new(sel, "matchExpressions", exprs);
+        }
+        json_array_append_new(exprs, json_pack("{s:s,s:s,s:[O]}", "key", str_item(k), "operator",
+                                               op, "values", value));
+    }
+}
+
+/* applyMatchLabelKeysAndMismatchLabelKeys; a term without a labelSelector
+ * matches nothing and is left alone */
+static void apply_term(json_t *term, const json_t *labels)
+{
+    json_t *sel = json_object_get(term, "labelSelector");
+    const json_t *match = json_object_get(term, "matchLabelKeys");
+    const json_t *mismatch = json_object_get(term, "mismatchLabelKeys");
+    if (!json_is_object(sel) || (json_array_size(match) == 0 && json_array_size(mismatch) == 0))
+        return;
+    apply_label_keys(sel, match, "In", labels);
+    apply_label_keys(sel, mismatch, "NotIn", labels);
+}
+
+void ks_pod_affinity_merge_label_keys(json_t *pod)
+{
+    const json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+    json_t *affinity = json_object_get(json_object_get(pod, "spec"), "affinity");
+    static const char *const kinds[] = {"podAffinity", "podAntiAffinity"};
+    for (size_t n = 0; n < 2; n++) {
+        json_t *pa = json_object_get(affinity, kinds[n]);
+        size_t i;
+        json_t *term;
+        json_array_foreach(json_object_get(pa, "preferredDuringSchedulingIgnoredDuringExecution"),
+                           i, term)
+        {
+            apply_term(json_object_get(term, "podAffinityTerm"), labels);
+        }
+        json_array_foreach(json_object_get(pa, "requiredDuringSchedulingIgnoredDuringExecution"), i,
+                           term)
+        {
+            apply_term(term, labels);
+        }
     }
 }

@@ -413,6 +413,11 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
  * path ("spec.topologySpreadConstraints"). */
 void ks_validate_affinity(const json_t *affinity, const char *path, json_t *causes);
 void ks_validate_topology_spread(const json_t *constraints, const char *path, json_t *causes);
+/* The Pod strategy's mutatePodAffinity at create: each pod (anti-)affinity
+ * term with a labelSelector gets "key In [value]" for its matchLabelKeys
+ * and "key NotIn [value]" for its mismatchLabelKeys that the Pod has a
+ * label of, appended to the selector's matchExpressions. */
+void ks_pod_affinity_merge_label_keys(json_t *pod);
 
 /* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
 enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };
