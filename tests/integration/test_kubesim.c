@@ -3443,6 +3443,310 @@ static const json_t *pod_member(const json_t *pod, const char *list, size_t i, c
 }
 
 /*
+ * A pod spec's affinity and topologySpreadConstraints (validateAffinity
+ * after the nodeSelector, validateTopologySpreadConstraints after the
+ * schedulingGates; 1.32 with its default gates): node selector operators
+ * and their values, the field selector's metadata.name, the weights, the
+ * pod affinity terms (selectors, namespaces, matchLabelKeys and
+ * mismatchLabelKeys, topologyKey) and the spread constraints (maxSkew,
+ * topologyKey, whenUnsatisfiable, duplicates, minDomains, the inclusion
+ * policies, matchLabelKeys, selector), with upstream's paths (its
+ * ".namespace" and "[0][1]" too), texts and order among the spec's other
+ * errors. A Pod's matchLabelKeys and mismatchLabelKeys are merged into
+ * the term's selector first (the strategy's mutatePodAffinity), a
+ * template's are not. Before, every object below was stored, but for an
+ * unknown enum, which the typed schema answered alone.
+ */
+START_TEST(test_kubesim_pod_affinity)
+{
+    const char *pods = "/api/v1/namespaces/default/pods";
+    /* "not valid!": 1.32 checks no value of a node affinity's
+     * matchExpressions (1.33 does); "app" and "tier" are in the selector
+     * once merged ("app In [af]", "tier In [web]", "tier NotIn [web]") */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"aff\",\"labels\":{\"app\":\"af\","
+                   "\"tier\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}],"
+                   "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+                   "Execution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"z"
+                   "one\",\"operator\":\"Near\",\"values\":[\"a\"]},{\"key\":\"disk\","
+                   "\"operator\":\"In\"},{\"key\":\"gpu\",\"operator\":\"Exists\","
+                   "\"values\":[\"x\"]},{\"key\":\"cores\",\"operator\":\"Gt\","
+                   "\"values\":[\"1\",\"2\"]},{\"key\":\"ok\",\"operator\":\"In\","
+                   "\"values\":[\"not valid!\"]}],"
+                   "\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"Exists\"},"
+                   "{\"key\":\"spec.nodeName\",\"operator\":\"In\",\"values\":[\"a\","
+                   "\"b\"]},{\"key\":\"metadata.name\",\"operator\":\"NotIn\","
+                   "\"values\":[\"Node_1\"]}]}]},"
+                   "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":0,"
+                   "\"preference\":{\"matchExpressions\":[{\"key\":\"disk\","
+                   "\"operator\":\"Lt\"}]}}]},"
+                   "\"podAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
+                   "\"labelSelector\":{\"matchLabels\":{\"app\":\"af\"},"
+                   "\"matchExpressions\":[{\"key\":\"tier\",\"operator\":\"Foo\"}]},"
+                   "\"namespaces\":[\"x.y\"],\"matchLabelKeys\":[\"app\",\"tier\"],"
+                   "\"mismatchLabelKeys\":[\"tier\",\"a b\"],\"topologyKey\":\"\"}]}},"
+                   "\"dnsConfig\":{\"options\":[{\"name\":\"\"}]}}}",
+                   "Pod \"aff\" is invalid: [spec.containers[0].image: Required value, "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchExpressions[0].operator: Invalid value: "
+                   "\"Near\": not a valid selector operator, "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchExpressions[1].values: Required value: "
+                   "must be specified when `operator` is 'In' or 'NotIn', "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchExpressions[2].values: Forbidden: may not "
+                   "be specified when `operator` is 'Exists' or 'DoesNotExist', "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchExpressions[3].values: Required value: "
+                   "must be specified single value when `operator` is 'Lt' or 'Gt', "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchFields[0].operator: Invalid value: "
+                   "\"Exists\": not a valid selector operator, "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchFields[1].values: Required value: must be "
+                   "only one value when `operator` is 'In' or 'NotIn' for node field "
+                   "selector, "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchFields[1].key: Invalid value: "
+                   "\"spec.nodeName\": not a valid field selector key, "
+                   "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecuti"
+                   "on.nodeSelectorTerms[0].matchFields[2].values[0]: Invalid value: "
+                   "\"Node_1\": a lowercase RFC 1123 subdomain must consist of lower case "
+                   "alphanumeric characters, '-' or '.', and must start and end with an "
+                   "alphanumeric character (e.g. 'example.com', regex used for validation "
+                   "is "
+                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+                   "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecut"
+                   "ion[0].weight: Invalid value: 0: must be in the range 1-100, "
+                   "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecut"
+                   "ion[0].preference.matchExpressions[0].values: Required value: must be "
+                   "specified single value when `operator` is 'Lt' or 'Gt', "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].labelSelector.matchExpressions[0].operator: Invalid value: "
+                   "\"Foo\": not a valid selector operator, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].namespace: Invalid value: \"x.y\": must not contain dots, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].mismatchLabelKeys[1]: Invalid value: \"a b\": name part must "
+                   "consist of alphanumeric characters, '-', '_' or '.', and must start "
+                   "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  "
+                   "or '123-abc', regex used for validation is "
+                   "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0][0]: Invalid value: \"app\": exists in both matchLabelKeys and "
+                   "labelSelector, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0][1]: Invalid value: \"tier\": exists in both matchLabelKeys and "
+                   "labelSelector, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].matchLabelKeys[1]: Invalid value: \"tier\": exists in both "
+                   "matchLabelKeys and mismatchLabelKeys, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].topologyKey: Required value: can not be empty, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].topologyKey: Invalid value: \"\": name part must be non-empty, "
+                   "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecutio"
+                   "n[0].topologyKey: Invalid value: \"\": name part must consist of "
+                   "alphanumeric characters, '-', '_' or '.', and must start and end with "
+                   "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+                   "'123-abc', regex used for validation is "
+                   "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), "
+                   "spec.dnsConfig.options[0]: Required value: must not be empty]");
+    /* a term without a labelSelector is not merged; the spread constraints
+     * after the schedulingGates, before activeDeadlineSeconds */
+    expect_invalid(pods,
+                   "{\"metadata\":{\"name\":\"aff-spread\",\"labels\":{\"app\":\"af\","
+                   "\"tier\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"nginx\"}],"
+                   "\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDu"
+                   "ringExecution\":[{\"weight\":101,"
+                   "\"podAffinityTerm\":{\"namespaceSelector\":{\"matchExpressions\":[{\"ke"
+                   "y\":\"team\",\"operator\":\"In\",\"values\":[\"a/b\"]}]},"
+                   "\"matchLabelKeys\":[\"app\"],"
+                   "\"topologyKey\":\"kubernetes.io/hostname\"}}]}},"
+                   "\"schedulingGates\":[{\"name\":\"g\"},{\"name\":\"g\"}],"
+                   "\"topologySpreadConstraints\":[{\"maxSkew\":0,\"topologyKey\":\"zone\","
+                   "\"whenUnsatisfiable\":\"DoNotSchedule\",\"minDomains\":0,"
+                   "\"nodeAffinityPolicy\":\"Maybe\",\"matchLabelKeys\":[\"app\"],"
+                   "\"labelSelector\":{\"matchLabels\":{\"app\":\"af\"}}},{\"maxSkew\":1,"
+                   "\"topologyKey\":\"\",\"whenUnsatisfiable\":\"\","
+                   "\"nodeTaintsPolicy\":\"\",\"matchLabelKeys\":[\"x\"]},{\"maxSkew\":1,"
+                   "\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"DoNotSchedule\"},"
+                   "{\"maxSkew\":2,\"topologyKey\":\"host\","
+                   "\"whenUnsatisfiable\":\"ScheduleAnyway\",\"minDomains\":2,"
+                   "\"labelSelector\":{\"matchExpressions\":[{\"key\":\"k\","
+                   "\"operator\":\"Exists\",\"values\":[\"v\"]}]}}],"
+                   "\"activeDeadlineSeconds\":0}}",
+                   "Pod \"aff-spread\" is invalid: "
+                   "[spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringEx"
+                   "ecution[0].weight: Invalid value: 101: must be in the range 1-100, "
+                   "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExe"
+                   "cution[0].podAffinityTerm.namespaceSelector.matchExpressions[0].values["
+                   "0]: Invalid value: \"a/b\": a valid label must be an empty string or "
+                   "consist of alphanumeric characters, '-', '_' or '.', and must start "
+                   "and end with an alphanumeric character (e.g. 'MyValue',  or "
+                   "'my_value',  or '12345', regex used for validation is "
+                   "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), "
+                   "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExe"
+                   "cution[0].podAffinityTerm.matchLabelKeys: Forbidden: must not be "
+                   "specified when labelSelector is not set, spec.schedulingGates[1]: "
+                   "Duplicate value: \"g\", spec.topologySpreadConstraints[0].maxSkew: "
+                   "Invalid value: 0: must be greater than zero, "
+                   "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}: "
+                   "Duplicate value: \"{zone, DoNotSchedule}\", "
+                   "spec.topologySpreadConstraints[0].minDomains: Invalid value: 0: must "
+                   "be greater than zero, "
+                   "spec.topologySpreadConstraints[0].nodeAffinityPolicy: Unsupported "
+                   "value: \"Maybe\": supported values: \"Honor\", \"Ignore\", "
+                   "spec.topologySpreadConstraints[0].matchLabelKeys[0]: Invalid value: "
+                   "\"app\": exists in both matchLabelKeys and labelSelector, "
+                   "spec.topologySpreadConstraints[1].topologyKey: Required value: can not "
+                   "be empty, spec.topologySpreadConstraints[1].whenUnsatisfiable: "
+                   "Unsupported value: \"\": supported values: \"DoNotSchedule\", "
+                   "\"ScheduleAnyway\", "
+                   "spec.topologySpreadConstraints[1].nodeTaintsPolicy: Unsupported value: "
+                   "\"\": supported values: \"Honor\", \"Ignore\", "
+                   "spec.topologySpreadConstraints[1].matchLabelKeys: Forbidden: must not "
+                   "be specified when labelSelector is not set, "
+                   "spec.topologySpreadConstraints[3].minDomains: Invalid value: 2: can "
+                   "only use minDomains if whenUnsatisfiable=DoNotSchedule, not "
+                   "ScheduleAnyway, "
+                   "spec.topologySpreadConstraints[3].labelSelector.matchExpressions[0].val"
+                   "ues: Forbidden: may not be specified when `operator` is 'Exists' or "
+                   "'DoesNotExist', spec.activeDeadlineSeconds: Invalid value: 0: must be "
+                   "between 1 and 2147483647, inclusive]");
+    /* a template is not merged: "app" is refused when the selector had it
+     * before the expression; an unknown whenUnsatisfiable is among the
+     * other errors, not the typed schema's alone */
+    expect_invalid("/apis/apps/v1/namespaces/default/deployments",
+                   "{\"metadata\":{\"name\":\"affd\"},"
+                   "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"affd\"}},"
+                   "\"template\":{\"metadata\":{\"labels\":{\"app\":\"affd\"}},"
+                   "\"spec\":{\"restartPolicy\":\"OnFailure\",\"dnsPolicy\":\"Bad\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}],"
+                   "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+                   "Execution\":{\"nodeSelectorTerms\":[]},"
+                   "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":5,"
+                   "\"preference\":{\"matchFields\":[{\"key\":\"metadata.name\","
+                   "\"operator\":\"Gt\",\"values\":[\"n\"]}]}}]},"
+                   "\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\""
+                   ":[{\"labelSelector\":{\"matchLabels\":{\"app\":\"affd\"},"
+                   "\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"In\","
+                   "\"values\":[\"affd\"]}]},\"matchLabelKeys\":[\"app\"],"
+                   "\"topologyKey\":\"a/b/c\"}]}},"
+                   "\"topologySpreadConstraints\":[{\"maxSkew\":-1,"
+                   "\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"Bad\","
+                   "\"nodeTaintsPolicy\":\"honor\"},{\"maxSkew\":1,"
+                   "\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"Bad\"}]}}}}",
+                   "Deployment.apps \"affd\" is invalid: [spec.template.spec.dnsPolicy: "
+                   "Unsupported value: \"Bad\": supported values: "
+                   "\"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\", "
+                   "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnore"
+                   "dDuringExecution.nodeSelectorTerms: Required value: must have at least "
+                   "one node selector term, "
+                   "spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnor"
+                   "edDuringExecution[0].preference.matchFields[0].operator: Invalid "
+                   "value: \"Gt\": not a valid selector operator, "
+                   "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgn"
+                   "oredDuringExecution[0][0]: Invalid value: \"app\": exists in both "
+                   "matchLabelKeys and labelSelector, "
+                   "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgn"
+                   "oredDuringExecution[0].topologyKey: Invalid value: \"a/b/c\": a "
+                   "qualified name must consist of alphanumeric characters, '-', '_' or "
+                   "'.', and must start and end with an alphanumeric character (e.g. "
+                   "'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                   "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS "
+                   "subdomain prefix and '/' (e.g. 'example.com/MyName'), "
+                   "spec.template.spec.topologySpreadConstraints[0].maxSkew: Invalid "
+                   "value: -1: must be greater than zero, "
+                   "spec.template.spec.topologySpreadConstraints[0].whenUnsatisfiable: "
+                   "Unsupported value: \"Bad\": supported values: \"DoNotSchedule\", "
+                   "\"ScheduleAnyway\", "
+                   "spec.template.spec.topologySpreadConstraints[0].{topologyKey, "
+                   "whenUnsatisfiable}: Duplicate value: \"{zone, Bad}\", "
+                   "spec.template.spec.topologySpreadConstraints[0].nodeTaintsPolicy: "
+                   "Unsupported value: \"honor\": supported values: \"Honor\", \"Ignore\", "
+                   "spec.template.spec.topologySpreadConstraints[1].whenUnsatisfiable: "
+                   "Unsupported value: \"Bad\": supported values: \"DoNotSchedule\", "
+                   "\"ScheduleAnyway\", spec.template.spec.restartPolicy: Unsupported "
+                   "value: \"OnFailure\": supported values: \"Always\"]");
+    /* a valid Pod is stored with its terms' label keys merged, and may be
+     * sent back so (the gate keeps the scheduler from binding it) */
+    json_t *p = request_json(
+        "POST", pods,
+        "{\"metadata\":{\"name\":\"rich-aff\",\"labels\":{\"app\":\"web\","
+        "\"version\":\"v2\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+        "\"image\":\"nginx\"}],"
+        "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\""
+        ":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/os\","
+        "\"operator\":\"In\",\"values\":[\"linux\"]},{\"key\":\"example.com/cores\","
+        "\"operator\":\"Gt\",\"values\":[\"4\"]},{\"key\":\"spot\","
+        "\"operator\":\"DoesNotExist\"}]},{\"matchFields\":[{\"key\":\"metadata.name\","
+        "\"operator\":\"NotIn\",\"values\":[\"node-1\"]}]}]},"
+        "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,"
+        "\"preference\":{\"matchExpressions\":[{\"key\":\"disk\",\"operator\":\"In\","
+        "\"values\":[\"ssd\"]}]}},{\"weight\":100,\"preference\":{}}]},"
+        "\"podAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":"
+        "50,\"podAffinityTerm\":{\"labelSelector\":{\"matchLabels\":{\"app\":\"cache\"}},"
+        "\"namespaceSelector\":{},\"topologyKey\":\"topology.kubernetes.io/zone\"}}]},"
+        "\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{\"labelS"
+        "elector\":{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"Exists\"}]},"
+        "\"namespaces\":[\"default\",\"other\"],\"matchLabelKeys\":[\"version\"],"
+        "\"mismatchLabelKeys\":[\"missing\"],"
+        "\"topologyKey\":\"kubernetes.io/hostname\"}]}},"
+        "\"topologySpreadConstraints\":[{\"maxSkew\":1,"
+        "\"topologyKey\":\"topology.kubernetes.io/zone\","
+        "\"whenUnsatisfiable\":\"DoNotSchedule\",\"minDomains\":3,"
+        "\"nodeAffinityPolicy\":\"Honor\",\"nodeTaintsPolicy\":\"Ignore\","
+        "\"labelSelector\":{\"matchLabels\":{\"app\":\"web\"}},"
+        "\"matchLabelKeys\":[\"pod-template-hash\"]},{\"maxSkew\":2,"
+        "\"topologyKey\":\"kubernetes.io/hostname\","
+        "\"whenUnsatisfiable\":\"ScheduleAnyway\","
+        "\"labelSelector\":{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"In\","
+        "\"values\":[\"web\"]}]}}],\"schedulingGates\":[{\"name\":\"example.com/hold\"}]}}",
+        201);
+    json_t *sel = json_object_get(
+        json_array_get(
+            json_object_get(json_object_get(json_object_get(json_object_get(p, "spec"), "affinity"),
+                                            "podAntiAffinity"),
+                            "requiredDuringSchedulingIgnoredDuringExecution"),
+            0),
+        "labelSelector");
+    json_t *want = json_loads("{\"matchExpressions\":[{\"key\":\"app\",\"operator\":\"Exists\"},"
+                              "{\"key\":\"version\",\"operator\":\"In\",\"values\":[\"v2\"]}]}",
+                              0, NULL);
+    ck_assert_msg(json_equal(sel, want), "merged selector: %s", json_dumps(sel, JSON_COMPACT));
+    json_decref(want);
+    json_object_del(json_object_get(p, "metadata"), "resourceVersion");
+    char *body = json_dumps(p, JSON_COMPACT);
+    json_decref(request_json("PUT", "/api/v1/namespaces/default/pods/rich-aff", body, 200));
+    free(body);
+    json_decref(p);
+    /* kop's Deployment's podAntiAffinity (manifests/base/deployment.yaml)
+     * with a spread constraint */
+    json_decref(request_json(
+        "POST", "/apis/apps/v1/namespaces/default/deployments",
+        "{\"metadata\":{\"name\":\"affok\"},"
+        "\"spec\":{\"selector\":{\"matchLabels\":{\"app.kubernetes.io/name\":\"kop\","
+        "\"app.kubernetes.io/component\":\"controller-manager\"}},"
+        "\"template\":{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"kop\","
+        "\"app.kubernetes.io/component\":\"controller-manager\"}},"
+        "\"spec\":{\"containers\":[{\"name\":\"manager\",\"image\":\"kop\"}],"
+        "\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecuti"
+        "on\":[{\"weight\":100,"
+        "\"podAffinityTerm\":{\"topologyKey\":\"kubernetes.io/hostname\","
+        "\"labelSelector\":{\"matchLabels\":{\"app.kubernetes.io/name\":\"kop\","
+        "\"app.kubernetes.io/component\":\"controller-manager\"}}}}]}},"
+        "\"topologySpreadConstraints\":[{\"maxSkew\":1,"
+        "\"topologyKey\":\"topology.kubernetes.io/zone\","
+        "\"whenUnsatisfiable\":\"ScheduleAnyway\","
+        "\"labelSelector\":{\"matchLabels\":{\"app.kubernetes.io/name\":\"kop\"}},"
+        "\"matchLabelKeys\":[\"pod-template-hash\"]}]}}}}",
+        201));
+}
+END_TEST
+
+/*
  * The string enums of a pod spec and a Deployment's strategy are the
  * registry's validation's (validateContainerCommon, validateRestartPolicy,
  * validateDNSPolicy, ValidateTolerations, ValidatePreemptionPolicy,
@@ -3531,12 +3835,11 @@ START_TEST(test_kubesim_pod_enums)
     json_decref(p);
     /* what podvalidation.c does not model stays the schema's */
     expect_invalid(pods,
-                   "{\"metadata\":{\"name\":\"ps\"},\"spec\":{\"topologySpreadConstraints\":"
-                   "[{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"Never\"}],"
+                   "{\"metadata\":{\"name\":\"ps\"},\"spec\":{\"volumes\":[{\"name\":\"v\","
+                   "\"azureDisk\":{\"diskName\":\"d\",\"diskURI\":\"u\",\"cachingMode\":\"Bad\"}}],"
                    "\"containers\":[{\"name\":\"c\"}]}}",
-                   "Pod \"ps\" is invalid: spec.topologySpreadConstraints[0].whenUnsatisfiable: "
-                   "Unsupported value: \"Never\": supported values: \"DoNotSchedule\", "
-                   "\"ScheduleAnyway\"");
+                   "Pod \"ps\" is invalid: spec.volumes[0].azureDisk.cachingMode: Unsupported "
+                   "value: \"Bad\": supported values: \"None\", \"ReadOnly\", \"ReadWrite\"");
 }
 END_TEST
 
@@ -6743,6 +7046,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_rbac_escalation);
     tcase_add_test(tc, test_kubesim_validation);
     tcase_add_test(tc, test_kubesim_pod_spec_validation);
+    tcase_add_test(tc, test_kubesim_pod_affinity);
     tcase_add_test(tc, test_kubesim_pod_enums);
     tcase_add_test(tc, test_kubesim_pod_security_context);
     tcase_add_test(tc, test_kubesim_quantity_decoding);

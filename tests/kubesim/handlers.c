@@ -761,7 +761,8 @@ static const char *pod_qos(const json_t *spec)
  * on the Pod or its ServiceAccount; priority: 0 and PreemptLowerPriority
  * without a default PriorityClass; defaulttolerationseconds: 300 s for
  * not-ready and unreachable), and the status the Pod strategy's
- * PrepareForCreate gives it (Pending, its QoS class). Whether the
+ * PrepareForCreate gives it (Pending, its QoS class) and its merge of the
+ * pod affinity terms' matchLabelKeys into their selectors. Whether the
  * ServiceAccount exists is not checked. */
 /* plugin/pkg/admission/serviceaccount: a new Pod's ServiceAccount must
  * exist, else 403 (r: NULL, no answer). The apiserver waits up to about
@@ -843,6 +844,7 @@ void ks_pod_defaults(struct ks_server *ks, json_t *pod)
                                       "reason", "SchedulingGated", "message",
                                       "Scheduling is blocked due to non-empty scheduling gates"));
     }
+    ks_pod_affinity_merge_label_keys(pod); /* then mutatePodAffinity */
 }
 
 static const char *svc_type(const json_t *spec)

@@ -470,14 +470,26 @@ static bool under_unknown(const json_t *unknown, const char *path)
 }
 
 /* The string enums of a pod spec that podvalidation.c and
- * secctxvalidation.c report themselves, as NotSupported at ValidatePodSpec's
- * positions with its lists (Go paths below the spec), or that the
- * strategy drops before validation (supplementalGroupsPolicy; a procMount
- * becomes "Default"). The others (affinity, topology spread, ephemeral
- * containers, cloud volumes) stay the schema's. */
+ * secctxvalidation.c and affinityvalidation.c report themselves, as
+ * NotSupported at ValidatePodSpec's positions with its lists (a node
+ * selector's operator as Invalid: "not a valid selector operator"), Go
+ * paths below the spec, or that the strategy drops before validation
+ * (supplementalGroupsPolicy; a procMount becomes "Default"). The others
+ * (ephemeral containers, cloud volumes) stay the schema's. */
 static const char *const pod_spec_enums[] = {
     "restartPolicy",
     "dnsPolicy",
+    "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms."
+    "matchExpressions.operator",
+    "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms."
+    "matchFields.operator",
+    "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.preference."
+    "matchExpressions.operator",
+    "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.preference."
+    "matchFields.operator",
+    "topologySpreadConstraints.whenUnsatisfiable",
+    "topologySpreadConstraints.nodeAffinityPolicy",
+    "topologySpreadConstraints.nodeTaintsPolicy",
     "preemptionPolicy",
     "tolerations.operator",
     "tolerations.effect",

@@ -427,6 +427,17 @@ void ks_validate_pod_os(const json_t *spec, const char *path, json_t *causes);
  * seLinuxChangePolicy dropped, a set procMount made "Default". In place
  * (spec owned, unshared). */
 void ks_drop_disabled_pod_fields(json_t *spec);
+/* affinityvalidation.c: ValidatePodSpec's validateAffinity of a pod spec's
+ * affinity at path ("spec.affinity"; nothing for NULL) and
+ * validateTopologySpreadConstraints of its topologySpreadConstraints at
+ * path ("spec.topologySpreadConstraints"). */
+void ks_validate_affinity(const json_t *affinity, const char *path, json_t *causes);
+void ks_validate_topology_spread(const json_t *constraints, const char *path, json_t *causes);
+/* The Pod strategy's mutatePodAffinity at create: each pod (anti-)affinity
+ * term with a labelSelector gets "key In [value]" for its matchLabelKeys
+ * and "key NotIn [value]" for its mismatchLabelKeys that the Pod has a
+ * label of, appended to the selector's matchExpressions. */
+void ks_pod_affinity_merge_label_keys(json_t *pod);
 
 /* quantity.c: resource.Quantity (apimachinery/pkg/api/resource). */
 enum ks_quantity_format { KS_QTY_DECIMAL_SI, KS_QTY_BINARY_SI, KS_QTY_DECIMAL_EXPONENT };

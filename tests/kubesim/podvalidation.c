@@ -8,14 +8,15 @@
  * then lifecycle, probes and restartPolicy), and the pod-level fields, in
  * upstream order, each error with upstream's field path and text. The
  * securityContext rules (the pod's and the containers', Windows host
- * process pods, os) are secctxvalidation.c's.
+ * process pods, os) are secctxvalidation.c's; affinity and
+ * topologySpreadConstraints affinityvalidation.c's.
  *
  * The spec is the defaulted v1 object (handlers.c: SetDefaults_PodSpec,
  * _Container, _Probe, _Volume ...), as upstream validates the defaulted
  * internal object. The string enums are checked here, at upstream's
  * positions with its lists, but those of the parts not modelled, which
  * stay the schema's (kschema.c own_enums). Not checked here (an object they refuse is
- * accepted, as before): imagePullSecrets, affinity, topologySpreadConstraints,
+ * accepted, as before): imagePullSecrets,
  * volumeDevices, resourceClaims, ephemeralContainers, overhead, the
  * sources of the cloud and network volumes beyond counting them, and the
  * feature-gated fields that 1.32 drops by default.
@@ -1581,11 +1582,14 @@ void ks_validate_pod_spec(const json_t *spec, const char *path, bool is_pod, jso
     ks_validate_labels(json_object_get(spec, "nodeSelector"), fld(f, "%s.nodeSelector", path),
                        causes);
     ks_validate_pod_security_context(spec, path, causes);
+    ks_validate_affinity(json_object_get(spec, "affinity"), fld(f, "%s.affinity", path), causes);
     dns_config(spec, fld(f, "%s.dnsConfig", path), causes);
     readiness_gates(json_object_get(spec, "readinessGates"), fld(f, "%s.readinessGates", path),
                     causes);
     scheduling_gates(json_object_get(spec, "schedulingGates"), fld(f, "%s.schedulingGates", path),
                      causes);
+    ks_validate_topology_spread(json_object_get(spec, "topologySpreadConstraints"),
+                                fld(f, "%s.topologySpreadConstraints", path), causes);
     ks_validate_windows_host_process(spec, path, causes);
     name_member(spec, "serviceAccountName", ks_msgs_dns1123_subdomain, path, causes);
     name_member(spec, "nodeName", ks_msgs_dns1123_subdomain, path, causes);
