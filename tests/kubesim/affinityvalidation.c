@@ -35,14 +35,12 @@
  * selector already has, so the one expression the merge adds passes, at
  * the create and again when an update sends it back.
  */
-#include "kubesim.h"
+#include "podfields.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FLD 512 /* room for a field path */
 
 static const char *const not_positive_msg = "must be greater than zero"; /* isNotPositiveErrorMsg */
 static const char *const weight_msg = "must be in the range 1-100";
@@ -56,50 +54,9 @@ static const char *const inclusion_policies[] = {"Honor", "Ignore", NULL};
 
 /* ---- helpers -------------------------------------------------------------------- */
 
-static const char *str_or_empty(const json_t *obj, const char *k)
-{
-    const char *s = json_string_value(json_object_get(obj, k));
-    return s ? s : "";
-}
-
-static bool has(const json_t *obj, const char *k)
-{
-    const json_t *v = json_object_get(obj, k);
-    return v && !json_is_null(v);
-}
-
-/* buf = fmt...; returns buf (a field path). */
-__attribute__((format(printf, 2, 3))) static const char *fld(char *buf, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, FLD, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
 static bool is(const char *s, const char *v)
 {
     return strcmp(s, v) == 0;
-}
-
-static bool in_list(const char *v, const char *const *list)
-{
-    for (; *list; list++)
-        if (is(v, *list))
-            return true;
-    return false;
-}
-
-/* field.Invalid of a string value with one message. */
-static void invalid(json_t *causes, const char *field, const char *value, const char *msg)
-{
-    ks_invalid_str(causes, field, value, json_pack("[s]", msg));
-}
-
-static void forbidden(json_t *causes, const char *field, const char *detail)
-{
-    ks_cause(causes, "FieldValueForbidden", field, "Forbidden: %s", detail);
 }
 
 /* unversionedvalidation.ValidateLabelName */

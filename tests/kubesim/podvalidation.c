@@ -25,7 +25,7 @@
  * causes in upstream's order; a Go map (limits, requests, nodeSelector) is
  * walked in the object's order, as Go's order is random.
  */
-#include "kubesim.h"
+#include "podfields.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,7 +33,6 @@
 #include <string.h>
 
 #define cause ks_cause
-#define FLD 512 /* room for a field path */
 
 static const char *const file_mode_msg =
     "must be a number between 0 and 0777 (octal), both inclusive"; /* fileModeErrorMsg */
@@ -58,41 +57,9 @@ static const char *const host_path_types[] = {
     "",     "BlockDevice",  "CharDevice", "Directory", "DirectoryOrCreate",
     "File", "FileOrCreate", "Socket",     NULL};
 
-static const char *str_at(const json_t *obj, const char *k)
-{
-    return json_string_value(json_object_get(obj, k));
-}
-
-static const char *str_or_empty(const json_t *obj, const char *k)
-{
-    const char *s = str_at(obj, k);
-    return s ? s : "";
-}
-
-/* buf = fmt...; returns buf (a field path). */
-__attribute__((format(printf, 2, 3))) static const char *fld(char *buf, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, FLD, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
 static void required(json_t *causes, const char *field, const char *detail)
 {
     ks_required(causes, field, detail);
-}
-
-static void forbidden(json_t *causes, const char *field, const char *detail)
-{
-    cause(causes, "FieldValueForbidden", field, "Forbidden: %s", detail);
-}
-
-/* field.Invalid of a string value with one message. */
-static void invalid(json_t *causes, const char *field, const char *value, const char *msg)
-{
-    ks_invalid_str(causes, field, value, json_pack("[s]", msg));
 }
 
 static void not_found(json_t *causes, const char *field, const char *value)
@@ -100,20 +67,6 @@ static void not_found(json_t *causes, const char *field, const char *value)
     char *q = ks_go_quote(value);
     cause(causes, "FieldValueNotFound", field, "Not found: %s", q);
     free(q);
-}
-
-static bool has(const json_t *obj, const char *k)
-{
-    const json_t *v = json_object_get(obj, k);
-    return v && !json_is_null(v);
-}
-
-static bool in_list(const char *v, const char *const *list)
-{
-    for (; *list; list++)
-        if (strcmp(v, *list) == 0)
-            return true;
-    return false;
 }
 
 /* upstream's switch over a string enum: "" is Required (a member the

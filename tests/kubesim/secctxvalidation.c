@@ -43,7 +43,7 @@
  * strategy's applyAppArmorVersionSkew, which copies the AppArmor fields to
  * annotations), and ephemeral containers.
  */
-#include "kubesim.h"
+#include "podfields.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,7 +51,6 @@
 #include <string.h>
 
 #define cause ks_cause
-#define FLD 512 /* room for a field path */
 
 /* upstream's lists of supported values, in the order its NotSupported
  * prints them (a sets.List is sorted, a literal slice is not) */
@@ -67,47 +66,6 @@ static const char *const windows_msg = "cannot be set for a windows pod";
 static const char *const linux_msg = "windows options cannot be set for a linux pod";
 
 /* ---- helpers -------------------------------------------------------------------- */
-
-static const char *str_at(const json_t *obj, const char *k)
-{
-    return json_string_value(json_object_get(obj, k));
-}
-
-/* A pointer member of the internal type: set (not absent, not null). */
-static bool has(const json_t *obj, const char *k)
-{
-    const json_t *v = json_object_get(obj, k);
-    return v && !json_is_null(v);
-}
-
-/* buf = fmt...; returns buf (a field path). */
-__attribute__((format(printf, 2, 3))) static const char *fld(char *buf, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, FLD, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
-static void forbidden(json_t *causes, const char *field, const char *detail)
-{
-    cause(causes, "FieldValueForbidden", field, "Forbidden: %s", detail);
-}
-
-/* field.Invalid of a string value with one message. */
-static void invalid(json_t *causes, const char *field, const char *value, const char *msg)
-{
-    ks_invalid_str(causes, field, value, json_pack("[s]", msg));
-}
-
-static bool in_list(const char *v, const char *const *list)
-{
-    for (; *list; list++)
-        if (strcmp(v, *list) == 0)
-            return true;
-    return false;
-}
 
 /* IsValidUserID / IsValidGroupID (both 0..MaxInt32) of an int64 member, when set. */
 static void id_member(const json_t *obj, const char *k, const char *field, json_t *causes)
