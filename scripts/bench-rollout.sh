@@ -8,7 +8,7 @@
 # reconciler, --leader-elect), as a real apiserver routes them: a
 # keep-alive pool, a new connection to a random ready endpoint, endpoint
 # changes reaching it after --endpoint-propagation-delay (1 s), net/http's
-# retry rules (README "kubesim: webhook Services with endpoints").
+# retry rules (docs/kubesim.md §5).
 #
 # tests/bench/rollout.py plays the rest of the cluster:
 #   * load: CLIENTS processes, each with one keep-alive connection, together

@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubesim's webhook Services with endpoints (README "kubesim: webhook
- * Services with endpoints"): a validating webhook on ConfigMaps points at
- * the Service kop-system/kop-webhook-service, whose endpoints are small
- * TLS webhooks (libmicrohttpd) that count requests and connections and can
- * drop a request unanswered, close idle connections (with a reset if
- * asked), answer with Connection: close or with 429 + Retry-After. The
- * "validation" case checks what kubesim takes of a user's EndpointSlice and
+ * kubesim's webhook Services with endpoints (docs/kubesim.md §5): a validating webhook on
+ * ConfigMaps points at the Service kop-system/kop-webhook-service, whose endpoints are small TLS
+ * webhooks (libmicrohttpd) that count requests and connections and can drop a request unanswered,
+ * close idle connections (with a reset if asked), answer with Connection: close or with 429 +
+ * Retry-After. The "validation" case checks what kubesim takes of a user's EndpointSlice and
  * Endpoints (kubesim/epvalidation.c): the v1 defaults, and the 422 causes of
  * Kubernetes 1.32's validation, field, message and order. Each test starts
  * its own kubesim with the flags it needs.

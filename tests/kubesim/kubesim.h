@@ -966,7 +966,7 @@ int ks_whclient_new(struct ks_server *ks, long idle_ms);
 void ks_whclient_free(struct ks_server *ks);
 /* POST c->payload the way the apiserver's webhook client does (connection
  * pool per Service, Go's transport retry rule, client-go's Retry-After
- * retries; README "kubesim: webhook Services with endpoints"). 0 with the
+ * retries; docs/kubesim.md §5). 0 with the
  * 2xx body in *ret_body (malloc'd); otherwise -EIO and the client error
  * text in *ret_err ("Post \"URL\": ..."). */
 int ks_whclient_post(struct ks_server *ks, const struct ks_wh_call *c, char **ret_body,
