@@ -680,6 +680,9 @@ int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err)
  * 0 with *ret_buf (malloc'd) and *ret_len; -ENOTSUP or -EINVAL with a
  * message in *ret_err (malloc'd). */
 int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err);
+/* The length of what ks_pb_encode would write for obj, without writing it:
+ * 0 with *ret_len, or ks_pb_encode's error. */
+int ks_pb_encoded_len(const json_t *obj, size_t *ret_len, char **ret_err);
 /* Does an Accept header take plain protobuf but not JSON (JSON stays the
  * answer whenever the client takes it; protobuf Tables and partial objects
  * are not served)? */
