@@ -1714,11 +1714,9 @@ static void respond_object(struct ks_server *ks, const struct ks_res *def, const
     json_decref(out);
 }
 
-/* Admission as the apiserver chains it: mutating webhooks first (their
- * output pruned, defaulted and validated again like a request body), then
- * the validating ones. obj (may be NULL) is replaced in place. */
-static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
-                 const json_t *old, const char *name, bool dry, struct ks_reply *r)
+/* The admission request of a write (obj and old may be NULL). */
+static struct ks_admit_req admit_req(struct ks_api_req *q, const struct ks_res *def, const char *op,
+                                     json_t *obj, const json_t *old, const char *name, bool dry)
 {
     struct ks_admit_req ar = {
         .def = def,
@@ -1733,6 +1731,26 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
         .field_manager = ks_query(q, "fieldManager"),
         .user = q->user,
     };
+    return ar;
+}
+
+/* A webhook's denial (body: malloc'd, taken) as the answer. */
+static int admit_denied(struct ks_reply *r, int code, char *body)
+{
+    free(r->body);
+    r->code = (unsigned int)code;
+    r->body = body;
+    r->len = strlen(body);
+    r->content_type = "application/json";
+    return -EPERM;
+}
+
+/* Mutating admission: the mutating webhooks, their output pruned,
+ * defaulted and validated again like a request body. obj (may be NULL) is
+ * replaced in place. */
+static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
+                        const json_t *old, const char *name, bool dry, struct ks_reply *r)
+{
     int code = 0;
     char *body = NULL;
     json_t *mutated = NULL;
@@ -1742,7 +1760,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
      * metadata.uid and creationTimestamp (k8s.io/apiserver/pkg/endpoints/
      * handlers/create.go), so mutating webhooks see neither at CREATE. */
     json_t *unsystem = NULL;
-    struct ks_admit_req mar = ar;
+    struct ks_admit_req mar = admit_req(q, def, op, obj, old, name, dry);
     if (obj && strcmp(op, "CREATE") == 0) {
         unsystem = json_deep_copy(obj);
         json_object_del(json_object_get(unsystem, "metadata"), "uid");
@@ -1752,7 +1770,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
     int mrc = ks_admit_mutate(q->ks, &mar, r->warnings, &mutated, &code, &body);
     json_decref(unsystem);
     if (mrc != 0)
-        goto denied;
+        return admit_denied(r, code, body);
     if (mutated && obj) {
         /* The caller holds pointers into obj's name and namespace strings:
          * keep those values (the apiserver does not let a webhook rename). */
@@ -1783,15 +1801,32 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
         if (def->typed)
             ks_typed_order(obj);
     }
+    return 0;
+}
+
+/* Validating admission: the validating webhooks. */
+static int admit_validate(struct ks_api_req *q, const struct ks_res *def, const char *op,
+                          json_t *obj, const json_t *old, const char *name, bool dry,
+                          struct ks_reply *r)
+{
+    int code = 0;
+    char *body = NULL;
+    if (!r->warnings)
+        r->warnings = json_array();
+    struct ks_admit_req ar = admit_req(q, def, op, obj, old, name, dry);
     if (ks_admit(q->ks, &ar, r->warnings, &code, &body) == 0)
         return 0;
-denied:
-    free(r->body);
-    r->code = (unsigned int)code;
-    r->body = body;
-    r->len = strlen(body);
-    r->content_type = "application/json";
-    return -EPERM;
+    return admit_denied(r, code, body);
+}
+
+/* Admission as the apiserver chains it: mutating webhooks first, then the
+ * validating ones. obj (may be NULL) is replaced in place. */
+static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
+                 const json_t *old, const char *name, bool dry, struct ks_reply *r)
+{
+    if (admit_mutate(q, def, op, obj, old, name, dry, r) != 0)
+        return -EPERM;
+    return admit_validate(q, def, op, obj, old, name, dry, r);
 }
 
 /* ---- CRD status ---------------------------------------------------------------- */
