@@ -533,6 +533,14 @@ void ks_store_compact(struct ks_server *ks);
 /* "ns/name" or "name" into buf. */
 void ks_obj_key(char *buf, size_t len, const char *ns, const char *name);
 
+/* ---- etcd.c (no lock needed) ------------------------------------------------ */
+
+/* etcd's answer to the write of obj (@ref borrow; in the storage version)
+ * under obj_key ("ns/name" or "name") when it is too large for a request:
+ * the error the apiserver's storage receives (malloc'd), or NULL when etcd
+ * takes it. */
+char *ks_etcd_refusal(const struct ks_res *def, const char *obj_key, const json_t *obj);
+
 /* ---- resources.c ---------------------------------------------------------- */
 
 int ks_resources_init(struct ks_server *ks);
