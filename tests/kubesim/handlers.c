@@ -1714,11 +1714,9 @@ static void respond_object(struct ks_server *ks, const struct ks_res *def, const
     json_decref(out);
 }
 
-/* Admission as the apiserver chains it: mutating webhooks first (their
- * output pruned, defaulted and validated again like a request body), then
- * the validating ones. obj (may be NULL) is replaced in place. */
-static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
-                 const json_t *old, const char *name, bool dry, struct ks_reply *r)
+/* The admission request of a write (obj and old may be NULL). */
+static struct ks_admit_req admit_req(struct ks_api_req *q, const struct ks_res *def, const char *op,
+                                     json_t *obj, const json_t *old, const char *name, bool dry)
 {
     struct ks_admit_req ar = {
         .def = def,
@@ -1733,6 +1731,26 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
         .field_manager = ks_query(q, "fieldManager"),
         .user = q->user,
     };
+    return ar;
+}
+
+/* A webhook's denial (body: malloc'd, taken) as the answer. */
+static int admit_denied(struct ks_reply *r, int code, char *body)
+{
+    free(r->body);
+    r->code = (unsigned int)code;
+    r->body = body;
+    r->len = strlen(body);
+    r->content_type = "application/json";
+    return -EPERM;
+}
+
+/* Mutating admission: the mutating webhooks, their output pruned,
+ * defaulted and validated again like a request body. obj (may be NULL) is
+ * replaced in place. */
+static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
+                        const json_t *old, const char *name, bool dry, struct ks_reply *r)
+{
     int code = 0;
     char *body = NULL;
     json_t *mutated = NULL;
@@ -1742,7 +1760,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
      * metadata.uid and creationTimestamp (k8s.io/apiserver/pkg/endpoints/
      * handlers/create.go), so mutating webhooks see neither at CREATE. */
     json_t *unsystem = NULL;
-    struct ks_admit_req mar = ar;
+    struct ks_admit_req mar = admit_req(q, def, op, obj, old, name, dry);
     if (obj && strcmp(op, "CREATE") == 0) {
         unsystem = json_deep_copy(obj);
         json_object_del(json_object_get(unsystem, "metadata"), "uid");
@@ -1752,7 +1770,7 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
     int mrc = ks_admit_mutate(q->ks, &mar, r->warnings, &mutated, &code, &body);
     json_decref(unsystem);
     if (mrc != 0)
-        goto denied;
+        return admit_denied(r, code, body);
     if (mutated && obj) {
         /* The caller holds pointers into obj's name and namespace strings:
          * keep those values (the apiserver does not let a webhook rename). */
@@ -1783,15 +1801,32 @@ static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op,
         if (def->typed)
             ks_typed_order(obj);
     }
+    return 0;
+}
+
+/* Validating admission: the validating webhooks. */
+static int admit_validate(struct ks_api_req *q, const struct ks_res *def, const char *op,
+                          json_t *obj, const json_t *old, const char *name, bool dry,
+                          struct ks_reply *r)
+{
+    int code = 0;
+    char *body = NULL;
+    if (!r->warnings)
+        r->warnings = json_array();
+    struct ks_admit_req ar = admit_req(q, def, op, obj, old, name, dry);
     if (ks_admit(q->ks, &ar, r->warnings, &code, &body) == 0)
         return 0;
-denied:
-    free(r->body);
-    r->code = (unsigned int)code;
-    r->body = body;
-    r->len = strlen(body);
-    r->content_type = "application/json";
-    return -EPERM;
+    return admit_denied(r, code, body);
+}
+
+/* Admission as the apiserver chains it: mutating webhooks first, then the
+ * validating ones. obj (may be NULL) is replaced in place. */
+static int admit(struct ks_api_req *q, const struct ks_res *def, const char *op, json_t *obj,
+                 const json_t *old, const char *name, bool dry, struct ks_reply *r)
+{
+    if (admit_mutate(q, def, op, obj, old, name, dry, r) != 0)
+        return -EPERM;
+    return admit_validate(q, def, op, obj, old, name, dry, r);
 }
 
 /* ---- CRD status ---------------------------------------------------------------- */
@@ -2481,6 +2516,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     const char *name = json_string_value(json_object_get(md, "name"));
     const char *gen = json_string_value(json_object_get(md, "generateName"));
     char *owned_name = NULL;
+    char *too_large = NULL;
     json_t *stored = NULL;
     json_t *asked_spec = NULL;
 
@@ -2568,6 +2604,22 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         goto out;
     if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
         goto out;
+    /* etcd refuses a write too large for a request (etcd.c; a dry run
+     * never reaches it). create.go then drops metadata.managedFields and
+     * calls the storage's Create once more, validating admission included;
+     * an apply (patch.go) does not. */
+    too_large = dry ? NULL : ks_etcd_refusal(def, key, stored);
+    if (too_large && !is_apply(q)) {
+        free(too_large);
+        json_object_del(meta(obj), "managedFields"); /* md: admission may have replaced it */
+        if (admit_validate(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
+            goto out;
+        json_decref(stored);
+        stored = NULL;
+        if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
+            goto out;
+        too_large = ks_etcd_refusal(def, key, stored);
+    }
 
     pthread_mutex_lock(&ks->lock);
     if (def->namespaced && check_namespace(ks, q->ns, r) != 0) {
@@ -2579,6 +2631,13 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         pthread_mutex_unlock(&ks->lock);
         ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
                         json_object());
+        goto out;
+    }
+    if (too_large) {
+        /* before the Txn's compare: etcd or its client refuse the request
+         * whether or not the key exists; nothing stored */
+        pthread_mutex_unlock(&ks->lock);
+        reply_internal(r, too_large);
         goto out;
     }
     if (ks_store_get(ks, def->key, key)) {
@@ -2617,6 +2676,7 @@ out:
     json_decref(stored);
     json_decref(asked_spec);
     free(owned_name);
+    free(too_large);
 }
 
 /* ---- update / patch ----------------------------------------------------------- */
@@ -2821,16 +2881,21 @@ static bool uid_precondition_failed(const struct ks_res *def, const char *key, j
     return true;
 }
 
+/* unmanaged: the handlers' second try of a write etcd refused for its
+ * size, without metadata.managedFields (update.go: the body's dropped and
+ * the field manager skipped; patch.go: dropped from the patched object
+ * after mutating admission). -E2BIG when etcd refuses this one (r holds
+ * the 500). */
 static int update_once(struct ks_api_req *q, const struct ks_res *def, const char *key,
                        json_t *body, enum patch_kind pk, bool dry, const char *body_rv,
-                       const struct ks_ssa_ctx *ssa, struct ks_reply *r)
+                       const struct ks_ssa_ctx *ssa, bool unmanaged, struct ks_reply *r)
 {
     struct ks_server *ks = q->ks;
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
     const struct ks_version *ver = ks_res_version(def, q->version);
     bool has_status = ver && ver->status;
     json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL, *sv_causes = NULL;
-    char *err = NULL;
+    char *err = NULL, *too_large = NULL;
     int rc = 0;
 
     pthread_mutex_lock(&ks->lock);
@@ -2883,6 +2948,8 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         goto out;
     }
     next = status_rules(next, cur_v, status_sub, has_status);
+    if (unmanaged && pk == PATCH_NONE)
+        json_object_del(meta(next), "managedFields");
     if (uid_precondition_failed(def, key, next, cur_v, q->name, r))
         goto out;
     keep_system_metadata(next, cur_v);
@@ -2917,7 +2984,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
                             json_integer(json_integer_value(json_object_get(
                                              json_object_get(cur_v, "metadata"), "generation")) +
                                          1));
-    if (pk != PATCH_APPLY)
+    if (pk != PATCH_APPLY && !(unmanaged && pk == PATCH_NONE))
         ks_ssa_update(cur_v, next, ssa);
     if (def->typed)
         ks_typed_order(next);
@@ -2930,12 +2997,25 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         ks_reply_json(r, 200, cur_v, !def->typed);
         goto out;
     }
-    if (admit(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
+    if (admit_mutate(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
+        goto out;
+    if (unmanaged)
+        json_object_del(meta(next), "managedFields");
+    if (admit_validate(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
         goto out;
     if (to_storage(ks, def, next, q->version, &stored, r) != 0)
         goto out;
+    /* etcd refuses a write too large for a request before it compares
+     * the revision (etcd.c; a dry run never reaches it) */
+    too_large = dry ? NULL : ks_etcd_refusal(def, key, stored);
+    if (too_large) {
+        reply_internal(r, too_large);
+        rc = -E2BIG;
+        goto out;
+    }
     rc = commit_update(q, def, key, stored, cur_rv, body_rv, dry, r);
 out:
+    free(too_large);
     json_decref(sv_causes);
     json_decref(cur);
     json_decref(cur_v);
@@ -3077,16 +3157,44 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
     }
     struct ssa ssa;
     ssa_begin(q, def, &ssa);
-    for (int attempt = 0; attempt < 8; attempt++)
-        if (update_once(q, def, key, body, pk, dry, body_rv, &ssa.c, r) == 0) {
+    /* When etcd refuses the write for its size, update.go and patch.go
+     * try once more without metadata.managedFields (not for an apply);
+     * each try goes through the storage's conflict retries. */
+    bool unmanaged = false;
+    int attempts = 0;
+    while (attempts < 8) {
+        int rc = update_once(q, def, key, body, pk, dry, body_rv, &ssa.c, unmanaged, r);
+        if (rc == -E2BIG && pk != PATCH_APPLY && !unmanaged) {
+            unmanaged = true;
+            attempts = 0;
+        } else if (rc == -EAGAIN) {
+            attempts++;
+        } else {
             ssa_end(&ssa);
             return;
         }
+    }
     ssa_end(&ssa);
     reply_modified(r, def, q->name);
 }
 
 /* ---- delete --------------------------------------------------------------------- */
+
+/* A deletion's write (deletionTimestamp, finalizers) of next under key,
+ * lock held: when etcd refuses it for its size (etcd.c), unlocks and
+ * answers 500 (the registry's Delete returns the storage's error; no
+ * second try). */
+static bool etcd_refused(struct ks_server *ks, const struct ks_res *def, const char *key,
+                         const json_t *next, struct ks_reply *r)
+{
+    char *too_large = ks_etcd_refusal(def, key, next);
+    if (!too_large)
+        return false;
+    pthread_mutex_unlock(&ks->lock);
+    reply_internal(r, too_large);
+    free(too_large);
+    return true;
+}
 
 void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char *key)
 {
@@ -3238,6 +3346,10 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
         }
         if (next && !dry) {
             ks_typed_order(next);
+            if (etcd_refused(ks, def, key, next, r)) {
+                json_decref(next);
+                goto out;
+            }
             ks_store_put(ks, def, key, json_incref(next));
         }
         pthread_mutex_unlock(&ks->lock);
@@ -3288,6 +3400,10 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
                                     json_string("Terminating"));
             if (def->typed)
                 ks_typed_order(next);
+            if (!dry && etcd_refused(ks, def, key, next, r)) {
+                json_decref(next);
+                goto out;
+            }
             if (!dry) {
                 json_incref(next);
                 ks_store_put(ks, def, key, next);
@@ -3572,6 +3688,17 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
             ks_typed_order(dep);
         }
         bool dry = dry_run(q, NULL);
+        /* a Deployment too large for etcd (etcd.c): 500. The handlers'
+         * second try without managedFields is not modelled: it drops the
+         * Scale's, and the Deployment keeps its own entries but for
+         * spec.replicas (managedfields.ScaleHandler.ToParent) */
+        char *too_large = dry || json_equal(dep, cur) ? NULL : ks_etcd_refusal(def, key, dep);
+        if (too_large) {
+            reply_internal(r, too_large);
+            free(too_large);
+            json_decref(dep);
+            goto next_attempt;
+        }
         pthread_mutex_lock(&ks->lock);
         const json_t *now = ks_store_get(ks, def->key, key);
         if (!now || strcmp(str_or(meta_str(now, "resourceVersion"), ""), cur_rv) != 0) {
@@ -3651,6 +3778,11 @@ static void do_evict(struct ks_api_req *q, const struct ks_res *def, const char 
             json_t *next = json_deep_copy(pod);
             ks_pod_mark_terminating(next, period);
             ks_typed_order(next);
+            if (etcd_refused(ks, def, key, next, r)) {
+                json_decref(next);
+                json_decref(ev);
+                return;
+            }
             ks_store_put(ks, def, key, next);
         } else if (period == 0) {
             ks_remove_object(ks, def, key);
