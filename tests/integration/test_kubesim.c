@@ -2092,6 +2092,123 @@ START_TEST(test_kubesim_default_service_accounts)
 }
 END_TEST
 
+static bool finalized(const void *arg)
+{
+    json_t *ns = request_json("GET", (const char *)arg, NULL, 200);
+    const json_t *fin = json_object_get(json_object_get(ns, "spec"), "finalizers");
+    bool done = json_array_size(fin) == 0;
+    json_decref(ns);
+    return done;
+}
+
+/* The resourceVersion of the object at path. malloc'd */
+static char *rv_of(const char *path)
+{
+    json_t *o = request_json("GET", path, NULL, 200);
+    char *rv = strdup(jpath(o, "metadata", "resourceVersion"));
+    json_decref(o);
+    return rv;
+}
+
+/* A namespace's lifecycle with finalizers no controller removes (one on
+ * the namespace, one on an object in it): the namespace stays Terminating,
+ * its content deleted but waiting, kubesim answering and writing nothing
+ * meanwhile (before, its controller rewrote the namespace in a loop
+ * holding the store's lock and kubesim hung); a create in it is the
+ * NamespaceLifecycle plugin's 403; once a client removes both finalizers
+ * the namespace goes. A create into a namespace that does not exist is
+ * that plugin's 404 before the object is validated (an invalid name here:
+ * before, a 422). */
+START_TEST(test_kubesim_namespace_lifecycle)
+{
+    /* a namespace held by its own finalizer: finalized by the controller
+     * (spec.finalizers emptied), then nothing written while it waits */
+    json_decref(request_json("POST", "/api/v1/namespaces",
+                             "{\"metadata\":{\"name\":\"lc-a\",\"finalizers\":[\"example.com/"
+                             "hold\"]}}",
+                             201));
+    json_decref(request_json("DELETE", "/api/v1/namespaces/lc-a", NULL, 200));
+    ck_assert(kop_test_eventually(finalized, "/api/v1/namespaces/lc-a", 5000));
+    char *rv = rv_of("/api/v1/namespaces/lc-a");
+    kop_test_sleep_ms(300);
+    char *rv2 = rv_of("/api/v1/namespaces/lc-a");
+    ck_assert_str_eq(rv2, rv);
+    free(rv);
+    free(rv2);
+    json_t *ns = request_json("GET", "/api/v1/namespaces/lc-a", NULL, 200);
+    ck_assert_str_eq(jpath(ns, "status", "phase"), "Terminating");
+    json_decref(ns);
+
+    json_t *st = request_json("POST", "/api/v1/namespaces/lc-a/configmaps",
+                              "{\"metadata\":{\"name\":\"late\"}}", 403);
+    ck_assert_str_eq(jpath(st, "message", NULL),
+                     "configmaps \"late\" is forbidden: unable to create new content in "
+                     "namespace lc-a because it is being terminated");
+    ck_assert_str_eq(jpath(st, "reason", NULL), "Forbidden");
+    ck_assert_str_eq(jpath(st, "details", "name"), "late");
+    ck_assert_str_eq(jpath(st, "details", "kind"), "configmaps");
+    const json_t *cause =
+        json_array_get(json_object_get(json_object_get(st, "details"), "causes"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(cause, "reason")), "NamespaceTerminating");
+    ck_assert_str_eq(json_string_value(json_object_get(cause, "message")),
+                     "namespace lc-a is being terminated");
+    ck_assert_str_eq(json_string_value(json_object_get(cause, "field")), "metadata.namespace");
+    json_decref(st);
+    /* a generateName create: admission has no name yet */
+    st = request_json("POST", "/apis/apps/v1/namespaces/lc-a/deployments",
+                      "{\"metadata\":{\"generateName\":\"g-\"}}", 403);
+    ck_assert_str_eq(jpath(st, "message", NULL),
+                     "deployments.apps \"Unknown\" is forbidden: unable to create new content in "
+                     "namespace lc-a because it is being terminated");
+    ck_assert_str_eq(jpath(st, "details", "group"), "apps");
+    json_decref(st);
+    merge_patch("/api/v1/namespaces/lc-a", "{\"metadata\":{\"finalizers\":null}}", 200);
+    wait_code("/api/v1/namespaces/lc-a", 404);
+
+    /* content held by a finalizer: deleted, waiting; the namespace waits
+     * for it, even once its own finalizer is gone */
+    json_decref(
+        request_json("POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"lc-b\"}}", 201));
+    json_decref(request_json("POST", "/api/v1/namespaces/lc-b/configmaps",
+                             "{\"metadata\":{\"name\":\"held\",\"finalizers\":[\"example.com/"
+                             "cm\"]}}",
+                             201));
+    json_decref(request_json("DELETE", "/api/v1/namespaces/lc-b", NULL, 200));
+    json_t *cm = NULL;
+    for (int i = 0; i < 100; i++) {
+        json_decref(cm);
+        cm = request_json("GET", "/api/v1/namespaces/lc-b/configmaps/held", NULL, 200);
+        if (jpath(cm, "metadata", "deletionTimestamp"))
+            break;
+        kop_test_sleep_ms(50);
+    }
+    ck_assert_ptr_nonnull(jpath(cm, "metadata", "deletionTimestamp"));
+    json_decref(cm);
+    char *ns_rv = rv_of("/api/v1/namespaces/lc-b");
+    char *cm_rv = rv_of("/api/v1/namespaces/lc-b/configmaps/held");
+    kop_test_sleep_ms(300);
+    char *ns_rv2 = rv_of("/api/v1/namespaces/lc-b");
+    char *cm_rv2 = rv_of("/api/v1/namespaces/lc-b/configmaps/held");
+    ck_assert_str_eq(ns_rv2, ns_rv);
+    ck_assert_str_eq(cm_rv2, cm_rv);
+    free(ns_rv);
+    free(cm_rv);
+    free(ns_rv2);
+    free(cm_rv2);
+    merge_patch("/api/v1/namespaces/lc-b/configmaps/held", "{\"metadata\":{\"finalizers\":null}}",
+                200);
+    wait_code("/api/v1/namespaces/lc-b/configmaps/held", 404);
+    wait_code("/api/v1/namespaces/lc-b", 404);
+
+    /* no such namespace: 404 before the invalid name's 422 */
+    st = request_json("POST", "/api/v1/namespaces/lc-none/configmaps",
+                      "{\"metadata\":{\"name\":\"Bad_Name\"}}", 404);
+    ck_assert_str_eq(jpath(st, "message", NULL), "namespaces \"lc-none\" not found");
+    ck_assert_str_eq(jpath(st, "details", "kind"), "namespaces");
+    json_decref(st);
+}
+END_TEST
+
 /* The control plane's own Service: default/kubernetes, 443 to the port
  * kubesim serves on, made again when deleted. */
 START_TEST(test_kubesim_kubernetes_service)
@@ -7023,6 +7140,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_access_reviews);
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
+    tcase_add_test(tc, test_kubesim_namespace_lifecycle);
     tcase_add_test(tc, test_kubesim_kubernetes_service);
     tcase_add_test(tc, test_kubesim_replicaset_pods);
     tcase_add_test(tc, test_kubesim_pod_defaults);

@@ -204,8 +204,17 @@ static enum gc_what gc_decide(const struct gc_index *ix, const char *rk, const c
     bool has_dependents = uid && json_object_get(ix->dependents, uid);
     /* An owner being deleted with the foreground or orphan policy (the last
      * of its finalizers that says so decides); a terminating namespace. */
-    if (strcmp(rk, "namespaces") == 0)
-        return json_object_get(ix->ns_count, key) ? GC_NAMESPACE_CONTENTS : GC_NAMESPACE_DONE;
+    if (strcmp(rk, "namespaces") == 0) {
+        if (json_object_get(ix->ns_count, key))
+            return GC_NAMESPACE_CONTENTS;
+        /* empty: the namespace controller finalizes it once (its
+         * spec.finalizers emptied); the registry deletes it when no
+         * metadata finalizer is left either (a client removes those) */
+        if (json_array_size(json_object_get(json_object_get(obj, "spec"), "finalizers")) ||
+            !json_array_size(json_object_get(md, "finalizers")))
+            return GC_NAMESPACE_DONE;
+        return GC_NONE;
+    }
     enum gc_what what = GC_NONE;
     size_t i;
     json_t *f;
@@ -408,12 +417,17 @@ static void run_gc(struct ks_server *ks)
     gc_index_build(ks, &ix);
     size_t nacts = 0;
     struct action *acts = gc_plan(ks, &ix, &nacts);
+    uint64_t rv = ks->rv;
     for (size_t a = 0; a < nacts; a++) {
         gc_apply(ks, &ix, &acts[a]);
         free(acts[a].key);
     }
-    if (nacts)
-        ks->gc_dirty = true; /* another pass sees the consequences */
+    /* another pass sees the consequences of what was written; an action
+     * that wrote nothing (a dependent or a namespace's content waiting for
+     * a finalizer no one removes) waits for the next change, or the loop
+     * would spin with the lock held */
+    if (ks->rv != rv)
+        ks->gc_dirty = true;
     free(acts);
     gc_index_free(&ix);
 }

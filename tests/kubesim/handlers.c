@@ -1419,8 +1419,14 @@ static int service_allocations(struct ks_server *ks, const struct ks_res *def, j
 
 /* ---- namespace check ------------------------------------------------------- */
 
-/* Lock held. 0, or fills r with the apiserver's answer. */
-static int check_namespace(struct ks_server *ks, const char *ns, struct ks_reply *r)
+/* Lock held. 0, or fills r with the answer of the NamespaceLifecycle
+ * admission plugin (k8s.io/apiserver pkg/admission/plugin/namespace/
+ * lifecycle, Admit) to a create of def named name (as the request gave it:
+ * "" for a generateName create) in ns: the namespace client's NotFound for
+ * a namespace that does not exist, admission.NewForbidden with the
+ * NamespaceTerminating cause for one being terminated. */
+static int check_namespace(struct ks_server *ks, const struct ks_res *def, const char *ns,
+                           const char *name, struct ks_reply *r)
 {
     const json_t *nsobj = ks_store_get(ks, "namespaces", ns);
     if (!nsobj) {
@@ -1431,11 +1437,21 @@ static int check_namespace(struct ks_server *ks, const char *ns, struct ks_reply
         return -ENOENT;
     }
     if (meta_str(nsobj, "deletionTimestamp")) {
-        char *msg = ks_printf("unable to create new content in namespace %s because it is being "
-                              "terminated",
-                              ns);
-        ks_reply_status(r, 403, "Forbidden", msg, NULL);
+        /* extractResourceName: the request's name, else "Unknown" */
+        const char *n = name && *name ? name : "Unknown";
+        char *q = ks_qualified(def);
+        char *msg = ks_printf("%s \"%s\" is forbidden: unable to create new content in namespace "
+                              "%s because it is being terminated",
+                              q, n, ns);
+        char *why = ks_printf("namespace %s is being terminated", ns);
+        json_t *details = ks_details(def, n);
+        json_object_set_new(details, "causes",
+                            json_pack("[{s:s,s:s,s:s}]", "reason", "NamespaceTerminating",
+                                      "message", why, "field", "metadata.namespace"));
+        ks_reply_status(r, 403, "Forbidden", msg, details);
+        free(why);
         free(msg);
+        free(q);
         return -EPERM;
     }
     return 0;
@@ -2519,6 +2535,9 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     char *too_large = NULL;
     json_t *stored = NULL;
     json_t *asked_spec = NULL;
+    /* the name admission sees: the one sent (create.go takes it from the
+     * object; the registry's BeforeCreate generates one later) */
+    char *sent_name = ks_strdup(name ? name : "");
 
     if ((!name || !*name) && gen && *gen) {
         char sfx[6];
@@ -2527,12 +2546,8 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         json_object_set_new(md, "name", json_string(owned_name));
         name = owned_name;
     }
-    if (!name || !*name) {
-        reply_invalid(r, def, "",
-                      one_cause("FieldValueRequired", "metadata.name",
-                                "Required value: name or generateName is required"));
-        goto out;
-    }
+    if (!name)
+        name = "";
     const char *body_ns = json_string_value(json_object_get(md, "namespace"));
     if (def->namespaced) {
         if (body_ns && *body_ns && strcmp(body_ns, q->ns) != 0) {
@@ -2563,6 +2578,22 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     coerce_object_meta(obj);
     if (typed_check(q, def, obj, name, r) != 0)
         goto out;
+    /* admission's first plugin, NamespaceLifecycle: after the body is
+     * decoded, before mutating webhooks and before the registry names and
+     * validates the object (checked again below, with the write) */
+    if (def->namespaced) {
+        pthread_mutex_lock(&ks->lock);
+        int nrc = check_namespace(ks, def, q->ns, sent_name, r);
+        pthread_mutex_unlock(&ks->lock);
+        if (nrc != 0)
+            goto out;
+    }
+    if (!*name) {
+        reply_invalid(r, def, "",
+                      one_cause("FieldValueRequired", "metadata.name",
+                                "Required value: name or generateName is required"));
+        goto out;
+    }
     if (is_crd(def))
         json_object_set_new(obj, "status", crd_initial_status(obj));
     /* a Service's spec as the client sent it: what the allocators add is
@@ -2622,7 +2653,7 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     }
 
     pthread_mutex_lock(&ks->lock);
-    if (def->namespaced && check_namespace(ks, q->ns, r) != 0) {
+    if (def->namespaced && check_namespace(ks, def, q->ns, sent_name, r) != 0) {
         pthread_mutex_unlock(&ks->lock);
         goto out;
     }
@@ -2676,6 +2707,7 @@ out:
     json_decref(stored);
     json_decref(asked_spec);
     free(owned_name);
+    free(sent_name);
     free(too_large);
 }
 
@@ -2843,6 +2875,14 @@ static int commit_update(struct ks_api_req *q, const struct ks_res *def, const c
     bool deleting =
         meta_str(stored, "deletionTimestamp") &&
         json_array_size(json_object_get(json_object_get(stored, "metadata"), "finalizers")) == 0;
+    if (deleting && strcmp(def->key, "namespaces") == 0 &&
+        json_array_size(json_object_get(json_object_get(stored, "spec"), "finalizers"))) {
+        /* ShouldDeleteNamespaceDuringUpdate: not before the namespace
+         * controller has finalized it (its next pass does both) */
+        deleting = false;
+        ks->gc_dirty = true;
+        pthread_cond_broadcast(&ks->changed);
+    }
     if (!dry) {
         json_incref(stored);
         ks_store_put(ks, def, key, stored);
