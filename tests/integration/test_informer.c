@@ -787,13 +787,13 @@ START_TEST(test_informer_client_verbs)
     ck_assert_int_eq(kop_client_delete(cclient, &cm_res, "ns-a", "page-00", &d, &st, NULL), -EBUSY);
     ck_assert_int_eq(st.code, 409);
     ck_assert_str_eq(st.reason, "Conflict");
-    ck_assert_ptr_nonnull(strstr(st.message, "Precondition failed: UID in precondition: "
-                                             "00000000-0000-0000-0000-000000000000, UID in "
-                                             "object meta: "));
+    ck_assert_ptr_nonnull(strstr(st.message, "the UID in the precondition "
+                                             "(00000000-0000-0000-0000-000000000000) does not "
+                                             "match the UID in record ("));
     d = (struct kop_delete_options){.precondition_resource_version = "1"};
     ck_assert_int_eq(kop_client_delete(cclient, &cm_res, "ns-a", "page-00", &d, &st, NULL), -EBUSY);
-    ck_assert_ptr_nonnull(strstr(st.message, "Precondition failed: ResourceVersion in "
-                                             "precondition: 1, ResourceVersion in object meta: "));
+    ck_assert_ptr_nonnull(strstr(st.message, "the ResourceVersion in the precondition (1) "
+                                             "does not match the ResourceVersion in record ("));
     d = (struct kop_delete_options){.precondition_uid = uid,
                                     .precondition_resource_version = rv,
                                     .propagation_policy = "Background"};

@@ -271,8 +271,37 @@ START_TEST(test_kubesim_crud_and_conflicts)
     r = request("DELETE", "/api/v1/namespaces/default/configmaps/cm1", NULL,
                 "{\"preconditions\":{\"uid\":\"x\"}}", NULL);
     ck_assert_int_eq(r.code, 409);
-    ck_assert_ptr_nonnull(strstr(r.body, "Precondition failed: UID in precondition: x"));
+    /* rest.BeforeDelete's Conflict, on the object's kind */
+    ck_assert_ptr_nonnull(strstr(r.body, "\"message\":\"Operation cannot be fulfilled on "
+                                         "ConfigMap \\\"cm1\\\": the UID in the precondition "
+                                         "(x) does not match the UID in record ("));
+    ck_assert_ptr_nonnull(strstr(r.body, "). The object might have been deleted and then "
+                                         "recreated\",\"reason\":\"Conflict\",\"details\":{"
+                                         "\"name\":\"cm1\",\"kind\":\"ConfigMap\"}"));
     kop_test_resp_free(&r);
+    /* an update whose uid is not the object's: the storage's precondition,
+     * naming the etcd key (group-less for a built-in) */
+    json_t *dep = request_json("POST", "/apis/apps/v1/namespaces/default/deployments",
+                               "{\"metadata\":{\"name\":\"pre\"},\"spec\":{\"replicas\":0,"
+                               "\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"template\":{"
+                               "\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":{"
+                               "\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}}}",
+                               201);
+    json_object_set_new(json_object_get(dep, "metadata"), "uid", json_string("other-uid"));
+    char *dep_txt = json_dumps(dep, JSON_COMPACT);
+    r = request("PUT", "/apis/apps/v1/namespaces/default/deployments/pre", NULL, dep_txt, NULL);
+    ck_assert_int_eq(r.code, 409);
+    ck_assert_ptr_nonnull(
+        strstr(r.body, "Operation cannot be fulfilled on deployments.apps \\\"pre\\\": "
+                       "StorageError: invalid object, Code: 4, Key: "
+                       "/registry/deployments/default/pre, ResourceVersion: 0, "
+                       "AdditionalErrorMsg: Precondition failed: UID in precondition: other-uid, "
+                       "UID in object meta: "));
+    kop_test_resp_free(&r);
+    free(dep_txt);
+    json_decref(dep);
+    json_decref(
+        request_json("DELETE", "/apis/apps/v1/namespaces/default/deployments/pre", NULL, 200));
     r = request("DELETE", "/api/v1/namespaces/default/configmaps/cm1", NULL, NULL, NULL);
     ck_assert_int_eq(r.code, 200);
     char want[512];
@@ -1485,7 +1514,9 @@ START_TEST(test_kubesim_protobuf_types)
     struct kop_test_resp r = request("DELETE", "/api/v1/namespaces/default/secrets/pbsecret",
                                      "application/vnd.kubernetes.protobuf", (char *)env.b, NULL);
     ck_assert_msg(r.code == 409, "%ld %s", r.code, r.body);
-    ck_assert_ptr_nonnull(strstr(r.body, "Precondition failed: UID in precondition: not-the-uid"));
+    ck_assert_ptr_nonnull(strstr(r.body, "Operation cannot be fulfilled on Secret "
+                                         "\\\"pbsecret\\\": the UID in the precondition "
+                                         "(not-the-uid) does not match the UID in record ("));
     kop_test_resp_free(&r);
 }
 END_TEST

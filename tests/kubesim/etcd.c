@@ -81,8 +81,7 @@ static bool group_resource_prefix(const struct ks_res *def)
     return def->crd || strcmp(def->group, "apiextensions.k8s.io") == 0;
 }
 
-/* The etcd key of the object obj_key ("ns/name" or "name"). malloc'd */
-static char *etcd_key(const struct ks_res *def, const char *obj_key)
+char *ks_etcd_key(const struct ks_res *def, const char *obj_key)
 {
     if (group_resource_prefix(def))
         return ks_printf("/registry/%s/%s/%s", def->group, def->plural, obj_key);
@@ -145,7 +144,7 @@ char *ks_etcd_refusal(const struct ks_res *def, const char *obj_key, const json_
     }
     size_t value = value_len(def, o);
     json_decref(o);
-    char *key = etcd_key(def, obj_key);
+    char *key = ks_etcd_key(def, obj_key);
     size_t n = value + 3 * strlen(key) + ETCD_TXN_OVERHEAD;
     free(key);
     if (n > ETCD_SEND_MAX)

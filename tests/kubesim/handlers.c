@@ -2912,12 +2912,14 @@ static bool uid_precondition_failed(const struct ks_res *def, const char *key, j
         str_or(json_string_value(json_object_get(json_object_get(cur_v, "metadata"), "uid")), "");
     if (!nuid || !*nuid || strcmp(nuid, cuid) == 0)
         return false;
-    char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: /registry/%s%s%s/%s, "
-                          "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
-                          "UID in precondition: %s, UID in object meta: %s",
-                          def->group, *def->group ? "/" : "", def->plural, key, nuid, cuid);
+    char *ekey = ks_etcd_key(def, key);
+    char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, "
+                          "AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID "
+                          "in object meta: %s",
+                          ekey, nuid, cuid);
     reply_conflict(r, def, name, msg);
     free(msg);
+    free(ekey);
     return true;
 }
 
@@ -3261,6 +3263,41 @@ void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char
     ks_store_remove(ks, def, key);
 }
 
+/* rest.BeforeDelete (k8s.io/apiserver pkg/registry/rest/delete.go) checks
+ * a delete's preconditions on the object the registry read, before
+ * admission and before the storage checks them again: a Conflict on the
+ * object's kind (GroupResource{Group, Resource: Kind}). Replies and
+ * returns true when one fails. */
+static bool before_delete_preconditions(const struct ks_res *def, const json_t *cur,
+                                        const char *name, const char *pre_uid, const char *pre_rv,
+                                        struct ks_reply *r)
+{
+    const char *uid = str_or(meta_str(cur, "uid"), "");
+    const char *rv = str_or(meta_str(cur, "resourceVersion"), "");
+    char *why = NULL;
+    if (pre_uid && strcmp(pre_uid, uid) != 0)
+        why = ks_printf("the UID in the precondition (%s) does not match the UID in record (%s). "
+                        "The object might have been deleted and then recreated",
+                        pre_uid, uid);
+    else if (pre_rv && strcmp(pre_rv, rv) != 0)
+        why = ks_printf("the ResourceVersion in the precondition (%s) does not match the "
+                        "ResourceVersion in record (%s). The object might have been modified",
+                        pre_rv, rv);
+    if (!why)
+        return false;
+    char *qr = def->group[0] ? ks_printf("%s.%s", def->kind, def->group) : ks_strdup(def->kind);
+    char *msg = ks_printf("Operation cannot be fulfilled on %s \"%s\": %s", qr, name, why);
+    json_t *details = json_pack("{s:s}", "name", name);
+    if (def->group[0])
+        json_object_set_new(details, "group", json_string(def->group));
+    json_object_set_new(details, "kind", json_string(def->kind));
+    ks_reply_status(r, 409, "Conflict", msg, details);
+    free(msg);
+    free(qr);
+    free(why);
+    return true;
+}
+
 static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char *key,
                       struct ks_reply *r)
 {
@@ -3298,8 +3335,10 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
         json_decref(opts);
         return;
     }
-    /* Validating webhooks registered for DELETE see the old object. */
     json_t *cur_v = NULL;
+    if (before_delete_preconditions(def, cur, q->name, pre_uid, pre_rv, r))
+        goto out;
+    /* Validating webhooks registered for DELETE see the old object. */
     char *err = NULL;
     if (one_in_version(ks, def, cur, q->version, &cur_v, &err) != 0) {
         reply_internal(r, err);
@@ -3319,22 +3358,25 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
     }
     const char *uid = str_or(meta_str(cur, "uid"), "");
     const char *rv = str_or(meta_str(cur, "resourceVersion"), "");
-    if (pre_uid && strcmp(pre_uid, uid) != 0) {
+    /* the object changed since: the storage's own check (Preconditions.
+     * Check, an invalid-object StorageError the registry makes a 409) */
+    if ((pre_uid && strcmp(pre_uid, uid) != 0) || (pre_rv && strcmp(pre_rv, rv) != 0)) {
         pthread_mutex_unlock(&ks->lock);
-        char *why = ks_printf("Precondition failed: UID in precondition: %s, UID in object meta: "
-                              "%s",
-                              pre_uid, uid);
-        reply_conflict(r, def, q->name, why);
+        char *ekey = ks_etcd_key(def, key);
+        char *why = pre_uid && strcmp(pre_uid, uid) != 0
+                        ? ks_printf("Precondition failed: UID in precondition: %s, UID in object "
+                                    "meta: %s",
+                                    pre_uid, uid)
+                        : ks_printf("Precondition failed: ResourceVersion in precondition: %s, "
+                                    "ResourceVersion in object meta: %s",
+                                    pre_rv, rv);
+        char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: "
+                              "0, AdditionalErrorMsg: %s",
+                              ekey, why);
+        reply_conflict(r, def, q->name, msg);
+        free(msg);
         free(why);
-        goto out;
-    }
-    if (pre_rv && strcmp(pre_rv, rv) != 0) {
-        pthread_mutex_unlock(&ks->lock);
-        char *why = ks_printf("Precondition failed: ResourceVersion in precondition: %s, "
-                              "ResourceVersion in object meta: %s",
-                              pre_rv, rv);
-        reply_conflict(r, def, q->name, why);
-        free(why);
+        free(ekey);
         goto out;
     }
     /* a Pod on a Node: graceful deletion (rest.BeforeDelete with the Pod

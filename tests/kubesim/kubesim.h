@@ -541,6 +541,12 @@ void ks_obj_key(char *buf, size_t len, const char *ns, const char *name);
  * takes it. */
 char *ks_etcd_refusal(const struct ks_res *def, const char *obj_key, const json_t *obj);
 
+/* The etcd key the registry builds for obj_key ("ns/name" or "name"), as
+ * storage errors name it: "/registry/deployments/NS/NAME",
+ * "/registry/services/specs/NS/NAME", "/registry/GROUP/PLURAL/NS/NAME" for
+ * custom resources and CRDs. malloc'd */
+char *ks_etcd_key(const struct ks_res *def, const char *obj_key);
+
 /* ---- resources.c ---------------------------------------------------------- */
 
 int ks_resources_init(struct ks_server *ks);
