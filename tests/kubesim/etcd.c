@@ -56,7 +56,6 @@
  */
 #include "kubesim.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,27 +92,6 @@ char *ks_etcd_key(const struct ks_res *def, const char *obj_key)
     return ks_printf("/registry/%s/%s", def->plural, obj_key);
 }
 
-/* Counts what json_dump_callback writes, plus Go's longer escapes. */
-struct json_count {
-    size_t n;
-    int e2; /* 1 after 0xE2, 2 after 0xE2 0x80 (U+2028 and U+2029 follow) */
-};
-
-static int count_json(const char *buf, size_t size, void *data)
-{
-    struct json_count *c = data;
-    c->n += size;
-    for (size_t i = 0; i < size; i++) {
-        unsigned char ch = (unsigned char)buf[i];
-        if (ch == '<' || ch == '>' || ch == '&')
-            c->n += 5; /* \u003c */
-        else if (c->e2 == 2 && (ch == 0xa8 || ch == 0xa9))
-            c->n += 3; /* \u2028 for three bytes */
-        c->e2 = ch == 0xe2 ? 1 : (c->e2 == 1 && ch == 0x80) ? 2 : 0;
-    }
-    return 0;
-}
-
 /* The length of the stored value of obj (its resourceVersion already
  * gone). */
 static size_t value_len(const struct ks_res *def, const json_t *obj)
@@ -128,9 +106,7 @@ static size_t value_len(const struct ks_res *def, const json_t *obj)
         if (rc == 0)
             return n;
     }
-    struct json_count c = {0};
-    json_dump_callback(obj, count_json, &c, JSON_COMPACT | JSON_ENCODE_ANY);
-    return c.n + 1; /* json.Encoder's newline */
+    return ks_dump_len(obj) + 1; /* Go's JSON (ks_dump) and json.Encoder's newline */
 }
 
 char *ks_etcd_refusal(const struct ks_res *def, const char *obj_key, const json_t *obj)

@@ -264,6 +264,8 @@ static inline const char *ks_nz(const char *s)
 /* Serialize like Go's encoding/json (compact, <>& escaped). sort_keys for
  * unstructured objects. Returns malloc'd text or NULL. @ref borrow v. */
 char *ks_dump(const json_t *v, bool sort_keys, size_t *ret_len);
+/* The length of what ks_dump writes for v, counted without building it. */
+size_t ks_dump_len(const json_t *v);
 /* Current time as RFC 3339 seconds ("2024-01-02T03:04:05Z") into buf[32]. */
 void ks_now_rfc3339(char *buf, size_t len);
 /* Same with microseconds, for MicroTime fields. */

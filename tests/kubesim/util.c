@@ -44,6 +44,44 @@ static int grow_append(const char *s, size_t n, void *data)
     return 0;
 }
 
+/* Go escapes HTML-significant characters (<, >, & as \u003c: 5 bytes
+ * more) and the JS line separators (U+2028, U+2029: 3 bytes more than
+ * their UTF-8). The bytes those escapes add to buf[0..n); *state carries
+ * a separator's first bytes from one piece of the text to the next (0 to
+ * start). */
+static size_t go_escape_extra(const char *buf, size_t n, int *state)
+{
+    size_t extra = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c == '<' || c == '>' || c == '&')
+            extra += 5;
+        else if (*state == 2 && (c == 0xa8 || c == 0xa9))
+            extra += 3;
+        *state = c == 0xe2 ? 1 : (*state == 1 && c == 0x80) ? 2 : 0;
+    }
+    return extra;
+}
+
+struct dump_count {
+    size_t n;
+    int state;
+};
+
+static int count_append(const char *s, size_t n, void *data)
+{
+    struct dump_count *c = data;
+    c->n += n + go_escape_extra(s, n, &c->state);
+    return 0;
+}
+
+size_t ks_dump_len(const json_t *v)
+{
+    struct dump_count c = {0};
+    json_dump_callback(v, count_append, &c, JSON_COMPACT | JSON_ENCODE_ANY);
+    return c.n;
+}
+
 char *ks_dump(const json_t *v, bool sort_keys, size_t *ret_len)
 {
     struct growbuf raw = {0};
@@ -52,16 +90,8 @@ char *ks_dump(const json_t *v, bool sort_keys, size_t *ret_len)
         free(raw.buf);
         return NULL;
     }
-    /* Go escapes HTML-significant characters and the JS line separators. */
-    size_t extra = 0;
-    for (size_t i = 0; i < raw.len; i++) {
-        unsigned char c = (unsigned char)raw.buf[i];
-        if (c == '<' || c == '>' || c == '&')
-            extra += 5;
-        else if (c == 0xe2 && i + 2 < raw.len && (unsigned char)raw.buf[i + 1] == 0x80 &&
-                 ((unsigned char)raw.buf[i + 2] == 0xa8 || (unsigned char)raw.buf[i + 2] == 0xa9))
-            extra += 3;
-    }
+    int state = 0;
+    size_t extra = go_escape_extra(raw.buf, raw.len, &state);
     if (extra == 0) {
         if (ret_len)
             *ret_len = raw.len;
