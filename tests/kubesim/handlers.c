@@ -2898,6 +2898,21 @@ static int commit_update(struct ks_api_req *q, const struct ks_res *def, const c
 
 /* One attempt of an update on the current object: 0 when answered (r
  * filled), -EAGAIN to try again on a newer object. */
+/* The storage's failed precondition (Preconditions.Check, an invalid-object
+ * StorageError on the etcd key of obj_key) as the registry answers it: a
+ * 409 on the resource. why: "Precondition failed: ...". */
+static void reply_storage_precondition(struct ks_reply *r, const struct ks_res *def,
+                                       const char *obj_key, const char *name, const char *why)
+{
+    char *ekey = ks_etcd_key(def, obj_key);
+    char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, "
+                          "AdditionalErrorMsg: %s",
+                          ekey, why);
+    reply_conflict(r, def, name, msg);
+    free(msg);
+    free(ekey);
+}
+
 /* A uid in the object is a precondition: an object deleted and recreated
  * under the same name is not the one the client read. The storage layer's
  * Preconditions.Check (staging/src/k8s.io/apiserver/pkg/storage/
@@ -2912,14 +2927,10 @@ static bool uid_precondition_failed(const struct ks_res *def, const char *key, j
         str_or(json_string_value(json_object_get(json_object_get(cur_v, "metadata"), "uid")), "");
     if (!nuid || !*nuid || strcmp(nuid, cuid) == 0)
         return false;
-    char *ekey = ks_etcd_key(def, key);
-    char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, "
-                          "AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID "
-                          "in object meta: %s",
-                          ekey, nuid, cuid);
-    reply_conflict(r, def, name, msg);
-    free(msg);
-    free(ekey);
+    char *why = ks_printf("Precondition failed: UID in precondition: %s, UID in object meta: %s",
+                          nuid, cuid);
+    reply_storage_precondition(r, def, key, name, why);
+    free(why);
     return true;
 }
 
@@ -3287,10 +3298,8 @@ static bool before_delete_preconditions(const struct ks_res *def, const json_t *
         return false;
     char *qr = def->group[0] ? ks_printf("%s.%s", def->kind, def->group) : ks_strdup(def->kind);
     char *msg = ks_printf("Operation cannot be fulfilled on %s \"%s\": %s", qr, name, why);
-    json_t *details = json_pack("{s:s}", "name", name);
-    if (def->group[0])
-        json_object_set_new(details, "group", json_string(def->group));
-    json_object_set_new(details, "kind", json_string(def->kind));
+    json_t *details = ks_details(def, name);
+    json_object_set_new(details, "kind", json_string(def->kind)); /* the Kind, not the plural */
     ks_reply_status(r, 409, "Conflict", msg, details);
     free(msg);
     free(qr);
@@ -3362,7 +3371,6 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
      * Check, an invalid-object StorageError the registry makes a 409) */
     if ((pre_uid && strcmp(pre_uid, uid) != 0) || (pre_rv && strcmp(pre_rv, rv) != 0)) {
         pthread_mutex_unlock(&ks->lock);
-        char *ekey = ks_etcd_key(def, key);
         char *why = pre_uid && strcmp(pre_uid, uid) != 0
                         ? ks_printf("Precondition failed: UID in precondition: %s, UID in object "
                                     "meta: %s",
@@ -3370,13 +3378,8 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
                         : ks_printf("Precondition failed: ResourceVersion in precondition: %s, "
                                     "ResourceVersion in object meta: %s",
                                     pre_rv, rv);
-        char *msg = ks_printf("StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: "
-                              "0, AdditionalErrorMsg: %s",
-                              ekey, why);
-        reply_conflict(r, def, q->name, msg);
-        free(msg);
+        reply_storage_precondition(r, def, key, q->name, why);
         free(why);
-        free(ekey);
         goto out;
     }
     /* a Pod on a Node: graceful deletion (rest.BeforeDelete with the Pod
