@@ -25,8 +25,8 @@
 #define TOKEN "kubesim-schema-token"
 
 static struct kop_test_kubesim sim;
-static char *tmpdir;
-static char *ca_path;
+static struct kop_test_scratch scratch;
+static const char *ca_path; /* scratch.ca, or another kubesim's CA for a while */
 
 static struct kop_test_resp request_at(const char *base, const char *method, const char *path,
                                        const char *ctype, const char *body)
@@ -65,15 +65,11 @@ static void expect_message(const char *method, const char *path, const char *bod
 
 static void start_sim(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    tmpdir = kop_test_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    size_t n = strlen(tmpdir) + 16;
-    ca_path = malloc(n);
-    snprintf(ca_path, n, "%s/ca.pem", tmpdir);
+    kop_test_scratch_init(&scratch);
+    ca_path = scratch.ca;
     /* Lenient: these tests choose fieldValidation themselves. */
     const struct kop_test_kubesim_options o = {
-        .listen = "127.0.0.1:0", .ca = ca_path, .token = TOKEN, .lenient_fields = true};
+        .listen = "127.0.0.1:0", .ca = scratch.ca, .token = TOKEN, .lenient_fields = true};
     kop_test_kubesim_start(&sim, &o);
 }
 
@@ -81,10 +77,8 @@ static void stop_sim(void)
 {
     int st = kop_test_kubesim_stop(&sim, SIGTERM, 5000);
     ck_assert_msg(st == 0, "kubesim exit status %d", st);
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    free(ca_path);
-    curl_global_cleanup();
+    kop_test_scratch_free(&scratch);
+    ca_path = NULL;
 }
 
 #define SVC "/api/v1/namespaces/default/services"
@@ -375,10 +369,10 @@ START_TEST(test_schema_strict_fields_flag)
      * when the request says Warn. */
     struct kop_test_kubesim strict;
     char ca2[1024];
-    snprintf(ca2, sizeof(ca2), "%s/ca2.pem", tmpdir);
+    snprintf(ca2, sizeof(ca2), "%s/ca2.pem", scratch.dir);
     const struct kop_test_kubesim_options o = {.listen = "127.0.0.1:0", .ca = ca2, .token = TOKEN};
     kop_test_kubesim_start(&strict, &o);
-    char *saved = ca_path;
+    const char *saved = ca_path;
     ca_path = ca2;
     struct kop_test_resp r =
         request_at(strict.url, "POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Warn",

@@ -41,28 +41,17 @@
 #define MS KOP_NSEC_PER_MSEC
 
 static struct kop_test_kubesim sim;
-static char *tmpdir;
-static char *kc_path;
+static struct kop_test_scratch scratch;
 static struct kop_client *client;
 
 static const struct kop_resource lease_res = {"coordination.k8s.io", "v1", "leases", true};
 
 static void start_sim(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    tmpdir = kop_test_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    size_t n = strlen(tmpdir) + 32;
-    kc_path = malloc(n);
-    char *ca = malloc(n);
-    snprintf(kc_path, n, "%s/kubeconfig", tmpdir);
-    snprintf(ca, n, "%s/ca.pem", tmpdir);
-    const struct kop_test_kubesim_options o = {
-        .listen = "127.0.0.1:0", .kubeconfig = kc_path, .ca = ca, .token = TOKEN};
-    kop_test_kubesim_start(&sim, &o);
-    free(ca);
+    kop_test_scratch_init(&scratch);
+    kop_test_scratch_kubesim(&scratch, &sim, TOKEN, NULL);
     struct kop_kubeconfig cfg;
-    ck_assert_int_eq(kop_kubeconfig_load_file(kc_path, NULL, &cfg), 0);
+    ck_assert_int_eq(kop_kubeconfig_load_file(scratch.kubeconfig, NULL, &cfg), 0);
     struct kop_client_options co = {.config = &cfg};
     ck_assert_int_eq(kop_client_new(&co, &client), 0);
     kop_kubeconfig_cleanup(&cfg);
@@ -74,10 +63,7 @@ static void stop_sim(void)
     client = NULL;
     int st = kop_test_kubesim_stop(&sim, SIGTERM, 15000);
     ck_assert_msg(st == 0, "kubesim exit status %d", st);
-    kop_test_rmdir(tmpdir);
-    free(tmpdir);
-    free(kc_path);
-    curl_global_cleanup();
+    kop_test_scratch_free(&scratch);
 }
 
 static void sleep_ms(long ms)
