@@ -539,6 +539,16 @@ START_TEST(test_http_untrusted_framing_refused)
          "HTTP/1.1 400", "invalid header value in X-A"},
         {"POST /echo HTTP/1.1\r\nHost: x\r\nX(A): b\r\nContent-Length: 3\r\n\r\nabc",
          "HTTP/1.1 400", "invalid header name"},
+        /* obs-fold: MHD glued " 41" to the name, lost the Content-Length
+         * and served the body as a second request */
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 41\r\n\r\n"
+         "GET /nope HTTP/1.1\r\nHost: x\r\nX-Smuggled: 1\r\n\r\n",
+         "HTTP/1.1 400", "obsolete line folding"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\tchunked\r\n\r\n"
+         "3\r\nabc\r\n0\r\n\r\n",
+         "HTTP/1.1 400", "obsolete line folding"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n c\r\nContent-Length: 3\r\n\r\nabc",
+         "HTTP/1.1 400", "obsolete line folding"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         long t0 = kop_test_now_ms();
@@ -563,6 +573,9 @@ START_TEST(test_http_untrusted_framing_refused)
         "POST http://x/echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
         "Connection: close\r\n\r\nabc",
         "POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\tb \xc3\xa9\r\nContent-Length: 3\r\n"
+        "Connection: close\r\n\r\nabc",
+        /* blanks after the colon, none, an empty value: not folds */
+        "POST /echo HTTP/1.1\r\nHost:x\r\nX-A: \t  v\r\nX-B:\r\nX-C: \r\nContent-Length:3\r\n"
         "Connection: close\r\n\r\nabc",
     };
     for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {

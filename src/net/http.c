@@ -497,6 +497,7 @@ struct framing { /* the request's headers, read once (framing_header) */
     const char *cl;
     bool cl_differ;
     const char *bad_name, *bad_value; /* the first header with one */
+    const char *folded;               /* the first header continued by an obs-fold */
 };
 
 /*
@@ -955,6 +956,31 @@ static bool is_tchar(unsigned char c)
            (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+/*
+ * True when MHD made this header out of an obs-fold (a line that starts
+ * with SP or HTAB, RFC 9112 §5.2). libmicrohttpd 0.9.75 appends such a
+ * continuation to the header's *name* and keeps the first line's value:
+ * "Content-Length:\r\n 52" comes as a header "Content-Length52" with an
+ * empty value, so the framing header vanishes (the body is read as the next
+ * request) where Go, the apiserver's stack, reads "Content-Length: 52". An
+ * unfolded header is where MHD read it, "name\0", the blanks after the
+ * colon, then the value; a fold lengthened the name over that, or moved it
+ * to a new block of the connection's memory pool (the value stays in the
+ * read buffer, same pool: the walk below stays inside it and stops at the
+ * first byte that is not a blank).
+ */
+static bool header_folded(const char *key, size_t key_size, const char *value)
+{
+    uintptr_t k = (uintptr_t)key, v = (uintptr_t)value;
+    if (v < k + key_size + 1)
+        return true;
+    for (const char *p = key + key_size + 1; (uintptr_t)p < v; p++) {
+        if (*p != ' ' && *p != '\t')
+            return true;
+    }
+    return false;
+}
+
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       size_t key_size, const char *value, size_t value_size)
 {
@@ -962,6 +988,8 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
     (void)kind;
     if (!key)
         return MHD_YES;
+    if (value && !f->folded && header_folded(key, key_size, value))
+        f->folded = key;
     if (!value) {
         value = "";
         value_size = 0;
@@ -1003,7 +1031,12 @@ static bool refuse_framing(struct MHD_Connection *conn, struct req *rq, const ch
     char msg[160];
     int code;
     bool http11 = !version || strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
-    if (f->bad_name) {
+    if (f->folded) {
+        /* RFC 9112 §5.2 lets a server refuse an obs-fold; what MHD made
+         * of it is neither what was sent nor what Go would read */
+        code = 400;
+        snprintf(msg, sizeof(msg), "obsolete line folding in a header");
+    } else if (f->bad_name) {
         code = 400;
         snprintf(msg, sizeof(msg), "invalid header name");
     } else if (f->bad_value) {
