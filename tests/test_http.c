@@ -333,6 +333,14 @@ START_TEST(test_http_unknown_path_404)
     /* A prefix of a route is not the route. */
     expect_status(h, f.port, "GET", "/echo/x", NULL, 0, false, 404, &r);
     result_free(&r);
+    /* nor is the route with a NUL after it (MHD's decoded path stopped
+     * there); one in the query is fine */
+    expect_status(h, f.port, "GET", "/echo%00", NULL, 0, false, 404, &r);
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/echo%00/../x", NULL, 0, false, 404, &r);
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/echo?x=%00", NULL, 0, false, 200, &r);
+    result_free(&r);
     stop_with_client(&f, h);
 }
 END_TEST

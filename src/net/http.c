@@ -193,6 +193,7 @@ enum job_kind { JOB_DATA, JOB_END };
 struct req {
     struct kop_http_server *srv;
     char *query;
+    bool path_nul; /* the raw path has "%00": MHD's decoded one stops there */
     const struct route *route;
     enum req_state state;
     int pending_status; /* REQ_DISCARD: 404, 405 or 413 */
@@ -829,6 +830,11 @@ static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL;
     rq->srv = srv;
     const char *q = uri ? strchr(uri, '?') : NULL;
+    /* MHD decodes the path in place into a C string, so "/convert%00x"
+     * reaches the router as "/convert"; Go routes "/convert\0x", which is
+     * no route */
+    for (const char *p = uri; p && *p && p != q && !rq->path_nul; p++)
+        rq->path_nul = p[0] == '%' && p[1] == '0' && p[2] == '0';
     rq->query = strdup(q ? q + 1 : "");
     if (!rq->query) {
         free(rq);
@@ -1081,7 +1087,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     enum MHD_Result refused;
     if (refuse_framing(conn, rq, version, &f, &refused))
         return refused;
-    const struct route *rt = find_route(srv, url);
+    const struct route *rt = rq->path_nul ? NULL : find_route(srv, url);
     if (!rt)
         return decide(conn, rq, &f, 404);
     rq->route = rt;
