@@ -869,10 +869,13 @@ static atomic_bool stream_hold; /* end() waits while set (10 s at most) */
 static atomic_size_t stream_hold_min;
 static atomic_int stream_in_end;
 
+static atomic_size_t stream_last_cl; /* the length the last begin() was told */
+
 static void *s_begin(void *ud, const struct kop_http_request *req, size_t cl)
 {
     (void)ud;
     ck_assert_ptr_null(req->body);
+    atomic_store(&stream_last_cl, cl);
     atomic_fetch_add(&stream_begun, 1);
     return calloc(1, sizeof(struct sstate));
 }
@@ -1232,6 +1235,71 @@ START_TEST(test_http_heavy_work_leaves_the_thread_to_small_requests)
     pthread_join(tc, NULL);
     atomic_store(&stream_hold_min, 0);
     ck_assert_int_eq(a.status, 200);
+    budget_returns_to_zero(f.srv);
+    stop_server(&f);
+}
+END_TEST
+
+struct chunked_call {
+    uint16_t port;
+    size_t len;
+    char status[16];
+    atomic_int done;
+};
+
+/* POST /stream: len bytes chunked, with a "Content-Length: 10" beside. */
+static void *chunked_with_length_thread(void *arg)
+{
+    struct chunked_call *c = arg;
+    int fd = connect_local(c->port);
+    struct timeval tv = {15, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const char head[] = "POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n"
+                        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    static char chunk[16384 + 16];
+    int off = snprintf(chunk, sizeof(chunk), "%x\r\n", 16384);
+    memset(chunk + off, ' ', 16384);
+    memcpy(chunk + off + 16384, "\r\n", 2);
+    size_t n = (size_t)off + 16384 + 2;
+    for (size_t sent = 0; sent < c->len; sent += 16384)
+        ck_assert_int_eq(send(fd, chunk, n, MSG_NOSIGNAL), (ssize_t)n);
+    ck_assert_int_eq(send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL), 5);
+    ssize_t got = recv(fd, c->status, sizeof(c->status) - 1, MSG_WAITALL);
+    c->status[got > 0 ? got : 0] = '\0';
+    close(fd);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* A Content-Length beside chunked is not the body's length (Go drops it,
+ * RFC 9112 §6.3): the stream is told the length is unknown, and a large
+ * chunked body works on the heavy lane whatever the header says. Before,
+ * "Content-Length: 10" kept a 1 MiB body's work on the MHD thread, where it
+ * held up every other connection. */
+START_TEST(test_http_chunked_ignores_content_length)
+{
+    struct fixture f;
+    start_stream_server_threads(&f, 0, 0, 1);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_last_cl, 12345);
+    atomic_store(&stream_hold_min, 512 * 1024);
+    atomic_store(&stream_hold, true);
+    struct chunked_call a = {.port = f.port, .len = 1u << 20};
+    struct post_call c = {.port = f.port, .len = 2000};
+    pthread_t ta, tc;
+    ck_assert_int_eq(pthread_create(&ta, NULL, chunked_with_length_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    ck_assert_uint_eq(atomic_load(&stream_last_cl), 0);
+    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
+    wait_until(&c.done, 1);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_int_eq(atomic_load(&a.done), 0);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    atomic_store(&stream_hold_min, 0);
+    ck_assert_msg(strncmp(a.status, "HTTP/1.1 200", 12) == 0, "%s", a.status);
     budget_returns_to_zero(f.srv);
     stop_server(&f);
 }
@@ -1615,6 +1683,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_budget_keeps_room_for_small_requests);
     tcase_add_test(tc, test_http_budget_small_lane_survives_large_growth);
     tcase_add_test(tc, test_http_heavy_work_leaves_the_thread_to_small_requests);
+    tcase_add_test(tc, test_http_chunked_ignores_content_length);
     tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(tc, test_http_slow_body_closed);
     tcase_add_test(tc, test_http_per_address_cap);

@@ -1104,7 +1104,11 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     if (!(mb & allowed))
         return decide(conn, rq, &f, 405);
     uint64_t cl = 0;
-    int r = parse_content_length(f.cl, &cl);
+    /* chunked wins over a Content-Length sent with it (RFC 9112 §6.3; Go
+     * drops the header): the length is unknown, the body is cut at the
+     * route's limit as it comes. Taking the header's word would let
+     * "Content-Length: 1" keep a large chunked body off the heavy lane */
+    int r = f.te ? -ENOENT : parse_content_length(f.cl, &cl);
     if (r == 0 && cl > rt->r.max_body)
         return decide(conn, rq, &f, 413);
     rq->content_length = r == 0 ? cl : 0;
