@@ -1395,6 +1395,55 @@ START_TEST(test_http_slow_body_closed)
 }
 END_TEST
 
+/* A response must be read at the minimum rate too: a client that takes a
+ * few bytes of a 4 MiB reply now and then (each resets MHD's own timeout)
+ * is cut after the grace plus the reply's length at that rate. Before, it
+ * held the request, and the reply's share of the in-flight budget, for as
+ * long as it kept reading: one such client made large reviews wait and
+ * get 503. */
+START_TEST(test_http_slow_reader_closed)
+{
+    struct fixture f;
+    next_limits.header_timeout_ms = 500;
+    next_limits.min_body_rate = 1 << 20;
+    next_limits.timeout_s = 60;
+    start_server(&f, 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(f.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    size_t n = 4u << 20;
+    char head[160];
+    int hl = snprintf(head, sizeof(head),
+                      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      n);
+    ck_assert_int_eq(send(fd, head, (size_t)hl, 0), hl);
+    char *body = malloc(n);
+    ck_assert_ptr_nonnull(body);
+    memset(body, 'a', n);
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, body + off, n - off, 0);
+        ck_assert_int_gt(w, 0);
+        off += (size_t)w;
+    }
+    free(body);
+    /* 1 KB/s, for 15 s at most: the deadline is 0.5 s + 4 s */
+    for (int i = 0; i < 150 && timed_out(&f) < 1; i++) {
+        char buf[100];
+        (void)recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_ge(timed_out(&f), 1);
+    close(fd);
+    ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 5000), 0);
+    stop_server(&f);
+}
+END_TEST
+
 /* A listening server caps the connections of one address. */
 START_TEST(test_http_per_address_cap)
 {
@@ -1686,6 +1735,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_chunked_ignores_content_length);
     tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(tc, test_http_slow_body_closed);
+    tcase_add_test(tc, test_http_slow_reader_closed);
     tcase_add_test(tc, test_http_per_address_cap);
     tcase_add_test(tc, test_http_end_keepalive);
     tcase_add_test(tc, test_http_close_idle);
@@ -1719,6 +1769,7 @@ static Suite *http_suite(void)
     tcase_add_test(ext, test_http_budget_small_lane_survives_large_growth);
     tcase_add_test(ext, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(ext, test_http_slow_body_closed);
+    tcase_add_test(ext, test_http_slow_reader_closed);
     tcase_add_test(ext, test_http_end_keepalive);
     tcase_add_test(ext, test_http_close_idle);
     suite_add_tcase(s, ext);

@@ -23,14 +23,19 @@
  * Deadlines. MHD's own timeout is reset by every byte, so a client sending
  * a byte now and then would hold a connection slot for ever. Every
  * connection is therefore tracked (MHD's connection notifications) in one
- * of four phases, and the ticker thread closes those past their deadline:
+ * of five phases, and the ticker thread closes those past their deadline:
  *   HEADERS  the request line and headers must be in within header_timeout,
  *            counted from the connection's start for its first request and
  *            from the request line for later ones;
  *   BODY     after a grace of header_timeout the body must have come at
  *            min_body_rate bytes per second on average;
  *   BUSY     routing, waiting for the budget (which has its own deadline),
- *            the handler, the response: no deadline of ours;
+ *            the handler: no deadline of ours;
+ *   REPLY    the response queued: the client must have read it within
+ *            header_timeout plus its length at min_body_rate (a reply
+ *            holds its share of the budget until it is sent, so a client
+ *            that reads a large one a few bytes now and then would keep
+ *            it from every other large request);
  *   IDLE     between requests: the next request line must come within the
  *            idle timeout, however the bytes trickle.
  * A connection is closed with shutdown() on a duplicate of its descriptor
@@ -166,7 +171,7 @@ struct kop_http_server {
     bool lane_joined; /* the caller of shutdown's */
 };
 
-enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_IDLE };
+enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_REPLY, TP_IDLE };
 
 struct track {
     struct track *prev, *next;
@@ -176,6 +181,7 @@ struct track {
     bool requested; /* a request line came on it (else HEADERS = fresh) */
     int64_t since;  /* phase start */
     uint64_t body_bytes;
+    uint64_t reply_bytes; /* REPLY: what the response holds */
 };
 
 enum req_state {
@@ -387,6 +393,8 @@ static void record_webhook(struct req *rq, int status)
     kop_histogram_observe(rt->latency, secs);
 }
 
+static void track_reply(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n);
+
 /* Queue resp on conn; frees resp->body in every case. */
 static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq,
                                      struct kop_http_response *resp, bool close)
@@ -405,6 +413,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
         return MHD_NO;
     }
     resp->body = NULL;
+    size_t body_len = resp->body_len;
     enum MHD_Result ok = MHD_YES;
     if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 resp->content_type ? resp->content_type : "application/json") !=
@@ -429,6 +438,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
         rq->state = REQ_ANSWERED;
         rq->answered = status;
         record_webhook(rq, status);
+        track_reply(rq->srv, conn, body_len);
     }
     return ok;
 }
@@ -648,6 +658,19 @@ static void track_phase(struct kop_http_server *srv, struct MHD_Connection *conn
     pthread_mutex_unlock(&srv->track_lock);
 }
 
+/* The response (n bytes) is queued: it must be read at min_body_rate (see
+ * Deadlines). */
+static void track_reply(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n)
+{
+    track_phase(srv, conn, TP_REPLY);
+    struct track *tr = conn_track(conn);
+    if (!tr)
+        return;
+    pthread_mutex_lock(&srv->track_lock);
+    tr->reply_bytes = n;
+    pthread_mutex_unlock(&srv->track_lock);
+}
+
 static void track_body(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n)
 {
     struct track *tr = conn_track(conn);
@@ -712,6 +735,10 @@ static bool track_expired(const struct kop_http_server *srv, const struct track 
         if (age <= srv->grace_ns)
             return false;
         return (double)tr->body_bytes < srv->min_body_rate * (double)(age - srv->grace_ns) / 1e9;
+    case TP_REPLY:
+        /* however the client reads: MHD's own timeout is reset by every
+         * byte it takes, and a reply holds its share of the budget */
+        return age > srv->grace_ns + (int64_t)((double)tr->reply_bytes / srv->min_body_rate * 1e9);
     case TP_BUSY:
         break;
     }
