@@ -333,6 +333,14 @@ START_TEST(test_http_unknown_path_404)
     /* A prefix of a route is not the route. */
     expect_status(h, f.port, "GET", "/echo/x", NULL, 0, false, 404, &r);
     result_free(&r);
+    /* nor is the route with a NUL after it (MHD's decoded path stopped
+     * there); one in the query is fine */
+    expect_status(h, f.port, "GET", "/echo%00", NULL, 0, false, 404, &r);
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/echo%00/../x", NULL, 0, false, 404, &r);
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/echo?x=%00", NULL, 0, false, 200, &r);
+    result_free(&r);
     stop_with_client(&f, h);
 }
 END_TEST
@@ -539,6 +547,16 @@ START_TEST(test_http_untrusted_framing_refused)
          "HTTP/1.1 400", "invalid header value in X-A"},
         {"POST /echo HTTP/1.1\r\nHost: x\r\nX(A): b\r\nContent-Length: 3\r\n\r\nabc",
          "HTTP/1.1 400", "invalid header name"},
+        /* obs-fold: MHD glued " 41" to the name, lost the Content-Length
+         * and served the body as a second request */
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 41\r\n\r\n"
+         "GET /nope HTTP/1.1\r\nHost: x\r\nX-Smuggled: 1\r\n\r\n",
+         "HTTP/1.1 400", "obsolete line folding"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\tchunked\r\n\r\n"
+         "3\r\nabc\r\n0\r\n\r\n",
+         "HTTP/1.1 400", "obsolete line folding"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n c\r\nContent-Length: 3\r\n\r\nabc",
+         "HTTP/1.1 400", "obsolete line folding"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         long t0 = kop_test_now_ms();
@@ -563,6 +581,9 @@ START_TEST(test_http_untrusted_framing_refused)
         "POST http://x/echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
         "Connection: close\r\n\r\nabc",
         "POST /echo HTTP/1.1\r\nHost: x\r\nX-A: a\tb \xc3\xa9\r\nContent-Length: 3\r\n"
+        "Connection: close\r\n\r\nabc",
+        /* blanks after the colon, none, an empty value: not folds */
+        "POST /echo HTTP/1.1\r\nHost:x\r\nX-A: \t  v\r\nX-B:\r\nX-C: \r\nContent-Length:3\r\n"
         "Connection: close\r\n\r\nabc",
     };
     for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
@@ -848,10 +869,13 @@ static atomic_bool stream_hold; /* end() waits while set (10 s at most) */
 static atomic_size_t stream_hold_min;
 static atomic_int stream_in_end;
 
+static atomic_size_t stream_last_cl; /* the length the last begin() was told */
+
 static void *s_begin(void *ud, const struct kop_http_request *req, size_t cl)
 {
     (void)ud;
     ck_assert_ptr_null(req->body);
+    atomic_store(&stream_last_cl, cl);
     atomic_fetch_add(&stream_begun, 1);
     return calloc(1, sizeof(struct sstate));
 }
@@ -1216,6 +1240,71 @@ START_TEST(test_http_heavy_work_leaves_the_thread_to_small_requests)
 }
 END_TEST
 
+struct chunked_call {
+    uint16_t port;
+    size_t len;
+    char status[16];
+    atomic_int done;
+};
+
+/* POST /stream: len bytes chunked, with a "Content-Length: 10" beside. */
+static void *chunked_with_length_thread(void *arg)
+{
+    struct chunked_call *c = arg;
+    int fd = connect_local(c->port);
+    struct timeval tv = {15, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const char head[] = "POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n"
+                        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    static char chunk[16384 + 16];
+    int off = snprintf(chunk, sizeof(chunk), "%x\r\n", 16384);
+    memset(chunk + off, ' ', 16384);
+    memcpy(chunk + off + 16384, "\r\n", 2);
+    size_t n = (size_t)off + 16384 + 2;
+    for (size_t sent = 0; sent < c->len; sent += 16384)
+        ck_assert_int_eq(send(fd, chunk, n, MSG_NOSIGNAL), (ssize_t)n);
+    ck_assert_int_eq(send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL), 5);
+    ssize_t got = recv(fd, c->status, sizeof(c->status) - 1, MSG_WAITALL);
+    c->status[got > 0 ? got : 0] = '\0';
+    close(fd);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* A Content-Length beside chunked is not the body's length (Go drops it,
+ * RFC 9112 §6.3): the stream is told the length is unknown, and a large
+ * chunked body works on the heavy lane whatever the header says. Before,
+ * "Content-Length: 10" kept a 1 MiB body's work on the MHD thread, where it
+ * held up every other connection. */
+START_TEST(test_http_chunked_ignores_content_length)
+{
+    struct fixture f;
+    start_stream_server_threads(&f, 0, 0, 1);
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_last_cl, 12345);
+    atomic_store(&stream_hold_min, 512 * 1024);
+    atomic_store(&stream_hold, true);
+    struct chunked_call a = {.port = f.port, .len = 1u << 20};
+    struct post_call c = {.port = f.port, .len = 2000};
+    pthread_t ta, tc;
+    ck_assert_int_eq(pthread_create(&ta, NULL, chunked_with_length_thread, &a), 0);
+    wait_until(&stream_in_end, 1);
+    ck_assert_uint_eq(atomic_load(&stream_last_cl), 0);
+    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
+    wait_until(&c.done, 1);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_int_eq(atomic_load(&a.done), 0);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    atomic_store(&stream_hold_min, 0);
+    ck_assert_msg(strncmp(a.status, "HTTP/1.1 200", 12) == 0, "%s", a.status);
+    budget_returns_to_zero(f.srv);
+    stop_server(&f);
+}
+END_TEST
+
 /* ---- deadlines ------------------------------------------------------------ */
 
 /* The server closed fd (EOF or reset), looking without waiting. */
@@ -1301,6 +1390,55 @@ START_TEST(test_http_slow_body_closed)
     ck_assert_msg(sent < 100, "a 100 B/s body still read after 10 s");
     close(fd);
     ck_assert_double_ge(timed_out(&f), 1);
+    ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 5000), 0);
+    stop_server(&f);
+}
+END_TEST
+
+/* A response must be read at the minimum rate too: a client that takes a
+ * few bytes of a 4 MiB reply now and then (each resets MHD's own timeout)
+ * is cut after the grace plus the reply's length at that rate. Before, it
+ * held the request, and the reply's share of the in-flight budget, for as
+ * long as it kept reading: one such client made large reviews wait and
+ * get 503. */
+START_TEST(test_http_slow_reader_closed)
+{
+    struct fixture f;
+    next_limits.header_timeout_ms = 500;
+    next_limits.min_body_rate = 1 << 20;
+    next_limits.timeout_s = 60;
+    start_server(&f, 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(f.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    size_t n = 4u << 20;
+    char head[160];
+    int hl = snprintf(head, sizeof(head),
+                      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      n);
+    ck_assert_int_eq(send(fd, head, (size_t)hl, 0), hl);
+    char *body = malloc(n);
+    ck_assert_ptr_nonnull(body);
+    memset(body, 'a', n);
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, body + off, n - off, 0);
+        ck_assert_int_gt(w, 0);
+        off += (size_t)w;
+    }
+    free(body);
+    /* 1 KB/s, for 15 s at most: the deadline is 0.5 s + 4 s */
+    for (int i = 0; i < 150 && timed_out(&f) < 1; i++) {
+        char buf[100];
+        (void)recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_ge(timed_out(&f), 1);
+    close(fd);
     ck_assert_int_eq(kop_http_server_wait_idle(f.srv, 5000), 0);
     stop_server(&f);
 }
@@ -1594,8 +1732,10 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_budget_keeps_room_for_small_requests);
     tcase_add_test(tc, test_http_budget_small_lane_survives_large_growth);
     tcase_add_test(tc, test_http_heavy_work_leaves_the_thread_to_small_requests);
+    tcase_add_test(tc, test_http_chunked_ignores_content_length);
     tcase_add_test(tc, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(tc, test_http_slow_body_closed);
+    tcase_add_test(tc, test_http_slow_reader_closed);
     tcase_add_test(tc, test_http_per_address_cap);
     tcase_add_test(tc, test_http_end_keepalive);
     tcase_add_test(tc, test_http_close_idle);
@@ -1629,6 +1769,7 @@ static Suite *http_suite(void)
     tcase_add_test(ext, test_http_budget_small_lane_survives_large_growth);
     tcase_add_test(ext, test_http_slow_headers_closed_at_deadline);
     tcase_add_test(ext, test_http_slow_body_closed);
+    tcase_add_test(ext, test_http_slow_reader_closed);
     tcase_add_test(ext, test_http_end_keepalive);
     tcase_add_test(ext, test_http_close_idle);
     suite_add_tcase(s, ext);

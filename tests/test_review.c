@@ -176,6 +176,13 @@ START_TEST(test_review_http_errors)
     }
     http_error(CT, "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"ConversionReview\"}",
                400, "no request", false);
+    /* an AdmissionReview without a request was allowed (uid "") */
+    http_error(CT, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}", 400,
+               "no request", true);
+    http_error(CT,
+               "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+               "\"request\":null}",
+               400, "request must be an object", true);
     ck_assert(kop_review_content_type_ok("application/json"));
     ck_assert(kop_review_content_type_ok("Application/JSON; charset=utf-8"));
     ck_assert(kop_review_content_type_ok("application/json;charset=UTF-8"));

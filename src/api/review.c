@@ -544,18 +544,24 @@ int kop_review_admit_http(const char *content_type, const char *body, size_t len
         goto error;
     }
     json_t *req = json_object_get(root, "request");
-    if (req && !json_is_object(req)) {
+    if (!req) {
+        /* nothing to judge: an "allowed" for no request (and no uid) would
+         * answer a question nobody asked, as a ConversionReview without one
+         * is a 400 */
+        snprintf(msg, sizeof(msg), "AdmissionReview has no request");
+        status = 400;
+        goto error;
+    }
+    if (!json_is_object(req)) {
         snprintf(msg, sizeof(msg), "AdmissionReview request must be an object");
         status = 400;
         goto error;
     }
     const char *uid = str_or_empty(json_object_get(req, "uid"));
     set_uid(&r, uid);
-    if (req) {
-        rc = kop_admission_evaluate(req, opts, &v);
-        if (rc < 0)
-            goto out;
-    }
+    rc = kop_admission_evaluate(req, opts, &v);
+    if (rc < 0)
+        goto out;
     r.success = v.allowed;
     r.n_warnings = v.n_warnings;
     if (v.allowed) {

@@ -23,14 +23,19 @@
  * Deadlines. MHD's own timeout is reset by every byte, so a client sending
  * a byte now and then would hold a connection slot for ever. Every
  * connection is therefore tracked (MHD's connection notifications) in one
- * of four phases, and the ticker thread closes those past their deadline:
+ * of five phases, and the ticker thread closes those past their deadline:
  *   HEADERS  the request line and headers must be in within header_timeout,
  *            counted from the connection's start for its first request and
  *            from the request line for later ones;
  *   BODY     after a grace of header_timeout the body must have come at
  *            min_body_rate bytes per second on average;
  *   BUSY     routing, waiting for the budget (which has its own deadline),
- *            the handler, the response: no deadline of ours;
+ *            the handler: no deadline of ours;
+ *   REPLY    the response queued: the client must have read it within
+ *            header_timeout plus its length at min_body_rate (a reply
+ *            holds its share of the budget until it is sent, so a client
+ *            that reads a large one a few bytes now and then would keep
+ *            it from every other large request);
  *   IDLE     between requests: the next request line must come within the
  *            idle timeout, however the bytes trickle.
  * A connection is closed with shutdown() on a duplicate of its descriptor
@@ -166,7 +171,7 @@ struct kop_http_server {
     bool lane_joined; /* the caller of shutdown's */
 };
 
-enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_IDLE };
+enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_REPLY, TP_IDLE };
 
 struct track {
     struct track *prev, *next;
@@ -176,6 +181,7 @@ struct track {
     bool requested; /* a request line came on it (else HEADERS = fresh) */
     int64_t since;  /* phase start */
     uint64_t body_bytes;
+    uint64_t reply_bytes; /* REPLY: what the response holds */
 };
 
 enum req_state {
@@ -193,6 +199,7 @@ enum job_kind { JOB_DATA, JOB_END };
 struct req {
     struct kop_http_server *srv;
     char *query;
+    bool path_nul; /* the raw path has "%00": MHD's decoded one stops there */
     const struct route *route;
     enum req_state state;
     int pending_status; /* REQ_DISCARD: 404, 405 or 413 */
@@ -386,6 +393,8 @@ static void record_webhook(struct req *rq, int status)
     kop_histogram_observe(rt->latency, secs);
 }
 
+static void track_reply(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n);
+
 /* Queue resp on conn; frees resp->body in every case. */
 static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq,
                                      struct kop_http_response *resp, bool close)
@@ -404,6 +413,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
         return MHD_NO;
     }
     resp->body = NULL;
+    size_t body_len = resp->body_len;
     enum MHD_Result ok = MHD_YES;
     if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 resp->content_type ? resp->content_type : "application/json") !=
@@ -428,6 +438,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
         rq->state = REQ_ANSWERED;
         rq->answered = status;
         record_webhook(rq, status);
+        track_reply(rq->srv, conn, body_len);
     }
     return ok;
 }
@@ -497,6 +508,7 @@ struct framing { /* the request's headers, read once (framing_header) */
     const char *cl;
     bool cl_differ;
     const char *bad_name, *bad_value; /* the first header with one */
+    const char *folded;               /* the first header continued by an obs-fold */
 };
 
 /*
@@ -646,6 +658,19 @@ static void track_phase(struct kop_http_server *srv, struct MHD_Connection *conn
     pthread_mutex_unlock(&srv->track_lock);
 }
 
+/* The response (n bytes) is queued: it must be read at min_body_rate (see
+ * Deadlines). */
+static void track_reply(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n)
+{
+    track_phase(srv, conn, TP_REPLY);
+    struct track *tr = conn_track(conn);
+    if (!tr)
+        return;
+    pthread_mutex_lock(&srv->track_lock);
+    tr->reply_bytes = n;
+    pthread_mutex_unlock(&srv->track_lock);
+}
+
 static void track_body(struct kop_http_server *srv, struct MHD_Connection *conn, size_t n)
 {
     struct track *tr = conn_track(conn);
@@ -710,6 +735,10 @@ static bool track_expired(const struct kop_http_server *srv, const struct track 
         if (age <= srv->grace_ns)
             return false;
         return (double)tr->body_bytes < srv->min_body_rate * (double)(age - srv->grace_ns) / 1e9;
+    case TP_REPLY:
+        /* however the client reads: MHD's own timeout is reset by every
+         * byte it takes, and a reply holds its share of the budget */
+        return age > srv->grace_ns + (int64_t)((double)tr->reply_bytes / srv->min_body_rate * 1e9);
     case TP_BUSY:
         break;
     }
@@ -828,6 +857,11 @@ static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL;
     rq->srv = srv;
     const char *q = uri ? strchr(uri, '?') : NULL;
+    /* MHD decodes the path in place into a C string, so "/convert%00x"
+     * reaches the router as "/convert"; Go routes "/convert\0x", which is
+     * no route */
+    for (const char *p = uri; p && *p && p != q && !rq->path_nul; p++)
+        rq->path_nul = p[0] == '%' && p[1] == '0' && p[2] == '0';
     rq->query = strdup(q ? q + 1 : "");
     if (!rq->query) {
         free(rq);
@@ -955,6 +989,31 @@ static bool is_tchar(unsigned char c)
            (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+/*
+ * True when MHD made this header out of an obs-fold (a line that starts
+ * with SP or HTAB, RFC 9112 §5.2). libmicrohttpd 0.9.75 appends such a
+ * continuation to the header's *name* and keeps the first line's value:
+ * "Content-Length:\r\n 52" comes as a header "Content-Length52" with an
+ * empty value, so the framing header vanishes (the body is read as the next
+ * request) where Go, the apiserver's stack, reads "Content-Length: 52". An
+ * unfolded header is where MHD read it, "name\0", the blanks after the
+ * colon, then the value; a fold lengthened the name over that, or moved it
+ * to a new block of the connection's memory pool (the value stays in the
+ * read buffer, same pool: the walk below stays inside it and stops at the
+ * first byte that is not a blank).
+ */
+static bool header_folded(const char *key, size_t key_size, const char *value)
+{
+    uintptr_t k = (uintptr_t)key, v = (uintptr_t)value;
+    if (v < k + key_size + 1)
+        return true;
+    for (const char *p = key + key_size + 1; (uintptr_t)p < v; p++) {
+        if (*p != ' ' && *p != '\t')
+            return true;
+    }
+    return false;
+}
+
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       size_t key_size, const char *value, size_t value_size)
 {
@@ -962,6 +1021,8 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
     (void)kind;
     if (!key)
         return MHD_YES;
+    if (value && !f->folded && header_folded(key, key_size, value))
+        f->folded = key;
     if (!value) {
         value = "";
         value_size = 0;
@@ -1003,7 +1064,12 @@ static bool refuse_framing(struct MHD_Connection *conn, struct req *rq, const ch
     char msg[160];
     int code;
     bool http11 = !version || strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
-    if (f->bad_name) {
+    if (f->folded) {
+        /* RFC 9112 §5.2 lets a server refuse an obs-fold; what MHD made
+         * of it is neither what was sent nor what Go would read */
+        code = 400;
+        snprintf(msg, sizeof(msg), "obsolete line folding in a header");
+    } else if (f->bad_name) {
         code = 400;
         snprintf(msg, sizeof(msg), "invalid header name");
     } else if (f->bad_value) {
@@ -1048,7 +1114,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     enum MHD_Result refused;
     if (refuse_framing(conn, rq, version, &f, &refused))
         return refused;
-    const struct route *rt = find_route(srv, url);
+    const struct route *rt = rq->path_nul ? NULL : find_route(srv, url);
     if (!rt)
         return decide(conn, rq, &f, 404);
     rq->route = rt;
@@ -1065,7 +1131,11 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     if (!(mb & allowed))
         return decide(conn, rq, &f, 405);
     uint64_t cl = 0;
-    int r = parse_content_length(f.cl, &cl);
+    /* chunked wins over a Content-Length sent with it (RFC 9112 §6.3; Go
+     * drops the header): the length is unknown, the body is cut at the
+     * route's limit as it comes. Taking the header's word would let
+     * "Content-Length: 1" keep a large chunked body off the heavy lane */
+    int r = f.te ? -ENOENT : parse_content_length(f.cl, &cl);
     if (r == 0 && cl > rt->r.max_body)
         return decide(conn, rq, &f, 413);
     rq->content_length = r == 0 ? cl : 0;
