@@ -1597,6 +1597,186 @@ START_TEST(test_kubesim_apply_conflict)
 }
 END_TEST
 
+/* The managedFields entry i of obj. @ref borrow */
+static const json_t *mf_entry(const json_t *obj, size_t i)
+{
+    return json_array_get(json_object_get(json_object_get(obj, "metadata"), "managedFields"), i);
+}
+
+static size_t mf_count(const json_t *obj)
+{
+    return json_array_size(json_object_get(json_object_get(obj, "metadata"), "managedFields"));
+}
+
+/* The manager and compact fieldsV1 of entry i are want_manager and want_fields. */
+static void expect_entry(const json_t *obj, size_t i, const char *want_manager,
+                         const char *want_fields)
+{
+    const json_t *e = mf_entry(obj, i);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "manager")), want_manager);
+    char *f = json_dumps(json_object_get(e, "fieldsV1"), JSON_COMPACT);
+    ck_assert_str_eq(f, want_fields);
+    free(f);
+}
+
+#define MF_CMS "/api/v1/namespaces/default/configmaps"
+#define MF_CLIENT_ENTRIES                                                                          \
+    "[{\"manager\":\"zeta\",\"operation\":\"Update\",\"apiVersion\":\"v1\","                       \
+    "\"time\":\"2020-01-01T10:00:00.5+02:00\",\"fieldsType\":\"FieldsV1\","                        \
+    "\"fieldsV1\":{\"f:data\":{\"f:other\":{}}}},"                                                 \
+    "{\"manager\":\"%s\",\"operation\":\"%s\",\"apiVersion\":\"v1\",\"fieldsType\":\"FieldsV1\","  \
+    "\"fieldsV1\":{\"f:data\":{\"f:gone\":{},\"f:a\":{}}}}]"
+
+/* A create whose body carries managedFields: apimachinery's field manager
+ * (internal/fieldmanager.go, decodeLiveOrNew and Update) keeps the entries
+ * when they decode, takes from them what the create sets (against the
+ * zero object every field is new), adds the creator's entry and writes
+ * them sorted (Apply first, then by time) with times in UTC seconds. */
+START_TEST(test_kubesim_managed_fields_on_create)
+{
+    char body[2048], entries[1024];
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, "alpha", "Apply");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-create\",\"managedFields\":%s},"
+             "\"data\":{\"a\":\"1\",\"b\":\"2\"}}",
+             entries);
+    json_t *cm = request_json("POST", MF_CMS "?fieldManager=creator", body, 201);
+    ck_assert_uint_eq(mf_count(cm), 3);
+    expect_entry(cm, 0, "alpha", "{\"f:data\":{\"f:gone\":{}}}");
+    ck_assert_str_eq(json_string_value(json_object_get(mf_entry(cm, 0), "operation")), "Apply");
+    expect_entry(cm, 1, "zeta", "{\"f:data\":{\"f:other\":{}}}");
+    ck_assert_str_eq(json_string_value(json_object_get(mf_entry(cm, 1), "time")),
+                     "2020-01-01T08:00:00Z");
+    expect_entry(cm, 2, "creator", "{\"f:data\":{\".\":{},\"f:a\":{},\"f:b\":{}}}");
+    json_decref(cm);
+
+    /* entries that do not decode (an operation other than Apply or
+     * Update) are dropped, all of them: the live object's are used, none
+     * for a create */
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, "alpha", "Bogus");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-undecoded\",\"managedFields\":%s},"
+             "\"data\":{\"a\":\"1\"}}",
+             entries);
+    cm = request_json("POST", MF_CMS "?fieldManager=creator", body, 201);
+    ck_assert_uint_eq(mf_count(cm), 1);
+    expect_entry(cm, 0, "creator", "{\"f:data\":{\".\":{},\"f:a\":{}}}");
+    json_decref(cm);
+
+    /* entries that decode but fail ObjectMeta validation
+     * (ValidateManagedFields): 422 */
+    char longname[200];
+    memset(longname, 'm', 129);
+    longname[129] = '\0';
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, longname, "Apply");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-long\",\"managedFields\":%s},\"data\":{\"c\":\"1\"}}",
+             entries);
+    struct kop_test_resp r = request("POST", MF_CMS, NULL, body, NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_msg(strstr(r.body, "\"message\":\"ConfigMap \\\"mf-long\\\" is invalid: "
+                                 "metadata.managedFields[0].manager: Too long: may not be more "
+                                 "than 128 bytes\""),
+                  "%s", r.body);
+    kop_test_resp_free(&r);
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, "al\\u0001pha", "Apply");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-ctl\",\"managedFields\":%s},\"data\":{\"c\":\"1\"}}",
+             entries);
+    r = request("POST", MF_CMS, NULL, body, NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_msg(strstr(r.body, "metadata.managedFields[0].manager: Invalid value: "
+                                 "\\\"al\\\\x01pha\\\": invalid character U+0001 (at position 2)"),
+                  "%s", r.body);
+    kop_test_resp_free(&r);
+    ck_assert_ptr_null(get_or_null(MF_CMS "/mf-ctl"));
+
+    /* the default manager is the User-Agent's printable prefix, at most
+     * 128 bytes (create.go prefixFromUserAgent): no 422 */
+    char ua[512];
+    snprintf(ua, sizeof(ua), "User-Agent: %s%s/1.0", longname, longname);
+    r = request_ex("POST", MF_CMS, NULL,
+                   "{\"metadata\":{\"name\":\"mf-ua\"},\"data\":{\"a\":\"1\"}}", NULL, ua);
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    cm = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    ck_assert_uint_eq(json_string_length(json_object_get(mf_entry(cm, 0), "manager")), 128);
+    json_decref(cm);
+}
+END_TEST
+
+/* An update's managedFields (decodeLiveOrNew): one empty entry resets them
+ * (the writer then owns what it changed); entries that do not decode leave
+ * the live ones; entries that decode replace them. */
+START_TEST(test_kubesim_managed_fields_on_update)
+{
+    const char *path = MF_CMS "/mf-update";
+    create_cm("{\"metadata\":{\"name\":\"mf-update\"},\"data\":{\"a\":\"1\"}}");
+    merge_patch(MF_CMS "/mf-update?fieldManager=patcher", "{\"data\":{\"b\":\"2\"}}", 200);
+
+    /* missing fieldsType: the live entries stay, the writer's is added */
+    merge_patch(MF_CMS "/mf-update?fieldManager=third",
+                "{\"metadata\":{\"managedFields\":[{\"manager\":\"x\",\"operation\":\"Update\","
+                "\"apiVersion\":\"v1\",\"fieldsV1\":{\"f:data\":{}}}]},\"data\":{\"c\":\"3\"}}",
+                200);
+    json_t *cm = request_json("GET", path, NULL, 200);
+    ck_assert_uint_eq(mf_count(cm), 3);
+    expect_entry(cm, 2, "third", "{\"f:data\":{\"f:c\":{}}}");
+    json_decref(cm);
+
+    /* entries that decode replace the live ones */
+    merge_patch(MF_CMS "/mf-update?fieldManager=fourth",
+                "{\"metadata\":{\"managedFields\":[{\"manager\":\"x\",\"operation\":\"Update\","
+                "\"apiVersion\":\"v1\",\"fieldsType\":\"FieldsV1\","
+                "\"fieldsV1\":{\"f:data\":{\"f:a\":{}}}}]},\"data\":{\"d\":\"4\"}}",
+                200);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_uint_eq(mf_count(cm), 2);
+    expect_entry(cm, 0, "x", "{\"f:data\":{\"f:a\":{}}}");
+    ck_assert_ptr_null(json_object_get(mf_entry(cm, 0), "time"));
+    expect_entry(cm, 1, "fourth", "{\"f:data\":{\"f:d\":{}}}");
+    json_decref(cm);
+
+    /* [{}] resets them: a write that changes nothing leaves none */
+    merge_patch(path, "{\"metadata\":{\"managedFields\":[{}]}}", 200);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_ptr_null(json_object_get(json_object_get(cm, "metadata"), "managedFields"));
+    json_decref(cm);
+
+    /* so does an empty list for a built-in kind (decoded into a non-nil
+     * slice) */
+    merge_patch(MF_CMS "/mf-update?fieldManager=fifth", "{\"data\":{\"e\":\"5\"}}", 200);
+    merge_patch(MF_CMS "/mf-update?fieldManager=sixth",
+                "{\"metadata\":{\"managedFields\":[]},\"data\":{\"f\":\"6\"}}", 200);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_uint_eq(mf_count(cm), 1);
+    expect_entry(cm, 0, "sixth", "{\"f:data\":{\"f:f\":{}}}");
+    json_decref(cm);
+
+    /* a custom resource's empty list goes with the metadata coercion
+     * (objectmeta.SetObjectMeta: omitempty): the live entries stay */
+    json_decref(request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                             widget_crd, 201));
+    json_decref(request_json(
+        "POST", "/apis/test.example.com/v1/namespaces/default/widgets?fieldManager=maker",
+        "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Widget\","
+        "\"metadata\":{\"name\":\"mfw\",\"labels\":{\"a\":\"1\"}},"
+        "\"spec\":{\"replicas\":1}}",
+        201));
+    merge_patch("/apis/test.example.com/v1/namespaces/default/widgets/mfw?fieldManager=other",
+                "{\"metadata\":{\"managedFields\":[]},\"spec\":{\"replicas\":2}}", 200);
+    json_t *w =
+        request_json("GET", "/apis/test.example.com/v1/namespaces/default/widgets/mfw", NULL, 200);
+    ck_assert_uint_eq(mf_count(w), 2);
+    /* (a custom resource's spec is a map: the set holds it, as {}) */
+    expect_entry(w, 0, "maker",
+                 "{\"f:metadata\":{\"f:labels\":{\".\":{},\"f:a\":{}}},\"f:spec\":{}}");
+    expect_entry(w, 1, "other", "{\"f:spec\":{\"f:replicas\":{}}}");
+    json_decref(w);
+}
+END_TEST
+
 /* ---- run-time webhook service map ------------------------------------------------ */
 
 /* A validating webhook that admits everything and counts its calls. */
@@ -7209,6 +7389,8 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_protobuf);
     tcase_add_test(tc, test_kubesim_protobuf_types);
     tcase_add_test(tc, test_kubesim_apply_conflict);
+    tcase_add_test(tc, test_kubesim_managed_fields_on_create);
+    tcase_add_test(tc, test_kubesim_managed_fields_on_update);
     tcase_add_test(tc, test_kubesim_service_map_runtime);
     tcase_add_test(tc, test_kubesim_stats_user_agent);
     tcase_add_test(tc, test_kubesim_fault_filters);

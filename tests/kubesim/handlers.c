@@ -1788,9 +1788,28 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
     if (mrc != 0)
         return admit_denied(r, code, body);
     if (mutated && obj) {
+        /* managedFieldsValidatingAdmissionController (apiserver pkg/
+         * endpoints/handlers/fieldmanager/admission.go, Admit): entries a
+         * webhook leaves that do not decode are put back as they were,
+         * with a warning */
+        json_t *mmd = json_object_get(mutated, "metadata");
+        char *err = ks_ssa_decode_error(json_object_get(mmd, "managedFields"));
+        if (err && json_is_object(mmd)) {
+            json_t *before = json_object_get(meta(obj), "managedFields");
+            if (before)
+                json_object_set(mmd, "managedFields", before);
+            else
+                json_object_del(mmd, "managedFields");
+            char *w = ks_printf(".metadata.managedFields was in an invalid state after admission; "
+                                "this could be caused by an outdated mutating admission "
+                                "controller; please fix your requests: %s",
+                                err);
+            json_array_append_new(r->warnings, json_string(w));
+            free(w);
+        }
+        free(err);
         /* The caller holds pointers into obj's name and namespace strings:
          * keep those values (the apiserver does not let a webhook rename). */
-        json_t *mmd = json_object_get(mutated, "metadata");
         json_t *omd = json_object_get(obj, "metadata");
         static const char *const keep[] = {"name", "namespace", "uid", "creationTimestamp", NULL};
         for (const char *const *f = keep; json_is_object(mmd) && *f; f++) {
@@ -1808,6 +1827,8 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
         }
         json_decref(mutated);
         json_t *causes = ks_validate_object(def, obj, old, false);
+        if (!causes)
+            causes = ks_ssa_validate(obj);
         if (causes) {
             reply_invalid(r, def, name, causes);
             return -EPERM;
@@ -2448,10 +2469,11 @@ static bool is_apply(const struct ks_api_req *q)
  * custom resource decoder's metadata coercion (apiextensions-apiserver's
  * objectmeta.Coerce: GetObjectMeta, then SetObjectMeta). A client-side
  * apply or `kubectl diff` that sends `"annotations": {}` sees none back.
- * (An empty managedFields list is left to the field manager, which reads
- * it as "keep them".)
+ * An empty managedFields list is left to a built-in kind's field manager,
+ * which reads it as "reset them" (fieldmanager.go isResetManagedFields);
+ * a custom resource's goes with the coercion, so its live entries stay.
  */
-static void coerce_object_meta(json_t *obj)
+static void coerce_object_meta(json_t *obj, bool crd)
 {
     json_t *md = json_object_get(obj, "metadata");
     if (!json_is_object(md))
@@ -2471,6 +2493,9 @@ static void coerce_object_meta(json_t *obj)
     const char *gn = json_string_value(json_object_get(md, "generateName"));
     if (gn && !*gn)
         json_object_del(md, "generateName");
+    json_t *mf = json_object_get(md, "managedFields");
+    if (crd && json_is_array(mf) && json_array_size(mf) == 0)
+        json_object_del(md, "managedFields");
 }
 
 /* A Service's managedFields after its create: the allocated clusterIP(s),
@@ -2567,15 +2592,13 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     json_object_del(md, "resourceVersion");
     json_object_del(md, "deletionTimestamp");
     json_object_del(md, "deletionGracePeriodSeconds");
-    if (!is_apply(q)) /* an apply's were set by ks_ssa_apply */
-        json_object_del(md, "managedFields");
     json_object_del(md, "selfLink");
     if (def->generation)
         json_object_set_new(md, "generation", json_integer(1));
     const struct ks_version *ver = ks_res_version(def, q->version);
     if (ver && ver->status)
         json_object_del(obj, "status");
-    coerce_object_meta(obj);
+    coerce_object_meta(obj, def->crd);
     if (typed_check(q, def, obj, name, r) != 0)
         goto out;
     /* admission's first plugin, NamespaceLifecycle: after the body is
@@ -2623,11 +2646,20 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         struct ssa s;
         json_t *zero = zero_object(def);
         ssa_begin(q, def, &s);
+        /* the field manager keeps the entries the body carries when they
+         * decode (ks_ssa_update) */
         ks_ssa_update(zero, obj, &s.c);
         ssa_end(&s);
         json_decref(zero);
         if (asked_spec)
             unown_allocated(obj, asked_spec);
+    }
+    /* what the field manager wrote, validated with the object's metadata
+     * (rest.BeforeCreate's ValidateObjectMetaAccessor) */
+    causes = ks_ssa_validate(obj);
+    if (causes) {
+        reply_invalid(r, def, name, causes);
+        goto out;
     }
     if (def->typed)
         ks_typed_order(obj);
@@ -2993,7 +3025,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         if (check_type(def, q->version, next, r) != 0)
             goto out;
     }
-    coerce_object_meta(next);
+    coerce_object_meta(next, def->crd);
     if (typed_check(q, def, next, q->name, r) != 0)
         goto out;
     if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
@@ -3039,6 +3071,12 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
                                          1));
     if (pk != PATCH_APPLY && !(unmanaged && pk == PATCH_NONE))
         ks_ssa_update(cur_v, next, ssa);
+    /* ValidateObjectMetaUpdate's managedFields part */
+    causes = ks_ssa_validate(next);
+    if (causes) {
+        reply_invalid(r, def, q->name, causes);
+        goto out;
+    }
     if (def->typed)
         ks_typed_order(next);
     if (same_object(next, cur_v) && in_storage_version(def, cur)) {
