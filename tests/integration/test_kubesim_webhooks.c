@@ -39,6 +39,7 @@ static struct {
     int calls_a, calls_b;    /* mutating webhooks */
     bool bad_patch_type;     /* /mutate-b answers a patch without patchType */
     bool bad_managed_fields; /* /mutate-b also sets managedFields that do not decode */
+    char *mutate_a_review;   /* the first AdmissionReview request to /mutate-a */
 } fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Mutating webhooks: /mutate-a records in label seen-b what label b held
@@ -152,6 +153,8 @@ static void fake_answer(void *ud, const struct fhook_request *rq, struct fhook_a
             json_array_size(json_object_get(json_object_get(req, "request"), "objects"));
         out = fake_convert(req, mode);
     } else if (strncmp(rq->url, "/mutate-", 8) == 0) {
+        if (!fake.mutate_a_review && strcmp(rq->url, "/mutate-a") == 0)
+            fake.mutate_a_review = strdup(rq->body);
         out = fake_mutate(req, strcmp(rq->url, "/mutate-a") == 0);
     } else {
         fake.admissions++;
@@ -259,7 +262,8 @@ static void teardown(void)
     free(fake.last_review);
     free(fake.last_path);
     free(fake.last_agent);
-    fake.last_review = fake.last_path = fake.last_agent = NULL;
+    free(fake.mutate_a_review);
+    fake.last_review = fake.last_path = fake.last_agent = fake.mutate_a_review = NULL;
     curl_global_cleanup();
 }
 
@@ -527,6 +531,45 @@ START_TEST(test_kubesim_webhooks_mutating_managed_fields)
     const json_t *mf = json_object_get(json_object_get(w, "metadata"), "managedFields");
     ck_assert_uint_eq(json_array_size(mf), 1);
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mf, 0), "manager")), "maker");
+    json_decref(w);
+}
+END_TEST
+
+/* A generateName create is named by the registry's create (store.go
+ * Store.create), after mutating admission and before validating admission
+ * (create.go; rest.AdmissionToValidateObjectFunc): mutating webhooks see
+ * neither a name in the object nor one in the request (omitempty), the
+ * validating webhook sees the generated one in both. */
+START_TEST(test_kubesim_webhooks_generate_name)
+{
+    install_widgets("Fail");
+    install_mutators("Never", "Fail");
+    struct kop_test_resp r =
+        request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
+                "{\"metadata\":{\"generateName\":\"gen-\"},\"spec\":{}}");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    json_t *w = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    const char *name = json_string_value(json_object_get(json_object_get(w, "metadata"), "name"));
+    ck_assert_ptr_nonnull(name);
+    ck_assert_int_eq(strncmp(name, "gen-", 4), 0);
+    ck_assert_uint_eq(strlen(name), 9);
+
+    ck_assert_ptr_nonnull(fake.mutate_a_review);
+    json_t *m = json_loads(fake.mutate_a_review, 0, NULL);
+    const json_t *mreq = json_object_get(m, "request");
+    ck_assert_ptr_null(json_object_get(mreq, "name"));
+    const json_t *mmd = json_object_get(json_object_get(mreq, "object"), "metadata");
+    ck_assert_ptr_null(json_object_get(mmd, "name"));
+    ck_assert_str_eq(json_string_value(json_object_get(mmd, "generateName")), "gen-");
+    json_decref(m);
+
+    json_t *v = json_loads(fake.last_review, 0, NULL);
+    const json_t *vreq = json_object_get(v, "request");
+    ck_assert_str_eq(json_string_value(json_object_get(vreq, "name")), name);
+    const json_t *vmd = json_object_get(json_object_get(vreq, "object"), "metadata");
+    ck_assert_str_eq(json_string_value(json_object_get(vmd, "name")), name);
+    json_decref(v);
     json_decref(w);
 }
 END_TEST
@@ -1077,6 +1120,7 @@ static Suite *kubesim_webhooks_suite(void)
     tcase_add_test(tc, test_kubesim_webhooks_mutating_reinvocation);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_never);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_managed_fields);
+    tcase_add_test(tc, test_kubesim_webhooks_generate_name);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_reply_checks);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_ignore);
     tcase_add_test(tc, test_kubesim_webhooks_kop);

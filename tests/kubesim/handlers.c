@@ -1772,15 +1772,21 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
     json_t *mutated = NULL;
     if (!r->warnings)
         r->warnings = json_array();
-    /* The apiserver runs mutating admission before rest.BeforeCreate fills
-     * metadata.uid and creationTimestamp (k8s.io/apiserver/pkg/endpoints/
-     * handlers/create.go), so mutating webhooks see neither at CREATE. */
+    /* The apiserver runs mutating admission before the registry's create
+     * (apiserver pkg/registry/generic/registry/store.go, Store.create)
+     * fills metadata.uid and creationTimestamp (FillObjectMetaSystemFields)
+     * and names a generateName object, so mutating webhooks see none of
+     * them at CREATE: a generated name is not in the object and the
+     * request's name is the one sent (name: ""). */
     json_t *unsystem = NULL;
     struct ks_admit_req mar = admit_req(q, def, op, obj, old, name, dry);
     if (obj && strcmp(op, "CREATE") == 0) {
         unsystem = json_deep_copy(obj);
-        json_object_del(json_object_get(unsystem, "metadata"), "uid");
-        json_object_del(json_object_get(unsystem, "metadata"), "creationTimestamp");
+        json_t *umd = json_object_get(unsystem, "metadata");
+        json_object_del(umd, "uid");
+        json_object_del(umd, "creationTimestamp");
+        if (!*name)
+            json_object_del(umd, "name");
         mar.obj = unsystem;
     }
     int mrc = ks_admit_mutate(q->ks, &mar, r->warnings, &mutated, &code, &body);
@@ -1829,11 +1835,13 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
         json_t *causes = ks_validate_object(def, obj, old, false);
         if (!causes)
             causes = ks_ssa_validate(obj);
+        /* the registry's 422 names the object (a generated name too) */
+        const char *obj_name = str_or(meta_str(obj, "name"), name);
         if (causes) {
-            reply_invalid(r, def, name, causes);
+            reply_invalid(r, def, obj_name, causes);
             return -EPERM;
         }
-        if (cr_schema(q, def, obj, name, r) != 0)
+        if (cr_schema(q, def, obj, obj_name, r) != 0)
             return -EPERM;
         if (def->typed)
             ks_typed_order(obj);
@@ -2560,8 +2568,11 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     char *too_large = NULL;
     json_t *stored = NULL;
     json_t *asked_spec = NULL;
-    /* the name admission sees: the one sent (create.go takes it from the
-     * object; the registry's BeforeCreate generates one later) */
+    /* the name NamespaceLifecycle and mutating admission see: the one sent
+     * (create.go takes it from the object; the registry's Store.create
+     * generates one later, before validating admission). kubesim names the
+     * object here, for its own checks, and hides the name from mutating
+     * webhooks (admit_mutate). */
     char *sent_name = ks_strdup(name ? name : "");
 
     if ((!name || !*name) && gen && *gen) {
@@ -2663,7 +2674,11 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     }
     if (def->typed)
         ks_typed_order(obj);
-    if (admit(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
+    /* create.go: mutating admission with the name as sent, before the
+     * registry names the object; validating admission from the registry's
+     * create (rest.AdmissionToValidateObjectFunc) with the generated name */
+    if (admit_mutate(q, def, "CREATE", obj, NULL, sent_name, dry, r) != 0 ||
+        admit_validate(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
         goto out;
     if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
         goto out;
