@@ -2321,6 +2321,131 @@ static char *rv_of(const char *path)
     return rv;
 }
 
+/* The namespace controller's condition of a type in ns (@ref borrow of ns). */
+static const json_t *ns_condition(const json_t *ns, const char *type)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(ns, "status"), "conditions"), i, c)
+    {
+        if (strcmp(jpath(c, "type", NULL), type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static bool ns_condition_is(const void *arg)
+{
+    const char *const *want = arg; /* path, type, status, message */
+    json_t *ns = get_or_null(want[0]);
+    const json_t *c = ns_condition(ns, want[1]);
+    bool ok = c && strcmp(jpath(c, "status", NULL), want[2]) == 0 &&
+              strcmp(jpath(c, "message", NULL), want[3]) == 0;
+    json_decref(ns);
+    return ok;
+}
+
+/* The namespace controller's status conditions while a namespace's content
+ * waits on finalizers (kubernetes pkg/controller/namespace/deletion:
+ * deleteAllContent, status_condition_utils.go): all five types in order,
+ * the remaining resources and finalizers counted, the others at their "ok"
+ * variant; a message change keeps lastTransitionTime, a status change
+ * moves it; the last pass (nothing left) sets every one to False before
+ * the namespace is finalized. */
+START_TEST(test_kubesim_namespace_conditions)
+{
+    const char *path = "/api/v1/namespaces/nc";
+    json_decref(request_json("POST", "/api/v1/namespaces",
+                             "{\"metadata\":{\"name\":\"nc\",\"finalizers\":[\"example.com/"
+                             "hold\"]}}",
+                             201));
+    json_decref(request_json("POST", "/api/v1/namespaces/nc/configmaps",
+                             "{\"metadata\":{\"name\":\"held\",\"finalizers\":[\"example.com/"
+                             "x\"]}}",
+                             201));
+    json_decref(request_json("POST", "/api/v1/namespaces/nc/configmaps",
+                             "{\"metadata\":{\"name\":\"free\"}}", 201));
+    json_decref(request_json("POST", "/api/v1/namespaces/nc/secrets",
+                             "{\"metadata\":{\"name\":\"s\",\"finalizers\":[\"example.com/y\","
+                             "\"example.com/x\"]}}",
+                             201));
+    json_decref(request_json("DELETE", path, NULL, 200));
+    const char *remaining[] = {path, "NamespaceContentRemaining", "True",
+                               "Some resources are remaining: configmaps. has 1 resource "
+                               "instances, secrets. has 1 resource instances"};
+    ck_assert(kop_test_eventually(ns_condition_is, remaining, 5000));
+    json_t *ns = request_json("GET", path, NULL, 200);
+    static const char *const types[] = {
+        "NamespaceDeletionDiscoveryFailure", "NamespaceDeletionGroupVersionParsingFailure",
+        "NamespaceDeletionContentFailure", "NamespaceContentRemaining",
+        "NamespaceFinalizersRemaining"};
+    const json_t *conds = json_object_get(json_object_get(ns, "status"), "conditions");
+    ck_assert_uint_eq(json_array_size(conds), 5);
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(jpath(json_array_get(conds, i), "type", NULL), types[i]);
+    const json_t *c = ns_condition(ns, "NamespaceDeletionDiscoveryFailure");
+    ck_assert_str_eq(jpath(c, "status", NULL), "False");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ResourcesDiscovered");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All resources successfully discovered");
+    c = ns_condition(ns, "NamespaceDeletionGroupVersionParsingFailure");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ParsedGroupVersions");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All legacy kube types successfully parsed");
+    c = ns_condition(ns, "NamespaceDeletionContentFailure");
+    ck_assert_str_eq(jpath(c, "status", NULL), "False");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ContentDeleted");
+    ck_assert_str_eq(jpath(c, "message", NULL),
+                     "All content successfully deleted, may be waiting on finalization");
+    c = ns_condition(ns, "NamespaceContentRemaining");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "SomeResourcesRemain");
+    ck_assert_ptr_nonnull(jpath(c, "lastTransitionTime", NULL));
+    char *remaining_ltt = strdup(jpath(c, "lastTransitionTime", NULL));
+    c = ns_condition(ns, "NamespaceFinalizersRemaining");
+    ck_assert_str_eq(jpath(c, "status", NULL), "True");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "SomeFinalizerRemain");
+    ck_assert_str_eq(jpath(c, "message", NULL),
+                     "Some finalizers are remaining: example.com/x in 2 resource instances, "
+                     "example.com/y in 1 resource instances");
+    ck_assert_str_eq(jpath(ns, "status", "phase"), "Terminating");
+    json_decref(ns);
+
+    /* one fewer: the messages follow, the times stay (same status) */
+    kop_test_sleep_ms(1100);
+    merge_patch("/api/v1/namespaces/nc/configmaps/held", "{\"metadata\":{\"finalizers\":null}}",
+                200);
+    const char *fewer[] = {path, "NamespaceFinalizersRemaining", "True",
+                           "Some finalizers are remaining: example.com/x in 1 resource instances, "
+                           "example.com/y in 1 resource instances"};
+    ck_assert(kop_test_eventually(ns_condition_is, fewer, 5000));
+    ns = request_json("GET", path, NULL, 200);
+    c = ns_condition(ns, "NamespaceContentRemaining");
+    ck_assert_str_eq(jpath(c, "message", NULL),
+                     "Some resources are remaining: secrets. has 1 resource instances");
+    ck_assert_str_eq(jpath(c, "lastTransitionTime", NULL), remaining_ltt);
+    json_decref(ns);
+
+    /* nothing left: all False, then finalized (its own finalizer holds it) */
+    merge_patch("/api/v1/namespaces/nc/secrets/s", "{\"metadata\":{\"finalizers\":null}}", 200);
+    ck_assert(kop_test_eventually(finalized, path, 5000));
+    ns = request_json("GET", path, NULL, 200);
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(
+            jpath(json_array_get(json_object_get(json_object_get(ns, "status"), "conditions"), i),
+                  "status", NULL),
+            "False");
+    c = ns_condition(ns, "NamespaceContentRemaining");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ContentRemoved");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All content successfully removed");
+    ck_assert_str_ne(jpath(c, "lastTransitionTime", NULL), remaining_ltt);
+    c = ns_condition(ns, "NamespaceFinalizersRemaining");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ContentRemoved");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All content successfully removed");
+    json_decref(ns);
+    free(remaining_ltt);
+    merge_patch(path, "{\"metadata\":{\"finalizers\":null}}", 200);
+    wait_code(path, 404);
+}
+END_TEST
+
 /* A namespace's lifecycle with finalizers no controller removes (one on
  * the namespace, one on an object in it): the namespace stays Terminating,
  * its content deleted but waiting, kubesim answering and writing nothing
@@ -7352,6 +7477,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
     tcase_add_test(tc, test_kubesim_namespace_lifecycle);
+    tcase_add_test(tc, test_kubesim_namespace_conditions);
     tcase_add_test(tc, test_kubesim_kubernetes_service);
     tcase_add_test(tc, test_kubesim_replicaset_pods);
     tcase_add_test(tc, test_kubesim_pod_defaults);
