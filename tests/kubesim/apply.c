@@ -794,6 +794,16 @@ static bool parse_time(const char *s, long long *ret_t)
     return true;
 }
 
+/* Unix seconds as metav1.Time writes them (UTC, RFC 3339). Returns buf. */
+static const char *utc_text(long long t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
 /* Why a FieldsV1 tree does not decode as a field set (structured-merge-
  * diff's fieldpath/serialize.go, Set.FromJSON): NULL if it does.
  * malloc'd */
@@ -924,6 +934,7 @@ static bool same_manager(const json_t *a, const json_t *b)
  * its set (a client's, as SetToFields encodes it), not as read. */
 static void managed_load(const json_t *mf, struct managed *m, bool normalize)
 {
+    char tbuf[32];
     m->n = 0;
     m->e = calloc(json_array_size(mf) + 1, sizeof(*m->e));
     if (!m->e)
@@ -948,10 +959,14 @@ static void managed_load(const json_t *mf, struct managed *m, bool normalize)
             e = &m->e[m->n++];
         e->meta = json_deep_copy(x);
         json_object_del(e->meta, "fieldsV1");
-        json_object_del(e->meta, "time");
         json_t *f = json_object_get(x, "fieldsV1");
         e->fields = json_is_object(f) ? json_incref(f) : json_object();
         e->has_t = parse_time(json_string_value(json_object_get(x, "time")), &e->t);
+        /* the time as metav1.Time writes it again (manager_text reads it) */
+        if (e->has_t)
+            json_object_set_new(e->meta, "time", json_string(utc_text(e->t, tbuf, sizeof(tbuf))));
+        else
+            json_object_del(e->meta, "time");
         if (normalize)
             entry_set(e);
     }
@@ -1061,13 +1076,8 @@ static void managed_store(struct managed *m, json_t *obj, struct entry *touched,
             json_object_set(out, "apiVersion", json_object_get(e->meta, "apiVersion"));
         long long t = e == touched ? now : e->t;
         if (e == touched || e->has_t) {
-            /* metav1.Time writes UTC seconds */
-            time_t tt = (time_t)t;
-            struct tm tm;
             char buf[32];
-            gmtime_r(&tt, &tm);
-            strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-            json_object_set_new(out, "time", json_string(buf));
+            json_object_set_new(out, "time", json_string(utc_text(t, buf, sizeof(buf))));
         }
         json_object_set_new(out, "fieldsType", json_string("FieldsV1"));
         json_object_set_new(out, "fieldsV1", fields);
