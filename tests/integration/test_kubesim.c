@@ -1754,6 +1754,23 @@ START_TEST(test_kubesim_managed_fields_on_update)
     expect_entry(cm, 0, "sixth", "{\"f:data\":{\"f:f\":{}}}");
     json_decref(cm);
 
+    /* an apply may not set them, not even to an empty list
+     * (structuredMergeManager.Apply), whether or not the object exists */
+    static const char *const apply_paths[] = {MF_CMS "/mf-update?fieldManager=ap",
+                                              MF_CMS "/mf-apply-new?fieldManager=ap"};
+    for (size_t i = 0; i < 2; i++) {
+        struct kop_test_resp r = request("PATCH", apply_paths[i], "application/apply-patch+yaml",
+                                         "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
+                                         "\"metadata\":{\"managedFields\":[]}}",
+                                         NULL);
+        ck_assert_int_eq(r.code, 400);
+        ck_assert_msg(strstr(r.body, "\"message\":\"metadata.managedFields must be nil\","
+                                     "\"reason\":\"BadRequest\""),
+                      "%s", r.body);
+        kop_test_resp_free(&r);
+    }
+    ck_assert_ptr_null(get_or_null(MF_CMS "/mf-apply-new"));
+
     /* a custom resource's empty list goes with the metadata coercion
      * (objectmeta.SetObjectMeta: omitempty): the live entries stay */
     json_decref(request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",

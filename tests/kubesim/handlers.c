@@ -2795,6 +2795,27 @@ static int check_put_body(struct ks_api_req *q, const struct ks_res *def, json_t
     return 0;
 }
 
+/* Does an apply configuration set metadata.managedFields? The field
+ * manager refuses one that does (apimachinery pkg/util/managedfields/
+ * internal/structuredmerge.go, structuredMergeManager.Apply: 400
+ * "metadata.managedFields must be nil"); Unstructured.GetManagedFields
+ * reads a list (an empty one too) whose items are all objects, anything
+ * else as none. */
+static bool apply_sets_managed_fields(const json_t *cfg)
+{
+    const json_t *mf = json_object_get(json_object_get(cfg, "metadata"), "managedFields");
+    if (!json_is_array(mf))
+        return false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(mf, i, e)
+    {
+        if (!json_is_object(e))
+            return false;
+    }
+    return true;
+}
+
 /* The object the request makes of cur_v (in the request version): the PUT
  * body or the patched object. NULL with the apiserver's answer in r.
  * @ref new */
@@ -2814,6 +2835,10 @@ static json_t *next_object(const json_t *cur_v, json_t *body, enum patch_kind pk
         json_t *causes = NULL;
         if (!json_is_object(body)) {
             err = ks_strdup("the apply configuration must be an object");
+            break;
+        }
+        if (apply_sets_managed_fields(body)) {
+            err = ks_strdup("metadata.managedFields must be nil");
             break;
         }
         if (ks_ssa_apply(cur_v, body, ssa, &next, &err, &causes) == -EBUSY) {
@@ -3004,7 +3029,9 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     if (!cur) {
         if (pk == PATCH_APPLY && !status_sub) {
             json_t *cfg = json_deep_copy(body);
-            if (check_type(def, q->version, cfg, r) == 0) {
+            if (apply_sets_managed_fields(cfg))
+                reply_bad_request(r, "metadata.managedFields must be nil");
+            else if (check_type(def, q->version, cfg, r) == 0) {
                 json_object_set_new(meta(cfg), "name", json_string(q->name));
                 json_t *zero = zero_object(def), *obj = NULL, *causes = NULL;
                 char *msg = NULL;
