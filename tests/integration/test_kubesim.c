@@ -1597,6 +1597,203 @@ START_TEST(test_kubesim_apply_conflict)
 }
 END_TEST
 
+/* The managedFields entry i of obj. @ref borrow */
+static const json_t *mf_entry(const json_t *obj, size_t i)
+{
+    return json_array_get(json_object_get(json_object_get(obj, "metadata"), "managedFields"), i);
+}
+
+static size_t mf_count(const json_t *obj)
+{
+    return json_array_size(json_object_get(json_object_get(obj, "metadata"), "managedFields"));
+}
+
+/* The manager and compact fieldsV1 of entry i are want_manager and want_fields. */
+static void expect_entry(const json_t *obj, size_t i, const char *want_manager,
+                         const char *want_fields)
+{
+    const json_t *e = mf_entry(obj, i);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "manager")), want_manager);
+    char *f = json_dumps(json_object_get(e, "fieldsV1"), JSON_COMPACT);
+    ck_assert_str_eq(f, want_fields);
+    free(f);
+}
+
+#define MF_CMS "/api/v1/namespaces/default/configmaps"
+#define MF_CLIENT_ENTRIES                                                                          \
+    "[{\"manager\":\"zeta\",\"operation\":\"Update\",\"apiVersion\":\"v1\","                       \
+    "\"time\":\"2020-01-01T10:00:00.5+02:00\",\"fieldsType\":\"FieldsV1\","                        \
+    "\"fieldsV1\":{\"f:data\":{\"f:other\":{}}}},"                                                 \
+    "{\"manager\":\"%s\",\"operation\":\"%s\",\"apiVersion\":\"v1\",\"fieldsType\":\"FieldsV1\","  \
+    "\"fieldsV1\":{\"f:data\":{\"f:gone\":{},\"f:a\":{}}}}]"
+
+/* A create whose body carries managedFields: apimachinery's field manager
+ * (internal/fieldmanager.go, decodeLiveOrNew and Update) keeps the entries
+ * when they decode, takes from them what the create sets (against the
+ * zero object every field is new), adds the creator's entry and writes
+ * them sorted (Apply first, then by time) with times in UTC seconds. */
+START_TEST(test_kubesim_managed_fields_on_create)
+{
+    char body[2048], entries[1024];
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, "alpha", "Apply");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-create\",\"managedFields\":%s},"
+             "\"data\":{\"a\":\"1\",\"b\":\"2\"}}",
+             entries);
+    json_t *cm = request_json("POST", MF_CMS "?fieldManager=creator", body, 201);
+    ck_assert_uint_eq(mf_count(cm), 3);
+    expect_entry(cm, 0, "alpha", "{\"f:data\":{\"f:gone\":{}}}");
+    ck_assert_str_eq(json_string_value(json_object_get(mf_entry(cm, 0), "operation")), "Apply");
+    expect_entry(cm, 1, "zeta", "{\"f:data\":{\"f:other\":{}}}");
+    ck_assert_str_eq(json_string_value(json_object_get(mf_entry(cm, 1), "time")),
+                     "2020-01-01T08:00:00Z");
+    expect_entry(cm, 2, "creator", "{\"f:data\":{\".\":{},\"f:a\":{},\"f:b\":{}}}");
+    json_decref(cm);
+
+    /* entries that do not decode (an operation other than Apply or
+     * Update) are dropped, all of them: the live object's are used, none
+     * for a create */
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, "alpha", "Bogus");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-undecoded\",\"managedFields\":%s},"
+             "\"data\":{\"a\":\"1\"}}",
+             entries);
+    cm = request_json("POST", MF_CMS "?fieldManager=creator", body, 201);
+    ck_assert_uint_eq(mf_count(cm), 1);
+    expect_entry(cm, 0, "creator", "{\"f:data\":{\".\":{},\"f:a\":{}}}");
+    json_decref(cm);
+
+    /* entries that decode but fail ObjectMeta validation
+     * (ValidateManagedFields): 422 */
+    char longname[200];
+    memset(longname, 'm', 129);
+    longname[129] = '\0';
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, longname, "Apply");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-long\",\"managedFields\":%s},\"data\":{\"c\":\"1\"}}",
+             entries);
+    struct kop_test_resp r = request("POST", MF_CMS, NULL, body, NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_msg(strstr(r.body, "\"message\":\"ConfigMap \\\"mf-long\\\" is invalid: "
+                                 "metadata.managedFields[0].manager: Too long: may not be more "
+                                 "than 128 bytes\""),
+                  "%s", r.body);
+    kop_test_resp_free(&r);
+    snprintf(entries, sizeof(entries), MF_CLIENT_ENTRIES, "al\\u0001pha", "Apply");
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"mf-ctl\",\"managedFields\":%s},\"data\":{\"c\":\"1\"}}",
+             entries);
+    r = request("POST", MF_CMS, NULL, body, NULL);
+    ck_assert_int_eq(r.code, 422);
+    ck_assert_msg(strstr(r.body, "metadata.managedFields[0].manager: Invalid value: "
+                                 "\\\"al\\\\x01pha\\\": invalid character U+0001 (at position 2)"),
+                  "%s", r.body);
+    kop_test_resp_free(&r);
+    ck_assert_ptr_null(get_or_null(MF_CMS "/mf-ctl"));
+
+    /* the default manager is the User-Agent's printable prefix, at most
+     * 128 bytes (create.go prefixFromUserAgent): no 422 */
+    char ua[512];
+    snprintf(ua, sizeof(ua), "User-Agent: %s%s/1.0", longname, longname);
+    r = request_ex("POST", MF_CMS, NULL,
+                   "{\"metadata\":{\"name\":\"mf-ua\"},\"data\":{\"a\":\"1\"}}", NULL, ua);
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    cm = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    ck_assert_uint_eq(json_string_length(json_object_get(mf_entry(cm, 0), "manager")), 128);
+    json_decref(cm);
+}
+END_TEST
+
+/* An update's managedFields (decodeLiveOrNew): one empty entry resets them
+ * (the writer then owns what it changed); entries that do not decode leave
+ * the live ones; entries that decode replace them. */
+START_TEST(test_kubesim_managed_fields_on_update)
+{
+    const char *path = MF_CMS "/mf-update";
+    create_cm("{\"metadata\":{\"name\":\"mf-update\"},\"data\":{\"a\":\"1\"}}");
+    merge_patch(MF_CMS "/mf-update?fieldManager=patcher", "{\"data\":{\"b\":\"2\"}}", 200);
+
+    /* missing fieldsType: the live entries stay, the writer's is added */
+    merge_patch(MF_CMS "/mf-update?fieldManager=third",
+                "{\"metadata\":{\"managedFields\":[{\"manager\":\"x\",\"operation\":\"Update\","
+                "\"apiVersion\":\"v1\",\"fieldsV1\":{\"f:data\":{}}}]},\"data\":{\"c\":\"3\"}}",
+                200);
+    json_t *cm = request_json("GET", path, NULL, 200);
+    ck_assert_uint_eq(mf_count(cm), 3);
+    expect_entry(cm, 2, "third", "{\"f:data\":{\"f:c\":{}}}");
+    json_decref(cm);
+
+    /* entries that decode replace the live ones */
+    merge_patch(MF_CMS "/mf-update?fieldManager=fourth",
+                "{\"metadata\":{\"managedFields\":[{\"manager\":\"x\",\"operation\":\"Update\","
+                "\"apiVersion\":\"v1\",\"fieldsType\":\"FieldsV1\","
+                "\"fieldsV1\":{\"f:data\":{\"f:a\":{}}}}]},\"data\":{\"d\":\"4\"}}",
+                200);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_uint_eq(mf_count(cm), 2);
+    expect_entry(cm, 0, "x", "{\"f:data\":{\"f:a\":{}}}");
+    ck_assert_ptr_null(json_object_get(mf_entry(cm, 0), "time"));
+    expect_entry(cm, 1, "fourth", "{\"f:data\":{\"f:d\":{}}}");
+    json_decref(cm);
+
+    /* [{}] resets them: a write that changes nothing leaves none */
+    merge_patch(path, "{\"metadata\":{\"managedFields\":[{}]}}", 200);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_ptr_null(json_object_get(json_object_get(cm, "metadata"), "managedFields"));
+    json_decref(cm);
+
+    /* so does an empty list for a built-in kind (decoded into a non-nil
+     * slice) */
+    merge_patch(MF_CMS "/mf-update?fieldManager=fifth", "{\"data\":{\"e\":\"5\"}}", 200);
+    merge_patch(MF_CMS "/mf-update?fieldManager=sixth",
+                "{\"metadata\":{\"managedFields\":[]},\"data\":{\"f\":\"6\"}}", 200);
+    cm = request_json("GET", path, NULL, 200);
+    ck_assert_uint_eq(mf_count(cm), 1);
+    expect_entry(cm, 0, "sixth", "{\"f:data\":{\"f:f\":{}}}");
+    json_decref(cm);
+
+    /* an apply may not set them, not even to an empty list
+     * (structuredMergeManager.Apply), whether or not the object exists */
+    static const char *const apply_paths[] = {MF_CMS "/mf-update?fieldManager=ap",
+                                              MF_CMS "/mf-apply-new?fieldManager=ap"};
+    for (size_t i = 0; i < 2; i++) {
+        struct kop_test_resp r = request("PATCH", apply_paths[i], "application/apply-patch+yaml",
+                                         "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
+                                         "\"metadata\":{\"managedFields\":[]}}",
+                                         NULL);
+        ck_assert_int_eq(r.code, 400);
+        ck_assert_msg(strstr(r.body, "\"message\":\"metadata.managedFields must be nil\","
+                                     "\"reason\":\"BadRequest\""),
+                      "%s", r.body);
+        kop_test_resp_free(&r);
+    }
+    ck_assert_ptr_null(get_or_null(MF_CMS "/mf-apply-new"));
+
+    /* a custom resource's empty list goes with the metadata coercion
+     * (objectmeta.SetObjectMeta: omitempty): the live entries stay */
+    json_decref(request_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                             widget_crd, 201));
+    json_decref(request_json(
+        "POST", "/apis/test.example.com/v1/namespaces/default/widgets?fieldManager=maker",
+        "{\"apiVersion\":\"test.example.com/v1\",\"kind\":\"Widget\","
+        "\"metadata\":{\"name\":\"mfw\",\"labels\":{\"a\":\"1\"}},"
+        "\"spec\":{\"replicas\":1}}",
+        201));
+    merge_patch("/apis/test.example.com/v1/namespaces/default/widgets/mfw?fieldManager=other",
+                "{\"metadata\":{\"managedFields\":[]},\"spec\":{\"replicas\":2}}", 200);
+    json_t *w =
+        request_json("GET", "/apis/test.example.com/v1/namespaces/default/widgets/mfw", NULL, 200);
+    ck_assert_uint_eq(mf_count(w), 2);
+    /* (a custom resource's spec is a map: the set holds it, as {}) */
+    expect_entry(w, 0, "maker",
+                 "{\"f:metadata\":{\"f:labels\":{\".\":{},\"f:a\":{}}},\"f:spec\":{}}");
+    expect_entry(w, 1, "other", "{\"f:spec\":{\"f:replicas\":{}}}");
+    json_decref(w);
+}
+END_TEST
+
 /* ---- run-time webhook service map ------------------------------------------------ */
 
 /* A validating webhook that admits everything and counts its calls. */
@@ -2140,6 +2337,131 @@ static char *rv_of(const char *path)
     json_decref(o);
     return rv;
 }
+
+/* The namespace controller's condition of a type in ns (@ref borrow of ns). */
+static const json_t *ns_condition(const json_t *ns, const char *type)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(ns, "status"), "conditions"), i, c)
+    {
+        if (strcmp(jpath(c, "type", NULL), type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static bool ns_condition_is(const void *arg)
+{
+    const char *const *want = arg; /* path, type, status, message */
+    json_t *ns = get_or_null(want[0]);
+    const json_t *c = ns_condition(ns, want[1]);
+    bool ok = c && strcmp(jpath(c, "status", NULL), want[2]) == 0 &&
+              strcmp(jpath(c, "message", NULL), want[3]) == 0;
+    json_decref(ns);
+    return ok;
+}
+
+/* The namespace controller's status conditions while a namespace's content
+ * waits on finalizers (kubernetes pkg/controller/namespace/deletion:
+ * deleteAllContent, status_condition_utils.go): all five types in order,
+ * the remaining resources and finalizers counted, the others at their "ok"
+ * variant; a message change keeps lastTransitionTime, a status change
+ * moves it; the last pass (nothing left) sets every one to False before
+ * the namespace is finalized. */
+START_TEST(test_kubesim_namespace_conditions)
+{
+    const char *path = "/api/v1/namespaces/nc";
+    json_decref(request_json("POST", "/api/v1/namespaces",
+                             "{\"metadata\":{\"name\":\"nc\",\"finalizers\":[\"example.com/"
+                             "hold\"]}}",
+                             201));
+    json_decref(request_json("POST", "/api/v1/namespaces/nc/configmaps",
+                             "{\"metadata\":{\"name\":\"held\",\"finalizers\":[\"example.com/"
+                             "x\"]}}",
+                             201));
+    json_decref(request_json("POST", "/api/v1/namespaces/nc/configmaps",
+                             "{\"metadata\":{\"name\":\"free\"}}", 201));
+    json_decref(request_json("POST", "/api/v1/namespaces/nc/secrets",
+                             "{\"metadata\":{\"name\":\"s\",\"finalizers\":[\"example.com/y\","
+                             "\"example.com/x\"]}}",
+                             201));
+    json_decref(request_json("DELETE", path, NULL, 200));
+    const char *remaining[] = {path, "NamespaceContentRemaining", "True",
+                               "Some resources are remaining: configmaps. has 1 resource "
+                               "instances, secrets. has 1 resource instances"};
+    ck_assert(kop_test_eventually(ns_condition_is, remaining, 5000));
+    json_t *ns = request_json("GET", path, NULL, 200);
+    static const char *const types[] = {
+        "NamespaceDeletionDiscoveryFailure", "NamespaceDeletionGroupVersionParsingFailure",
+        "NamespaceDeletionContentFailure", "NamespaceContentRemaining",
+        "NamespaceFinalizersRemaining"};
+    const json_t *conds = json_object_get(json_object_get(ns, "status"), "conditions");
+    ck_assert_uint_eq(json_array_size(conds), 5);
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(jpath(json_array_get(conds, i), "type", NULL), types[i]);
+    const json_t *c = ns_condition(ns, "NamespaceDeletionDiscoveryFailure");
+    ck_assert_str_eq(jpath(c, "status", NULL), "False");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ResourcesDiscovered");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All resources successfully discovered");
+    c = ns_condition(ns, "NamespaceDeletionGroupVersionParsingFailure");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ParsedGroupVersions");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All legacy kube types successfully parsed");
+    c = ns_condition(ns, "NamespaceDeletionContentFailure");
+    ck_assert_str_eq(jpath(c, "status", NULL), "False");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ContentDeleted");
+    ck_assert_str_eq(jpath(c, "message", NULL),
+                     "All content successfully deleted, may be waiting on finalization");
+    c = ns_condition(ns, "NamespaceContentRemaining");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "SomeResourcesRemain");
+    ck_assert_ptr_nonnull(jpath(c, "lastTransitionTime", NULL));
+    char *remaining_ltt = strdup(jpath(c, "lastTransitionTime", NULL));
+    c = ns_condition(ns, "NamespaceFinalizersRemaining");
+    ck_assert_str_eq(jpath(c, "status", NULL), "True");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "SomeFinalizerRemain");
+    ck_assert_str_eq(jpath(c, "message", NULL),
+                     "Some finalizers are remaining: example.com/x in 2 resource instances, "
+                     "example.com/y in 1 resource instances");
+    ck_assert_str_eq(jpath(ns, "status", "phase"), "Terminating");
+    json_decref(ns);
+
+    /* one fewer: the messages follow, the times stay (same status) */
+    kop_test_sleep_ms(1100);
+    merge_patch("/api/v1/namespaces/nc/configmaps/held", "{\"metadata\":{\"finalizers\":null}}",
+                200);
+    const char *fewer[] = {path, "NamespaceFinalizersRemaining", "True",
+                           "Some finalizers are remaining: example.com/x in 1 resource instances, "
+                           "example.com/y in 1 resource instances"};
+    ck_assert(kop_test_eventually(ns_condition_is, fewer, 5000));
+    ns = request_json("GET", path, NULL, 200);
+    c = ns_condition(ns, "NamespaceContentRemaining");
+    ck_assert_str_eq(jpath(c, "message", NULL),
+                     "Some resources are remaining: secrets. has 1 resource instances");
+    ck_assert_str_eq(jpath(c, "lastTransitionTime", NULL), remaining_ltt);
+    json_decref(ns);
+
+    /* nothing left: all False, then finalized (its own finalizer holds it) */
+    merge_patch("/api/v1/namespaces/nc/secrets/s", "{\"metadata\":{\"finalizers\":null}}", 200);
+    ck_assert(kop_test_eventually(finalized, path, 5000));
+    ns = request_json("GET", path, NULL, 200);
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_str_eq(
+            jpath(json_array_get(json_object_get(json_object_get(ns, "status"), "conditions"), i),
+                  "status", NULL),
+            "False");
+    c = ns_condition(ns, "NamespaceContentRemaining");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ContentRemoved");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All content successfully removed");
+    ck_assert_str_ne(jpath(c, "lastTransitionTime", NULL), remaining_ltt);
+    c = ns_condition(ns, "NamespaceFinalizersRemaining");
+    ck_assert_str_eq(jpath(c, "reason", NULL), "ContentRemoved");
+    ck_assert_str_eq(jpath(c, "message", NULL), "All content successfully removed");
+    json_decref(ns);
+    free(remaining_ltt);
+    merge_patch(path, "{\"metadata\":{\"finalizers\":null}}", 200);
+    wait_code(path, 404);
+}
+END_TEST
 
 /* A namespace's lifecycle with finalizers no controller removes (one on
  * the namespace, one on an object in it): the namespace stays Terminating,
@@ -7172,6 +7494,7 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_bootstrap_roles_aggregation);
     tcase_add_test(tc, test_kubesim_default_service_accounts);
     tcase_add_test(tc, test_kubesim_namespace_lifecycle);
+    tcase_add_test(tc, test_kubesim_namespace_conditions);
     tcase_add_test(tc, test_kubesim_kubernetes_service);
     tcase_add_test(tc, test_kubesim_replicaset_pods);
     tcase_add_test(tc, test_kubesim_pod_defaults);
@@ -7209,6 +7532,8 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_protobuf);
     tcase_add_test(tc, test_kubesim_protobuf_types);
     tcase_add_test(tc, test_kubesim_apply_conflict);
+    tcase_add_test(tc, test_kubesim_managed_fields_on_create);
+    tcase_add_test(tc, test_kubesim_managed_fields_on_update);
     tcase_add_test(tc, test_kubesim_service_map_runtime);
     tcase_add_test(tc, test_kubesim_stats_user_agent);
     tcase_add_test(tc, test_kubesim_fault_filters);

@@ -36,8 +36,10 @@ static struct {
     char *last_review; /* last AdmissionReview request */
     char *last_path;
     char *last_agent;
-    int calls_a, calls_b; /* mutating webhooks */
-    bool bad_patch_type;  /* /mutate-b answers a patch without patchType */
+    int calls_a, calls_b;    /* mutating webhooks */
+    bool bad_patch_type;     /* /mutate-b answers a patch without patchType */
+    bool bad_managed_fields; /* /mutate-b also sets managedFields that do not decode */
+    char *mutate_a_review;   /* the first AdmissionReview request to /mutate-a */
 } fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Mutating webhooks: /mutate-a records in label seen-b what label b held
@@ -59,6 +61,11 @@ static json_t *fake_mutate(json_t *req, bool is_a)
     }
     json_t *ops =
         json_pack("[{s:s,s:s,s:o}]", "op", "add", "path", "/metadata/labels", "value", labels);
+    if (!is_a && fake.bad_managed_fields)
+        json_array_append_new(ops, json_pack("{s:s,s:s,s:[{s:s,s:s,s:s,s:s}]}", "op", "add", "path",
+                                             "/metadata/managedFields", "value", "manager", "hook",
+                                             "operation", "Bogus", "apiVersion", "v1", "fieldsType",
+                                             "FieldsV1"));
     char *txt = json_dumps(ops, JSON_COMPACT);
     json_decref(ops);
     char *enc = kop_test_base64(txt, strlen(txt));
@@ -146,6 +153,8 @@ static void fake_answer(void *ud, const struct fhook_request *rq, struct fhook_a
             json_array_size(json_object_get(json_object_get(req, "request"), "objects"));
         out = fake_convert(req, mode);
     } else if (strncmp(rq->url, "/mutate-", 8) == 0) {
+        if (!fake.mutate_a_review && strcmp(rq->url, "/mutate-a") == 0)
+            fake.mutate_a_review = strdup(rq->body);
         out = fake_mutate(req, strcmp(rq->url, "/mutate-a") == 0);
     } else {
         fake.admissions++;
@@ -237,6 +246,7 @@ static void setup(void)
     fake.conversions = fake.admissions = 0;
     fake.calls_a = fake.calls_b = 0;
     fake.bad_patch_type = false;
+    fake.bad_managed_fields = false;
     kop_test_certs_free(&dev);
     free(certs);
 }
@@ -252,7 +262,8 @@ static void teardown(void)
     free(fake.last_review);
     free(fake.last_path);
     free(fake.last_agent);
-    fake.last_review = fake.last_path = fake.last_agent = NULL;
+    free(fake.mutate_a_review);
+    fake.last_review = fake.last_path = fake.last_agent = fake.mutate_a_review = NULL;
     curl_global_cleanup();
 }
 
@@ -495,6 +506,71 @@ START_TEST(test_kubesim_webhooks_mutating_never)
            "{\"metadata\":{\"name\":\"m2\"},\"spec\":{}}", 201, "\"seen-b\":\"no\"");
     ck_assert_int_eq(fake.calls_a, 1);
     ck_assert_int_eq(fake.calls_b, 1);
+}
+END_TEST
+
+/* managedFields a mutating webhook leaves that do not decode are put
+ * back as they were before admission, with a warning (apiserver
+ * fieldmanager/admission.go, managedFieldsValidatingAdmissionController). */
+START_TEST(test_kubesim_webhooks_mutating_managed_fields)
+{
+    install_widgets("Fail");
+    install_mutators("Never", "Fail");
+    fake.bad_managed_fields = true;
+    struct kop_test_resp r =
+        request("POST", "/apis/test.example.com/v2/namespaces/default/widgets?fieldManager=maker",
+                NULL, "{\"metadata\":{\"name\":\"mf\"},\"spec\":{}}");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    ck_assert_msg(strstr(r.headers, "Warning: 299 - \".metadata.managedFields was in an invalid "
+                                    "state after admission; this could be caused by an outdated "
+                                    "mutating admission controller; please fix your requests: "
+                                    "operation must be `Apply` or `Update`\""),
+                  "%s", r.headers);
+    json_t *w = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    const json_t *mf = json_object_get(json_object_get(w, "metadata"), "managedFields");
+    ck_assert_uint_eq(json_array_size(mf), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mf, 0), "manager")), "maker");
+    json_decref(w);
+}
+END_TEST
+
+/* A generateName create is named by the registry's create (store.go
+ * Store.create), after mutating admission and before validating admission
+ * (create.go; rest.AdmissionToValidateObjectFunc): mutating webhooks see
+ * neither a name in the object nor one in the request (omitempty), the
+ * validating webhook sees the generated one in both. */
+START_TEST(test_kubesim_webhooks_generate_name)
+{
+    install_widgets("Fail");
+    install_mutators("Never", "Fail");
+    struct kop_test_resp r =
+        request("POST", "/apis/test.example.com/v2/namespaces/default/widgets", NULL,
+                "{\"metadata\":{\"generateName\":\"gen-\"},\"spec\":{}}");
+    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
+    json_t *w = json_loads(r.body, 0, NULL);
+    kop_test_resp_free(&r);
+    const char *name = json_string_value(json_object_get(json_object_get(w, "metadata"), "name"));
+    ck_assert_ptr_nonnull(name);
+    ck_assert_int_eq(strncmp(name, "gen-", 4), 0);
+    ck_assert_uint_eq(strlen(name), 9);
+
+    ck_assert_ptr_nonnull(fake.mutate_a_review);
+    json_t *m = json_loads(fake.mutate_a_review, 0, NULL);
+    const json_t *mreq = json_object_get(m, "request");
+    ck_assert_ptr_null(json_object_get(mreq, "name"));
+    const json_t *mmd = json_object_get(json_object_get(mreq, "object"), "metadata");
+    ck_assert_ptr_null(json_object_get(mmd, "name"));
+    ck_assert_str_eq(json_string_value(json_object_get(mmd, "generateName")), "gen-");
+    json_decref(m);
+
+    json_t *v = json_loads(fake.last_review, 0, NULL);
+    const json_t *vreq = json_object_get(v, "request");
+    ck_assert_str_eq(json_string_value(json_object_get(vreq, "name")), name);
+    const json_t *vmd = json_object_get(json_object_get(vreq, "object"), "metadata");
+    ck_assert_str_eq(json_string_value(json_object_get(vmd, "name")), name);
+    json_decref(v);
+    json_decref(w);
 }
 END_TEST
 
@@ -1043,6 +1119,8 @@ static Suite *kubesim_webhooks_suite(void)
     tcase_add_test(tc, test_kubesim_webhooks_ignore_policy);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_reinvocation);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_never);
+    tcase_add_test(tc, test_kubesim_webhooks_mutating_managed_fields);
+    tcase_add_test(tc, test_kubesim_webhooks_generate_name);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_reply_checks);
     tcase_add_test(tc, test_kubesim_webhooks_mutating_ignore);
     tcase_add_test(tc, test_kubesim_webhooks_kop);

@@ -34,9 +34,12 @@
  */
 #include "kubesim.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- schema table ------------------------------------------------------------ */
 
@@ -711,6 +714,8 @@ struct entry {
     json_t *fields; /* its fieldsV1 as read, @ref owned; NULL for a new entry */
     json_t *set;    /* @ref owned; NULL until needed (an Update leaves most
                      * entries alone and writes their fieldsV1 back as read) */
+    long long t;    /* its time in Unix seconds, 0 without one */
+    bool has_t;
 };
 
 struct managed {
@@ -756,9 +761,180 @@ static bool touches(const struct entry *e, const json_t *set)
     return false;
 }
 
-static void managed_load(const json_t *obj, struct managed *m)
+/* A metav1.Time as encoding/json reads it (RFC 3339, any offset; the
+ * fraction is dropped when it is written again): Unix seconds. */
+static bool parse_time(const char *s, long long *ret_t)
 {
-    const json_t *mf = json_object_get(json_object_get(obj, "metadata"), "managedFields");
+    struct tm tm = {0};
+    const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!end)
+        return false;
+    if (*end == '.') {
+        end++;
+        if (!isdigit((unsigned char)*end))
+            return false;
+        while (isdigit((unsigned char)*end))
+            end++;
+    }
+    long off = 0;
+    if (*end == 'Z' || *end == 'z') {
+        end++;
+    } else if (*end == '+' || *end == '-') {
+        int hh = 0, mm = 0, n = 0;
+        if (sscanf(end + 1, "%2d:%2d%n", &hh, &mm, &n) != 2 || n != 5)
+            return false;
+        off = (hh * 3600L + mm * 60L) * (*end == '-' ? -1 : 1);
+        end += 6;
+    } else {
+        return false;
+    }
+    if (*end)
+        return false;
+    *ret_t = (long long)timegm(&tm) - off;
+    return true;
+}
+
+/* Unix seconds as metav1.Time writes them (UTC, RFC 3339). Returns buf. */
+static const char *utc_text(long long t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+/* Why a FieldsV1 tree does not decode as a field set (structured-merge-
+ * diff's fieldpath/serialize.go, Set.FromJSON): NULL if it does.
+ * malloc'd */
+static char *fields_error(const json_t *node)
+{
+    if (!json_is_object(node))
+        return ks_strdup("expected object");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)node, k, v)
+    {
+        if (strcmp(k, ".") == 0)
+            continue;
+        bool ok = false;
+        if (strncmp(k, "f:", 2) == 0) {
+            ok = true;
+        } else if (strncmp(k, "k:", 2) == 0 || strncmp(k, "v:", 2) == 0) {
+            json_t *x = json_loads(k + 2, JSON_DECODE_ANY, NULL);
+            ok = x && (k[0] == 'v' || json_is_object(x));
+            json_decref(x);
+        } else if (strncmp(k, "i:", 2) == 0) {
+            char *e = NULL;
+            strtol(k + 2, &e, 10);
+            ok = k[2] && e && !*e;
+        }
+        if (!ok) {
+            char *q = ks_go_quote(k);
+            char *m = ks_printf("unrecognized path element %s", q);
+            free(q);
+            return m;
+        }
+        char *err = fields_error(v);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+static bool is_op(const char *op)
+{
+    return op && (strcmp(op, "Apply") == 0 || strcmp(op, "Update") == 0);
+}
+
+char *ks_ssa_decode_error(const json_t *mf)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(mf, i, x)
+    {
+        if (!json_is_object(x))
+            return ks_printf("managed fields entry %zu is not an object", i);
+        if (!is_op(json_string_value(json_object_get(x, "operation"))))
+            return ks_strdup("operation must be `Apply` or `Update`");
+        const char *av = json_string_value(json_object_get(x, "apiVersion"));
+        if (!av || !*av)
+            return ks_strdup("apiVersion must not be empty");
+        const char *ft = json_string_value(json_object_get(x, "fieldsType"));
+        if (!ft || !*ft)
+            return ks_printf("missing fieldsType in managed fields entry %zu", i);
+        if (strcmp(ft, "FieldsV1") != 0) {
+            char *q = ks_go_quote(ft);
+            char *m = ks_printf("invalid fieldsType %s in managed fields entry %zu", q, i);
+            free(q);
+            return m;
+        }
+        const json_t *t = json_object_get(x, "time");
+        long long secs;
+        if (t && !json_is_null(t) && !parse_time(json_string_value(t), &secs))
+            return ks_printf("managed fields entry %zu: invalid time", i);
+        const json_t *f = json_object_get(x, "fieldsV1");
+        char *err = f && !json_is_null(f) ? fields_error(f) : NULL;
+        if (err) {
+            /* upstream prints the whole entry (%v of the Go struct) here */
+            char *m = ks_printf("error decoding versioned set from managed fields entry %zu: "
+                                "error decoding set: %s",
+                                i, err);
+            free(err);
+            return m;
+        }
+    }
+    return NULL;
+}
+
+static bool decodes(const json_t *mf)
+{
+    char *err = ks_ssa_decode_error(mf);
+    free(err);
+    return !err;
+}
+
+/* isResetManagedFields (fieldmanager.go): an empty list, or one entry with
+ * every member at its zero value. */
+static bool is_reset(const json_t *mf)
+{
+    if (json_array_size(mf) == 0)
+        return true;
+    if (json_array_size(mf) != 1 || !json_is_object(json_array_get(mf, 0)))
+        return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_array_get(mf, 0), k, v)
+    {
+        if (!json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
+            return false;
+    }
+    return true;
+}
+
+/* BuildManagerIdentifier (managedfields.go): manager, operation,
+ * subresource, and an Update's apiVersion. */
+static bool same_manager(const json_t *a, const json_t *b)
+{
+    static const char *const keys[] = {"manager", "operation", "subresource", "apiVersion"};
+    const char *op = ks_nz(json_string_value(json_object_get(a, "operation")));
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (i == 3 && strcmp(op, "Apply") == 0)
+            break;
+        if (strcmp(ks_nz(json_string_value(json_object_get(a, keys[i]))),
+                   ks_nz(json_string_value(json_object_get(b, keys[i])))) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The entries of mf, decoded (ks_ssa_decode_error must have passed): one
+ * per manager identifier, the last one of each as DecodeManagedFields'
+ * map keeps it. normalize: the fieldsV1 of each is written again from
+ * its set (a client's, as SetToFields encodes it), not as read. */
+static void managed_load(const json_t *mf, struct managed *m, bool normalize)
+{
+    char tbuf[32];
     m->n = 0;
     m->e = calloc(json_array_size(mf) + 1, sizeof(*m->e));
     if (!m->e)
@@ -769,11 +945,30 @@ static void managed_load(const json_t *obj, struct managed *m)
     {
         if (!json_is_object(x))
             continue;
-        struct entry *e = &m->e[m->n++];
+        struct entry *e = NULL;
+        for (size_t j = 0; j < m->n && !e; j++) {
+            if (same_manager(m->e[j].meta, x)) {
+                e = &m->e[j];
+                json_decref(e->meta);
+                json_decref(e->fields);
+                json_decref(e->set);
+                memset(e, 0, sizeof(*e));
+            }
+        }
+        if (!e)
+            e = &m->e[m->n++];
         e->meta = json_deep_copy(x);
         json_object_del(e->meta, "fieldsV1");
         json_t *f = json_object_get(x, "fieldsV1");
         e->fields = json_is_object(f) ? json_incref(f) : json_object();
+        e->has_t = parse_time(json_string_value(json_object_get(x, "time")), &e->t);
+        /* the time as metav1.Time writes it again (manager_text reads it) */
+        if (e->has_t)
+            json_object_set_new(e->meta, "time", json_string(utc_text(e->t, tbuf, sizeof(tbuf))));
+        else
+            json_object_del(e->meta, "time");
+        if (normalize)
+            entry_set(e);
     }
 }
 
@@ -787,19 +982,25 @@ static void managed_free(struct managed *m)
     free(m->e);
 }
 
-static bool is_entry(const struct entry *e, const char *manager, const char *op, const char *sub)
+/* Is e the entry of manager/op/sub (and an Update's apiVersion: the
+ * identifier BuildManagerInfoManager gives the writer)? */
+static bool is_entry(const struct entry *e, const char *manager, const char *op, const char *sub,
+                     const char *api_version)
 {
     return strcmp(ks_nz(json_string_value(json_object_get(e->meta, "manager"))), manager) == 0 &&
            strcmp(ks_nz(json_string_value(json_object_get(e->meta, "operation"))), op) == 0 &&
            strcmp(ks_nz(json_string_value(json_object_get(e->meta, "subresource"))), ks_nz(sub)) ==
-               0;
+               0 &&
+           (strcmp(op, "Apply") == 0 ||
+            strcmp(ks_nz(json_string_value(json_object_get(e->meta, "apiVersion"))),
+                   ks_nz(api_version)) == 0);
 }
 
 /* The entry of manager/op/sub, created when missing. */
 static struct entry *managed_entry(struct managed *m, const struct ks_ssa_ctx *c, const char *op)
 {
     for (size_t i = 0; i < m->n; i++)
-        if (is_entry(&m->e[i], c->manager, op, c->subresource))
+        if (is_entry(&m->e[i], c->manager, op, c->subresource, c->api_version))
             return &m->e[i];
     struct entry *ne = realloc(m->e, (m->n + 1) * sizeof(*m->e));
     if (!ne)
@@ -812,13 +1013,45 @@ static struct entry *managed_entry(struct managed *m, const struct ks_ssa_ctx *c
     return e;
 }
 
-/* Write the entries (non-empty ones) into obj's metadata. */
+/* One entry as it is written: its ManagedFieldsEntry and what it sorts by. */
+struct out_entry {
+    json_t *json;
+    long long t;
+};
+
+static int str_member_cmp(const json_t *a, const json_t *b, const char *k)
+{
+    return strcmp(ks_nz(json_string_value(json_object_get(a, k))),
+                  ks_nz(json_string_value(json_object_get(b, k))));
+}
+
+/* sortEncodedManagedFields (managedfields.go): operation, time (seconds),
+ * manager, apiVersion, subresource. */
+static int out_cmp(const void *pa, const void *pb)
+{
+    const struct out_entry *a = pa, *b = pb;
+    int c = str_member_cmp(a->json, b->json, "operation");
+    if (c)
+        return c;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    if ((c = str_member_cmp(a->json, b->json, "manager")) != 0)
+        return c;
+    if ((c = str_member_cmp(a->json, b->json, "apiVersion")) != 0)
+        return c;
+    return str_member_cmp(a->json, b->json, "subresource");
+}
+
+/* Write the entries (non-empty ones) into obj's metadata, in the order
+ * EncodeObjectManagedFields sorts them. */
 static void managed_store(struct managed *m, json_t *obj, struct entry *touched,
                           const struct ks_ssa_ctx *c)
 {
-    json_t *arr = json_array();
-    char now[32];
-    ks_now_rfc3339(now, sizeof(now));
+    struct out_entry *outs = calloc(m->n + 1, sizeof(*outs));
+    if (!outs)
+        abort();
+    size_t n = 0;
+    long long now = (long long)time(NULL);
     for (size_t i = 0; i < m->n; i++) {
         struct entry *e = &m->e[i];
         json_t *fields = NULL;
@@ -841,34 +1074,55 @@ static void managed_store(struct managed *m, json_t *obj, struct entry *touched,
             json_object_set_new(out, "apiVersion", json_string(c->api_version));
         else if (json_object_get(e->meta, "apiVersion"))
             json_object_set(out, "apiVersion", json_object_get(e->meta, "apiVersion"));
-        if (e == touched)
-            json_object_set_new(out, "time", json_string(now));
-        else if (json_object_get(e->meta, "time"))
-            json_object_set(out, "time", json_object_get(e->meta, "time"));
+        long long t = e == touched ? now : e->t;
+        if (e == touched || e->has_t) {
+            char buf[32];
+            json_object_set_new(out, "time", json_string(utc_text(t, buf, sizeof(buf))));
+        }
         json_object_set_new(out, "fieldsType", json_string("FieldsV1"));
         json_object_set_new(out, "fieldsV1", fields);
         if (c->subresource && e == touched)
             json_object_set_new(out, "subresource", json_string(c->subresource));
-        else if (json_object_get(e->meta, "subresource"))
+        else if (json_string_length(json_object_get(e->meta, "subresource")))
             json_object_set(out, "subresource", json_object_get(e->meta, "subresource"));
-        json_array_append_new(arr, out);
+        outs[n].json = out;
+        outs[n].t = e == touched || e->has_t ? t : 0;
+        n++;
     }
+    qsort(outs, n, sizeof(*outs), out_cmp);
     json_t *md = json_object_get(obj, "metadata");
-    if (json_array_size(arr))
+    if (n) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, outs[i].json);
         json_object_set_new(md, "managedFields", arr);
-    else {
+    } else {
         json_object_del(md, "managedFields");
-        json_decref(arr);
     }
+    free(outs);
 }
 
 void ks_ssa_update(const json_t *old, json_t *next, const struct ks_ssa_ctx *c)
 {
     struct managed m;
-    /* A write that carries managedFields sets them; otherwise the live
-     * ones stay. */
+    /* decodeLiveOrNew (apimachinery pkg/util/managedfields/internal/
+     * fieldmanager.go): a subresource write keeps the live entries; an
+     * empty list or one empty entry resets them; entries that decode
+     * replace the live ones; none, or ones that do not decode, leave the
+     * live ones (which start empty when they do not decode either). */
     const json_t *nmf = json_object_get(json_object_get(next, "metadata"), "managedFields");
-    managed_load(json_is_array(nmf) ? next : old, &m);
+    const json_t *lmf = json_object_get(json_object_get(old, "metadata"), "managedFields");
+    const json_t *src = NULL; /* none: reset */
+    bool from_request = false;
+    if (!c->subresource && json_is_array(nmf) && is_reset(nmf)) {
+        src = NULL;
+    } else if (!c->subresource && json_array_size(nmf) && decodes(nmf)) {
+        src = nmf;
+        from_request = true;
+    } else if (decodes(lmf)) {
+        src = lmf;
+    }
+    managed_load(src, &m, from_request);
     json_t *changed = json_object(), *removed = json_object();
     json_t *root = json_array();
     diff(old, next, root, changed, removed);
@@ -967,7 +1221,7 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
                  json_t **ret_next, char **ret_msg, json_t **ret_causes)
 {
     struct managed m;
-    managed_load(live, &m);
+    managed_load(json_object_get(json_object_get(live, "metadata"), "managedFields"), &m, false);
     for (size_t i = 0; i < m.n; i++)
         entry_set(&m.e[i]);
     json_t *applied = json_object();
@@ -1118,9 +1372,148 @@ int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_c
     return 0;
 }
 
+/* The rune at s[*i] as Go's range over a string reads it (U+FFFD for a
+ * byte that starts no valid UTF-8 sequence, which then counts one byte);
+ * *i moves past it. */
+static unsigned long next_rune(const char *s, size_t *i)
+{
+    const unsigned char *p = (const unsigned char *)s + *i;
+    unsigned long r;
+    size_t n;
+    if (p[0] < 0x80) {
+        r = p[0];
+        n = 1;
+    } else if ((p[0] & 0xe0) == 0xc0 && p[0] >= 0xc2) {
+        r = p[0] & 0x1fUL;
+        n = 2;
+    } else if ((p[0] & 0xf0) == 0xe0) {
+        r = p[0] & 0x0fUL;
+        n = 3;
+    } else if ((p[0] & 0xf8) == 0xf0 && p[0] <= 0xf4) {
+        r = p[0] & 0x07UL;
+        n = 4;
+    } else {
+        *i += 1;
+        return 0xfffd;
+    }
+    for (size_t k = 1; k < n; k++) {
+        if ((p[k] & 0xc0) != 0x80) {
+            *i += 1;
+            return 0xfffd;
+        }
+        r = (r << 6) | (p[k] & 0x3fUL);
+    }
+    static const unsigned long min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (r < min[n] || r > 0x10ffff || (r >= 0xd800 && r <= 0xdfff)) {
+        *i += 1;
+        return 0xfffd;
+    }
+    *i += n;
+    return r;
+}
+
+/* unicode.IsPrint, for the runes that are not: the controls, the spaces
+ * other than U+0020, the format characters and the private use areas
+ * (unassigned code points, which Go also refuses, are let through). */
+static bool go_is_print(unsigned long r)
+{
+    static const unsigned long no[][2] = {
+        {0x00, 0x1f},       {0x7f, 0xa0},        {0xad, 0xad},       {0x600, 0x605},
+        {0x61c, 0x61c},     {0x6dd, 0x6dd},      {0x70f, 0x70f},     {0x890, 0x891},
+        {0x8e2, 0x8e2},     {0x1680, 0x1680},    {0x180e, 0x180e},   {0x2000, 0x200f},
+        {0x2028, 0x202f},   {0x205f, 0x206f},    {0x3000, 0x3000},   {0xe000, 0xf8ff},
+        {0xfeff, 0xfeff},   {0xfff9, 0xfffb},    {0x110bd, 0x110bd}, {0x110cd, 0x110cd},
+        {0x13430, 0x1343f}, {0x1bca0, 0x1bca3},  {0x1d173, 0x1d17a}, {0xe0001, 0xe0001},
+        {0xe0020, 0xe007f}, {0xf0000, 0x10ffff},
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        if (r >= no[i][0] && r <= no[i][1])
+            return false;
+    return true;
+}
+
+#define FIELD_MANAGER_MAX 128    /* validation.FieldManagerMaxLength */
+#define SUBRESOURCE_NAME_MAX 256 /* validation.MaxSubresourceNameLength */
+
 char *ks_ssa_default_manager(const char *user_agent)
 {
+    /* prefixFromUserAgent (apiserver pkg/endpoints/handlers/create.go):
+     * up to the first "/", without the runes that are not printable,
+     * while fewer than 128 bytes are written */
     const char *ua = ks_nz(user_agent);
     size_t n = strcspn(ua, "/");
-    return strndup(ua, n);
+    char *prefix = strndup(ua, n);
+    char *out = calloc(3 * n + 4, 1);
+    if (!prefix || !out)
+        abort();
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t at = i;
+        unsigned long r = next_rune(prefix, &i);
+        if (!go_is_print(r))
+            continue;
+        if (o >= FIELD_MANAGER_MAX)
+            break;
+        if (r == 0xfffd && i - at == 1) { /* WriteRune writes the replacement */
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+        } else {
+            memcpy(out + o, prefix + at, i - at);
+            o += i - at;
+        }
+    }
+    free(prefix);
+    return out;
+}
+
+json_t *ks_ssa_validate(const json_t *obj)
+{
+    json_t *causes = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "managedFields"), i, e)
+    {
+        /* ValidateManagedFields (apimachinery pkg/apis/meta/v1/validation/
+         * validation.go); the operation and fieldsType it checks too are
+         * what the field manager's decoding has made sure of */
+        const char *op = json_string_value(json_object_get(e, "operation"));
+        if (!is_op(op)) {
+            char *f = ks_printf("metadata.managedFields[%zu].operation", i);
+            ks_invalid_str(causes, f, ks_nz(op), json_pack("[s]", "must be `Apply` or `Update`"));
+            free(f);
+        }
+        const char *ft = json_string_value(json_object_get(e, "fieldsType"));
+        if (ft && *ft && strcmp(ft, "FieldsV1") != 0) {
+            char *f = ks_printf("metadata.managedFields[%zu].fieldsType", i);
+            ks_invalid_str(causes, f, ft, json_pack("[s]", "must be `FieldsV1`"));
+            free(f);
+        }
+        /* ValidateFieldManager */
+        const char *mgr = ks_nz(json_string_value(json_object_get(e, "manager")));
+        char *f = ks_printf("metadata.managedFields[%zu].manager", i);
+        if (strlen(mgr) > FIELD_MANAGER_MAX)
+            ks_cause(causes, "FieldValueTooLong", f, "Too long: may not be more than %d bytes",
+                     FIELD_MANAGER_MAX);
+        for (size_t k = 0; mgr[k];) {
+            size_t at = k;
+            unsigned long r = next_rune(mgr, &k);
+            if (go_is_print(r))
+                continue;
+            char *m = ks_printf("invalid character U+%04lX (at position %zu)", r, at);
+            ks_invalid_str(causes, f, mgr, json_pack("[s]", m));
+            free(m);
+        }
+        free(f);
+        if (json_string_length(json_object_get(e, "subresource")) > SUBRESOURCE_NAME_MAX) {
+            f = ks_printf("metadata.managedFields[%zu].subresource", i);
+            ks_cause(causes, "FieldValueTooLong", f, "Too long: may not be more than %d bytes",
+                     SUBRESOURCE_NAME_MAX);
+            free(f);
+        }
+    }
+    if (json_array_size(causes) == 0) {
+        json_decref(causes);
+        return NULL;
+    }
+    return causes;
 }

@@ -318,10 +318,236 @@ static void release_dependents(struct ks_server *ks, const char *owner_uid, bool
     }
 }
 
+/*
+ * The namespace controller's status conditions (kubernetes pkg/controller/
+ * namespace/deletion: namespaced_resources_deleter.go deleteAllContent and
+ * deleteAllContentForGroupVersionResource, status_condition_utils.go):
+ * each pass over a terminating namespace's content ends with the five
+ * condition types, in this order, the "ok" variant (False) of each that
+ * found nothing wrong. Discovery and group versions never fail here. What
+ * is left after the deletes counts per resource ("configmaps. has 1
+ * resource instances": resource.group, the core group empty) and per
+ * finalizer of the items left; a resource whose items are left with no
+ * finalizer and no pod grace period to wait for is a content failure.
+ */
+static const char *const ns_cond_types[] = {
+    "NamespaceDeletionDiscoveryFailure", "NamespaceDeletionGroupVersionParsingFailure",
+    "NamespaceDeletionContentFailure",   "NamespaceContentRemaining",
+    "NamespaceFinalizersRemaining",
+};
+static const char *const ns_ok_reasons[] = {"ResourcesDiscovered", "ParsedGroupVersions",
+                                            "ContentDeleted", "ContentRemoved", "ContentRemoved"};
+static const char *const ns_ok_messages[] = {
+    "All resources successfully discovered",
+    "All legacy kube types successfully parsed",
+    "All content successfully deleted, may be waiting on finalization",
+    "All content successfully removed",
+    "All content successfully removed",
+};
+
+static time_t rfc3339_secs(const char *s)
+{
+    struct tm tm = {0};
+    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+        return 0;
+    return timegm(&tm);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* list's strings sorted (sort.Strings), joined by ", ". malloc'd */
+static char *sorted_join(const json_t *list)
+{
+    size_t n = json_array_size(list);
+    const char **v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_string_value(json_array_get(list, i));
+    qsort(v, n, sizeof(*v), str_cmp);
+    json_t *sorted = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(sorted, json_string(v[i]));
+    free(v);
+    char *out = ks_join(sorted, "", ", ", "");
+    json_decref(sorted);
+    return out;
+}
+
+/* estimateGracefulTerminationForPods, then estimateGracefulTermination:
+ * the longest terminationGracePeriodSeconds of the namespace's pods not
+ * Succeeded or Failed, 0 once that long has passed since the namespace's
+ * deletion. Lock held. */
+static json_int_t pods_estimate(struct ks_server *ks, const char *ns, time_t deleted_at)
+{
+    json_int_t est = 0;
+    const char *k;
+    json_t *o;
+    json_object_foreach((json_t *)ks_store_map(ks, "pods"), k, o)
+    {
+        if (strcmp(ks_nz(meta_str(o, "namespace")), ns) != 0)
+            continue;
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(o, "status"), "phase"));
+        if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
+            continue;
+        const json_t *g =
+            json_object_get(json_object_get(o, "spec"), "terminationGracePeriodSeconds");
+        if (json_is_integer(g) && json_integer_value(g) > est)
+            est = json_integer_value(g);
+    }
+    return (json_int_t)(time(NULL) - deleted_at) >= est ? 0 : est;
+}
+
+/* The conditions one pass over namespace ns's content ends with (after its
+ * deletes): a JSON array in ns_cond_types' order. Lock held. @ref new */
+static json_t *namespace_conditions(struct ks_server *ks, const char *ns, time_t deleted_at)
+{
+    json_t *remaining = json_array(), *failures = json_array();
+    json_t *by_finalizer = json_object();
+    for (size_t d = 0; d < ks->ndefs; d++) {
+        const struct ks_res *dd = ks->defs[d];
+        if (!dd->namespaced || dd->create_only)
+            continue;
+        size_t n = 0;
+        bool finalizers = false;
+        const char *k;
+        json_t *o;
+        json_object_foreach((json_t *)ks_store_map(ks, dd->key), k, o)
+        {
+            if (strcmp(ks_nz(meta_str(o, "namespace")), ns) != 0)
+                continue;
+            n++;
+            size_t i;
+            json_t *f;
+            json_array_foreach(json_object_get(json_object_get(o, "metadata"), "finalizers"), i, f)
+            {
+                const char *fs = ks_nz(json_string_value(f));
+                json_object_set_new(
+                    by_finalizer, fs,
+                    json_integer(json_integer_value(json_object_get(by_finalizer, fs)) + 1));
+                finalizers = true;
+            }
+        }
+        if (!n)
+            continue;
+        json_array_append_new(
+            remaining, json_sprintf("%s.%s has %zu resource instances", dd->plural, dd->group, n));
+        bool waiting = strcmp(dd->key, "pods") == 0 && pods_estimate(ks, ns, deleted_at) > 0;
+        if (!finalizers && !waiting) {
+            const char *ver = dd->nversions ? dd->versions[0].name : "";
+            for (size_t v = 0; v < dd->nversions; v++) {
+                if (dd->versions[v].served) {
+                    ver = dd->versions[v].name;
+                    break;
+                }
+            }
+            /* schema.GroupVersionResource's String() */
+            json_array_append_new(failures,
+                                  json_sprintf("unexpected items still remain in namespace: %s "
+                                               "for gvr: %s/%s, Resource=%s",
+                                               ns, dd->group, ver, dd->plural));
+        }
+    }
+    json_t *fins = json_array();
+    const char *fk;
+    json_t *fv;
+    json_object_foreach(by_finalizer, fk, fv)
+    {
+        json_array_append_new(fins,
+                              json_sprintf("%s in %" JSON_INTEGER_FORMAT " resource instances", fk,
+                                           json_integer_value(fv)));
+    }
+    json_t *conds = json_array();
+    for (size_t t = 0; t < sizeof(ns_cond_types) / sizeof(ns_cond_types[0]); t++) {
+        const char *reason = ns_ok_reasons[t];
+        char *msg = NULL;
+        if (t == 2 && json_array_size(failures)) {
+            char *j = sorted_join(failures);
+            reason = "ContentDeletionFailed";
+            msg = ks_printf("Failed to delete all resource types, %zu remaining: %s",
+                            json_array_size(failures), j);
+            free(j);
+        } else if (t == 3 && json_array_size(remaining)) {
+            char *j = sorted_join(remaining);
+            reason = "SomeResourcesRemain";
+            msg = ks_printf("Some resources are remaining: %s", j);
+            free(j);
+        } else if (t == 4 && json_array_size(fins)) {
+            char *j = sorted_join(fins);
+            reason = "SomeFinalizerRemain";
+            msg = ks_printf("Some finalizers are remaining: %s", j);
+            free(j);
+        }
+        /* NamespaceCondition's order: type, status, lastTransitionTime,
+         * reason, message (the time is set when it is written) */
+        json_array_append_new(conds,
+                              json_pack("{s:s,s:s,s:n,s:s,s:s}", "type", ns_cond_types[t], "status",
+                                        msg ? "True" : "False", "lastTransitionTime", "reason",
+                                        reason, "message", msg ? msg : ns_ok_messages[t]));
+        free(msg);
+    }
+    json_decref(remaining);
+    json_decref(failures);
+    json_decref(by_finalizer);
+    json_decref(fins);
+    return conds;
+}
+
+/* updateConditions (status_condition_utils.go): each new condition is
+ * appended when its type is missing; an existing one takes the new
+ * status, reason and message, and a new lastTransitionTime only when its
+ * status changes. The namespace's status written when anything changed
+ * (UpdateStatus). Lock held. */
+static void namespace_set_conditions(struct ks_server *ks, const struct ks_res *def,
+                                     const char *key, const json_t *cur)
+{
+    const char *ns = ks_nz(meta_str(cur, "name"));
+    json_t *fresh = namespace_conditions(ks, ns, rfc3339_secs(meta_str(cur, "deletionTimestamp")));
+    json_t *st = json_deep_copy(json_object_get(cur, "status"));
+    if (!json_is_object(st)) {
+        json_decref(st);
+        st = json_object();
+    }
+    json_t *conds = json_object_get(st, "conditions");
+    if (!json_is_array(conds)) {
+        conds = json_array();
+        json_object_set_new(st, "conditions", conds);
+    }
+    char now[32];
+    ks_now_rfc3339(now, sizeof(now));
+    size_t i;
+    json_t *nc;
+    json_array_foreach(fresh, i, nc)
+    {
+        const char *type = json_string_value(json_object_get(nc, "type"));
+        json_t *oc = ks_condition_in(conds, type);
+        if (!oc) {
+            json_object_set_new(nc, "lastTransitionTime", json_string(now));
+            json_array_append(conds, nc);
+            continue;
+        }
+        static const char *const fields[] = {"status", "reason", "message"};
+        if (!json_equal(json_object_get(oc, "status"), json_object_get(nc, "status")))
+            json_object_set_new(oc, "lastTransitionTime", json_string(now));
+        for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+            json_object_set(oc, fields[f], json_object_get(nc, fields[f]));
+    }
+    json_decref(fresh);
+    ks_put_status(ks, def, key, cur, st);
+}
+
 /* A terminating namespace is empty: its spec.finalizers go, then it. */
 static void namespace_done(struct ks_server *ks, const struct ks_res *def, const char *key,
                            const json_t *cur)
 {
+    /* deleteAllContent's last pass found nothing left: the conditions say
+     * so before the namespace is finalized */
+    namespace_set_conditions(ks, def, key, cur);
+    cur = ks_store_get(ks, def->key, key);
     json_t *next = json_deep_copy(cur);
     json_object_del(json_object_get(next, "spec"), "finalizers");
     ks_store_put(ks, def, key, next);
@@ -397,6 +623,9 @@ static void gc_apply(struct ks_server *ks, const struct gc_index *ix, const stru
         break;
     case GC_NAMESPACE_CONTENTS:
         delete_namespace_contents(ks, k);
+        cur = ks_store_get(ks, def->key, k);
+        if (cur)
+            namespace_set_conditions(ks, def, k, cur);
         break;
     case GC_DROP_DANGLING:
         drop_dangling(ks, def, k, cur, ix->uids);

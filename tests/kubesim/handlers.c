@@ -1772,15 +1772,21 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
     json_t *mutated = NULL;
     if (!r->warnings)
         r->warnings = json_array();
-    /* The apiserver runs mutating admission before rest.BeforeCreate fills
-     * metadata.uid and creationTimestamp (k8s.io/apiserver/pkg/endpoints/
-     * handlers/create.go), so mutating webhooks see neither at CREATE. */
+    /* The apiserver runs mutating admission before the registry's create
+     * (apiserver pkg/registry/generic/registry/store.go, Store.create)
+     * fills metadata.uid and creationTimestamp (FillObjectMetaSystemFields)
+     * and names a generateName object, so mutating webhooks see none of
+     * them at CREATE: a generated name is not in the object and the
+     * request's name is the one sent (name: ""). */
     json_t *unsystem = NULL;
     struct ks_admit_req mar = admit_req(q, def, op, obj, old, name, dry);
     if (obj && strcmp(op, "CREATE") == 0) {
         unsystem = json_deep_copy(obj);
-        json_object_del(json_object_get(unsystem, "metadata"), "uid");
-        json_object_del(json_object_get(unsystem, "metadata"), "creationTimestamp");
+        json_t *umd = json_object_get(unsystem, "metadata");
+        json_object_del(umd, "uid");
+        json_object_del(umd, "creationTimestamp");
+        if (!*name)
+            json_object_del(umd, "name");
         mar.obj = unsystem;
     }
     int mrc = ks_admit_mutate(q->ks, &mar, r->warnings, &mutated, &code, &body);
@@ -1788,9 +1794,28 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
     if (mrc != 0)
         return admit_denied(r, code, body);
     if (mutated && obj) {
+        /* managedFieldsValidatingAdmissionController (apiserver pkg/
+         * endpoints/handlers/fieldmanager/admission.go, Admit): entries a
+         * webhook leaves that do not decode are put back as they were,
+         * with a warning */
+        json_t *mmd = json_object_get(mutated, "metadata");
+        char *err = ks_ssa_decode_error(json_object_get(mmd, "managedFields"));
+        if (err && json_is_object(mmd)) {
+            json_t *before = json_object_get(meta(obj), "managedFields");
+            if (before)
+                json_object_set(mmd, "managedFields", before);
+            else
+                json_object_del(mmd, "managedFields");
+            char *w = ks_printf(".metadata.managedFields was in an invalid state after admission; "
+                                "this could be caused by an outdated mutating admission "
+                                "controller; please fix your requests: %s",
+                                err);
+            json_array_append_new(r->warnings, json_string(w));
+            free(w);
+        }
+        free(err);
         /* The caller holds pointers into obj's name and namespace strings:
          * keep those values (the apiserver does not let a webhook rename). */
-        json_t *mmd = json_object_get(mutated, "metadata");
         json_t *omd = json_object_get(obj, "metadata");
         static const char *const keep[] = {"name", "namespace", "uid", "creationTimestamp", NULL};
         for (const char *const *f = keep; json_is_object(mmd) && *f; f++) {
@@ -1808,11 +1833,15 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
         }
         json_decref(mutated);
         json_t *causes = ks_validate_object(def, obj, old, false);
+        if (!causes)
+            causes = ks_ssa_validate(obj);
+        /* the registry's 422 names the object (a generated name too) */
+        const char *obj_name = str_or(meta_str(obj, "name"), name);
         if (causes) {
-            reply_invalid(r, def, name, causes);
+            reply_invalid(r, def, obj_name, causes);
             return -EPERM;
         }
-        if (cr_schema(q, def, obj, name, r) != 0)
+        if (cr_schema(q, def, obj, obj_name, r) != 0)
             return -EPERM;
         if (def->typed)
             ks_typed_order(obj);
@@ -2448,10 +2477,11 @@ static bool is_apply(const struct ks_api_req *q)
  * custom resource decoder's metadata coercion (apiextensions-apiserver's
  * objectmeta.Coerce: GetObjectMeta, then SetObjectMeta). A client-side
  * apply or `kubectl diff` that sends `"annotations": {}` sees none back.
- * (An empty managedFields list is left to the field manager, which reads
- * it as "keep them".)
+ * An empty managedFields list is left to a built-in kind's field manager,
+ * which reads it as "reset them" (fieldmanager.go isResetManagedFields);
+ * a custom resource's goes with the coercion, so its live entries stay.
  */
-static void coerce_object_meta(json_t *obj)
+static void coerce_object_meta(json_t *obj, bool crd)
 {
     json_t *md = json_object_get(obj, "metadata");
     if (!json_is_object(md))
@@ -2471,6 +2501,9 @@ static void coerce_object_meta(json_t *obj)
     const char *gn = json_string_value(json_object_get(md, "generateName"));
     if (gn && !*gn)
         json_object_del(md, "generateName");
+    json_t *mf = json_object_get(md, "managedFields");
+    if (crd && json_is_array(mf) && json_array_size(mf) == 0)
+        json_object_del(md, "managedFields");
 }
 
 /* A Service's managedFields after its create: the allocated clusterIP(s),
@@ -2535,8 +2568,11 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     char *too_large = NULL;
     json_t *stored = NULL;
     json_t *asked_spec = NULL;
-    /* the name admission sees: the one sent (create.go takes it from the
-     * object; the registry's BeforeCreate generates one later) */
+    /* the name NamespaceLifecycle and mutating admission see: the one sent
+     * (create.go takes it from the object; the registry's Store.create
+     * generates one later, before validating admission). kubesim names the
+     * object here, for its own checks, and hides the name from mutating
+     * webhooks (admit_mutate). */
     char *sent_name = ks_strdup(name ? name : "");
 
     if ((!name || !*name) && gen && *gen) {
@@ -2567,15 +2603,13 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     json_object_del(md, "resourceVersion");
     json_object_del(md, "deletionTimestamp");
     json_object_del(md, "deletionGracePeriodSeconds");
-    if (!is_apply(q)) /* an apply's were set by ks_ssa_apply */
-        json_object_del(md, "managedFields");
     json_object_del(md, "selfLink");
     if (def->generation)
         json_object_set_new(md, "generation", json_integer(1));
     const struct ks_version *ver = ks_res_version(def, q->version);
     if (ver && ver->status)
         json_object_del(obj, "status");
-    coerce_object_meta(obj);
+    coerce_object_meta(obj, def->crd);
     if (typed_check(q, def, obj, name, r) != 0)
         goto out;
     /* admission's first plugin, NamespaceLifecycle: after the body is
@@ -2623,15 +2657,28 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         struct ssa s;
         json_t *zero = zero_object(def);
         ssa_begin(q, def, &s);
+        /* the field manager keeps the entries the body carries when they
+         * decode (ks_ssa_update) */
         ks_ssa_update(zero, obj, &s.c);
         ssa_end(&s);
         json_decref(zero);
         if (asked_spec)
             unown_allocated(obj, asked_spec);
     }
+    /* what the field manager wrote, validated with the object's metadata
+     * (rest.BeforeCreate's ValidateObjectMetaAccessor) */
+    causes = ks_ssa_validate(obj);
+    if (causes) {
+        reply_invalid(r, def, name, causes);
+        goto out;
+    }
     if (def->typed)
         ks_typed_order(obj);
-    if (admit(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
+    /* create.go: mutating admission with the name as sent, before the
+     * registry names the object; validating admission from the registry's
+     * create (rest.AdmissionToValidateObjectFunc) with the generated name */
+    if (admit_mutate(q, def, "CREATE", obj, NULL, sent_name, dry, r) != 0 ||
+        admit_validate(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
         goto out;
     if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
         goto out;
@@ -2748,6 +2795,27 @@ static int check_put_body(struct ks_api_req *q, const struct ks_res *def, json_t
     return 0;
 }
 
+/* Does an apply configuration set metadata.managedFields? The field
+ * manager refuses one that does (apimachinery pkg/util/managedfields/
+ * internal/structuredmerge.go, structuredMergeManager.Apply: 400
+ * "metadata.managedFields must be nil"); Unstructured.GetManagedFields
+ * reads a list (an empty one too) whose items are all objects, anything
+ * else as none. */
+static bool apply_sets_managed_fields(const json_t *cfg)
+{
+    const json_t *mf = json_object_get(json_object_get(cfg, "metadata"), "managedFields");
+    if (!json_is_array(mf))
+        return false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(mf, i, e)
+    {
+        if (!json_is_object(e))
+            return false;
+    }
+    return true;
+}
+
 /* The object the request makes of cur_v (in the request version): the PUT
  * body or the patched object. NULL with the apiserver's answer in r.
  * @ref new */
@@ -2767,6 +2835,10 @@ static json_t *next_object(const json_t *cur_v, json_t *body, enum patch_kind pk
         json_t *causes = NULL;
         if (!json_is_object(body)) {
             err = ks_strdup("the apply configuration must be an object");
+            break;
+        }
+        if (apply_sets_managed_fields(body)) {
+            err = ks_strdup("metadata.managedFields must be nil");
             break;
         }
         if (ks_ssa_apply(cur_v, body, ssa, &next, &err, &causes) == -EBUSY) {
@@ -2957,7 +3029,9 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     if (!cur) {
         if (pk == PATCH_APPLY && !status_sub) {
             json_t *cfg = json_deep_copy(body);
-            if (check_type(def, q->version, cfg, r) == 0) {
+            if (apply_sets_managed_fields(cfg))
+                reply_bad_request(r, "metadata.managedFields must be nil");
+            else if (check_type(def, q->version, cfg, r) == 0) {
                 json_object_set_new(meta(cfg), "name", json_string(q->name));
                 json_t *zero = zero_object(def), *obj = NULL, *causes = NULL;
                 char *msg = NULL;
@@ -2993,7 +3067,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         if (check_type(def, q->version, next, r) != 0)
             goto out;
     }
-    coerce_object_meta(next);
+    coerce_object_meta(next, def->crd);
     if (typed_check(q, def, next, q->name, r) != 0)
         goto out;
     if (body_rv && strcmp(str_or(meta_str(next, "resourceVersion"), ""), cur_rv) != 0) {
@@ -3039,6 +3113,12 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
                                          1));
     if (pk != PATCH_APPLY && !(unmanaged && pk == PATCH_NONE))
         ks_ssa_update(cur_v, next, ssa);
+    /* ValidateObjectMetaUpdate's managedFields part */
+    causes = ks_ssa_validate(next);
+    if (causes) {
+        reply_invalid(r, def, q->name, causes);
+        goto out;
+    }
     if (def->typed)
         ks_typed_order(next);
     if (same_object(next, cur_v) && in_storage_version(def, cur)) {

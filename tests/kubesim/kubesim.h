@@ -672,8 +672,14 @@ void ks_ssa_update(const json_t *old, json_t *next, const struct ks_ssa_ctx *c);
 int ks_ssa_apply(const json_t *live, const json_t *config, const struct ks_ssa_ctx *c,
                  json_t **ret_next, char **ret_msg, json_t **ret_causes);
 /* The apiserver's default field manager: the User-Agent up to its first
- * "/". malloc'd */
+ * "/", its printable runes, at most 128 bytes. malloc'd */
 char *ks_ssa_default_manager(const char *user_agent);
+/* Why managedFields entries (a JSON array, @ref borrow) do not decode
+ * (DecodeManagedFields' message): NULL if they do. malloc'd */
+char *ks_ssa_decode_error(const json_t *mf);
+/* ObjectMeta validation of obj's metadata.managedFields (operation,
+ * fieldsType, manager, subresource): the causes (@ref new), or NULL. */
+json_t *ks_ssa_validate(const json_t *obj);
 
 /* ---- yaml.c ------------------------------------------------------------------ */
 

@@ -791,7 +791,8 @@ static json_t *build_review(const struct ks_admit_req *ar, const struct match *m
                                   "resource", ar->def->plural));
     if (*ar->subresource)
         json_object_set_new(req, "requestSubResource", json_string(ar->subresource));
-    json_object_set_new(req, "name", json_string(ar->name ? ar->name : ""));
+    if (ar->name && *ar->name) /* AdmissionRequest.name is omitempty */
+        json_object_set_new(req, "name", json_string(ar->name));
     if (*ar->ns)
         json_object_set_new(req, "namespace", json_string(ar->ns));
     json_object_set_new(req, "operation", json_string(ar->operation));
