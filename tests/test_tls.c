@@ -112,6 +112,9 @@ static void gen_certs(const char *out, const char *cadir)
  * default). */
 static unsigned fixture_hs_rate;
 
+/* max_connections for the next fixture_start (0: the default). */
+static unsigned fixture_max_conns;
+
 /* The HTTP server is external, run by the TLS loop (as kop's webhook), or
  * runs MHD's own threads (the "mhd_threads" case). */
 static bool fixture_external = true;
@@ -149,6 +152,7 @@ static void fixture_start(struct fixture *f, bool mtls, int hs_timeout_ms, unsig
         .client_ca_file = mtls ? f->ca : NULL,
         .handshake_timeout_ms = hs_timeout_ms,
         .max_per_ip = per_ip,
+        .max_connections = fixture_max_conns,
         .handshakes_per_ip_per_s = fixture_hs_rate,
         .idle_timeout_ms = idle_ms,
         .reload_interval_ms = 500,
@@ -672,13 +676,24 @@ END_TEST
 
 /* ---- hostile clients ---------------------------------------------------- */
 
-static int connect_local(uint16_t port)
+/* A TCP connection to 127.0.0.1:port from the address src (NULL: any). */
+static int connect_from(uint16_t port, const char *src)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (src) {
+        struct sockaddr_in me = {.sin_family = AF_INET};
+        ck_assert_int_eq(inet_pton(AF_INET, src, &me.sin_addr), 1);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     return fd;
+}
+
+static int connect_local(uint16_t port)
+{
+    return connect_from(port, NULL);
 }
 
 /* Milliseconds until the server closes fd (reads and drops data), -1 after
@@ -795,9 +810,9 @@ static int raw_recv(void *ctx, unsigned char *buf, size_t len)
     return n >= 0 ? (int)n : MBEDTLS_ERR_SSL_INTERNAL_ERROR;
 }
 
-static void raw_tls_connect(struct raw_tls *r, uint16_t port)
+static void raw_tls_connect_from(struct raw_tls *r, uint16_t port, const char *src)
 {
-    r->fd = connect_local(port);
+    r->fd = connect_from(port, src);
     mbedtls_entropy_init(&r->entropy);
     mbedtls_ctr_drbg_init(&r->drbg);
     mbedtls_ssl_config_init(&r->conf);
@@ -813,6 +828,11 @@ static void raw_tls_connect(struct raw_tls *r, uint16_t port)
     ck_assert_int_eq(mbedtls_ssl_setup(&r->ssl, &r->conf), 0);
     mbedtls_ssl_set_bio(&r->ssl, &r->fd, raw_send, raw_recv, NULL);
     ck_assert_int_eq(mbedtls_ssl_handshake(&r->ssl), 0);
+}
+
+static void raw_tls_connect(struct raw_tls *r, uint16_t port)
+{
+    raw_tls_connect_from(r, port, NULL);
 }
 
 static void raw_tls_close(struct raw_tls *r)
@@ -914,6 +934,76 @@ START_TEST(test_tls_256_connections_from_one_address)
     free(r);
     ck_assert_double_eq(metric(&f, KOP_METRIC_COUNTER, "kop_tls_handshakes_throttled_total"), 0);
     ck_assert_double_eq(rejected(&f, "per_ip"), 0);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* Send the rest of a GET /echo whose first bytes are head, expect a 200. */
+static void raw_tls_get_rest(struct raw_tls *r, const char *rest)
+{
+    ck_assert(raw_tls_write(r, rest, strlen(rest)));
+    unsigned char buf[512];
+    int n = mbedtls_ssl_read(&r->ssl, buf, sizeof(buf) - 1);
+    ck_assert_int_gt(n, 12);
+    ck_assert_int_eq(memcmp(buf, "HTTP/1.1 200", 12), 0);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * At max_connections, a few addresses holding idle keep-alive connections
+ * must not keep every other client out until their idle timeout: a
+ * newcomer whose address holds at least two fewer than the address that
+ * holds most takes the slot of that address's longest-idle connection. A
+ * request on its way is never cut, and newcomers of the biggest holder, or
+ * of an address that would end with more than it, are still refused.
+ * Before, every newcomer was refused while the front was full.
+ */
+START_TEST(test_tls_full_front_evicts_idle_of_biggest_address)
+{
+    struct fixture f;
+    fixture_max_conns = 6;
+    fixture_start(&f, false, 10000, 4, 0);
+    fixture_max_conns = 0;
+    struct raw_tls a[4], b[2], c;
+    for (int i = 0; i < 4; i++)
+        raw_tls_connect_from(&a[i], f.port, "127.0.0.2");
+    /* a[0], the oldest, has begun a request: it is not idle */
+    ck_assert(raw_tls_write(&a[0], "GET /echo HTTP/1.1\r\n", 20));
+    for (int i = 0; i < 2; i++)
+        raw_tls_connect_from(&b[i], f.port, "127.0.0.3");
+    sleep_ms(200); /* a[0]'s bytes reach the HTTP server */
+    ck_assert_double_eq(metric(&f, KOP_METRIC_GAUGE, "kop_tls_connections_active"), 6);
+
+    /* the front is full: a client of another address is served all the same */
+    raw_tls_connect_from(&c, f.port, "127.0.0.1");
+    raw_tls_get_rest(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert_double_eq(rejected(&f, "evicted"), 1);
+    ck_assert_double_eq(rejected(&f, "max_connections"), 0);
+    int t = ms_until_closed(a[1].fd, 5000); /* the longest idle */
+    ck_assert_int_ge(t, 0);
+    /* the request on its way is finished */
+    raw_tls_get_rest(&a[0], "Host: x\r\n\r\n");
+
+    /* full again (a[0], a[2], a[3], b[0], b[1], c): 127.0.0.2 holds most,
+     * and its own newcomers are refused, as are 127.0.0.3's (2 against 3) */
+    int t0 = connect_from(f.port, "127.0.0.2");
+    ck_assert_int_ge(ms_until_closed(t0, 5000), 0);
+    int t1 = connect_from(f.port, "127.0.0.3");
+    ck_assert_int_ge(ms_until_closed(t1, 5000), 0);
+    close(t0);
+    close(t1);
+    ck_assert_double_eq(rejected(&f, "max_connections"), 2);
+    ck_assert_double_eq(rejected(&f, "evicted"), 1);
+    for (int i = 0; i < 4; i++)
+        raw_tls_close(&a[i]);
+    for (int i = 0; i < 2; i++)
+        raw_tls_close(&b[i]);
+    raw_tls_close(&c);
     fixture_stop(&f);
 }
 END_TEST
@@ -1070,6 +1160,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_client_certificate_required);
     tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
     tcase_add_test(tc, test_tls_per_ip_limit);
+    tcase_add_test(tc, test_tls_full_front_evicts_idle_of_biggest_address);
     tcase_add_test(tc, test_tls_slow_reader_does_not_block_others);
     tcase_add_test(tc, test_tls_stream_after_413_is_closed);
     tcase_add_test(tc, test_tls_handshake_rate_per_address_delays);
@@ -1086,6 +1177,7 @@ static Suite *tls_suite(void)
     tcase_add_test(thr, test_tls_slow_reader_does_not_block_others);
     tcase_add_test(thr, test_tls_stream_after_413_is_closed);
     tcase_add_test(thr, test_tls_idle_timeout);
+    tcase_add_test(thr, test_tls_full_front_evicts_idle_of_biggest_address);
     tcase_add_test(thr, test_tls_shutdown_finishes_in_flight);
     suite_add_tcase(s, thr);
     /* 256 handshakes on each side: slow under sanitizers */

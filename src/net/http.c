@@ -175,7 +175,8 @@ enum track_phase { TP_HEADERS, TP_BODY, TP_BUSY, TP_REPLY, TP_IDLE };
 
 struct track {
     struct track *prev, *next;
-    int fd; /* a duplicate, ours */
+    int fd;      /* a duplicate, ours */
+    int conn_fd; /* MHD's, as handed to kop_http_server_add_connection() */
     enum track_phase phase;
     bool killed;
     bool requested; /* a request line came on it (else HEADERS = fresh) */
@@ -696,6 +697,7 @@ static void notify_cb(void *cls, struct MHD_Connection *conn, void **socket_cont
             free(tr);
             return;
         }
+        tr->conn_fd = ci->connect_fd;
         tr->phase = TP_HEADERS;
         tr->since = kop_clock_now_ns();
         pthread_mutex_lock(&srv->track_lock);
@@ -1975,6 +1977,44 @@ static int unread_bytes(int fd)
     return n;
 }
 
+/* Between requests (after a completed one, IDLE, or fresh with no request
+ * line yet) with no request byte waiting unread: a request already on its
+ * way is never cut. track_lock held. */
+static bool track_between(const struct track *tr)
+{
+    if (tr->killed)
+        return false;
+    if (tr->phase != TP_IDLE && !(tr->phase == TP_HEADERS && !tr->requested))
+        return false;
+    return unread_bytes(tr->fd) == 0;
+}
+
+static int cmp_fd(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int kop_http_server_longest_idle(struct kop_http_server *srv, const int *fds, size_t n)
+{
+    if (!srv || !fds || !n)
+        return -1;
+    int best = -1;
+    int64_t best_since = 0;
+    pthread_mutex_lock(&srv->track_lock);
+    for (struct track *tr = srv->tracks; tr; tr = tr->next) {
+        const int *hit = bsearch(&tr->conn_fd, fds, n, sizeof(*fds), cmp_fd);
+        if (!hit || !track_between(tr))
+            continue;
+        if (best < 0 || tr->since < best_since) {
+            best = *hit;
+            best_since = tr->since;
+        }
+    }
+    pthread_mutex_unlock(&srv->track_lock);
+    return best;
+}
+
 unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms)
 {
     if (!srv)
@@ -1986,11 +2026,7 @@ unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms
     for (struct track *tr = srv->tracks; tr; tr = tr->next) {
         if (tr->killed)
             continue;
-        /* Between requests: after a completed one (IDLE), or fresh with
-         * no request line yet (HEADERS without one). A request whose
-         * bytes wait unread in the socket is about to start: not idle. */
-        bool between = tr->phase == TP_IDLE || (tr->phase == TP_HEADERS && !tr->requested);
-        if (!between || now - tr->since < min_idle || unread_bytes(tr->fd) > 0) {
+        if (now - tr->since < min_idle || !track_between(tr)) {
             open++;
             continue;
         }

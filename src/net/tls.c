@@ -117,8 +117,13 @@
  * ms. Without a worker (its thread could not be created) the loop runs
  * the steps itself, HS_SLICE_NS at a time.
  *
- * Limits. Over max_connections or the per-address limit a new connection
- * is accepted and closed at once. New handshakes from one address are
+ * Limits. Over the per-address limit a new connection is accepted and
+ * closed at once; so is one over max_connections, unless its address holds
+ * at least two fewer than the address that holds most: then one of that
+ * address's connections that does no work is closed for it (evict_for():
+ * a few addresses holding idle keep-alive connections would otherwise keep
+ * every other client, the apiserver included, out until their idle
+ * timeout). New handshakes from one address are
  * rate-limited by a token bucket (handshakes_per_ip_per_s, burst
  * max_per_ip): over it a connection is accepted but left out of the epoll
  * set in a waiting list, looked at every THR_TICK_MS, until its address
@@ -142,9 +147,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -274,6 +281,7 @@ struct conn {
     struct conn *prev, *next;
     struct ep_item it_net, it_plain;
     int fd, pfd;
+    int mhd_fd; /* pfd's far end as MHD knows it (kop_http_server_longest_idle) */
     enum conn_state st;
     bool dead, ssl_ready, tls_eof, plain_eof, plain_shut, net_rd, net_wr;
     /* MHD stopped reading (it answered early, e.g. 413, and closed): the
@@ -366,6 +374,7 @@ struct kop_tls {
     /* metrics */
     struct kop_metric *m_reads, *m_read_errors, *m_expiry, *m_active;
     struct kop_metric *m_rej_max, *m_rej_ip, *m_rej_hs_timeout, *m_rej_hs_error, *m_rej_idle;
+    struct kop_metric *m_rej_evicted;
     struct kop_metric *m_throttled;
 };
 
@@ -1054,6 +1063,7 @@ static int conn_open(struct kop_tls *t, struct conn *c)
         return -ENOMEM;
     }
     c->pfd = sv[0];
+    c->mhd_fd = sv[1];
     c->plain_readable = true;
     int r = kop_http_server_add_connection(t->o.http, sv[1], (const struct sockaddr *)&c->peer,
                                            c->peer_len);
@@ -1468,6 +1478,85 @@ static void hw_stop(struct kop_tls *t)
     t->hw_done = NULL;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* OPEN with nothing of a request on its way through the front: no
+ * ciphertext unread, nothing decrypted or to encrypt buffered, MHD's end
+ * still open. Whether MHD sits between requests is asked separately. */
+static bool conn_quiet(const struct conn *c)
+{
+    if (c->st != C_OPEN || c->dead || c->plain_eof || c->tls_eof || c->tp_len || c->tt_len ||
+        c->rb_off != c->rb_len || c->rr_queued)
+        return false;
+    if (mbedtls_ssl_get_bytes_avail(&c->ssl) > 0)
+        return false;
+    struct pollfd p = {.fd = c->pfd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) != 0)
+        return false; /* MHD closed its end (or we cannot tell) */
+    int n = 0;
+    return ioctl(c->fd, FIONREAD, &n) == 0 && n == 0;
+}
+
+/*
+ * At max_connections a newcomer may take the slot of a connection of the
+ * address that holds most, when that address holds at least two more than
+ * the newcomer's (so it ends with no fewer than the newcomer; see "Limits").
+ * The victim does no work: one waiting for its handshake token first, then
+ * one that has not finished its handshake (not with the worker), then the
+ * open one that has sat longest between requests. Returns whether a slot
+ * was freed. One pass over the connections: at most max_connections.
+ */
+static bool evict_for(struct kop_tls *t, const struct sockaddr_storage *ss)
+{
+    struct ipent *mine = ip_get(t, ss, false);
+    unsigned have = mine ? mine->count : 0;
+    struct ipent *top = NULL;
+    for (struct conn *c = t->conns; c; c = c->next) {
+        if (c->ip && (!top || c->ip->count > top->count))
+            top = c->ip;
+    }
+    if (!top || top == mine || top->count < have + 2)
+        return false;
+    struct conn *waiting = NULL, *hs = NULL;
+    size_t n = 0, cap = top->count;
+    int *fds = malloc(cap * sizeof(*fds));
+    for (struct conn *c = t->conns; c; c = c->next) {
+        if (c->ip != top || c->dead || c->hw_busy)
+            continue;
+        if (c->thr_queued) {
+            if (!waiting || c->deadline < waiting->deadline)
+                waiting = c;
+        } else if (c->st == C_PEEK || c->st == C_HANDSHAKE) {
+            if (!hs || c->deadline < hs->deadline)
+                hs = c;
+        } else if (fds && n < cap && conn_quiet(c)) {
+            fds[n++] = c->mhd_fd;
+        }
+    }
+    struct conn *victim = waiting ? waiting : hs;
+    if (!victim && n) {
+        qsort(fds, n, sizeof(*fds), cmp_int);
+        int fd = kop_http_server_longest_idle(t->o.http, fds, n);
+        for (struct conn *c = t->conns; c && fd >= 0; c = c->next) {
+            if (c->ip == top && c->st == C_OPEN && c->mhd_fd == fd) {
+                victim = c;
+                break;
+            }
+        }
+    }
+    free(fds);
+    if (!victim)
+        return false;
+    kop_counter_inc(t->m_rej_evicted);
+    log_conn(KOP_LOG_DEBUG, victim, "closed at max_connections: its address holds the most", 0);
+    conn_close(t, victim);
+    return true;
+}
+
 static void do_accept(struct kop_tls *t, int64_t now)
 {
     for (int i = 0; i < 64 && t->lfd >= 0; i++) {
@@ -1486,7 +1575,7 @@ static void do_accept(struct kop_tls *t, int64_t now)
             return;
         }
         unmap_v4(&ss, &len);
-        if (t->n_conns >= t->o.max_connections) {
+        if (t->n_conns >= t->o.max_connections && !evict_for(t, &ss)) {
             kop_counter_inc(t->m_rej_max);
             close(fd);
             continue;
@@ -1786,6 +1875,7 @@ static void register_metrics(struct kop_tls *t)
     t->m_rej_hs_timeout = kop_metric_child(rej, "handshake_timeout");
     t->m_rej_hs_error = kop_metric_child(rej, "handshake_error");
     t->m_rej_idle = kop_metric_child(rej, "idle_timeout");
+    t->m_rej_evicted = kop_metric_child(rej, "evicted");
     t->m_throttled = kop_metric_child(kop_metrics_register(
         m, KOP_METRIC_COUNTER, NAME("tls_handshakes_throttled_total"),
         "Connections whose handshake waited for their address's handshake rate", NULL, NULL, 0));
