@@ -134,7 +134,7 @@ static char *go_json(const json_t *v)
     char *o = out;
     for (const char *c = s; *c; c++) {
         if (*c == '<' || *c == '>' || *c == '&') {
-            snprintf(o, 7, "\\u%04x", (unsigned)*c);
+            snprintf(o, 7, "\\u%04x", (unsigned)(unsigned char)*c);
             o += 6;
         } else {
             *o++ = *c;

@@ -871,6 +871,8 @@ static void container_resource_name(const char *name, const char *field, json_t 
                                            "services.loadbalancers",
                                            "requests.storage",
                                            NULL};
+    if (!name)
+        return; /* callers pass a map key; this tells gcc's -Wformat-overflow so */
     json_t *msgs = ks_msgs_qualified_name(name);
     if (json_array_size(msgs) > 0) {
         ks_invalid_str(causes, field, name, msgs);
