@@ -183,6 +183,21 @@ START_TEST(test_review_http_errors)
                "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
                "\"request\":null}",
                400, "request must be an object", true);
+    /* a uid a typed decoder refuses was answered with uid "" (and for a
+     * conversion a desiredAPIVersion that is no string, with a Failure) */
+    http_error(CT,
+               "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+               "\"request\":{\"uid\":7}}",
+               400, "request.uid must be a string", true);
+    http_error(CT,
+               "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"ConversionReview\","
+               "\"request\":{\"uid\":[\"u\"],\"desiredAPIVersion\":\"mygroup.example.com/v2\","
+               "\"objects\":[]}}",
+               400, "request.uid must be a string", false);
+    http_error(CT,
+               "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"ConversionReview\","
+               "\"request\":{\"uid\":\"u\",\"desiredAPIVersion\":2,\"objects\":[]}}",
+               400, "request.desiredAPIVersion must be a string", false);
     ck_assert(kop_review_content_type_ok("application/json"));
     ck_assert(kop_review_content_type_ok("Application/JSON; charset=utf-8"));
     ck_assert(kop_review_content_type_ok("application/json;charset=UTF-8"));

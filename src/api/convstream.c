@@ -265,6 +265,9 @@ struct kop_convstream {
     char *uid;          /* decoded uid, "" when absent or not a string */
     struct buf uid_raw; /* the uid token as it came, when a string */
     bool have_desired;
+    /* uid or desiredAPIVersion given as a number, list, object or boolean:
+     * what a typed decoder (the apiserver's, controller-runtime's) refuses */
+    bool uid_not_string, desired_not_string;
     char *desired_s;
     enum kop_myresource_version desired;
     bool objects_not_list;
@@ -377,6 +380,12 @@ static char *token_string(const char *p, size_t n)
     if (n < 2 || p[0] != '"' || kop_jscan_string(p, n, &s, NULL) < 0)
         return NULL;
     return s;
+}
+
+/* A scanned token that a Go string field takes (null leaves it empty). */
+static bool is_string_or_null(const char *p, size_t n)
+{
+    return (n >= 2 && p[0] == '"') || (n == 4 && memcmp(p, "null", 4) == 0);
 }
 
 /* ---- converting one element ------------------------------------------------------ */
@@ -942,6 +951,7 @@ static int on_member(void *ud, unsigned level, const char *key, const char *p, s
         break;
     case K_UID:
         cs->have_uid = true;
+        cs->uid_not_string = !is_string_or_null(p, n);
         s = token_string(p, n);
         if (s) {
             cs->uid = s;
@@ -951,6 +961,7 @@ static int on_member(void *ud, unsigned level, const char *key, const char *p, s
         break;
     case K_DESIRED:
         cs->have_desired = true;
+        cs->desired_not_string = !is_string_or_null(p, n);
         s = token_string(p, n);
         cs->desired_s = s ? s : strdup("");
         if (!cs->desired_s)
@@ -1107,6 +1118,13 @@ int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *r
     if (!kop_jstream_entered(cs->js, 2)) {
         copy_cut(r.uid, sizeof(r.uid), "");
         rc = failure(&r, 400, version, "", "ConversionReview has no request");
+        goto out;
+    }
+    if (cs->uid_not_string || cs->desired_not_string) {
+        copy_cut(r.uid, sizeof(r.uid), "");
+        rc = failure(&r, 400, version, "",
+                     cs->uid_not_string ? "request.uid must be a string"
+                                        : "request.desiredAPIVersion must be a string");
         goto out;
     }
     if (cs->desired == KOP_MYRESOURCE_VERSION_UNKNOWN) {

@@ -557,7 +557,15 @@ int kop_review_admit_http(const char *content_type, const char *body, size_t len
         status = 400;
         goto error;
     }
-    const char *uid = str_or_empty(json_object_get(req, "uid"));
+    const json_t *juid = json_object_get(req, "uid");
+    if (juid && !json_is_string(juid) && !json_is_null(juid)) {
+        /* a typed decoder's error (the apiserver always sends a string):
+         * there is no uid to echo */
+        snprintf(msg, sizeof(msg), "AdmissionReview request.uid must be a string");
+        status = 400;
+        goto error;
+    }
+    const char *uid = str_or_empty(juid);
     set_uid(&r, uid);
     rc = kop_admission_evaluate(req, opts, &v);
     if (rc < 0)
