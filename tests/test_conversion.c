@@ -607,6 +607,28 @@ START_TEST(test_conversion_v2_extras_annotation)
                    "{" V1H ",\"metadata\":{\"annotations\":{\"" EXTRAS
                    "\":\"{\\\"ports\\\":[]}\"}},"
                    "\"spec\":{}}");
+    /* annotations: null (no annotations, as the apiserver reads ObjectMeta)
+     * lost the extras; now they go into a new map, and come back without it */
+    const char *nul = "{" V2H ",\"metadata\":{\"name\":\"a\",\"annotations\":null},\"spec\":{"
+                      "\"paused\":true,\"ports\":[{\"name\":\"web\",\"port\":80,\"protocol\":"
+                      "\"UDP\"}]}}";
+    convert_expect(
+        nul, KOP_MYRESOURCE_VERSION_V1,
+        "{" V1H ",\"metadata\":{\"name\":\"a\",\"annotations\":{\"" EXTRAS "\":"
+        "\"{\\\"paused\\\":true,\\\"ports\\\":[{\\\"name\\\":\\\"web\\\",\\\"protocol\\\":"
+        "\\\"UDP\\\"}]}\"}},\"spec\":{\"port\":80}}");
+    for (int review = 0; review < 2; review++) {
+        via_review = review;
+        json_t *o = load(nul);
+        convert_obj(&o, KOP_MYRESOURCE_VERSION_V1);
+        convert_obj(&o, KOP_MYRESOURCE_VERSION_V2);
+        json_t *want = load("{" V2H ",\"metadata\":{\"name\":\"a\"},\"spec\":{\"paused\":true,"
+                            "\"ports\":[{\"name\":\"web\",\"port\":80,\"protocol\":\"UDP\"}]}}");
+        assert_json_eq(want, o, "v2 -> v1 -> v2 with annotations: null");
+        json_decref(want);
+        json_decref(o);
+    }
+    via_review = false;
 }
 END_TEST
 

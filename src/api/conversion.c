@@ -313,7 +313,9 @@ static int store_extras(json_t *obj, json_t *extras)
     if (!json_is_object(meta))
         return 0; /* cannot hold an annotation: nothing we can keep */
     json_t *ann = json_object_get(meta, "annotations");
-    if (!ann) {
+    if (!ann || json_is_null(ann)) {
+        /* null is no annotations to the apiserver (ObjectMeta drops it);
+         * the extras were lost with it */
         ann = json_object();
         if (!ann || json_object_set_new(meta, "annotations", ann) < 0)
             return -ENOMEM;
