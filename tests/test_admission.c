@@ -164,6 +164,19 @@ START_TEST(test_admission_more_rules)
     v = eval("CREATE", V2("empty", "{\"ports\":[]}"), NULL, NULL);
     has(&v, "spec.ports: Required value");
     kop_admission_verdict_cleanup(&v);
+
+    /* an object that is no MyResource under a MyResource request: the
+     * message names its apiVersion (it said only what was supported) */
+    v = eval("CREATE", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}",
+             NULL, NULL);
+    ck_assert(!v.allowed);
+    has(&v, "apiVersion: Unsupported value: \"v1\": supported values: \"mygroup.example.com/v1\", "
+            "\"mygroup.example.com/v2\"");
+    kop_admission_verdict_cleanup(&v);
+    v = eval("CREATE", "{\"kind\":\"MyResource\",\"metadata\":{\"name\":\"p\"}}", NULL, NULL);
+    ck_assert(!v.allowed);
+    has(&v, "apiVersion: Required value");
+    kop_admission_verdict_cleanup(&v);
 }
 END_TEST
 

@@ -824,8 +824,19 @@ int kop_admission_evaluate(json_t *request, const struct kop_admission_options *
         goto done;
     c.client = kop_myresource_version_of(obj);
     if (c.client == KOP_MYRESOURCE_VERSION_UNKNOWN) {
-        rc = deny_simple(&v, "apiVersion: Unsupported value: supported values: "
-                             "\"mygroup.example.com/v1\", \"mygroup.example.com/v2\"");
+        /* the value, as field.NotSupported renders it (the object's own
+         * apiVersion, not request.kind's, which said MyResource) */
+        const json_t *av = json_object_get(obj, "apiVersion");
+        char got[512], msg[700];
+        render(av, got, sizeof(got));
+        if (!av)
+            snprintf(msg, sizeof(msg), "apiVersion: Required value");
+        else
+            snprintf(msg, sizeof(msg),
+                     "apiVersion: Unsupported value: %s: supported values: "
+                     "\"mygroup.example.com/v1\", \"mygroup.example.com/v2\"",
+                     got);
+        rc = deny_simple(&v, msg);
         goto done;
     }
     const char *name = kop_json_path_str(obj, "metadata.name");
