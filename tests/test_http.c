@@ -1209,6 +1209,32 @@ START_TEST(test_http_budget_small_lane_survives_large_growth)
 }
 END_TEST
 
+/* Start heavy(arg), a large request whose end the stream handler holds on
+ * the heavy lane; a small POST must be answered meanwhile, heavy not; then
+ * let it go and join both. check, when given, runs once heavy's end is at
+ * work. */
+static void small_answered_while_heavy_held(const struct fixture *f, void *(*heavy)(void *),
+                                            void *arg, atomic_int *heavy_done, void (*check)(void))
+{
+    atomic_store(&stream_in_end, 0);
+    atomic_store(&stream_hold_min, 512 * 1024);
+    atomic_store(&stream_hold, true);
+    struct post_call c = {.port = f->port, .len = 2000};
+    pthread_t ta, tc;
+    ck_assert_int_eq(pthread_create(&ta, NULL, heavy, arg), 0);
+    wait_until(&stream_in_end, 1);
+    if (check)
+        check();
+    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
+    wait_until(&c.done, 1);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_int_eq(atomic_load(heavy_done), 0);
+    atomic_store(&stream_hold, false);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    atomic_store(&stream_hold_min, 0);
+}
+
 /* A large request's work runs on the heavy lane, not on the MHD thread its
  * connection belongs to: with one MHD thread, a small request is answered
  * while a large one's end is still at work. Before, the small one waited
@@ -1218,22 +1244,8 @@ START_TEST(test_http_heavy_work_leaves_the_thread_to_small_requests)
     struct fixture f;
     start_stream_server_threads(&f, 0, 0, 1);
     atomic_store(&stream_begun, 0);
-    atomic_store(&stream_in_end, 0);
-    atomic_store(&stream_hold_min, 512 * 1024);
-    atomic_store(&stream_hold, true);
     struct post_call a = {.port = f.port, .len = 1u << 20};
-    struct post_call c = {.port = f.port, .len = 2000};
-    pthread_t ta, tc;
-    ck_assert_int_eq(pthread_create(&ta, NULL, post_thread, &a), 0);
-    wait_until(&stream_in_end, 1);
-    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
-    wait_until(&c.done, 1);
-    ck_assert_int_eq(c.status, 200);
-    ck_assert_int_eq(atomic_load(&a.done), 0);
-    atomic_store(&stream_hold, false);
-    pthread_join(ta, NULL);
-    pthread_join(tc, NULL);
-    atomic_store(&stream_hold_min, 0);
+    small_answered_while_heavy_held(&f, post_thread, &a, &a.done, NULL);
     ck_assert_int_eq(a.status, 200);
     budget_returns_to_zero(f.srv);
     stop_server(&f);
@@ -1272,6 +1284,11 @@ static void *chunked_with_length_thread(void *arg)
     return NULL;
 }
 
+static void length_was_unknown(void)
+{
+    ck_assert_uint_eq(atomic_load(&stream_last_cl), 0);
+}
+
 /* A Content-Length beside chunked is not the body's length (Go drops it,
  * RFC 9112 §6.3): the stream is told the length is unknown, and a large
  * chunked body works on the heavy lane whatever the header says. Before,
@@ -1281,24 +1298,10 @@ START_TEST(test_http_chunked_ignores_content_length)
 {
     struct fixture f;
     start_stream_server_threads(&f, 0, 0, 1);
-    atomic_store(&stream_in_end, 0);
     atomic_store(&stream_last_cl, 12345);
-    atomic_store(&stream_hold_min, 512 * 1024);
-    atomic_store(&stream_hold, true);
     struct chunked_call a = {.port = f.port, .len = 1u << 20};
-    struct post_call c = {.port = f.port, .len = 2000};
-    pthread_t ta, tc;
-    ck_assert_int_eq(pthread_create(&ta, NULL, chunked_with_length_thread, &a), 0);
-    wait_until(&stream_in_end, 1);
-    ck_assert_uint_eq(atomic_load(&stream_last_cl), 0);
-    ck_assert_int_eq(pthread_create(&tc, NULL, post_thread, &c), 0);
-    wait_until(&c.done, 1);
-    ck_assert_int_eq(c.status, 200);
-    ck_assert_int_eq(atomic_load(&a.done), 0);
-    atomic_store(&stream_hold, false);
-    pthread_join(ta, NULL);
-    pthread_join(tc, NULL);
-    atomic_store(&stream_hold_min, 0);
+    small_answered_while_heavy_held(&f, chunked_with_length_thread, &a, &a.done,
+                                    length_was_unknown);
     ck_assert_msg(strncmp(a.status, "HTTP/1.1 200", 12) == 0, "%s", a.status);
     budget_returns_to_zero(f.srv);
     stop_server(&f);
