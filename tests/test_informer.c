@@ -577,6 +577,122 @@ START_TEST(test_informer_http_410_on_resume)
 }
 END_TEST
 
+/* A watch that is "410 Gone" right after every LIST (a server whose
+ * history is broken, or that compacts faster than a list takes) must not
+ * turn into a LIST storm: the relists back off as client-go's reflector
+ * does (its ListAndWatch runs under a backoff manager). */
+static void persistent_410(bool http)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_compacted = 1000000000;
+    sim_http410 = http;
+    pthread_mutex_unlock(&sim_lock);
+    kop_informer_free(inf);
+    struct kop_informer_options io = configmap_options();
+    io.backoff_initial_ms = 400;
+    io.backoff_max_ms = 400;
+    ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
+    start_synced(2);
+    struct timespec ts = {2, 0};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&sim_lock);
+    int lists = sim_lists;
+    pthread_mutex_unlock(&sim_lock);
+    /* A backoff of 400 ms (+-20%): at most 7 in two seconds. */
+    ck_assert_msg(lists >= 2 && lists <= 8, "%d LISTs in about two seconds", lists);
+    ck_assert(store_matches(NULL));
+    /* When the watch works again, the informer follows it. */
+    pthread_mutex_lock(&sim_lock);
+    sim_compacted = 0;
+    pthread_mutex_unlock(&sim_lock);
+    wait_watching(lists + 1);
+    sim_put("after", 1);
+    ck_assert(eventually(store_matches, NULL));
+}
+
+START_TEST(test_informer_persistent_410_event_backs_off)
+{
+    persistent_410(false);
+}
+END_TEST
+
+START_TEST(test_informer_persistent_http_410_backs_off)
+{
+    persistent_410(true);
+}
+END_TEST
+
+/* resourceVersions are opaque strings: a long one (an aggregated API
+ * server's, say) is resumed from as it is, never cut. */
+static char long_rv[201];
+static char watched_rv[512];
+static atomic_int long_rv_watches;
+
+static bool long_rv_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    (void)s;
+    char body[1024];
+    if (!strstr(req->path, "watch=true")) {
+        snprintf(body, sizeof(body),
+                 "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                 "\"resourceVersion\":\"%s\"},\"items\":[{\"metadata\":{\"name\":\"a\","
+                 "\"namespace\":\"ns\",\"resourceVersion\":\"x1\"}}]}",
+                 long_rv);
+        return fsrv_reply(fd, 200, NULL, "application/json", body);
+    }
+    const char *p = strstr(req->path, "resourceVersion=");
+    pthread_mutex_lock(&sim_lock);
+    if (p)
+        snprintf(watched_rv, sizeof(watched_rv), "%.*s", (int)strcspn(p + 16, "&"), p + 16);
+    else
+        watched_rv[0] = '\0';
+    pthread_mutex_unlock(&sim_lock);
+    long_rv_watches++;
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n";
+    fsrv_write(fd, head, strlen(head));
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+    fsrv_write(fd, "0\r\n\r\n", 5);
+    return false;
+}
+
+static bool long_rv_watched(void *arg)
+{
+    (void)arg;
+    return long_rv_watches > 0;
+}
+
+START_TEST(test_informer_long_opaque_resource_version)
+{
+    memset(long_rv, 'r', sizeof(long_rv) - 1);
+    memcpy(long_rv, "opaque-", 7);
+    long_rv[sizeof(long_rv) - 1] = '\0';
+    long_rv_watches = 0;
+    struct fsrv ls;
+    fsrv_start(&ls, long_rv_handler, NULL);
+    char *url = fsrv_url(&ls);
+    struct kop_kubeconfig kc = {.server = url};
+    struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *lc = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &lc), 0);
+    free(url);
+    struct kop_informer_options io = configmap_options();
+    io.client = lc;
+    struct kop_informer *li = NULL;
+    ck_assert_int_eq(kop_informer_new(&io, &li), 0);
+    ck_assert_int_eq(kop_informer_start(li), 0);
+    ck_assert_int_eq(kop_informer_wait_synced(li, 5000), 0);
+    ck_assert(eventually(long_rv_watched, NULL));
+    kop_informer_free(li);
+    fsrv_stop(&ls);
+    kop_client_free(lc);
+    pthread_mutex_lock(&sim_lock);
+    ck_assert_str_eq(watched_rv, long_rv);
+    pthread_mutex_unlock(&sim_lock);
+}
+END_TEST
+
 START_TEST(test_informer_garbage_reconnects)
 {
     start_synced(1);
@@ -963,6 +1079,9 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_relist_on_410);
     tcase_add_test(tc, test_informer_http_410_on_resume);
     tcase_add_test(tc, test_informer_garbage_reconnects);
+    tcase_add_test(tc, test_informer_persistent_410_event_backs_off);
+    tcase_add_test(tc, test_informer_persistent_http_410_backs_off);
+    tcase_add_test(tc, test_informer_long_opaque_resource_version);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
     tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
     tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);

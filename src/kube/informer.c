@@ -18,9 +18,10 @@
  *             Failure: back off, LIST again (a partly applied list is
  *             completed by the next one).
  *   WATCH  -> stream events from rv. Clean end (server timeout): WATCH
- *             again at once. 410/Expired: LIST. Anything else (transport
- *             error, idle timeout, garbage line, ERROR event): back off,
- *             WATCH again from rv.
+ *             again at once. 410/Expired: LIST (after a backoff when the
+ *             watch expired at once, with no event: no LIST storm).
+ *             Anything else (transport error, idle timeout, garbage
+ *             line, ERROR event): back off, WATCH again from rv.
  * Every object passes ensure_type then the optional transform (prepare())
  * before it is stored or handed to a handler; metadata_only only changes
  * the Accept header of LIST and WATCH.
@@ -64,7 +65,10 @@ struct kop_informer {
     struct kop_client_cancel *cancel;
     struct kop_watch_parser *parser;
     uint64_t rng;
-    char rv[64]; /* informer thread only; copied to stats under lock */
+    /* The resourceVersion to resume from: an opaque string of any length
+     * (never cut; the stats keep a shortened copy for display), informer
+     * thread only. NULL before the first LIST. */
+    char *rv;
 
     pthread_t thread;
     bool started;
@@ -110,6 +114,7 @@ void kop_informer_free(struct kop_informer *inf)
     kop_informer_stop(inf);
     kop_client_cancel_free(inf->cancel);
     kop_watch_parser_free(inf->parser);
+    free(inf->rv);
     free(inf->group);
     free(inf->version);
     free(inf->resource);
@@ -204,14 +209,22 @@ static void stat_add(struct kop_informer *inf, unsigned long *field)
     pthread_mutex_unlock(&inf->lock);
 }
 
-static void set_rv(struct kop_informer *inf, const char *rv)
+/* Remember rv (opaque: copied whole). -ENOMEM keeps the old one. */
+static int set_rv(struct kop_informer *inf, const char *rv)
 {
     if (!rv || !*rv)
-        return;
-    snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+        return 0;
+    if (inf->rv && strcmp(inf->rv, rv) == 0)
+        return 0;
+    char *d = strdup(rv);
+    if (!d)
+        return -ENOMEM;
+    free(inf->rv);
+    inf->rv = d;
     pthread_mutex_lock(&inf->lock);
-    memcpy(inf->stats.resource_version, inf->rv, sizeof(inf->rv));
+    snprintf(inf->stats.resource_version, sizeof(inf->stats.resource_version), "%s", d);
     pthread_mutex_unlock(&inf->lock);
+    return 0;
 }
 
 /* Sleep ms unless stopped. Returns false when stopping. */
@@ -362,7 +375,7 @@ static int do_list(struct kop_informer *inf)
     int r = 0;
     json_t *seen = json_object(); /* keys the LIST showed */
     char *cont = NULL;
-    char list_rv[64] = "";
+    char *list_rv = NULL;
     int restarts = 0;
     if (!seen)
         return -ENOMEM;
@@ -393,8 +406,15 @@ static int do_list(struct kop_informer *inf)
         }
         stat_add(inf, &inf->stats.pages);
         const char *prv = json_string_value(json_object_get(page, "resourceVersion"));
-        if (prv)
-            snprintf(list_rv, sizeof(list_rv), "%s", prv);
+        if (prv && *prv) {
+            free(list_rv);
+            list_rv = strdup(prv);
+            if (!list_rv) {
+                json_decref(page);
+                r = -ENOMEM;
+                goto out;
+            }
+        }
         const char *next = json_string_value(json_object_get(page, "continue"));
         free(cont);
         cont = (next && *next) ? strdup(next) : NULL;
@@ -412,7 +432,9 @@ static int do_list(struct kop_informer *inf)
         }
     }
     remove_unseen(inf, seen);
-    set_rv(inf, list_rv);
+    r = set_rv(inf, list_rv);
+    if (r < 0)
+        goto out;
     pthread_mutex_lock(&inf->lock);
     inf->stats.lists++;
     if (!inf->synced) {
@@ -422,6 +444,7 @@ static int do_list(struct kop_informer *inf)
     pthread_mutex_unlock(&inf->lock);
 out:
     free(cont);
+    free(list_rv);
     json_decref(seen);
     return r;
 }
@@ -430,14 +453,15 @@ out:
 
 struct watch_ctx {
     struct kop_informer *inf;
-    unsigned long events;
+    unsigned long events; /* applied: ERROR events do not count */
 };
 
 static int on_event(void *ud, const struct kop_watch_event *ev)
 {
     struct watch_ctx *w = ud;
     struct kop_informer *inf = w->inf;
-    w->events++;
+    if (ev->type != KOP_WATCH_ERROR)
+        w->events++;
     switch (ev->type) {
     case KOP_WATCH_ADDED:
     case KOP_WATCH_MODIFIED:
@@ -464,7 +488,9 @@ static int on_event(void *ud, const struct kop_watch_event *ev)
             return -ESTALE;
         return -EPROTO;
     }
-    set_rv(inf, ev->resource_version);
+    /* Not moving rv past an applied event would replay it; that is
+     * harmless, an ENOMEM here is not worth ending the watch for. */
+    (void)set_rv(inf, ev->resource_version);
     return 0;
 }
 
@@ -484,7 +510,7 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
     char tmo[32];
     snprintf(tmo, sizeof(tmo), "%d", inf->watch_min_s + (int)(rnd(inf) % (uint64_t)span));
     r = kop_client_query_add(path, sizeof(path), "watch", "true");
-    if (r == 0 && inf->rv[0])
+    if (r == 0 && inf->rv)
         r = kop_client_query_add(path, sizeof(path), "resourceVersion", inf->rv);
     if (r == 0)
         r = kop_client_query_add(path, sizeof(path), "allowWatchBookmarks", "true");
@@ -553,6 +579,14 @@ static void *run(void *arg)
             backoff = inf->backoff_initial_ms;
         if (r == -ESTALE) {
             need_list = true;
+            /* Expired right away again (no progress since the LIST that
+             * gave this rv): relisting at once would be a LIST storm. Back
+             * off as client-go's reflector does between ListAndWatch runs. */
+            if (events == 0 && lasted_ms < 1000) {
+                stat_add(inf, &inf->stats.errors);
+                nap(inf, jittered(inf, backoff));
+                backoff = backoff * 2 > inf->backoff_max_ms ? inf->backoff_max_ms : backoff * 2;
+            }
             continue;
         }
         /* A clean end after a useful watch (server timeout): resume now. */
