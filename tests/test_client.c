@@ -91,6 +91,17 @@ static bool handler(struct fsrv *s, const struct fsrv_req *req, int fd)
                           "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"the request "
                           "has been made before all known HTTP paths have been installed, please "
                           "try again\",\"reason\":\"ServiceUnavailable\",\"code\":503}");
+    if (strstr(p, "/dated503")) {
+        /* Retry-After as an HTTP-date (RFC 9110 10.2.3), 30 s ahead */
+        char hdr[128];
+        time_t t = time(NULL) + 30;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(hdr, sizeof(hdr), "Retry-After: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        return fsrv_reply(fd, 503, hdr, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"busy\",\"reason\":"
+                          "\"ServiceUnavailable\",\"code\":503}");
+    }
     if (strstr(p, "/e401"))
         return fsrv_reply(fd, 401, NULL, NULL,
                           "{\"kind\":\"Status\",\"message\":\"Unauthorized\",\"reason\":"
@@ -447,6 +458,13 @@ START_TEST(test_client_retry_after)
     ck_assert_int_eq(hits, 4);
     ck_assert_int_eq(st.retry_after_s, 1);
     ck_assert_str_eq(st.reason, "ServiceUnavailable");
+    /* An HTTP-date is honoured as the time until that date (it was
+     * taken as one second). The test client caps each wait at 20 ms. */
+    hits = 0;
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "dated503", &st, NULL), -EIO);
+    ck_assert_int_eq(hits, 4);
+    ck_assert_msg(st.retry_after_s >= 28 && st.retry_after_s <= 31, "retry_after_s %d",
+                  st.retry_after_s);
 
     /* Metrics: one child per code/method/host. */
     struct kop_metric_family *f =
@@ -454,7 +472,7 @@ START_TEST(test_client_retry_after)
                              (const char *const[]){"code", "method", "host", NULL}, NULL, 0);
     char host[64];
     snprintf(host, sizeof(host), "127.0.0.1:%d", srv.port);
-    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host)), 4);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host)), 8);
     ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "429", "GET", host)), 2);
     ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "200", "GET", host)), 1);
 }

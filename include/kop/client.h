@@ -73,7 +73,8 @@ struct kop_api_status {
     int code;          /* HTTP status; 0 when no response arrived */
     char reason[64];   /* Status.reason ("AlreadyExists", "Conflict", ...) */
     char message[512]; /* Status.message, or the transport error */
-    int retry_after_s; /* Retry-After of the last response, 0 if none */
+    int retry_after_s; /* Retry-After of the last response in seconds (an HTTP-date
+                        * counts from now; past: 1), 0 if none */
     int attempts;      /* HTTP attempts made */
 };
 

@@ -791,15 +791,20 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
         return n;
     }
     if (n > 12 && strncasecmp(ptr, "Retry-After:", 12) == 0) {
-        char tmp[32];
+        char tmp[96];
         size_t k = n - 12 < sizeof(tmp) - 1 ? n - 12 : sizeof(tmp) - 1;
         memcpy(tmp, ptr + 12, k);
         tmp[k] = '\0';
+        tmp[strcspn(tmp, "\r\n")] = '\0';
         char *end;
         long v = strtol(tmp, &end, 10);
-        /* An HTTP-date instead of seconds: wait one second. */
-        if (end == tmp)
-            v = 1;
+        if (end == tmp) {
+            /* An HTTP-date (RFC 9110 10.2.3): the time until then; a date
+             * that is past or unreadable waits one second. */
+            time_t when = curl_getdate(tmp, NULL);
+            time_t now = time(NULL);
+            v = when == (time_t)-1 || when <= now ? 1 : (long)(when - now);
+        }
         if (v < 0)
             v = 0;
         if (v > 86400)
