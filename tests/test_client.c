@@ -808,6 +808,13 @@ START_TEST(test_client_watch_stream)
         kop_client_watch(client, "/api/v1/pods?watch=true", collect, &w, NULL, 150, &st),
         -ETIMEDOUT);
     ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
+    /* A time limit ends an open stream with -ETIME, idle limit or not. */
+    w.len = 0;
+    ck_assert_int_eq(kop_client_watch_limit(client, "/api/v1/pods?watch=true", NULL, collect, &w,
+                                            NULL, 0, 150, &st),
+                     -ETIME);
+    ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
+    ck_assert_int_eq(st.code, 200);
     /* Cancelled from another thread while blocked. */
     struct cancel_arg a = {kop_client_cancel_new()};
     pthread_t th;

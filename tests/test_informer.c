@@ -49,6 +49,7 @@ static int sim_drop;       /* drop open watches */
 static int sim_expire;     /* send ERROR 410 on open watches */
 static bool sim_http410;   /* answer a watch with HTTP 410 instead */
 static int sim_list_fail;  /* LISTs answered with 500 */
+static bool sim_trickle;   /* open watches get a blank line every 20 ms, never an end */
 static int sim_lists, sim_watches;
 
 static void sim_reset(void)
@@ -62,6 +63,7 @@ static void sim_reset(void)
     sim_silent = false;
     sim_bookmark = sim_garbage = sim_drop = sim_expire = sim_list_fail = 0;
     sim_http410 = false;
+    sim_trickle = false;
     sim_lists = sim_watches = 0;
 }
 
@@ -223,6 +225,8 @@ static bool sim_watch(struct fsrv *s, int fd, const char *path)
                      sim_rv + 1000);
             ok = send_line(fd, line);
         }
+        if (sim_trickle)
+            ok = send_line(fd, "");
         if (sim_garbage != garbage) {
             garbage = sim_garbage;
             ok = send_line(fd, "this is not JSON");
@@ -619,6 +623,32 @@ END_TEST
 START_TEST(test_informer_persistent_http_410_backs_off)
 {
     persistent_410(true);
+}
+END_TEST
+
+/* A watch the server never ends, though alive (a blank line every 20 ms
+ * beats the idle timeout), is ended by kop after its timeoutSeconds plus a
+ * margin, as client-go's watch request times out, and a new one starts at
+ * once, without an error or a relist. */
+START_TEST(test_informer_endless_watch_is_cut_after_its_timeout)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_trickle = true;
+    pthread_mutex_unlock(&sim_lock);
+    kop_informer_free(inf);
+    struct kop_informer_options io = configmap_options();
+    io.watch_timeout_min_s = 1;
+    io.watch_timeout_max_s = 1;
+    ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
+    start_synced(1);
+    for (int i = 0; i < 3 && stats().watches < 3; i++) /* about 2 s per watch */
+        wait_watching(stats().watches + 1);
+    ck_assert_uint_ge(stats().watches, 3);
+    struct kop_informer_stats st = stats();
+    ck_assert_uint_eq(st.errors, 0);
+    ck_assert_uint_eq(st.lists, 1);
+    sim_put("after", 1);
+    ck_assert(eventually(store_matches, NULL));
 }
 END_TEST
 
@@ -1082,6 +1112,7 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_persistent_410_event_backs_off);
     tcase_add_test(tc, test_informer_persistent_http_410_backs_off);
     tcase_add_test(tc, test_informer_long_opaque_resource_version);
+    tcase_add_test(tc, test_informer_endless_watch_is_cut_after_its_timeout);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
     tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
     tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);

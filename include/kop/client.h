@@ -255,4 +255,13 @@ int kop_client_watch_accept(struct kop_client *c, const char *path, const char *
                             kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
                             int64_t idle_timeout_ms, struct kop_api_status *status);
 
+/* kop_client_watch_accept that also ends the stream limit_ms after it
+ * started (0: no limit), returning -ETIME then, however lively the stream
+ * is: the client-side deadline client-go's watches get from their
+ * timeoutSeconds, for a server or proxy that does not end the watch. */
+int kop_client_watch_limit(struct kop_client *c, const char *path, const char *accept,
+                           kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
+                           int64_t idle_timeout_ms, int64_t limit_ms,
+                           struct kop_api_status *status);
+
 #endif /* KOP_CLIENT_H */

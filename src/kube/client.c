@@ -850,7 +850,8 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 /* Run the configured easy handle on the thread's multi handle. Returns a
  * negative errno for transport failures, cancel and idle timeouts. */
 static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *cc,
-                   struct kop_client_cancel *abort_cc, int64_t idle_ns, char *errbuf)
+                   struct kop_client_cancel *abort_cc, int64_t idle_ns, int64_t limit_ns,
+                   char *errbuf)
 {
     int r = 0;
     /* The client-wide abort is shared by many threads: it is polled, not
@@ -864,6 +865,7 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
         return -ENOMEM;
     }
     x->last_byte_ns = now_ns();
+    int64_t deadline = limit_ns > 0 ? x->last_byte_ns + limit_ns : 0;
     int running = 1;
     while (running) {
         CURLMcode mc = curl_multi_perform(ts->multi, &running);
@@ -882,6 +884,16 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
             int64_t left = x->last_byte_ns + idle_ns - now_ns();
             if (left <= 0) {
                 r = -ETIMEDOUT;
+                break;
+            }
+            if (left / 1000000 < timeout)
+                timeout = (int)(left / 1000000) + 1;
+        }
+        if (deadline > 0) {
+            int64_t left = deadline - now_ns();
+            if (left <= 0) {
+                snprintf(errbuf, CURL_ERROR_SIZE, "the stream outlived its time limit");
+                r = -ETIME;
                 break;
             }
             if (left / 1000000 < timeout)
@@ -1063,8 +1075,8 @@ static void end_client_span(struct kop_span *span, int r, long code, const char 
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
                       size_t body_len, struct kop_client_cancel *cc, kop_client_data_fn on_data,
-                      void *ud, bool retry_stream, int64_t idle_ms, struct kop_api_status *st,
-                      char **ret_body, size_t *ret_len)
+                      void *ud, bool retry_stream, int64_t idle_ms, int64_t limit_ms,
+                      struct kop_api_status *st, char **ret_body, size_t *ret_len)
 {
     status_clear(st);
     if (!c || !method || !path || path[0] != '/')
@@ -1157,7 +1169,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, &x);
             curl_easy_setopt(ts->easy, CURLOPT_WRITEFUNCTION, on_write);
             curl_easy_setopt(ts->easy, CURLOPT_WRITEDATA, &x);
-            r = perform(ts, &x, cc, c->abort, idle_ms * 1000000, errbuf);
+            r = perform(ts, &x, cc, c->abort, idle_ms * 1000000, limit_ms * 1000000, errbuf);
         }
         long code = 0;
         curl_easy_getinfo(ts->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -1255,7 +1267,7 @@ int kop_client_request(struct kop_client *c, const struct kop_request *req,
     char *resp = NULL;
     size_t resp_len = 0;
     int r = do_request(c, req->method, req->path, req->content_type, req->accept, body, body_len,
-                       req->cancel, NULL, NULL, false, 0, status, &resp, &resp_len);
+                       req->cancel, NULL, NULL, false, 0, 0, status, &resp, &resp_len);
     free(body);
     if (r < 0)
         return r;
@@ -1409,7 +1421,7 @@ int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res,
     if (r < 0)
         return r;
     r = do_request(c, "GET", path, NULL, o ? o->accept : NULL, NULL, 0, cancel, ls_data, &ls, true,
-                   LIST_IDLE_MS, status, NULL, NULL);
+                   LIST_IDLE_MS, 0, status, NULL, NULL);
     if (r == 0 && kop_jstream_finish(ls.js) < 0) {
         if (status)
             snprintf(status->message, sizeof(status->message), "invalid JSON in response: %s",
@@ -1528,8 +1540,15 @@ int kop_client_watch_accept(struct kop_client *c, const char *path, const char *
                             kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
                             int64_t idle_timeout_ms, struct kop_api_status *status)
 {
+    return kop_client_watch_limit(c, path, accept, on_data, ud, cancel, idle_timeout_ms, 0, status);
+}
+
+int kop_client_watch_limit(struct kop_client *c, const char *path, const char *accept,
+                           kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
+                           int64_t idle_timeout_ms, int64_t limit_ms, struct kop_api_status *status)
+{
     if (!on_data)
         return -EINVAL;
     return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, false,
-                      idle_timeout_ms, status, NULL, NULL);
+                      idle_timeout_ms, limit_ms > 0 ? limit_ms : 0, status, NULL, NULL);
 }

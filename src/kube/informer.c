@@ -17,17 +17,14 @@
  *             resourceVersion is remembered, synced is set, go to WATCH.
  *             Failure: back off, LIST again (a partly applied list is
  *             completed by the next one).
- *   WATCH  -> stream events from rv. Clean end (server timeout): WATCH
- *             again at once. 410/Expired: LIST (after a backoff when the
- *             watch expired at once, with no event: no LIST storm).
- *             Anything else (transport error, idle timeout, garbage
- *             line, ERROR event): back off, WATCH again from rv.
- * Every object passes ensure_type then the optional transform (prepare())
- * before it is stored or handed to a handler; metadata_only only changes
- * the Accept header of LIST and WATCH.
- * Invariants: the store is updated before a handler runs; handlers run
- * only on this thread; rv only moves forward with events and bookmarks
- * (never past an event that was not applied).
+ *   WATCH  -> stream events from rv. Clean end (server timeout, or kop's
+ *             own limit a little after timeoutSeconds): WATCH again at once. 410/Expired: LIST
+ * (after a backoff when the watch expired at once, with no event: no LIST storm). Anything else
+ * (transport error, idle timeout, garbage line, ERROR event): back off, WATCH again from rv. Every
+ * object passes ensure_type then the optional transform (prepare()) before it is stored or handed
+ * to a handler; metadata_only only changes the Accept header of LIST and WATCH. Invariants: the
+ * store is updated before a handler runs; handlers run only on this thread; rv only moves forward
+ * with events and bookmarks (never past an event that was not applied).
  */
 #include "kop/informer.h"
 
@@ -507,8 +504,13 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
     if (r < 0)
         return r;
     int span = inf->watch_max_s - inf->watch_min_s + 1;
+    int tmo_s = inf->watch_min_s + (int)(rnd(inf) % (uint64_t)span);
     char tmo[32];
-    snprintf(tmo, sizeof(tmo), "%d", inf->watch_min_s + (int)(rnd(inf) % (uint64_t)span));
+    snprintf(tmo, sizeof(tmo), "%d", tmo_s);
+    /* The server ends the watch after timeoutSeconds; kop ends it itself a
+     * little later (10% + 1 s), so that a server or proxy that keeps a
+     * lively stream open forever cannot pin the informer to it. */
+    int64_t limit_ms = (int64_t)tmo_s * 1100 + 1000;
     r = kop_client_query_add(path, sizeof(path), "watch", "true");
     if (r == 0 && inf->rv)
         r = kop_client_query_add(path, sizeof(path), "resourceVersion", inf->rv);
@@ -526,11 +528,18 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
     kop_watch_parser_reset(inf->parser);
     struct watch_ctx w = {.inf = inf};
     struct kop_api_status st;
-    r = kop_client_watch_accept(inf->client, path,
-                                inf->metadata_only ? KOP_INFORMER_ACCEPT_META_WATCH : NULL, on_data,
-                                &w, inf->cancel, inf->idle_timeout_ms, &st);
-    if (r == 0)
+    r = kop_client_watch_limit(inf->client, path,
+                               inf->metadata_only ? KOP_INFORMER_ACCEPT_META_WATCH : NULL, on_data,
+                               &w, inf->cancel, inf->idle_timeout_ms, limit_ms, &st);
+    if (r == -ETIME) {
+        /* Past its time: a clean end, as when the server closes it. An
+         * unfinished line is dropped; the next watch resumes from rv. */
+        kop_logf(KOP_LOG_INFO, LOGGER, "%s: the server kept the watch open past %ss; restarting it",
+                 inf->name, tmo);
+        r = 0;
+    } else if (r == 0) {
         r = kop_watch_parser_finish(inf->parser, on_event, &w);
+    }
     *ret_events = w.events;
     if (r < 0 && r != -ECANCELED)
         kop_logf(r == -ESTALE ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
