@@ -49,6 +49,7 @@ static int sim_drop;       /* drop open watches */
 static int sim_expire;     /* send ERROR 410 on open watches */
 static bool sim_http410;   /* answer a watch with HTTP 410 instead */
 static int sim_list_fail;  /* LISTs answered with 500 */
+static int sim_error_code; /* open watches get an ERROR event with this code, then end */
 static bool sim_trickle;   /* open watches get a blank line every 20 ms, never an end */
 static int sim_lists, sim_watches;
 
@@ -64,6 +65,7 @@ static void sim_reset(void)
     sim_bookmark = sim_garbage = sim_drop = sim_expire = sim_list_fail = 0;
     sim_http410 = false;
     sim_trickle = false;
+    sim_error_code = 0;
     sim_lists = sim_watches = 0;
 }
 
@@ -227,6 +229,19 @@ static bool sim_watch(struct fsrv *s, int fd, const char *path)
         }
         if (sim_trickle)
             ok = send_line(fd, "");
+        if (sim_error_code) {
+            char line[512];
+            snprintf(line, sizeof(line),
+                     "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":"
+                     "\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"error %d\","
+                     "\"reason\":\"%s\",\"code\":%d}}",
+                     sim_error_code, sim_error_code == 500 ? "InternalError" : "Forbidden",
+                     sim_error_code);
+            sim_error_code = 0;
+            send_line(fd, line);
+            fsrv_write(fd, "0\r\n\r\n", 5);
+            break;
+        }
         if (sim_garbage != garbage) {
             garbage = sim_garbage;
             ok = send_line(fd, "this is not JSON");
@@ -623,6 +638,47 @@ END_TEST
 START_TEST(test_informer_persistent_http_410_backs_off)
 {
     persistent_410(true);
+}
+END_TEST
+
+/* An ERROR event ends the watch. As in client-go's reflector, a 500
+ * (InternalError) or 429 resumes the watch from its resourceVersion; any
+ * other code (403 here) means the watch from that version cannot be
+ * trusted: LIST again, so that changes the watch never delivered are not
+ * lost. */
+static void error_event(int code)
+{
+    start_synced(3);
+    wait_watching(1);
+    pthread_mutex_lock(&sim_lock);
+    sim_silent = true; /* never delivered by a watch */
+    pthread_mutex_unlock(&sim_lock);
+    sim_put("cm-01", 11);
+    sim_del("cm-02");
+    pthread_mutex_lock(&sim_lock);
+    sim_error_code = code;
+    pthread_cond_broadcast(&sim_cond);
+    pthread_mutex_unlock(&sim_lock);
+    wait_watching(2);
+}
+
+START_TEST(test_informer_error_event_relists)
+{
+    error_event(403);
+    ck_assert(eventually(store_matches, NULL));
+    struct kop_informer_stats st = stats();
+    ck_assert_uint_eq(st.lists, 2);
+    ck_assert_uint_ge(st.errors, 1);
+}
+END_TEST
+
+START_TEST(test_informer_error_event_500_resumes_watch)
+{
+    error_event(500);
+    wait_watching(3);
+    struct kop_informer_stats st = stats();
+    ck_assert_uint_eq(st.lists, 1);
+    ck_assert_uint_ge(st.errors, 1);
 }
 END_TEST
 
@@ -1113,6 +1169,8 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_persistent_http_410_backs_off);
     tcase_add_test(tc, test_informer_long_opaque_resource_version);
     tcase_add_test(tc, test_informer_endless_watch_is_cut_after_its_timeout);
+    tcase_add_test(tc, test_informer_error_event_relists);
+    tcase_add_test(tc, test_informer_error_event_500_resumes_watch);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
     tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
     tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);

@@ -17,14 +17,20 @@
  *             resourceVersion is remembered, synced is set, go to WATCH.
  *             Failure: back off, LIST again (a partly applied list is
  *             completed by the next one).
- *   WATCH  -> stream events from rv. Clean end (server timeout, or kop's
- *             own limit a little after timeoutSeconds): WATCH again at once. 410/Expired: LIST
- * (after a backoff when the watch expired at once, with no event: no LIST storm). Anything else
- * (transport error, idle timeout, garbage line, ERROR event): back off, WATCH again from rv. Every
- * object passes ensure_type then the optional transform (prepare()) before it is stored or handed
- * to a handler; metadata_only only changes the Accept header of LIST and WATCH. Invariants: the
- * store is updated before a handler runs; handlers run only on this thread; rv only moves forward
- * with events and bookmarks (never past an event that was not applied).
+ *   WATCH  -> stream events from rv. Clean end (server timeout, or
+ *             kop's own limit a little after timeoutSeconds): WATCH again
+ *             at once. 410/Expired: LIST (after a backoff when the watch
+ *             expired at once, with no event: no LIST storm). ERROR event
+ *             other than 410, 429 and 500: back off, LIST (client-go's
+ *             reflector relists too). Anything else (transport error,
+ *             idle timeout, garbage line, ERROR 429 or 500): back off,
+ *             WATCH again from rv.
+ * Every object passes ensure_type then the optional transform (prepare())
+ * before it is stored or handed to a handler; metadata_only only changes
+ * the Accept header of LIST and WATCH.
+ * Invariants: the store is updated before a handler runs; handlers run
+ * only on this thread; rv only moves forward with events and bookmarks
+ * (never past an event that was not applied).
  */
 #include "kop/informer.h"
 
@@ -451,6 +457,7 @@ out:
 struct watch_ctx {
     struct kop_informer *inf;
     unsigned long events; /* applied: ERROR events do not count */
+    bool relist;          /* an ERROR event that calls for a new LIST */
 };
 
 static int on_event(void *ud, const struct kop_watch_event *ev)
@@ -483,6 +490,13 @@ static int on_event(void *ud, const struct kop_watch_event *ev)
             (ev->reason && strcmp(ev->reason, "Gone") == 0) ||
             (ev->message && strstr(ev->message, "too old resource version")))
             return -ESTALE;
+        /* As client-go's reflector: a 429 or an internal error resumes the
+         * watch from rv (after a backoff); any other error means the watch
+         * from rv is not to be trusted, so LIST again (after a backoff). */
+        if (ev->code == 429)
+            return -EAGAIN;
+        if (ev->code != 500)
+            w->relist = true;
         return -EPROTO;
     }
     /* Not moving rv past an applied event would replay it; that is
@@ -497,7 +511,7 @@ static int on_data(void *ud, const char *data, size_t len)
     return kop_watch_parser_feed(w->inf->parser, data, len, on_event, w);
 }
 
-static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
+static int do_watch(struct kop_informer *inf, unsigned long *ret_events, bool *ret_relist)
 {
     char path[8192];
     int r = kop_client_path(&inf->res, inf->ns, NULL, NULL, path, sizeof(path));
@@ -541,6 +555,7 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
         r = kop_watch_parser_finish(inf->parser, on_event, &w);
     }
     *ret_events = w.events;
+    *ret_relist = w.relist;
     if (r < 0 && r != -ECANCELED)
         kop_logf(r == -ESTALE ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
                  "%s: watch ended: %d (HTTP %d %s: %s)", inf->name, r, st.code, st.reason,
@@ -580,7 +595,8 @@ static void *run(void *arg)
         }
         int64_t start = now_ns();
         unsigned long events = 0;
-        int r = do_watch(inf, &events);
+        bool relist = false;
+        int r = do_watch(inf, &events, &relist);
         if (stopping(inf))
             break;
         int64_t lasted_ms = (now_ns() - start) / 1000000;
@@ -601,6 +617,8 @@ static void *run(void *arg)
         /* A clean end after a useful watch (server timeout): resume now. */
         if (r == 0 && (events > 0 || lasted_ms >= 1000))
             continue;
+        if (relist)
+            need_list = true;
         stat_add(inf, &inf->stats.errors);
         nap(inf, jittered(inf, backoff));
         backoff = backoff * 2 > inf->backoff_max_ms ? inf->backoff_max_ms : backoff * 2;
