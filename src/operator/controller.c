@@ -418,9 +418,15 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
         kop_client_patch_status(r->c->rclient, &r->c->res_myr, r->ns, r->name, patch, &st, NULL);
     if (e == 0) {
         log_rec(r, KOP_LOG_DEBUG, "status updated", json_pack("{s:O}", "status", status));
-    } else if (e != -ENOENT) { /* gone: nothing to report on */
-        char what[320];
-        snprintf(what, sizeof(what), "updating the status of MyResource %s/%s", r->ns, r->name);
+    } else if (e != -ENOENT || kop_store_exists(r->c->store, KIND_MYR, r->ns, r->name)) {
+        /* A 404 for a MyResource that is gone needs no report (its delete
+         * event follows). One still in the store is a failed write, the
+         * same NotFound the apiserver answers when the CRD has no status
+         * subresource: reported and retried with the backoff, never
+         * silently dropped. */
+        char what[352];
+        snprintf(what, sizeof(what), "updating the status of MyResource %s/%s%s", r->ns, r->name,
+                 e == -ENOENT ? " (is the CRD's status subresource enabled?)" : "");
         api_error(r, e, &st, "StatusUpdateFailed", what);
     }
     json_decref(patch);
