@@ -41,16 +41,18 @@ static pthread_cond_t sim_cond = PTHREAD_COND_INITIALIZER;
 static json_t *sim_objs;    /* name -> object */
 static json_t *sim_history; /* [{rv, type, object}] */
 static long sim_rv;
-static long sim_compacted; /* watches from an rv below this get 410 */
-static bool sim_silent;    /* changes are not recorded in the history */
-static int sim_bookmark;   /* send a bookmark on open watches */
-static int sim_garbage;    /* send a garbage line */
-static int sim_drop;       /* drop open watches */
-static int sim_expire;     /* send ERROR 410 on open watches */
-static bool sim_http410;   /* answer a watch with HTTP 410 instead */
-static int sim_list_fail;  /* LISTs answered with 500 */
-static int sim_error_code; /* open watches get an ERROR event with this code, then end */
-static bool sim_trickle;   /* open watches get a blank line every 20 ms, never an end */
+static long sim_compacted;    /* watches from an rv below this get 410 */
+static bool sim_silent;       /* changes are not recorded in the history */
+static int sim_bookmark;      /* send a bookmark on open watches */
+static int sim_garbage;       /* send a garbage line */
+static int sim_drop;          /* drop open watches */
+static int sim_expire;        /* send ERROR 410 on open watches */
+static bool sim_http410;      /* answer a watch with HTTP 410 instead */
+static int sim_list_fail;     /* LISTs answered with 500 */
+static int sim_error_code;    /* open watches get an ERROR event with this code, then end */
+static bool sim_trickle;      /* open watches get a blank line every 20 ms, never an end */
+static bool sim_list_no_rv;   /* LISTs carry no resourceVersion */
+static bool sim_watch_had_rv; /* the last watch asked for a resourceVersion */
 static int sim_lists, sim_watches;
 
 static void sim_reset(void)
@@ -66,6 +68,7 @@ static void sim_reset(void)
     sim_http410 = false;
     sim_trickle = false;
     sim_error_code = 0;
+    sim_list_no_rv = sim_watch_had_rv = false;
     sim_lists = sim_watches = 0;
 }
 
@@ -160,6 +163,8 @@ static bool sim_list(int fd, const char *path)
     json_t *list = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "kind", "ConfigMapList", "apiVersion",
                              "v1", "metadata", "resourceVersion", rv, "continue",
                              end < n ? cont : "", "items", items);
+    if (sim_list_no_rv)
+        json_object_del(json_object_get(list, "metadata"), "resourceVersion");
     free(names);
     pthread_mutex_unlock(&sim_lock);
     char *txt = json_dumps(list, JSON_COMPACT);
@@ -181,6 +186,7 @@ static bool sim_watch(struct fsrv *s, int fd, const char *path)
     long from = query_long(path, "resourceVersion", 0);
     pthread_mutex_lock(&sim_lock);
     sim_watches++;
+    sim_watch_had_rv = strstr(path, "resourceVersion=") != NULL;
     if (from < sim_compacted && sim_http410) {
         pthread_mutex_unlock(&sim_lock);
         return fsrv_reply(fd, 410, NULL, NULL,
@@ -682,6 +688,30 @@ START_TEST(test_informer_error_event_500_resumes_watch)
 }
 END_TEST
 
+/* A LIST without a resourceVersion (a server that does not give one) is
+ * followed by a watch without one, as client-go does with an empty
+ * version, not by a watch from the version of an older LIST, which the
+ * server may have compacted long ago. */
+START_TEST(test_informer_list_without_rv_forgets_the_old_one)
+{
+    start_synced(2);
+    wait_watching(1);
+    pthread_mutex_lock(&sim_lock);
+    ck_assert(sim_watch_had_rv);
+    sim_list_no_rv = true;
+    pthread_mutex_unlock(&sim_lock);
+    sim_knob(&sim_expire); /* relist */
+    wait_watching(2);
+    pthread_mutex_lock(&sim_lock);
+    bool had_rv = sim_watch_had_rv;
+    pthread_mutex_unlock(&sim_lock);
+    ck_assert(!had_rv);
+    ck_assert_uint_eq(stats().lists, 2);
+    sim_put("after", 1);
+    ck_assert(eventually(store_matches, NULL));
+}
+END_TEST
+
 /* A watch the server never ends, though alive (a blank line every 20 ms
  * beats the idle timeout), is ended by kop after its timeoutSeconds plus a
  * margin, as client-go's watch request times out, and a new one starts at
@@ -1171,6 +1201,7 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_endless_watch_is_cut_after_its_timeout);
     tcase_add_test(tc, test_informer_error_event_relists);
     tcase_add_test(tc, test_informer_error_event_500_resumes_watch);
+    tcase_add_test(tc, test_informer_list_without_rv_forgets_the_old_one);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
     tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
     tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);

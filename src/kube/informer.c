@@ -435,9 +435,19 @@ static int do_list(struct kop_informer *inf)
         }
     }
     remove_unseen(inf, seen);
-    r = set_rv(inf, list_rv);
-    if (r < 0)
-        goto out;
+    if (list_rv) {
+        r = set_rv(inf, list_rv);
+        if (r < 0)
+            goto out;
+    } else {
+        /* No version given: watch without one (as client-go does with
+         * ""), never from an older LIST's, long compacted maybe. */
+        free(inf->rv);
+        inf->rv = NULL;
+        pthread_mutex_lock(&inf->lock);
+        inf->stats.resource_version[0] = '\0';
+        pthread_mutex_unlock(&inf->lock);
+    }
     pthread_mutex_lock(&inf->lock);
     inf->stats.lists++;
     if (!inf->synced) {
