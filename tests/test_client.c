@@ -780,6 +780,15 @@ static int collect(void *ud, const char *data, size_t len)
     return 0;
 }
 
+/* A stream handler that gives up (a line over its limit). */
+static int too_long(void *ud, const char *data, size_t len)
+{
+    (void)ud;
+    (void)data;
+    (void)len;
+    return -EMSGSIZE;
+}
+
 struct cancel_arg {
     struct kop_client_cancel *cc;
 };
@@ -815,6 +824,13 @@ START_TEST(test_client_watch_stream)
                      -ETIME);
     ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
     ck_assert_int_eq(st.code, 200);
+    /* The handler's error is returned, and the message says what it was
+     * (not libcurl's "Failure writing output to destination"). */
+    ck_assert_int_eq(
+        kop_client_watch(client, "/api/v1/pods?watch=true&end=1", too_long, NULL, NULL, 0, &st),
+        -EMSGSIZE);
+    ck_assert_msg(strstr(st.message, "Message too long") && !strstr(st.message, "writing output"),
+                  "message: %s", st.message);
     /* Cancelled from another thread while blocked. */
     struct cancel_arg a = {kop_client_cancel_new()};
     pthread_t th;

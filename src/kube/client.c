@@ -921,10 +921,16 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
         }
         if (!found)
             res = CURLE_RECV_ERROR;
-        if (res == CURLE_WRITE_ERROR && x->data_err)
+        if (res == CURLE_WRITE_ERROR && x->data_err) {
+            /* Say what stopped it, not libcurl's "Failure writing output". */
+            char eb[96];
             r = x->data_err;
-        else
+            snprintf(errbuf, CURL_ERROR_SIZE, "%s the response: %s",
+                     x->streaming || x->on_data ? "stopped reading" : "cannot keep",
+                     strerror_r(-r, eb, sizeof(eb)));
+        } else {
             r = curl_errno(res);
+        }
         if (res != CURLE_OK && !errbuf[0])
             snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(res));
     }
