@@ -712,6 +712,55 @@ START_TEST(test_informer_list_without_rv_forgets_the_old_one)
 }
 END_TEST
 
+/* A server that answers every page with the continue token it was just
+ * given would keep the LIST paging for ever, as fast as it answers: that
+ * is an error (backoff, LIST again), and the informer never syncs. */
+static atomic_int same_token_lists;
+
+static bool same_token_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    (void)s;
+    (void)req;
+    same_token_lists++;
+    return fsrv_reply(fd, 200, NULL, "application/json",
+                      "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                      "\"resourceVersion\":\"5\",\"continue\":\"same-token\"},\"items\":[{"
+                      "\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"resourceVersion\":"
+                      "\"5\"}}]}");
+}
+
+START_TEST(test_informer_repeated_continue_token_is_an_error)
+{
+    same_token_lists = 0;
+    struct fsrv ts;
+    fsrv_start(&ts, same_token_handler, NULL);
+    char *url = fsrv_url(&ts);
+    struct kop_kubeconfig kc = {.server = url};
+    struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *tc = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &tc), 0);
+    free(url);
+    struct kop_informer_options io = configmap_options();
+    io.client = tc;
+    io.backoff_initial_ms = 400;
+    io.backoff_max_ms = 400;
+    struct kop_informer *ti = NULL;
+    ck_assert_int_eq(kop_informer_new(&io, &ti), 0);
+    ck_assert_int_eq(kop_informer_start(ti), 0);
+    ck_assert_int_eq(kop_informer_wait_synced(ti, 1500), -ETIMEDOUT);
+    struct kop_informer_stats st;
+    kop_informer_stats(ti, &st);
+    kop_informer_free(ti);
+    fsrv_stop(&ts);
+    kop_client_free(tc);
+    int n = same_token_lists;
+    /* Two pages per attempt (the second repeats the token), an attempt
+     * every 400 ms (+-20%). */
+    ck_assert_msg(n >= 2 && n <= 16, "%d LIST requests in 1.5 s", n);
+    ck_assert_uint_ge(st.errors, 1);
+}
+END_TEST
+
 /* A watch the server never ends, though alive (a blank line every 20 ms
  * beats the idle timeout), is ended by kop after its timeoutSeconds plus a
  * margin, as client-go's watch request times out, and a new one starts at
@@ -1202,6 +1251,7 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_error_event_relists);
     tcase_add_test(tc, test_informer_error_event_500_resumes_watch);
     tcase_add_test(tc, test_informer_list_without_rv_forgets_the_old_one);
+    tcase_add_test(tc, test_informer_repeated_continue_token_is_an_error);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
     tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
     tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);

@@ -419,6 +419,17 @@ static int do_list(struct kop_informer *inf)
             }
         }
         const char *next = json_string_value(json_object_get(page, "continue"));
+        if (next && *next && cont && strcmp(next, cont) == 0) {
+            /* The same token back would page for ever, as fast as the
+             * server answers: an error (backoff, LIST again). */
+            kop_logf(KOP_LOG_WARN, LOGGER,
+                     "%s: list failed: the server answered a page with the continue token it "
+                     "was given",
+                     inf->name);
+            json_decref(page);
+            r = -EPROTO;
+            goto out;
+        }
         free(cont);
         cont = (next && *next) ? strdup(next) : NULL;
         bool more = next && *next;
