@@ -148,6 +148,27 @@ static bool handler(struct fsrv *s, const struct fsrv_req *req, int fd)
             fsrv_chunk(fd, parts[i], strlen(parts[i]));
         return fsrv_write(fd, "0\r\n\r\n", 5);
     }
+    if (strstr(p, "/namespaces/hugeitem/")) {
+        /* one item of 65 MiB (a long annotation), sent in 1 MiB chunks */
+        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+        fsrv_write(fd, head, strlen(head));
+        const char *open = "{\"kind\":\"ServiceList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                           "\"resourceVersion\":\"1\"},\"items\":[{\"metadata\":{\"name\":"
+                           "\"big\",\"annotations\":{\"a\":\"";
+        bool ok = fsrv_chunk(fd, open, strlen(open));
+        char *mib = malloc(1 << 20);
+        memset(mib, 'x', 1 << 20);
+        for (int i = 0; ok && i < 65; i++)
+            ok = fsrv_chunk(fd, mib, 1 << 20);
+        free(mib);
+        const char *close_ = "\"}}}]}";
+        if (ok)
+            ok = fsrv_chunk(fd, close_, strlen(close_));
+        if (ok)
+            fsrv_write(fd, "0\r\n\r\n", 5);
+        return false;
+    }
     if (strstr(p, "/namespaces/badlist/"))
         return fsrv_reply(fd, 200, NULL, NULL, "{\"items\":{\"not\":\"a list\"}}");
     if (strstr(p, "/notjson"))
@@ -879,6 +900,19 @@ START_TEST(test_client_list_stream)
     ck_assert_str_eq(json_string_value(json_object_get(meta, "continue")), "next");
     ck_assert_ptr_nonnull(strstr(last.path, "limit=500"));
     json_decref(meta);
+    /* An item over the limit ends the list with -EMSGSIZE, without
+     * holding it: 64 MiB by default, or the caller's max_item_bytes. */
+    memset(&nm, 0, sizeof(nm));
+    ck_assert_int_eq(
+        kop_client_list_stream(client, &svc, "hugeitem", NULL, collect_name, &nm, NULL, &st, NULL),
+        -EMSGSIZE);
+    ck_assert_int_eq(nm.n, 0);
+    ck_assert_msg(strstr(st.message, "larger than 67108864 bytes"), "message: %s", st.message);
+    struct kop_list_options small = {.max_item_bytes = 30};
+    ck_assert_int_eq(kop_client_list_stream(client, &svc, "liststream", &small, collect_name, &nm,
+                                            NULL, &st, NULL),
+                     -EMSGSIZE);
+    ck_assert_msg(strstr(st.message, "larger than 30 bytes"), "message: %s", st.message);
     /* retried on 429 with Retry-After, like any request; no items */
     flaky_left = 2;
     memset(&nm, 0, sizeof(nm));

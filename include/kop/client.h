@@ -174,7 +174,15 @@ struct kop_list_options {
     const char *accept; /* Accept header value; NULL: application/json (e.g.
                            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,
                            application/json" for metadata only) */
+    /* kop_client_list_stream: the largest item (or other member of the
+     * list) held and decoded; a larger one ends the LIST with -EMSGSIZE.
+     * 0: KOP_CLIENT_MAX_ITEM_BYTES. */
+    size_t max_item_bytes;
 };
+
+/* The default largest LIST item, the same as the longest watch line
+ * (kop/watch.h): far above any object the apiserver stores. */
+#define KOP_CLIENT_MAX_ITEM_BYTES ((size_t)64 << 20)
 
 /* Typed verbs. Every json_t in is @ref borrow, every *ret_obj @ref new. */
 int kop_client_get(struct kop_client *c, const struct kop_resource *res, const char *ns,
@@ -195,8 +203,9 @@ typedef int (*kop_client_item_fn)(void *ud, json_t *item);
  * (resourceVersion, continue; @ref new). 429/5xx with Retry-After are
  * retried as for other requests (no item was handed on then). Returns 0,
  * the mapped HTTP error (Status decoded into *status), -ECANCELED,
- * -ETIMEDOUT (no byte for a minute), -EBADMSG (not a valid list), or
- * item_fn's error. Items handed on before an error stay handed on.
+ * -ETIMEDOUT (no byte for a minute), -EBADMSG (not a valid list),
+ * -EMSGSIZE (an item over opts->max_item_bytes), or item_fn's error. Items handed on before an
+ * error stay handed on.
  */
 int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res, const char *ns,
                            const struct kop_list_options *opts, kop_client_item_fn item_fn,

@@ -1421,14 +1421,26 @@ int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res,
     if (r < 0)
         return r;
     struct list_stream ls = {.item_fn = item_fn, .ud = ud};
-    const struct kop_jstream_options jo = {
-        .path = {"items", NULL}, .member_fn = ls_member, .elem_fn = ls_elem, .ud = &ls};
+    size_t max_item = o && o->max_item_bytes ? o->max_item_bytes : KOP_CLIENT_MAX_ITEM_BYTES;
+    const struct kop_jstream_options jo = {.path = {"items", NULL},
+                                           .member_fn = ls_member,
+                                           .elem_fn = ls_elem,
+                                           .ud = &ls,
+                                           .max_value = max_item};
     r = kop_jstream_new(&jo, &ls.js);
     if (r < 0)
         return r;
     r = do_request(c, "GET", path, NULL, o ? o->accept : NULL, NULL, 0, cancel, ls_data, &ls, true,
                    LIST_IDLE_MS, 0, status, NULL, NULL);
-    if (r == 0 && kop_jstream_finish(ls.js) < 0) {
+    int fr = r == 0 ? kop_jstream_finish(ls.js) : 0;
+    if (fr == -E2BIG) {
+        /* Bounded memory: a hostile or broken server cannot make the
+         * informer hold an item of any size. */
+        if (status)
+            snprintf(status->message, sizeof(status->message),
+                     "a value in the list is larger than %zu bytes", max_item);
+        r = -EMSGSIZE;
+    } else if (fr < 0) {
         if (status)
             snprintf(status->message, sizeof(status->message), "invalid JSON in response: %s",
                      kop_jstream_error(ls.js));
