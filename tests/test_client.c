@@ -91,6 +91,17 @@ static bool handler(struct fsrv *s, const struct fsrv_req *req, int fd)
                           "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"the request "
                           "has been made before all known HTTP paths have been installed, please "
                           "try again\",\"reason\":\"ServiceUnavailable\",\"code\":503}");
+    if (strstr(p, "/dated503")) {
+        /* Retry-After as an HTTP-date (RFC 9110 10.2.3), 30 s ahead */
+        char hdr[128];
+        time_t t = time(NULL) + 30;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(hdr, sizeof(hdr), "Retry-After: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        return fsrv_reply(fd, 503, hdr, NULL,
+                          "{\"kind\":\"Status\",\"message\":\"busy\",\"reason\":"
+                          "\"ServiceUnavailable\",\"code\":503}");
+    }
     if (strstr(p, "/e401"))
         return fsrv_reply(fd, 401, NULL, NULL,
                           "{\"kind\":\"Status\",\"message\":\"Unauthorized\",\"reason\":"
@@ -136,6 +147,27 @@ static bool handler(struct fsrv *s, const struct fsrv_req *req, int fd)
         for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
             fsrv_chunk(fd, parts[i], strlen(parts[i]));
         return fsrv_write(fd, "0\r\n\r\n", 5);
+    }
+    if (strstr(p, "/namespaces/hugeitem/")) {
+        /* one item of 65 MiB (a long annotation), sent in 1 MiB chunks */
+        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+        fsrv_write(fd, head, strlen(head));
+        const char *open = "{\"kind\":\"ServiceList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                           "\"resourceVersion\":\"1\"},\"items\":[{\"metadata\":{\"name\":"
+                           "\"big\",\"annotations\":{\"a\":\"";
+        bool ok = fsrv_chunk(fd, open, strlen(open));
+        char *mib = malloc(1 << 20);
+        memset(mib, 'x', 1 << 20);
+        for (int i = 0; ok && i < 65; i++)
+            ok = fsrv_chunk(fd, mib, 1 << 20);
+        free(mib);
+        const char *close_ = "\"}}}]}";
+        if (ok)
+            ok = fsrv_chunk(fd, close_, strlen(close_));
+        if (ok)
+            fsrv_write(fd, "0\r\n\r\n", 5);
+        return false;
     }
     if (strstr(p, "/namespaces/badlist/"))
         return fsrv_reply(fd, 200, NULL, NULL, "{\"items\":{\"not\":\"a list\"}}");
@@ -447,6 +479,13 @@ START_TEST(test_client_retry_after)
     ck_assert_int_eq(hits, 4);
     ck_assert_int_eq(st.retry_after_s, 1);
     ck_assert_str_eq(st.reason, "ServiceUnavailable");
+    /* An HTTP-date is honoured as the time until that date (it was
+     * taken as one second). The test client caps each wait at 20 ms. */
+    hits = 0;
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "dated503", &st, NULL), -EIO);
+    ck_assert_int_eq(hits, 4);
+    ck_assert_msg(st.retry_after_s >= 28 && st.retry_after_s <= 31, "retry_after_s %d",
+                  st.retry_after_s);
 
     /* Metrics: one child per code/method/host. */
     struct kop_metric_family *f =
@@ -454,7 +493,7 @@ START_TEST(test_client_retry_after)
                              (const char *const[]){"code", "method", "host", NULL}, NULL, 0);
     char host[64];
     snprintf(host, sizeof(host), "127.0.0.1:%d", srv.port);
-    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host)), 4);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host)), 8);
     ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "429", "GET", host)), 2);
     ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "200", "GET", host)), 1);
 }
@@ -762,6 +801,15 @@ static int collect(void *ud, const char *data, size_t len)
     return 0;
 }
 
+/* A stream handler that gives up (a line over its limit). */
+static int too_long(void *ud, const char *data, size_t len)
+{
+    (void)ud;
+    (void)data;
+    (void)len;
+    return -EMSGSIZE;
+}
+
 struct cancel_arg {
     struct kop_client_cancel *cc;
 };
@@ -790,6 +838,20 @@ START_TEST(test_client_watch_stream)
         kop_client_watch(client, "/api/v1/pods?watch=true", collect, &w, NULL, 150, &st),
         -ETIMEDOUT);
     ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
+    /* A time limit ends an open stream with -ETIME, idle limit or not. */
+    w.len = 0;
+    ck_assert_int_eq(kop_client_watch_limit(client, "/api/v1/pods?watch=true", NULL, collect, &w,
+                                            NULL, 0, 150, &st),
+                     -ETIME);
+    ck_assert_ptr_nonnull(strstr(w.buf, "\"ADDED\""));
+    ck_assert_int_eq(st.code, 200);
+    /* The handler's error is returned, and the message says what it was
+     * (not libcurl's "Failure writing output to destination"). */
+    ck_assert_int_eq(
+        kop_client_watch(client, "/api/v1/pods?watch=true&end=1", too_long, NULL, NULL, 0, &st),
+        -EMSGSIZE);
+    ck_assert_msg(strstr(st.message, "Message too long") && !strstr(st.message, "writing output"),
+                  "message: %s", st.message);
     /* Cancelled from another thread while blocked. */
     struct cancel_arg a = {kop_client_cancel_new()};
     pthread_t th;
@@ -838,6 +900,19 @@ START_TEST(test_client_list_stream)
     ck_assert_str_eq(json_string_value(json_object_get(meta, "continue")), "next");
     ck_assert_ptr_nonnull(strstr(last.path, "limit=500"));
     json_decref(meta);
+    /* An item over the limit ends the list with -EMSGSIZE, without
+     * holding it: 64 MiB by default, or the caller's max_item_bytes. */
+    memset(&nm, 0, sizeof(nm));
+    ck_assert_int_eq(
+        kop_client_list_stream(client, &svc, "hugeitem", NULL, collect_name, &nm, NULL, &st, NULL),
+        -EMSGSIZE);
+    ck_assert_int_eq(nm.n, 0);
+    ck_assert_msg(strstr(st.message, "larger than 67108864 bytes"), "message: %s", st.message);
+    struct kop_list_options small = {.max_item_bytes = 30};
+    ck_assert_int_eq(kop_client_list_stream(client, &svc, "liststream", &small, collect_name, &nm,
+                                            NULL, &st, NULL),
+                     -EMSGSIZE);
+    ck_assert_msg(strstr(st.message, "larger than 30 bytes"), "message: %s", st.message);
     /* retried on 429 with Retry-After, like any request; no items */
     flaky_left = 2;
     memset(&nm, 0, sizeof(nm));

@@ -16,11 +16,13 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -31,6 +33,7 @@
 #include "kop/clock.h"
 #include "kop/controller.h"
 #include "kop/kubeconfig.h"
+#include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/reconciler.h"
 #include "kop/store.h"
@@ -426,6 +429,179 @@ START_TEST(test_controller_lookup_foreign_then_children)
 }
 END_TEST
 
+/* ---- a status subresource that answers 404 ------------------------------------------- */
+
+static atomic_int status_patches;
+static atomic_bool status_429; /* answer 429 with a day's Retry-After instead of 404 */
+
+/* MyResource team-s/m1 (with a status: it was reconciled before) whose
+ * PATCH .../status is answered 404 NotFound, as the apiserver answers
+ * when the CRD has no status subresource; children are created. */
+static bool status404_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    static const char myr[] =
+        "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":{"
+        "\"name\":\"m1\",\"namespace\":\"team-s\",\"uid\":\"m1-uid\",\"resourceVersion\":\"5\","
+        "\"generation\":2},\"spec\":{\"replicas\":1,\"image\":\"nginx:1.25\"},\"status\":{"
+        "\"observedGeneration\":1,\"conditions\":[{\"type\":\"Available\",\"status\":\"False\","
+        "\"reason\":\"x\",\"message\":\"\",\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"}]}}";
+    if (strstr(req->path, "watch=true")) {
+        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+        if (!fsrv_write(fd, head, strlen(head)))
+            return false;
+        char b[256];
+        while (!atomic_load(&s->stop)) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 20) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
+                break;
+        }
+        return false;
+    }
+    if (strcmp(req->method, "PATCH") == 0 && strstr(req->path, "/myresources/m1/status")) {
+        status_patches++;
+        if (atomic_load(&status_429))
+            return fsrv_reply(fd, 429, "Retry-After: 86400\r\n", "text/plain",
+                              "Too many requests, please try again later.\n");
+        return fsrv_reply(fd, 404, NULL, NULL,
+                          "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
+                          "\"Failure\",\"message\":\"myresources.mygroup.example.com \\\"m1\\\" "
+                          "not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"m1\","
+                          "\"group\":\"mygroup.example.com\",\"kind\":\"myresources\"},"
+                          "\"code\":404}");
+    }
+    if (strcmp(req->method, "GET") == 0 && strstr(req->path, "/myresources/m1"))
+        return fsrv_reply(fd, 200, NULL, NULL, myr);
+    if (strcmp(req->method, "GET") == 0 && strstr(req->path, "/myresources")) {
+        char body[2048];
+        snprintf(body, sizeof(body),
+                 "{\"kind\":\"MyResourceList\",\"apiVersion\":\"mygroup.example.com/v1\","
+                 "\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[%s]}",
+                 myr);
+        return fsrv_reply(fd, 200, NULL, NULL, body);
+    }
+    if (strcmp(req->method, "POST") == 0)
+        return fsrv_reply(fd, 201, NULL, NULL, req->body ? req->body : "{}");
+    if (strcmp(req->method, "GET") == 0)
+        return fsrv_reply(fd, 200, NULL, NULL, empty_list);
+    return fsrv_reply(fd, 404, NULL, "text/plain", "404 page not found\n");
+}
+
+/* A status write answered 404 while the MyResource is still there (no
+ * status subresource, or a server that lost it) is not taken for the
+ * MyResource's deletion and dropped: it is retried with the per-item
+ * backoff, as controller-runtime requeues a failed status update. */
+START_TEST(test_controller_status_404_is_retried)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    status_patches = 0;
+    atomic_store(&status_429, false);
+    struct fsrv srv;
+    fsrv_start(&srv, status404_handler, NULL);
+    struct kop_metrics *metrics = kop_metrics_new(false);
+    char *url = fsrv_url(&srv);
+    struct kop_kubeconfig kc = {.server = url};
+    const struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *client = NULL;
+    struct kop_store *store = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &client), 0);
+    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
+    struct kop_controller *c = NULL;
+    const struct kop_controller_options o = {
+        .client = client,
+        .store = store,
+        .metrics = metrics,
+        .namespace = "team-s",
+        .leading = true,
+    };
+    ck_assert_int_eq(kop_controller_new(&o, &c), 0);
+    ck_assert_int_eq(kop_controller_start(c), 0);
+    ck_assert_int_eq(kop_controller_wait_synced(c, 10000), 0);
+    for (int i = 0; i < 500 && status_patches < 3; i++) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_ge(status_patches, 3);
+    ck_assert_int_eq(kop_controller_stop(c, 5000), 0);
+    kop_controller_free(c);
+    fsrv_stop(&srv);
+    kop_client_free(client);
+    kop_store_free(store);
+    kop_metrics_free(metrics);
+    free(url);
+    curl_global_cleanup();
+}
+END_TEST
+
+/* A Retry-After of a day on a 429 does not park the MyResource for a
+ * day: the requeue is capped at the workqueue's longest backoff (1000 s),
+ * so it is reconciled again once the server behaves. The reconcile's
+ * requeue is read from its debug log line. */
+START_TEST(test_controller_retry_after_requeue_is_capped)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char *dir = kop_test_tmpdir();
+    char logpath[1024];
+    snprintf(logpath, sizeof(logpath), "%s/log", dir);
+    int lfd = open(logpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    ck_assert_int_ge(lfd, 0);
+    kop_log_setup(KOP_LOG_DEBUG, KOP_LOG_FORMAT_JSON, lfd);
+    status_patches = 0;
+    atomic_store(&status_429, true);
+    struct fsrv srv;
+    fsrv_start(&srv, status404_handler, NULL);
+    struct kop_metrics *metrics = kop_metrics_new(false);
+    char *url = fsrv_url(&srv);
+    struct kop_kubeconfig kc = {.server = url};
+    const struct kop_client_options co = {.config = &kc, .metrics = metrics, .max_retries = -1};
+    struct kop_client *client = NULL;
+    struct kop_store *store = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &client), 0);
+    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
+    struct kop_controller *c = NULL;
+    const struct kop_controller_options o = {
+        .client = client,
+        .store = store,
+        .metrics = metrics,
+        .namespace = "team-s",
+        .leading = true,
+    };
+    ck_assert_int_eq(kop_controller_new(&o, &c), 0);
+    ck_assert_int_eq(kop_controller_start(c), 0);
+    ck_assert_int_eq(kop_controller_wait_synced(c, 10000), 0);
+    /* Until the reconcile that got the 429 has logged its result. */
+    static char buf[1 << 20];
+    ssize_t n = 0;
+    for (int i = 0; i < 500; i++) {
+        n = pread(lfd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        if (status_patches >= 1 && strstr(buf, "\"msg\":\"reconciled\""))
+            break;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(kop_controller_stop(c, 5000), 0);
+    kop_controller_free(c);
+    fsrv_stop(&srv);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(lfd);
+    ck_assert_int_eq(status_patches, 1);
+    ck_assert_int_gt(n, 0);
+    const char *line = strstr(buf, "\"msg\":\"reconciled\"");
+    ck_assert_msg(line, "no reconciled line in: %s", buf);
+    const char *ra = strstr(line, "\"requeueAfterMs\":");
+    ck_assert_ptr_nonnull(ra);
+    long long ms = strtoll(ra + strlen("\"requeueAfterMs\":"), NULL, 10);
+    ck_assert_msg(ms > 0 && ms <= 1000000, "requeue after %lld ms", ms);
+    kop_client_free(client);
+    kop_store_free(store);
+    kop_metrics_free(metrics);
+    free(url);
+    free(dir);
+    curl_global_cleanup();
+}
+END_TEST
+
 static Suite *controller_suite(void)
 {
     Suite *s = suite_create("controller");
@@ -436,6 +612,8 @@ static Suite *controller_suite(void)
     TCase *tr = tcase_create("rule4");
     tcase_set_timeout(tr, 60);
     tcase_add_test(tr, test_controller_lookup_foreign_then_children);
+    tcase_add_test(tr, test_controller_status_404_is_retried);
+    tcase_add_test(tr, test_controller_retry_after_requeue_is_capped);
     suite_add_tcase(s, tr);
     return s;
 }

@@ -41,14 +41,18 @@ static pthread_cond_t sim_cond = PTHREAD_COND_INITIALIZER;
 static json_t *sim_objs;    /* name -> object */
 static json_t *sim_history; /* [{rv, type, object}] */
 static long sim_rv;
-static long sim_compacted; /* watches from an rv below this get 410 */
-static bool sim_silent;    /* changes are not recorded in the history */
-static int sim_bookmark;   /* send a bookmark on open watches */
-static int sim_garbage;    /* send a garbage line */
-static int sim_drop;       /* drop open watches */
-static int sim_expire;     /* send ERROR 410 on open watches */
-static bool sim_http410;   /* answer a watch with HTTP 410 instead */
-static int sim_list_fail;  /* LISTs answered with 500 */
+static long sim_compacted;    /* watches from an rv below this get 410 */
+static bool sim_silent;       /* changes are not recorded in the history */
+static int sim_bookmark;      /* send a bookmark on open watches */
+static int sim_garbage;       /* send a garbage line */
+static int sim_drop;          /* drop open watches */
+static int sim_expire;        /* send ERROR 410 on open watches */
+static bool sim_http410;      /* answer a watch with HTTP 410 instead */
+static int sim_list_fail;     /* LISTs answered with 500 */
+static int sim_error_code;    /* open watches get an ERROR event with this code, then end */
+static bool sim_trickle;      /* open watches get a blank line every 20 ms, never an end */
+static bool sim_list_no_rv;   /* LISTs carry no resourceVersion */
+static bool sim_watch_had_rv; /* the last watch asked for a resourceVersion */
 static int sim_lists, sim_watches;
 
 static void sim_reset(void)
@@ -62,6 +66,9 @@ static void sim_reset(void)
     sim_silent = false;
     sim_bookmark = sim_garbage = sim_drop = sim_expire = sim_list_fail = 0;
     sim_http410 = false;
+    sim_trickle = false;
+    sim_error_code = 0;
+    sim_list_no_rv = sim_watch_had_rv = false;
     sim_lists = sim_watches = 0;
 }
 
@@ -156,6 +163,8 @@ static bool sim_list(int fd, const char *path)
     json_t *list = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "kind", "ConfigMapList", "apiVersion",
                              "v1", "metadata", "resourceVersion", rv, "continue",
                              end < n ? cont : "", "items", items);
+    if (sim_list_no_rv)
+        json_object_del(json_object_get(list, "metadata"), "resourceVersion");
     free(names);
     pthread_mutex_unlock(&sim_lock);
     char *txt = json_dumps(list, JSON_COMPACT);
@@ -177,6 +186,7 @@ static bool sim_watch(struct fsrv *s, int fd, const char *path)
     long from = query_long(path, "resourceVersion", 0);
     pthread_mutex_lock(&sim_lock);
     sim_watches++;
+    sim_watch_had_rv = strstr(path, "resourceVersion=") != NULL;
     if (from < sim_compacted && sim_http410) {
         pthread_mutex_unlock(&sim_lock);
         return fsrv_reply(fd, 410, NULL, NULL,
@@ -222,6 +232,21 @@ static bool sim_watch(struct fsrv *s, int fd, const char *path)
                      "\"v1\",\"metadata\":{\"resourceVersion\":\"%ld\"}}}",
                      sim_rv + 1000);
             ok = send_line(fd, line);
+        }
+        if (sim_trickle)
+            ok = send_line(fd, "");
+        if (sim_error_code) {
+            char line[512];
+            snprintf(line, sizeof(line),
+                     "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":"
+                     "\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"error %d\","
+                     "\"reason\":\"%s\",\"code\":%d}}",
+                     sim_error_code, sim_error_code == 500 ? "InternalError" : "Forbidden",
+                     sim_error_code);
+            sim_error_code = 0;
+            send_line(fd, line);
+            fsrv_write(fd, "0\r\n\r\n", 5);
+            break;
         }
         if (sim_garbage != garbage) {
             garbage = sim_garbage;
@@ -574,6 +599,262 @@ START_TEST(test_informer_http_410_on_resume)
     ck_assert_int_eq(ev.del, 1);
     struct kop_informer_stats st = stats();
     ck_assert_uint_ge(st.lists, 2);
+}
+END_TEST
+
+/* A watch that is "410 Gone" right after every LIST (a server whose
+ * history is broken, or that compacts faster than a list takes) must not
+ * turn into a LIST storm: the relists back off as client-go's reflector
+ * does (its ListAndWatch runs under a backoff manager). */
+static void persistent_410(bool http)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_compacted = 1000000000;
+    sim_http410 = http;
+    pthread_mutex_unlock(&sim_lock);
+    kop_informer_free(inf);
+    struct kop_informer_options io = configmap_options();
+    io.backoff_initial_ms = 400;
+    io.backoff_max_ms = 400;
+    ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
+    start_synced(2);
+    struct timespec ts = {2, 0};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&sim_lock);
+    int lists = sim_lists;
+    pthread_mutex_unlock(&sim_lock);
+    /* A backoff of 400 ms (+-20%): at most 7 in two seconds. */
+    ck_assert_msg(lists >= 2 && lists <= 8, "%d LISTs in about two seconds", lists);
+    ck_assert(store_matches(NULL));
+    /* When the watch works again, the informer follows it. */
+    pthread_mutex_lock(&sim_lock);
+    sim_compacted = 0;
+    pthread_mutex_unlock(&sim_lock);
+    wait_watching(lists + 1);
+    sim_put("after", 1);
+    ck_assert(eventually(store_matches, NULL));
+}
+
+START_TEST(test_informer_persistent_410_event_backs_off)
+{
+    persistent_410(false);
+}
+END_TEST
+
+START_TEST(test_informer_persistent_http_410_backs_off)
+{
+    persistent_410(true);
+}
+END_TEST
+
+/* An ERROR event ends the watch. As in client-go's reflector, a 500
+ * (InternalError) or 429 resumes the watch from its resourceVersion; any
+ * other code (403 here) means the watch from that version cannot be
+ * trusted: LIST again, so that changes the watch never delivered are not
+ * lost. */
+static void error_event(int code)
+{
+    start_synced(3);
+    wait_watching(1);
+    pthread_mutex_lock(&sim_lock);
+    sim_silent = true; /* never delivered by a watch */
+    pthread_mutex_unlock(&sim_lock);
+    sim_put("cm-01", 11);
+    sim_del("cm-02");
+    pthread_mutex_lock(&sim_lock);
+    sim_error_code = code;
+    pthread_cond_broadcast(&sim_cond);
+    pthread_mutex_unlock(&sim_lock);
+    wait_watching(2);
+}
+
+START_TEST(test_informer_error_event_relists)
+{
+    error_event(403);
+    ck_assert(eventually(store_matches, NULL));
+    struct kop_informer_stats st = stats();
+    ck_assert_uint_eq(st.lists, 2);
+    ck_assert_uint_ge(st.errors, 1);
+}
+END_TEST
+
+START_TEST(test_informer_error_event_500_resumes_watch)
+{
+    error_event(500);
+    wait_watching(3);
+    struct kop_informer_stats st = stats();
+    ck_assert_uint_eq(st.lists, 1);
+    ck_assert_uint_ge(st.errors, 1);
+}
+END_TEST
+
+/* A LIST without a resourceVersion (a server that does not give one) is
+ * followed by a watch without one, as client-go does with an empty
+ * version, not by a watch from the version of an older LIST, which the
+ * server may have compacted long ago. */
+START_TEST(test_informer_list_without_rv_forgets_the_old_one)
+{
+    start_synced(2);
+    wait_watching(1);
+    pthread_mutex_lock(&sim_lock);
+    ck_assert(sim_watch_had_rv);
+    sim_list_no_rv = true;
+    pthread_mutex_unlock(&sim_lock);
+    sim_knob(&sim_expire); /* relist */
+    wait_watching(2);
+    pthread_mutex_lock(&sim_lock);
+    bool had_rv = sim_watch_had_rv;
+    pthread_mutex_unlock(&sim_lock);
+    ck_assert(!had_rv);
+    ck_assert_uint_eq(stats().lists, 2);
+    sim_put("after", 1);
+    ck_assert(eventually(store_matches, NULL));
+}
+END_TEST
+
+/* A server that answers every page with the continue token it was just
+ * given would keep the LIST paging for ever, as fast as it answers: that
+ * is an error (backoff, LIST again), and the informer never syncs. */
+static atomic_int same_token_lists;
+
+static bool same_token_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    (void)s;
+    (void)req;
+    same_token_lists++;
+    return fsrv_reply(fd, 200, NULL, "application/json",
+                      "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                      "\"resourceVersion\":\"5\",\"continue\":\"same-token\"},\"items\":[{"
+                      "\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"resourceVersion\":"
+                      "\"5\"}}]}");
+}
+
+START_TEST(test_informer_repeated_continue_token_is_an_error)
+{
+    same_token_lists = 0;
+    struct fsrv ts;
+    fsrv_start(&ts, same_token_handler, NULL);
+    char *url = fsrv_url(&ts);
+    struct kop_kubeconfig kc = {.server = url};
+    struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *tc = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &tc), 0);
+    free(url);
+    struct kop_informer_options io = configmap_options();
+    io.client = tc;
+    io.backoff_initial_ms = 400;
+    io.backoff_max_ms = 400;
+    struct kop_informer *ti = NULL;
+    ck_assert_int_eq(kop_informer_new(&io, &ti), 0);
+    ck_assert_int_eq(kop_informer_start(ti), 0);
+    ck_assert_int_eq(kop_informer_wait_synced(ti, 1500), -ETIMEDOUT);
+    struct kop_informer_stats st;
+    kop_informer_stats(ti, &st);
+    kop_informer_free(ti);
+    fsrv_stop(&ts);
+    kop_client_free(tc);
+    int n = same_token_lists;
+    /* Two pages per attempt (the second repeats the token), an attempt
+     * every 400 ms (+-20%). */
+    ck_assert_msg(n >= 2 && n <= 16, "%d LIST requests in 1.5 s", n);
+    ck_assert_uint_ge(st.errors, 1);
+}
+END_TEST
+
+/* A watch the server never ends, though alive (a blank line every 20 ms
+ * beats the idle timeout), is ended by kop after its timeoutSeconds plus a
+ * margin, as client-go's watch request times out, and a new one starts at
+ * once, without an error or a relist. */
+START_TEST(test_informer_endless_watch_is_cut_after_its_timeout)
+{
+    pthread_mutex_lock(&sim_lock);
+    sim_trickle = true;
+    pthread_mutex_unlock(&sim_lock);
+    kop_informer_free(inf);
+    struct kop_informer_options io = configmap_options();
+    io.watch_timeout_min_s = 1;
+    io.watch_timeout_max_s = 1;
+    ck_assert_int_eq(kop_informer_new(&io, &inf), 0);
+    start_synced(1);
+    for (int i = 0; i < 3 && stats().watches < 3; i++) /* about 2 s per watch */
+        wait_watching(stats().watches + 1);
+    ck_assert_uint_ge(stats().watches, 3);
+    struct kop_informer_stats st = stats();
+    ck_assert_uint_eq(st.errors, 0);
+    ck_assert_uint_eq(st.lists, 1);
+    sim_put("after", 1);
+    ck_assert(eventually(store_matches, NULL));
+}
+END_TEST
+
+/* resourceVersions are opaque strings: a long one (an aggregated API
+ * server's, say) is resumed from as it is, never cut. */
+static char long_rv[201];
+static char watched_rv[512];
+static atomic_int long_rv_watches;
+
+static bool long_rv_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
+{
+    (void)s;
+    char body[1024];
+    if (!strstr(req->path, "watch=true")) {
+        snprintf(body, sizeof(body),
+                 "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                 "\"resourceVersion\":\"%s\"},\"items\":[{\"metadata\":{\"name\":\"a\","
+                 "\"namespace\":\"ns\",\"resourceVersion\":\"x1\"}}]}",
+                 long_rv);
+        return fsrv_reply(fd, 200, NULL, "application/json", body);
+    }
+    const char *p = strstr(req->path, "resourceVersion=");
+    pthread_mutex_lock(&sim_lock);
+    if (p)
+        snprintf(watched_rv, sizeof(watched_rv), "%.*s", (int)strcspn(p + 16, "&"), p + 16);
+    else
+        watched_rv[0] = '\0';
+    pthread_mutex_unlock(&sim_lock);
+    long_rv_watches++;
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n";
+    fsrv_write(fd, head, strlen(head));
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+    fsrv_write(fd, "0\r\n\r\n", 5);
+    return false;
+}
+
+static bool long_rv_watched(void *arg)
+{
+    (void)arg;
+    return long_rv_watches > 0;
+}
+
+START_TEST(test_informer_long_opaque_resource_version)
+{
+    memset(long_rv, 'r', sizeof(long_rv) - 1);
+    memcpy(long_rv, "opaque-", 7);
+    long_rv[sizeof(long_rv) - 1] = '\0';
+    long_rv_watches = 0;
+    struct fsrv ls;
+    fsrv_start(&ls, long_rv_handler, NULL);
+    char *url = fsrv_url(&ls);
+    struct kop_kubeconfig kc = {.server = url};
+    struct kop_client_options co = {.config = &kc, .metrics = metrics};
+    struct kop_client *lc = NULL;
+    ck_assert_int_eq(kop_client_new(&co, &lc), 0);
+    free(url);
+    struct kop_informer_options io = configmap_options();
+    io.client = lc;
+    struct kop_informer *li = NULL;
+    ck_assert_int_eq(kop_informer_new(&io, &li), 0);
+    ck_assert_int_eq(kop_informer_start(li), 0);
+    ck_assert_int_eq(kop_informer_wait_synced(li, 5000), 0);
+    ck_assert(eventually(long_rv_watched, NULL));
+    kop_informer_free(li);
+    fsrv_stop(&ls);
+    kop_client_free(lc);
+    pthread_mutex_lock(&sim_lock);
+    ck_assert_str_eq(watched_rv, long_rv);
+    pthread_mutex_unlock(&sim_lock);
 }
 END_TEST
 
@@ -963,6 +1244,14 @@ static Suite *informer_suite(void)
     tcase_add_test(tc, test_informer_relist_on_410);
     tcase_add_test(tc, test_informer_http_410_on_resume);
     tcase_add_test(tc, test_informer_garbage_reconnects);
+    tcase_add_test(tc, test_informer_persistent_410_event_backs_off);
+    tcase_add_test(tc, test_informer_persistent_http_410_backs_off);
+    tcase_add_test(tc, test_informer_long_opaque_resource_version);
+    tcase_add_test(tc, test_informer_endless_watch_is_cut_after_its_timeout);
+    tcase_add_test(tc, test_informer_error_event_relists);
+    tcase_add_test(tc, test_informer_error_event_500_resumes_watch);
+    tcase_add_test(tc, test_informer_list_without_rv_forgets_the_old_one);
+    tcase_add_test(tc, test_informer_repeated_continue_token_is_an_error);
     tcase_add_test(tc, test_informer_not_synced_and_stop);
     tcase_add_test(tc, test_informer_transform_stores_and_hands_out_its_result);
     tcase_add_test(tc, test_informer_transform_relist_keeps_unchanged);

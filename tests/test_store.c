@@ -107,6 +107,15 @@ START_TEST(test_store_bad_input)
     char big[64];
     ck_assert_int_eq(kop_store_key("Namespace", NULL, "default", big, sizeof(big)), 0);
     ck_assert_str_eq(big, "Namespace//default");
+    /* A '/' in a namespace or name (never valid in Kubernetes) would make
+     * two objects share a key ("a" + "b/c" and "a/b" + "c"): refused. */
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", mkobj("a", "b/c", NULL, 1), NULL, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(kop_store_put(store, "ConfigMap", mkobj("a/b", "c", NULL, 1), NULL, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(kop_store_key("ConfigMap", "a/b", "c", big, sizeof(big)), -EINVAL);
+    ck_assert_int_eq(kop_store_key("ConfigMap", "a", "b/c", big, sizeof(big)), -EINVAL);
+    ck_assert_uint_eq(kop_store_count(store), 0);
 }
 END_TEST
 

@@ -73,7 +73,8 @@ struct kop_api_status {
     int code;          /* HTTP status; 0 when no response arrived */
     char reason[64];   /* Status.reason ("AlreadyExists", "Conflict", ...) */
     char message[512]; /* Status.message, or the transport error */
-    int retry_after_s; /* Retry-After of the last response, 0 if none */
+    int retry_after_s; /* Retry-After of the last response in seconds (an HTTP-date
+                        * counts from now; past: 1), 0 if none */
     int attempts;      /* HTTP attempts made */
 };
 
@@ -173,7 +174,15 @@ struct kop_list_options {
     const char *accept; /* Accept header value; NULL: application/json (e.g.
                            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,
                            application/json" for metadata only) */
+    /* kop_client_list_stream: the largest item (or other member of the
+     * list) held and decoded; a larger one ends the LIST with -EMSGSIZE.
+     * 0: KOP_CLIENT_MAX_ITEM_BYTES. */
+    size_t max_item_bytes;
 };
+
+/* The default largest LIST item, the same as the longest watch line
+ * (kop/watch.h): far above any object the apiserver stores. */
+#define KOP_CLIENT_MAX_ITEM_BYTES ((size_t)64 << 20)
 
 /* Typed verbs. Every json_t in is @ref borrow, every *ret_obj @ref new. */
 int kop_client_get(struct kop_client *c, const struct kop_resource *res, const char *ns,
@@ -194,8 +203,9 @@ typedef int (*kop_client_item_fn)(void *ud, json_t *item);
  * (resourceVersion, continue; @ref new). 429/5xx with Retry-After are
  * retried as for other requests (no item was handed on then). Returns 0,
  * the mapped HTTP error (Status decoded into *status), -ECANCELED,
- * -ETIMEDOUT (no byte for a minute), -EBADMSG (not a valid list), or
- * item_fn's error. Items handed on before an error stay handed on.
+ * -ETIMEDOUT (no byte for a minute), -EBADMSG (not a valid list),
+ * -EMSGSIZE (an item over opts->max_item_bytes), or item_fn's error. Items handed on before an
+ * error stay handed on.
  */
 int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res, const char *ns,
                            const struct kop_list_options *opts, kop_client_item_fn item_fn,
@@ -253,5 +263,14 @@ int kop_client_watch(struct kop_client *c, const char *path, kop_client_data_fn 
 int kop_client_watch_accept(struct kop_client *c, const char *path, const char *accept,
                             kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
                             int64_t idle_timeout_ms, struct kop_api_status *status);
+
+/* kop_client_watch_accept that also ends the stream limit_ms after it
+ * started (0: no limit), returning -ETIME then, however lively the stream
+ * is: the client-side deadline client-go's watches get from their
+ * timeoutSeconds, for a server or proxy that does not end the watch. */
+int kop_client_watch_limit(struct kop_client *c, const char *path, const char *accept,
+                           kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
+                           int64_t idle_timeout_ms, int64_t limit_ms,
+                           struct kop_api_status *status);
 
 #endif /* KOP_CLIENT_H */

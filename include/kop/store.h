@@ -66,7 +66,7 @@ int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct
 void kop_store_free(struct kop_store *s);
 
 /* Write "kind/ns/name" (ns NULL or "" for cluster-scoped) into buf.
- * Returns 0 or -ENAMETOOLONG / -EINVAL. */
+ * Returns 0 or -ENAMETOOLONG / -EINVAL (also for a '/' in any part). */
 int kop_store_key(const char *kind, const char *ns, const char *name, char *buf, size_t len);
 
 /*
@@ -77,7 +77,8 @@ int kop_store_key(const char *kind, const char *ns, const char *name, char *buf,
  * not be decoded; the put itself succeeded). ret_new (may be
  * NULL): the value as stored (the stripped object, which may share
  * unstripped subtrees with obj), @ref new.
- * Returns 0, -EINVAL (not an object, no metadata.name, bad kind), -ENOMEM.
+ * Returns 0, -EINVAL (not an object, no metadata.name, bad kind, a '/' in
+ * the namespace or name), -ENOMEM.
  */
 int kop_store_put(struct kop_store *s, const char *kind, json_t *obj, json_t **ret_old,
                   json_t **ret_new);

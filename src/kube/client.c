@@ -791,15 +791,20 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
         return n;
     }
     if (n > 12 && strncasecmp(ptr, "Retry-After:", 12) == 0) {
-        char tmp[32];
+        char tmp[96];
         size_t k = n - 12 < sizeof(tmp) - 1 ? n - 12 : sizeof(tmp) - 1;
         memcpy(tmp, ptr + 12, k);
         tmp[k] = '\0';
+        tmp[strcspn(tmp, "\r\n")] = '\0';
         char *end;
         long v = strtol(tmp, &end, 10);
-        /* An HTTP-date instead of seconds: wait one second. */
-        if (end == tmp)
-            v = 1;
+        if (end == tmp) {
+            /* An HTTP-date (RFC 9110 10.2.3): the time until then; a date
+             * that is past or unreadable waits one second. */
+            time_t when = curl_getdate(tmp, NULL);
+            time_t now = time(NULL);
+            v = when == (time_t)-1 || when <= now ? 1 : (long)(when - now);
+        }
         if (v < 0)
             v = 0;
         if (v > 86400)
@@ -845,7 +850,8 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 /* Run the configured easy handle on the thread's multi handle. Returns a
  * negative errno for transport failures, cancel and idle timeouts. */
 static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *cc,
-                   struct kop_client_cancel *abort_cc, int64_t idle_ns, char *errbuf)
+                   struct kop_client_cancel *abort_cc, int64_t idle_ns, int64_t limit_ns,
+                   char *errbuf)
 {
     int r = 0;
     /* The client-wide abort is shared by many threads: it is polled, not
@@ -859,6 +865,7 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
         return -ENOMEM;
     }
     x->last_byte_ns = now_ns();
+    int64_t deadline = limit_ns > 0 ? x->last_byte_ns + limit_ns : 0;
     int running = 1;
     while (running) {
         CURLMcode mc = curl_multi_perform(ts->multi, &running);
@@ -877,6 +884,16 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
             int64_t left = x->last_byte_ns + idle_ns - now_ns();
             if (left <= 0) {
                 r = -ETIMEDOUT;
+                break;
+            }
+            if (left / 1000000 < timeout)
+                timeout = (int)(left / 1000000) + 1;
+        }
+        if (deadline > 0) {
+            int64_t left = deadline - now_ns();
+            if (left <= 0) {
+                snprintf(errbuf, CURL_ERROR_SIZE, "the stream outlived its time limit");
+                r = -ETIME;
                 break;
             }
             if (left / 1000000 < timeout)
@@ -904,10 +921,16 @@ static int perform(struct tstate *ts, struct xfer *x, struct kop_client_cancel *
         }
         if (!found)
             res = CURLE_RECV_ERROR;
-        if (res == CURLE_WRITE_ERROR && x->data_err)
+        if (res == CURLE_WRITE_ERROR && x->data_err) {
+            /* Say what stopped it, not libcurl's "Failure writing output". */
+            char eb[96];
             r = x->data_err;
-        else
+            snprintf(errbuf, CURL_ERROR_SIZE, "%s the response: %s",
+                     x->streaming || x->on_data ? "stopped reading" : "cannot keep",
+                     strerror_r(-r, eb, sizeof(eb)));
+        } else {
             r = curl_errno(res);
+        }
         if (res != CURLE_OK && !errbuf[0])
             snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(res));
     }
@@ -1058,8 +1081,8 @@ static void end_client_span(struct kop_span *span, int r, long code, const char 
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
                       size_t body_len, struct kop_client_cancel *cc, kop_client_data_fn on_data,
-                      void *ud, bool retry_stream, int64_t idle_ms, struct kop_api_status *st,
-                      char **ret_body, size_t *ret_len)
+                      void *ud, bool retry_stream, int64_t idle_ms, int64_t limit_ms,
+                      struct kop_api_status *st, char **ret_body, size_t *ret_len)
 {
     status_clear(st);
     if (!c || !method || !path || path[0] != '/')
@@ -1152,7 +1175,7 @@ static int do_request(struct kop_client *c, const char *method, const char *path
             curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, &x);
             curl_easy_setopt(ts->easy, CURLOPT_WRITEFUNCTION, on_write);
             curl_easy_setopt(ts->easy, CURLOPT_WRITEDATA, &x);
-            r = perform(ts, &x, cc, c->abort, idle_ms * 1000000, errbuf);
+            r = perform(ts, &x, cc, c->abort, idle_ms * 1000000, limit_ms * 1000000, errbuf);
         }
         long code = 0;
         curl_easy_getinfo(ts->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -1250,7 +1273,7 @@ int kop_client_request(struct kop_client *c, const struct kop_request *req,
     char *resp = NULL;
     size_t resp_len = 0;
     int r = do_request(c, req->method, req->path, req->content_type, req->accept, body, body_len,
-                       req->cancel, NULL, NULL, false, 0, status, &resp, &resp_len);
+                       req->cancel, NULL, NULL, false, 0, 0, status, &resp, &resp_len);
     free(body);
     if (r < 0)
         return r;
@@ -1398,14 +1421,26 @@ int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res,
     if (r < 0)
         return r;
     struct list_stream ls = {.item_fn = item_fn, .ud = ud};
-    const struct kop_jstream_options jo = {
-        .path = {"items", NULL}, .member_fn = ls_member, .elem_fn = ls_elem, .ud = &ls};
+    size_t max_item = o && o->max_item_bytes ? o->max_item_bytes : KOP_CLIENT_MAX_ITEM_BYTES;
+    const struct kop_jstream_options jo = {.path = {"items", NULL},
+                                           .member_fn = ls_member,
+                                           .elem_fn = ls_elem,
+                                           .ud = &ls,
+                                           .max_value = max_item};
     r = kop_jstream_new(&jo, &ls.js);
     if (r < 0)
         return r;
     r = do_request(c, "GET", path, NULL, o ? o->accept : NULL, NULL, 0, cancel, ls_data, &ls, true,
-                   LIST_IDLE_MS, status, NULL, NULL);
-    if (r == 0 && kop_jstream_finish(ls.js) < 0) {
+                   LIST_IDLE_MS, 0, status, NULL, NULL);
+    int fr = r == 0 ? kop_jstream_finish(ls.js) : 0;
+    if (fr == -E2BIG) {
+        /* Bounded memory: a hostile or broken server cannot make the
+         * informer hold an item of any size. */
+        if (status)
+            snprintf(status->message, sizeof(status->message),
+                     "a value in the list is larger than %zu bytes", max_item);
+        r = -EMSGSIZE;
+    } else if (fr < 0) {
         if (status)
             snprintf(status->message, sizeof(status->message), "invalid JSON in response: %s",
                      kop_jstream_error(ls.js));
@@ -1523,8 +1558,15 @@ int kop_client_watch_accept(struct kop_client *c, const char *path, const char *
                             kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
                             int64_t idle_timeout_ms, struct kop_api_status *status)
 {
+    return kop_client_watch_limit(c, path, accept, on_data, ud, cancel, idle_timeout_ms, 0, status);
+}
+
+int kop_client_watch_limit(struct kop_client *c, const char *path, const char *accept,
+                           kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
+                           int64_t idle_timeout_ms, int64_t limit_ms, struct kop_api_status *status)
+{
     if (!on_data)
         return -EINVAL;
     return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, false,
-                      idle_timeout_ms, status, NULL, NULL);
+                      idle_timeout_ms, limit_ms > 0 ? limit_ms : 0, status, NULL, NULL);
 }

@@ -17,9 +17,13 @@
  *             resourceVersion is remembered, synced is set, go to WATCH.
  *             Failure: back off, LIST again (a partly applied list is
  *             completed by the next one).
- *   WATCH  -> stream events from rv. Clean end (server timeout): WATCH
- *             again at once. 410/Expired: LIST. Anything else (transport
- *             error, idle timeout, garbage line, ERROR event): back off,
+ *   WATCH  -> stream events from rv. Clean end (server timeout, or
+ *             kop's own limit a little after timeoutSeconds): WATCH again
+ *             at once. 410/Expired: LIST (after a backoff when the watch
+ *             expired at once, with no event: no LIST storm). ERROR event
+ *             other than 410, 429 and 500: back off, LIST (client-go's
+ *             reflector relists too). Anything else (transport error,
+ *             idle timeout, garbage line, ERROR 429 or 500): back off,
  *             WATCH again from rv.
  * Every object passes ensure_type then the optional transform (prepare())
  * before it is stored or handed to a handler; metadata_only only changes
@@ -64,7 +68,10 @@ struct kop_informer {
     struct kop_client_cancel *cancel;
     struct kop_watch_parser *parser;
     uint64_t rng;
-    char rv[64]; /* informer thread only; copied to stats under lock */
+    /* The resourceVersion to resume from: an opaque string of any length
+     * (never cut; the stats keep a shortened copy for display), informer
+     * thread only. NULL before the first LIST. */
+    char *rv;
 
     pthread_t thread;
     bool started;
@@ -110,6 +117,7 @@ void kop_informer_free(struct kop_informer *inf)
     kop_informer_stop(inf);
     kop_client_cancel_free(inf->cancel);
     kop_watch_parser_free(inf->parser);
+    free(inf->rv);
     free(inf->group);
     free(inf->version);
     free(inf->resource);
@@ -204,14 +212,22 @@ static void stat_add(struct kop_informer *inf, unsigned long *field)
     pthread_mutex_unlock(&inf->lock);
 }
 
-static void set_rv(struct kop_informer *inf, const char *rv)
+/* Remember rv (opaque: copied whole). -ENOMEM keeps the old one. */
+static int set_rv(struct kop_informer *inf, const char *rv)
 {
     if (!rv || !*rv)
-        return;
-    snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+        return 0;
+    if (inf->rv && strcmp(inf->rv, rv) == 0)
+        return 0;
+    char *d = strdup(rv);
+    if (!d)
+        return -ENOMEM;
+    free(inf->rv);
+    inf->rv = d;
     pthread_mutex_lock(&inf->lock);
-    memcpy(inf->stats.resource_version, inf->rv, sizeof(inf->rv));
+    snprintf(inf->stats.resource_version, sizeof(inf->stats.resource_version), "%s", d);
     pthread_mutex_unlock(&inf->lock);
+    return 0;
 }
 
 /* Sleep ms unless stopped. Returns false when stopping. */
@@ -362,7 +378,7 @@ static int do_list(struct kop_informer *inf)
     int r = 0;
     json_t *seen = json_object(); /* keys the LIST showed */
     char *cont = NULL;
-    char list_rv[64] = "";
+    char *list_rv = NULL;
     int restarts = 0;
     if (!seen)
         return -ENOMEM;
@@ -393,9 +409,27 @@ static int do_list(struct kop_informer *inf)
         }
         stat_add(inf, &inf->stats.pages);
         const char *prv = json_string_value(json_object_get(page, "resourceVersion"));
-        if (prv)
-            snprintf(list_rv, sizeof(list_rv), "%s", prv);
+        if (prv && *prv) {
+            free(list_rv);
+            list_rv = strdup(prv);
+            if (!list_rv) {
+                json_decref(page);
+                r = -ENOMEM;
+                goto out;
+            }
+        }
         const char *next = json_string_value(json_object_get(page, "continue"));
+        if (next && *next && cont && strcmp(next, cont) == 0) {
+            /* The same token back would page for ever, as fast as the
+             * server answers: an error (backoff, LIST again). */
+            kop_logf(KOP_LOG_WARN, LOGGER,
+                     "%s: list failed: the server answered a page with the continue token it "
+                     "was given",
+                     inf->name);
+            json_decref(page);
+            r = -EPROTO;
+            goto out;
+        }
         free(cont);
         cont = (next && *next) ? strdup(next) : NULL;
         bool more = next && *next;
@@ -412,7 +446,19 @@ static int do_list(struct kop_informer *inf)
         }
     }
     remove_unseen(inf, seen);
-    set_rv(inf, list_rv);
+    if (list_rv) {
+        r = set_rv(inf, list_rv);
+        if (r < 0)
+            goto out;
+    } else {
+        /* No version given: watch without one (as client-go does with
+         * ""), never from an older LIST's, long compacted maybe. */
+        free(inf->rv);
+        inf->rv = NULL;
+        pthread_mutex_lock(&inf->lock);
+        inf->stats.resource_version[0] = '\0';
+        pthread_mutex_unlock(&inf->lock);
+    }
     pthread_mutex_lock(&inf->lock);
     inf->stats.lists++;
     if (!inf->synced) {
@@ -422,6 +468,7 @@ static int do_list(struct kop_informer *inf)
     pthread_mutex_unlock(&inf->lock);
 out:
     free(cont);
+    free(list_rv);
     json_decref(seen);
     return r;
 }
@@ -430,14 +477,16 @@ out:
 
 struct watch_ctx {
     struct kop_informer *inf;
-    unsigned long events;
+    unsigned long events; /* applied: ERROR events do not count */
+    bool relist;          /* an ERROR event that calls for a new LIST */
 };
 
 static int on_event(void *ud, const struct kop_watch_event *ev)
 {
     struct watch_ctx *w = ud;
     struct kop_informer *inf = w->inf;
-    w->events++;
+    if (ev->type != KOP_WATCH_ERROR)
+        w->events++;
     switch (ev->type) {
     case KOP_WATCH_ADDED:
     case KOP_WATCH_MODIFIED:
@@ -462,9 +511,18 @@ static int on_event(void *ud, const struct kop_watch_event *ev)
             (ev->reason && strcmp(ev->reason, "Gone") == 0) ||
             (ev->message && strstr(ev->message, "too old resource version")))
             return -ESTALE;
+        /* As client-go's reflector: a 429 or an internal error resumes the
+         * watch from rv (after a backoff); any other error means the watch
+         * from rv is not to be trusted, so LIST again (after a backoff). */
+        if (ev->code == 429)
+            return -EAGAIN;
+        if (ev->code != 500)
+            w->relist = true;
         return -EPROTO;
     }
-    set_rv(inf, ev->resource_version);
+    /* Not moving rv past an applied event would replay it; that is
+     * harmless, an ENOMEM here is not worth ending the watch for. */
+    (void)set_rv(inf, ev->resource_version);
     return 0;
 }
 
@@ -474,17 +532,22 @@ static int on_data(void *ud, const char *data, size_t len)
     return kop_watch_parser_feed(w->inf->parser, data, len, on_event, w);
 }
 
-static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
+static int do_watch(struct kop_informer *inf, unsigned long *ret_events, bool *ret_relist)
 {
     char path[8192];
     int r = kop_client_path(&inf->res, inf->ns, NULL, NULL, path, sizeof(path));
     if (r < 0)
         return r;
     int span = inf->watch_max_s - inf->watch_min_s + 1;
+    int tmo_s = inf->watch_min_s + (int)(rnd(inf) % (uint64_t)span);
     char tmo[32];
-    snprintf(tmo, sizeof(tmo), "%d", inf->watch_min_s + (int)(rnd(inf) % (uint64_t)span));
+    snprintf(tmo, sizeof(tmo), "%d", tmo_s);
+    /* The server ends the watch after timeoutSeconds; kop ends it itself a
+     * little later (10% + 1 s), so that a server or proxy that keeps a
+     * lively stream open forever cannot pin the informer to it. */
+    int64_t limit_ms = (int64_t)tmo_s * 1100 + 1000;
     r = kop_client_query_add(path, sizeof(path), "watch", "true");
-    if (r == 0 && inf->rv[0])
+    if (r == 0 && inf->rv)
         r = kop_client_query_add(path, sizeof(path), "resourceVersion", inf->rv);
     if (r == 0)
         r = kop_client_query_add(path, sizeof(path), "allowWatchBookmarks", "true");
@@ -500,12 +563,20 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events)
     kop_watch_parser_reset(inf->parser);
     struct watch_ctx w = {.inf = inf};
     struct kop_api_status st;
-    r = kop_client_watch_accept(inf->client, path,
-                                inf->metadata_only ? KOP_INFORMER_ACCEPT_META_WATCH : NULL, on_data,
-                                &w, inf->cancel, inf->idle_timeout_ms, &st);
-    if (r == 0)
+    r = kop_client_watch_limit(inf->client, path,
+                               inf->metadata_only ? KOP_INFORMER_ACCEPT_META_WATCH : NULL, on_data,
+                               &w, inf->cancel, inf->idle_timeout_ms, limit_ms, &st);
+    if (r == -ETIME) {
+        /* Past its time: a clean end, as when the server closes it. An
+         * unfinished line is dropped; the next watch resumes from rv. */
+        kop_logf(KOP_LOG_INFO, LOGGER, "%s: the server kept the watch open past %ss; restarting it",
+                 inf->name, tmo);
+        r = 0;
+    } else if (r == 0) {
         r = kop_watch_parser_finish(inf->parser, on_event, &w);
+    }
     *ret_events = w.events;
+    *ret_relist = w.relist;
     if (r < 0 && r != -ECANCELED)
         kop_logf(r == -ESTALE ? KOP_LOG_INFO : KOP_LOG_WARN, LOGGER,
                  "%s: watch ended: %d (HTTP %d %s: %s)", inf->name, r, st.code, st.reason,
@@ -545,7 +616,8 @@ static void *run(void *arg)
         }
         int64_t start = now_ns();
         unsigned long events = 0;
-        int r = do_watch(inf, &events);
+        bool relist = false;
+        int r = do_watch(inf, &events, &relist);
         if (stopping(inf))
             break;
         int64_t lasted_ms = (now_ns() - start) / 1000000;
@@ -553,11 +625,21 @@ static void *run(void *arg)
             backoff = inf->backoff_initial_ms;
         if (r == -ESTALE) {
             need_list = true;
+            /* Expired right away again (no progress since the LIST that
+             * gave this rv): relisting at once would be a LIST storm. Back
+             * off as client-go's reflector does between ListAndWatch runs. */
+            if (events == 0 && lasted_ms < 1000) {
+                stat_add(inf, &inf->stats.errors);
+                nap(inf, jittered(inf, backoff));
+                backoff = backoff * 2 > inf->backoff_max_ms ? inf->backoff_max_ms : backoff * 2;
+            }
             continue;
         }
         /* A clean end after a useful watch (server timeout): resume now. */
         if (r == 0 && (events > 0 || lasted_ms >= 1000))
             continue;
+        if (relist)
+            need_list = true;
         stat_add(inf, &inf->stats.errors);
         nap(inf, jittered(inf, backoff));
         backoff = backoff * 2 > inf->backoff_max_ms ? inf->backoff_max_ms : backoff * 2;

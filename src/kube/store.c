@@ -703,9 +703,18 @@ void kop_store_free(struct kop_store *s)
     free(s);
 }
 
+/* No part of a key holds '/': otherwise namespace "a" + name "b/c" and
+ * namespace "a/b" + name "c" would share one (a server that sent such
+ * names would make one object hide another). */
+static bool key_args_ok(const char *kind, const char *ns, const char *name)
+{
+    return kind && *kind && name && *name && !strchr(kind, '/') && !strchr(name, '/') &&
+           (!ns || !strchr(ns, '/'));
+}
+
 int kop_store_key(const char *kind, const char *ns, const char *name, char *buf, size_t len)
 {
-    if (!kind || !*kind || !name || !*name || strchr(kind, '/') || !buf)
+    if (!key_args_ok(kind, ns, name) || !buf)
         return -EINVAL;
     int n = snprintf(buf, len, "%s/%s/%s", kind, ns ? ns : "", name);
     if (n < 0)
@@ -715,15 +724,10 @@ int kop_store_key(const char *kind, const char *ns, const char *name, char *buf,
     return 0;
 }
 
-static bool key_args_ok(const char *kind, const char *name)
-{
-    return kind && *kind && name && *name && !strchr(kind, '/');
-}
-
 /* malloc'd key or NULL. */
 static char *make_key(const char *kind, const char *ns, const char *name)
 {
-    if (!key_args_ok(kind, name))
+    if (!key_args_ok(kind, ns, name))
         return NULL;
     size_t n = strlen(kind) + (ns ? strlen(ns) : 0) + strlen(name) + 3;
     char *k = malloc(n);
@@ -820,7 +824,7 @@ int kop_store_put(struct kop_store *s, const char *kind, json_t *obj, json_t **r
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
     key = make_key(kind, ns, name);
     if (!key) {
-        r = key_args_ok(kind, name) ? -ENOMEM : -EINVAL;
+        r = key_args_ok(kind, ns, name) ? -ENOMEM : -EINVAL;
         goto out;
     }
     stripped = kop_store_strip(obj);
@@ -884,7 +888,7 @@ int kop_store_delete(struct kop_store *s, const char *kind, const char *ns, cons
         return -EINVAL;
     char *key = make_key(kind, ns, name);
     if (!key)
-        return key_args_ok(kind, name) ? -ENOMEM : -EINVAL;
+        return key_args_ok(kind, ns, name) ? -ENOMEM : -EINVAL;
     uint64_t h = hash_str(key);
     pthread_rwlock_wrlock(&s->lock);
     size_t before = total_bytes(s);
@@ -972,7 +976,7 @@ static int meta_key(struct kop_store *s, const char *key, int what, char *buf, s
 static int meta(struct kop_store *s, const char *kind, const char *ns, const char *name, int what,
                 char *buf, size_t len)
 {
-    if (!s || !key_args_ok(kind, name))
+    if (!s || !key_args_ok(kind, ns, name))
         return -EINVAL;
     char *key = make_key(kind, ns, name);
     if (!key)

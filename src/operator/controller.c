@@ -42,6 +42,9 @@
 #define KIND_SERVICE_META "Service.meta"
 #define DEFAULT_SYNC_PERIOD_MS (10LL * 3600 * 1000)
 
+/* The longest requeue a Retry-After gets: the workqueue's backoff cap. */
+#define MAX_RETRY_AFTER_S INT64_C(1000)
+
 static const struct kop_resource res_deploy = {"apps", "v1", "deployments", true};
 static const struct kop_resource res_svc = {"", "v1", "services", true};
 
@@ -205,8 +208,13 @@ static void api_error(struct rec *r, int err, const struct kop_api_status *st, c
     } else if (err == -EBUSY) {
         add.requeue = true; /* 409 Conflict: someone wrote first, try again */
     } else if (err == -EAGAIN || err == -EIO || err == -ETIMEDOUT) {
+        /* Honour Retry-After, but no longer than the workqueue's longest
+         * backoff: a server asking for a day (or a date far ahead) must
+         * not park the MyResource past the time it behaves again. */
         if (st->retry_after_s > 0)
-            add.requeue_after_ns = (int64_t)st->retry_after_s * KOP_NSEC_PER_SEC;
+            add.requeue_after_ns =
+                (st->retry_after_s < MAX_RETRY_AFTER_S ? st->retry_after_s : MAX_RETRY_AFTER_S) *
+                KOP_NSEC_PER_SEC;
         else
             add.requeue = true;
         level = KOP_LOG_WARN;
@@ -418,9 +426,15 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
         kop_client_patch_status(r->c->rclient, &r->c->res_myr, r->ns, r->name, patch, &st, NULL);
     if (e == 0) {
         log_rec(r, KOP_LOG_DEBUG, "status updated", json_pack("{s:O}", "status", status));
-    } else if (e != -ENOENT) { /* gone: nothing to report on */
-        char what[320];
-        snprintf(what, sizeof(what), "updating the status of MyResource %s/%s", r->ns, r->name);
+    } else if (e != -ENOENT || kop_store_exists(r->c->store, KIND_MYR, r->ns, r->name)) {
+        /* A 404 for a MyResource that is gone needs no report (its delete
+         * event follows). One still in the store is a failed write, the
+         * same NotFound the apiserver answers when the CRD has no status
+         * subresource: reported and retried with the backoff, never
+         * silently dropped. */
+        char what[352];
+        snprintf(what, sizeof(what), "updating the status of MyResource %s/%s%s", r->ns, r->name,
+                 e == -ENOENT ? " (is the CRD's status subresource enabled?)" : "");
         api_error(r, e, &st, "StatusUpdateFailed", what);
     }
     json_decref(patch);
