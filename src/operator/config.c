@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "kop/http.h"
 #include "kop/leader.h"
@@ -40,7 +41,7 @@ enum flag_type {
     FLAG_DOUBLE,   /* double >= min */
     FLAG_STRING,   /* char *; "" allowed */
     FLAG_PATH,     /* char *; "" means unset (NULL) */
-    FLAG_BYTES,    /* size_t > 0, optional Ki/Mi/Gi */
+    FLAG_BYTES,    /* size_t > 0 (in [min, max] when max > 0), optional Ki/Mi/Gi */
     FLAG_DURATION, /* int64_t ms, Go syntax */
     FLAG_BIND,     /* struct kop_bind_address */
     FLAG_BOOL,     /* bool */
@@ -82,7 +83,8 @@ static const struct flag flags[] = {
      "gets 503 (suffix Ki, Mi or Gi).",
      0, 0},
     {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "32Ki", "bytes",
-     "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 0, 0},
+     "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 1024,
+     256 * 1024 * 1024},
     {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms),
      DEFAULT_S(KOP_TLS_HANDSHAKE_TIMEOUT_S), "duration",
      "Time a client has to complete the TLS handshake.", 0, 0},
@@ -209,6 +211,12 @@ static int parse_int(const char *s, long long min, long long max, long long *ret
         *why = "not a number";
         return -EINVAL;
     }
+    /* Go's flag packages parse integers with base 0: "010" is 8 there. */
+    const char *digits = s + (*s == '-' || *s == '+');
+    if (digits[0] == '0' && digits[1] != '\0') {
+        *why = "a leading 0 is ambiguous (octal in Go flags); write the number without it";
+        return -EINVAL;
+    }
     if (errno == ERANGE || v < min || v > max) {
         *why = "out of range";
         return -EINVAL;
@@ -231,6 +239,19 @@ static int parse_bool(const char *s, bool *ret, const char **why)
     }
     *why = "not a boolean (use true or false)";
     return -EINVAL;
+}
+
+/* "1Ki", "256Mi" or the plain number, for messages. */
+static void spell_bytes(long long v, char *buf, size_t len)
+{
+    static const char *const suffix[] = {"", "Ki", "Mi", "Gi"};
+    size_t i = 0;
+
+    while (i + 1 < sizeof(suffix) / sizeof(suffix[0]) && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(buf, len, "%lld%s", v, suffix[i]);
 }
 
 static int parse_bytes(const char *s, size_t *ret, const char **why)
@@ -332,8 +353,9 @@ static int duration_ms(const char *s, int64_t *ret_ms, const char **why)
         }
         total_ns += num * units[best].ns;
         p += best_len;
-        /* Go durations are int64 nanoseconds: about 292 years. */
-        if (total_ns > 9.2e18) {
+        /* Go durations are int64 nanoseconds: at most 2562047h47m16.854775807s
+         * (2^63 - 1 ns; a double cannot tell it from 2^63, the bound). */
+        if (total_ns > 9223372036854775808.0) {
             *why = "out of range";
             return -EINVAL;
         }
@@ -483,6 +505,55 @@ static int set_string(struct kop_config *cfg, const struct flag *f, const char *
     return 0;
 }
 
+/* A DNS-1123 label (max 63) or, with dots allowed, subdomain (max 253):
+ * lower-case alphanumerics and '-', each label starting and ending with an
+ * alphanumeric. */
+static bool dns_name(const char *s, bool subdomain)
+{
+    size_t n = strlen(s);
+    size_t label = 0;
+
+    if (n == 0 || n > (subdomain ? 253u : 63u))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+        if (c == '.' && subdomain) {
+            if (label == 0 || s[i - 1] == '-')
+                return false;
+            label = 0;
+            continue;
+        }
+        if (!alnum && c != '-')
+            return false;
+        if (c == '-' && label == 0)
+            return false;
+        label++;
+    }
+    return s[n - 1] != '-' && s[n - 1] != '.';
+}
+
+/* Values that go into API paths, checked as the API server would. "" is
+ * "unset" for the namespaces and is checked by the cross-flag rules for
+ * the Lease name. */
+static int check_name(const struct flag *f, const char *value, const char **why)
+{
+    if (value[0] == '\0')
+        return 0;
+    if ((f->offset == OFF(namespace) || f->offset == OFF(leader_election_namespace)) &&
+        !dns_name(value, false)) {
+        *why = "must be a DNS label (lower-case letters, digits and '-', at most 63, starting and "
+               "ending with a letter or digit)";
+        return -EINVAL;
+    }
+    if (f->offset == OFF(leader_election_id) && !dns_name(value, true)) {
+        *why = "must be a DNS subdomain (lower-case letters, digits, '-' and '.', at most 253)";
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int apply(struct kop_config *cfg, const struct flag *f, const char *value, const char **why)
 {
     long long i;
@@ -498,6 +569,12 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
         char *end;
         double d;
 
+        /* Decimal only: strtod would also take hexadecimal ("0x10"),
+         * which Go's ParseFloat refuses without a 'p' exponent. */
+        if (value[strspn(value, "0123456789.eE+-")] != '\0') {
+            *why = "not a number";
+            return -EINVAL;
+        }
         errno = 0;
         d = strtod(value, &end);
         if (*value == '\0' || isspace((unsigned char)*value) || *end != '\0' || !isfinite(d)) {
@@ -513,9 +590,23 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
     }
     case FLAG_STRING:
     case FLAG_PATH:
+        r = check_name(f, value, why);
+        if (r != 0)
+            return r;
         return set_string(cfg, f, value, why);
-    case FLAG_BYTES:
-        return parse_bytes(value, field(cfg, f), why);
+    case FLAG_BYTES: {
+        size_t b;
+
+        r = parse_bytes(value, &b, why);
+        if (r != 0)
+            return r;
+        if (f->max > 0 && (b < (size_t)f->min || b > (size_t)f->max)) {
+            *why = "out of range";
+            return -EINVAL;
+        }
+        *(size_t *)field(cfg, f) = b;
+        return 0;
+    }
     case FLAG_DURATION: {
         int64_t ms;
 
@@ -676,10 +767,35 @@ static void print_invalid(FILE *err, const char *source, const struct flag *f, c
         else
             fprintf(err, "kop: invalid value \"%s\" for %s: must be from %lld to %lld\n", value,
                     source, f->min, f->max);
+    } else if (f->type == FLAG_BYTES && strcmp(why, "out of range") == 0 && f->max > 0) {
+        char lo[32], hi[32];
+
+        spell_bytes(f->min, lo, sizeof(lo));
+        spell_bytes(f->max, hi, sizeof(hi));
+        fprintf(err, "kop: invalid value \"%s\" for %s: must be from %s to %s\n", value, source, lo,
+                hi);
     } else {
         fprintf(err, "kop: invalid value \"%s\" for %s: %s\n", value, source, why);
     }
     usage_hint(err);
+}
+
+/* Whether arg is one of kop's flags as next_flag would read it ("--name",
+ * "-name", "--name=value", "-h"): a value argument that is one means the
+ * value was forgotten. Negative numbers name no flag. */
+static bool names_flag(const char *arg)
+{
+    const char *name, *eq;
+    size_t len;
+
+    if (arg[0] != '-' || arg[1] == '\0' || strcmp(arg, "--") == 0)
+        return false;
+    if (strcmp(arg, "-h") == 0)
+        return true;
+    name = arg + (arg[1] == '-' ? 2 : 1);
+    eq = strchr(name, '=');
+    len = eq ? (size_t)(eq - name) : strlen(name);
+    return len > 0 && find_flag(name, len) != NULL;
 }
 
 /*
@@ -736,6 +852,11 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
         *ret_value = eq + 1;
     } else if (f->type == FLAG_BOOL || f->type == FLAG_HELP || f->type == FLAG_VERSION) {
         *ret_value = NULL;
+    } else if (*i < argc && argv[*i] != NULL && names_flag(argv[*i])) {
+        fprintf(err, "kop: flag needs an argument: --%s (got the flag \"%s\")\n", f->name,
+                argv[*i]);
+        usage_hint(err);
+        return -EINVAL;
     } else if (*i < argc && argv[*i] != NULL) {
         *ret_value = argv[*i];
         (*i)++;
@@ -777,6 +898,36 @@ static int apply_env(struct kop_config *cfg, char **envp, FILE *err)
         }
     }
     return 0;
+}
+
+/*
+ * A file flag that names something other than a file: a FIFO would block
+ * the open(2) at start-up for ever (SIGTERM is blocked then), a directory
+ * would fail much later. A path that does not exist (yet) is left to the
+ * module that reads it, which names it in its error.
+ */
+static int check_file(FILE *err, const char *flag, const char *path)
+{
+    struct stat st;
+
+    if (path == NULL || stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    fprintf(err, "kop: --%s \"%s\": %s\n", flag, path,
+            S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file");
+    usage_hint(err);
+    return -EINVAL;
+}
+
+int64_t kop_config_shutdown_deadline_ns(const struct kop_config *cfg, int64_t now_ns)
+{
+    /* Each duration is at most Go's 2562047h (< INT64_MAX ns); their sum
+     * and now are added without overflow, saturating at INT64_MAX. */
+    int64_t delay_ms = cfg->controller_only ? 0 : cfg->shutdown_delay_ms;
+    int64_t total_ms = delay_ms + cfg->shutdown_timeout_ms;
+
+    if (total_ms > (INT64_MAX - (now_ns > 0 ? now_ns : 0)) / 1000000)
+        return INT64_MAX;
+    return now_ns + total_ms * 1000000;
 }
 
 int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp, FILE *out,
@@ -856,6 +1007,15 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         usage_hint(err);
         return -EINVAL;
     }
+    if ((cfg->leader_elect || cfg->sharding) && cfg->leader_election_id[0] == '\0') {
+        fprintf(err, "kop: --leader-election-id must not be empty with --leader-elect or "
+                     "--sharding\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (check_file(err, "client-ca-file", cfg->client_ca_file) != 0 ||
+        check_file(err, "kubeconfig", cfg->kubeconfig) != 0)
+        return -EINVAL;
     if (cfg->otlp_endpoint[0] && !cfg->otlp_service_name[0]) {
         fprintf(err, "kop: --otlp-service-name must not be empty\n");
         usage_hint(err);
