@@ -697,18 +697,34 @@ END_TEST
 /* The shutdown deadline: now + delay + timeout, without int64 overflow
  * for the largest durations (2562047h each) and without the delay for
  * --controller-only. */
-START_TEST(test_config_shutdown_deadline)
+/* Durations near Go's maximum overflowed now + duration in int64 ns
+ * (main's and the manager's shutdown deadlines: UBSan signed overflow,
+ * then an immediate "shutdown timed out"): flags stop at ten years. The
+ * helper keeps Go's full range. */
+START_TEST(test_config_duration_flags_bounded)
 {
-    struct kop_config cfg;
-    struct run r =
-        run_parse(&cfg, NULL, "--shutdown-delay=2562047h", "--shutdown-timeout=2562047h", NULL);
-    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
-    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000000000000000LL), INT64_MAX);
-    /* Go's largest duration is accepted (it was refused), one past it not. */
+    expect_error("kop: invalid value \"2562047h\" for flag --shutdown-delay: must be at most "
+                 "87600h (10 years)",
+                 NULL, "--shutdown-delay=2562047h", NULL);
+    expect_error("kop: invalid value \"87601h\" for flag --sync-period: must be at most 87600h "
+                 "(10 years)",
+                 NULL, "--sync-period=87601h", NULL);
     int64_t ms = 0;
     ck_assert_int_eq(kop_config_parse_duration("2562047h47m16.854775807s", &ms), 0);
     ck_assert_int_eq(ms, 9223372036854LL);
     ck_assert_int_eq(kop_config_parse_duration("2562047h47m17s", &ms), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_config_shutdown_deadline)
+{
+    struct kop_config cfg;
+    struct run r =
+        run_parse(&cfg, NULL, "--shutdown-delay=87600h", "--shutdown-timeout=87600h", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, INT64_MAX - 1000), INT64_MAX);
+    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000),
+                     1000 + 2 * 87600LL * 3600 * 1000000000);
     kop_config_cleanup(&cfg);
     run_free(&r);
     r = run_parse(&cfg, NULL, "--shutdown-delay=5s", "--shutdown-timeout=30s", NULL);
@@ -743,6 +759,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_file_flags_must_be_files);
     tcase_add_test(tc, test_config_kubernetes_names);
     tcase_add_test(tc, test_config_shutdown_deadline);
+    tcase_add_test(tc, test_config_duration_flags_bounded);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,7 +16,7 @@
  * when they exist, must be regular files (a FIFO would block start-up).
  *
  * Durations: Go syntax ("300ms", "30s", "10m", "10h", "1h30m"), at most
- * Go's 2562047h47m16.854775807s.
+ * 87600h (ten years: modules add durations to the monotonic clock).
  * Bind addresses: ":8080", "127.0.0.1:8080", "[::1]:8080", or "0" (off).
  * Port 0 in a bind address or --webhook-port means "let the kernel pick".
  *

@@ -64,6 +64,7 @@ struct flag {
 };
 
 #define OFF(field) offsetof(struct kop_config, field)
+#define MAX_FLAG_DURATION_MS (87600LL * 3600 * 1000)
 
 static const struct flag flags[] = {
     {"webhook-port", FLAG_INT, OFF(webhook_port), "9443", "int",
@@ -615,6 +616,13 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
             return r;
         if (f->min > 0 && ms < f->min) {
             *why = "must be at least 1ms";
+            return -EINVAL;
+        }
+        /* Modules add a duration (or two) to the monotonic clock in int64
+         * nanoseconds; Go's largest duration would overflow that after a
+         * few hours of uptime. Ten years is "never" for a process. */
+        if (ms > MAX_FLAG_DURATION_MS) {
+            *why = "must be at most 87600h (10 years)";
             return -EINVAL;
         }
         *(int64_t *)field(cfg, f) = ms;
