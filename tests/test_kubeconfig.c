@@ -500,6 +500,25 @@ START_TEST(test_kubeconfig_not_a_regular_file)
     ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -EINVAL);
     ck_assert_int_eq(kop_kubeconfig_load_file(tmpdir, NULL, &kc), -EISDIR);
     ck_assert_int_eq(kop_kubeconfig_load_file("/dev/zero", NULL, &kc), -EINVAL);
+    /* Files the client reads later: a FIFO there blocked its threads (a
+     * CA FIFO hung every informer without a log line). */
+    static const char *const fields[] = {
+        "clusters:\n- name: k\n  cluster: {server: 'https://x', certificate-authority: fifo}\n",
+        "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: "
+        "{tokenFile: fifo}\n",
+        "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: "
+        "{client-certificate: fifo, client-key: fifo}\n",
+        "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: "
+        "{client-certificate: /etc/hostname, client-key: .}\n"};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                 "%s%s",
+                 fields[i], strstr(fields[i], "users:") ? "" : "users:\n- name: u\n  user: {}\n");
+        ck_assert_msg(kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, &kc) == -EINVAL,
+                      "%s", fields[i]);
+    }
 }
 END_TEST
 

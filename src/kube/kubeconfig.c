@@ -579,6 +579,19 @@ static int check_server(const char *server, char *why, size_t why_len)
     return 0;
 }
 
+/* A file the client reads later (libcurl at each handshake, the token
+ * reader periodically): when it exists it must be a regular file, as a
+ * FIFO would block the reading thread for ever. A missing file is the
+ * client's error, reported with its path when it is read. */
+static int not_special(const char *field, const char *path, char *why, size_t why_len)
+{
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    put_why(why, why_len, "%s %.300s is not a regular file", field, path);
+    return -EINVAL;
+}
+
 static int b64_named(const char *v, const char *what, char **out, size_t *out_len, char *why,
                      size_t why_len)
 {
@@ -647,8 +660,9 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     if (r < 0)
         return r;
     kc->insecure_skip_tls_verify = yaml_true(str_at(cluster, "insecure-skip-tls-verify"));
-    if (!user)
-        return 0;
+    r = not_special("certificate-authority", kc->ca_file, why, why_len);
+    if (r < 0 || !user)
+        return r;
     r = dup_field(str_at(user, "token"), &kc->token);
     if (r == 0)
         r = path_field(dir, str_at(user, "tokenFile"), &kc->token_file);
@@ -684,11 +698,22 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         if (r < 0)
             return r;
     }
+    const struct {
+        const char *field, *path;
+    } files[] = {{"certificate-authority", kc->ca_file},
+                 {"tokenFile", kc->token_file},
+                 {"client-certificate", kc->cert_file},
+                 {"client-key", kc->key_file}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        r = not_special(files[i].field, files[i].path, why, why_len);
+        if (r < 0)
+            return r;
+    }
     bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data || kc->exec;
     if (!has_cred && json_object_get(user, "auth-provider")) {
         put_why(why, why_len,
-                "user \"%.200s\" has only auth-provider credentials, which kop "
-                "does not support (use an exec plugin)",
+                "user \"%.200s\" has only auth-provider credentials, which are not "
+                "supported (use an exec plugin)",
                 user_name);
         return -ENOTSUP;
     }
