@@ -716,6 +716,34 @@ START_TEST(test_config_duration_flags_bounded)
 }
 END_TEST
 
+/* --webhook-host garbage reached the listener, which said only "cannot
+ * listen on port 0 (errno 22)". */
+START_TEST(test_config_webhook_host)
+{
+    static const char *const bad[] = {"not a host", "999.1.1.1", "1.2.3", "::g",     "[::1",
+                                      "a..b",       "-a",        "a_b",   "http://x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[128], arg[128];
+        snprintf(want, sizeof(want),
+                 "kop: invalid value \"%s\" for flag --webhook-host: not an IP address or host "
+                 "name",
+                 bad[i]);
+        snprintf(arg, sizeof(arg), "--webhook-host=%s", bad[i]);
+        expect_error(want, NULL, arg, NULL);
+    }
+    static const char *const good[] = {"", "127.0.0.1", "::1", "[::1]", "localhost", "Kop-1.svc"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct kop_config cfg;
+        char arg[128];
+        snprintf(arg, sizeof(arg), "--webhook-host=%s", good[i]);
+        struct run r = run_parse(&cfg, NULL, arg, NULL);
+        ck_assert_msg(r.r == KOP_CONFIG_OK, "%s: %s", good[i], r.err);
+        kop_config_cleanup(&cfg);
+        run_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(test_config_shutdown_deadline)
 {
     struct kop_config cfg;
@@ -760,6 +788,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_kubernetes_names);
     tcase_add_test(tc, test_config_shutdown_deadline);
     tcase_add_test(tc, test_config_duration_flags_bounded);
+    tcase_add_test(tc, test_config_webhook_host);
     suite_add_tcase(s, tc);
     return s;
 }

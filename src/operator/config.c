@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 
 #include "kop/http.h"
@@ -535,6 +536,33 @@ static bool dns_name(const char *s, bool subdomain)
     return s[n - 1] != '-' && s[n - 1] != '.';
 }
 
+/* --webhook-host: an IPv4 address, an IPv6 address (brackets optional) or
+ * a host name; garbage otherwise reached the listener as "cannot listen on
+ * port 0 (errno 22)". */
+static bool listen_host(const char *h)
+{
+    char buf[256], low[256];
+    size_t n = strlen(h);
+    unsigned char addr[16];
+
+    if (n == 0)
+        return true;
+    if (n >= sizeof(buf))
+        return false;
+    if (h[0] == '[' && n > 2 && h[n - 1] == ']') {
+        memcpy(buf, h + 1, n - 2);
+        buf[n - 2] = '\0';
+        return inet_pton(AF_INET6, buf, addr) == 1;
+    }
+    if (strchr(h, ':'))
+        return inet_pton(AF_INET6, h, addr) == 1;
+    if (strspn(h, "0123456789.") == n)
+        return inet_pton(AF_INET, h, addr) == 1;
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (char)tolower((unsigned char)h[i]);
+    return dns_name(low, true);
+}
+
 /* Values that go into API paths, checked as the API server would. "" is
  * "unset" for the namespaces and is checked by the cross-flag rules for
  * the Lease name. */
@@ -546,6 +574,10 @@ static int check_name(const struct flag *f, const char *value, const char **why)
         !dns_name(value, false)) {
         *why = "must be a DNS label (lower-case letters, digits and '-', at most 63, starting and "
                "ending with a letter or digit)";
+        return -EINVAL;
+    }
+    if (f->offset == OFF(webhook_host) && !listen_host(value)) {
+        *why = "not an IP address or host name";
         return -EINVAL;
     }
     if (f->offset == OFF(leader_election_id) && !dns_name(value, true)) {
