@@ -661,6 +661,26 @@ START_TEST(test_kubeconfig_failure_reasons_are_logged)
 }
 END_TEST
 
+/* A token goes into the Authorization header as it is: CR/LF would inject
+ * headers ("Bearer x\r\nImpersonate-User: admin"). */
+START_TEST(test_kubeconfig_token_control_characters)
+{
+    struct kop_kubeconfig kc;
+    static const char *const tokens[] = {"\"abc\\r\\nImpersonate-User: admin\"", "\"a\\tb\"",
+                                         "\"a\\x7fb\"", "\"a\\0b\""};
+    for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                 "clusters:\n- name: k\n  cluster: {server: 'https://x'}\n"
+                 "users:\n- name: u\n  user: {token: %s}\n",
+                 tokens[i]);
+        ck_assert_msg(kop_kubeconfig_load_buffer(buf, strlen(buf), NULL, NULL, &kc) == -EINVAL,
+                      "%s", tokens[i]);
+    }
+}
+END_TEST
+
 /* kubectl skips empty entries of $KUBECONFIG (":a", "::a"). */
 START_TEST(test_kubeconfig_env_list_empty_entries)
 {
@@ -698,6 +718,7 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_in_cluster_garbage_env);
     tcase_add_test(tc, test_kubeconfig_failure_reasons_are_logged);
     tcase_add_test(tc, test_kubeconfig_env_list_empty_entries);
+    tcase_add_test(tc, test_kubeconfig_token_control_characters);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -276,6 +276,14 @@ static int yaml_check(const char *data, size_t len, char *why, size_t why_len)
             anchor = ev.data.sequence_start.anchor;
         else if (type == YAML_MAPPING_START_EVENT)
             anchor = ev.data.mapping_start.anchor;
+        /* "\0" in a double-quoted scalar: every C string after this
+         * point would be cut there ("a\0b" read as the token "a"). */
+        if (type == YAML_SCALAR_EVENT &&
+            memchr(ev.data.scalar.value, '\0', ev.data.scalar.length) != NULL) {
+            put_why(why, why_len, "a NUL character in a value (line %zu)",
+                    (size_t)ev.start_mark.line + 1);
+            r = -EINVAL;
+        }
         if (anchor && ++anchors > MAX_ANCHORS) {
             put_why(why, why_len, "more than %d YAML anchors", MAX_ANCHORS);
             r = -EINVAL;
@@ -592,6 +600,16 @@ static int not_special(const char *field, const char *path, char *why, size_t wh
     return -EINVAL;
 }
 
+/* The token goes into an HTTP header as it is: a CR or LF in it would
+ * end the header and start another. */
+static bool header_safe(const char *t)
+{
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
 static int b64_named(const char *v, const char *what, char **out, size_t *out_len, char *why,
                      size_t why_len)
 {
@@ -664,6 +682,10 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     if (r < 0 || !user)
         return r;
     r = dup_field(str_at(user, "token"), &kc->token);
+    if (r == 0 && kc->token && !header_safe(kc->token)) {
+        put_why(why, why_len, "user \"%.200s\": token has control characters", user_name);
+        return -EINVAL;
+    }
     if (r == 0)
         r = path_field(dir, str_at(user, "tokenFile"), &kc->token_file);
     if (r == 0)
