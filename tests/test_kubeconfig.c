@@ -681,6 +681,27 @@ START_TEST(test_kubeconfig_token_control_characters)
 }
 END_TEST
 
+/* A client certificate needs its key and the other way round (client-go's
+ * validation); one alone reached libcurl and failed every request. */
+START_TEST(test_kubeconfig_cert_needs_key)
+{
+    struct kop_kubeconfig kc;
+    static const char *const users[] = {"{client-certificate-data: " CA_B64 "}",
+                                        "{client-certificate: /c.crt}", "{client-key: /c.key}",
+                                        "{client-key-data: a2V5Cg==, token: t}"};
+    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                 "clusters:\n- name: k\n  cluster: {server: 'https://x'}\n"
+                 "users:\n- name: u\n  user: %s\n",
+                 users[i]);
+        ck_assert_msg(kop_kubeconfig_load_buffer(buf, strlen(buf), NULL, NULL, &kc) == -EINVAL,
+                      "%s", users[i]);
+    }
+}
+END_TEST
+
 /* kubectl skips empty entries of $KUBECONFIG (":a", "::a"). */
 START_TEST(test_kubeconfig_env_list_empty_entries)
 {
@@ -719,6 +740,7 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_failure_reasons_are_logged);
     tcase_add_test(tc, test_kubeconfig_env_list_empty_entries);
     tcase_add_test(tc, test_kubeconfig_token_control_characters);
+    tcase_add_test(tc, test_kubeconfig_cert_needs_key);
     suite_add_tcase(s, tc);
     return s;
 }

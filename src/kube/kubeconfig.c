@@ -720,6 +720,16 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         if (r < 0)
             return r;
     }
+    /* client-go's validation: a certificate needs its key and the other
+     * way round (one alone used to be passed to libcurl, which failed
+     * every request with an OpenSSL message). */
+    bool has_cert = kc->cert_file || kc->cert_data, has_key = kc->key_file || kc->key_data;
+    if (has_cert != has_key) {
+        put_why(why, why_len, "user \"%.200s\": %s", user_name,
+                has_cert ? "client-certificate without client-key (or -data)"
+                         : "client-key without client-certificate (or -data)");
+        return -EINVAL;
+    }
     const struct {
         const char *field, *path;
     } files[] = {{"certificate-authority", kc->ca_file},
