@@ -744,6 +744,32 @@ START_TEST(test_config_webhook_host)
 }
 END_TEST
 
+/* An error is one line whatever the value holds: control bytes, quotes
+ * and backslashes are escaped, long values cut (a newline in a value used
+ * to split the message). */
+START_TEST(test_config_error_is_one_line)
+{
+    expect_error("kop: invalid value \"1\\n2\" for flag --webhook-port: not a number", NULL,
+                 "--webhook-port=1\n2", NULL);
+    expect_error("kop: invalid value \"a\\\"b\\\\\\x1b[31m\" for flag --log-level: must be "
+                 "debug, info, warn or error",
+                 NULL, "--log-level=a\"b\\\x1b[31m", NULL);
+    expect_error("kop: unexpected argument: \"x\\ry\"", NULL, "x\ry", NULL);
+    expect_error("kop: unknown flag: --a\\tb", NULL, "--a\tb=1", NULL);
+    char big[5000], want[512];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--webhook-port", big, NULL);
+    ck_assert_int_eq(r.r, -EINVAL);
+    ck_assert_uint_lt(strlen(r.err), 400);
+    snprintf(want, sizeof(want), "...\" for flag --webhook-port: not a number\n");
+    ck_assert_ptr_nonnull(strstr(r.err, want));
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+}
+END_TEST
+
 START_TEST(test_config_shutdown_deadline)
 {
     struct kop_config cfg;
@@ -789,6 +815,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_shutdown_deadline);
     tcase_add_test(tc, test_config_duration_flags_bounded);
     tcase_add_test(tc, test_config_webhook_host);
+    tcase_add_test(tc, test_config_error_is_one_line);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -791,6 +791,42 @@ static const struct flag *find_flag(const char *name, size_t len)
     return NULL;
 }
 
+/*
+ * s for an error message, so that it stays one line whatever s holds: '"',
+ * '\\' and control bytes escaped as in Go's %q, and at most about 200
+ * bytes ("..." after). Returns buf.
+ */
+static const char *quoted(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char tmp[8];
+        size_t n;
+
+        if (*p == '"' || *p == '\\')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\%c", *p);
+        else if (*p == '\n')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\n");
+        else if (*p == '\t')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\t");
+        else if (*p == '\r')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\r");
+        else if (*p < 0x20 || *p == 0x7f)
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *p);
+        else
+            n = (size_t)snprintf(tmp, sizeof(tmp), "%c", *p);
+        if (o + n + 4 > len || o > 200) {
+            snprintf(buf + o, len - o, "...");
+            return buf;
+        }
+        memcpy(buf + o, tmp, n);
+        o += n;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 static void usage_hint(FILE *err)
 {
     fprintf(err, "Run 'kop --help' for usage.\n");
@@ -800,6 +836,9 @@ static void usage_hint(FILE *err)
 static void print_invalid(FILE *err, const char *source, const struct flag *f, const char *value,
                           const char *why)
 {
+    char q[256];
+
+    value = quoted(value, q, sizeof(q));
     if (f->type == FLAG_INT && strcmp(why, "out of range") == 0) {
         if (f->max == INT_MAX)
             fprintf(err, "kop: invalid value \"%s\" for %s: must be %lld or more\n", value, source,
@@ -857,7 +896,9 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
         return 0;
     if (strcmp(arg, "--") == 0) {
         if (*i + 1 < argc) {
-            fprintf(err, "kop: unexpected argument: \"%s\"\n", argv[*i + 1]);
+            char q[256];
+
+            fprintf(err, "kop: unexpected argument: \"%s\"\n", quoted(argv[*i + 1], q, sizeof(q)));
             usage_hint(err);
             return -EINVAL;
         }
@@ -865,7 +906,9 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
         return 0;
     }
     if (arg[0] != '-' || arg[1] == '\0') {
-        fprintf(err, "kop: unexpected argument: \"%s\"\n", arg);
+        char q[256];
+
+        fprintf(err, "kop: unexpected argument: \"%s\"\n", quoted(arg, q, sizeof(q)));
         usage_hint(err);
         return -EINVAL;
     }
@@ -878,7 +921,10 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
     else
         f = find_flag(name, len);
     if (f == NULL || len == 0) {
-        fprintf(err, "kop: unknown flag: %.*s\n", (int)(name - arg + (ptrdiff_t)len), arg);
+        char q[256], *bad = strndup(arg, (size_t)(name - arg) + len);
+
+        fprintf(err, "kop: unknown flag: %s\n", bad ? quoted(bad, q, sizeof(q)) : "?");
+        free(bad);
         usage_hint(err);
         return -EINVAL;
     }
@@ -893,8 +939,10 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
     } else if (f->type == FLAG_BOOL || f->type == FLAG_HELP || f->type == FLAG_VERSION) {
         *ret_value = NULL;
     } else if (*i < argc && argv[*i] != NULL && names_flag(argv[*i])) {
+        char q[256];
+
         fprintf(err, "kop: flag needs an argument: --%s (got the flag \"%s\")\n", f->name,
-                argv[*i]);
+                quoted(argv[*i], q, sizeof(q)));
         usage_hint(err);
         return -EINVAL;
     } else if (*i < argc && argv[*i] != NULL) {
@@ -952,7 +1000,9 @@ static int check_file(FILE *err, const char *flag, const char *path)
 
     if (path == NULL || stat(path, &st) != 0 || S_ISREG(st.st_mode))
         return 0;
-    fprintf(err, "kop: --%s \"%s\": %s\n", flag, path,
+    char q[256];
+
+    fprintf(err, "kop: --%s \"%s\": %s\n", flag, quoted(path, q, sizeof(q)),
             S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file");
     usage_hint(err);
     return -EINVAL;
@@ -1030,8 +1080,10 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         return -EINVAL;
     }
     if (strcmp(cfg->storage_version, "v1") != 0 && strcmp(cfg->storage_version, "v2") != 0) {
+        char q[256];
+
         fprintf(err, "kop: invalid value \"%s\" for flag --storage-version: must be v1 or v2\n",
-                cfg->storage_version);
+                quoted(cfg->storage_version, q, sizeof(q)));
         usage_hint(err);
         return -EINVAL;
     }
