@@ -770,6 +770,34 @@ START_TEST(test_config_error_is_one_line)
 }
 END_TEST
 
+/* Two of kop's own servers on one port failed at start-up as "address
+ * already in use", as if another process held it. */
+START_TEST(test_config_port_clash)
+{
+    expect_error("kop: --webhook-port and --metrics-bind-address both use port 8080", NULL,
+                 "--webhook-port=8080", NULL);
+    expect_error("kop: --metrics-bind-address and --health-probe-bind-address both use port 9000",
+                 NULL, "--metrics-bind-address=127.0.0.1:9000", "--health-probe-bind-address=:9000",
+                 NULL);
+    struct kop_config cfg;
+    /* Different hosts, port 0 (the kernel picks), a server turned off or
+     * --controller-only (no webhook server): no clash. */
+    static const char *const ok[][3] = {
+        {"--metrics-bind-address=127.0.0.1:9000", "--health-probe-bind-address=127.0.0.2:9000",
+         NULL},
+        {"--metrics-bind-address=:0", "--health-probe-bind-address=:0", "--webhook-port=0"},
+        {"--metrics-bind-address=0", "--webhook-port=8080", NULL},
+        {"--controller-only", "--webhook-port=8081", NULL},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct run r = run_parse(&cfg, NULL, ok[i][0], ok[i][1], ok[i][2], NULL);
+        ck_assert_msg(r.r == KOP_CONFIG_OK, "%zu: %s", i, r.err);
+        kop_config_cleanup(&cfg);
+        run_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(test_config_shutdown_deadline)
 {
     struct kop_config cfg;
@@ -816,6 +844,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_duration_flags_bounded);
     tcase_add_test(tc, test_config_webhook_host);
     tcase_add_test(tc, test_config_error_is_one_line);
+    tcase_add_test(tc, test_config_port_clash);
     suite_add_tcase(s, tc);
     return s;
 }

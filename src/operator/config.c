@@ -1008,6 +1008,43 @@ static int check_file(FILE *err, const char *flag, const char *path)
     return -EINVAL;
 }
 
+/* Whether two listeners would take the same address: same fixed port, and
+ * the same host or one of them on every address. */
+static bool same_listener(const char *host_a, int port_a, const char *host_b, int port_b)
+{
+    return port_a != 0 && port_a == port_b &&
+           (host_a[0] == '\0' || host_b[0] == '\0' || strcasecmp(host_a, host_b) == 0);
+}
+
+/* Two of kop's servers on one port: the second failed at start-up with
+ * "address already in use", as if another process held it. */
+static int port_clash(FILE *err, const struct kop_config *cfg)
+{
+    struct {
+        const char *flag;
+        bool on;
+        const char *host;
+        int port;
+    } l[] = {
+        {"--webhook-port", !cfg->controller_only, cfg->webhook_host, cfg->webhook_port},
+        {"--metrics-bind-address", cfg->metrics_bind.enabled, cfg->metrics_bind.host,
+         cfg->metrics_bind.port},
+        {"--health-probe-bind-address", cfg->health_bind.enabled, cfg->health_bind.host,
+         cfg->health_bind.port},
+    };
+
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t j = i + 1; j < 3; j++) {
+            if (!l[i].on || !l[j].on || !same_listener(l[i].host, l[i].port, l[j].host, l[j].port))
+                continue;
+            fprintf(err, "kop: %s and %s both use port %d\n", l[i].flag, l[j].flag, l[i].port);
+            usage_hint(err);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 int64_t kop_config_shutdown_deadline_ns(const struct kop_config *cfg, int64_t now_ns)
 {
     /* Each duration is at most Go's 2562047h (< INT64_MAX ns); their sum
@@ -1099,6 +1136,8 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         usage_hint(err);
         return -EINVAL;
     }
+    if (port_clash(err, cfg) != 0)
+        return -EINVAL;
     if ((cfg->leader_elect || cfg->sharding) && cfg->leader_election_id[0] == '\0') {
         fprintf(err, "kop: --leader-election-id must not be empty with --leader-elect or "
                      "--sharding\n");
