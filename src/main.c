@@ -157,8 +157,7 @@ int main(int argc, char **argv)
     /* The delay (the webhook serves on while its endpoint is removed) comes
      * before the timeout; terminationGracePeriodSeconds covers both. */
     int64_t delay_ms = cfg.controller_only ? 0 : cfg.shutdown_delay_ms;
-    shutdown_deadline_ns =
-        kop_clock_now_ns() + (delay_ms + cfg.shutdown_timeout_ms) * KOP_NSEC_PER_MSEC;
+    shutdown_deadline_ns = kop_config_shutdown_deadline_ns(&cfg, kop_clock_now_ns());
     kop_log(KOP_LOG_INFO, "setup", "shutting down",
             json_pack("{s:i, s:I, s:I}", "signal", sig, "delayMs", (json_int_t)delay_ms,
                       "timeoutMs", (json_int_t)cfg.shutdown_timeout_ms));

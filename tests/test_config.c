@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kop/http.h"
 #include "kop/leader.h"
@@ -535,6 +537,288 @@ START_TEST(test_config_defaults_are_the_layers)
 }
 END_TEST
 
+/* A flag where a value belongs is a forgotten value, not the value:
+ * "--kubeconfig --controller-only" used to read a kubeconfig named
+ * "--controller-only" and run without --controller-only. */
+START_TEST(test_config_value_that_is_a_flag)
+{
+    expect_error("kop: flag needs an argument: --kubeconfig (got the flag \"--controller-only\")",
+                 NULL, "--kubeconfig", "--controller-only", NULL);
+    expect_error("kop: flag needs an argument: --namespace (got the flag \"-h\")", NULL,
+                 "--namespace", "-h", NULL);
+    expect_error("kop: flag needs an argument: --cert-dir (got the flag \"--webhook-port=1\")",
+                 NULL, "--cert-dir", "--webhook-port=1", NULL);
+    /* Negative numbers and other values that only look like flags stay
+     * values. */
+    expect_error("kop: invalid value \"-1\" for flag --webhook-port: must be from 0 to 65535", NULL,
+                 "--webhook-port", "-1", NULL);
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--cert-dir", "-certs", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_str_eq(cfg.cert_dir, "-certs");
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+/* Go's flag packages read "010" as octal 8 and "0x10" as 16; kop reads
+ * decimal only, so a leading zero (which would silently mean 10 here and
+ * 8 there) and hexadecimal floats are refused. */
+START_TEST(test_config_ambiguous_numbers)
+{
+    expect_error("kop: invalid value \"010\" for flag --webhook-port: a leading 0 is ambiguous "
+                 "(octal in Go flags); write the number without it",
+                 NULL, "--webhook-port=010", NULL);
+    expect_error("kop: invalid value \"-01\" for flag --kube-api-burst: a leading 0 is ambiguous "
+                 "(octal in Go flags); write the number without it",
+                 NULL, "--kube-api-burst=-01", NULL);
+    expect_error("kop: invalid value \"0x10\" for flag --kube-api-qps: not a number", NULL,
+                 "--kube-api-qps=0x10", NULL);
+    expect_error("kop: invalid value \"0x1p4\" for flag --kube-api-qps: not a number", NULL,
+                 "--kube-api-qps=0x1p4", NULL);
+    expect_error("kop: invalid value \"1e400\" for flag --kube-api-qps: not a number", NULL,
+                 "--kube-api-qps=1e400", NULL);
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--webhook-port=0", "--kube-api-qps=0.5",
+                             "--kube-api-burst=-0", "--max-connections=10", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_int_eq(cfg.webhook_port, 0);
+    ck_assert(cfg.kube_api_qps == 0.5);
+    ck_assert_int_eq(cfg.kube_api_burst, 0);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+/* libmicrohttpd cannot serve a request with a per-connection pool under
+ * about 1 KiB, and refuses every connection with one of 1 GiB or more:
+ * both used to start "fine" and fail every request. */
+START_TEST(test_config_max_header_bytes_bounds)
+{
+    expect_error("kop: invalid value \"100\" for flag --max-header-bytes: must be from 1Ki to "
+                 "256Mi",
+                 NULL, "--max-header-bytes=100", NULL);
+    expect_error("kop: invalid value \"1Gi\" for flag --max-header-bytes: must be from 1Ki to "
+                 "256Mi",
+                 NULL, "--max-header-bytes=1Gi", NULL);
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--max-header-bytes=1Ki", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_uint_eq(cfg.max_header_bytes, 1024);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+    r = run_parse(&cfg, NULL, "--max-header-bytes=256Mi", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+/* A FIFO as --client-ca-file or --kubeconfig blocked start-up forever in
+ * open(2) (with SIGTERM blocked); a directory gave an errno much later. */
+START_TEST(test_config_file_flags_must_be_files)
+{
+    char *dir = kop_test_tmpdir();
+    char fifo[4096], msg[8192];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    char arg[4200];
+    snprintf(arg, sizeof(arg), "--client-ca-file=%s", fifo);
+    snprintf(msg, sizeof(msg), "kop: --client-ca-file \"%s\": not a regular file", fifo);
+    expect_error(msg, NULL, arg, NULL);
+    snprintf(arg, sizeof(arg), "--kubeconfig=%s", dir);
+    snprintf(msg, sizeof(msg), "kop: --kubeconfig \"%s\": a directory, not a file", dir);
+    expect_error(msg, NULL, arg, NULL);
+    char env[4200];
+    snprintf(env, sizeof(env), "KOP_KUBECONFIG=%s", fifo);
+    char *envp[] = {env, NULL};
+    snprintf(msg, sizeof(msg), "kop: --kubeconfig \"%s\": not a regular file", fifo);
+    expect_error(msg, envp, NULL);
+    /* A file that does not exist yet is the loader's business (it may be
+     * mounted later in tests; the loader names it). */
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--client-ca-file=/nonexistent/ca.crt", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+    kop_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* Names that go into API paths are checked as the API server would: a
+ * namespace is a DNS label, a Lease name a DNS subdomain; an empty Lease
+ * name is refused when leader election needs it. */
+START_TEST(test_config_kubernetes_names)
+{
+    expect_error("kop: invalid value \"Bad_NS\" for flag --namespace: must be a DNS label "
+                 "(lower-case letters, digits and '-', at most 63, starting and ending with a "
+                 "letter or digit)",
+                 NULL, "--namespace=Bad_NS", NULL);
+    expect_error("kop: invalid value \"a/b\" for flag --leader-election-namespace: must be a DNS "
+                 "label (lower-case letters, digits and '-', at most 63, starting and ending with "
+                 "a letter or digit)",
+                 NULL, "--leader-election-namespace=a/b", NULL);
+    expect_error("kop: invalid value \"my lease\" for flag --leader-election-id: must be a DNS "
+                 "subdomain (lower-case letters, digits, '-' and '.', at most 253)",
+                 NULL, "--leader-election-id", "my lease", NULL);
+    expect_error("kop: invalid value \"-x\" for flag --leader-election-id: must be a DNS "
+                 "subdomain (lower-case letters, digits, '-' and '.', at most 253)",
+                 NULL, "--leader-election-id=-x", NULL);
+    expect_error("kop: --leader-election-id must not be empty with --leader-elect or --sharding",
+                 NULL, "--leader-election-id=", "--leader-elect", NULL);
+    char *env[] = {"KOP_NAMESPACE=UPPER", NULL};
+    expect_error("kop: invalid value \"UPPER\" for KOP_NAMESPACE: must be a DNS label (lower-case "
+                 "letters, digits and '-', at most 63, starting and ending with a letter or digit)",
+                 env, NULL);
+    char long_ns[80];
+    memset(long_ns, 'a', 64);
+    long_ns[64] = '\0';
+    char arg[100];
+    snprintf(arg, sizeof(arg), "--namespace=%s", long_ns);
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, arg, NULL);
+    ck_assert_int_eq(r.r, -EINVAL);
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+    r = run_parse(&cfg, NULL, "--namespace=team-a", "--leader-election-id=kop.example.com-1",
+                  "--leader-election-namespace=kop-system", "--leader-election-id=x", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+    /* Without leader election an empty id is unused. */
+    r = run_parse(&cfg, NULL, "--leader-election-id=", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
+/* The shutdown deadline: now + delay + timeout, without int64 overflow
+ * for the largest durations (2562047h each) and without the delay for
+ * --controller-only. */
+/* Durations near Go's maximum overflowed now + duration in int64 ns
+ * (main's and the manager's shutdown deadlines: UBSan signed overflow,
+ * then an immediate "shutdown timed out"): flags stop at ten years. The
+ * helper keeps Go's full range. */
+START_TEST(test_config_duration_flags_bounded)
+{
+    expect_error("kop: invalid value \"2562047h\" for flag --shutdown-delay: must be at most "
+                 "87600h (10 years)",
+                 NULL, "--shutdown-delay=2562047h", NULL);
+    expect_error("kop: invalid value \"87601h\" for flag --sync-period: must be at most 87600h "
+                 "(10 years)",
+                 NULL, "--sync-period=87601h", NULL);
+    int64_t ms = 0;
+    ck_assert_int_eq(kop_config_parse_duration("2562047h47m16.854775807s", &ms), 0);
+    ck_assert_int_eq(ms, 9223372036854LL);
+    ck_assert_int_eq(kop_config_parse_duration("2562047h47m17s", &ms), -EINVAL);
+}
+END_TEST
+
+/* --webhook-host garbage reached the listener, which said only "cannot
+ * listen on port 0 (errno 22)". */
+START_TEST(test_config_webhook_host)
+{
+    static const char *const bad[] = {"not a host", "999.1.1.1", "1.2.3", "::g",     "[::1",
+                                      "a..b",       "-a",        "a_b",   "http://x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[128], arg[128];
+        snprintf(want, sizeof(want),
+                 "kop: invalid value \"%s\" for flag --webhook-host: not an IP address or host "
+                 "name",
+                 bad[i]);
+        snprintf(arg, sizeof(arg), "--webhook-host=%s", bad[i]);
+        expect_error(want, NULL, arg, NULL);
+    }
+    static const char *const good[] = {"", "127.0.0.1", "::1", "[::1]", "localhost", "Kop-1.svc"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct kop_config cfg;
+        char arg[128];
+        snprintf(arg, sizeof(arg), "--webhook-host=%s", good[i]);
+        struct run r = run_parse(&cfg, NULL, arg, NULL);
+        ck_assert_msg(r.r == KOP_CONFIG_OK, "%s: %s", good[i], r.err);
+        kop_config_cleanup(&cfg);
+        run_free(&r);
+    }
+}
+END_TEST
+
+/* An error is one line whatever the value holds: control bytes, quotes
+ * and backslashes are escaped, long values cut (a newline in a value used
+ * to split the message). */
+START_TEST(test_config_error_is_one_line)
+{
+    expect_error("kop: invalid value \"1\\n2\" for flag --webhook-port: not a number", NULL,
+                 "--webhook-port=1\n2", NULL);
+    expect_error("kop: invalid value \"a\\\"b\\\\\\x1b[31m\" for flag --log-level: must be "
+                 "debug, info, warn or error",
+                 NULL, "--log-level=a\"b\\\x1b[31m", NULL);
+    expect_error("kop: unexpected argument: \"x\\ry\"", NULL, "x\ry", NULL);
+    expect_error("kop: unknown flag: --a\\tb", NULL, "--a\tb=1", NULL);
+    char big[5000], want[512];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--webhook-port", big, NULL);
+    ck_assert_int_eq(r.r, -EINVAL);
+    ck_assert_uint_lt(strlen(r.err), 400);
+    snprintf(want, sizeof(want), "...\" for flag --webhook-port: not a number\n");
+    ck_assert_ptr_nonnull(strstr(r.err, want));
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+}
+END_TEST
+
+/* Two of kop's own servers on one port failed at start-up as "address
+ * already in use", as if another process held it. */
+START_TEST(test_config_port_clash)
+{
+    expect_error("kop: --webhook-port and --metrics-bind-address both use port 8080", NULL,
+                 "--webhook-port=8080", NULL);
+    expect_error("kop: --metrics-bind-address and --health-probe-bind-address both use port 9000",
+                 NULL, "--metrics-bind-address=127.0.0.1:9000", "--health-probe-bind-address=:9000",
+                 NULL);
+    struct kop_config cfg;
+    /* Different hosts, port 0 (the kernel picks), a server turned off or
+     * --controller-only (no webhook server): no clash. */
+    static const char *const ok[][3] = {
+        {"--metrics-bind-address=127.0.0.1:9000", "--health-probe-bind-address=127.0.0.2:9000",
+         NULL},
+        {"--metrics-bind-address=:0", "--health-probe-bind-address=:0", "--webhook-port=0"},
+        {"--metrics-bind-address=0", "--webhook-port=8080", NULL},
+        {"--controller-only", "--webhook-port=8081", NULL},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct run r = run_parse(&cfg, NULL, ok[i][0], ok[i][1], ok[i][2], NULL);
+        ck_assert_msg(r.r == KOP_CONFIG_OK, "%zu: %s", i, r.err);
+        kop_config_cleanup(&cfg);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_config_shutdown_deadline)
+{
+    struct kop_config cfg;
+    struct run r =
+        run_parse(&cfg, NULL, "--shutdown-delay=87600h", "--shutdown-timeout=87600h", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, INT64_MAX - 1000), INT64_MAX);
+    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000),
+                     1000 + 2 * 87600LL * 3600 * 1000000000);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+    r = run_parse(&cfg, NULL, "--shutdown-delay=5s", "--shutdown-timeout=30s", NULL);
+    ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
+    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000), 1000 + 35000000000LL);
+    cfg.controller_only = true;
+    ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000), 1000 + 30000000000LL);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -551,6 +835,16 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_duration_helper);
     tcase_add_test(tc, test_config_bind_helper);
     tcase_add_test(tc, test_config_defaults_are_the_layers);
+    tcase_add_test(tc, test_config_value_that_is_a_flag);
+    tcase_add_test(tc, test_config_ambiguous_numbers);
+    tcase_add_test(tc, test_config_max_header_bytes_bounds);
+    tcase_add_test(tc, test_config_file_flags_must_be_files);
+    tcase_add_test(tc, test_config_kubernetes_names);
+    tcase_add_test(tc, test_config_shutdown_deadline);
+    tcase_add_test(tc, test_config_duration_flags_bounded);
+    tcase_add_test(tc, test_config_webhook_host);
+    tcase_add_test(tc, test_config_error_is_one_line);
+    tcase_add_test(tc, test_config_port_clash);
     suite_add_tcase(s, tc);
     return s;
 }

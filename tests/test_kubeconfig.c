@@ -10,11 +10,14 @@
 #include "kop/kubeconfig.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "kop/log.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -483,6 +486,240 @@ START_TEST(test_kubeconfig_base64)
 }
 END_TEST
 
+/* A FIFO would block open(2) until a writer comes (with the stop signals
+ * blocked at start-up: a hang SIGTERM cannot end); a directory is named as
+ * such. */
+START_TEST(test_kubeconfig_not_a_regular_file)
+{
+    struct kop_kubeconfig kc;
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/fifo", tmpdir);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    ck_assert_int_eq(kop_kubeconfig_load_file(p, NULL, &kc), -EINVAL);
+    setenv("KUBECONFIG", p, 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -EINVAL);
+    ck_assert_int_eq(kop_kubeconfig_load_file(tmpdir, NULL, &kc), -EISDIR);
+    ck_assert_int_eq(kop_kubeconfig_load_file("/dev/zero", NULL, &kc), -EINVAL);
+    /* Files the client reads later: a FIFO there blocked its threads (a
+     * CA FIFO hung every informer without a log line). */
+    static const char *const fields[] = {
+        "clusters:\n- name: k\n  cluster: {server: 'https://x', certificate-authority: fifo}\n",
+        "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: "
+        "{tokenFile: fifo}\n",
+        "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: "
+        "{client-certificate: fifo, client-key: fifo}\n",
+        "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nusers:\n- name: u\n  user: "
+        "{client-certificate: /etc/hostname, client-key: .}\n"};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                 "%s%s",
+                 fields[i], strstr(fields[i], "users:") ? "" : "users:\n- name: u\n  user: {}\n");
+        ck_assert_msg(kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, &kc) == -EINVAL,
+                      "%s", fields[i]);
+    }
+}
+END_TEST
+
+static char *repeat(const char *head, const char *unit, size_t n, const char *tail)
+{
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail);
+    char *s = malloc(hl + ul * n + tl + 1);
+    ck_assert_ptr_nonnull(s);
+    memcpy(s, head, hl);
+    for (size_t i = 0; i < n; i++)
+        memcpy(s + hl + i * ul, unit, ul);
+    memcpy(s + hl + ul * n, tail, tl + 1);
+    return s;
+}
+
+/* Inputs on which libyaml's loader does quadratic work: deeply nested flow
+ * collections and many anchors. Refused at once (each took minutes). */
+START_TEST(test_kubeconfig_hostile_yaml_is_refused_fast)
+{
+    struct kop_kubeconfig kc;
+    char *deep = repeat("a: ", "[", 300000, "");
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(deep, strlen(deep), NULL, NULL, &kc), -EINVAL);
+    free(deep);
+    size_t n = 200000;
+    char *anchors = malloc(n * 24 + 64);
+    ck_assert_ptr_nonnull(anchors);
+    size_t o = (size_t)snprintf(anchors, 64, "l:\n");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(anchors + o, 24, "- &a%zu x\n", i);
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(anchors + o, 24, "- *a%zu\n", i);
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(anchors, o, NULL, NULL, &kc), -EINVAL);
+    free(anchors);
+    /* 64 levels are still fine. */
+    char *ok = repeat("current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n"
+                      "clusters:\n- name: k\n  cluster: {server: 'https://x'}\nx: ",
+                      "[", 60, "");
+    size_t len = strlen(ok);
+    char *full = malloc(len + 61 + 1);
+    memcpy(full, ok, len);
+    memset(full + len, ']', 60);
+    full[len + 60] = '\n';
+    full[len + 61] = '\0';
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(full, strlen(full), NULL, NULL, &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+    free(ok);
+    free(full);
+}
+END_TEST
+
+static int load_server(const char *server, struct kop_kubeconfig *kc)
+{
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n"
+             "clusters:\n- name: k\n  cluster: {server: '%s'}\n",
+             server);
+    return kop_kubeconfig_load_buffer(buf, strlen(buf), NULL, NULL, kc);
+}
+
+/* The server must be an http(s) URL with a host: a bare "host:port" (for
+ * which client-go may pick plain http) or garbage is refused, not handed to
+ * libcurl to guess. */
+START_TEST(test_kubeconfig_server_must_be_a_url)
+{
+    struct kop_kubeconfig kc;
+    static const char *const bad[] = {
+        "garbage",     "localhost:6443", "https://", "https:///api", "ftp://x",
+        "https://a b", "https://x\\\\y", "//x",      "https://:443"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(load_server(bad[i], &kc) == -EINVAL, "accepted %s", bad[i]);
+    ck_assert_int_eq(load_server("HTTPS://x:6443/", &kc), 0);
+    ck_assert_str_eq(kc.server, "HTTPS://x:6443");
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_server("http://[::1]:8080/prefix", &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+}
+END_TEST
+
+/* KUBERNETES_SERVICE_HOST/PORT go into the URL: garbage is an error, not
+ * a URL such as "https://a b:44x". */
+START_TEST(test_kubeconfig_in_cluster_garbage_env)
+{
+    struct kop_kubeconfig kc;
+    make_sa(tmpdir, true);
+    static const char *const hosts[] = {"a b", "x/y", "h@evil", "h?q", "h#f", "h\n"};
+    static const char *const ports[] = {"abc",  "0",    "65536", "99999999999999999999",
+                                        "443x", " 443", "-1",    "4 43"};
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+        setenv("KUBERNETES_SERVICE_HOST", hosts[i], 1);
+        ck_assert_msg(kop_kubeconfig_in_cluster(tmpdir, &kc) == -EINVAL, "host %s", hosts[i]);
+        ck_assert_msg(kop_kubeconfig_load_default(NULL, tmpdir, &kc) == -EINVAL, "host %s",
+                      hosts[i]);
+    }
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    for (size_t i = 0; i < sizeof(ports) / sizeof(ports[0]); i++) {
+        setenv("KUBERNETES_SERVICE_PORT", ports[i], 1);
+        ck_assert_msg(kop_kubeconfig_in_cluster(tmpdir, &kc) == -EINVAL, "port %s", ports[i]);
+    }
+    setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+    ck_assert_int_eq(kop_kubeconfig_in_cluster(tmpdir, &kc), 0);
+    ck_assert_str_eq(kc.server, "https://10.96.0.1:6443");
+    kop_kubeconfig_cleanup(&kc);
+}
+END_TEST
+
+/* Every failure is logged with what is wrong and where, not only errno. */
+START_TEST(test_kubeconfig_failure_reasons_are_logged)
+{
+    char lp[4096];
+    snprintf(lp, sizeof(lp), "%s/log", tmpdir);
+    int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    struct kop_kubeconfig kc;
+    char *a = write_tmp("ctx.yaml", "current-context: nope\ncontexts: []\n");
+    char *b = write_tmp("b64.yaml", "current-context: c\ncontexts:\n- name: c\n  context: "
+                                    "{cluster: k}\nclusters:\n- name: k\n  cluster: {server: "
+                                    "'https://x', certificate-authority-data: '!!'}\n");
+    char *c = write_tmp("syntax.yaml", "a: [b\n");
+    ck_assert_int_eq(kop_kubeconfig_load_file(a, NULL, &kc), -ENOENT);
+    ck_assert_int_eq(kop_kubeconfig_load_file(b, NULL, &kc), -EINVAL);
+    ck_assert_int_eq(kop_kubeconfig_load_file(c, NULL, &kc), -EINVAL);
+    setenv("HOME", tmpdir, 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(fd);
+    char *log = kop_test_read_file(lp, NULL);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_ptr_nonnull(strstr(log, "context \\\"nope\\\" not found"));
+    ck_assert_ptr_nonnull(strstr(log, "certificate-authority-data is not valid base64"));
+    ck_assert_ptr_nonnull(strstr(log, "not valid YAML"));
+    ck_assert_ptr_nonnull(strstr(log, "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT"));
+    ck_assert_ptr_nonnull(strstr(log, "syntax.yaml"));
+    free(log);
+    free(a);
+    free(b);
+    free(c);
+}
+END_TEST
+
+/* A token goes into the Authorization header as it is: CR/LF would inject
+ * headers ("Bearer x\r\nImpersonate-User: admin"). */
+START_TEST(test_kubeconfig_token_control_characters)
+{
+    struct kop_kubeconfig kc;
+    static const char *const tokens[] = {"\"abc\\r\\nImpersonate-User: admin\"", "\"a\\tb\"",
+                                         "\"a\\x7fb\"", "\"a\\0b\""};
+    for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                 "clusters:\n- name: k\n  cluster: {server: 'https://x'}\n"
+                 "users:\n- name: u\n  user: {token: %s}\n",
+                 tokens[i]);
+        ck_assert_msg(kop_kubeconfig_load_buffer(buf, strlen(buf), NULL, NULL, &kc) == -EINVAL,
+                      "%s", tokens[i]);
+    }
+}
+END_TEST
+
+/* A client certificate needs its key and the other way round (client-go's
+ * validation); one alone reached libcurl and failed every request. */
+START_TEST(test_kubeconfig_cert_needs_key)
+{
+    struct kop_kubeconfig kc;
+    static const char *const users[] = {"{client-certificate-data: " CA_B64 "}",
+                                        "{client-certificate: /c.crt}", "{client-key: /c.key}",
+                                        "{client-key-data: a2V5Cg==, token: t}"};
+    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                 "clusters:\n- name: k\n  cluster: {server: 'https://x'}\n"
+                 "users:\n- name: u\n  user: %s\n",
+                 users[i]);
+        ck_assert_msg(kop_kubeconfig_load_buffer(buf, strlen(buf), NULL, NULL, &kc) == -EINVAL,
+                      "%s", users[i]);
+    }
+}
+END_TEST
+
+/* kubectl skips empty entries of $KUBECONFIG (":a", "::a"). */
+START_TEST(test_kubeconfig_env_list_empty_entries)
+{
+    struct kop_kubeconfig kc;
+    char *a = write_tmp("a.yaml", "current-context: c\ncontexts:\n- name: c\n  context: {cluster: "
+                                  "k}\nclusters:\n- name: k\n  cluster: {server: 'https://a'}\n");
+    char env[4200];
+    snprintf(env, sizeof(env), "::%s:", a);
+    setenv("KUBECONFIG", env, 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), 0);
+    ck_assert_str_eq(kc.server, "https://a");
+    kop_kubeconfig_cleanup(&kc);
+    setenv("KUBECONFIG", ":::", 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
+    free(a);
+}
+END_TEST
+
 static Suite *kubeconfig_suite(void)
 {
     Suite *s = suite_create("kubeconfig");
@@ -496,6 +733,14 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_base64);
     tcase_add_test(tc, test_kubeconfig_exec);
     tcase_add_test(tc, test_kubeconfig_exec_ca_file);
+    tcase_add_test(tc, test_kubeconfig_not_a_regular_file);
+    tcase_add_test(tc, test_kubeconfig_hostile_yaml_is_refused_fast);
+    tcase_add_test(tc, test_kubeconfig_server_must_be_a_url);
+    tcase_add_test(tc, test_kubeconfig_in_cluster_garbage_env);
+    tcase_add_test(tc, test_kubeconfig_failure_reasons_are_logged);
+    tcase_add_test(tc, test_kubeconfig_env_list_empty_entries);
+    tcase_add_test(tc, test_kubeconfig_token_control_characters);
+    tcase_add_test(tc, test_kubeconfig_cert_needs_key);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,16 @@
  * and "--flag=value" are accepted; booleans accept "--flag",
  * "--flag=true|false" (and 1/0, yes/no in the environment).
  *
- * Durations: Go syntax ("300ms", "30s", "10m", "10h", "1h30m").
+ * A separate value that is itself one of kop's flags ("--kubeconfig
+ * --controller-only") is a missing value, not the value. Integers are
+ * decimal without a leading 0 (Go's flag packages would read "010" as
+ * octal), floats decimal. --namespace and --leader-election-namespace
+ * must be DNS labels, --leader-election-id a DNS subdomain (and not empty
+ * with --leader-elect or --sharding). --client-ca-file and --kubeconfig,
+ * when they exist, must be regular files (a FIFO would block start-up).
+ *
+ * Durations: Go syntax ("300ms", "30s", "10m", "10h", "1h30m"), at most
+ * 87600h (ten years: modules add durations to the monotonic clock).
  * Bind addresses: ":8080", "127.0.0.1:8080", "[::1]:8080", or "0" (off).
  * Port 0 in a bind address or --webhook-port means "let the kernel pick".
  *
@@ -116,6 +125,14 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
 
 /* Release what parse allocated. NULL-safe. */
 void kop_config_cleanup(struct kop_config *cfg);
+
+/*
+ * When a shutdown that starts at now_ns (CLOCK_MONOTONIC) must be over:
+ * now + --shutdown-delay (not with --controller-only, which serves no
+ * webhook) + --shutdown-timeout, saturating at INT64_MAX instead of
+ * overflowing for the largest durations.
+ */
+int64_t kop_config_shutdown_deadline_ns(const struct kop_config *cfg, int64_t now_ns);
 
 /* Helpers, exported for tests and other modules. Return 0 or -EINVAL. */
 int kop_config_parse_duration(const char *s, int64_t *ret_ms);

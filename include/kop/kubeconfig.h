@@ -6,7 +6,7 @@
  * Lookup order of kop_kubeconfig_load_default() (controller-runtime's):
  *   1. the explicit path (--kubeconfig), when given;
  *   2. $KUBECONFIG: only the FIRST file of a ':'-separated list is read
- *      (kubectl merges them; kop does not);
+ *      (kubectl merges them; kop does not); empty entries are skipped;
  *   3. in-cluster: $KUBERNETES_SERVICE_HOST and $KUBERNETES_SERVICE_PORT
  *      plus <root>/var/run/secrets/kubernetes.io/serviceaccount/{token,
  *      ca.crt,namespace};
@@ -18,7 +18,16 @@
  * users[].user.{token, tokenFile, client-certificate, client-key,
  * client-certificate-data, client-key-data, exec}. Relative file paths are
  * resolved against the kubeconfig's directory, as kubectl does. A user with
- * only auth-provider credentials is rejected (-ENOTSUP).
+ * only auth-provider credentials is rejected (-ENOTSUP). The server must be
+ * an http:// or https:// URL with a host (a bare "host:port" is refused,
+ * not guessed). Only regular files are read (a FIFO would block start-up).
+ * YAML nested deeper than 64 levels or with more than 4096 anchors is
+ * refused before libyaml's loader runs (its work on them is quadratic).
+ *
+ * Errors: load_file and load_default log one line (logger "kubeconfig")
+ * naming the source, the path and what is wrong (missing context, cluster
+ * or user, bad base64 field, YAML error with its line, ...), never a
+ * credential; the caller gets the negative errno.
  *
  * exec (credential plugins, client.authentication.k8s.io/v1 and v1beta1):
  * command, args, env, apiVersion, installHint, interactiveMode and
@@ -96,8 +105,9 @@ struct kop_kubeconfig {
 /*
  * Read a kubeconfig file. context: the context to use (NULL: the file's
  * current-context). Returns 0, -ENOENT (file, context, cluster or user
- * missing), -EINVAL (not a valid kubeconfig: bad YAML, missing server,
- * bad base64, an invalid exec stanza), -ENOTSUP (only auth-provider
+ * missing), -EINVAL (not a valid kubeconfig: bad YAML, missing or
+ * malformed server, bad base64, an invalid exec stanza, not a regular
+ * file), -EISDIR (a directory), -EFBIG (over 16 MiB), -ENOTSUP (only auth-provider
  * credentials, or an exec apiVersion other than v1/v1beta1), -ENOMEM.
  * *ret filled on success (release with kop_kubeconfig_cleanup).
  */
@@ -114,7 +124,8 @@ int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, co
  * environment for KUBERNETES_SERVICE_HOST/PORT. The token is not read here:
  * ret->token_file names it and the client reads (and re-reads) it.
  * Returns 0, -ENOENT (not in a cluster: variables or token file missing),
- * -ENOMEM.
+ * -EINVAL (KUBERNETES_SERVICE_HOST not a host name or address, or
+ * KUBERNETES_SERVICE_PORT not a port 1-65535), -ENOMEM.
  */
 int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret);
 

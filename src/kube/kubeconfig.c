@@ -10,20 +10,30 @@
  */
 #include "kop/kubeconfig.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <yaml.h>
 
 #include "kop/file.h"
+#include "kop/log.h"
 
 #define MAX_DEPTH 64
 #define MAX_NODES 200000
+/* libyaml's loader looks anchors up by a linear search (and its scanner
+ * does work per flow level for every token): a file of a few MiB made of
+ * anchors and aliases, or of nested '[', keeps it busy for hours. A
+ * pre-pass over the events refuses both before the loader runs. */
+#define MAX_ANCHORS 4096
 /* Largest kubeconfig or CA file, and largest namespace file, in bytes:
  * 16 MiB and 4 KiB less the two bytes the reader always kept free. */
 #define MAX_FILE ((16u << 20) - 2)
@@ -31,6 +41,20 @@
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 /* ---- small helpers ------------------------------------------------------- */
+
+/* Why a load failed, for the log line (never holds a secret). */
+static void put_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void put_why(char *why, size_t len, const char *fmt, ...)
+{
+    if (!why || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+}
 
 static char *join_path(const char *dir, const char *path)
 {
@@ -225,15 +249,73 @@ static json_t *convert(yaml_document_t *doc, yaml_node_t *node, int depth, size_
     return NULL;
 }
 
-static int yaml_to_json(const char *data, size_t len, json_t **ret)
+/* The pre-pass (see MAX_ANCHORS): syntax, nesting depth and anchors, with
+ * the event parser, which stops at the first excess. */
+static int yaml_check(const char *data, size_t len, char *why, size_t why_len)
 {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return -ENOMEM;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+    int r = 0, depth = 0;
+    size_t anchors = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            put_why(why, why_len, "not valid YAML: %s at line %zu, column %zu",
+                    parser.problem ? parser.problem : "syntax error",
+                    (size_t)parser.problem_mark.line + 1, (size_t)parser.problem_mark.column + 1);
+            r = -EINVAL;
+            break;
+        }
+        yaml_event_type_t type = ev.type;
+        const yaml_char_t *anchor = NULL;
+        if (type == YAML_SCALAR_EVENT)
+            anchor = ev.data.scalar.anchor;
+        else if (type == YAML_SEQUENCE_START_EVENT)
+            anchor = ev.data.sequence_start.anchor;
+        else if (type == YAML_MAPPING_START_EVENT)
+            anchor = ev.data.mapping_start.anchor;
+        /* "\0" in a double-quoted scalar: every C string after this
+         * point would be cut there ("a\0b" read as the token "a"). */
+        if (type == YAML_SCALAR_EVENT &&
+            memchr(ev.data.scalar.value, '\0', ev.data.scalar.length) != NULL) {
+            put_why(why, why_len, "a NUL character in a value (line %zu)",
+                    (size_t)ev.start_mark.line + 1);
+            r = -EINVAL;
+        }
+        if (anchor && ++anchors > MAX_ANCHORS) {
+            put_why(why, why_len, "more than %d YAML anchors", MAX_ANCHORS);
+            r = -EINVAL;
+        }
+        if ((type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) &&
+            ++depth > MAX_DEPTH) {
+            put_why(why, why_len, "nested deeper than %d levels (line %zu)", MAX_DEPTH,
+                    (size_t)ev.start_mark.line + 1);
+            r = -EINVAL;
+        }
+        if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT)
+            depth--;
+        yaml_event_delete(&ev);
+        if (r < 0 || type == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    return r;
+}
+
+static int yaml_to_json(const char *data, size_t len, json_t **ret, char *why, size_t why_len)
+{
+    int r = yaml_check(data, len, why, why_len);
+    if (r < 0)
+        return r;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser))
         return -ENOMEM;
     yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
-    int r = 0;
     if (!yaml_parser_load(&parser, &doc)) {
+        put_why(why, why_len, "not valid YAML: %s", parser.problem ? parser.problem : "");
         yaml_parser_delete(&parser);
         return -EINVAL;
     }
@@ -242,6 +324,10 @@ static int yaml_to_json(const char *data, size_t len, json_t **ret)
     json_t *j = root ? convert(&doc, root, 0, &budget, false) : NULL;
     if (!json_is_object(j)) {
         json_decref(j);
+        if (budget == 0)
+            put_why(why, why_len, "more than %d YAML nodes (aliases expanded)", MAX_NODES);
+        else
+            put_why(why, why_len, "not a kubeconfig: the document is not a mapping");
         r = -EINVAL;
     } else {
         *ret = j;
@@ -473,28 +559,104 @@ static int parse_exec(const json_t *exec, const json_t *cluster, const char *dir
     return 0;
 }
 
-static int fill(const json_t *root, const char *dir, const char *context, struct kop_kubeconfig *kc)
+/* Bytes a URL's host part may not hold (whitespace, controls, and the
+ * characters that would end it early). */
+static bool url_ok(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p <= 0x20 || *p == 0x7f || *p == '\\' || *p == '"' || *p == '<' || *p == '>')
+            return false;
+    return true;
+}
+
+/* server: an http:// or https:// URL with a host. client-go guesses a
+ * scheme for a bare "host:port"; kop refuses it rather than guess (plain
+ * http would send the credentials in clear). */
+static int check_server(const char *server, char *why, size_t why_len)
+{
+    const char *host = NULL;
+    if (strncasecmp(server, "https://", 8) == 0)
+        host = server + 8;
+    else if (strncasecmp(server, "http://", 7) == 0)
+        host = server + 7;
+    if (!host || !*host || *host == '/' || *host == ':' || !url_ok(server)) {
+        put_why(why, why_len,
+                "cluster server \"%.200s\" is not an http:// or https:// URL with a host", server);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* A file the client reads later (libcurl at each handshake, the token
+ * reader periodically): when it exists it must be a regular file, as a
+ * FIFO would block the reading thread for ever. A missing file is the
+ * client's error, reported with its path when it is read. */
+static int not_special(const char *field, const char *path, char *why, size_t why_len)
+{
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    put_why(why, why_len, "%s %.300s is not a regular file", field, path);
+    return -EINVAL;
+}
+
+/* The token goes into an HTTP header as it is: a CR or LF in it would
+ * end the header and start another. */
+static bool header_safe(const char *t)
+{
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+static int b64_named(const char *v, const char *what, char **out, size_t *out_len, char *why,
+                     size_t why_len)
+{
+    int r = b64_field(v, out, out_len);
+    if (r == -EINVAL)
+        put_why(why, why_len, "%s is not valid base64", what);
+    return r;
+}
+
+static int fill(const json_t *root, const char *dir, const char *context, struct kop_kubeconfig *kc,
+                char *why, size_t why_len)
 {
     const char *ctx_name = context ? context : str_at(root, "current-context");
-    if (!ctx_name)
+    if (!ctx_name) {
+        put_why(why, why_len, "no current-context is set");
         return -ENOENT;
+    }
     json_t *ctx = named(root, "contexts", "context", ctx_name);
-    if (!ctx)
+    if (!ctx) {
+        put_why(why, why_len, "context \"%.200s\" not found", ctx_name);
         return -ENOENT;
+    }
     const char *cluster_name = str_at(ctx, "cluster");
     const char *user_name = str_at(ctx, "user");
     json_t *cluster = cluster_name ? named(root, "clusters", "cluster", cluster_name) : NULL;
-    if (!cluster)
+    if (!cluster) {
+        if (cluster_name)
+            put_why(why, why_len, "cluster \"%.200s\" of context \"%.200s\" not found",
+                    cluster_name, ctx_name);
+        else
+            put_why(why, why_len, "context \"%.200s\" names no cluster", ctx_name);
         return -ENOENT;
+    }
     /* A context without a user is valid (anonymous); a named but missing
      * user is an error, as in kubectl. */
     json_t *user = user_name ? named(root, "users", "user", user_name) : NULL;
-    if (user_name && !user)
+    if (user_name && !user) {
+        put_why(why, why_len, "user \"%.200s\" of context \"%.200s\" not found", user_name,
+                ctx_name);
         return -ENOENT;
+    }
 
     const char *server = str_at(cluster, "server");
-    if (!server)
+    if (!server) {
+        put_why(why, why_len, "cluster \"%.200s\" has no server", cluster_name);
         return -EINVAL;
+    }
     int r;
     r = dup_field(server, &kc->server);
     if (r < 0)
@@ -502,22 +664,28 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     size_t n = strlen(kc->server);
     while (n > 0 && kc->server[n - 1] == '/')
         kc->server[--n] = '\0';
-    if (n == 0)
-        return -EINVAL; /* "server: /" names no server */
+    r = check_server(kc->server, why, why_len);
+    if (r < 0)
+        return r;
     r = dup_field(str_at(ctx, "namespace"), &kc->namespace);
     if (r == 0)
         r = path_field(dir, str_at(cluster, "certificate-authority"), &kc->ca_file);
     if (r == 0)
-        r = b64_field(str_at(cluster, "certificate-authority-data"), &kc->ca_data,
-                      &kc->ca_data_len);
+        r = b64_named(str_at(cluster, "certificate-authority-data"), "certificate-authority-data",
+                      &kc->ca_data, &kc->ca_data_len, why, why_len);
     if (r == 0)
         r = dup_field(str_at(cluster, "tls-server-name"), &kc->tls_server_name);
     if (r < 0)
         return r;
     kc->insecure_skip_tls_verify = yaml_true(str_at(cluster, "insecure-skip-tls-verify"));
-    if (!user)
-        return 0;
+    r = not_special("certificate-authority", kc->ca_file, why, why_len);
+    if (r < 0 || !user)
+        return r;
     r = dup_field(str_at(user, "token"), &kc->token);
+    if (r == 0 && kc->token && !header_safe(kc->token)) {
+        put_why(why, why_len, "user \"%.200s\": token has control characters", user_name);
+        return -EINVAL;
+    }
     if (r == 0)
         r = path_field(dir, str_at(user, "tokenFile"), &kc->token_file);
     if (r == 0)
@@ -525,9 +693,11 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     if (r == 0)
         r = path_field(dir, str_at(user, "client-key"), &kc->key_file);
     if (r == 0)
-        r = b64_field(str_at(user, "client-certificate-data"), &kc->cert_data, &kc->cert_data_len);
+        r = b64_named(str_at(user, "client-certificate-data"), "client-certificate-data",
+                      &kc->cert_data, &kc->cert_data_len, why, why_len);
     if (r == 0)
-        r = b64_field(str_at(user, "client-key-data"), &kc->key_data, &kc->key_data_len);
+        r = b64_named(str_at(user, "client-key-data"), "client-key-data", &kc->key_data,
+                      &kc->key_data_len, why, why_len);
     if (r < 0)
         return r;
     json_t *exec = json_object_get(user, "exec");
@@ -536,26 +706,61 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         exec = NULL; /* "exec:" or "exec: null" */
     if (exec) {
         r = parse_exec(exec, cluster, dir, kc);
+        if (r == -ENOTSUP)
+            put_why(why, why_len,
+                    "user \"%.200s\": exec apiVersion is not supported (use "
+                    "client.authentication.k8s.io/v1 or v1beta1)",
+                    user_name);
+        else if (r == -EINVAL)
+            put_why(why, why_len,
+                    "user \"%.200s\": invalid exec stanza (command and apiVersion "
+                    "are required, interactiveMode is Never, IfAvailable or Always, env entries "
+                    "need a name)",
+                    user_name);
+        if (r < 0)
+            return r;
+    }
+    /* client-go's validation: a certificate needs its key and the other
+     * way round (one alone used to be passed to libcurl, which failed
+     * every request with an OpenSSL message). */
+    bool has_cert = kc->cert_file || kc->cert_data, has_key = kc->key_file || kc->key_data;
+    if (has_cert != has_key) {
+        put_why(why, why_len, "user \"%.200s\": %s", user_name,
+                has_cert ? "client-certificate without client-key (or -data)"
+                         : "client-key without client-certificate (or -data)");
+        return -EINVAL;
+    }
+    const struct {
+        const char *field, *path;
+    } files[] = {{"certificate-authority", kc->ca_file},
+                 {"tokenFile", kc->token_file},
+                 {"client-certificate", kc->cert_file},
+                 {"client-key", kc->key_file}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        r = not_special(files[i].field, files[i].path, why, why_len);
         if (r < 0)
             return r;
     }
     bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data || kc->exec;
-    if (!has_cred && json_object_get(user, "auth-provider"))
+    if (!has_cred && json_object_get(user, "auth-provider")) {
+        put_why(why, why_len,
+                "user \"%.200s\" has only auth-provider credentials, which are not "
+                "supported (use an exec plugin)",
+                user_name);
         return -ENOTSUP;
+    }
     return 0;
 }
 
-int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, const char *context,
-                               struct kop_kubeconfig *ret)
+static int load_buffer(const char *data, size_t len, const char *dir, const char *context,
+                       struct kop_kubeconfig *ret, char *why, size_t why_len)
 {
-    if (!data || !ret)
-        return -EINVAL;
     json_t *root = NULL;
-    int r = yaml_to_json(data, len, &root);
+    int r = yaml_to_json(data, len, &root, why, why_len);
     if (r < 0)
         return r;
     struct kop_kubeconfig kc = {0};
-    r = fill(root, dir, context, &kc);
+    r = fill(root, dir, context, &kc, why, why_len);
     json_decref(root);
     if (r < 0) {
         kop_kubeconfig_cleanup(&kc);
@@ -565,13 +770,52 @@ int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, co
     return 0;
 }
 
-int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_kubeconfig *ret)
+int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, const char *context,
+                               struct kop_kubeconfig *ret)
 {
-    if (!path || !ret)
+    if (!data || !ret)
         return -EINVAL;
+    return load_buffer(data, len, dir, context, ret, NULL, 0);
+}
+
+/* Only a regular file (or a symlink to one) is read: opening a FIFO for
+ * reading blocks until a writer comes, and start-up runs with the stop
+ * signals blocked, so kop would hang beyond SIGTERM. O_NONBLOCK makes the
+ * open itself return at once. */
+static int check_regular(const char *path, char *why, size_t why_len)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        put_why(why, why_len, "cannot open: %s", e == ENOENT ? "no such file" : "not readable");
+        return -e;
+    }
+    struct stat st;
+    int r = fstat(fd, &st) == 0 ? 0 : -errno;
+    close(fd);
+    if (r == 0 && S_ISDIR(st.st_mode)) {
+        put_why(why, why_len, "is a directory, not a file");
+        return -EISDIR;
+    }
+    if (r == 0 && !S_ISREG(st.st_mode)) {
+        put_why(why, why_len, "not a regular file");
+        return -EINVAL;
+    }
+    return r;
+}
+
+static int load_file(const char *path, const char *context, struct kop_kubeconfig *ret, char *why,
+                     size_t why_len)
+{
     char *data = NULL;
     size_t len = 0;
-    int r = kop_file_read(path, MAX_FILE, 0, &data, &len);
+    int r = check_regular(path, why, why_len);
+    if (r == 0)
+        r = kop_file_read(path, MAX_FILE, 0, &data, &len);
+    if (r == -EFBIG)
+        put_why(why, why_len, "larger than %u bytes", MAX_FILE);
+    else if (r < 0 && r != -ENOMEM && (!why || !*why))
+        put_why(why, why_len, "cannot read (errno %d)", -r);
     if (r < 0)
         return r;
     char *dir = strdup(path);
@@ -584,20 +828,72 @@ int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_k
         *(slash == dir ? slash + 1 : slash) = '\0';
     else
         dir[0] = '\0';
-    r = kop_kubeconfig_load_buffer(data, len, dir, context, ret);
+    r = load_buffer(data, len, dir, context, ret, why, why_len);
     free(dir);
     free(data);
     return r;
 }
 
-int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
+static void log_failure(const char *source, const char *path, int r, const char *why)
 {
-    if (!ret)
+    kop_log_errno(KOP_LOG_ERROR, "kubeconfig", "cannot use the API server configuration", r,
+                  json_pack("{s:s, s:s, s:s}", "source", source, "path", path ? path : "", "reason",
+                            why && *why ? why : "see error"));
+}
+
+int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_kubeconfig *ret)
+{
+    if (!path || !ret)
         return -EINVAL;
+    char why[512] = "";
+    int r = load_file(path, context, ret, why, sizeof(why));
+    if (r < 0)
+        log_failure("kubeconfig", path, r, why);
+    return r;
+}
+
+/* $KUBERNETES_SERVICE_HOST: a host name or an IP address, nothing else
+ * (it goes into the URL as it is). */
+static bool service_host_ok(const char *h)
+{
+    if (strlen(h) > 253)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)h; *p; p++)
+        if (!isalnum(*p) && *p != '.' && *p != '-' && *p != ':' && *p != '_' && *p != '%')
+            return false;
+    return true;
+}
+
+static bool service_port_ok(const char *s)
+{
+    long v = 0;
+    if (!*s || strlen(s) > 5)
+        return false;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    return v >= 1 && v <= 65535;
+}
+
+static int in_cluster(const char *root, struct kop_kubeconfig *ret, char *why, size_t why_len)
+{
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
-    if (!host || !*host || !port || !*port)
+    if (!host || !*host || !port || !*port) {
+        put_why(why, why_len, "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
         return -ENOENT;
+    }
+    if (!service_host_ok(host)) {
+        put_why(why, why_len, "KUBERNETES_SERVICE_HOST \"%.100s\" is not a host name or address",
+                host);
+        return -EINVAL;
+    }
+    if (!service_port_ok(port)) {
+        put_why(why, why_len, "KUBERNETES_SERVICE_PORT \"%.100s\" is not a port (1-65535)", port);
+        return -EINVAL;
+    }
     if (!root)
         root = "";
     int r = 0;
@@ -617,6 +913,7 @@ int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
 
     snprintf(path, sizeof(path), "%s" SA_DIR "/token", root);
     if (access(path, R_OK) != 0) {
+        put_why(why, why_len, "service account token %s cannot be read", path);
         r = -ENOENT;
         goto out;
     }
@@ -644,30 +941,76 @@ out:
     return r;
 }
 
+int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
+{
+    if (!ret)
+        return -EINVAL;
+    return in_cluster(root, ret, NULL, 0);
+}
+
+/* $KUBECONFIG: the first non-empty entry of the ':'-separated list. */
+static int kubeconfig_env(const char *env, char **ret)
+{
+    while (*env) {
+        size_t n = strcspn(env, ":");
+        if (n > 0) {
+            *ret = strndup(env, n);
+            return *ret ? 0 : -ENOMEM;
+        }
+        env++;
+    }
+    return -ENOENT;
+}
+
 int kop_kubeconfig_load_default(const char *explicit_path, const char *in_cluster_root,
                                 struct kop_kubeconfig *ret)
 {
-    if (explicit_path && *explicit_path)
-        return kop_kubeconfig_load_file(explicit_path, NULL, ret);
+    char why[512] = "";
+    int r;
+    if (explicit_path && *explicit_path) {
+        r = load_file(explicit_path, NULL, ret, why, sizeof(why));
+        if (r < 0)
+            log_failure("--kubeconfig", explicit_path, r, why);
+        return r;
+    }
     const char *env = getenv("KUBECONFIG");
     if (env && *env) {
         /* Only the first file of the list (documented). */
-        char *first = strndup(env, strcspn(env, ":"));
-        if (!first)
-            return -ENOMEM;
-        int r = *first ? kop_kubeconfig_load_file(first, NULL, ret) : -ENOENT;
+        char *first = NULL;
+        r = kubeconfig_env(env, &first);
+        if (r == 0)
+            r = load_file(first, NULL, ret, why, sizeof(why));
+        else if (r == -ENOENT)
+            put_why(why, sizeof(why), "names no file");
+        if (r < 0)
+            log_failure("$KUBECONFIG", first ? first : env, r, why);
         free(first);
         return r;
     }
-    int r = kop_kubeconfig_in_cluster(in_cluster_root, ret);
-    if (r != -ENOENT)
+    r = in_cluster(in_cluster_root, ret, why, sizeof(why));
+    if (r != -ENOENT) {
+        if (r < 0)
+            log_failure("in-cluster", "", r, why);
         return r;
+    }
     const char *home = getenv("HOME");
-    if (!home || !*home)
-        return -ENOENT;
     char path[4096];
-    snprintf(path, sizeof(path), "%s/.kube/config", home);
-    return kop_kubeconfig_load_file(path, NULL, ret);
+    if (home && *home)
+        snprintf(path, sizeof(path), "%s/.kube/config", home);
+    if (!home || !*home || access(path, F_OK) != 0) {
+        char all[768];
+        snprintf(all, sizeof(all),
+                 "no --kubeconfig, no $KUBECONFIG, no $HOME/.kube/config, and not in a cluster "
+                 "(%s)",
+                 why);
+        log_failure("default", "", -ENOENT, all);
+        return -ENOENT;
+    }
+    why[0] = '\0';
+    r = load_file(path, NULL, ret, why, sizeof(why));
+    if (r < 0)
+        log_failure("$HOME/.kube/config", path, r, why);
+    return r;
 }
 
 static void wipe_free(char *p, size_t n)

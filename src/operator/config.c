@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <sys/stat.h>
 
 #include "kop/http.h"
 #include "kop/leader.h"
@@ -40,7 +42,7 @@ enum flag_type {
     FLAG_DOUBLE,   /* double >= min */
     FLAG_STRING,   /* char *; "" allowed */
     FLAG_PATH,     /* char *; "" means unset (NULL) */
-    FLAG_BYTES,    /* size_t > 0, optional Ki/Mi/Gi */
+    FLAG_BYTES,    /* size_t > 0 (in [min, max] when max > 0), optional Ki/Mi/Gi */
     FLAG_DURATION, /* int64_t ms, Go syntax */
     FLAG_BIND,     /* struct kop_bind_address */
     FLAG_BOOL,     /* bool */
@@ -63,6 +65,7 @@ struct flag {
 };
 
 #define OFF(field) offsetof(struct kop_config, field)
+#define MAX_FLAG_DURATION_MS (87600LL * 3600 * 1000)
 
 static const struct flag flags[] = {
     {"webhook-port", FLAG_INT, OFF(webhook_port), "9443", "int",
@@ -82,7 +85,8 @@ static const struct flag flags[] = {
      "gets 503 (suffix Ki, Mi or Gi).",
      0, 0},
     {"max-header-bytes", FLAG_BYTES, OFF(max_header_bytes), "32Ki", "bytes",
-     "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 0, 0},
+     "Per-connection memory for the request line and headers (suffix Ki, Mi or Gi).", 1024,
+     256 * 1024 * 1024},
     {"tls-handshake-timeout", FLAG_DURATION, OFF(tls_handshake_timeout_ms),
      DEFAULT_S(KOP_TLS_HANDSHAKE_TIMEOUT_S), "duration",
      "Time a client has to complete the TLS handshake.", 0, 0},
@@ -209,6 +213,12 @@ static int parse_int(const char *s, long long min, long long max, long long *ret
         *why = "not a number";
         return -EINVAL;
     }
+    /* Go's flag packages parse integers with base 0: "010" is 8 there. */
+    const char *digits = s + (*s == '-' || *s == '+');
+    if (digits[0] == '0' && digits[1] != '\0') {
+        *why = "a leading 0 is ambiguous (octal in Go flags); write the number without it";
+        return -EINVAL;
+    }
     if (errno == ERANGE || v < min || v > max) {
         *why = "out of range";
         return -EINVAL;
@@ -231,6 +241,19 @@ static int parse_bool(const char *s, bool *ret, const char **why)
     }
     *why = "not a boolean (use true or false)";
     return -EINVAL;
+}
+
+/* "1Ki", "256Mi" or the plain number, for messages. */
+static void spell_bytes(long long v, char *buf, size_t len)
+{
+    static const char *const suffix[] = {"", "Ki", "Mi", "Gi"};
+    size_t i = 0;
+
+    while (i + 1 < sizeof(suffix) / sizeof(suffix[0]) && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(buf, len, "%lld%s", v, suffix[i]);
 }
 
 static int parse_bytes(const char *s, size_t *ret, const char **why)
@@ -332,8 +355,9 @@ static int duration_ms(const char *s, int64_t *ret_ms, const char **why)
         }
         total_ns += num * units[best].ns;
         p += best_len;
-        /* Go durations are int64 nanoseconds: about 292 years. */
-        if (total_ns > 9.2e18) {
+        /* Go durations are int64 nanoseconds: at most 2562047h47m16.854775807s
+         * (2^63 - 1 ns; a double cannot tell it from 2^63, the bound). */
+        if (total_ns > 9223372036854775808.0) {
             *why = "out of range";
             return -EINVAL;
         }
@@ -483,6 +507,86 @@ static int set_string(struct kop_config *cfg, const struct flag *f, const char *
     return 0;
 }
 
+/* A DNS-1123 label (max 63) or, with dots allowed, subdomain (max 253):
+ * lower-case alphanumerics and '-', each label starting and ending with an
+ * alphanumeric. */
+static bool dns_name(const char *s, bool subdomain)
+{
+    size_t n = strlen(s);
+    size_t label = 0;
+
+    if (n == 0 || n > (subdomain ? 253u : 63u))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+        if (c == '.' && subdomain) {
+            if (label == 0 || s[i - 1] == '-')
+                return false;
+            label = 0;
+            continue;
+        }
+        if (!alnum && c != '-')
+            return false;
+        if (c == '-' && label == 0)
+            return false;
+        label++;
+    }
+    return s[n - 1] != '-' && s[n - 1] != '.';
+}
+
+/* --webhook-host: an IPv4 address, an IPv6 address (brackets optional) or
+ * a host name; garbage otherwise reached the listener as "cannot listen on
+ * port 0 (errno 22)". */
+static bool listen_host(const char *h)
+{
+    char buf[256], low[256];
+    size_t n = strlen(h);
+    unsigned char addr[16];
+
+    if (n == 0)
+        return true;
+    if (n >= sizeof(buf))
+        return false;
+    if (h[0] == '[' && n > 2 && h[n - 1] == ']') {
+        memcpy(buf, h + 1, n - 2);
+        buf[n - 2] = '\0';
+        return inet_pton(AF_INET6, buf, addr) == 1;
+    }
+    if (strchr(h, ':'))
+        return inet_pton(AF_INET6, h, addr) == 1;
+    if (strspn(h, "0123456789.") == n)
+        return inet_pton(AF_INET, h, addr) == 1;
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (char)tolower((unsigned char)h[i]);
+    return dns_name(low, true);
+}
+
+/* Values that go into API paths, checked as the API server would. "" is
+ * "unset" for the namespaces and is checked by the cross-flag rules for
+ * the Lease name. */
+static int check_name(const struct flag *f, const char *value, const char **why)
+{
+    if (value[0] == '\0')
+        return 0;
+    if ((f->offset == OFF(namespace) || f->offset == OFF(leader_election_namespace)) &&
+        !dns_name(value, false)) {
+        *why = "must be a DNS label (lower-case letters, digits and '-', at most 63, starting and "
+               "ending with a letter or digit)";
+        return -EINVAL;
+    }
+    if (f->offset == OFF(webhook_host) && !listen_host(value)) {
+        *why = "not an IP address or host name";
+        return -EINVAL;
+    }
+    if (f->offset == OFF(leader_election_id) && !dns_name(value, true)) {
+        *why = "must be a DNS subdomain (lower-case letters, digits, '-' and '.', at most 253)";
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int apply(struct kop_config *cfg, const struct flag *f, const char *value, const char **why)
 {
     long long i;
@@ -498,6 +602,12 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
         char *end;
         double d;
 
+        /* Decimal only: strtod would also take hexadecimal ("0x10"),
+         * which Go's ParseFloat refuses without a 'p' exponent. */
+        if (value[strspn(value, "0123456789.eE+-")] != '\0') {
+            *why = "not a number";
+            return -EINVAL;
+        }
         errno = 0;
         d = strtod(value, &end);
         if (*value == '\0' || isspace((unsigned char)*value) || *end != '\0' || !isfinite(d)) {
@@ -513,9 +623,23 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
     }
     case FLAG_STRING:
     case FLAG_PATH:
+        r = check_name(f, value, why);
+        if (r != 0)
+            return r;
         return set_string(cfg, f, value, why);
-    case FLAG_BYTES:
-        return parse_bytes(value, field(cfg, f), why);
+    case FLAG_BYTES: {
+        size_t b;
+
+        r = parse_bytes(value, &b, why);
+        if (r != 0)
+            return r;
+        if (f->max > 0 && (b < (size_t)f->min || b > (size_t)f->max)) {
+            *why = "out of range";
+            return -EINVAL;
+        }
+        *(size_t *)field(cfg, f) = b;
+        return 0;
+    }
     case FLAG_DURATION: {
         int64_t ms;
 
@@ -524,6 +648,13 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
             return r;
         if (f->min > 0 && ms < f->min) {
             *why = "must be at least 1ms";
+            return -EINVAL;
+        }
+        /* Modules add a duration (or two) to the monotonic clock in int64
+         * nanoseconds; Go's largest duration would overflow that after a
+         * few hours of uptime. Ten years is "never" for a process. */
+        if (ms > MAX_FLAG_DURATION_MS) {
+            *why = "must be at most 87600h (10 years)";
             return -EINVAL;
         }
         *(int64_t *)field(cfg, f) = ms;
@@ -660,6 +791,42 @@ static const struct flag *find_flag(const char *name, size_t len)
     return NULL;
 }
 
+/*
+ * s for an error message, so that it stays one line whatever s holds: '"',
+ * '\\' and control bytes escaped as in Go's %q, and at most about 200
+ * bytes ("..." after). Returns buf.
+ */
+static const char *quoted(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char tmp[8];
+        size_t n;
+
+        if (*p == '"' || *p == '\\')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\%c", *p);
+        else if (*p == '\n')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\n");
+        else if (*p == '\t')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\t");
+        else if (*p == '\r')
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\r");
+        else if (*p < 0x20 || *p == 0x7f)
+            n = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *p);
+        else
+            n = (size_t)snprintf(tmp, sizeof(tmp), "%c", *p);
+        if (o + n + 4 > len || o > 200) {
+            snprintf(buf + o, len - o, "...");
+            return buf;
+        }
+        memcpy(buf + o, tmp, n);
+        o += n;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 static void usage_hint(FILE *err)
 {
     fprintf(err, "Run 'kop --help' for usage.\n");
@@ -669,6 +836,9 @@ static void usage_hint(FILE *err)
 static void print_invalid(FILE *err, const char *source, const struct flag *f, const char *value,
                           const char *why)
 {
+    char q[256];
+
+    value = quoted(value, q, sizeof(q));
     if (f->type == FLAG_INT && strcmp(why, "out of range") == 0) {
         if (f->max == INT_MAX)
             fprintf(err, "kop: invalid value \"%s\" for %s: must be %lld or more\n", value, source,
@@ -676,10 +846,35 @@ static void print_invalid(FILE *err, const char *source, const struct flag *f, c
         else
             fprintf(err, "kop: invalid value \"%s\" for %s: must be from %lld to %lld\n", value,
                     source, f->min, f->max);
+    } else if (f->type == FLAG_BYTES && strcmp(why, "out of range") == 0 && f->max > 0) {
+        char lo[32], hi[32];
+
+        spell_bytes(f->min, lo, sizeof(lo));
+        spell_bytes(f->max, hi, sizeof(hi));
+        fprintf(err, "kop: invalid value \"%s\" for %s: must be from %s to %s\n", value, source, lo,
+                hi);
     } else {
         fprintf(err, "kop: invalid value \"%s\" for %s: %s\n", value, source, why);
     }
     usage_hint(err);
+}
+
+/* Whether arg is one of kop's flags as next_flag would read it ("--name",
+ * "-name", "--name=value", "-h"): a value argument that is one means the
+ * value was forgotten. Negative numbers name no flag. */
+static bool names_flag(const char *arg)
+{
+    const char *name, *eq;
+    size_t len;
+
+    if (arg[0] != '-' || arg[1] == '\0' || strcmp(arg, "--") == 0)
+        return false;
+    if (strcmp(arg, "-h") == 0)
+        return true;
+    name = arg + (arg[1] == '-' ? 2 : 1);
+    eq = strchr(name, '=');
+    len = eq ? (size_t)(eq - name) : strlen(name);
+    return len > 0 && find_flag(name, len) != NULL;
 }
 
 /*
@@ -701,7 +896,9 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
         return 0;
     if (strcmp(arg, "--") == 0) {
         if (*i + 1 < argc) {
-            fprintf(err, "kop: unexpected argument: \"%s\"\n", argv[*i + 1]);
+            char q[256];
+
+            fprintf(err, "kop: unexpected argument: \"%s\"\n", quoted(argv[*i + 1], q, sizeof(q)));
             usage_hint(err);
             return -EINVAL;
         }
@@ -709,7 +906,9 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
         return 0;
     }
     if (arg[0] != '-' || arg[1] == '\0') {
-        fprintf(err, "kop: unexpected argument: \"%s\"\n", arg);
+        char q[256];
+
+        fprintf(err, "kop: unexpected argument: \"%s\"\n", quoted(arg, q, sizeof(q)));
         usage_hint(err);
         return -EINVAL;
     }
@@ -722,7 +921,10 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
     else
         f = find_flag(name, len);
     if (f == NULL || len == 0) {
-        fprintf(err, "kop: unknown flag: %.*s\n", (int)(name - arg + (ptrdiff_t)len), arg);
+        char q[256], *bad = strndup(arg, (size_t)(name - arg) + len);
+
+        fprintf(err, "kop: unknown flag: %s\n", bad ? quoted(bad, q, sizeof(q)) : "?");
+        free(bad);
         usage_hint(err);
         return -EINVAL;
     }
@@ -736,6 +938,13 @@ static int next_flag(int argc, char **argv, int *i, const struct flag **ret_flag
         *ret_value = eq + 1;
     } else if (f->type == FLAG_BOOL || f->type == FLAG_HELP || f->type == FLAG_VERSION) {
         *ret_value = NULL;
+    } else if (*i < argc && argv[*i] != NULL && names_flag(argv[*i])) {
+        char q[256];
+
+        fprintf(err, "kop: flag needs an argument: --%s (got the flag \"%s\")\n", f->name,
+                quoted(argv[*i], q, sizeof(q)));
+        usage_hint(err);
+        return -EINVAL;
     } else if (*i < argc && argv[*i] != NULL) {
         *ret_value = argv[*i];
         (*i)++;
@@ -777,6 +986,75 @@ static int apply_env(struct kop_config *cfg, char **envp, FILE *err)
         }
     }
     return 0;
+}
+
+/*
+ * A file flag that names something other than a file: a FIFO would block
+ * the open(2) at start-up for ever (SIGTERM is blocked then), a directory
+ * would fail much later. A path that does not exist (yet) is left to the
+ * module that reads it, which names it in its error.
+ */
+static int check_file(FILE *err, const char *flag, const char *path)
+{
+    struct stat st;
+
+    if (path == NULL || stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    char q[256];
+
+    fprintf(err, "kop: --%s \"%s\": %s\n", flag, quoted(path, q, sizeof(q)),
+            S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file");
+    usage_hint(err);
+    return -EINVAL;
+}
+
+/* Whether two listeners would take the same address: same fixed port, and
+ * the same host or one of them on every address. */
+static bool same_listener(const char *host_a, int port_a, const char *host_b, int port_b)
+{
+    return port_a != 0 && port_a == port_b &&
+           (host_a[0] == '\0' || host_b[0] == '\0' || strcasecmp(host_a, host_b) == 0);
+}
+
+/* Two of kop's servers on one port: the second failed at start-up with
+ * "address already in use", as if another process held it. */
+static int port_clash(FILE *err, const struct kop_config *cfg)
+{
+    struct {
+        const char *flag;
+        bool on;
+        const char *host;
+        int port;
+    } l[] = {
+        {"--webhook-port", !cfg->controller_only, cfg->webhook_host, cfg->webhook_port},
+        {"--metrics-bind-address", cfg->metrics_bind.enabled, cfg->metrics_bind.host,
+         cfg->metrics_bind.port},
+        {"--health-probe-bind-address", cfg->health_bind.enabled, cfg->health_bind.host,
+         cfg->health_bind.port},
+    };
+
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t j = i + 1; j < 3; j++) {
+            if (!l[i].on || !l[j].on || !same_listener(l[i].host, l[i].port, l[j].host, l[j].port))
+                continue;
+            fprintf(err, "kop: %s and %s both use port %d\n", l[i].flag, l[j].flag, l[i].port);
+            usage_hint(err);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+int64_t kop_config_shutdown_deadline_ns(const struct kop_config *cfg, int64_t now_ns)
+{
+    /* Each duration is at most Go's 2562047h (< INT64_MAX ns); their sum
+     * and now are added without overflow, saturating at INT64_MAX. */
+    int64_t delay_ms = cfg->controller_only ? 0 : cfg->shutdown_delay_ms;
+    int64_t total_ms = delay_ms + cfg->shutdown_timeout_ms;
+
+    if (total_ms > (INT64_MAX - (now_ns > 0 ? now_ns : 0)) / 1000000)
+        return INT64_MAX;
+    return now_ns + total_ms * 1000000;
 }
 
 int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp, FILE *out,
@@ -839,8 +1117,10 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         return -EINVAL;
     }
     if (strcmp(cfg->storage_version, "v1") != 0 && strcmp(cfg->storage_version, "v2") != 0) {
+        char q[256];
+
         fprintf(err, "kop: invalid value \"%s\" for flag --storage-version: must be v1 or v2\n",
-                cfg->storage_version);
+                quoted(cfg->storage_version, q, sizeof(q)));
         usage_hint(err);
         return -EINVAL;
     }
@@ -856,6 +1136,17 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         usage_hint(err);
         return -EINVAL;
     }
+    if (port_clash(err, cfg) != 0)
+        return -EINVAL;
+    if ((cfg->leader_elect || cfg->sharding) && cfg->leader_election_id[0] == '\0') {
+        fprintf(err, "kop: --leader-election-id must not be empty with --leader-elect or "
+                     "--sharding\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (check_file(err, "client-ca-file", cfg->client_ca_file) != 0 ||
+        check_file(err, "kubeconfig", cfg->kubeconfig) != 0)
+        return -EINVAL;
     if (cfg->otlp_endpoint[0] && !cfg->otlp_service_name[0]) {
         fprintf(err, "kop: --otlp-service-name must not be empty\n");
         usage_hint(err);
