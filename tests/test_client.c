@@ -540,6 +540,28 @@ START_TEST(test_client_token_rotation)
 }
 END_TEST
 
+/* A token file is trimmed as client-go trims it (strings.TrimSpace), and
+ * one whose token holds a control byte is not used: "tok\r\nImpersonate-
+ * User: admin" went out as an Authorization header plus a header of the
+ * file's choosing, and a NUL cut the token short. */
+START_TEST(test_client_token_file_trimmed_and_control_bytes_refused)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/token", tmpdir);
+    write_file(path, " \t tok-four \r\n");
+    struct kop_client *c = make_client(NULL, path, 3600 * 1000, NULL);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    ck_assert_str_eq(last.auth, "Bearer tok-four");
+    kop_client_free(c);
+
+    write_file(path, "tok\r\nImpersonate-User: admin\n");
+    c = make_client(NULL, path, 3600 * 1000, NULL);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    ck_assert_str_eq(last.auth, "");
+    kop_client_free(c);
+}
+END_TEST
+
 /* An exec plugin configuration: the helper in MODE ARG, recording its runs
  * in tmpdir. */
 struct exec_cfg {
@@ -1226,6 +1248,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_client_error_mapping);
     tcase_add_test(tc, test_client_retry_after);
     tcase_add_test(tc, test_client_token_rotation);
+    tcase_add_test(tc, test_client_token_file_trimmed_and_control_bytes_refused);
     tcase_add_test(tc, test_client_ratelimited);
     tcase_add_test(tc, test_client_transport_errors);
     tcase_add_test(tc, test_client_watch_stream);

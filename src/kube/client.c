@@ -623,6 +623,16 @@ const char *kop_client_user_agent(const struct kop_client *c)
 
 /* ---- token --------------------------------------------------------------- */
 
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* The token in path, trimmed of surrounding white space as client-go's
+ * strings.TrimSpace does; NULL when unreadable, empty, or holding a control
+ * byte (a NUL, CR or LF inside would cut the token short or end the
+ * Authorization header early and add headers of its own; Go's transport
+ * refuses such a header value). */
 static char *read_token_file(const char *path)
 {
     char buf[16384];
@@ -631,9 +641,21 @@ static char *read_token_file(const char *path)
         explicit_bzero(buf, sizeof(buf));
         return NULL;
     }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+    while (n > 0 && is_space(buf[n - 1]))
         buf[--n] = '\0';
-    char *t = n ? strdup(buf) : NULL;
+    size_t start = 0;
+    while (start < n && is_space(buf[start]))
+        start++;
+    for (size_t i = start; i < n; i++) {
+        unsigned char ch = (unsigned char)buf[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+            kop_logf(KOP_LOG_ERROR, LOGGER,
+                     "token file %s: the token holds a control character; not used", path);
+            explicit_bzero(buf, sizeof(buf));
+            return NULL;
+        }
+    }
+    char *t = n > start ? strndup(buf + start, n - start) : NULL;
     explicit_bzero(buf, sizeof(buf));
     return t;
 }
