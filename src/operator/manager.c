@@ -731,12 +731,24 @@ static void stop_tracing(struct kop_manager *m, int timeout_ms)
     m->otlp = NULL;
 }
 
+/* now + ms, saturating at INT64_MAX (a duration flag may be up to 87600h,
+ * a caller's own timeout anything). */
+static int64_t after_ms(int64_t ms)
+{
+    int64_t now = kop_clock_now_ns();
+    if (ms <= 0)
+        return now;
+    if (ms > (INT64_MAX - now) / KOP_NSEC_PER_MSEC)
+        return INT64_MAX;
+    return now + ms * KOP_NSEC_PER_MSEC;
+}
+
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
 {
     if (m->stopped)
         return 0;
     m->stopped = true;
-    m->deadline_ns = kop_clock_now_ns() + (timeout_ms > 0 ? timeout_ms : 0) * KOP_NSEC_PER_MSEC;
+    m->deadline_ns = after_ms(timeout_ms);
 
     /* 1. readiness false; the checks let go of what is freed below */
     step(m, "readyz");
@@ -748,7 +760,7 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
         step(m, "delay");
         kop_log(KOP_LOG_INFO, "setup", "serving on while the endpoint is removed",
                 json_pack("{s:I}", "shutdownDelayMs", (json_int_t)delay));
-        int64_t until = kop_clock_now_ns() + delay * KOP_NSEC_PER_MSEC;
+        int64_t until = after_ms(delay);
         if (until > m->deadline_ns)
             until = m->deadline_ns;
         for (int64_t left = until - kop_clock_now_ns(); left > 0;
