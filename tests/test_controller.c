@@ -66,6 +66,50 @@ static void fixture_cleanup(struct fixture *f)
     kop_kubeconfig_cleanup(&f->kc);
 }
 
+/* A leading controller on namespace ns behind a fake API server answering
+ * with h; not started. max_retries: the client's (0: its default). */
+struct live {
+    struct fsrv srv;
+    char *url;
+    struct kop_kubeconfig kc;
+    struct kop_metrics *metrics;
+    struct kop_client *client;
+    struct kop_store *store;
+    struct kop_controller *c;
+};
+
+static void live_new(struct live *l, fsrv_handler_fn h, const char *ns, int max_retries)
+{
+    memset(l, 0, sizeof(*l));
+    fsrv_start(&l->srv, h, NULL);
+    l->metrics = kop_metrics_new(false);
+    l->url = fsrv_url(&l->srv);
+    l->kc.server = l->url;
+    const struct kop_client_options co = {
+        .config = &l->kc, .metrics = l->metrics, .max_retries = max_retries};
+    ck_assert_int_eq(kop_client_new(&co, &l->client), 0);
+    ck_assert_int_eq(kop_store_new(l->metrics, "kop_store", &l->store), 0);
+    const struct kop_controller_options o = {
+        .client = l->client,
+        .store = l->store,
+        .metrics = l->metrics,
+        .namespace = ns,
+        .leading = true,
+    };
+    ck_assert_int_eq(kop_controller_new(&o, &l->c), 0);
+}
+
+/* Free the controller (stopped), then the server and the rest. */
+static void live_free(struct live *l)
+{
+    kop_controller_free(l->c);
+    fsrv_stop(&l->srv);
+    kop_client_free(l->client);
+    kop_store_free(l->store);
+    kop_metrics_free(l->metrics);
+    free(l->url);
+}
+
 START_TEST(test_controller_new_rejects_missing_parts)
 {
     struct fixture f;
@@ -249,22 +293,29 @@ static const char *pick(const char *path, const struct lists *l)
     return empty_list;
 }
 
+/* A WATCH answered with its head and then nothing, held open until the
+ * client goes or the server stops. */
+static bool silent_watch(struct fsrv *s, int fd)
+{
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n";
+    if (!fsrv_write(fd, head, strlen(head)))
+        return false;
+    char b[256];
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 20) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
+            break;
+    }
+    return false;
+}
+
 /* LIST: MyResources are empty, deployments and services of team-a as
  * above. WATCH: held open, silent. */
 static bool api_handler(struct fsrv *s, const struct fsrv_req *req, int fd)
 {
     if (strstr(req->path, "watch=true")) {
-        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                           "Transfer-Encoding: chunked\r\n\r\n";
-        if (!fsrv_write(fd, head, strlen(head)))
-            return false;
-        char b[256];
-        while (!atomic_load(&s->stop)) {
-            struct pollfd p = {.fd = fd, .events = POLLIN};
-            if (poll(&p, 1, 20) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
-                break;
-        }
-        return false;
+        return silent_watch(s, fd);
     }
     const char *body = empty_list;
     if (strncmp(req->path, "/apis/apps/v1/namespaces/team-a/deployments", 43) == 0)
@@ -304,25 +355,10 @@ START_TEST(test_controller_lookup_foreign_then_children)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     make_deploy_lists();
     make_svc_lists();
-    struct fsrv srv;
-    fsrv_start(&srv, api_handler, NULL);
-    struct kop_metrics *metrics = kop_metrics_new(false);
-    char *url = fsrv_url(&srv);
-    struct kop_kubeconfig kc = {.server = url};
-    const struct kop_client_options co = {.config = &kc, .metrics = metrics};
-    struct kop_client *client = NULL;
-    struct kop_store *store = NULL;
-    ck_assert_int_eq(kop_client_new(&co, &client), 0);
-    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
-    struct kop_controller *c = NULL;
-    const struct kop_controller_options o = {
-        .client = client,
-        .store = store,
-        .metrics = metrics,
-        .namespace = "team-a",
-        .leading = true,
-    };
-    ck_assert_int_eq(kop_controller_new(&o, &c), 0);
+    struct live l;
+    live_new(&l, api_handler, "team-a", 0);
+    struct kop_controller *c = l.c;
+    struct kop_store *store = l.store;
     char uid[64] = "untouched";
     ck_assert_int_eq(
         kop_controller_child_lookup(c, "Deployment", "team-a", "dep-1", uid, sizeof(uid)),
@@ -400,7 +436,7 @@ START_TEST(test_controller_lookup_foreign_then_children)
 
     /* Reconciles only for kop's children (the owner kop-web, once or twice
      * as the queue deduplicates), none for the metadata entries. */
-    double adds = metric_value(metrics, "workqueue_adds_total");
+    double adds = metric_value(l.metrics, "workqueue_adds_total");
     ck_assert_msg(adds >= 1 && adds <= 2, "adds %g", adds);
 
     ck_assert_int_eq(kop_controller_stop(c, 5000), 0);
@@ -417,12 +453,7 @@ START_TEST(test_controller_lookup_foreign_then_children)
     printf("rule-4 metadata cache: %zu objects, %zu bytes, %zu bytes/object\n", n, bytes,
            bytes / n);
     ck_assert_uint_lt(bytes / n, 2048); /* docs/performance.md §3.4: < 2 KiB per child */
-    kop_controller_free(c);
-    fsrv_stop(&srv);
-    kop_client_free(client);
-    kop_store_free(store);
-    kop_metrics_free(metrics);
-    free(url);
+    live_free(&l);
     free_lists(&deploy_lists);
     free_lists(&svc_lists);
     curl_global_cleanup();
@@ -446,17 +477,7 @@ static bool status404_handler(struct fsrv *s, const struct fsrv_req *req, int fd
         "\"observedGeneration\":1,\"conditions\":[{\"type\":\"Available\",\"status\":\"False\","
         "\"reason\":\"x\",\"message\":\"\",\"lastTransitionTime\":\"2024-01-01T00:00:00Z\"}]}}";
     if (strstr(req->path, "watch=true")) {
-        const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                           "Transfer-Encoding: chunked\r\n\r\n";
-        if (!fsrv_write(fd, head, strlen(head)))
-            return false;
-        char b[256];
-        while (!atomic_load(&s->stop)) {
-            struct pollfd p = {.fd = fd, .events = POLLIN};
-            if (poll(&p, 1, 20) > 0 && recv(fd, b, sizeof(b), 0) <= 0)
-                break;
-        }
-        return false;
+        return silent_watch(s, fd);
     }
     if (strcmp(req->method, "PATCH") == 0 && strstr(req->path, "/myresources/m1/status")) {
         status_patches++;
@@ -496,25 +517,9 @@ START_TEST(test_controller_status_404_is_retried)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     status_patches = 0;
     atomic_store(&status_429, false);
-    struct fsrv srv;
-    fsrv_start(&srv, status404_handler, NULL);
-    struct kop_metrics *metrics = kop_metrics_new(false);
-    char *url = fsrv_url(&srv);
-    struct kop_kubeconfig kc = {.server = url};
-    const struct kop_client_options co = {.config = &kc, .metrics = metrics};
-    struct kop_client *client = NULL;
-    struct kop_store *store = NULL;
-    ck_assert_int_eq(kop_client_new(&co, &client), 0);
-    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
-    struct kop_controller *c = NULL;
-    const struct kop_controller_options o = {
-        .client = client,
-        .store = store,
-        .metrics = metrics,
-        .namespace = "team-s",
-        .leading = true,
-    };
-    ck_assert_int_eq(kop_controller_new(&o, &c), 0);
+    struct live l;
+    live_new(&l, status404_handler, "team-s", 0);
+    struct kop_controller *c = l.c;
     ck_assert_int_eq(kop_controller_start(c), 0);
     ck_assert_int_eq(kop_controller_wait_synced(c, 10000), 0);
     for (int i = 0; i < 500 && status_patches < 3; i++) {
@@ -523,12 +528,7 @@ START_TEST(test_controller_status_404_is_retried)
     }
     ck_assert_int_ge(status_patches, 3);
     ck_assert_int_eq(kop_controller_stop(c, 5000), 0);
-    kop_controller_free(c);
-    fsrv_stop(&srv);
-    kop_client_free(client);
-    kop_store_free(store);
-    kop_metrics_free(metrics);
-    free(url);
+    live_free(&l);
     curl_global_cleanup();
 }
 END_TEST
@@ -548,25 +548,9 @@ START_TEST(test_controller_retry_after_requeue_is_capped)
     kop_log_setup(KOP_LOG_DEBUG, KOP_LOG_FORMAT_JSON, lfd);
     status_patches = 0;
     atomic_store(&status_429, true);
-    struct fsrv srv;
-    fsrv_start(&srv, status404_handler, NULL);
-    struct kop_metrics *metrics = kop_metrics_new(false);
-    char *url = fsrv_url(&srv);
-    struct kop_kubeconfig kc = {.server = url};
-    const struct kop_client_options co = {.config = &kc, .metrics = metrics, .max_retries = -1};
-    struct kop_client *client = NULL;
-    struct kop_store *store = NULL;
-    ck_assert_int_eq(kop_client_new(&co, &client), 0);
-    ck_assert_int_eq(kop_store_new(metrics, "kop_store", &store), 0);
-    struct kop_controller *c = NULL;
-    const struct kop_controller_options o = {
-        .client = client,
-        .store = store,
-        .metrics = metrics,
-        .namespace = "team-s",
-        .leading = true,
-    };
-    ck_assert_int_eq(kop_controller_new(&o, &c), 0);
+    struct live l;
+    live_new(&l, status404_handler, "team-s", -1);
+    struct kop_controller *c = l.c;
     ck_assert_int_eq(kop_controller_start(c), 0);
     ck_assert_int_eq(kop_controller_wait_synced(c, 10000), 0);
     /* Until the reconcile that got the 429 has logged its result. */
@@ -581,8 +565,7 @@ START_TEST(test_controller_retry_after_requeue_is_capped)
         nanosleep(&ts, NULL);
     }
     ck_assert_int_eq(kop_controller_stop(c, 5000), 0);
-    kop_controller_free(c);
-    fsrv_stop(&srv);
+    live_free(&l);
     kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
     close(lfd);
     ck_assert_int_eq(status_patches, 1);
@@ -593,10 +576,6 @@ START_TEST(test_controller_retry_after_requeue_is_capped)
     ck_assert_ptr_nonnull(ra);
     long long ms = strtoll(ra + strlen("\"requeueAfterMs\":"), NULL, 10);
     ck_assert_msg(ms > 0 && ms <= 1000000, "requeue after %lld ms", ms);
-    kop_client_free(client);
-    kop_store_free(store);
-    kop_metrics_free(metrics);
-    free(url);
     free(dir);
     curl_global_cleanup();
 }
