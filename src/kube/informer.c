@@ -70,8 +70,10 @@ struct kop_informer {
     uint64_t rng;
     /* The resourceVersion to resume from: an opaque string of any length
      * (never cut; the stats keep a shortened copy for display), informer
-     * thread only. NULL before the first LIST. */
+     * thread only; NULL or "" when there is none. One buffer, grown when a
+     * longer one comes: no allocation per watch event. */
     char *rv;
+    size_t rv_cap;
 
     pthread_t thread;
     bool started;
@@ -219,13 +221,17 @@ static int set_rv(struct kop_informer *inf, const char *rv)
         return 0;
     if (inf->rv && strcmp(inf->rv, rv) == 0)
         return 0;
-    char *d = strdup(rv);
-    if (!d)
-        return -ENOMEM;
-    free(inf->rv);
-    inf->rv = d;
+    size_t n = strlen(rv) + 1;
+    if (n > inf->rv_cap) {
+        char *d = realloc(inf->rv, n);
+        if (!d)
+            return -ENOMEM;
+        inf->rv = d;
+        inf->rv_cap = n;
+    }
+    memcpy(inf->rv, rv, n);
     pthread_mutex_lock(&inf->lock);
-    snprintf(inf->stats.resource_version, sizeof(inf->stats.resource_version), "%s", d);
+    snprintf(inf->stats.resource_version, sizeof(inf->stats.resource_version), "%s", inf->rv);
     pthread_mutex_unlock(&inf->lock);
     return 0;
 }
@@ -453,8 +459,8 @@ static int do_list(struct kop_informer *inf)
     } else {
         /* No version given: watch without one (as client-go does with
          * ""), never from an older LIST's, long compacted maybe. */
-        free(inf->rv);
-        inf->rv = NULL;
+        if (inf->rv)
+            inf->rv[0] = '\0';
         pthread_mutex_lock(&inf->lock);
         inf->stats.resource_version[0] = '\0';
         pthread_mutex_unlock(&inf->lock);
@@ -547,7 +553,7 @@ static int do_watch(struct kop_informer *inf, unsigned long *ret_events, bool *r
      * lively stream open forever cannot pin the informer to it. */
     int64_t limit_ms = (int64_t)tmo_s * 1100 + 1000;
     r = kop_client_query_add(path, sizeof(path), "watch", "true");
-    if (r == 0 && inf->rv)
+    if (r == 0 && inf->rv && inf->rv[0])
         r = kop_client_query_add(path, sizeof(path), "resourceVersion", inf->rv);
     if (r == 0)
         r = kop_client_query_add(path, sizeof(path), "allowWatchBookmarks", "true");
