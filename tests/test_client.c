@@ -123,10 +123,27 @@ static bool handler(struct fsrv *s, const struct fsrv_req *req, int fd)
         return fsrv_reply(fd, 410, NULL, NULL,
                           "{\"kind\":\"Status\",\"message\":\"too old resource version: 1 (5)\","
                           "\"reason\":\"Expired\",\"code\":410}");
+    if (strstr(p, "/e422long")) {
+        /* A message longer than kop_api_status.message whose cut falls
+         * inside a character: 510 ASCII bytes, then e-acutes (2 bytes). */
+        char body[2048];
+        int o = snprintf(body, sizeof(body), "{\"kind\":\"Status\",\"message\":\"");
+        for (int k = 0; k < 510; k++)
+            body[o++] = 'a';
+        for (int k = 0; k < 40; k++)
+            o += snprintf(body + o, sizeof(body) - (size_t)o, "\xc3\xa9");
+        snprintf(body + o, sizeof(body) - (size_t)o, "\",\"reason\":\"Invalid\",\"code\":422}");
+        return fsrv_reply(fd, 422, NULL, NULL, body);
+    }
     if (strstr(p, "/e422"))
         return fsrv_reply(fd, 422, NULL, NULL,
                           "{\"kind\":\"Status\",\"message\":\"FooBar \\\"fb3\\\" is invalid: "
                           "spec.prop2: Required value\",\"reason\":\"Invalid\",\"code\":422}");
+    if (strstr(p, "/e502page"))
+        /* a proxy's page in Latin-1, with a control byte and a CR */
+        return fsrv_reply(fd, 502, NULL, "text/html",
+                          "Bad gateway: caf\xe9 \x01"
+                          "down\r\n<html>more</html>\n");
     if (strstr(p, "/e429"))
         return fsrv_reply(fd, 429, NULL, "text/plain",
                           "Too many requests, please try again later.\n");
@@ -452,6 +469,17 @@ START_TEST(test_client_error_mapping)
         ck_assert_msg(strstr(st.message, cases[i].msg_part), "%s: %s", cases[i].name, st.message);
         ck_assert_int_eq(st.attempts, 1); /* no Retry-After: no retry */
     }
+    /* Messages go into conditions, Events and log lines: they stay valid
+     * UTF-8 whatever the server sent (a cut inside a character, Latin-1). */
+    struct kop_api_status st2;
+    json_t *o2 = NULL;
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "e422long", &st2, &o2), -EINVAL);
+    json_t *m = json_string(st2.message);
+    ck_assert_msg(m, "not UTF-8: %s", st2.message);
+    json_decref(m);
+    ck_assert_uint_eq(strlen(st2.message), 510);
+    ck_assert_int_eq(kop_client_get(client, &svc, "ns", "e502page", &st2, &o2), -EIO);
+    ck_assert_str_eq(st2.message, "Bad gateway: caf\xef\xbf\xbd  down");
     ck_assert_int_eq(kop_client_errno(504, NULL), -ETIMEDOUT);
     ck_assert_int_eq(kop_client_errno(400, NULL), -EINVAL);
     ck_assert_int_eq(kop_client_errno(204, NULL), 0);

@@ -158,6 +158,58 @@ START_TEST(test_json_utf8_cut_at_character_boundary)
 }
 END_TEST
 
+/* Formatted messages go into JSON: a cut never splits a character. */
+START_TEST(test_json_msgf_cuts_at_character_boundary)
+{
+    const char *s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    for (size_t size = 1; size <= 16; size++) {
+        char buf[16];
+        kop_msgf(buf, size, "%s", s);
+        json_t *j = json_string(buf);
+        ck_assert_msg(j, "size %zu: not UTF-8", size);
+        json_decref(j);
+        ck_assert_uint_eq(strlen(buf), kop_utf8_cut(s, size - 1 < 10 ? size - 1 : 10));
+        ck_assert(strncmp(buf, s, strlen(buf)) == 0);
+    }
+    kop_msgf(NULL, 4, "x");
+    char one = 'z';
+    kop_msgf(&one, 0, "x");
+    ck_assert_int_eq(one, 'z');
+}
+END_TEST
+
+/* Untrusted text becomes valid UTF-8 without controls: invalid bytes are
+ * U+FFFD each, overlong forms and surrogates included; controls a space. */
+START_TEST(test_json_utf8_sanitize)
+{
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *out;
+    } cases[] = {
+        {"plain\ttext", 10, "plain\ttext"},
+        {"caf\xe9!", 5, "caf\xef\xbf\xbd!"},
+        {"a\x00"
+         "b\r\x7f",
+         5, "a b  "},
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+        {"\xf4\x90\x80\x80", 1, "\xef\xbf\xbd"},                     /* cut sequence */
+        {"\xe2\x82\xac\xf0\x9f\x98\x80", 7, "\xe2\x82\xac\xf0\x9f\x98\x80"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[64];
+        size_t n = kop_utf8_sanitize(buf, sizeof(buf), cases[i].in, cases[i].len);
+        ck_assert_msg(strcmp(buf, cases[i].out) == 0, "case %zu: %s", i, buf);
+        ck_assert_uint_eq(n, strlen(cases[i].out));
+    }
+    /* a small buffer ends before a whole character, never inside one */
+    char small[5];
+    ck_assert_uint_eq(kop_utf8_sanitize(small, sizeof(small), "ab\xe2\x82\xac", 5), 2);
+    ck_assert_str_eq(small, "ab");
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -170,6 +222,8 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_json_equal_numbers_and_order);
     tcase_add_test(tc, test_json_equal_strings_with_nul);
     tcase_add_test(tc, test_json_utf8_cut_at_character_boundary);
+    tcase_add_test(tc, test_json_msgf_cuts_at_character_boundary);
+    tcase_add_test(tc, test_json_utf8_sanitize);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,7 @@
 #ifndef KOP_JSON_H
 #define KOP_JSON_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,5 +49,34 @@ size_t kop_utf8_cut(const char *s, size_t n);
 /* Cut the NUL-terminated s in place to at most max bytes, at a character
  * boundary. */
 void kop_utf8_truncate(char *s, size_t max);
+
+/*
+ * The length of the valid UTF-8 sequence that starts at s (n > 0 bytes
+ * there; the first byte >= 0x80), or 0 when it is not one: overlong forms,
+ * surrogates and code points past U+10FFFF are invalid, as RFC 3629 and
+ * jansson have them.
+ */
+size_t kop_utf8_seq_len(const char *s, size_t n);
+
+/*
+ * Copy n bytes of untrusted text (an HTTP body shown as an error message)
+ * into buf (size > 0 bytes, always '\0'-terminated), so that it can go into
+ * JSON and a log line: each byte that is not part of a valid UTF-8
+ * sequence becomes U+FFFD (as Go's strings.ToValidUTF8), each control
+ * character other than tab a space; cut at a character boundary.
+ * Returns the length written.
+ */
+size_t kop_utf8_sanitize(char *buf, size_t size, const char *s, size_t n);
+
+/*
+ * snprintf into buf, then cut at a character boundary. The messages kop
+ * formats into fixed buffers (errors for logs, Status and condition
+ * messages, review results) end up in JSON, which must stay valid UTF-8
+ * where the buffer cut the text. Nothing is written when buf is NULL or
+ * size is 0.
+ */
+void kop_msgf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void kop_vmsgf(char *buf, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif /* KOP_JSON_H */

@@ -228,7 +228,7 @@ __attribute__((format(printf, 3, 4))) static void add(struct vctx *c, const char
         return;
     display_path(c, path, shown, sizeof(shown));
     va_start(ap, fmt);
-    vsnprintf(body, sizeof(body), fmt, ap);
+    kop_vmsgf(body, sizeof(body), fmt, ap);
     va_end(ap);
     size_t len = strlen(shown) + 2 + strlen(body) + 1;
     char *e = malloc(len);
@@ -249,7 +249,7 @@ __attribute__((format(printf, 3, 4))) static void report(struct vctx *c, const c
     if (!take(c, path))
         return;
     va_start(ap, fmt);
-    vsnprintf(body, sizeof(body), fmt, ap);
+    kop_vmsgf(body, sizeof(body), fmt, ap);
     va_end(ap);
     add(c, path, "%s", body);
 }
@@ -261,11 +261,8 @@ __attribute__((format(printf, 2, 3))) static void warn(struct kop_admission_verd
     if (v->n_warnings >= KOP_ADMISSION_MAX_WARNINGS)
         return;
     va_start(ap, fmt);
-    vsnprintf(v->warnings[v->n_warnings], KOP_ADMISSION_WARNING_SIZE, fmt, ap);
+    kop_vmsgf(v->warnings[v->n_warnings], KOP_ADMISSION_WARNING_SIZE, fmt, ap);
     va_end(ap);
-    /* vsnprintf cuts at a byte count: never inside a character, or the
-     * reply could not be encoded */
-    kop_utf8_truncate(v->warnings[v->n_warnings], KOP_ADMISSION_WARNING_SIZE - 1);
     v->n_warnings++;
 }
 

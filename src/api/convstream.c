@@ -369,7 +369,7 @@ __attribute__((format(printf, 2, 3))) static void object_failure(struct kop_conv
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cs->fail, sizeof(cs->fail), fmt, ap);
+    kop_vmsgf(cs->fail, sizeof(cs->fail), fmt, ap);
     va_end(ap);
 }
 
@@ -1005,8 +1005,7 @@ int kop_convstream_feed(struct kop_convstream *cs, const char *p, size_t n)
 /* Copy for logs, cut at a character boundary. */
 static void copy_cut(char *dst, size_t size, const char *src)
 {
-    snprintf(dst, size, "%s", src ? src : "");
-    kop_utf8_truncate(dst, size - 1);
+    kop_msgf(dst, size, "%s", src ? src : "");
 }
 
 static int failure(struct kop_review_result *r, int status, const char *version, const char *uid,

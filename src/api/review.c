@@ -33,19 +33,6 @@
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static void put_msg(char *msg, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void put_msg(char *msg, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    if (!msg || size == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, size, fmt, ap);
-    va_end(ap);
-}
-
 static const char *str_or_empty(const json_t *v)
 {
     return json_is_string(v) ? json_string_value(v) : "";
@@ -101,17 +88,17 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
 {
     if (ct && !kop_review_content_type_ok(ct)) {
         *ret_status = 415;
-        put_msg(msg, size, "contentType=%s, expected application/json", ct);
+        kop_msgf(msg, size, "contentType=%s, expected application/json", ct);
         return NULL;
     }
     if (!body || len == 0) {
         *ret_status = 400;
-        put_msg(msg, size, "request body is empty");
+        kop_msgf(msg, size, "request body is empty");
         return NULL;
     }
     if (!ct) {
         *ret_status = 415;
-        put_msg(msg, size, "contentType=, expected application/json");
+        kop_msgf(msg, size, "contentType=, expected application/json");
         return NULL;
     }
     /* Validate first (no tree), then decode within bounds: a body that
@@ -122,15 +109,15 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
     struct kop_jscan *scan = kop_jscan_new();
     if (!scan) {
         *ret_status = 500;
-        put_msg(msg, size, "out of memory");
+        kop_msgf(msg, size, "out of memory");
         return NULL;
     }
     int sr = kop_jscan_value(scan, body, len, 0, 0);
     size_t values = kop_jscan_values(scan);
     if (sr < 0) {
         *ret_status = sr == -ENOMEM ? 500 : 400;
-        put_msg(msg, size, "couldn't get version/kind; json parse error: %s",
-                kop_jscan_error(scan, NULL));
+        kop_msgf(msg, size, "couldn't get version/kind; json parse error: %s",
+                 kop_jscan_error(scan, NULL));
         kop_jscan_free(scan);
         return NULL;
     }
@@ -147,18 +134,18 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
     if (!root) {
         *ret_status = derr == -E2BIG ? 413 : 500;
         if (derr == -E2BIG)
-            put_msg(msg, size,
-                    "the request would take more than %d MiB of memory to decode; this webhook "
-                    "decodes less",
-                    KOP_REVIEW_MAX_TREE_BYTES >> 20);
+            kop_msgf(msg, size,
+                     "the request would take more than %d MiB of memory to decode; this webhook "
+                     "decodes less",
+                     KOP_REVIEW_MAX_TREE_BYTES >> 20);
         else
-            put_msg(msg, size, "out of memory");
+            kop_msgf(msg, size, "out of memory");
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
         *ret_status = 400;
-        put_msg(msg, size, "couldn't get version/kind; json parse error: expected a JSON object");
+        kop_msgf(msg, size, "couldn't get version/kind; json parse error: expected a JSON object");
         return NULL;
     }
     return root;
@@ -261,16 +248,16 @@ int kop_review_check_meta_entry(bool label, const char *key, const char *val, si
 {
     const char *what = label ? "labels" : "annotations";
     if (!val) {
-        put_msg(msg, msg_size, "metadata.%s[%s]: must be a string", what, key);
+        kop_msgf(msg, msg_size, "metadata.%s[%s]: must be a string", what, key);
         return -EINVAL;
     }
     if (!qualified_name(key)) {
-        put_msg(msg, msg_size, "metadata.%s: Invalid value: \"%s\": invalid %s", what, key,
-                label ? "label key" : "key");
+        kop_msgf(msg, msg_size, "metadata.%s: Invalid value: \"%s\": invalid %s", what, key,
+                 label ? "label key" : "key");
         return -EINVAL;
     }
     if (label && val_len > 0 && !name_part(val, val_len)) {
-        put_msg(msg, msg_size, "metadata.labels: Invalid value: invalid label value for %s", key);
+        kop_msgf(msg, msg_size, "metadata.labels: Invalid value: invalid label value for %s", key);
         return -EINVAL;
     }
     return 0;
@@ -284,18 +271,18 @@ int kop_review_check_object_meta(const json_t *original, const json_t *converted
     const char *key;
     const json_t *v;
     if (!meta) {
-        put_msg(msg, msg_size, "converted object has no metadata");
+        kop_msgf(msg, msg_size, "converted object has no metadata");
         return -EINVAL;
     }
     if (!json_is_object(meta)) {
-        put_msg(msg, msg_size, "invalid metadata of type %s",
-                json_is_array(meta) ? "array" : "non-object");
+        kop_msgf(msg, msg_size, "invalid metadata of type %s",
+                 json_is_array(meta) ? "array" : "non-object");
         return -EINVAL;
     }
     const json_t *labels = json_object_get(meta, "labels");
     if (labels && !json_is_null(labels)) {
         if (!json_is_object(labels)) {
-            put_msg(msg, msg_size, "metadata.labels: must be a map of strings");
+            kop_msgf(msg, msg_size, "metadata.labels: must be a map of strings");
             return -EINVAL;
         }
         json_object_foreach((json_t *)labels, key, v)
@@ -309,7 +296,7 @@ int kop_review_check_object_meta(const json_t *original, const json_t *converted
     if (ann && !json_is_null(ann)) {
         size_t total = 0;
         if (!json_is_object(ann)) {
-            put_msg(msg, msg_size, "metadata.annotations: must be a map of strings");
+            kop_msgf(msg, msg_size, "metadata.annotations: must be a map of strings");
             return -EINVAL;
         }
         json_object_foreach((json_t *)ann, key, v)
@@ -320,8 +307,8 @@ int kop_review_check_object_meta(const json_t *original, const json_t *converted
             total += strlen(key) + json_string_length(v);
         }
         if (total > ANNOTATIONS_MAX) {
-            put_msg(msg, msg_size, "metadata.annotations: Too long: must have at most %d bytes",
-                    ANNOTATIONS_MAX);
+            kop_msgf(msg, msg_size, "metadata.annotations: Too long: must have at most %d bytes",
+                     ANNOTATIONS_MAX);
             return -EINVAL;
         }
     }
@@ -339,7 +326,7 @@ __attribute__((format(printf, 2, 3))) static void violation(struct check *c, con
     va_list ap;
     if (c->violations++ == 0 && c->msg && c->size) {
         va_start(ap, fmt);
-        vsnprintf(c->msg, c->size, fmt, ap);
+        kop_vmsgf(c->msg, c->size, fmt, ap);
         va_end(ap);
     }
 }

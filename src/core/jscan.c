@@ -15,6 +15,7 @@
  * through one comparison per byte; escapes and UTF-8 sequences leave it.
  */
 #include "kop/jscan.h"
+#include "kop/json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -156,40 +157,6 @@ static long hex4(const char *p, size_t n, size_t i)
     return v;
 }
 
-/* Length of the valid UTF-8 sequence at p[i] (a byte >= 0x80), 0 if invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n, size_t i)
-{
-    unsigned char c = p[i];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n - i < len)
-        return 0;
-    if (p[i + 1] < lo || p[i + 1] > hi)
-        return 0;
-    for (size_t k = 2; k < len; k++) {
-        if (p[i + k] < 0x80 || p[i + k] > 0xBF)
-            return 0;
-    }
-    return len;
-}
-
 #if !defined(__SSE2__)
 /*
  * True when none of the 8 bytes at p needs a look (str_class 0 for all:
@@ -314,7 +281,7 @@ static int scan_string(struct kop_jscan *s, const char *p, size_t n, size_t *pos
         }
         if (c < 0x20)
             return fail(s, i, "control character 0x%x in a string", c);
-        size_t l = utf8_len(u, n, i);
+        size_t l = kop_utf8_seq_len((const char *)u + i, n - i);
         if (!l)
             return fail(s, i, "invalid UTF-8 byte 0x%x", c);
         i += l;

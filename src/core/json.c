@@ -10,6 +10,7 @@
 #include "kop/dynbuf.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,4 +158,83 @@ void kop_utf8_truncate(char *s, size_t max)
     if (n > max)
         n = max;
     s[kop_utf8_cut(s, n)] = '\0';
+}
+
+size_t kop_utf8_seq_len(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned char c = p[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t k = 2; k < len; k++) {
+        if (p[k] < 0x80 || p[k] > 0xBF)
+            return 0;
+    }
+    return len;
+}
+
+size_t kop_utf8_sanitize(char *buf, size_t size, const char *s, size_t n)
+{
+    static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+    size_t o = 0;
+    if (!buf || size == 0)
+        return 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        const char *piece = &s[i];
+        size_t in = 1, out = 1;
+        char blank = ' ';
+        if (c >= 0x80) {
+            out = in = kop_utf8_seq_len(&s[i], n - i);
+            if (!in) {
+                piece = replacement;
+                in = 1;
+                out = sizeof(replacement) - 1;
+            }
+        } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            piece = &blank;
+        }
+        if (o + out >= size)
+            break;
+        memcpy(buf + o, piece, out);
+        o += out;
+        i += in;
+    }
+    buf[o] = '\0';
+    return o;
+}
+
+void kop_vmsgf(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    if (!buf || size == 0)
+        return;
+    vsnprintf(buf, size, fmt, ap);
+    kop_utf8_truncate(buf, size - 1);
+}
+
+void kop_msgf(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    kop_vmsgf(buf, size, fmt, ap);
+    va_end(ap);
 }

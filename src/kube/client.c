@@ -304,16 +304,16 @@ static void status_from_body(struct kop_api_status *st, const char *body, size_t
     const char *msg = json_string_value(json_object_get(j, "message"));
     snprintf(st->reason, sizeof(st->reason), "%s", reason ? reason : "");
     if (msg) {
-        snprintf(st->message, sizeof(st->message), "%s", msg);
+        kop_msgf(st->message, sizeof(st->message), "%s", msg);
     } else if (!j && len) {
-        /* text/plain answers (APF 429, unknown paths): keep the first line. */
-        size_t n = strcspn(body, "\r\n");
-        if (n > len)
-            n = len;
-        if (n >= sizeof(st->message))
-            n = sizeof(st->message) - 1;
-        memcpy(st->message, body, n);
-        st->message[n] = '\0';
+        /* text/plain answers (APF 429, unknown paths, a proxy's error
+         * page): keep the first line, made fit for JSON (it goes into
+         * conditions, Events and log lines). */
+        const char *eol = memchr(body, '\n', len);
+        size_t n = eol ? (size_t)(eol - body) : len;
+        if (n && body[n - 1] == '\r')
+            n--;
+        kop_utf8_sanitize(st->message, sizeof(st->message), body, n);
     }
     json_decref(j);
 }

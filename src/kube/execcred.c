@@ -96,19 +96,6 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void put_msg(char *msg, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void put_msg(char *msg, size_t len, const char *fmt, ...)
-{
-    if (!msg || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, len, fmt, ap);
-    va_end(ap);
-}
-
 static void wipe_free(char *s, size_t n)
 {
     if (!s)
@@ -231,31 +218,31 @@ static int parse_output(const struct kop_execcred *p, const char *out, size_t le
         /* Position only: jansson's text quotes the input, which may be a
          * token cut short. */
         if (j)
-            put_msg(msg, msg_len, "decoding stdout: not a JSON object");
+            kop_msgf(msg, msg_len, "decoding stdout: not a JSON object");
         else
-            put_msg(msg, msg_len, "decoding stdout: invalid JSON at line %d, column %d", jerr.line,
-                    jerr.column);
+            kop_msgf(msg, msg_len, "decoding stdout: invalid JSON at line %d, column %d", jerr.line,
+                     jerr.column);
         r = -EBADMSG;
         goto out;
     }
     const char *av = json_string_value(json_object_get(j, "apiVersion"));
     const char *kind = json_string_value(json_object_get(j, "kind"));
     if (!av || !kind || strcmp(kind, "ExecCredential") != 0) {
-        put_msg(msg, msg_len, "decoding stdout: not an ExecCredential (apiVersion %s, kind %s)",
-                av ? av : "<none>", kind ? kind : "<none>");
+        kop_msgf(msg, msg_len, "decoding stdout: not an ExecCredential (apiVersion %s, kind %s)",
+                 av ? av : "<none>", kind ? kind : "<none>");
         r = -EBADMSG;
         goto out;
     }
     if (strcmp(av, p->api_version) != 0) {
-        put_msg(msg, msg_len,
-                "exec plugin is configured to use API version %s, plugin returned version %s",
-                p->api_version, av);
+        kop_msgf(msg, msg_len,
+                 "exec plugin is configured to use API version %s, plugin returned version %s",
+                 p->api_version, av);
         r = -EPROTO;
         goto out;
     }
     json_t *st = json_object_get(j, "status");
     if (!json_is_object(st)) {
-        put_msg(msg, msg_len, "exec plugin didn't return a status field");
+        kop_msgf(msg, msg_len, "exec plugin didn't return a status field");
         r = -EBADMSG;
         goto out;
     }
@@ -267,22 +254,22 @@ static int parse_output(const struct kop_execcred *p, const char *out, size_t le
     cert = cert && *cert ? cert : NULL;
     key = key && *key ? key : NULL;
     if (!tok && !cert && !key) {
-        put_msg(msg, msg_len, "exec plugin didn't return a token or cert/key pair");
+        kop_msgf(msg, msg_len, "exec plugin didn't return a token or cert/key pair");
         r = -EBADMSG;
         goto out;
     }
     if (!cert != !key) {
-        put_msg(msg, msg_len, "exec plugin returned only certificate or key, not both");
+        kop_msgf(msg, msg_len, "exec plugin returned only certificate or key, not both");
         r = -EBADMSG;
         goto out;
     }
     if (cert && (!strstr(cert, "-----BEGIN ") || !strstr(key, "-----BEGIN "))) {
-        put_msg(msg, msg_len, "exec plugin returned a client certificate or key that is not PEM");
+        kop_msgf(msg, msg_len, "exec plugin returned a client certificate or key that is not PEM");
         r = -EBADMSG;
         goto out;
     }
     if (tok && !token_ok(tok)) {
-        put_msg(msg, msg_len, "exec plugin returned a token with control characters");
+        kop_msgf(msg, msg_len, "exec plugin returned a token with control characters");
         r = -EBADMSG;
         goto out;
     }
@@ -295,12 +282,12 @@ static int parse_output(const struct kop_execcred *p, const char *out, size_t le
     json_t *expv = json_object_get(st, "expirationTimestamp");
     if (exp && *exp) {
         if (kop_execcred_parse_time(exp, &c->expiry_ms) < 0) {
-            put_msg(msg, msg_len, "exec plugin returned a bad expirationTimestamp %.64s", exp);
+            kop_msgf(msg, msg_len, "exec plugin returned a bad expirationTimestamp %.64s", exp);
             r = -EBADMSG;
             goto out;
         }
     } else if (expv && !json_is_null(expv) && !exp) {
-        put_msg(msg, msg_len, "exec plugin returned an expirationTimestamp that is not a string");
+        kop_msgf(msg, msg_len, "exec plugin returned an expirationTimestamp that is not a string");
         r = -EBADMSG;
         goto out;
     }
@@ -515,10 +502,10 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
 {
     *oc = (struct outcome){.code = 1, .status = NULL};
     if (p->interactive_mode == KOP_EXEC_INTERACTIVE_ALWAYS) {
-        put_msg(msg, msg_len,
-                "exec plugin cannot support interactive mode: standard input is not a terminal "
-                "(interactiveMode is Always; plugins run non-interactively here, use Never or "
-                "IfAvailable)");
+        kop_msgf(msg, msg_len,
+                 "exec plugin cannot support interactive mode: standard input is not a terminal "
+                 "(interactiveMode is Always; plugins run non-interactively here, use Never or "
+                 "IfAvailable)");
         return -ENOTSUP;
     }
     int out_fd[2] = {-1, -1}, err_fd[2] = {-1, -1};
@@ -538,7 +525,7 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
     }
     if (pipe2(out_fd, O_CLOEXEC) < 0 || pipe2(err_fd, O_CLOEXEC) < 0) {
         r = -errno;
-        put_msg(msg, msg_len, "exec plugin %s: cannot create pipes", p->argv[0]);
+        kop_msgf(msg, msg_len, "exec plugin %s: cannot create pipes", p->argv[0]);
         goto out;
     }
     r = spawn(p, env, out_fd, err_fd, &pid);
@@ -548,15 +535,15 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
     if (r < 0) {
         pid = -1;
         if (r == -ENOENT)
-            put_msg(msg, msg_len,
-                    "exec: executable %s not found; it looks like you are trying to use a "
-                    "client-go credential plugin that is not installed%s%s",
-                    p->argv[0], p->install_hint ? ": " : "",
-                    p->install_hint ? p->install_hint : "");
+            kop_msgf(msg, msg_len,
+                     "exec: executable %s not found; it looks like you are trying to use a "
+                     "client-go credential plugin that is not installed%s%s",
+                     p->argv[0], p->install_hint ? ": " : "",
+                     p->install_hint ? p->install_hint : "");
         else if (r == -EACCES)
-            put_msg(msg, msg_len, "exec: %s is not executable", p->argv[0]);
+            kop_msgf(msg, msg_len, "exec: %s is not executable", p->argv[0]);
         else
-            put_msg(msg, msg_len, "exec: cannot start %s (errno %d)", p->argv[0], -r);
+            kop_msgf(msg, msg_len, "exec: cannot start %s (errno %d)", p->argv[0], -r);
         if (r == -ENOENT || r == -EACCES)
             oc->status = "plugin_not_found_error";
         if (r != -ENOENT && r != -EACCES && r != -ENOMEM)
@@ -653,22 +640,22 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
     else if (r == 0)
         *oc = (struct outcome){.code = 0, .status = "no_error"};
     if (r == -ETIMEDOUT) {
-        put_msg(msg, msg_len, "exec plugin %s did not finish within %lld ms", p->argv[0],
-                (long long)p->timeout_ms);
+        kop_msgf(msg, msg_len, "exec plugin %s did not finish within %lld ms", p->argv[0],
+                 (long long)p->timeout_ms);
     } else if (r == -EMSGSIZE) {
-        put_msg(msg, msg_len, "exec plugin %s wrote more than %zu bytes", p->argv[0],
-                p->max_output);
+        kop_msgf(msg, msg_len, "exec plugin %s wrote more than %zu bytes", p->argv[0],
+                 p->max_output);
     } else if (r == -ECANCELED) {
-        put_msg(msg, msg_len, "exec plugin %s: cancelled", p->argv[0]);
+        kop_msgf(msg, msg_len, "exec plugin %s: cancelled", p->argv[0]);
     } else if (r < 0) {
-        put_msg(msg, msg_len, "exec plugin %s: waiting failed (errno %d)", p->argv[0], -r);
+        kop_msgf(msg, msg_len, "exec plugin %s: waiting failed (errno %d)", p->argv[0], -r);
     } else if (WIFSIGNALED(status)) {
-        put_msg(msg, msg_len, "exec plugin %s was killed by signal %d%s%s", p->argv[0],
-                WTERMSIG(status), last[0] ? ": " : "", last);
+        kop_msgf(msg, msg_len, "exec plugin %s was killed by signal %d%s%s", p->argv[0],
+                 WTERMSIG(status), last[0] ? ": " : "", last);
         r = -EIO;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        put_msg(msg, msg_len, "exec plugin %s exited with status %d%s%s", p->argv[0],
-                WEXITSTATUS(status), last[0] ? ": " : "", last);
+        kop_msgf(msg, msg_len, "exec plugin %s exited with status %d%s%s", p->argv[0],
+                 WEXITSTATUS(status), last[0] ? ": " : "", last);
         r = -EIO;
     } else {
         r = parse_output(p, out, out_len, ret, msg, msg_len);
@@ -895,7 +882,7 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
             }
             if (cancelled(cancel_ud)) {
                 pthread_mutex_unlock(&p->lock);
-                put_msg(msg, msg_len, "cancelled while waiting for the exec plugin");
+                kop_msgf(msg, msg_len, "cancelled while waiting for the exec plugin");
                 return -ECANCELED;
             }
             struct timespec ts;
@@ -910,7 +897,7 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
         if (p->gen != gen && p->last_err) {
             /* The run this thread waited for failed: its error, no new run. */
             int r = p->last_err;
-            put_msg(msg, msg_len, "%s", p->last_msg);
+            kop_msgf(msg, msg_len, "%s", p->last_msg);
             pthread_mutex_unlock(&p->lock);
             return r;
         }
@@ -957,7 +944,7 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
     pthread_mutex_unlock(&p->lock);
     kop_execcred_cred_unref(old);
     if (r < 0)
-        put_msg(msg, msg_len, "%s", m);
+        kop_msgf(msg, msg_len, "%s", m);
     return r;
 }
 

@@ -25,6 +25,7 @@
 #include <yaml.h>
 
 #include "kop/file.h"
+#include "kop/json.h"
 #include "kop/log.h"
 
 #define MAX_DEPTH 64
@@ -43,19 +44,6 @@
 /* ---- small helpers ------------------------------------------------------- */
 
 /* Why a load failed, for the log line (never holds a secret). */
-static void put_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void put_why(char *why, size_t len, const char *fmt, ...)
-{
-    if (!why || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
-
 static char *join_path(const char *dir, const char *path)
 {
     if (!path)
@@ -262,9 +250,9 @@ static int yaml_check(const char *data, size_t len, char *why, size_t why_len)
     for (;;) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&parser, &ev)) {
-            put_why(why, why_len, "not valid YAML: %s at line %zu, column %zu",
-                    parser.problem ? parser.problem : "syntax error",
-                    (size_t)parser.problem_mark.line + 1, (size_t)parser.problem_mark.column + 1);
+            kop_msgf(why, why_len, "not valid YAML: %s at line %zu, column %zu",
+                     parser.problem ? parser.problem : "syntax error",
+                     (size_t)parser.problem_mark.line + 1, (size_t)parser.problem_mark.column + 1);
             r = -EINVAL;
             break;
         }
@@ -280,18 +268,18 @@ static int yaml_check(const char *data, size_t len, char *why, size_t why_len)
          * point would be cut there ("a\0b" read as the token "a"). */
         if (type == YAML_SCALAR_EVENT &&
             memchr(ev.data.scalar.value, '\0', ev.data.scalar.length) != NULL) {
-            put_why(why, why_len, "a NUL character in a value (line %zu)",
-                    (size_t)ev.start_mark.line + 1);
+            kop_msgf(why, why_len, "a NUL character in a value (line %zu)",
+                     (size_t)ev.start_mark.line + 1);
             r = -EINVAL;
         }
         if (anchor && ++anchors > MAX_ANCHORS) {
-            put_why(why, why_len, "more than %d YAML anchors", MAX_ANCHORS);
+            kop_msgf(why, why_len, "more than %d YAML anchors", MAX_ANCHORS);
             r = -EINVAL;
         }
         if ((type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) &&
             ++depth > MAX_DEPTH) {
-            put_why(why, why_len, "nested deeper than %d levels (line %zu)", MAX_DEPTH,
-                    (size_t)ev.start_mark.line + 1);
+            kop_msgf(why, why_len, "nested deeper than %d levels (line %zu)", MAX_DEPTH,
+                     (size_t)ev.start_mark.line + 1);
             r = -EINVAL;
         }
         if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT)
@@ -315,7 +303,7 @@ static int yaml_to_json(const char *data, size_t len, json_t **ret, char *why, s
         return -ENOMEM;
     yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        put_why(why, why_len, "not valid YAML: %s", parser.problem ? parser.problem : "");
+        kop_msgf(why, why_len, "not valid YAML: %s", parser.problem ? parser.problem : "");
         yaml_parser_delete(&parser);
         return -EINVAL;
     }
@@ -325,9 +313,9 @@ static int yaml_to_json(const char *data, size_t len, json_t **ret, char *why, s
     if (!json_is_object(j)) {
         json_decref(j);
         if (budget == 0)
-            put_why(why, why_len, "more than %d YAML nodes (aliases expanded)", MAX_NODES);
+            kop_msgf(why, why_len, "more than %d YAML nodes (aliases expanded)", MAX_NODES);
         else
-            put_why(why, why_len, "not a kubeconfig: the document is not a mapping");
+            kop_msgf(why, why_len, "not a kubeconfig: the document is not a mapping");
         r = -EINVAL;
     } else {
         *ret = j;
@@ -580,8 +568,8 @@ static int check_server(const char *server, char *why, size_t why_len)
     else if (strncasecmp(server, "http://", 7) == 0)
         host = server + 7;
     if (!host || !*host || *host == '/' || *host == ':' || !url_ok(server)) {
-        put_why(why, why_len,
-                "cluster server \"%.200s\" is not an http:// or https:// URL with a host", server);
+        kop_msgf(why, why_len,
+                 "cluster server \"%.200s\" is not an http:// or https:// URL with a host", server);
         return -EINVAL;
     }
     return 0;
@@ -596,7 +584,7 @@ static int not_special(const char *field, const char *path, char *why, size_t wh
     struct stat st;
     if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode))
         return 0;
-    put_why(why, why_len, "%s %.300s is not a regular file", field, path);
+    kop_msgf(why, why_len, "%s %.300s is not a regular file", field, path);
     return -EINVAL;
 }
 
@@ -615,7 +603,7 @@ static int b64_named(const char *v, const char *what, char **out, size_t *out_le
 {
     int r = b64_field(v, out, out_len);
     if (r == -EINVAL)
-        put_why(why, why_len, "%s is not valid base64", what);
+        kop_msgf(why, why_len, "%s is not valid base64", what);
     return r;
 }
 
@@ -624,12 +612,12 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
 {
     const char *ctx_name = context ? context : str_at(root, "current-context");
     if (!ctx_name) {
-        put_why(why, why_len, "no current-context is set");
+        kop_msgf(why, why_len, "no current-context is set");
         return -ENOENT;
     }
     json_t *ctx = named(root, "contexts", "context", ctx_name);
     if (!ctx) {
-        put_why(why, why_len, "context \"%.200s\" not found", ctx_name);
+        kop_msgf(why, why_len, "context \"%.200s\" not found", ctx_name);
         return -ENOENT;
     }
     const char *cluster_name = str_at(ctx, "cluster");
@@ -637,24 +625,24 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     json_t *cluster = cluster_name ? named(root, "clusters", "cluster", cluster_name) : NULL;
     if (!cluster) {
         if (cluster_name)
-            put_why(why, why_len, "cluster \"%.200s\" of context \"%.200s\" not found",
-                    cluster_name, ctx_name);
+            kop_msgf(why, why_len, "cluster \"%.200s\" of context \"%.200s\" not found",
+                     cluster_name, ctx_name);
         else
-            put_why(why, why_len, "context \"%.200s\" names no cluster", ctx_name);
+            kop_msgf(why, why_len, "context \"%.200s\" names no cluster", ctx_name);
         return -ENOENT;
     }
     /* A context without a user is valid (anonymous); a named but missing
      * user is an error, as in kubectl. */
     json_t *user = user_name ? named(root, "users", "user", user_name) : NULL;
     if (user_name && !user) {
-        put_why(why, why_len, "user \"%.200s\" of context \"%.200s\" not found", user_name,
-                ctx_name);
+        kop_msgf(why, why_len, "user \"%.200s\" of context \"%.200s\" not found", user_name,
+                 ctx_name);
         return -ENOENT;
     }
 
     const char *server = str_at(cluster, "server");
     if (!server) {
-        put_why(why, why_len, "cluster \"%.200s\" has no server", cluster_name);
+        kop_msgf(why, why_len, "cluster \"%.200s\" has no server", cluster_name);
         return -EINVAL;
     }
     int r;
@@ -683,7 +671,7 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         return r;
     r = dup_field(str_at(user, "token"), &kc->token);
     if (r == 0 && kc->token && !header_safe(kc->token)) {
-        put_why(why, why_len, "user \"%.200s\": token has control characters", user_name);
+        kop_msgf(why, why_len, "user \"%.200s\": token has control characters", user_name);
         return -EINVAL;
     }
     if (r == 0)
@@ -707,16 +695,16 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     if (exec) {
         r = parse_exec(exec, cluster, dir, kc);
         if (r == -ENOTSUP)
-            put_why(why, why_len,
-                    "user \"%.200s\": exec apiVersion is not supported (use "
-                    "client.authentication.k8s.io/v1 or v1beta1)",
-                    user_name);
+            kop_msgf(why, why_len,
+                     "user \"%.200s\": exec apiVersion is not supported (use "
+                     "client.authentication.k8s.io/v1 or v1beta1)",
+                     user_name);
         else if (r == -EINVAL)
-            put_why(why, why_len,
-                    "user \"%.200s\": invalid exec stanza (command and apiVersion "
-                    "are required, interactiveMode is Never, IfAvailable or Always, env entries "
-                    "need a name)",
-                    user_name);
+            kop_msgf(why, why_len,
+                     "user \"%.200s\": invalid exec stanza (command and apiVersion "
+                     "are required, interactiveMode is Never, IfAvailable or Always, env entries "
+                     "need a name)",
+                     user_name);
         if (r < 0)
             return r;
     }
@@ -725,9 +713,9 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
      * every request with an OpenSSL message). */
     bool has_cert = kc->cert_file || kc->cert_data, has_key = kc->key_file || kc->key_data;
     if (has_cert != has_key) {
-        put_why(why, why_len, "user \"%.200s\": %s", user_name,
-                has_cert ? "client-certificate without client-key (or -data)"
-                         : "client-key without client-certificate (or -data)");
+        kop_msgf(why, why_len, "user \"%.200s\": %s", user_name,
+                 has_cert ? "client-certificate without client-key (or -data)"
+                          : "client-key without client-certificate (or -data)");
         return -EINVAL;
     }
     const struct {
@@ -743,10 +731,10 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     }
     bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data || kc->exec;
     if (!has_cred && json_object_get(user, "auth-provider")) {
-        put_why(why, why_len,
-                "user \"%.200s\" has only auth-provider credentials, which are not "
-                "supported (use an exec plugin)",
-                user_name);
+        kop_msgf(why, why_len,
+                 "user \"%.200s\" has only auth-provider credentials, which are not "
+                 "supported (use an exec plugin)",
+                 user_name);
         return -ENOTSUP;
     }
     return 0;
@@ -787,18 +775,18 @@ static int check_regular(const char *path, char *why, size_t why_len)
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        put_why(why, why_len, "cannot open: %s", e == ENOENT ? "no such file" : "not readable");
+        kop_msgf(why, why_len, "cannot open: %s", e == ENOENT ? "no such file" : "not readable");
         return -e;
     }
     struct stat st;
     int r = fstat(fd, &st) == 0 ? 0 : -errno;
     close(fd);
     if (r == 0 && S_ISDIR(st.st_mode)) {
-        put_why(why, why_len, "is a directory, not a file");
+        kop_msgf(why, why_len, "is a directory, not a file");
         return -EISDIR;
     }
     if (r == 0 && !S_ISREG(st.st_mode)) {
-        put_why(why, why_len, "not a regular file");
+        kop_msgf(why, why_len, "not a regular file");
         return -EINVAL;
     }
     return r;
@@ -813,9 +801,9 @@ static int load_file(const char *path, const char *context, struct kop_kubeconfi
     if (r == 0)
         r = kop_file_read(path, MAX_FILE, 0, &data, &len);
     if (r == -EFBIG)
-        put_why(why, why_len, "larger than %u bytes", MAX_FILE);
+        kop_msgf(why, why_len, "larger than %u bytes", MAX_FILE);
     else if (r < 0 && r != -ENOMEM && (!why || !*why))
-        put_why(why, why_len, "cannot read (errno %d)", -r);
+        kop_msgf(why, why_len, "cannot read (errno %d)", -r);
     if (r < 0)
         return r;
     char *dir = strdup(path);
@@ -882,16 +870,16 @@ static int in_cluster(const char *root, struct kop_kubeconfig *ret, char *why, s
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port) {
-        put_why(why, why_len, "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+        kop_msgf(why, why_len, "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
         return -ENOENT;
     }
     if (!service_host_ok(host)) {
-        put_why(why, why_len, "KUBERNETES_SERVICE_HOST \"%.100s\" is not a host name or address",
-                host);
+        kop_msgf(why, why_len, "KUBERNETES_SERVICE_HOST \"%.100s\" is not a host name or address",
+                 host);
         return -EINVAL;
     }
     if (!service_port_ok(port)) {
-        put_why(why, why_len, "KUBERNETES_SERVICE_PORT \"%.100s\" is not a port (1-65535)", port);
+        kop_msgf(why, why_len, "KUBERNETES_SERVICE_PORT \"%.100s\" is not a port (1-65535)", port);
         return -EINVAL;
     }
     if (!root)
@@ -913,7 +901,7 @@ static int in_cluster(const char *root, struct kop_kubeconfig *ret, char *why, s
 
     snprintf(path, sizeof(path), "%s" SA_DIR "/token", root);
     if (access(path, R_OK) != 0) {
-        put_why(why, why_len, "service account token %s cannot be read", path);
+        kop_msgf(why, why_len, "service account token %s cannot be read", path);
         r = -ENOENT;
         goto out;
     }
@@ -981,7 +969,7 @@ int kop_kubeconfig_load_default(const char *explicit_path, const char *in_cluste
         if (r == 0)
             r = load_file(first, NULL, ret, why, sizeof(why));
         else if (r == -ENOENT)
-            put_why(why, sizeof(why), "names no file");
+            kop_msgf(why, sizeof(why), "names no file");
         if (r < 0)
             log_failure("$KUBECONFIG", first ? first : env, r, why);
         free(first);

@@ -187,7 +187,7 @@ static void set_degraded(struct rec *r, const char *reason, const char *fmt, ...
         return; /* keep the first error */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->error_message, sizeof(r->error_message), fmt, ap);
+    kop_vmsgf(r->error_message, sizeof(r->error_message), fmt, ap);
     va_end(ap);
     r->error_reason = reason;
 }
