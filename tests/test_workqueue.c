@@ -333,6 +333,20 @@ START_TEST(test_workqueue_add_rate_limited_forget)
 }
 END_TEST
 
+/* The backoff cap as resolved: the default, or the option. */
+START_TEST(test_workqueue_max_backoff)
+{
+    struct kop_workqueue *q = new_queue(NULL, NULL, 0);
+    ck_assert_int_eq(kop_workqueue_max_backoff_ns(q), 1000 * INT64_C(1000000000));
+    kop_workqueue_free(q);
+    struct kop_workqueue_options o = {.max_delay_ns = 7 * MS, .qps = -1};
+    ck_assert_int_eq(kop_workqueue_new(&o, &q), 0);
+    ck_assert_int_eq(kop_workqueue_max_backoff_ns(q), 7 * MS);
+    kop_workqueue_free(q);
+    ck_assert_int_eq(kop_workqueue_max_backoff_ns(NULL), 0);
+}
+END_TEST
+
 struct getter {
     struct kop_workqueue *q;
     int rc;
@@ -813,6 +827,7 @@ static Suite *workqueue_suite(void)
     tcase_add_test(tc, test_workqueue_backoff_growth_cap_forget);
     tcase_add_test(tc, test_workqueue_bucket_10qps_100burst);
     tcase_add_test(tc, test_workqueue_dedup);
+    tcase_add_test(tc, test_workqueue_max_backoff);
     tcase_add_test(tc, test_workqueue_readd_while_processing);
     tcase_add_test(tc, test_workqueue_no_concurrent_processing_stress);
     tcase_add_test(tc, test_workqueue_add_after_ordering);

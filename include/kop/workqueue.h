@@ -112,6 +112,11 @@ void kop_workqueue_forget(struct kop_workqueue *q, const char *key);
 /* Failures counted for key since the last forget. */
 int kop_workqueue_num_requeues(struct kop_workqueue *q, const char *key);
 
+/* The per-key backoff cap (max_delay_ns as resolved: 1000 s by default):
+ * the longest a failing key waits, and what a caller caps a delay the
+ * server asked for (Retry-After) at. 0 when q is NULL. */
+int64_t kop_workqueue_max_backoff_ns(const struct kop_workqueue *q);
+
 /*
  * Take the oldest queued key and mark it processing. Blocks up to
  * timeout_ms (negative: forever). *ret_key is owned by the queue and

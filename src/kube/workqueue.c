@@ -683,6 +683,11 @@ int kop_workqueue_num_requeues(struct kop_workqueue *q, const char *key)
     return q ? kop_workqueue_limiter_num_requeues(q->limiter, key) : 0;
 }
 
+int64_t kop_workqueue_max_backoff_ns(const struct kop_workqueue *q)
+{
+    return q ? q->limiter->max_ns : 0; /* set once at creation */
+}
+
 int kop_workqueue_get(struct kop_workqueue *q, int64_t timeout_ms, const char **ret_key)
 {
     if (!q || !ret_key)

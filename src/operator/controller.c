@@ -42,9 +42,6 @@
 #define KIND_SERVICE_META "Service.meta"
 #define DEFAULT_SYNC_PERIOD_MS (10LL * 3600 * 1000)
 
-/* The longest requeue a Retry-After gets: the workqueue's backoff cap. */
-#define MAX_RETRY_AFTER_S INT64_C(1000)
-
 static const struct kop_resource res_deploy = {"apps", "v1", "deployments", true};
 static const struct kop_resource res_svc = {"", "v1", "services", true};
 
@@ -211,10 +208,11 @@ static void api_error(struct rec *r, int err, const struct kop_api_status *st, c
         /* Honour Retry-After, but no longer than the workqueue's longest
          * backoff: a server asking for a day (or a date far ahead) must
          * not park the MyResource past the time it behaves again. */
+        int64_t cap = kop_workqueue_max_backoff_ns(r->c->queue);
         if (st->retry_after_s > 0)
-            add.requeue_after_ns =
-                (st->retry_after_s < MAX_RETRY_AFTER_S ? st->retry_after_s : MAX_RETRY_AFTER_S) *
-                KOP_NSEC_PER_SEC;
+            add.requeue_after_ns = st->retry_after_s < cap / KOP_NSEC_PER_SEC
+                                       ? st->retry_after_s * KOP_NSEC_PER_SEC
+                                       : cap;
         else
             add.requeue = true;
         level = KOP_LOG_WARN;
