@@ -156,7 +156,7 @@ int main(int argc, char **argv)
     kop_manager_unready(m);
     /* The delay (the webhook serves on while its endpoint is removed) comes
      * before the timeout; terminationGracePeriodSeconds covers both. */
-    int64_t delay_ms = cfg.controller_only ? 0 : cfg.shutdown_delay_ms;
+    int64_t delay_ms = kop_config_shutdown_delay_ms(&cfg);
     shutdown_deadline_ns = kop_config_shutdown_deadline_ns(&cfg, kop_clock_now_ns());
     kop_log(KOP_LOG_INFO, "setup", "shutting down",
             json_pack("{s:i, s:I, s:I}", "signal", sig, "delayMs", (json_int_t)delay_ms,

@@ -812,8 +812,10 @@ START_TEST(test_config_shutdown_deadline)
     r = run_parse(&cfg, NULL, "--shutdown-delay=5s", "--shutdown-timeout=30s", NULL);
     ck_assert_msg(r.r == KOP_CONFIG_OK, "%s", r.err);
     ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000), 1000 + 35000000000LL);
+    ck_assert_int_eq(kop_config_shutdown_delay_ms(&cfg), 5000);
     cfg.controller_only = true;
     ck_assert_int_eq(kop_config_shutdown_deadline_ns(&cfg, 1000), 1000 + 30000000000LL);
+    ck_assert_int_eq(kop_config_shutdown_delay_ms(&cfg), 0);
     kop_config_cleanup(&cfg);
     run_free(&r);
 }

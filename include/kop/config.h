@@ -127,6 +127,12 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
 void kop_config_cleanup(struct kop_config *cfg);
 
 /*
+ * The --shutdown-delay that applies: 0 with --controller-only, which
+ * serves no webhook whose endpoint removal must be waited for.
+ */
+int64_t kop_config_shutdown_delay_ms(const struct kop_config *cfg);
+
+/*
  * When a shutdown that starts at now_ns (CLOCK_MONOTONIC) must be over:
  * now + --shutdown-delay (not with --controller-only, which serves no
  * webhook) + --shutdown-timeout, saturating at INT64_MAX instead of

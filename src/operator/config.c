@@ -1045,12 +1045,16 @@ static int port_clash(FILE *err, const struct kop_config *cfg)
     return 0;
 }
 
+int64_t kop_config_shutdown_delay_ms(const struct kop_config *cfg)
+{
+    return cfg->controller_only ? 0 : cfg->shutdown_delay_ms;
+}
+
 int64_t kop_config_shutdown_deadline_ns(const struct kop_config *cfg, int64_t now_ns)
 {
     /* Each duration is at most Go's 2562047h (< INT64_MAX ns); their sum
      * and now are added without overflow, saturating at INT64_MAX. */
-    int64_t delay_ms = cfg->controller_only ? 0 : cfg->shutdown_delay_ms;
-    int64_t total_ms = delay_ms + cfg->shutdown_timeout_ms;
+    int64_t total_ms = kop_config_shutdown_delay_ms(cfg) + cfg->shutdown_timeout_ms;
 
     if (total_ms > (INT64_MAX - (now_ns > 0 ? now_ns : 0)) / 1000000)
         return INT64_MAX;

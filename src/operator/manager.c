@@ -755,7 +755,7 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
     kop_manager_unready(m);
     publish_ready(m, NULL, NULL);
     /* 1b. keep serving while the endpoint removal propagates */
-    int64_t delay = m->webhook ? m->cfg->shutdown_delay_ms : 0;
+    int64_t delay = m->webhook ? kop_config_shutdown_delay_ms(m->cfg) : 0;
     if (delay > 0) {
         step(m, "delay");
         kop_log(KOP_LOG_INFO, "setup", "serving on while the endpoint is removed",
