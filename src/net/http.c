@@ -508,8 +508,9 @@ struct framing { /* the request's headers, read once (framing_header) */
     const char *te;
     const char *cl;
     bool cl_differ;
-    const char *bad_name, *bad_value; /* the first header with one */
-    const char *folded;               /* the first header continued by an obs-fold */
+    const char *bad_name, *bad_value;  /* the first header with one */
+    const char *folded;                /* the first header continued by an obs-fold */
+    const char *value_end, *value_key; /* the last header's (value_went_on) */
 };
 
 /*
@@ -1016,6 +1017,30 @@ static bool header_folded(const char *key, size_t key_size, const char *value)
     return false;
 }
 
+/*
+ * A NUL inside a header value. MHD 0.9.75 hands values over as C strings:
+ * "Content-Type: application/json\0junk" arrives as "application/json"
+ * where Go and the apiserver's stack refuse the request (RFC 9110 §5.5).
+ * MHD ends a value in its read buffer by writing '\0' over the first
+ * trailing blank or over the line end, and the next header's name starts
+ * the next line. So from just past where the value ends to where the next
+ * name starts (end: NULL for the last header) there are only blanks and
+ * line ends ('\0', CR, LF: MHD may have cut them), unless the value went
+ * on after a NUL. The walk stays inside the header block.
+ */
+static bool value_went_on(const char *value_end, const char *next_key)
+{
+    for (const char *p = value_end + 1; !next_key || p < next_key; p++) {
+        if (*p == ' ' || *p == '\t')
+            continue;
+        if (!next_key) /* the last header: up to its line end */
+            return *p != '\0' && *p != '\r' && *p != '\n';
+        if (*p != '\0' && *p != '\r' && *p != '\n')
+            return true;
+    }
+    return false;
+}
+
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       size_t key_size, const char *value, size_t value_size)
 {
@@ -1025,6 +1050,10 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
         return MHD_YES;
     if (value && !f->folded && header_folded(key, key_size, value))
         f->folded = key;
+    else if (f->value_end && !f->folded && !f->bad_value && value_went_on(f->value_end, key))
+        f->bad_value = f->value_key;
+    f->value_end = value ? value + value_size : NULL;
+    f->value_key = key;
     if (!value) {
         value = "";
         value_size = 0;
@@ -1113,6 +1142,8 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, struct req *rq
     struct kop_http_server *srv = rq->srv;
     struct framing f = {0};
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.value_end && !f.folded && !f.bad_value && value_went_on(f.value_end, NULL))
+        f.bad_value = f.value_key;
     enum MHD_Result refused;
     if (refuse_framing(conn, rq, version, &f, &refused))
         return refused;
