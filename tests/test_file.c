@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -90,6 +92,15 @@ START_TEST(test_file_read_errors)
     ck_assert_int_eq(kop_file_read("/nonexistent/kop-file", 100, 0, &buf, NULL), -ENOENT);
     ck_assert_int_eq(kop_file_read(dir, 100, 0, &buf, NULL), -EISDIR);
     ck_assert_int_eq(kop_file_read(NULL, 100, 0, &buf, NULL), -EINVAL);
+    /* A FIFO (no writer) is refused at once; opening it blocked before. */
+    char fifo[1024];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(kop_file_read(fifo, 100, 0, &buf, NULL), -EINVAL);
+    char small[8];
+    ck_assert_int_eq(kop_file_read_into(fifo, small, sizeof(small), NULL), -EINVAL);
+    ck_assert_int_eq(kop_file_read_into("/dev/null", small, sizeof(small), NULL), -EINVAL);
+    ck_assert_int_eq(unlink(fifo), 0);
     ck_assert_ptr_null(buf);
     kop_test_rmdir(dir);
     free(dir);

@@ -674,6 +674,38 @@ START_TEST(test_tls_client_certificate_required)
 }
 END_TEST
 
+/* A --client-ca-file that became a FIFO after the flags were checked is
+ * refused at once: mbedTLS's own file reader opened it and waited for a
+ * writer for ever. */
+START_TEST(test_tls_client_ca_fifo_refused)
+{
+    char *dir = kop_test_tmpdir();
+    gen_certs(dir, NULL);
+    char fifo[600];
+    snprintf(fifo, sizeof(fifo), "%s/ca-fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    struct kop_metrics *m = kop_metrics_new(false);
+    struct kop_http_server_options ho = {
+        .no_listen = true, .external = fixture_external, .threads = 1, .metrics = m};
+    struct kop_http_server *http = NULL;
+    ck_assert_int_eq(kop_http_server_new(&ho, routes, sizeof(routes) / sizeof(routes[0]), &http),
+                     0);
+    struct kop_tls_options to = {.host = "127.0.0.1",
+                                 .cert_dir = dir,
+                                 .client_ca_file = fifo,
+                                 .http = http,
+                                 .metrics = m,
+                                 .metric_prefix = "kop"};
+    struct kop_tls *tls = NULL;
+    ck_assert_int_eq(kop_tls_new(&to, &tls), -EINVAL);
+    ck_assert_ptr_null(tls);
+    kop_http_server_free(http);
+    kop_metrics_free(m);
+    kop_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* ---- hostile clients ---------------------------------------------------- */
 
 /* A TCP connection to 127.0.0.1:port from the address src (NULL: any). */
@@ -1158,6 +1190,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_bad_pair_keeps_old);
     tcase_add_test(tc, test_tls_fifo_cert_keeps_old);
     tcase_add_test(tc, test_tls_client_certificate_required);
+    tcase_add_test(tc, test_tls_client_ca_fifo_refused);
     tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
     tcase_add_test(tc, test_tls_per_ip_limit);
     tcase_add_test(tc, test_tls_full_front_evicts_idle_of_biggest_address);

@@ -6,9 +6,13 @@
  * credential plugins; a descriptor opened meanwhile must not leak into
  * them).
  *
+ * Only regular files are read: the open never waits (a FIFO, even one
+ * swapped in after a caller's check, would block it for a writer).
+ *
  * Errors are negative errno values: those of open(2) and read(2) as they
- * come (-ENOENT, -EACCES, -EISDIR, ...), -EFBIG past the caller's bound,
- * -ENOMEM, -EINVAL for bad arguments.
+ * come (-ENOENT, -EACCES, ...), -EISDIR for a directory, -EINVAL for any
+ * other file that is not regular (FIFO, socket, device) and for bad
+ * arguments, -EFBIG past the caller's bound, -ENOMEM.
  *
  * Thread-safety: any thread.
  */

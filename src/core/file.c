@@ -19,6 +19,32 @@
 
 #define FIRST_ALLOC 4096
 
+/*
+ * Open path for reading if it is a regular file. O_NONBLOCK: opening a
+ * FIFO for reading would otherwise wait for a writer for ever (a file
+ * swapped for one after it was checked, or named by a hostile kubeconfig);
+ * reads of a regular file do not care. A directory is -EISDIR, any other
+ * kind (FIFO, socket, device) -EINVAL. Returns the descriptor or -errno.
+ */
+static int open_regular(const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    if (fstat(fd, st) != 0)
+        r = -errno;
+    else if (S_ISDIR(st->st_mode))
+        r = -EISDIR;
+    else if (!S_ISREG(st->st_mode))
+        r = -EINVAL;
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
 static void wipe(void *p, size_t n)
 {
     /* explicit_bzero (glibc >= 2.25) is not removed as a dead store. */
@@ -52,12 +78,12 @@ int kop_file_read(const char *path, size_t max, unsigned flags, char **ret_buf, 
 
     if (path == NULL || ret_buf == NULL || max >= SIZE_MAX - 1)
         return -EINVAL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open_regular(path, &st);
     if (fd < 0)
-        return -errno;
+        return fd;
     /* Room for the content, one byte to detect "more than max", '\0'. */
     cap = FIRST_ALLOC;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && (unsigned long long)st.st_size < max)
+    if (st.st_size > 0 && (unsigned long long)st.st_size < max)
         cap = (size_t)st.st_size + 2;
     if (cap > max + 2)
         cap = max + 2;
@@ -117,6 +143,7 @@ out:
 int kop_file_read_into(const char *path, char *buf, size_t size, size_t *ret_len)
 {
     size_t len = 0;
+    struct stat st;
     int fd, r = 0;
 
     if (buf == NULL || size == 0)
@@ -124,9 +151,9 @@ int kop_file_read_into(const char *path, char *buf, size_t size, size_t *ret_len
     buf[0] = '\0';
     if (path == NULL)
         return -EINVAL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open_regular(path, &st);
     if (fd < 0)
-        return -errno;
+        return fd;
     while (len < size - 1) {
         ssize_t n = read(fd, buf + len, size - 1 - len);
 

@@ -163,10 +163,12 @@
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/platform_util.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 
 #include "kop/clock.h"
+#include "kop/file.h"
 #include "kop/http.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
@@ -450,6 +452,42 @@ static double x509_time_unix(const mbedtls_x509_time *xt)
     return (double)timegm(&tm);
 }
 
+/* The largest certificate, chain or key file read (a CA bundle is ~200 KiB). */
+#define MAX_PEM_FILE ((size_t)1 << 20)
+
+/*
+ * Certificates from the file at path appended to crt. Read by kop's file
+ * reader, not mbedTLS's: a regular file only (a FIFO swapped in would
+ * block the thread for ever) and at most MAX_PEM_FILE bytes.
+ */
+static int crt_load(mbedtls_x509_crt *crt, const char *path)
+{
+    char *pem = NULL;
+    size_t len = 0;
+    int r = kop_file_read(path, MAX_PEM_FILE, 0, &pem, &len);
+    if (r < 0)
+        return r;
+    /* PEM input is parsed with its terminating NUL */
+    int rc = mbedtls_x509_crt_parse(crt, (const unsigned char *)pem, len + 1);
+    free(pem);
+    return rc == 0 ? 0 : rc > 0 ? -EBADMSG : mbedtls_to_errno(rc);
+}
+
+/* The private key in the file at path, read as crt_load() reads; the
+ * copy is wiped. */
+static int key_load(mbedtls_pk_context *key, const char *path)
+{
+    char *pem = NULL;
+    size_t len = 0;
+    int r = kop_file_read(path, MAX_PEM_FILE, KOP_FILE_SECRET, &pem, &len);
+    if (r < 0)
+        return r;
+    int rc = mbedtls_pk_parse_key(key, (const unsigned char *)pem, len + 1, NULL, 0);
+    mbedtls_platform_zeroize(pem, len);
+    free(pem);
+    return rc == 0 ? 0 : mbedtls_to_errno(rc);
+}
+
 /* Parse the pair at the configured paths into a new generation (refs 1). */
 static int certgen_load(struct kop_tls *t, struct certgen **ret_gen, char *why, size_t why_len)
 {
@@ -462,19 +500,17 @@ static int certgen_load(struct kop_tls *t, struct certgen **ret_gen, char *why, 
     mbedtls_ssl_config_init(&g->conf);
     mbedtls_ssl_config_init(&g->conf_noalpn);
     int r;
-    int rc = mbedtls_x509_crt_parse_file(&g->chain, t->crt_path);
-    if (rc != 0) {
-        r = rc > 0 ? -EBADMSG : mbedtls_to_errno(rc);
-        snprintf(why, why_len, "cannot parse %s", "tls.crt");
+    r = crt_load(&g->chain, t->crt_path);
+    if (r < 0) {
+        snprintf(why, why_len, "cannot %s %s", r == -EBADMSG ? "parse" : "read", "tls.crt");
         goto out;
     }
-    rc = mbedtls_pk_parse_keyfile(&g->key, t->key_path, NULL);
-    if (rc != 0) {
-        r = mbedtls_to_errno(rc);
-        snprintf(why, why_len, "cannot parse %s", "tls.key");
+    r = key_load(&g->key, t->key_path);
+    if (r < 0) {
+        snprintf(why, why_len, "cannot %s %s", r == -EBADMSG ? "parse" : "read", "tls.key");
         goto out;
     }
-    rc = mbedtls_pk_check_pair(&g->chain.pk, &g->key);
+    int rc = mbedtls_pk_check_pair(&g->chain.pk, &g->key);
     if (rc != 0) {
         r = -EBADMSG;
         snprintf(why, why_len, "tls.key does not match the certificate in tls.crt");
@@ -1927,9 +1963,8 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
         goto out;
     }
     if (opts->client_ca_file) {
-        int rc = mbedtls_x509_crt_parse_file(&t->client_ca, opts->client_ca_file);
-        if (rc != 0) {
-            r = rc > 0 ? -EBADMSG : mbedtls_to_errno(rc);
+        r = crt_load(&t->client_ca, opts->client_ca_file);
+        if (r < 0) {
             kop_logf(KOP_LOG_ERROR, LOGGER, "cannot load the client CA file %s",
                      opts->client_ca_file);
             goto out;
