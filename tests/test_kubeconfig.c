@@ -428,7 +428,7 @@ START_TEST(test_kubeconfig_lookup_order)
     ck_assert_int_eq(kop_kubeconfig_load_default(a, tmpdir, &kc), 0);
     ck_assert_str_eq(kc.server, "https://a");
     kop_kubeconfig_cleanup(&kc);
-    /* 2. $KUBECONFIG, first file only */
+    /* 2. $KUBECONFIG, merged: the first file's entries win */
     ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), 0);
     ck_assert_str_eq(kc.server, "https://b");
     kop_kubeconfig_cleanup(&kc);
@@ -717,6 +717,121 @@ START_TEST(test_kubeconfig_env_list_empty_entries)
 }
 END_TEST
 
+/* The path tmpdir/name, for files the kubeconfigs below name. */
+static void tmp_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", tmpdir, name);
+}
+
+/* A $KUBECONFIG list is merged as client-go's ClientConfigLoadingRules.Load
+ * merges it: missing and empty entries skipped, the first file to name a
+ * cluster, user or context wins, current-context from the first file that
+ * sets one, relative paths from each entry's own file; a file that cannot
+ * be parsed fails the load; a list that gives nothing falls back to
+ * in-cluster, never to ~/.kube/config. */
+START_TEST(test_kubeconfig_env_list_merged)
+{
+    struct kop_kubeconfig kc;
+    char p[4200], env[16384];
+    tmp_path(p, sizeof(p), "one");
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    tmp_path(p, sizeof(p), "two");
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    free(write_tmp("one/ca.crt", CA_PEM));
+    free(write_tmp("one/token", "t1\n"));
+    free(write_tmp("two/c.crt", CA_PEM));
+    free(write_tmp("two/c.key", "key\n"));
+    char *one = write_tmp("one/config", "current-context: a\n"
+                                        "contexts:\n- name: a\n  context: {cluster: shared, "
+                                        "user: u1}\n"
+                                        "clusters:\n- name: shared\n  cluster: {server: "
+                                        "'https://one', certificate-authority: ca.crt}\n"
+                                        "users:\n- name: u1\n  user: {tokenFile: token}\n");
+    char *two = write_tmp("two/config",
+                          "current-context: b\n"
+                          "contexts:\n- name: a\n  context: {cluster: dup}\n"
+                          "- name: b\n  context: {cluster: shared, user: u2, namespace: ns-b}\n"
+                          "clusters:\n- name: shared\n  cluster: {server: 'https://two'}\n"
+                          "- name: dup\n  cluster: {server: 'https://dup'}\n"
+                          "users:\n- name: u1\n  user: {token: from-two}\n"
+                          "- name: u2\n  user: {client-certificate: c.crt, client-key: c.key}\n");
+    char *three = write_tmp("three", "current-context: b\n");
+    char *empty = write_tmp("empty", "");
+    char *bad = write_tmp("bad", "clusters: [\n");
+
+    /* Everything from the first file that names it. */
+    snprintf(env, sizeof(env), "%s/missing::%s:%s:%s", tmpdir, empty, one, two);
+    setenv("KUBECONFIG", env, 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), 0);
+    ck_assert_str_eq(kc.server, "https://one");
+    tmp_path(p, sizeof(p), "one/ca.crt");
+    ck_assert_str_eq(kc.ca_file, p);
+    tmp_path(p, sizeof(p), "one/token");
+    ck_assert_str_eq(kc.token_file, p);
+    ck_assert_ptr_null(kc.token);
+    kop_kubeconfig_cleanup(&kc);
+
+    /* current-context from the first file that sets it; its context from
+     * the second file, its cluster from the first, its user from the
+     * second: each path resolved against the file that named it. */
+    snprintf(env, sizeof(env), "%s:%s:%s", three, one, two);
+    setenv("KUBECONFIG", env, 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), 0);
+    ck_assert_str_eq(kc.server, "https://one");
+    ck_assert_str_eq(kc.namespace, "ns-b");
+    tmp_path(p, sizeof(p), "one/ca.crt");
+    ck_assert_str_eq(kc.ca_file, p);
+    tmp_path(p, sizeof(p), "two/c.crt");
+    ck_assert_str_eq(kc.cert_file, p);
+    tmp_path(p, sizeof(p), "two/c.key");
+    ck_assert_str_eq(kc.key_file, p);
+    ck_assert_ptr_null(kc.token_file);
+    kop_kubeconfig_cleanup(&kc);
+
+    /* A file that exists but is not a kubeconfig fails the whole list. */
+    snprintf(env, sizeof(env), "%s:%s", one, bad);
+    setenv("KUBECONFIG", env, 1);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -EINVAL);
+
+    /* Nothing in the list: in-cluster when possible, else an error;
+     * ~/.kube/config is not read while $KUBECONFIG is set. */
+    tmp_path(p, sizeof(p), ".kube");
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    free(write_tmp(".kube/config", "current-context: c\ncontexts:\n- name: c\n  context: "
+                                   "{cluster: k}\nclusters:\n- name: k\n  cluster: {server: "
+                                   "'https://home'}\n"));
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    setenv("HOME", tmpdir, 1);
+    snprintf(env, sizeof(env), "%s/missing:%s", tmpdir, empty);
+    setenv("KUBECONFIG", env, 1);
+    tmp_path(p, sizeof(p), "log");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(fd);
+    char *log = kop_test_read_file(p, NULL);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_ptr_nonnull(strstr(log, "invalid configuration: no configuration has been provided"));
+    free(log);
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    make_sa(tmpdir, false);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), 0);
+    ck_assert_str_eq(kc.server, "https://10.0.0.1:443");
+    kop_kubeconfig_cleanup(&kc);
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
+    free(one);
+    free(two);
+    free(three);
+    free(empty);
+    free(bad);
+}
+END_TEST
+
 static Suite *kubeconfig_suite(void)
 {
     Suite *s = suite_create("kubeconfig");
@@ -736,6 +851,7 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_in_cluster_garbage_env);
     tcase_add_test(tc, test_kubeconfig_failure_reasons_are_logged);
     tcase_add_test(tc, test_kubeconfig_env_list_empty_entries);
+    tcase_add_test(tc, test_kubeconfig_env_list_merged);
     tcase_add_test(tc, test_kubeconfig_token_control_characters);
     tcase_add_test(tc, test_kubeconfig_cert_needs_key);
     suite_add_tcase(s, tc);

@@ -5,8 +5,18 @@
  *
  * Lookup order of kop_kubeconfig_load_default() (controller-runtime's):
  *   1. the explicit path (--kubeconfig), when given;
- *   2. $KUBECONFIG: only the FIRST file of a ':'-separated list is read
- *      (kubectl merges them; kop does not); empty entries are skipped;
+ *   2. $KUBECONFIG: the files of the ':'-separated list, merged as
+ *      client-go's ClientConfigLoadingRules.Load (clientcmd/loader.go)
+ *      merges them: in list order, empty entries and missing files
+ *      skipped, the first file to name a cluster, user or context wins
+ *      (the entry is taken whole), current-context from the first file
+ *      that sets one; relative paths resolve against the directory of the
+ *      file that holds them. A file that exists but cannot be read or is
+ *      not a valid kubeconfig is an error. When the list gives nothing
+ *      (every file missing or empty), in-cluster is used if possible and
+ *      $HOME/.kube/config is NOT read (client-go's
+ *      DeferredLoadingClientConfig); else -ENOENT, logged as "invalid
+ *      configuration: no configuration has been provided";
  *   3. in-cluster: $KUBERNETES_SERVICE_HOST and $KUBERNETES_SERVICE_PORT
  *      plus <root>/var/run/secrets/kubernetes.io/serviceaccount/{token,
  *      ca.crt,namespace};
@@ -17,7 +27,8 @@
  * certificate-authority-data, insecure-skip-tls-verify, tls-server-name};
  * users[].user.{token, tokenFile, client-certificate, client-key,
  * client-certificate-data, client-key-data, exec}. Relative file paths are
- * resolved against the kubeconfig's directory, as kubectl does. A user with
+ * resolved against the kubeconfig's directory, as kubectl does. An empty
+ * file is an empty kubeconfig (client-go's Load). A user with
  * only auth-provider credentials is rejected (-ENOTSUP). The server must be
  * an http:// or https:// URL with a host (a bare "host:port" is refused,
  * not guessed). Only regular files are read (a FIFO would block start-up).

@@ -371,12 +371,60 @@ static int b64_field(const char *v, char **out, size_t *out_len)
     return kop_base64_decode(v, strlen(v), out, out_len);
 }
 
-static int path_field(const char *dir, const char *v, char **out)
+/* Replace the relative path at obj[key] with dir/path (client-go's
+ * ResolvePath, clientcmd/loader.go). The tree is kop's own; the joined
+ * path is stored unchecked, as a file name need not be UTF-8. */
+static int resolve_at(json_t *obj, const char *key, const char *dir)
 {
-    if (!v)
+    const char *v = str_at(obj, key);
+    if (!v || v[0] == '/' || !dir || !*dir)
         return 0;
-    *out = join_path(dir, v);
-    return *out ? 0 : -ENOMEM;
+    char *p = join_path(dir, v);
+    if (!p)
+        return -ENOMEM;
+    int r = json_object_set_new_nocheck(obj, key, json_string_nocheck(p)) == 0 ? 0 : -ENOMEM;
+    free(p);
+    return r;
+}
+
+/*
+ * Resolve the relative file names of one kubeconfig against its directory
+ * before anything else reads it, as client-go's ResolveLocalPaths
+ * (clientcmd/loader.go) does with each entry's LocationOfOrigin: in a
+ * merged $KUBECONFIG list a cluster and a user may come from different
+ * files. The names are those of GetClusterFileReferences and
+ * GetAuthInfoFileReferences: certificate-authority; client-certificate,
+ * client-key, tokenFile, and an exec command that holds a '/' (a bare
+ * name is a $PATH lookup).
+ */
+static int resolve_paths(json_t *root, const char *dir)
+{
+    size_t i;
+    json_t *e;
+    int r = 0;
+    json_array_foreach(json_object_get(root, "clusters"), i, e)
+    {
+        json_t *c = json_object_get(e, "cluster");
+        if (r == 0 && json_is_object(c))
+            r = resolve_at(c, "certificate-authority", dir);
+    }
+    json_array_foreach(json_object_get(root, "users"), i, e)
+    {
+        json_t *u = json_object_get(e, "user");
+        if (!json_is_object(u))
+            continue;
+        if (r == 0)
+            r = resolve_at(u, "client-certificate", dir);
+        if (r == 0)
+            r = resolve_at(u, "client-key", dir);
+        if (r == 0)
+            r = resolve_at(u, "tokenFile", dir);
+        json_t *x = json_object_get(u, "exec");
+        const char *command = str_at(x, "command");
+        if (r == 0 && json_is_object(x) && command && strchr(command, '/'))
+            r = resolve_at(x, "command", dir);
+    }
+    return r;
 }
 
 void kop_exec_config_free(struct kop_exec_config *ec)
@@ -461,8 +509,7 @@ static int exec_cluster(const json_t *cluster, const struct kop_kubeconfig *kc, 
     return 0;
 }
 
-static int parse_exec(const json_t *exec, const json_t *cluster, const char *dir,
-                      struct kop_kubeconfig *kc)
+static int parse_exec(const json_t *exec, const json_t *cluster, struct kop_kubeconfig *kc)
 {
     if (!json_is_object(exec))
         return -EINVAL;
@@ -495,12 +542,9 @@ static int parse_exec(const json_t *exec, const json_t *cluster, const char *dir
     int r = 0;
     ec->interactive_mode = im;
     ec->provide_cluster_info = yaml_true(str_at(exec, "provideClusterInfo"));
-    /* Only a command with a path separator is relative to the kubeconfig;
-     * a bare name is a $PATH lookup. */
-    if (strchr(command, '/'))
-        r = path_field(dir, command, &ec->command);
-    else
-        r = dup_field(command, &ec->command);
+    /* A command with a '/' was resolved against the kubeconfig's
+     * directory (resolve_paths); a bare name is a $PATH lookup. */
+    r = dup_field(command, &ec->command);
     if (r == 0)
         r = dup_field(api_version, &ec->api_version);
     if (r == 0)
@@ -607,8 +651,8 @@ static int b64_named(const char *v, const char *what, char **out, size_t *out_le
     return r;
 }
 
-static int fill(const json_t *root, const char *dir, const char *context, struct kop_kubeconfig *kc,
-                char *why, size_t why_len)
+static int fill(const json_t *root, const char *context, struct kop_kubeconfig *kc, char *why,
+                size_t why_len)
 {
     const char *ctx_name = context ? context : str_at(root, "current-context");
     if (!ctx_name) {
@@ -657,7 +701,7 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         return r;
     r = dup_field(str_at(ctx, "namespace"), &kc->namespace);
     if (r == 0)
-        r = path_field(dir, str_at(cluster, "certificate-authority"), &kc->ca_file);
+        r = dup_field(str_at(cluster, "certificate-authority"), &kc->ca_file);
     if (r == 0)
         r = b64_named(str_at(cluster, "certificate-authority-data"), "certificate-authority-data",
                       &kc->ca_data, &kc->ca_data_len, why, why_len);
@@ -675,11 +719,11 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
         return -EINVAL;
     }
     if (r == 0)
-        r = path_field(dir, str_at(user, "tokenFile"), &kc->token_file);
+        r = dup_field(str_at(user, "tokenFile"), &kc->token_file);
     if (r == 0)
-        r = path_field(dir, str_at(user, "client-certificate"), &kc->cert_file);
+        r = dup_field(str_at(user, "client-certificate"), &kc->cert_file);
     if (r == 0)
-        r = path_field(dir, str_at(user, "client-key"), &kc->key_file);
+        r = dup_field(str_at(user, "client-key"), &kc->key_file);
     if (r == 0)
         r = b64_named(str_at(user, "client-certificate-data"), "client-certificate-data",
                       &kc->cert_data, &kc->cert_data_len, why, why_len);
@@ -693,7 +737,7 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     if (exec_s && (!*exec_s || !strcmp(exec_s, "null") || !strcmp(exec_s, "~")))
         exec = NULL; /* "exec:" or "exec: null" */
     if (exec) {
-        r = parse_exec(exec, cluster, dir, kc);
+        r = parse_exec(exec, cluster, kc);
         if (r == -ENOTSUP)
             kop_msgf(why, why_len,
                      "user \"%.200s\": exec apiVersion is not supported (use "
@@ -740,16 +784,32 @@ static int fill(const json_t *root, const char *dir, const char *context, struct
     return 0;
 }
 
-static int load_buffer(const char *data, size_t len, const char *dir, const char *context,
-                       struct kop_kubeconfig *ret, char *why, size_t why_len)
+/* One kubeconfig's tree, its relative paths resolved against dir. An
+ * empty input is an empty kubeconfig, as in client-go's Load
+ * (clientcmd/loader.go). */
+static int parse(const char *data, size_t len, const char *dir, json_t **ret, char *why,
+                 size_t why_len)
 {
     json_t *root = NULL;
-    int r = yaml_to_json(data, len, &root, why, why_len);
-    if (r < 0)
+    int r = len == 0 ? 0 : yaml_to_json(data, len, &root, why, why_len);
+    if (r == 0 && !root)
+        root = json_object();
+    if (r == 0)
+        r = root ? resolve_paths(root, dir) : -ENOMEM;
+    if (r < 0) {
+        json_decref(root);
         return r;
+    }
+    *ret = root;
+    return 0;
+}
+
+/* The configuration of context (NULL: current-context) in root. */
+static int use(const json_t *root, const char *context, struct kop_kubeconfig *ret, char *why,
+               size_t why_len)
+{
     struct kop_kubeconfig kc = {0};
-    r = fill(root, dir, context, &kc, why, why_len);
-    json_decref(root);
+    int r = fill(root, context, &kc, why, why_len);
     if (r < 0) {
         kop_kubeconfig_cleanup(&kc);
         return r;
@@ -763,7 +823,12 @@ int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, co
 {
     if (!data || !ret)
         return -EINVAL;
-    return load_buffer(data, len, dir, context, ret, NULL, 0);
+    json_t *root = NULL;
+    int r = parse(data, len, dir, &root, NULL, 0);
+    if (r == 0)
+        r = use(root, context, ret, NULL, 0);
+    json_decref(root);
+    return r;
 }
 
 /* Only a regular file (or a symlink to one) is read: opening a FIFO for
@@ -792,8 +857,8 @@ static int check_regular(const char *path, char *why, size_t why_len)
     return r;
 }
 
-static int load_file(const char *path, const char *context, struct kop_kubeconfig *ret, char *why,
-                     size_t why_len)
+/* Read and parse the kubeconfig file at path. */
+static int read_file(const char *path, json_t **ret, char *why, size_t why_len)
 {
     char *data = NULL;
     size_t len = 0;
@@ -816,9 +881,20 @@ static int load_file(const char *path, const char *context, struct kop_kubeconfi
         *(slash == dir ? slash + 1 : slash) = '\0';
     else
         dir[0] = '\0';
-    r = load_buffer(data, len, dir, context, ret, why, why_len);
+    r = parse(data, len, dir, ret, why, why_len);
     free(dir);
     free(data);
+    return r;
+}
+
+static int load_file(const char *path, const char *context, struct kop_kubeconfig *ret, char *why,
+                     size_t why_len)
+{
+    json_t *root = NULL;
+    int r = read_file(path, &root, why, why_len);
+    if (r == 0)
+        r = use(root, context, ret, why, why_len);
+    json_decref(root);
     return r;
 }
 
@@ -936,18 +1012,89 @@ int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
     return in_cluster(root, ret, NULL, 0);
 }
 
-/* $KUBECONFIG: the first non-empty entry of the ':'-separated list. */
-static int kubeconfig_env(const char *env, char **ret)
+/* The named lists of a kubeconfig, merged entry by entry. */
+static const char *const merged_lists[] = {"clusters", "contexts", "users"};
+#define N_MERGED (sizeof(merged_lists) / sizeof(merged_lists[0]))
+
+/*
+ * Add root's entries to merged, as client-go's ClientConfigLoadingRules.Load
+ * (clientcmd/loader.go) does: the first file to set a map entry (a cluster,
+ * a user or a context, by name) wins and the entry is never changed; the
+ * current-context comes from the first file that sets one. seen holds, per
+ * list, the names taken so far.
+ */
+static int merge_into(json_t *merged, json_t *seen, const json_t *root)
 {
-    while (*env) {
-        size_t n = strcspn(env, ":");
-        if (n > 0) {
-            *ret = strndup(env, n);
-            return *ret ? 0 : -ENOMEM;
+    for (size_t l = 0; l < N_MERGED; l++) {
+        json_t *dst = json_object_get(merged, merged_lists[l]);
+        json_t *taken = json_object_get(seen, merged_lists[l]);
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(root, merged_lists[l]), i, e)
+        {
+            const char *n = json_string_value(json_object_get(e, "name"));
+            if (!n || json_object_get(taken, n))
+                continue;
+            if (json_object_set_new(taken, n, json_true()) < 0 || json_array_append(dst, e) < 0)
+                return -ENOMEM;
         }
-        env++;
     }
-    return -ENOENT;
+    const char *cc = str_at(root, "current-context");
+    if (cc && !json_object_get(merged, "current-context") &&
+        json_object_set_new(merged, "current-context", json_string(cc)) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/*
+ * $KUBECONFIG, a ':'-separated list, merged as client-go's
+ * ClientConfigLoadingRules.Load (clientcmd/loader.go) merges it: files in
+ * list order, empty entries skipped, a missing file skipped, a file that
+ * cannot be read or parsed an error. Every file gets the checks of one
+ * (regular file, size, YAML limits) and its relative paths are resolved
+ * against its own directory (read_file). *ret_empty: the list gave no
+ * entry and no current-context (client-go's IsConfigEmpty); *ret is then
+ * untouched. *ret_where: the file that failed (malloc'd), or NULL.
+ */
+static int load_list(const char *list, struct kop_kubeconfig *ret, bool *ret_empty,
+                     char **ret_where, char *why, size_t why_len)
+{
+    json_t *merged = json_pack("{s:[], s:[], s:[]}", "clusters", "contexts", "users");
+    json_t *seen = json_pack("{s:{}, s:{}, s:{}}", "clusters", "contexts", "users");
+    int r = merged && seen ? 0 : -ENOMEM;
+    const char *p = list;
+    while (r == 0 && *p) {
+        size_t n = strcspn(p, ":");
+        if (n > 0) {
+            char *path = strndup(p, n);
+            json_t *root = NULL;
+            r = path ? read_file(path, &root, why, why_len) : -ENOMEM;
+            if (r == -ENOENT) {
+                r = 0; /* skipped, as client-go skips it */
+                why[0] = '\0';
+            }
+            if (r == 0 && root)
+                r = merge_into(merged, seen, root);
+            json_decref(root);
+            if (r < 0 && r != -ENOMEM)
+                *ret_where = path;
+            else
+                free(path);
+        }
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    bool empty = !json_object_get(merged, "current-context");
+    for (size_t l = 0; l < N_MERGED; l++)
+        empty = empty && json_object_size(json_object_get(seen, merged_lists[l])) == 0;
+    if (r == 0 && empty)
+        *ret_empty = true;
+    else if (r == 0)
+        r = use(merged, NULL, ret, why, why_len);
+    json_decref(merged);
+    json_decref(seen);
+    return r;
 }
 
 int kop_kubeconfig_load_default(const char *explicit_path, const char *in_cluster_root,
@@ -963,16 +1110,31 @@ int kop_kubeconfig_load_default(const char *explicit_path, const char *in_cluste
     }
     const char *env = getenv("KUBECONFIG");
     if (env && *env) {
-        /* Only the first file of the list (documented). */
-        char *first = NULL;
-        r = kubeconfig_env(env, &first);
-        if (r == 0)
-            r = load_file(first, NULL, ret, why, sizeof(why));
-        else if (r == -ENOENT)
-            kop_msgf(why, sizeof(why), "names no file");
+        bool empty = false;
+        char *where = NULL;
+        r = load_list(env, ret, &empty, &where, why, sizeof(why));
         if (r < 0)
-            log_failure("$KUBECONFIG", first ? first : env, r, why);
-        free(first);
+            log_failure("$KUBECONFIG", where ? where : env, r, why);
+        free(where);
+        if (r < 0 || !empty)
+            return r;
+        /* Nothing in the list. client-go's DeferredLoadingClientConfig.
+         * ClientConfig (clientcmd/merged_client_builder.go) then uses the
+         * in-cluster configuration when it can, else fails with ErrEmptyConfig
+         * (clientcmd/validation.go). $HOME/.kube/config is not read: client-go's
+         * NewDefaultClientConfigLoadingRules (clientcmd/loader.go) lists it
+         * only when $KUBECONFIG is unset. */
+        r = in_cluster(in_cluster_root, ret, why, sizeof(why));
+        if (r == -ENOENT) {
+            char all[768];
+            kop_msgf(all, sizeof(all),
+                     "invalid configuration: no configuration has been provided (no file of the "
+                     "list exists or none has an entry, and not in a cluster: %s)",
+                     why);
+            log_failure("$KUBECONFIG", env, r, all);
+        } else if (r < 0) {
+            log_failure("in-cluster", "", r, why);
+        }
         return r;
     }
     r = in_cluster(in_cluster_root, ret, why, sizeof(why));
