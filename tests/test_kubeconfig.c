@@ -333,7 +333,6 @@ START_TEST(test_kubeconfig_exec_ca_file)
     char *path = write_tmp("config", "current-context: c\ncontexts:\n- name: c\n  context: "
                                      "{cluster: k, user: u}\nclusters:\n- name: k\n  cluster:\n"
                                      "    server: https://x\n    certificate-authority: ca.crt\n"
-                                     "    insecure-skip-tls-verify: true\n"
                                      "    disable-compression: true\n"
                                      "users:\n- name: u\n  user:\n    exec:\n"
                                      "      apiVersion: client.authentication.k8s.io/v1\n"
@@ -344,7 +343,7 @@ START_TEST(test_kubeconfig_exec_ca_file)
     ck_assert_int_eq(kop_kubeconfig_load_file(path, NULL, &kc), 0);
     ck_assert_str_eq(
         json_string_value(json_object_get(kc.exec->cluster, "certificate-authority-data")), CA_B64);
-    ck_assert(json_is_true(json_object_get(kc.exec->cluster, "insecure-skip-tls-verify")));
+    ck_assert_ptr_null(json_object_get(kc.exec->cluster, "insecure-skip-tls-verify"));
     ck_assert(json_is_true(json_object_get(kc.exec->cluster, "disable-compression")));
     ck_assert_ptr_null(json_object_get(kc.exec->cluster, "config"));
     char want[4200];
@@ -352,6 +351,16 @@ START_TEST(test_kubeconfig_exec_ca_file)
     ck_assert_str_eq(kc.exec->command, want);
     kop_kubeconfig_cleanup(&kc);
     free(path);
+
+    /* insecure-skip-tls-verify (without a CA) goes to the plugin too. */
+    const char *insecure = "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, "
+                           "user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://x', "
+                           "insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user:\n"
+                           "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                           "      command: p\n      provideClusterInfo: true\n";
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(insecure, strlen(insecure), tmpdir, NULL, &kc), 0);
+    ck_assert(json_is_true(json_object_get(kc.exec->cluster, "insecure-skip-tls-verify")));
+    kop_kubeconfig_cleanup(&kc);
 
     /* The CA file cannot be read for the plugin: missing, or a directory. */
     char buf[1024];
@@ -832,6 +841,75 @@ START_TEST(test_kubeconfig_env_list_merged)
 }
 END_TEST
 
+/* A kubeconfig whose cluster k is cluster (a YAML flow map's members). */
+static int load_cluster(const char *cluster, struct kop_kubeconfig *kc)
+{
+    char buf[2048];
+    snprintf(buf, sizeof(buf),
+             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n"
+             "clusters:\n- name: k\n  cluster: {%s}\n",
+             cluster);
+    return kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, kc);
+}
+
+/* A CA (file or data) together with insecure-skip-tls-verify is refused at
+ * load, as client-go refuses it when it builds the transport ("specifying a
+ * root certificates file with the insecure flag is not allowed"); it used
+ * to be accepted and the flag silently won. */
+START_TEST(test_kubeconfig_ca_with_insecure_refused)
+{
+    struct kop_kubeconfig kc;
+    free(write_tmp("ca.crt", CA_PEM));
+    ck_assert_int_eq(load_cluster("server: 'https://x', certificate-authority-data: " CA_B64
+                                  ", insecure-skip-tls-verify: true",
+                                  &kc),
+                     -EINVAL);
+    ck_assert_int_eq(
+        load_cluster(
+            "server: 'https://x', certificate-authority: ca.crt, insecure-skip-tls-verify: "
+            "true",
+            &kc),
+        -EINVAL);
+    /* Either alone is fine; so is "false"; and an http:// server, whose TLS
+     * settings client-go never applies. */
+    ck_assert_int_eq(load_cluster("server: 'https://x', insecure-skip-tls-verify: true", &kc), 0);
+    ck_assert(kc.insecure_skip_tls_verify);
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_cluster("server: 'https://x', certificate-authority: ca.crt", &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_cluster("server: 'https://x', certificate-authority: ca.crt, "
+                                  "insecure-skip-tls-verify: false",
+                                  &kc),
+                     0);
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_cluster("server: 'http://x', certificate-authority-data: " CA_B64
+                                  ", insecure-skip-tls-verify: true",
+                                  &kc),
+                     0);
+    kop_kubeconfig_cleanup(&kc);
+
+    /* The log line carries client-go's words. */
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/log", tmpdir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    char *path = write_tmp("config", "current-context: c\ncontexts:\n- name: c\n  context: "
+                                     "{cluster: k}\nclusters:\n- name: k\n  cluster: {server: "
+                                     "'https://x', certificate-authority: ca.crt, "
+                                     "insecure-skip-tls-verify: true}\n");
+    ck_assert_int_eq(kop_kubeconfig_load_file(path, NULL, &kc), -EINVAL);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(fd);
+    char *log = kop_test_read_file(p, NULL);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_ptr_nonnull(
+        strstr(log, "specifying a root certificates file with the insecure flag is not allowed"));
+    free(log);
+    free(path);
+}
+END_TEST
+
 static Suite *kubeconfig_suite(void)
 {
     Suite *s = suite_create("kubeconfig");
@@ -852,6 +930,7 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_failure_reasons_are_logged);
     tcase_add_test(tc, test_kubeconfig_env_list_empty_entries);
     tcase_add_test(tc, test_kubeconfig_env_list_merged);
+    tcase_add_test(tc, test_kubeconfig_ca_with_insecure_refused);
     tcase_add_test(tc, test_kubeconfig_token_control_characters);
     tcase_add_test(tc, test_kubeconfig_cert_needs_key);
     suite_add_tcase(s, tc);

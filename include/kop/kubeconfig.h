@@ -31,7 +31,11 @@
  * file is an empty kubeconfig (client-go's Load). A user with
  * only auth-provider credentials is rejected (-ENOTSUP). The server must be
  * an http:// or https:// URL with a host (a bare "host:port" is refused,
- * not guessed). Only regular files are read (a FIFO would block start-up).
+ * not guessed). A CA (certificate-authority or -data) together with
+ * insecure-skip-tls-verify is refused for an https server (-EINVAL), as
+ * client-go's transport.TLSConfigFor refuses it ("specifying a root
+ * certificates file with the insecure flag is not allowed").
+ * Only regular files are read (a FIFO would block start-up).
  * YAML nested deeper than 64 levels or with more than 4096 anchors is
  * refused before libyaml's loader runs (its work on them is quadratic).
  *

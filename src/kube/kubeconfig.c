@@ -710,6 +710,21 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
     if (r < 0)
         return r;
     kc->insecure_skip_tls_verify = yaml_true(str_at(cluster, "insecure-skip-tls-verify"));
+    /* A CA, as a file or as data, with insecure-skip-tls-verify: client-go
+     * refuses it when it builds the TLS transport, in transport.TLSConfigFor
+     * (transport/transport.go; HasCA in transport/config.go covers both
+     * fields), so a client is never made from such a cluster. Its server
+     * settings reach the transport only for an https server
+     * (DirectClientConfig.ClientConfig, clientcmd/client_config.go), so an
+     * http:// server is not refused. */
+    bool https = strncasecmp(kc->server, "https://", 8) == 0;
+    if (https && kc->insecure_skip_tls_verify && (kc->ca_file || kc->ca_data)) {
+        kop_msgf(why, why_len,
+                 "cluster \"%.200s\": specifying a root certificates file with the insecure flag "
+                 "is not allowed",
+                 cluster_name);
+        return -EINVAL;
+    }
     r = not_special("certificate-authority", kc->ca_file, why, why_len);
     if (r < 0 || !user)
         return r;
