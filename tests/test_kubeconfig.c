@@ -52,40 +52,44 @@ static char *write_tmp(const char *name, const char *content)
 #define CA_B64 "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
 #define CA_PEM "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
-/* As "kind" / kubectl config view --raw write it. */
-static const char kind_yaml[] = "apiVersion: v1\n"
-                                "clusters:\n"
-                                "- cluster:\n"
-                                "    certificate-authority-data: " CA_B64 "\n"
-                                "    server: https://127.0.0.1:36443/\n"
-                                "  name: kind-kind\n"
-                                "- cluster:\n"
-                                "    insecure-skip-tls-verify: true\n"
-                                "    server: \"http://localhost:8080\"\n"
-                                "  name: dev\n"
-                                "contexts:\n"
-                                "- context:\n"
-                                "    cluster: kind-kind\n"
-                                "    user: kind-kind\n"
-                                "  name: kind-kind\n"
-                                "- context:\n"
-                                "    cluster: dev\n"
-                                "    namespace: 'team-a'\n"
-                                "    user: dev-user\n"
-                                "  name: dev\n"
-                                "current-context: kind-kind\n"
-                                "kind: Config\n"
-                                "preferences: {}\n"
-                                "users:\n"
-                                "- name: kind-kind\n"
-                                "  user:\n"
-                                "    client-certificate-data: " CA_B64 "\n"
-                                "    client-key-data: a2V5Cg==\n"
-                                "- name: dev-user\n"
-                                "  user:\n"
-                                "    tokenFile: secrets/token\n"
-                                "    client-certificate: certs/client.crt\n"
-                                "    client-key: /abs/client.key\n";
+/* As "kind" / kubectl config view --raw write it; key: dev-user's
+ * client-key (an absolute path). */
+#define KIND_YAML(key)                                                                             \
+    "apiVersion: v1\n"                                                                             \
+    "clusters:\n"                                                                                  \
+    "- cluster:\n"                                                                                 \
+    "    certificate-authority-data: " CA_B64 "\n"                                                 \
+    "    server: https://127.0.0.1:36443/\n"                                                       \
+    "  name: kind-kind\n"                                                                          \
+    "- cluster:\n"                                                                                 \
+    "    insecure-skip-tls-verify: true\n"                                                         \
+    "    server: \"http://localhost:8080\"\n"                                                      \
+    "  name: dev\n"                                                                                \
+    "contexts:\n"                                                                                  \
+    "- context:\n"                                                                                 \
+    "    cluster: kind-kind\n"                                                                     \
+    "    user: kind-kind\n"                                                                        \
+    "  name: kind-kind\n"                                                                          \
+    "- context:\n"                                                                                 \
+    "    cluster: dev\n"                                                                           \
+    "    namespace: 'team-a'\n"                                                                    \
+    "    user: dev-user\n"                                                                         \
+    "  name: dev\n"                                                                                \
+    "current-context: kind-kind\n"                                                                 \
+    "kind: Config\n"                                                                               \
+    "preferences: {}\n"                                                                            \
+    "users:\n"                                                                                     \
+    "- name: kind-kind\n"                                                                          \
+    "  user:\n"                                                                                    \
+    "    client-certificate-data: " CA_B64 "\n"                                                    \
+    "    client-key-data: a2V5Cg==\n"                                                              \
+    "- name: dev-user\n"                                                                           \
+    "  user:\n"                                                                                    \
+    "    tokenFile: secrets/token\n"                                                               \
+    "    client-certificate: certs/client.crt\n"                                                   \
+    "    client-key: " key "\n"
+
+static const char kind_yaml[] = KIND_YAML("/abs/client.key");
 
 START_TEST(test_kubeconfig_kind_shape)
 {
@@ -104,15 +108,27 @@ START_TEST(test_kubeconfig_kind_shape)
     kop_kubeconfig_cleanup(&kc);
     ck_assert_ptr_null(kc.server);
 
-    /* Another context: relative paths resolve against the file's dir. */
+    /* Another context: relative paths resolve against the file's dir, an
+     * absolute one stays. The certificate and key are read at load: they
+     * must exist. */
     ck_assert_int_eq(kop_kubeconfig_load_buffer(kind_yaml, strlen(kind_yaml), "/cfg", "dev", &kc),
-                     0);
+                     -ENOENT);
+    char dir[4200], want[4300], yaml[8192];
+    snprintf(dir, sizeof(dir), "%s/certs", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    free(write_tmp("certs/client.crt", CA_PEM));
+    free(write_tmp("client.key", "key\n"));
+    snprintf(want, sizeof(want), "%s/client.key", tmpdir);
+    snprintf(yaml, sizeof(yaml), KIND_YAML("%s"), want);
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(yaml, strlen(yaml), tmpdir, "dev", &kc), 0);
     ck_assert_str_eq(kc.server, "http://localhost:8080");
     ck_assert(kc.insecure_skip_tls_verify);
     ck_assert_str_eq(kc.namespace, "team-a");
-    ck_assert_str_eq(kc.token_file, "/cfg/secrets/token");
-    ck_assert_str_eq(kc.cert_file, "/cfg/certs/client.crt");
-    ck_assert_str_eq(kc.key_file, "/abs/client.key");
+    ck_assert_str_eq(kc.key_file, want);
+    snprintf(want, sizeof(want), "%s/secrets/token", tmpdir);
+    ck_assert_str_eq(kc.token_file, want); /* not read for an http:// server */
+    snprintf(want, sizeof(want), "%s/certs/client.crt", tmpdir);
+    ck_assert_str_eq(kc.cert_file, want);
     kop_kubeconfig_cleanup(&kc);
 
     ck_assert_int_eq(kop_kubeconfig_load_buffer(kind_yaml, strlen(kind_yaml), "/cfg", "nope", &kc),
@@ -131,9 +147,12 @@ START_TEST(test_kubeconfig_json_and_token)
         "\"namespace\":\"ns\"}}],"
         "\"users\":[{\"name\":\"u\",\"user\":{\"token\":\"abc.def\"}}]}";
     struct kop_kubeconfig kc;
-    ck_assert_int_eq(kop_kubeconfig_load_buffer(json, strlen(json), "/d", NULL, &kc), 0);
+    free(write_tmp("ca.crt", CA_PEM));
+    ck_assert_int_eq(kop_kubeconfig_load_buffer(json, strlen(json), tmpdir, NULL, &kc), 0);
     ck_assert_str_eq(kc.server, "https://k:6443");
-    ck_assert_str_eq(kc.ca_file, "/d/ca.crt");
+    char want[4200];
+    snprintf(want, sizeof(want), "%s/ca.crt", tmpdir);
+    ck_assert_str_eq(kc.ca_file, want);
     ck_assert_str_eq(kc.token, "abc.def");
     ck_assert_str_eq(kc.tls_server_name, "kubernetes");
     ck_assert_str_eq(kc.namespace, "ns");
@@ -910,6 +929,91 @@ START_TEST(test_kubeconfig_ca_with_insecure_refused)
 }
 END_TEST
 
+/* A kubeconfig whose cluster k has server and whose user u is user. */
+static int load_user(const char *server, const char *user, struct kop_kubeconfig *kc)
+{
+    char buf[2048];
+    snprintf(buf, sizeof(buf),
+             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+             "clusters:\n- name: k\n  cluster: {server: '%s'}\n"
+             "users:\n- name: u\n  user: %s\n",
+             server, user);
+    return kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, kc);
+}
+
+/* The files a kubeconfig names are read at load, as client-go reads them
+ * (validateClusterInfo, validateAuthInfo; the tokenFile when no token is
+ * given, for an https server): a missing CA file fails the start with one
+ * line naming it, instead of every request later. */
+START_TEST(test_kubeconfig_named_files_are_read_at_load)
+{
+    struct kop_kubeconfig kc;
+    free(write_tmp("ca.crt", CA_PEM));
+    free(write_tmp("c.crt", CA_PEM));
+    free(write_tmp("c.key", "key\n"));
+    free(write_tmp("token", "t\n"));
+    ck_assert_int_eq(load_cluster("server: 'https://x', certificate-authority: missing.crt", &kc),
+                     -ENOENT);
+    ck_assert_int_eq(load_cluster("server: 'http://x', certificate-authority: missing.crt", &kc),
+                     -ENOENT);
+    ck_assert_int_eq(
+        load_user("https://x", "{client-certificate: missing.crt, client-key: c.key}", &kc),
+        -ENOENT);
+    ck_assert_int_eq(
+        load_user("https://x", "{client-certificate: c.crt, client-key: missing.key}", &kc),
+        -ENOENT);
+    ck_assert_int_eq(load_user("https://x", "{tokenFile: missing}", &kc), -ENOENT);
+    /* All there. */
+    ck_assert_int_eq(load_cluster("server: 'https://x', certificate-authority: ca.crt", &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_user("https://x", "{client-certificate: c.crt, client-key: c.key}", &kc),
+                     0);
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_user("https://x", "{tokenFile: token}", &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+    /* client-go does not read the tokenFile when a token is given, nor a
+     * user's credentials for a plain http:// server: the file may come
+     * later, and the client reads it then. */
+    ck_assert_int_eq(load_user("https://x", "{token: t, tokenFile: missing}", &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+    ck_assert_int_eq(load_user("http://x", "{tokenFile: missing}", &kc), 0);
+    kop_kubeconfig_cleanup(&kc);
+    /* Present but unreadable (root reads it anyway). */
+    if (geteuid() != 0) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/c.key", tmpdir);
+        ck_assert_int_eq(chmod(p, 0), 0);
+        ck_assert_int_eq(
+            load_user("https://x", "{client-certificate: c.crt, client-key: c.key}", &kc), -EACCES);
+    }
+
+    /* One log line, with client-go's words and the path. */
+    char lp[4200], ca[4200], env[4200];
+    snprintf(lp, sizeof(lp), "%s/log", tmpdir);
+    snprintf(ca, sizeof(ca), "%s/missing.crt", tmpdir);
+    char *path = write_tmp("config", "current-context: c\ncontexts:\n- name: c\n  context: "
+                                     "{cluster: k}\nclusters:\n- name: k\n  cluster: {server: "
+                                     "'https://x', certificate-authority: missing.crt}\n");
+    snprintf(env, sizeof(env), "%s", path);
+    setenv("KUBECONFIG", env, 1);
+    int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(fd);
+    char *log = kop_test_read_file(lp, NULL);
+    ck_assert_ptr_nonnull(log);
+    char want[4400];
+    snprintf(want, sizeof(want), "unable to read certificate-authority %s for k due to ", ca);
+    ck_assert_msg(strstr(log, want) != NULL, "%s", log);
+    ck_assert_ptr_nonnull(strchr(log, '\n'));
+    ck_assert_ptr_null(strchr(strchr(log, '\n') + 1, '\n'));
+    free(log);
+    free(path);
+}
+END_TEST
+
 static Suite *kubeconfig_suite(void)
 {
     Suite *s = suite_create("kubeconfig");
@@ -931,6 +1035,7 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, test_kubeconfig_env_list_empty_entries);
     tcase_add_test(tc, test_kubeconfig_env_list_merged);
     tcase_add_test(tc, test_kubeconfig_ca_with_insecure_refused);
+    tcase_add_test(tc, test_kubeconfig_named_files_are_read_at_load);
     tcase_add_test(tc, test_kubeconfig_token_control_characters);
     tcase_add_test(tc, test_kubeconfig_cert_needs_key);
     suite_add_tcase(s, tc);

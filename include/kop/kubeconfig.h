@@ -35,7 +35,15 @@
  * insecure-skip-tls-verify is refused for an https server (-EINVAL), as
  * client-go's transport.TLSConfigFor refuses it ("specifying a root
  * certificates file with the insecure flag is not allowed").
- * Only regular files are read (a FIFO would block start-up).
+ * Only regular files are read (a FIFO would block start-up). The files
+ * named by certificate-authority, client-certificate and client-key must
+ * be readable at load, and tokenFile too when no token is given and the
+ * server is https, as client-go reads them when it loads a configuration
+ * (clientcmd/validation.go validateClusterInfo and validateAuthInfo;
+ * clientcmd/client_config.go for the tokenFile): -ENOENT or -EACCES,
+ * logged in client-go's words ("unable to read certificate-authority
+ * <path> for <cluster> due to ..."). A tokenFile that is not read may
+ * appear later; the client reads it when it needs it.
  * YAML nested deeper than 64 levels or with more than 4096 anchors is
  * refused before libyaml's loader runs (its work on them is quadratic).
  *
@@ -120,10 +128,12 @@ struct kop_kubeconfig {
 /*
  * Read a kubeconfig file. context: the context to use (NULL: the file's
  * current-context). Returns 0, -ENOENT (file, context, cluster or user
- * missing), -EINVAL (not a valid kubeconfig: bad YAML, missing or
- * malformed server, bad base64, an invalid exec stanza, not a regular
- * file), -EISDIR (a directory), -EFBIG (over 16 MiB), -ENOTSUP (only auth-provider
- * credentials, or an exec apiVersion other than v1/v1beta1), -ENOMEM.
+ * missing, or a file it names), -EACCES (a file it names is not readable),
+ * -EINVAL (not a valid kubeconfig: bad YAML, missing or malformed server,
+ * bad base64, an invalid exec stanza, a CA with insecure-skip-tls-verify,
+ * not a regular file), -EISDIR (a directory), -EFBIG (over 16 MiB),
+ * -ENOTSUP (only auth-provider credentials, or an exec apiVersion other
+ * than v1/v1beta1), -ENOMEM.
  * *ret filled on success (release with kop_kubeconfig_cleanup).
  */
 int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_kubeconfig *ret);

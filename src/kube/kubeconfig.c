@@ -621,8 +621,8 @@ static int check_server(const char *server, char *why, size_t why_len)
 
 /* A file the client reads later (libcurl at each handshake, the token
  * reader periodically): when it exists it must be a regular file, as a
- * FIFO would block the reading thread for ever. A missing file is the
- * client's error, reported with its path when it is read. */
+ * FIFO would block the reading thread for ever. Whether it must exist
+ * already is check_readable's business. */
 static int not_special(const char *field, const char *path, char *why, size_t why_len)
 {
     struct stat st;
@@ -630,6 +630,32 @@ static int not_special(const char *field, const char *path, char *why, size_t wh
         return 0;
     kop_msgf(why, why_len, "%s %.300s is not a regular file", field, path);
     return -EINVAL;
+}
+
+/*
+ * A file the kubeconfig names must be readable when the configuration is
+ * loaded, as client-go reads it then: validateClusterInfo and
+ * validateAuthInfo (clientcmd/validation.go) open certificate-authority,
+ * client-certificate and client-key ("unable to read certificate-authority
+ * %v for %v due to %v"; label is client-go's name for the field), so a
+ * missing CA file fails the start with one line instead of every request.
+ * not_special has refused a FIFO before: opening one would block. owner:
+ * the cluster or user that names the file.
+ */
+static int check_readable(const char *label, const char *path, const char *owner, char *why,
+                          size_t why_len)
+{
+    if (!path)
+        return 0;
+    char byte[2];
+    int r = kop_file_read_into(path, byte, sizeof(byte), NULL);
+    explicit_bzero(byte, sizeof(byte));
+    if (r < 0) {
+        char eb[128];
+        kop_msgf(why, why_len, "unable to read %s %.300s for %.200s due to %s", label, path,
+                 owner ? owner : "", strerror_r(-r, eb, sizeof(eb)));
+    }
+    return r;
 }
 
 /* The token goes into an HTTP header as it is: a CR or LF in it would
@@ -726,6 +752,8 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
         return -EINVAL;
     }
     r = not_special("certificate-authority", kc->ca_file, why, why_len);
+    if (r == 0)
+        r = check_readable("certificate-authority", kc->ca_file, cluster_name, why, why_len);
     if (r < 0 || !user)
         return r;
     r = dup_field(str_at(user, "token"), &kc->token);
@@ -777,17 +805,27 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
                           : "client-key without client-certificate (or -data)");
         return -EINVAL;
     }
+    /* label: client-go's name for the field in its message. read: client-go
+     * reads the file when it loads the configuration. It opens the
+     * certificate and key files in validateAuthInfo; it reads the tokenFile
+     * in getUserIdentificationPartialConfig (clientcmd/client_config.go),
+     * only when no token is given and only for an https server (it applies
+     * a user's credentials to a TLS transport only). Otherwise the file
+     * may appear later: the client reads it when it needs it. */
     const struct {
-        const char *field, *path;
-    } files[] = {{"certificate-authority", kc->ca_file},
-                 {"tokenFile", kc->token_file},
-                 {"client-certificate", kc->cert_file},
-                 {"client-key", kc->key_file}};
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        const char *field, *label, *path;
+        bool read;
+    } files[] = {{"tokenFile", "tokenFile", kc->token_file, https && !kc->token},
+                 {"client-certificate", "client-cert", kc->cert_file, true},
+                 {"client-key", "client-key", kc->key_file, true}};
+    const size_t n_files = sizeof(files) / sizeof(files[0]);
+    for (size_t i = 0; r == 0 && i < n_files; i++)
         r = not_special(files[i].field, files[i].path, why, why_len);
-        if (r < 0)
-            return r;
-    }
+    for (size_t i = 0; r == 0 && i < n_files; i++)
+        if (files[i].read)
+            r = check_readable(files[i].label, files[i].path, user_name, why, why_len);
+    if (r < 0)
+        return r;
     bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data || kc->exec;
     if (!has_cred && json_object_get(user, "auth-provider")) {
         kop_msgf(why, why_len,
