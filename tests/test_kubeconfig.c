@@ -597,14 +597,22 @@ START_TEST(test_kubeconfig_hostile_yaml_is_refused_fast)
 }
 END_TEST
 
-static int load_server(const char *server, struct kop_kubeconfig *kc)
+/* A kubeconfig whose cluster k is cluster (a YAML flow map's members). */
+static int load_cluster(const char *cluster, struct kop_kubeconfig *kc)
 {
-    char buf[1024];
+    char buf[2048];
     snprintf(buf, sizeof(buf),
              "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n"
-             "clusters:\n- name: k\n  cluster: {server: '%s'}\n",
-             server);
-    return kop_kubeconfig_load_buffer(buf, strlen(buf), NULL, NULL, kc);
+             "clusters:\n- name: k\n  cluster: {%s}\n",
+             cluster);
+    return kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, kc);
+}
+
+static int load_server(const char *server, struct kop_kubeconfig *kc)
+{
+    char cluster[1024];
+    snprintf(cluster, sizeof(cluster), "server: '%s'", server);
+    return load_cluster(cluster, kc);
 }
 
 /* The server must be an http(s) URL with a host: a bare "host:port" (for
@@ -654,14 +662,32 @@ START_TEST(test_kubeconfig_in_cluster_garbage_env)
 }
 END_TEST
 
+/* Log lines go to tmpdir/log until log_capture_end(), which returns them. */
+static int log_capture_start(void)
+{
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/log", tmpdir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    return fd;
+}
+
+static char *log_capture_end(int fd)
+{
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(fd);
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/log", tmpdir);
+    char *log = kop_test_read_file(p, NULL);
+    ck_assert_ptr_nonnull(log);
+    return log;
+}
+
 /* Every failure is logged with what is wrong and where, not only errno. */
 START_TEST(test_kubeconfig_failure_reasons_are_logged)
 {
-    char lp[4096];
-    snprintf(lp, sizeof(lp), "%s/log", tmpdir);
-    int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    int fd = log_capture_start();
     struct kop_kubeconfig kc;
     char *a = write_tmp("ctx.yaml", "current-context: nope\ncontexts: []\n");
     char *b = write_tmp("b64.yaml", "current-context: c\ncontexts:\n- name: c\n  context: "
@@ -673,10 +699,7 @@ START_TEST(test_kubeconfig_failure_reasons_are_logged)
     ck_assert_int_eq(kop_kubeconfig_load_file(c, NULL, &kc), -EINVAL);
     setenv("HOME", tmpdir, 1);
     ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
-    close(fd);
-    char *log = kop_test_read_file(lp, NULL);
-    ck_assert_ptr_nonnull(log);
+    char *log = log_capture_end(fd);
     ck_assert_ptr_nonnull(strstr(log, "context \\\"nope\\\" not found"));
     ck_assert_ptr_nonnull(strstr(log, "certificate-authority-data is not valid base64"));
     ck_assert_ptr_nonnull(strstr(log, "not valid YAML"));
@@ -832,15 +855,9 @@ START_TEST(test_kubeconfig_env_list_merged)
     setenv("HOME", tmpdir, 1);
     snprintf(env, sizeof(env), "%s/missing:%s", tmpdir, empty);
     setenv("KUBECONFIG", env, 1);
-    tmp_path(p, sizeof(p), "log");
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    int fd = log_capture_start();
     ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
-    close(fd);
-    char *log = kop_test_read_file(p, NULL);
-    ck_assert_ptr_nonnull(log);
+    char *log = log_capture_end(fd);
     ck_assert_ptr_nonnull(strstr(log, "invalid configuration: no configuration has been provided"));
     free(log);
     setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
@@ -859,17 +876,6 @@ START_TEST(test_kubeconfig_env_list_merged)
     free(bad);
 }
 END_TEST
-
-/* A kubeconfig whose cluster k is cluster (a YAML flow map's members). */
-static int load_cluster(const char *cluster, struct kop_kubeconfig *kc)
-{
-    char buf[2048];
-    snprintf(buf, sizeof(buf),
-             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n"
-             "clusters:\n- name: k\n  cluster: {%s}\n",
-             cluster);
-    return kop_kubeconfig_load_buffer(buf, strlen(buf), tmpdir, NULL, kc);
-}
 
 /* A CA (file or data) together with insecure-skip-tls-verify is refused at
  * load, as client-go refuses it when it builds the transport ("specifying a
@@ -908,20 +914,13 @@ START_TEST(test_kubeconfig_ca_with_insecure_refused)
     kop_kubeconfig_cleanup(&kc);
 
     /* The log line carries client-go's words. */
-    char p[4200];
-    snprintf(p, sizeof(p), "%s/log", tmpdir);
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    int fd = log_capture_start();
     char *path = write_tmp("config", "current-context: c\ncontexts:\n- name: c\n  context: "
                                      "{cluster: k}\nclusters:\n- name: k\n  cluster: {server: "
                                      "'https://x', certificate-authority: ca.crt, "
                                      "insecure-skip-tls-verify: true}\n");
     ck_assert_int_eq(kop_kubeconfig_load_file(path, NULL, &kc), -EINVAL);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
-    close(fd);
-    char *log = kop_test_read_file(p, NULL);
-    ck_assert_ptr_nonnull(log);
+    char *log = log_capture_end(fd);
     ck_assert_ptr_nonnull(
         strstr(log, "specifying a root certificates file with the insecure flag is not allowed"));
     free(log);
@@ -988,22 +987,16 @@ START_TEST(test_kubeconfig_named_files_are_read_at_load)
     }
 
     /* One log line, with client-go's words and the path. */
-    char lp[4200], ca[4200], env[4200];
-    snprintf(lp, sizeof(lp), "%s/log", tmpdir);
+    char ca[4200], env[4200];
     snprintf(ca, sizeof(ca), "%s/missing.crt", tmpdir);
     char *path = write_tmp("config", "current-context: c\ncontexts:\n- name: c\n  context: "
                                      "{cluster: k}\nclusters:\n- name: k\n  cluster: {server: "
                                      "'https://x', certificate-authority: missing.crt}\n");
     snprintf(env, sizeof(env), "%s", path);
     setenv("KUBECONFIG", env, 1);
-    int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    int fd = log_capture_start();
     ck_assert_int_eq(kop_kubeconfig_load_default(NULL, tmpdir, &kc), -ENOENT);
-    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
-    close(fd);
-    char *log = kop_test_read_file(lp, NULL);
-    ck_assert_ptr_nonnull(log);
+    char *log = log_capture_end(fd);
     char want[4400];
     snprintf(want, sizeof(want), "unable to read certificate-authority %s for k due to ", ca);
     ck_assert_msg(strstr(log, want) != NULL, "%s", log);
