@@ -404,6 +404,53 @@ static const char *const seeds[] = {
     "{\"a\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\"b\":9223372036854775807,\"c\":1e308}",
 };
 
+/* The member a path names is left out, wherever it sits among its
+ * siblings; a key of the same name elsewhere, or a path that meets
+ * something other than an object, leaves everything in. */
+START_TEST(test_jscan_decode_without)
+{
+    static const char *const mf[] = {"metadata", "managedFields", NULL};
+    static const char *const none[] = {NULL};
+    static const struct {
+        const char *in, *want;
+    } drops[] = {
+        {"{\"metadata\":{\"name\":\"a\",\"managedFields\":[{\"f:x\":{}}],\"uid\":\"u\"}}",
+         "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\"}}"},
+        {"{ \"metadata\" : { \"managedFields\" : [ ] , \"name\" : \"a\" } , \"x\":1}",
+         "{\"metadata\":{\"name\":\"a\"},\"x\":1}"},
+        {"{\"metadata\":{\"name\":\"a\",\"managedFields\":\"s,}]\\\"\"}}",
+         "{\"metadata\":{\"name\":\"a\"}}"},
+        {"{\"metadata\":{\"managedFields\":null}}", "{\"metadata\":{}}"},
+        /* same key elsewhere: kept */
+        {"{\"managedFields\":1,\"spec\":{\"managedFields\":2},\"metadata\":{}}",
+         "{\"managedFields\":1,\"spec\":{\"managedFields\":2},\"metadata\":{}}"},
+        /* the path meets an array or a scalar: nothing left out */
+        {"{\"metadata\":[{\"managedFields\":1}]}", "{\"metadata\":[{\"managedFields\":1}]}"},
+        {"{\"metadata\":3}", "{\"metadata\":3}"},
+        {"[1,2]", "[1,2]"},
+    };
+    struct kop_jscan *s = kop_jscan_new();
+    for (size_t i = 0; i < sizeof(drops) / sizeof(drops[0]); i++) {
+        size_t n = strlen(drops[i].in);
+        ck_assert_int_eq(kop_jscan_value(s, drops[i].in, n, 0, 0), 0);
+        json_t *got = kop_jscan_decode_without(drops[i].in, n, mf);
+        json_t *want = json_loads(drops[i].want, 0, NULL);
+        ck_assert_msg(got && want && json_equal(got, want), "case %zu", i);
+        json_decref(got);
+        json_decref(want);
+        /* no path, an empty one: everything */
+        json_t *all = kop_jscan_decode_without(drops[i].in, n, NULL);
+        json_t *all2 = kop_jscan_decode_without(drops[i].in, n, none);
+        json_t *ref = json_loads(drops[i].in, 0, NULL);
+        ck_assert(json_equal(all, ref) && json_equal(all2, ref));
+        json_decref(all);
+        json_decref(all2);
+        json_decref(ref);
+    }
+    kop_jscan_free(s);
+}
+END_TEST
+
 START_TEST(test_jscan_random_mutations_match_jansson)
 {
     static const char alphabet[] =
@@ -468,6 +515,7 @@ static Suite *jscan_suite(void)
     tcase_add_test(tc, test_jscan_string_unescapes);
     tcase_add_test(tc, test_jscan_many_keys_linear);
     tcase_add_test(tc, test_jscan_decode_bounded);
+    tcase_add_test(tc, test_jscan_decode_without);
     tcase_add_test(tc, test_jscan_random_mutations_match_jansson);
     suite_add_tcase(s, tc);
     return s;

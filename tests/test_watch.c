@@ -171,6 +171,8 @@ START_TEST(test_watch_garbage)
         "[1,2,3]\n",                                            /* not an object */
         "{\"type\":\"ADDED\",\"object\":{\"metadata\":{}}}}\n", /* trailing junk */
         "\x01\x02\xff\xfe\n",
+        /* a duplicate key (jansson kept the last one) */
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"name\":\"b\"}}}\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct kop_watch_parser *p = kop_watch_parser_new(0);
@@ -194,6 +196,40 @@ START_TEST(test_watch_garbage)
     ck_assert_int_eq(kop_watch_parser_finish(p, record, &r), 0);
     ck_assert_int_eq(r.n, 1);
     ck_assert_int_eq(r.types[0], KOP_WATCH_DELETED);
+    kop_watch_parser_free(p);
+}
+END_TEST
+
+static int check_no_managed_fields(void *ud, const struct kop_watch_event *ev)
+{
+    int *n = ud;
+    const json_t *md = json_object_get(ev->object, "metadata");
+    ck_assert_ptr_nonnull(json_object_get(md, "name"));
+    ck_assert_ptr_null(json_object_get(md, "managedFields"));
+    ck_assert_ptr_nonnull(json_object_get(ev->object, "managedFields")); /* not on the path */
+    ++*n;
+    return 0;
+}
+
+/* A parser told to leave metadata.managedFields out never decodes it (its
+ * bytes are still validated); the path is bounded. */
+START_TEST(test_watch_drop_member)
+{
+    static const char *const mf[] = {"metadata", "managedFields", NULL};
+    static const char *const deep[] = {"a", "b", "c", "d", "e", "f", "g", NULL};
+    const char *line = "{\"type\":\"ADDED\",\"object\":{\"managedFields\":1,\"metadata\":{"
+                       "\"managedFields\":[{\"manager\":\"m\",\"fieldsV1\":{\"f:x\":{}}}],"
+                       "\"name\":\"a\"}}}\n";
+    struct kop_watch_parser *p = kop_watch_parser_new(0);
+    ck_assert_int_eq(kop_watch_parser_drop(p, deep), -EINVAL);
+    ck_assert_int_eq(kop_watch_parser_drop(p, mf), 0);
+    int n = 0;
+    ck_assert_int_eq(kop_watch_parser_feed(p, line, strlen(line), check_no_managed_fields, &n), 0);
+    ck_assert_int_eq(n, 1);
+    /* still validated: invalid JSON inside the member left out */
+    const char *bad = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"managedFields\":[1,]}}}\n";
+    ck_assert_int_eq(kop_watch_parser_feed(p, bad, strlen(bad), check_no_managed_fields, &n),
+                     -EBADMSG);
     kop_watch_parser_free(p);
 }
 END_TEST
@@ -273,6 +309,7 @@ static Suite *watch_suite(void)
     tcase_add_test(tc, test_watch_long_lines);
     tcase_add_test(tc, test_watch_line_too_long);
     tcase_add_test(tc, test_watch_garbage);
+    tcase_add_test(tc, test_watch_drop_member);
     tcase_add_test(tc, test_watch_callback_error_stops);
     tcase_add_test(tc, test_watch_vectors);
     tcase_add_test(tc, test_watch_decode_status_fields);

@@ -178,6 +178,10 @@ struct kop_list_options {
      * list) held and decoded; a larger one ends the LIST with -EMSGSIZE.
      * 0: KOP_CLIENT_MAX_ITEM_BYTES. */
     size_t max_item_bytes;
+    /* kop_client_list_stream: a member of each item never decoded, as a
+     * NULL-terminated key path from the item (kop_jscan_decode_without;
+     * {"metadata", "managedFields", NULL}); NULL: every member. */
+    const char *const *drop;
 };
 
 /* The default largest LIST item, the same as the longest watch line

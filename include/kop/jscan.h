@@ -109,6 +109,16 @@ int kop_jscan_string(const char *p, size_t n, char **ret, size_t *ret_len);
 json_t *kop_jscan_decode(const char *p, size_t n);
 
 /*
+ * kop_jscan_decode leaving out one member: drop is a NULL-terminated path
+ * of keys from the root object (NULL or empty: nothing left out), the
+ * last one naming the member whose value is passed over without being
+ * decoded, wherever objects lie along the path ({"metadata",
+ * "managedFields", NULL}: an object's managedFields). What the tree would
+ * have cost for it is never spent. @ref new, NULL on ENOMEM.
+ */
+json_t *kop_jscan_decode_without(const char *p, size_t n, const char *const *drop);
+
+/*
  * kop_jscan_decode with bounds on what the tree may cost: elements past
  * max_items of any array are kept as null (the array keeps its length; 0:
  * no bound), and the estimated jansson memory (values, members, array

@@ -50,6 +50,19 @@ struct kop_watch_parser *kop_watch_parser_new(size_t max_line);
 /* NULL-safe. */
 void kop_watch_parser_free(struct kop_watch_parser *p);
 
+/* The longest path kop_watch_parser_drop takes. */
+#define KOP_WATCH_MAX_DROP 6
+
+/*
+ * Leave one member of every event's object undecoded: drop is a
+ * NULL-terminated key path from the object ({"metadata", "managedFields",
+ * NULL}), its strings kept alive by the caller as long as the parser; NULL
+ * or empty: decode everything (the default). The member's bytes are still
+ * validated. Returns 0, or -EINVAL for a path of more than
+ * KOP_WATCH_MAX_DROP keys.
+ */
+int kop_watch_parser_drop(struct kop_watch_parser *p, const char *const *drop);
+
 /* Forget buffered input (for reuse on a new connection). */
 void kop_watch_parser_reset(struct kop_watch_parser *p);
 
@@ -74,7 +87,9 @@ int kop_watch_parser_finish(struct kop_watch_parser *p, kop_watch_event_fn cb, v
 size_t kop_watch_parser_pending(const struct kop_watch_parser *p);
 
 /*
- * Decode one line (without its '\n'). On success *ret_ev holds the event
+ * Decode one line (without its '\n'), every member included, with the
+ * strictness of jansson's JSON_REJECT_DUPLICATES (a duplicate key is
+ * -EBADMSG: the apiserver never sends one). On success *ret_ev holds the event
  * and owns ret_ev->_root: release it with kop_watch_event_clear().
  * Returns 0, -EBADMSG or -ENOMEM.
  */

@@ -788,7 +788,8 @@ static bool charge(struct decode_bounds *b, size_t cost)
     return true;
 }
 
-static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b);
+static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b,
+                         const char *const *drop);
 
 static json_t *decode_string(const char *p, size_t n, size_t *pos, struct decode_bounds *b)
 {
@@ -887,7 +888,13 @@ static void skip_value(const char *p, size_t n, size_t *pos)
     *pos = kop_jscan_past_value(p, n, skip_ws(p, n, *pos));
 }
 
-static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b)
+/*
+ * Decode the validated value at p[*pos]. drop: when this value lies on the
+ * path of a member to leave out, the rest of that path (the keys still to
+ * follow, NULL-terminated; the last one names the member), else NULL.
+ */
+static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bounds *b,
+                         const char *const *drop)
 {
     size_t i = skip_ws(p, n, *pos);
     json_t *v = NULL;
@@ -898,7 +905,19 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bou
         while (v && p[i] != '}') {
             json_t *key = decode_string(p, n, &i, NULL);
             i = skip_ws(p, n, i) + 1; /* past ':' */
-            json_t *val = charge(b, COST_MEMBER) ? decode_at(p, n, &i, b) : NULL;
+            const char *const *next = NULL;
+            if (drop && key && strcmp(json_string_value(key), drop[0]) == 0) {
+                if (!drop[1]) { /* the member left out: its bytes are passed over */
+                    json_decref(key);
+                    skip_value(p, n, &i);
+                    i = skip_ws(p, n, i);
+                    if (p[i] == ',')
+                        i = skip_ws(p, n, i + 1);
+                    continue;
+                }
+                next = drop + 1;
+            }
+            json_t *val = charge(b, COST_MEMBER) ? decode_at(p, n, &i, b, next) : NULL;
             if (!key || !val ||
                 json_object_setn_new_nocheck(v, json_string_value(key), json_string_length(key),
                                              val) < 0) {
@@ -923,7 +942,7 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bou
                 skip_value(p, n, &i);
                 val = charge(b, COST_SLOT) ? json_null() : NULL;
             } else {
-                val = charge(b, COST_SLOT) ? decode_at(p, n, &i, b) : NULL;
+                val = charge(b, COST_SLOT) ? decode_at(p, n, &i, b, NULL) : NULL;
             }
             count++;
             if (!val || json_array_append_new(v, val) < 0) {
@@ -963,7 +982,13 @@ static json_t *decode_at(const char *p, size_t n, size_t *pos, struct decode_bou
 json_t *kop_jscan_decode(const char *p, size_t n)
 {
     size_t pos = 0;
-    return n ? decode_at(p, n, &pos, NULL) : NULL;
+    return n ? decode_at(p, n, &pos, NULL, NULL) : NULL;
+}
+
+json_t *kop_jscan_decode_without(const char *p, size_t n, const char *const *drop)
+{
+    size_t pos = 0;
+    return n ? decode_at(p, n, &pos, NULL, drop && drop[0] ? drop : NULL) : NULL;
 }
 
 json_t *kop_jscan_decode_bounded(const char *p, size_t n, size_t max_items, size_t max_bytes,
@@ -971,7 +996,7 @@ json_t *kop_jscan_decode_bounded(const char *p, size_t n, size_t max_items, size
 {
     struct decode_bounds b = {.max_items = max_items, .max_bytes = max_bytes};
     size_t pos = 0;
-    json_t *v = n ? decode_at(p, n, &pos, &b) : NULL;
+    json_t *v = n ? decode_at(p, n, &pos, &b, NULL) : NULL;
     if (!v)
         *ret_err = b.over ? -E2BIG : -ENOMEM;
     return v;

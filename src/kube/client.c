@@ -1392,6 +1392,7 @@ struct list_stream {
     struct kop_jstream *js;
     kop_client_item_fn item_fn;
     void *ud;
+    const char *const *drop;
     json_t *meta;
     bool bad_items;
 };
@@ -1416,7 +1417,7 @@ static int ls_elem(void *ud, size_t idx, const char *p, size_t n, const struct k
     struct list_stream *ls = ud;
     (void)idx;
     (void)scan;
-    json_t *item = kop_jscan_decode(p, n);
+    json_t *item = kop_jscan_decode_without(p, n, ls->drop);
     if (!item)
         return -ENOMEM;
     int r = ls->item_fn(ls->ud, item);
@@ -1442,7 +1443,7 @@ int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res,
     int r = list_path(res, ns, o, path, sizeof(path));
     if (r < 0)
         return r;
-    struct list_stream ls = {.item_fn = item_fn, .ud = ud};
+    struct list_stream ls = {.item_fn = item_fn, .ud = ud, .drop = o ? o->drop : NULL};
     size_t max_item = o && o->max_item_bytes ? o->max_item_bytes : KOP_CLIENT_MAX_ITEM_BYTES;
     const struct kop_jstream_options jo = {.path = {"items", NULL},
                                            .member_fn = ls_member,

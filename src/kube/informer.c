@@ -134,6 +134,14 @@ void kop_informer_free(struct kop_informer *inf)
     free(inf);
 }
 
+/*
+ * metadata.managedFields is never decoded, in LIST items or watch events:
+ * the store drops it anyway (kop_store_strip), it is often the larger part
+ * of an object, and anyone who may write an object chooses its size and
+ * shape (3 MiB of field paths cost ~70 MiB as a tree).
+ */
+static const char *const drop_managed_fields[] = {"metadata", "managedFields", NULL};
+
 int kop_informer_new(const struct kop_informer_options *o, struct kop_informer **ret)
 {
     if (!o || !o->client || !o->store || !o->kind || !*o->kind || !o->resource.version ||
@@ -188,6 +196,8 @@ int kop_informer_new(const struct kop_informer_options *o, struct kop_informer *
     inf->metadata_only = o->metadata_only;
     inf->cancel = kop_client_cancel_new();
     inf->parser = kop_watch_parser_new(0);
+    if (inf->parser)
+        kop_watch_parser_drop(inf->parser, drop_managed_fields);
     inf->rng = (uint64_t)now_ns() ^ (uint64_t)(uintptr_t)inf ^ UINT64_C(0x9e3779b97f4a7c15);
     if (!inf->rng)
         inf->rng = 1;
@@ -393,8 +403,9 @@ static int do_list(struct kop_informer *inf)
                                       .field_selector = inf->field_selector,
                                       .limit = inf->page_size,
                                       .continue_token = cont,
-                                      .accept = inf->metadata_only ? KOP_INFORMER_ACCEPT_META_LIST
-                                                                   : NULL};
+                                      .accept =
+                                          inf->metadata_only ? KOP_INFORMER_ACCEPT_META_LIST : NULL,
+                                      .drop = drop_managed_fields};
         json_t *page = NULL; /* the list's metadata only */
         struct kop_api_status st;
         struct list_ctx lc = {.inf = inf, .seen = seen};

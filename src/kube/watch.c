@@ -17,12 +17,17 @@
 #include <string.h>
 
 #include "kop/dynbuf.h"
+#include "kop/jscan.h"
 
 #define DEFAULT_MAX_LINE ((size_t)64 << 20)
 
 struct kop_watch_parser {
     struct kop_dynbuf buf; /* an incomplete line, capped at max_line */
     size_t max_line;
+    struct kop_jscan *scan; /* validates each line before it is decoded */
+    /* "object", then the caller's path of the member left out, NULL;
+     * drop[1] == NULL: nothing left out */
+    const char *drop[KOP_WATCH_MAX_DROP + 2];
 };
 
 const char *kop_watch_type_name(enum kop_watch_type t)
@@ -45,11 +50,32 @@ const char *kop_watch_type_name(enum kop_watch_type t)
 struct kop_watch_parser *kop_watch_parser_new(size_t max_line)
 {
     struct kop_watch_parser *p = calloc(1, sizeof(*p));
-    if (p) {
-        p->max_line = max_line ? max_line : DEFAULT_MAX_LINE;
-        kop_dynbuf_init(&p->buf, p->max_line);
+    if (!p)
+        return NULL;
+    p->scan = kop_jscan_new();
+    if (!p->scan) {
+        free(p);
+        return NULL;
     }
+    p->max_line = max_line ? max_line : DEFAULT_MAX_LINE;
+    kop_dynbuf_init(&p->buf, p->max_line);
+    p->drop[0] = "object";
     return p;
+}
+
+int kop_watch_parser_drop(struct kop_watch_parser *p, const char *const *drop)
+{
+    size_t n = 0;
+    if (!p)
+        return -EINVAL;
+    while (drop && drop[n])
+        n++;
+    if (n > KOP_WATCH_MAX_DROP)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        p->drop[1 + i] = drop[i];
+    p->drop[1 + n] = NULL;
+    return 0;
 }
 
 void kop_watch_parser_free(struct kop_watch_parser *p)
@@ -57,6 +83,7 @@ void kop_watch_parser_free(struct kop_watch_parser *p)
     if (!p)
         return;
     kop_dynbuf_free(&p->buf);
+    kop_jscan_free(p->scan);
     free(p);
 }
 
@@ -101,12 +128,21 @@ static bool parse_type(const char *s, enum kop_watch_type *t)
     return false;
 }
 
-int kop_watch_event_decode(const char *line, size_t len, struct kop_watch_event *ret_ev)
+/*
+ * Validate the line with scan (as strict as jansson with
+ * JSON_REJECT_DUPLICATES), then decode it, leaving out the member drop
+ * names (NULL: none): its bytes are never turned into a tree.
+ */
+static int decode_event(struct kop_jscan *scan, const char *const *drop, const char *line,
+                        size_t len, struct kop_watch_event *ret_ev)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(line, len, 0, &jerr);
+    int r = kop_jscan_value(scan, line, len, 0, 0);
+    if (r < 0)
+        return r == -ENOMEM ? r : -EBADMSG;
+    json_t *root =
+        drop && drop[1] ? kop_jscan_decode_without(line, len, drop) : kop_jscan_decode(line, len);
     if (!root)
-        return -EBADMSG;
+        return -ENOMEM;
     struct kop_watch_event ev = {0};
     const char *type = json_string_value(json_object_get(root, "type"));
     json_t *obj = json_object_get(root, "object");
@@ -130,6 +166,16 @@ int kop_watch_event_decode(const char *line, size_t len, struct kop_watch_event 
     return 0;
 }
 
+int kop_watch_event_decode(const char *line, size_t len, struct kop_watch_event *ret_ev)
+{
+    struct kop_jscan *scan = kop_jscan_new();
+    if (!scan)
+        return -ENOMEM;
+    int r = decode_event(scan, NULL, line, len, ret_ev);
+    kop_jscan_free(scan);
+    return r;
+}
+
 static bool blank(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -139,14 +185,15 @@ static bool blank(const char *s, size_t n)
 }
 
 /* One complete line without its '\n'. */
-static int handle_line(const char *line, size_t n, kop_watch_event_fn cb, void *ud)
+static int handle_line(struct kop_watch_parser *p, const char *line, size_t n,
+                       kop_watch_event_fn cb, void *ud)
 {
     if (n > 0 && line[n - 1] == '\r')
         n--;
     if (blank(line, n))
         return 0;
     struct kop_watch_event ev;
-    int r = kop_watch_event_decode(line, n, &ev);
+    int r = decode_event(p->scan, p->drop, line, n, &ev);
     if (r < 0)
         return r;
     r = cb ? cb(ud, &ev) : 0;
@@ -165,7 +212,7 @@ static int append(struct kop_watch_parser *p, const char *data, size_t n)
  * rather than before changes nothing they see. */
 static int handle_buffered(struct kop_watch_parser *p, kop_watch_event_fn cb, void *ud)
 {
-    int r = handle_line(kop_dynbuf_ptr(&p->buf), kop_dynbuf_len(&p->buf), cb, ud);
+    int r = handle_line(p, kop_dynbuf_ptr(&p->buf), kop_dynbuf_len(&p->buf), cb, ud);
     kop_dynbuf_reset(&p->buf);
     return r;
 }
@@ -193,7 +240,7 @@ int kop_watch_parser_feed(struct kop_watch_parser *p, const char *data, size_t l
         } else if (n > p->max_line) {
             r = -EMSGSIZE;
         } else {
-            r = handle_line(data, n, cb, ud);
+            r = handle_line(p, data, n, cb, ud);
         }
         if (r < 0)
             goto out;
