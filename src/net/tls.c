@@ -123,7 +123,8 @@
  * address's connections that does no work is closed for it (evict_for():
  * a few addresses holding idle keep-alive connections would otherwise keep
  * every other client, the apiserver included, out until their idle
- * timeout). New handshakes from one address are
+ * timeout; the per-address counts and this rule are kop/ipcount.h, which
+ * the plain HTTP servers use too). New handshakes from one address are
  * rate-limited by a token bucket (handshakes_per_ip_per_s, burst
  * max_per_ip): over it a connection is accepted but left out of the epoll
  * set in a waiting list, looked at every THR_TICK_MS, until its address
@@ -170,6 +171,7 @@
 #include "kop/clock.h"
 #include "kop/file.h"
 #include "kop/http.h"
+#include "kop/ipcount.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/netaddr.h"
@@ -180,7 +182,6 @@
 /* Response bytes taken from MHD at a time (see "Pumping"). */
 #define TT_SIZE (4 * BUF_SIZE)
 #define TICK_MS 250
-#define IP_BUCKETS 256
 #define MAX_RECORD (16384 + 2048 + 5)
 #define LINGER_MS 5000
 /* Handshake work done per loop iteration once the ready connections have
@@ -260,11 +261,9 @@ struct filesig {
     bool regular;
 };
 
+/* An address's entry in t->ips (kop/ipcount.h): its connections, and: */
 struct ipent {
-    struct ipent *next;
-    unsigned char addr[16];
-    int family;
-    unsigned count;
+    struct kop_ipcount_entry base; /* first */
     /* Handshake token bucket (see "Limits" in DESIGN); the entry outlives
      * its last connection until the bucket is full again. */
     double tokens;
@@ -361,7 +360,7 @@ struct kop_tls {
     struct conn *thr_head, *thr_tail; /* waiting for a handshake token, FIFO */
     double hs_burst;
     unsigned n_conns;
-    struct ipent *ips[IP_BUCKETS];
+    struct kop_ipcount ips; /* of struct ipent */
     int64_t next_tick, next_stat, reload_due, listen_paused_until;
     struct ep_item it_listen, it_wake, it_inotify;
     /* An external HTTP server (see "The HTTP server"): its poll
@@ -604,51 +603,18 @@ static int certs_check(struct kop_tls *t, bool force)
 
 /* ---- per-address accounting --------------------------------------------- */
 
-static unsigned ip_hash(int family, const unsigned char *a)
-{
-    size_t n = family == AF_INET ? 4 : 16;
-    unsigned h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ a[i]) * 16777619u;
-    return h % IP_BUCKETS;
-}
-
-static void addr_key(const struct sockaddr_storage *ss, int *family, unsigned char key[16])
-{
-    memset(key, 0, 16);
-    if (ss->ss_family == AF_INET) {
-        *family = AF_INET;
-        memcpy(key, &((const struct sockaddr_in *)(const void *)ss)->sin_addr, 4);
-    } else if (ss->ss_family == AF_INET6) {
-        *family = AF_INET6;
-        memcpy(key, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, 16);
-    } else {
-        *family = AF_UNSPEC;
-    }
-}
-
 static struct ipent *ip_get(struct kop_tls *t, const struct sockaddr_storage *ss, bool create)
 {
-    int fam;
-    unsigned char key[16];
-    addr_key(ss, &fam, key);
-    unsigned h = ip_hash(fam, key);
-    for (struct ipent *e = t->ips[h]; e; e = e->next) {
-        if (e->family == fam && memcmp(e->addr, key, 16) == 0)
-            return e;
-    }
-    if (!create)
+    const struct sockaddr *sa = (const struct sockaddr *)ss;
+    struct kop_ipcount_entry *e = kop_ipcount_find(&t->ips, sa);
+    if (e || !create)
+        return (struct ipent *)e;
+    if (kop_ipcount_add(&t->ips, sa, &e) < 0)
         return NULL;
-    struct ipent *e = calloc(1, sizeof(*e));
-    if (!e)
-        return NULL;
-    e->family = fam;
-    memcpy(e->addr, key, 16);
-    e->tokens = t->hs_burst;
-    e->refilled = kop_clock_now_ns();
-    e->next = t->ips[h];
-    t->ips[h] = e;
-    return e;
+    struct ipent *ip = (struct ipent *)e;
+    ip->tokens = t->hs_burst;
+    ip->refilled = kop_clock_now_ns();
+    return ip;
 }
 
 static void ip_refill(struct kop_tls *t, struct ipent *e, int64_t now)
@@ -673,35 +639,31 @@ static bool ip_take(struct kop_tls *t, struct ipent *e, int64_t now)
 
 static void ip_put(struct kop_tls *t, struct ipent *e)
 {
-    if (!e || --e->count > 0 || e->tokens < t->hs_burst)
+    if (!e || --e->base.count > 0 || e->tokens < t->hs_burst)
         return; /* an unfull bucket is kept (ip_gc frees it once full) */
-    unsigned h = ip_hash(e->family, e->addr);
-    for (struct ipent **pp = &t->ips[h]; *pp; pp = &(*pp)->next) {
-        if (*pp == e) {
-            *pp = e->next;
-            free(e);
-            return;
-        }
-    }
+    kop_ipcount_remove(&t->ips, &e->base);
+}
+
+struct ip_gc_ctx {
+    struct kop_tls *t;
+    int64_t now;
+};
+
+static bool ip_gc_drop(void *ctx, struct kop_ipcount_entry *base)
+{
+    const struct ip_gc_ctx *g = ctx;
+    struct ipent *e = (struct ipent *)base;
+    if (e->base.count > 0)
+        return false;
+    ip_refill(g->t, e, g->now);
+    return e->tokens >= g->t->hs_burst;
 }
 
 /* Free the entries without connections whose bucket has refilled. */
 static void ip_gc(struct kop_tls *t, int64_t now)
 {
-    for (size_t i = 0; i < IP_BUCKETS; i++) {
-        for (struct ipent **pp = &t->ips[i]; *pp;) {
-            struct ipent *e = *pp;
-            if (e->count == 0) {
-                ip_refill(t, e, now);
-                if (e->tokens >= t->hs_burst) {
-                    *pp = e->next;
-                    free(e);
-                    continue;
-                }
-            }
-            pp = &e->next;
-        }
-    }
+    struct ip_gc_ctx g = {t, now};
+    kop_ipcount_sweep(&t->ips, ip_gc_drop, &g);
 }
 
 /* An IPv4-mapped IPv6 address (dual-stack listener) becomes plain IPv4, so
@@ -1540,25 +1502,22 @@ static bool conn_quiet(const struct conn *c)
 /*
  * At max_connections a newcomer may take the slot of a connection of the
  * address that holds most, when that address holds at least two more than
- * the newcomer's (so it ends with no fewer than the newcomer; see "Limits").
- * The victim does no work: one waiting for its handshake token first, then
- * one that has not finished its handshake (not with the worker), then the
- * open one that has sat longest between requests. Returns whether a slot
- * was freed. One pass over the connections: at most max_connections.
+ * the newcomer's (so it ends with no fewer than the newcomer; see "Limits";
+ * the rule is kop_ipcount_evict_from(), shared with the plain HTTP
+ * servers). The victim does no work: one waiting for its handshake token
+ * first, then one that has not finished its handshake (not with the
+ * worker), then the open one that has sat longest between requests.
+ * Returns whether a slot was freed. One pass over the address table and
+ * one over the connections: at most max_connections each.
  */
 static bool evict_for(struct kop_tls *t, const struct sockaddr_storage *ss)
 {
     struct ipent *mine = ip_get(t, ss, false);
-    unsigned have = mine ? mine->count : 0;
-    struct ipent *top = NULL;
-    for (struct conn *c = t->conns; c; c = c->next) {
-        if (c->ip && (!top || c->ip->count > top->count))
-            top = c->ip;
-    }
-    if (!top || top == mine || top->count < have + 2)
+    struct ipent *top = (struct ipent *)kop_ipcount_evict_from(&t->ips, mine ? &mine->base : NULL);
+    if (!top)
         return false;
     struct conn *waiting = NULL, *hs = NULL;
-    size_t n = 0, cap = top->count;
+    size_t n = 0, cap = top->base.count;
     int *fds = malloc(cap * sizeof(*fds));
     for (struct conn *c = t->conns; c; c = c->next) {
         if (c->ip != top || c->dead || c->hw_busy)
@@ -1617,14 +1576,14 @@ static void do_accept(struct kop_tls *t, int64_t now)
             continue;
         }
         struct ipent *ip = ip_get(t, &ss, true);
-        if (ip && t->o.max_per_ip && ip->count >= t->o.max_per_ip) {
+        if (ip && t->o.max_per_ip && ip->base.count >= t->o.max_per_ip) {
             kop_counter_inc(t->m_rej_ip);
             close(fd);
             continue;
         }
         struct conn *c = ip ? calloc(1, sizeof(*c)) : NULL;
         if (ip)
-            ip->count++; /* balanced by ip_put() below or in conn_close() */
+            ip->base.count++; /* balanced by ip_put() below or in conn_close() */
         if (!c) {
             ip_put(t, ip);
             close(fd);
@@ -1927,6 +1886,7 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
         return -ENOMEM;
     int r = -ENOMEM;
     t->lfd = t->epfd = t->evfd = t->infd = t->hw_evfd = t->http_fd[0] = t->http_fd[1] = -1;
+    kop_ipcount_init(&t->ips, sizeof(struct ipent));
     pthread_mutex_init(&t->hw_lock, NULL);
     pthread_cond_init(&t->hw_cond, NULL);
     t->o = *opts;
@@ -2119,13 +2079,7 @@ void kop_tls_free(struct kop_tls *t)
     while (t->conns)
         conn_close(t, t->conns);
     reap_zombies(t);
-    for (size_t i = 0; i < IP_BUCKETS; i++) {
-        while (t->ips[i]) {
-            struct ipent *e = t->ips[i];
-            t->ips[i] = e->next;
-            free(e);
-        }
-    }
+    kop_ipcount_cleanup(&t->ips);
     if (t->infd >= 0)
         close(t->infd);
     if (t->evfd >= 0)
