@@ -166,6 +166,7 @@ static void start_server(struct fixture *f, unsigned threads)
         .webhook_metric_prefix = "controller_runtime_webhook",
         .timeout_s = next_limits.timeout_s,
         .max_per_ip = next_limits.max_per_ip,
+        .max_connections = next_limits.max_connections,
         .header_timeout_ms = next_limits.header_timeout_ms,
         .min_body_rate = next_limits.min_body_rate,
         .trace = next_limits.trace,
@@ -446,15 +447,27 @@ START_TEST(test_http_keep_alive)
 }
 END_TEST
 
-static int connect_local(uint16_t port)
+/* A TCP connection to 127.0.0.1:port from the address src (NULL: any; the
+ * whole of 127/8 is local on Linux), with a 5 s receive timeout. */
+static int connect_from(uint16_t port, const char *src)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (src) {
+        struct sockaddr_in me = {.sin_family = AF_INET};
+        ck_assert_int_eq(inet_pton(AF_INET, src, &me.sin_addr), 1);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
+}
+
+static int connect_local(uint16_t port)
+{
+    return connect_from(port, NULL);
 }
 
 static int count_substr(const char *s, const char *needle)
@@ -1639,6 +1652,161 @@ START_TEST(test_http_close_idle)
 }
 END_TEST
 
+/* ---- a full server ---------------------------------------------------------- */
+
+static double rejected(struct fixture *f, const char *reason)
+{
+    static const char *const l[] = {"server", "reason", NULL};
+    return kop_metric_value(kop_metric_child(kop_metrics_register(f->metrics, KOP_METRIC_COUNTER,
+                                                                  "kop_http_connections_rejected_"
+                                                                  "total",
+                                                                  "x", l, NULL, 0),
+                                             "test", reason));
+}
+
+/* Until the server counts n connections open (MHD has seen them). */
+static void wait_open(struct fixture *f, unsigned n)
+{
+    long end = kop_test_now_ms() + 5000;
+    while (kop_http_server_close_idle(f->srv, 3600 * 1000) != n && kop_test_now_ms() < end)
+        kop_test_sleep_ms(5);
+    ck_assert_uint_eq(kop_http_server_close_idle(f->srv, 3600 * 1000), n);
+}
+
+/* A keep-alive connection from src that has had one answer and sits idle. */
+static int idle_from(uint16_t port, const char *src)
+{
+    char buf[4096];
+    int fd = connect_from(port, src);
+    ck_assert_int_eq(send(fd, get_echo, sizeof(get_echo) - 1, 0), (ssize_t)sizeof(get_echo) - 1);
+    read_head(fd, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+    return fd;
+}
+
+/* One GET on a new connection from src is answered 200 (within the 5 s
+ * receive timeout, far under the idle timeout). */
+static void get_from(uint16_t port, const char *src)
+{
+    char buf[4096];
+    int fd = connect_from(port, src);
+    ck_assert_int_eq(send(fd, get_echo, sizeof(get_echo) - 1, 0), (ssize_t)sizeof(get_echo) - 1);
+    read_head(fd, buf, sizeof(buf));
+    ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+    close(fd);
+}
+
+/*
+ * The probe servers' attack: at max_connections, a few addresses holding
+ * idle keep-alive connections must not keep every other client (the
+ * kubelet) out until their idle timeout. A newcomer whose address holds at
+ * least two fewer than the address that holds most takes the slot of that
+ * address's longest-idle connection, as on the TLS front; newcomers of the
+ * biggest holder, or of an address that would end with more than it, are
+ * still refused. Before, MHD stopped accepting while full: the newcomer
+ * waited in the listen backlog until an idle connection timed out.
+ */
+START_TEST(test_http_full_server_evicts_idle_of_biggest_address)
+{
+    struct fixture f;
+    next_limits.max_connections = 6;
+    next_limits.max_per_ip = 8;
+    next_limits.timeout_s = 120;
+    start_server(&f, 1);
+    int a[4], b[2];
+    for (int i = 0; i < 4; i++)
+        a[i] = idle_from(f.port, "127.0.0.2"); /* a[0] idle the longest */
+    for (int i = 0; i < 2; i++)
+        b[i] = connect_from(f.port, "127.0.0.3"); /* fresh, nothing sent */
+    wait_open(&f, 6);
+
+    /* full: a client of another address is answered all the same */
+    get_from(f.port, "127.0.0.1");
+    ck_assert_double_eq(rejected(&f, "evicted"), 1);
+    ck_assert_double_eq(rejected(&f, "max_connections"), 0);
+    ck_assert(closed_within(a[0], 5000));
+    for (int i = 1; i < 4; i++)
+        ck_assert(!closed_by_server(a[i]));
+    for (int i = 0; i < 2; i++)
+        ck_assert(!closed_by_server(b[i]));
+
+    /* the answered client has left; full again with a[1..3], b[0..1] and
+     * c: 127.0.0.2 holds most, its own newcomers are refused, as are
+     * 127.0.0.3's (2 against 3) */
+    wait_open(&f, 5);
+    int c = idle_from(f.port, "127.0.0.1");
+    wait_open(&f, 6);
+    int t0 = connect_from(f.port, "127.0.0.2");
+    ck_assert(closed_within(t0, 5000));
+    int t1 = connect_from(f.port, "127.0.0.3");
+    ck_assert(closed_within(t1, 5000));
+    ck_assert_double_eq(rejected(&f, "max_connections"), 2);
+    ck_assert_double_eq(rejected(&f, "evicted"), 1);
+    ck_assert(!closed_by_server(c));
+    for (int i = 1; i < 4; i++)
+        ck_assert(!closed_by_server(a[i]));
+    close(t0);
+    close(t1);
+    close(c);
+    for (int i = 0; i < 4; i++)
+        close(a[i]);
+    for (int i = 0; i < 2; i++)
+        close(b[i]);
+    stop_server(&f);
+}
+END_TEST
+
+/* A request on its way (headers in, body still coming) is never cut for a
+ * newcomer, even on the connection that has been open longest: an idle one
+ * of the same address goes, and with none left the newcomer is refused.
+ * The requests then finish. */
+START_TEST(test_http_full_server_never_cuts_a_request)
+{
+    struct fixture f;
+    next_limits.max_connections = 4;
+    next_limits.timeout_s = 120;
+    start_server(&f, 1);
+    static const char head[] = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nabc";
+    int busy[3];
+    for (int i = 0; i < 3; i++) {
+        busy[i] = connect_from(f.port, "127.0.0.2");
+        ck_assert_int_eq(send(busy[i], head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+    }
+    int idle = idle_from(f.port, "127.0.0.2"); /* the newest */
+    long end = kop_test_now_ms() + 5000;
+    while (kop_http_server_in_flight(f.srv) != 3 && kop_test_now_ms() < end)
+        kop_test_sleep_ms(5);
+    ck_assert_uint_eq(kop_http_server_in_flight(f.srv), 3);
+    wait_open(&f, 4);
+
+    get_from(f.port, "127.0.0.1");
+    ck_assert_double_eq(rejected(&f, "evicted"), 1);
+    ck_assert(closed_within(idle, 5000));
+    /* the answered client has left, another takes its slot: 127.0.0.2
+     * still holds most, but nothing of it is idle */
+    wait_open(&f, 3);
+    int late = idle_from(f.port, "127.0.0.1");
+    wait_open(&f, 4);
+    int refused = connect_from(f.port, "127.0.0.4");
+    ck_assert(closed_within(refused, 5000));
+    ck_assert_double_eq(rejected(&f, "max_connections"), 1);
+    ck_assert_double_eq(rejected(&f, "evicted"), 1);
+
+    char buf[4096];
+    for (int i = 0; i < 3; i++) {
+        ck_assert(!closed_by_server(busy[i]));
+        ck_assert_int_eq(send(busy[i], "def", 3, 0), 3);
+        read_head(busy[i], buf, sizeof(buf));
+        ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200"));
+        close(busy[i]);
+    }
+    close(refused);
+    close(late);
+    close(idle);
+    stop_server(&f);
+}
+END_TEST
+
 /* ---- tracing ------------------------------------------------------------ */
 
 static pthread_mutex_t sunk_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1805,6 +1973,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_per_address_cap);
     tcase_add_test(tc, test_http_end_keepalive);
     tcase_add_test(tc, test_http_close_idle);
+    tcase_add_test(tc, test_http_full_server_evicts_idle_of_biggest_address);
+    tcase_add_test(tc, test_http_full_server_never_cuts_a_request);
     tcase_add_checked_fixture(tc, threads_case, NULL);
     suite_add_tcase(s, tc);
     /* the same server run by a caller's loop, as the TLS front runs the

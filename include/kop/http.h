@@ -161,9 +161,20 @@ struct kop_http_server_options {
     size_t max_header_size; /* per-connection memory for the request head; 0 = 32 KiB */
     unsigned timeout_s; /* idle connection timeout, 0 = KOP_HTTP_IDLE_TIMEOUT_S; absolute between
                            requests, however the bytes of the next one trickle */
-    unsigned max_connections; /* 0 = 1024 */
+    /*
+     * Most connections open at once, 0 = 1024. A listening server that is
+     * full closes a newcomer at once, unless the newcomer's address holds
+     * at least two fewer than the address holding the most (kop/ipcount.h,
+     * the TLS front's rule): then that address's connection that has sat
+     * longest between requests with nothing unread (as close_idle() counts
+     * them; a request on its way is never cut) is closed for it. Both are
+     * counted in <metric_prefix>_http_connections_rejected_total{server,
+     * reason="max_connections"|"evicted"}.
+     */
+    unsigned max_connections;
     /* A listening server: most connections open at once from one address,
-     * 0 = no limit (the TLS front has its own). */
+     * 0 = no limit (the TLS front has its own); over it a newcomer is
+     * closed at once. */
     unsigned max_per_ip;
     /* Absolute deadlines, whatever the traffic: a request's line and
      * headers must be in within header_timeout_ms (from the connection's

@@ -43,6 +43,23 @@
  * then sees the end of the stream and closes it. The lock order is
  * track_lock alone: nothing else is taken under it.
  *
+ * Limits. A listening server (metrics, probes) counts its connections per
+ * client address (kop/ipcount.h, the table the TLS front keeps too), under
+ * track_lock, from MHD's start notification to its close or to our
+ * shutdown() of it, whichever comes first. MHD's own limit is set one
+ * above max_connections, so MHD accepts the newcomer that finds the server
+ * full and we learn its address: then, by the rule the TLS front applies
+ * (kop_ipcount_evict_from()), the connection of the address that holds the
+ * most that has sat longest between requests with nothing unread (as
+ * close_idle counts them: a request on its way is never cut) is closed for
+ * it; else the newcomer itself is closed at once. Until MHD has seen such a
+ * close it holds max_connections + 1 and does not accept (the newcomer
+ * waits in the listen backlog). Without this, a few addresses holding idle
+ * keep-alive connections kept the kubelet's probes out until their idle
+ * timeout. The per-address limit stays MHD's (checked before we see the
+ * connection). The TLS front's server (no listen socket) is limited by the
+ * front.
+ *
  * Threads. MHD runs its own poll thread(s) (a pool of `threads`), or,
  * for an external server, none: the caller's loop polls MHD's epoll
  * descriptor and the wake eventfd (see ext_wake) and calls
@@ -95,6 +112,7 @@
 
 #include "kop/clock.h"
 #include "kop/dynbuf.h"
+#include "kop/ipcount.h"
 #include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/netaddr.h"
@@ -153,6 +171,12 @@ struct kop_http_server {
     int64_t header_timeout_ns, idle_timeout_ns, grace_ns;
     double min_body_rate;
     struct kop_metric *m_deadline;
+    /* a listening server's connections per address and in all, counted
+     * from their start to their close or kill (see Limits; track_lock) */
+    bool limit;
+    struct kop_ipcount ips;
+    unsigned n_counted;
+    struct kop_metric *m_rej_max, *m_rej_evicted;
     /* wakes the waiters every BUDGET_TICK_MS so they see their deadline,
      * and closes connections past theirs; waits on ticker_cond
      * (CLOCK_MONOTONIC), so that a shutdown does not wait for a tick */
@@ -179,8 +203,9 @@ struct track {
     int conn_fd; /* MHD's, as handed to kop_http_server_add_connection() */
     enum track_phase phase;
     bool killed;
-    bool requested; /* a request line came on it (else HEADERS = fresh) */
-    int64_t since;  /* phase start */
+    struct kop_ipcount_entry *ip; /* counted there (see Limits), NULL when not */
+    bool requested;               /* a request line came on it (else HEADERS = fresh) */
+    int64_t since;                /* phase start */
     uint64_t body_bytes;
     uint64_t reply_bytes; /* REPLY: what the response holds */
 };
@@ -683,6 +708,106 @@ static void track_body(struct kop_http_server *srv, struct MHD_Connection *conn,
     pthread_mutex_unlock(&srv->track_lock);
 }
 
+/* Bytes waiting in fd's receive queue; a failing ioctl counts as some, so
+ * the connection is left alone. */
+static int unread_bytes(int fd)
+{
+    int n = 0;
+    if (ioctl(fd, FIONREAD, &n) < 0)
+        return 1;
+    return n;
+}
+
+/* Between requests (after a completed one, IDLE, or fresh with no request
+ * line yet) with no request byte waiting unread: a request already on its
+ * way is never cut. track_lock held. */
+static bool track_between(const struct track *tr)
+{
+    if (tr->killed)
+        return false;
+    if (tr->phase != TP_IDLE && !(tr->phase == TP_HEADERS && !tr->requested))
+        return false;
+    return unread_bytes(tr->fd) == 0;
+}
+
+static int cmp_fd(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Of the connections on MHD's descriptors fds[0..n) (sorted ascending;
+ * NULL: any) and counted at ip (NULL: any), the one that has sat longest
+ * between requests; NULL when none is between requests. track_lock held. */
+static struct track *idlest(struct kop_http_server *srv, const int *fds, size_t n,
+                            const struct kop_ipcount_entry *ip)
+{
+    struct track *best = NULL;
+    for (struct track *tr = srv->tracks; tr; tr = tr->next) {
+        if (fds && !bsearch(&tr->conn_fd, fds, n, sizeof(*fds), cmp_fd))
+            continue;
+        if ((ip && tr->ip != ip) || !track_between(tr))
+            continue;
+        if (!best || tr->since < best->since)
+            best = tr;
+    }
+    return best;
+}
+
+/* Stop counting tr against its address and the server (see Limits).
+ * track_lock held. */
+static void track_uncount(struct kop_http_server *srv, struct track *tr)
+{
+    if (!tr->ip)
+        return;
+    srv->n_counted--;
+    if (--tr->ip->count == 0)
+        kop_ipcount_remove(&srv->ips, tr->ip);
+    tr->ip = NULL;
+}
+
+/* Close tr: MHD sees the end of the stream and closes it; its slot is free
+ * from now on. track_lock held. */
+static void track_kill(struct kop_http_server *srv, struct track *tr)
+{
+    tr->killed = true;
+    shutdown(tr->fd, SHUT_RDWR);
+    track_uncount(srv, tr);
+}
+
+/*
+ * A listening server's newcomer tr from sa (see Limits): counted, when the
+ * server has room or an idle connection of the address that holds the
+ * most gives up its slot for it; else closed. Returns whether a connection
+ * gave up its slot. track_lock held.
+ */
+static bool admit(struct kop_http_server *srv, struct track *tr, const struct sockaddr *sa)
+{
+    struct kop_ipcount_entry *mine = kop_ipcount_find(&srv->ips, sa);
+    bool evicted = false;
+    if (srv->n_counted >= srv->opts.max_connections) {
+        const struct kop_ipcount_entry *top = kop_ipcount_evict_from(&srv->ips, mine);
+        struct track *victim = top ? idlest(srv, NULL, 0, top) : NULL;
+        if (!victim) {
+            kop_counter_inc(srv->m_rej_max);
+            track_kill(srv, tr);
+            return false;
+        }
+        /* counted first, so whoever sees the close sees it */
+        kop_counter_inc(srv->m_rej_evicted);
+        track_kill(srv, victim); /* of top, which is not mine: mine stays */
+        evicted = true;
+    }
+    if (!mine && kop_ipcount_add(&srv->ips, sa, &mine) < 0) {
+        track_kill(srv, tr); /* ENOMEM: never served uncounted */
+        return evicted;
+    }
+    mine->count++;
+    tr->ip = mine;
+    srv->n_counted++;
+    return evicted;
+}
+
 static void notify_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
                       enum MHD_ConnectionNotificationCode toe)
 {
@@ -701,13 +826,23 @@ static void notify_cb(void *cls, struct MHD_Connection *conn, void **socket_cont
         tr->conn_fd = ci->connect_fd;
         tr->phase = TP_HEADERS;
         tr->since = kop_clock_now_ns();
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        bool evicted = false;
         pthread_mutex_lock(&srv->track_lock);
+        if (srv->limit)
+            evicted = admit(srv, tr, ai ? ai->client_addr : NULL);
         tr->next = srv->tracks;
         if (srv->tracks)
             srv->tracks->prev = tr;
         srv->tracks = tr;
         pthread_mutex_unlock(&srv->track_lock);
         *socket_context = tr;
+        if (evicted)
+            kop_logf(KOP_LOG_DEBUG, LOGGER,
+                     "%s: an idle connection closed at max_connections: its address holds the "
+                     "most",
+                     srv->name);
         return;
     }
     struct track *tr = *socket_context;
@@ -715,6 +850,7 @@ static void notify_cb(void *cls, struct MHD_Connection *conn, void **socket_cont
         return;
     *socket_context = NULL;
     pthread_mutex_lock(&srv->track_lock);
+    track_uncount(srv, tr);
     if (tr->prev)
         tr->prev->next = tr->next;
     else
@@ -756,10 +892,9 @@ static void reap_slow(struct kop_http_server *srv)
     for (struct track *tr = srv->tracks; tr; tr = tr->next) {
         if (tr->killed || !track_expired(srv, tr, now))
             continue;
-        tr->killed = true;
         /* counted first (an atomic add), so whoever sees the close sees it */
         kop_counter_inc(srv->m_deadline);
-        shutdown(tr->fd, SHUT_RDWR);
+        track_kill(srv, tr);
     }
     pthread_mutex_unlock(&srv->track_lock);
 }
@@ -1706,6 +1841,10 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
         srv->opts.min_body_rate = 16384;
     if (!srv->opts.timeout_s)
         srv->opts.timeout_s = KOP_HTTP_IDLE_TIMEOUT_S;
+    if (!srv->opts.max_connections)
+        srv->opts.max_connections = 1024;
+    srv->limit = !opts->no_listen;
+    kop_ipcount_init(&srv->ips, 0);
     srv->header_timeout_ns = (int64_t)srv->opts.header_timeout_ms * KOP_NSEC_PER_MSEC;
     srv->grace_ns = srv->header_timeout_ns;
     srv->idle_timeout_ns = (int64_t)srv->opts.timeout_s * KOP_NSEC_PER_SEC;
@@ -1726,6 +1865,18 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
                              "time, body under the minimum rate, idle too long), by server",
                              l_srv, NULL, 0),
         srv->name);
+    if (srv->limit) {
+        static const char *const l_sr[] = {"server", "reason", NULL};
+        metric_name(mname, sizeof(mname), opts->metric_prefix, "http_connections_rejected_total");
+        struct kop_metric_family *rej = kop_metrics_register(
+            m, KOP_METRIC_COUNTER, mname,
+            "Connections a listening server refused or closed at max_connections, by server and "
+            "reason (max_connections: the newcomer; evicted: an idle connection of the address "
+            "that held the most, for a newcomer of one that held fewer)",
+            l_sr, NULL, 0);
+        srv->m_rej_max = kop_metric_child(rej, srv->name, "max_connections");
+        srv->m_rej_evicted = kop_metric_child(rej, srv->name, "evicted");
+    }
     bool any_webhook = false;
     for (size_t i = 0; i < n_routes; i++) {
         srv->routes[i].r = routes[i];
@@ -1840,9 +1991,10 @@ int kop_http_server_start(struct kop_http_server *srv)
         (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                 (intptr_t)(o->max_header_size ? o->max_header_size : 32768), NULL};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->timeout_s, NULL};
-    ops[n++] =
-        (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                (intptr_t)(o->max_connections ? o->max_connections : 1024), NULL};
+    /* one more for a listening server: the newcomer that finds it full,
+     * which gets a slot or is closed (see Limits) */
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                       (intptr_t)o->max_connections + (srv->limit ? 1 : 0), NULL};
     if (threads > 1 && !o->external)
         ops[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
     if (have_addr)
@@ -1998,52 +2150,15 @@ void kop_http_server_end_keepalive(struct kop_http_server *srv)
         atomic_store(&srv->no_keepalive, true);
 }
 
-/* Bytes waiting in fd's receive queue; a failing ioctl counts as some, so
- * the connection is left alone. */
-static int unread_bytes(int fd)
-{
-    int n = 0;
-    if (ioctl(fd, FIONREAD, &n) < 0)
-        return 1;
-    return n;
-}
-
-/* Between requests (after a completed one, IDLE, or fresh with no request
- * line yet) with no request byte waiting unread: a request already on its
- * way is never cut. track_lock held. */
-static bool track_between(const struct track *tr)
-{
-    if (tr->killed)
-        return false;
-    if (tr->phase != TP_IDLE && !(tr->phase == TP_HEADERS && !tr->requested))
-        return false;
-    return unread_bytes(tr->fd) == 0;
-}
-
-static int cmp_fd(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 int kop_http_server_longest_idle(struct kop_http_server *srv, const int *fds, size_t n)
 {
     if (!srv || !fds || !n)
         return -1;
-    int best = -1;
-    int64_t best_since = 0;
     pthread_mutex_lock(&srv->track_lock);
-    for (struct track *tr = srv->tracks; tr; tr = tr->next) {
-        const int *hit = bsearch(&tr->conn_fd, fds, n, sizeof(*fds), cmp_fd);
-        if (!hit || !track_between(tr))
-            continue;
-        if (best < 0 || tr->since < best_since) {
-            best = *hit;
-            best_since = tr->since;
-        }
-    }
+    const struct track *tr = idlest(srv, fds, n, NULL);
+    int fd = tr ? tr->conn_fd : -1;
     pthread_mutex_unlock(&srv->track_lock);
-    return best;
+    return fd;
 }
 
 unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms)
@@ -2061,8 +2176,7 @@ unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms
             open++;
             continue;
         }
-        tr->killed = true;
-        shutdown(tr->fd, SHUT_RDWR);
+        track_kill(srv, tr);
     }
     pthread_mutex_unlock(&srv->track_lock);
     return open;
@@ -2147,6 +2261,7 @@ void kop_http_server_free(struct kop_http_server *srv)
     free(srv->host);
     free(srv->waiters);
     free(srv->lane);
+    kop_ipcount_cleanup(&srv->ips);
     destroy_sync(srv);
     free(srv);
 }

@@ -125,7 +125,13 @@ static void on_readyz(void *ud, const struct kop_http_request *req, struct kop_h
  * whatever else connects: one address holds at most PER_IP connections
  * (the kubelet and Prometheus each have their own), a client slow to send
  * its request loses its slot at --request-header-timeout, and an idle one
- * after IDLE_S, however it trickles bytes. Requests here have no body.
+ * after IDLE_S, however it trickles bytes. At MAX_CONNS a newcomer takes
+ * the slot of the longest-idle connection of the address holding the most
+ * when that address holds at least two more than the newcomer's (the TLS
+ * front's rule, kop/http.h), so addresses filling the server with idle
+ * keep-alive connections (16 of them at PER_IP) cannot keep the kubelet
+ * out for IDLE_S; a request on its way is never cut. Requests here have no
+ * body.
  */
 #define MAX_CONNS 256
 #define PER_IP 16
