@@ -60,7 +60,6 @@ CC=gcc run plain build ""
 if [ -z "${KOP_TEST_QUICK:-}" ]; then
   CC=clang CK_FORK=no run asan build-asan "-Db_sanitize=address,undefined -Db_lundef=false" \
     --timeout-multiplier 3
-  # Concurrent modules under TSan.
   # Concurrent modules under TSan (those that exist in this tree).
   tsan_tests=()
   for t in metrics log ratelimit store informer workqueue events client execcred leader tls http manager migrator; do
