@@ -672,6 +672,75 @@ START_TEST(test_http_nul_in_header_value_refused)
 END_TEST
 #undef RAW
 
+/*
+ * libmicrohttpd's own error pages (requests it refuses before kop sees
+ * them) are rewritten into JSON Status bodies for the TLS front: the
+ * whole page at the end of a read, with the stray copy of its header block
+ * MHD writes before it for a bad Content-Length dropped, or a lone header
+ * block at the end held back until its page comes. kop's own responses,
+ * JSON or chunked, pass as they are.
+ */
+START_TEST(test_http_json_errors_rewrites_mhd_pages)
+{
+    static const char head[] = "HTTP/1.1 400 Bad Request\r\nDate: Fri, 04 Dec 2026 15:48:05 "
+                               "GMT\r\nConnection: close\r\nContent-Length: 138\r\n\r\n";
+    static const char page[] = "<html><head><title>Request malformed</title></head><body>Your "
+                               "HTTP request has wrong value for <b>Content-Length</b> "
+                               "header.</body></html>";
+    static const char ours[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "2\r\n{}\r\n0\r\n\r\n";
+    static const char want[] =
+        "HTTP/1.1 400 Bad Request\r\nDate: Fri, 04 Dec 2026 15:48:05 GMT\r\nConnection: "
+        "close\r\nContent-Type: application/json\r\nContent-Length: 193\r\n\r\n"
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+        "\"message\":\"Request malformed: Your HTTP request has wrong value for Content-Length "
+        "header.\",\"reason\":\"BadRequest\",\"code\":400}";
+    char buf[4096];
+    size_t hold = 99;
+    /* kop's responses alone: untouched */
+    memcpy(buf, ours, sizeof(ours) - 1);
+    ck_assert_uint_eq(kop_http_json_errors(buf, sizeof(ours) - 1, sizeof(buf), &hold),
+                      sizeof(ours) - 1);
+    ck_assert_uint_eq(hold, 0);
+    ck_assert(memcmp(buf, ours, sizeof(ours) - 1) == 0);
+    /* after them, MHD's lone header, then the whole page: one JSON answer */
+    for (int lone = 0; lone < 2; lone++) {
+        size_t n = 0;
+        memcpy(buf + n, ours, sizeof(ours) - 1);
+        n += sizeof(ours) - 1;
+        if (lone) {
+            memcpy(buf + n, head, sizeof(head) - 1);
+            n += sizeof(head) - 1;
+        }
+        memcpy(buf + n, head, sizeof(head) - 1);
+        n += sizeof(head) - 1;
+        memcpy(buf + n, page, sizeof(page) - 1);
+        n += sizeof(page) - 1;
+        size_t out = kop_http_json_errors(buf, n, sizeof(buf), &hold);
+        ck_assert_uint_eq(hold, 0);
+        ck_assert_uint_eq(out, sizeof(ours) - 1 + sizeof(want) - 1);
+        ck_assert(memcmp(buf, ours, sizeof(ours) - 1) == 0);
+        ck_assert_msg(memcmp(buf + sizeof(ours) - 1, want, sizeof(want) - 1) == 0, "%.*s", (int)out,
+                      buf);
+    }
+    /* a lone header block at the end: held back for the next read */
+    memcpy(buf, ours, sizeof(ours) - 1);
+    memcpy(buf + sizeof(ours) - 1, head, sizeof(head) - 1);
+    size_t n = sizeof(ours) - 1 + sizeof(head) - 1;
+    ck_assert_uint_eq(kop_http_json_errors(buf, n, sizeof(buf), &hold), n);
+    ck_assert_uint_eq(hold, sizeof(head) - 1);
+    /* a page cut short, or no room for the rewrite: left as it is */
+    memcpy(buf, head, sizeof(head) - 1);
+    memcpy(buf + sizeof(head) - 1, page, sizeof(page) - 1);
+    n = sizeof(head) - 1 + sizeof(page) - 1;
+    ck_assert_uint_eq(kop_http_json_errors(buf, n - 5, sizeof(buf), &hold), n - 5);
+    ck_assert_uint_eq(kop_http_json_errors(buf, n, n, &hold), n);
+    ck_assert_uint_eq(hold, 0);
+}
+END_TEST
+
 START_TEST(test_http_header_too_large)
 {
     struct fixture f;
@@ -1954,6 +2023,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_pipelined_requests);
     tcase_add_test(tc, test_http_untrusted_framing_refused);
     tcase_add_test(tc, test_http_nul_in_header_value_refused);
+    tcase_add_test(tc, test_http_json_errors_rewrites_mhd_pages);
     tcase_add_test(tc, test_http_header_too_large);
     tcase_add_test(tc, test_http_webhook_metrics);
     tcase_add_test(tc, test_http_graceful_shutdown_finishes_in_flight);

@@ -917,6 +917,73 @@ START_TEST(test_tls_stream_after_413_is_closed)
 }
 END_TEST
 
+/* Read until the server closes; NUL-terminated, malloc'd. */
+static char *raw_tls_read_all(struct raw_tls *r)
+{
+    size_t cap = 65536, len = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    for (;;) {
+        int n = mbedtls_ssl_read(&r->ssl, (unsigned char *)out + len, cap - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        ck_assert_uint_lt(len, cap - 1);
+    }
+    out[len] = '\0';
+    return out;
+}
+
+/*
+ * Requests libmicrohttpd refuses itself get one answer with a JSON Status
+ * body, as every other error of kop: before, its HTML page, and for a bad
+ * Content-Length a stray header block before it (two responses on the
+ * wire, the first one's body the second one).
+ */
+START_TEST(test_tls_mhd_errors_are_json)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    static const struct {
+        const char *req, *status, *message;
+    } cases[] = {
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}", "HTTP/1.1 400",
+         "wrong value for Content-Length"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+         "HTTP/1.1 413", "too large value for Content-Length"},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+         "chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+         "HTTP/1.1 400", "chunked encoding was syntactically incorrect"},
+        {"POST /echo HTTP/9.9\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 505",
+         "version is not supported"},
+        /* after a request served on the same connection */
+        {"GET /echo HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: "
+         "-1\r\n\r\n{}",
+         "HTTP/1.1 200", "wrong value for Content-Length"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct raw_tls r;
+        raw_tls_connect(&r, f.port);
+        ck_assert(raw_tls_write(&r, cases[i].req, strlen(cases[i].req)));
+        char *out = raw_tls_read_all(&r);
+        raw_tls_close(&r);
+        ck_assert_msg(strncmp(out, cases[i].status, 12) == 0, "case %zu: %s", i, out);
+        const char *last = strstr(out + 1, "HTTP/1.1 4") ? strstr(out + 1, "HTTP/1.1 4") : out;
+        ck_assert_msg(!strstr(out, "<html>") && strstr(last, "Content-Type: application/json") &&
+                          strstr(last, "\"kind\":\"Status\"") && strstr(last, cases[i].message),
+                      "case %zu: %s", i, out);
+        /* one error answer: no stray header block before it */
+        int answers = 0;
+        for (const char *p = out; (p = strstr(p, "HTTP/1.1 ")); p++)
+            answers++;
+        ck_assert_msg(answers == (last == out ? 1 : 2), "case %zu: %s", i, out);
+        free(out);
+    }
+    assert_serving(&f);
+    fixture_stop(&f);
+}
+END_TEST
+
 /* Over its address's handshake rate a connection waits for its handshake;
  * it is not refused. Before, there was no rate at all. */
 START_TEST(test_tls_handshake_rate_per_address_delays)
@@ -1191,6 +1258,7 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_fifo_cert_keeps_old);
     tcase_add_test(tc, test_tls_client_certificate_required);
     tcase_add_test(tc, test_tls_client_ca_fifo_refused);
+    tcase_add_test(tc, test_tls_mhd_errors_are_json);
     tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
     tcase_add_test(tc, test_tls_per_ip_limit);
     tcase_add_test(tc, test_tls_full_front_evicts_idle_of_biggest_address);

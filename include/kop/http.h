@@ -259,6 +259,23 @@ uint16_t kop_http_server_port(const struct kop_http_server *srv);
 int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const struct sockaddr *addr,
                                    socklen_t addr_len);
 
+/*
+ * For a caller relaying what libmicrohttpd writes on a connection handed
+ * over with kop_http_server_add_connection() (the TLS front): when
+ * buf[0..len) (the latest read, after the bytes held back from the read
+ * before) ends with one of libmicrohttpd's own error responses (a request
+ * it refused before kop saw it: a bad Content-Length, bad chunked framing,
+ * headers too large, an unknown HTTP version), that response is rewritten
+ * in place into kop's JSON Status with the same code and headers, so every
+ * error has a JSON body; the stray copy of its header block libmicrohttpd
+ * writes before some of them is dropped. Returns the new length (at most
+ * cap; len when there is nothing to rewrite or no room). *ret_hold: how
+ * many of the last bytes returned are the start of such a response whose
+ * rest has not come yet; the caller keeps them back and puts them before
+ * the next read (or sends them when the stream ends).
+ */
+size_t kop_http_json_errors(char *buf, size_t len, size_t cap, size_t *ret_hold);
+
 /* Requests currently between their request line and their completion. */
 unsigned kop_http_server_in_flight(const struct kop_http_server *srv);
 

@@ -373,6 +373,160 @@ int kop_http_response_status(struct kop_http_response *resp, int code, const cha
     return 0;
 }
 
+/* The text of s[0..n) without its tags, blanks folded, into out (size > 0). */
+static void html_text(const char *s, size_t n, char *out, size_t size)
+{
+    size_t o = 0;
+    bool tag = false, blank = false;
+    for (size_t i = 0; i < n && o + 1 < size; i++) {
+        char c = s[i];
+        if (c == '<')
+            tag = true;
+        else if (c == '>')
+            tag = false;
+        else if (!tag && (c == ' ' || c == '\t' || c == '\r' || c == '\n'))
+            blank = o > 0;
+        else if (!tag && (unsigned char)c >= 0x20) {
+            if (blank && o + 2 < size)
+                out[o++] = ' ';
+            blank = false;
+            out[o++] = c;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* The Kubernetes StatusReason of an error code kop answers itself. */
+static const char *status_reason(int code)
+{
+    switch (code) {
+    case 400:
+        return "BadRequest";
+    case 413:
+        return "RequestEntityTooLarge";
+    case 500:
+        return "InternalError";
+    case 503:
+        return "ServiceUnavailable";
+    default:
+        return "";
+    }
+}
+
+/*
+ * libmicrohttpd 0.9.75 answers a request it refuses itself with a static
+ * HTML page: its header block (status line, Date, Connection: close,
+ * Content-Length, no Content-Type) ends right before
+ * "<html><head><title>", and it closes the connection after it. A JSON
+ * body never holds a raw CRLF, and a chunked one ends in "0\r\n\r\n"
+ * followed by a status line, so the marker below is only ever that page.
+ * For a bad or too large Content-Length it first writes the header block
+ * alone, then the whole page again: that lone block is dropped. All of it
+ * is a few hundred bytes at the end of the stream: only the tail of a
+ * read is searched.
+ */
+#define MHD_PAGE_MARK "\r\n\r\n<html><head><title>"
+#define MHD_PAGE_TAIL 2048
+
+/* The start of the status line "HTTP/1.x ddd " of the header block that
+ * ends at end (buf[from..end), no blank line inside), or NULL. */
+static const char *block_start(const char *buf, size_t from, const char *end)
+{
+    for (const char *p = end; p >= buf + from; p--) {
+        if (p + 4 <= end && memcmp(p, "\r\n\r\n", 4) == 0)
+            return NULL;
+        if ((p == buf + from || p[-1] == '\n') && end - p >= 13 &&
+            (memcmp(p, "HTTP/1.1 ", 9) == 0 || memcmp(p, "HTTP/1.0 ", 9) == 0) && p[9] >= '1' &&
+            p[9] <= '5')
+            return p;
+    }
+    return NULL;
+}
+
+/*
+ * True when buf[start..end) (a header block, its blank line included) is
+ * one libmicrohttpd writes for its own error page: an error code,
+ * Connection: close, a Content-Length, no Content-Type.
+ */
+static bool mhd_error_head(const char *start, const char *end)
+{
+    size_t n = (size_t)(end - start);
+    return start[9] >= '4' && memmem(start, n, "\r\nConnection: close\r\n", 21) &&
+           memmem(start, n, "\r\nContent-Length: ", 18) &&
+           !memmem(start, n, "\r\nContent-Type:", 15);
+}
+
+size_t kop_http_json_errors(char *buf, size_t len, size_t cap, size_t *ret_hold)
+{
+    size_t from = len > MHD_PAGE_TAIL ? len - MHD_PAGE_TAIL : 0;
+    *ret_hold = 0;
+    const char *mark = memmem(buf + from, len - from, MHD_PAGE_MARK, sizeof(MHD_PAGE_MARK) - 1);
+    if (!mark) {
+        /* a lone error header block at the very end: kept back, its page
+         * (or its second copy) follows */
+        const char *start = len >= 4 && memcmp(buf + len - 4, "\r\n\r\n", 4) == 0
+                                ? block_start(buf, from, buf + len - 4)
+                                : NULL;
+        if (start && mhd_error_head(start, buf + len))
+            *ret_hold = (size_t)(buf + len - start);
+        return len;
+    }
+    const char *start = block_start(buf, from, mark);
+    if (!start || !mhd_error_head(start, mark + 4))
+        return len;
+    size_t body = (size_t)(mark - buf) + 4;
+    int code = (start[9] - '0') * 100 + (start[10] - '0') * 10 + (start[11] - '0');
+    /* only a whole page, the last bytes read */
+    const char *cl = memmem(start, (size_t)(mark - start), "\r\nContent-Length: ", 18);
+    if (strtoul(cl + 18, NULL, 10) != len - body)
+        return len;
+    /* the lone copy of the same header block right before it goes too */
+    if (start - buf >= 4 && memcmp(start - 4, "\r\n\r\n", 4) == 0) {
+        const char *lone = block_start(buf, from, start - 4);
+        if (lone && mhd_error_head(lone, start))
+            start = lone;
+    }
+    char title[128], text[512], msg[700];
+    const char *t0 = mark + sizeof(MHD_PAGE_MARK) - 1;
+    const char *t1 = memmem(t0, (size_t)(buf + len - t0), "</title>", 8);
+    if (!t1)
+        return len;
+    html_text(t0, (size_t)(t1 - t0), title, sizeof(title));
+    html_text(t1, (size_t)(buf + len - t1), text, sizeof(text));
+    snprintf(msg, sizeof(msg), "%s%s%s", title, text[0] ? ": " : "", text);
+    struct kop_http_response resp = {0};
+    if (kop_http_response_status(&resp, code, status_reason(code), msg) < 0)
+        return len;
+    /* the page's status line and header lines but Content-Length */
+    const char *page = block_start(buf, from, mark);
+    char head[1024];
+    size_t h = 0;
+    for (const char *line = page; line < mark + 2;) {
+        const char *eol = memmem(line, (size_t)(mark + 2 - line), "\r\n", 2);
+        size_t l = (size_t)(eol - line) + 2;
+        if (strncasecmp(line, "Content-Length:", 15) != 0) {
+            if (h + l >= sizeof(head))
+                break;
+            memcpy(head + h, line, l);
+            h += l;
+        }
+        line = eol + 2;
+    }
+    int n =
+        snprintf(head + h, sizeof(head) - h,
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", resp.body_len);
+    size_t at = (size_t)(start - buf);
+    size_t out = len;
+    if (n > 0 && (size_t)n < sizeof(head) - h && at + h + (size_t)n + resp.body_len <= cap) {
+        h += (size_t)n;
+        memcpy(buf + at, head, h);
+        memcpy(buf + at + h, resp.body, resp.body_len);
+        out = at + h + resp.body_len;
+    }
+    free(resp.body);
+    return out;
+}
+
 int kop_http_response_header(struct kop_http_response *resp, const char *name, const char *value)
 {
     if (!resp || !name || !value || !*name || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))

@@ -301,6 +301,10 @@ struct conn {
     mbedtls_ssl_context ssl;
     size_t tp_off, tp_len, tt_off, tt_len;
     unsigned char *tp, *tt;
+    /* The start of one of MHD's own error responses whose rest has not
+     * come yet (kop_http_json_errors): put before the next read. */
+    unsigned char held[256];
+    size_t held_len;
     /* Read-ahead for mbedTLS: one recv() serves a record's header and body
      * (and often the next record). */
     unsigned char *rb;
@@ -1135,17 +1139,28 @@ static int pump(struct kop_tls *t, struct conn *c, int64_t now)
         }
         /* MHD -> tt. */
         if (c->tt_len == 0 && !c->plain_eof && c->plain_readable) {
-            ssize_t n = recv(c->pfd, c->tt, TT_SIZE, 0);
+            size_t kept = c->held_len;
+            memcpy(c->tt, c->held, kept);
+            ssize_t n = recv(c->pfd, c->tt + kept, TT_SIZE - kept, 0);
             if (n > 0) {
-                c->tt_len = (size_t)n;
+                /* MHD's own HTML error pages become JSON Status bodies */
+                size_t hold = 0;
+                size_t len = kop_http_json_errors((char *)c->tt, kept + (size_t)n, TT_SIZE, &hold);
+                if (hold > sizeof(c->held))
+                    hold = 0;
+                memcpy(c->held, c->tt + len - hold, hold);
+                c->held_len = hold;
+                c->tt_len = len - hold;
                 progress = true;
-                if ((size_t)n < TT_SIZE)
+                if ((size_t)n < TT_SIZE - kept)
                     c->plain_readable = false;
             } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
                 c->plain_readable = false;
             } else {
                 c->plain_eof = true;
                 progress = true;
+                c->tt_len = kept; /* what was held back goes out as it is */
+                c->held_len = 0;
                 /* Nobody reads the plain side any more. */
                 if (c->ev_plain)
                     ep_set(t, c->pfd, &c->it_plain, &c->ev_plain, 0);
@@ -1488,7 +1503,7 @@ static int cmp_int(const void *a, const void *b)
 static bool conn_quiet(const struct conn *c)
 {
     if (c->st != C_OPEN || c->dead || c->plain_eof || c->tls_eof || c->tp_len || c->tt_len ||
-        c->rb_off != c->rb_len || c->rr_queued)
+        c->held_len || c->rb_off != c->rb_len || c->rr_queued)
         return false;
     if (mbedtls_ssl_get_bytes_avail(&c->ssl) > 0)
         return false;
