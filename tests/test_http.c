@@ -741,6 +741,56 @@ START_TEST(test_http_json_errors_rewrites_mhd_pages)
 }
 END_TEST
 
+/* The shape of a first request line, as Go's net/http reads it. */
+START_TEST(test_http_request_line_ok)
+{
+    static const struct {
+        const char *line;
+        int want;
+    } lines[] = {
+        {"POST /convert?timeout=10s HTTP/1.1\r\n", 1},
+        {"\r\n\r\nGET / HTTP/1.0\n", 1},
+        {"POST https://x:9443/convert HTTP/1.1\r\nHost: x\r\n", 1},
+        {"GET /caf\xc3\xa9 HTTP/1.1\r\n", 1},
+        {"PRI * HTTP/2.0\r\n", 1}, /* a version libmicrohttpd answers 505 */
+        {"GET / HTTP/1.1", 0},
+        {"\r\n", 0},
+        {"", 0},
+        {"GARBAGE\r\n", -1},
+        {" GET / HTTP/1.1\r\n", -1},
+        {"GET /\r\n", -1},
+        {"GET  / HTTP/1.1\r\n", -1},
+        {"GET / HTTP/1.1 extra\r\n", -1},
+        {"GET / HTTP/1.10\r\n", -1},
+        {"GET / HTTPS/1.1\r\n", -1},
+        {"G(T / HTTP/1.1\r\n", -1},
+        {"GET /\x01 HTTP/1.1\r\n", -1},
+        {"GET /\x7f HTTP/1.1\r\n", -1},
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        ck_assert_msg(kop_http_request_line_ok(lines[i].line, strlen(lines[i].line)) ==
+                          lines[i].want,
+                      "line %zu", i);
+    /* a NUL in the method */
+    ck_assert_int_eq(kop_http_request_line_ok("G\0T / HTTP/1.1\r\n", 16), -1);
+
+    char buf[512];
+    size_t n = kop_http_error_response(buf, sizeof(buf), 400, "malformed \"line\"");
+    ck_assert_uint_gt(n, 0);
+    buf[n] = '\0';
+    ck_assert_msg(
+        strncmp(buf, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n", 44) == 0 &&
+            strstr(buf, "\r\nContent-Type: application/json\r\n") &&
+            strstr(buf, "\"message\":\"malformed \\\"line\\\"\",\"reason\":\"BadRequest\""),
+        "%s", buf);
+    const char *body = strstr(buf, "\r\n\r\n") + 4;
+    char want[64];
+    snprintf(want, sizeof(want), "Content-Length: %zu\r\n", strlen(body));
+    ck_assert_ptr_nonnull(strstr(buf, want));
+    ck_assert_uint_eq(kop_http_error_response(buf, 100, 400, "x"), 0); /* no room */
+}
+END_TEST
+
 START_TEST(test_http_header_too_large)
 {
     struct fixture f;
@@ -2024,6 +2074,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_untrusted_framing_refused);
     tcase_add_test(tc, test_http_nul_in_header_value_refused);
     tcase_add_test(tc, test_http_json_errors_rewrites_mhd_pages);
+    tcase_add_test(tc, test_http_request_line_ok);
     tcase_add_test(tc, test_http_header_too_large);
     tcase_add_test(tc, test_http_webhook_metrics);
     tcase_add_test(tc, test_http_graceful_shutdown_finishes_in_flight);

@@ -938,7 +938,8 @@ static char *raw_tls_read_all(struct raw_tls *r)
  * Requests libmicrohttpd refuses itself get one answer with a JSON Status
  * body, as every other error of kop: before, its HTML page, and for a bad
  * Content-Length a stray header block before it (two responses on the
- * wire, the first one's body the second one).
+ * wire, the first one's body the second one); a malformed first request
+ * line got no answer at all (Go answers 400).
  */
 START_TEST(test_tls_mhd_errors_are_json)
 {
@@ -956,6 +957,11 @@ START_TEST(test_tls_mhd_errors_are_json)
          "HTTP/1.1 400", "chunked encoding was syntactically incorrect"},
         {"POST /echo HTTP/9.9\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 505",
          "version is not supported"},
+        /* request lines libmicrohttpd closed on without a word */
+        {"GARBAGE\r\n\r\n", "HTTP/1.1 400", "malformed HTTP request line"},
+        {" GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400", "malformed HTTP request line"},
+        {"GET /echo\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400",
+         "malformed HTTP request line"},
         /* after a request served on the same connection */
         {"GET /echo HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: "
          "-1\r\n\r\n{}",

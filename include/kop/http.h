@@ -276,6 +276,26 @@ int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const st
  */
 size_t kop_http_json_errors(char *buf, size_t len, size_t cap, size_t *ret_hold);
 
+/*
+ * The first request line of a connection, p[0..n) as it arrived (empty
+ * lines before it skipped, as RFC 9112 §2.2 allows): 1 when it has the
+ * shape Go's net/http accepts, "METHOD SP request-target SP HTTP/d.d",
+ * the method a token and the target free of blanks and control bytes;
+ * -1 when it has not; 0 when no whole line has come yet. libmicrohttpd
+ * closes a connection on some malformed lines without a word, where Go
+ * answers 400: a caller relaying bytes to it (the TLS front) checks the
+ * first line and answers with kop_http_error_response().
+ */
+int kop_http_request_line_ok(const char *p, size_t n);
+
+/*
+ * Write a complete HTTP/1.1 response with kop's JSON Status body for code
+ * (its Kubernetes reason for 400, 413, 500, 503) and message into buf,
+ * with Connection: close. Returns its length, or 0 when it does not fit
+ * in cap bytes.
+ */
+size_t kop_http_error_response(char *buf, size_t cap, int code, const char *message);
+
 /* Requests currently between their request line and their completion. */
 unsigned kop_http_server_in_flight(const struct kop_http_server *srv);
 

@@ -396,6 +396,13 @@ static void html_text(const char *s, size_t n, char *out, size_t size)
     out[o] = '\0';
 }
 
+/* RFC 9110 §5.6.2 tchar */
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
 /* The Kubernetes StatusReason of an error code kop answers itself. */
 static const char *status_reason(int code)
 {
@@ -522,6 +529,56 @@ size_t kop_http_json_errors(char *buf, size_t len, size_t cap, size_t *ret_hold)
         memcpy(buf + at, head, h);
         memcpy(buf + at + h, resp.body, resp.body_len);
         out = at + h + resp.body_len;
+    }
+    free(resp.body);
+    return out;
+}
+
+int kop_http_request_line_ok(const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (p[i] == '\r' || p[i] == '\n'))
+        i++;
+    const char *line = p + i, *nl = memchr(line, '\n', n - i);
+    if (!nl)
+        return 0;
+    size_t len = (size_t)(nl - line);
+    if (len && line[len - 1] == '\r')
+        len--;
+    size_t m = 0;
+    while (m < len && is_tchar((unsigned char)line[m]))
+        m++;
+    if (m == 0 || m == len || line[m] != ' ')
+        return -1;
+    size_t t = m + 1, te = t;
+    while (te < len && line[te] != ' ') {
+        unsigned char c = (unsigned char)line[te];
+        if (c < 0x20 || c == 0x7f)
+            return -1;
+        te++;
+    }
+    /* " HTTP/d.d" and nothing after it */
+    const char *v = line + te;
+    if (te == t || len - te != 9 || memcmp(v, " HTTP/", 6) != 0 || v[6] < '0' || v[6] > '9' ||
+        v[7] != '.' || v[8] < '0' || v[8] > '9')
+        return -1;
+    return 1;
+}
+
+size_t kop_http_error_response(char *buf, size_t cap, int code, const char *message)
+{
+    struct kop_http_response resp = {0};
+    if (kop_http_response_status(&resp, code, status_reason(code), message) < 0)
+        return 0;
+    const char *text = MHD_get_reason_phrase_for((unsigned)code);
+    int n = snprintf(buf, cap,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n",
+                     code, text && *text ? text : "Error", resp.body_len);
+    size_t out = 0;
+    if (n > 0 && (size_t)n + resp.body_len <= cap) {
+        memcpy(buf + n, resp.body, resp.body_len);
+        out = (size_t)n + resp.body_len;
     }
     free(resp.body);
     return out;
@@ -1273,13 +1330,6 @@ static enum MHD_Result start_body(struct MHD_Connection *conn, struct req *rq, c
                                   const char *method);
 static void fill_request(struct MHD_Connection *conn, const struct req *rq, const char *url,
                          const char *method, char *peer, struct kop_http_request *req);
-
-/* RFC 9110 §5.6.2 tchar */
-static bool is_tchar(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c && strchr("!#$%&'*+-.^_`|~", c));
-}
 
 /*
  * True when MHD made this header out of an obs-fold (a line that starts

@@ -305,6 +305,8 @@ struct conn {
      * come yet (kop_http_json_errors): put before the next read. */
     unsigned char held[256];
     size_t held_len;
+    /* The first request line was looked at (refuse_line()). */
+    bool line_checked;
     /* Read-ahead for mbedTLS: one recv() serves a record's header and body
      * (and often the next record). */
     unsigned char *rb;
@@ -1075,6 +1077,36 @@ static int conn_open(struct kop_tls *t, struct conn *c)
     return 0;
 }
 
+/*
+ * The connection's first request line, when the first bytes decrypted hold
+ * all of it, must have the shape Go accepts (kop_http_request_line_ok):
+ * libmicrohttpd closes on some malformed lines without a word ("GARBAGE",
+ * a line starting with a blank), where Go, the apiserver's stack, answers
+ * 400. Such a line is answered here with a JSON Status, MHD's end closed
+ * unread, and the connection closes once the answer is out. Returns
+ * whether it was refused.
+ */
+static bool refuse_line(struct kop_tls *t, struct conn *c)
+{
+    c->line_checked = true;
+    const char *p = (const char *)c->tp + c->tp_off;
+    if (kop_http_request_line_ok(p, c->tp_len - c->tp_off) >= 0 || c->tt_len || c->held_len)
+        return false;
+    size_t n = kop_http_error_response((char *)c->tt, TT_SIZE, 400, "malformed HTTP request line");
+    if (!n)
+        return false;
+    c->tt_len = n;
+    c->tt_off = 0;
+    c->tp_off = c->tp_len = 0;
+    c->plain_eof = true;
+    if (c->ev_plain)
+        ep_set(t, c->pfd, &c->it_plain, &c->ev_plain, 0);
+    close(c->pfd);
+    c->pfd = -1;
+    log_conn(KOP_LOG_DEBUG, c, "malformed request line refused", 0);
+    return true;
+}
+
 static int pump(struct kop_tls *t, struct conn *c, int64_t now)
 {
     bool progress, any = false;
@@ -1089,6 +1121,8 @@ static int pump(struct kop_tls *t, struct conn *c, int64_t now)
         progress = false;
         c->net_rd = c->net_wr = false;
         /* Decrypted bytes -> MHD. */
+        if (!c->line_checked && c->tp_len > c->tp_off && c->pfd >= 0 && refuse_line(t, c))
+            progress = true;
         if (c->tp_len > c->tp_off && c->pfd >= 0) {
             ssize_t n = send(c->pfd, c->tp + c->tp_off, c->tp_len - c->tp_off, MSG_NOSIGNAL);
             if (n > 0) {
