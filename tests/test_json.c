@@ -203,6 +203,10 @@ START_TEST(test_json_utf8_sanitize)
         ck_assert_msg(strcmp(buf, cases[i].out) == 0, "case %zu: %s", i, buf);
         ck_assert_uint_eq(n, strlen(cases[i].out));
     }
+    /* header-safe text: no control byte, DEL or tab included */
+    ck_assert(kop_text_printable("Bearer abc.DEF-123_\xc3\xa9"));
+    ck_assert(!kop_text_printable("a\r\nX-Injected: 1"));
+    ck_assert(!kop_text_printable("a\tb") && !kop_text_printable("a\x7f"));
     /* a small buffer ends before a whole character, never inside one */
     char small[5];
     ck_assert_uint_eq(kop_utf8_sanitize(small, sizeof(small), "ab\xe2\x82\xac", 5), 2);

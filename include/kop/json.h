@@ -68,6 +68,11 @@ size_t kop_utf8_seq_len(const char *s, size_t n);
  */
 size_t kop_utf8_sanitize(char *buf, size_t size, const char *s, size_t n);
 
+/* True when the NUL-terminated s holds no control byte (below 0x20, or
+ * DEL): text that goes into an HTTP header as it is (a token), where a CR
+ * or LF would end the header and start another. */
+bool kop_text_printable(const char *s);
+
 /*
  * snprintf into buf, then cut at a character boundary. The messages kop
  * formats into fixed buffers (errors for logs, Status and condition

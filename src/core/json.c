@@ -223,6 +223,14 @@ size_t kop_utf8_sanitize(char *buf, size_t size, const char *s, size_t n)
     return o;
 }
 
+bool kop_text_printable(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
 void kop_vmsgf(char *buf, size_t size, const char *fmt, va_list ap)
 {
     if (!buf || size == 0)

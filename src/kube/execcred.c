@@ -197,15 +197,6 @@ int kop_execcred_parse_time(const char *s, int64_t *ret_ms)
     return 0;
 }
 
-/* A token goes into an HTTP header: printable ASCII only. */
-static bool token_ok(const char *t)
-{
-    for (const unsigned char *p = (const unsigned char *)t; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return false;
-    return true;
-}
-
 /* Decode the plugin's stdout into a credential. */
 static int parse_output(const struct kop_execcred *p, const char *out, size_t len,
                         struct kop_execcred_cred **ret, char *msg, size_t msg_len)
@@ -268,7 +259,7 @@ static int parse_output(const struct kop_execcred *p, const char *out, size_t le
         r = -EBADMSG;
         goto out;
     }
-    if (tok && !token_ok(tok)) {
+    if (tok && !kop_text_printable(tok)) {
         kop_msgf(msg, msg_len, "exec plugin returned a token with control characters");
         r = -EBADMSG;
         goto out;

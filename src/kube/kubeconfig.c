@@ -658,16 +658,6 @@ static int check_readable(const char *label, const char *path, const char *owner
     return r;
 }
 
-/* The token goes into an HTTP header as it is: a CR or LF in it would
- * end the header and start another. */
-static bool header_safe(const char *t)
-{
-    for (const unsigned char *p = (const unsigned char *)t; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return false;
-    return true;
-}
-
 static int b64_named(const char *v, const char *what, char **out, size_t *out_len, char *why,
                      size_t why_len)
 {
@@ -757,7 +747,7 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
     if (r < 0 || !user)
         return r;
     r = dup_field(str_at(user, "token"), &kc->token);
-    if (r == 0 && kc->token && !header_safe(kc->token)) {
+    if (r == 0 && kc->token && !kop_text_printable(kc->token)) {
         kop_msgf(why, why_len, "user \"%.200s\": token has control characters", user_name);
         return -EINVAL;
     }
