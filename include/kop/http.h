@@ -327,13 +327,13 @@ unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms
 
 /*
  * Of the connections served on the descriptors fds[0..n) (as handed to
- * kop_http_server_add_connection(); fds sorted ascending), the one that has
+ * kop_http_server_add_connection(); sorted here, in place), the one that has
  * sat longest between requests, as close_idle() counts them. Returns its
  * descriptor, or -1 when none of them is between requests. A descriptor
  * MHD has closed meanwhile may name a newer connection: the caller only
  * asks about connections whose far end it has not seen close.
  */
-int kop_http_server_longest_idle(struct kop_http_server *srv, const int *fds, size_t n);
+int kop_http_server_longest_idle(struct kop_http_server *srv, int *fds, size_t n);
 
 /* Wait until no request is in flight. Returns 0 or -ETIMEDOUT. */
 int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms);

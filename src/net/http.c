@@ -421,6 +421,33 @@ static const char *status_reason(int code)
 }
 
 /*
+ * A whole response with kop's JSON Status for code and msg into out (cap
+ * bytes): head (its status line and header lines, each with its CRLF,
+ * h bytes; it may not overlap out), then Content-Type, Content-Length,
+ * the blank line and the body. Returns its length, 0 when it does not fit.
+ */
+static size_t put_status_response(char *out, size_t cap, const char *head, size_t h, int code,
+                                  const char *msg)
+{
+    struct kop_http_response resp = {0};
+    if (kop_http_response_status(&resp, code, status_reason(code), msg) < 0)
+        return 0;
+    char tail[96];
+    int n =
+        snprintf(tail, sizeof(tail),
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", resp.body_len);
+    size_t len = 0;
+    if (n > 0 && h + (size_t)n + resp.body_len <= cap) {
+        memcpy(out, head, h);
+        memcpy(out + h, tail, (size_t)n);
+        memcpy(out + h + (size_t)n, resp.body, resp.body_len);
+        len = h + (size_t)n + resp.body_len;
+    }
+    free(resp.body);
+    return len;
+}
+
+/*
  * libmicrohttpd 0.9.75 answers a request it refuses itself with a static
  * HTML page: its header block (status line, Date, Connection: close,
  * Content-Length, no Content-Type) ends right before
@@ -501,9 +528,6 @@ size_t kop_http_json_errors(char *buf, size_t len, size_t cap, size_t *ret_hold)
     html_text(t0, (size_t)(t1 - t0), title, sizeof(title));
     html_text(t1, (size_t)(buf + len - t1), text, sizeof(text));
     snprintf(msg, sizeof(msg), "%s%s%s", title, text[0] ? ": " : "", text);
-    struct kop_http_response resp = {0};
-    if (kop_http_response_status(&resp, code, status_reason(code), msg) < 0)
-        return len;
     /* the page's status line and header lines but Content-Length */
     const char *page = block_start(buf, from, mark);
     char head[1024];
@@ -519,19 +543,9 @@ size_t kop_http_json_errors(char *buf, size_t len, size_t cap, size_t *ret_hold)
         }
         line = eol + 2;
     }
-    int n =
-        snprintf(head + h, sizeof(head) - h,
-                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", resp.body_len);
     size_t at = (size_t)(start - buf);
-    size_t out = len;
-    if (n > 0 && (size_t)n < sizeof(head) - h && at + h + (size_t)n + resp.body_len <= cap) {
-        h += (size_t)n;
-        memcpy(buf + at, head, h);
-        memcpy(buf + at + h, resp.body, resp.body_len);
-        out = at + h + resp.body_len;
-    }
-    free(resp.body);
-    return out;
+    size_t out = put_status_response(buf + at, cap - at, head, h, code, msg);
+    return out ? at + out : len;
 }
 
 int kop_http_request_line_ok(const char *p, size_t n)
@@ -567,21 +581,13 @@ int kop_http_request_line_ok(const char *p, size_t n)
 
 size_t kop_http_error_response(char *buf, size_t cap, int code, const char *message)
 {
-    struct kop_http_response resp = {0};
-    if (kop_http_response_status(&resp, code, status_reason(code), message) < 0)
-        return 0;
     const char *text = MHD_get_reason_phrase_for((unsigned)code);
-    int n = snprintf(buf, cap,
-                     "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: "
-                     "application/json\r\nContent-Length: %zu\r\n\r\n",
-                     code, text && *text ? text : "Error", resp.body_len);
-    size_t out = 0;
-    if (n > 0 && (size_t)n + resp.body_len <= cap) {
-        memcpy(buf + n, resp.body, resp.body_len);
-        out = (size_t)n + resp.body_len;
-    }
-    free(resp.body);
-    return out;
+    char head[128];
+    int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: close\r\n", code,
+                     text && *text ? text : "Error");
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return 0;
+    return put_status_response(buf, cap, head, (size_t)n, code, message);
 }
 
 int kop_http_response_header(struct kop_http_response *resp, const char *name, const char *value)
@@ -1466,7 +1472,7 @@ static bool refuse_framing(struct MHD_Connection *conn, struct req *rq, const ch
     rq->state = REQ_DISCARD;
     rq->pending_status = code;
     struct kop_http_response resp = {0};
-    if (kop_http_response_status(&resp, code, code == 400 ? "BadRequest" : "", msg) < 0) {
+    if (kop_http_response_status(&resp, code, status_reason(code), msg) < 0) {
         *ret = MHD_NO;
         return true;
     }
@@ -2354,10 +2360,11 @@ void kop_http_server_end_keepalive(struct kop_http_server *srv)
         atomic_store(&srv->no_keepalive, true);
 }
 
-int kop_http_server_longest_idle(struct kop_http_server *srv, const int *fds, size_t n)
+int kop_http_server_longest_idle(struct kop_http_server *srv, int *fds, size_t n)
 {
     if (!srv || !fds || !n)
         return -1;
+    qsort(fds, n, sizeof(*fds), cmp_fd); /* idlest() looks them up */
     pthread_mutex_lock(&srv->track_lock);
     const struct track *tr = idlest(srv, fds, n, NULL);
     int fd = tr ? tr->conn_fd : -1;

@@ -1525,12 +1525,6 @@ static void hw_stop(struct kop_tls *t)
     t->hw_done = NULL;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 /* OPEN with nothing of a request on its way through the front: no
  * ciphertext unread, nothing decrypted or to encrypt buffered, MHD's end
  * still open. Whether MHD sits between requests is asked separately. */
@@ -1583,7 +1577,6 @@ static bool evict_for(struct kop_tls *t, const struct sockaddr_storage *ss)
     }
     struct conn *victim = waiting ? waiting : hs;
     if (!victim && n) {
-        qsort(fds, n, sizeof(*fds), cmp_int);
         int fd = kop_http_server_longest_idle(t->o.http, fds, n);
         for (struct conn *c = t->conns; c && fd >= 0; c = c->next) {
             if (c->ip == top && c->st == C_OPEN && c->mhd_fd == fd) {
