@@ -224,6 +224,15 @@ static void stat_add(struct kop_informer *inf, unsigned long *field)
     pthread_mutex_unlock(&inf->lock);
 }
 
+/* Show the resume resourceVersion (shortened) in the stats. */
+static void publish_rv(struct kop_informer *inf)
+{
+    pthread_mutex_lock(&inf->lock);
+    snprintf(inf->stats.resource_version, sizeof(inf->stats.resource_version), "%s",
+             inf->rv ? inf->rv : "");
+    pthread_mutex_unlock(&inf->lock);
+}
+
 /* Remember rv (opaque: copied whole). -ENOMEM keeps the old one. */
 static int set_rv(struct kop_informer *inf, const char *rv)
 {
@@ -240,9 +249,7 @@ static int set_rv(struct kop_informer *inf, const char *rv)
         inf->rv_cap = n;
     }
     memcpy(inf->rv, rv, n);
-    pthread_mutex_lock(&inf->lock);
-    snprintf(inf->stats.resource_version, sizeof(inf->stats.resource_version), "%s", inf->rv);
-    pthread_mutex_unlock(&inf->lock);
+    publish_rv(inf);
     return 0;
 }
 
@@ -472,9 +479,7 @@ static int do_list(struct kop_informer *inf)
          * ""), never from an older LIST's, long compacted maybe. */
         if (inf->rv)
             inf->rv[0] = '\0';
-        pthread_mutex_lock(&inf->lock);
-        inf->stats.resource_version[0] = '\0';
-        pthread_mutex_unlock(&inf->lock);
+        publish_rv(inf);
     }
     pthread_mutex_lock(&inf->lock);
     inf->stats.lists++;
