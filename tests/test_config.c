@@ -694,9 +694,6 @@ START_TEST(test_config_kubernetes_names)
 }
 END_TEST
 
-/* The shutdown deadline: now + delay + timeout, without int64 overflow
- * for the largest durations (2562047h each) and without the delay for
- * --controller-only. */
 /* Durations near Go's maximum overflowed now + duration in int64 ns
  * (main's and the manager's shutdown deadlines: UBSan signed overflow,
  * then an immediate "shutdown timed out"): flags stop at ten years. The
@@ -798,6 +795,9 @@ START_TEST(test_config_port_clash)
 }
 END_TEST
 
+/* The shutdown deadline: now + delay + timeout, without int64 overflow
+ * for the largest durations (2562047h each) and without the delay for
+ * --controller-only. */
 START_TEST(test_config_shutdown_deadline)
 {
     struct kop_config cfg;
