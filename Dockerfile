@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # kop's container image: build on Debian 12 with the project's fixed
-# dependencies (libcurl built from Debian's curl source with HTTP/HTTPS over
-# mbedTLS only, linked statically), run FROM scratch with only what the
+# dependencies (mbedTLS 3.6 LTS from Debian 13's source, libcurl from
+# Debian's curl source with HTTP/HTTPS over mbedTLS only, both linked
+# statically), run FROM scratch with only what the
 # binary loads. The same files as scripts/image.sh (buildah) puts in its
 # image: both build the binary with scripts/image-build.sh and take the
 # root filesystem from scripts/image-rootfs.sh.
@@ -17,8 +18,10 @@
 FROM debian:12 AS builder
 
 # Compilers, the fixed dependencies' -dev packages and the tools that build
-# curl from Debian's source (the same list scripts/image.sh installs).
-COPY scripts/install-deps.sh /src/scripts/
+# curl from Debian's source (the same list scripts/image.sh installs), and
+# mbedTLS 3.6 LTS built from Debian 13's source (scripts/mbedtls.sh).
+COPY scripts/install-deps.sh scripts/mbedtls.sh /src/scripts/
+COPY scripts/lib/debsrc.sh /src/scripts/lib/
 RUN /src/scripts/install-deps.sh --image-build
 
 # The minimal libcurl first, in its own layer: it depends only on the

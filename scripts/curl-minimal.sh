@@ -24,7 +24,7 @@
 # features kop never asks for. kop speaks HTTP/1.1 and HTTPS to the API
 # server and to webhooks (client certificates and CAs given as blobs or
 # files, CURLOPT_CONNECT_TO, proxies from the environment), so this build
-# keeps HTTP, HTTPS through mbedTLS (kop links mbedTLS 2.28 anyway), proxy
+# keeps HTTP, HTTPS through mbedTLS (the 3.6 LTS kop links anyway), proxy
 # support, IPv6 and the threaded resolver, and leaves out every other
 # protocol, GSS-API, HTTP/2, IDN, PSL, compression (kop sets no
 # CURLOPT_ACCEPT_ENCODING, so libcurl never decodes a body), cookies, HSTS,
@@ -40,10 +40,14 @@
 # flags (Debian's -D_DEB_HOST_ARCH and -DCURL_PATCHSTAMP only matter to the
 # NSS backend and the curl tool, which are not built). apt runs with a private configuration
 # below CACHE_DIR (deb-src lines for <codename>, -updates and -security on
-# deb.debian.org, or $KOP_DEBIAN_MIRROR and $KOP_DEBIAN_SECURITY_MIRROR);
-# /etc/apt is not touched. Tools: apt-get, dpkg-source (dpkg-dev), patch,
-# autoreconf/libtoolize (autoconf, automake, libtool), make, cc:
-# `scripts/install-deps.sh --image` installs them.
+# the mirrors of this machine's own apt sources, or $KOP_DEBIAN_MIRROR and
+# $KOP_DEBIAN_SECURITY_MIRROR: scripts/lib/debsrc.sh); /etc/apt is not
+# touched. mbedTLS is the one pkg-config finds (Debian 13's package, or on
+# Debian 12 scripts/mbedtls.sh's build in /usr/local), named by its prefix
+# so that Debian 12's own 2.28, if installed, is never picked. Tools:
+# apt-get, dpkg-source (dpkg-dev), patch, autoreconf/libtoolize (autoconf,
+# automake, libtool), make, cc: `scripts/install-deps.sh --image` installs
+# them.
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -66,13 +70,20 @@ version=$(dpkg-query -W -f='${Version}' libcurl4-openssl-dev 2>/dev/null) ||
 [ -n "$version" ] || die "libcurl4-openssl-dev is not installed"
 upstream=${version%%-*}
 upstream=${upstream#*:}
-prefix=$cache/curl-$version-$(sha256sum "$self" | cut -c1-12)
+# shellcheck source=scripts/lib/debsrc.sh
+. "$(dirname "$self")/lib/debsrc.sh"
+mbedtls_version=$(pkg-config --modversion mbedtls 2>/dev/null) ||
+  die "pkg-config finds no mbedTLS (scripts/install-deps.sh installs 3.6)"
+mbedtls_prefix=$(pkg-config --variable=prefix mbedtls)
+# The build depends on this script, the source helper and the mbedTLS it links.
+prefix=$cache/curl-$version-$(cat "$self" "$(dirname "$self")/lib/debsrc.sh" |
+  sha256sum | cut -c1-8)-mbedtls$mbedtls_version
 if [ -f "$prefix/.built" ]; then
   echo "$prefix"
   exit 0
 fi
 
-for tool in apt-get dpkg-source patch autoreconf libtoolize make cc dpkg-buildflags; do
+for tool in apt-get dpkg-source patch autoreconf libtoolize make cc dpkg-buildflags pkg-config; do
   command -v "$tool" >/dev/null || die "$tool is missing (scripts/install-deps.sh --image installs it)"
 done
 codename=$(sed -n "s/^VERSION_CODENAME=//p" /etc/os-release | tr -d '"')
@@ -88,28 +99,12 @@ $(tail -n 15 "$log")"
 }
 
 # ---- the source, through a private apt configuration -----------------------------
-apt=$cache/apt
-mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-mirror=${KOP_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-security=${KOP_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-[ -f "$keyring" ] || die "$keyring is missing (debian-archive-keyring)"
-cat >"$apt/sources.list" <<EOF
-deb-src [signed-by=$keyring] $mirror $codename main
-deb-src [signed-by=$keyring] $mirror $codename-updates main
-deb-src [signed-by=$keyring] $security $codename-security main
-EOF
-aptopts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=-
-  -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o Debug::NoLocking=1)
-# As root apt downloads as the _apt user, who cannot write below CACHE_DIR.
-[ "$(id -u)" -ne 0 ] || aptopts+=(-o APT::Sandbox::User=root)
-run "apt-get update (deb-src $mirror $codename)" apt-get "${aptopts[@]}" -q --error-on=any update
+debsrc_setup "$cache/apt" "$codename" || die "cannot fetch the source lists (log: $log)"
 
 work=$cache/curl-work
 rm -rf "$work"
 mkdir -p "$work"
-(cd "$work" && run "apt-get source curl=$version" \
-  apt-get "${aptopts[@]}" -q source --only-source "curl=$version")
+debsrc_get "$work" "curl=$version"
 src=$work/curl-$upstream
 [ -d "$src/debian/patches" ] || die "apt-get source left no $src (log: $log)"
 
@@ -129,7 +124,7 @@ eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
 features=(
   --disable-shared --enable-static --with-pic
   --enable-http --enable-proxy --enable-ipv6 --enable-threaded-resolver
-  --with-mbedtls --without-openssl --without-gnutls
+  --with-mbedtls="$mbedtls_prefix" --without-openssl --without-gnutls
   --with-ca-bundle=/etc/ssl/certs/ca-certificates.crt --without-ca-path
   --disable-ftp --disable-file --disable-ldap --disable-ldaps --disable-rtsp --disable-dict
   --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smb --disable-smtp

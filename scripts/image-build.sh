@@ -20,9 +20,10 @@
 #    An existing BUILD_DIR is reconfigured to the same options.
 # 3. OUT_BINARY: the binary stripped (strip --strip-all).
 # 4. BUILD_DIR/image-doc/: the licenses of what is linked statically
-#    (curl/copyright, Debian's for the curl source package), for the third
-#    argument of scripts/image-rootfs.sh; empty with Debian's libcurl4,
-#    whose copyright file comes with the shared library.
+#    (curl/copyright, Debian's for the curl source package; on Debian 12
+#    mbedtls/copyright, Debian 13's for the mbedtls source package), for
+#    the third argument of scripts/image-rootfs.sh; a shared library's
+#    copyright file comes with it instead.
 #
 # Static rather than a minimal libcurl.so.4 in the image: measured here,
 # the stripped binary grows by ~0.26 MB with libcurl.a and --gc-sections,
@@ -80,7 +81,19 @@ if [ -n "$prefix" ]; then
     exit 1
   fi
   install -D -m 0644 "$prefix/share/doc/curl/copyright" "$doc/curl/copyright"
-  echo "image-build: libcurl $(basename "$prefix" | sed 's/^curl-//; s/-[0-9a-f]*$//') from Debian's source, HTTP/HTTPS over mbedTLS, linked statically" >&2
+  echo "image-build: libcurl $(basename "$prefix" | sed 's/^curl-//; s/-[0-9a-f]*-mbedtls.*$//') from Debian's source, HTTP/HTTPS over mbedTLS, linked statically" >&2
 else
   echo "image-build: libcurl: Debian's libcurl4 (shared)" >&2
 fi
+# mbedTLS: a shared library of Debian 13's brings its copyright along
+# (scripts/image-rootfs.sh); scripts/mbedtls.sh's static build on Debian 12
+# leaves its own, Debian's debian/copyright of the source package.
+if ! ldd "$out" | grep -q 'libmbedtls\.so'; then
+  mbedtls_doc=$(pkg-config --variable=prefix mbedtls)/share/doc/mbedtls-kop/copyright
+  [ -f "$mbedtls_doc" ] || {
+    echo "image-build: $bdir/kop links mbedTLS statically but $mbedtls_doc is missing" >&2
+    exit 1
+  }
+  install -D -m 0644 "$mbedtls_doc" "$doc/mbedtls/copyright"
+fi
+echo "image-build: $("$out" --version | sed -n 's/^tls: //p') on the webhook port" >&2

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Installs what building and testing kop needs on Debian 12, from Debian's
-# own packages. Idempotent and quick when everything is already there.
+# Installs what building and testing kop needs on Debian 12 or 13, from
+# Debian's own packages. Idempotent and quick when everything is already
+# there.
+#
+# mbedTLS 3.6 LTS: Debian 13's libmbedtls-dev; on Debian 12, whose own is
+# the end-of-life 2.28 branch, scripts/mbedtls.sh builds Debian 13's source
+# package into /usr/local (static libraries and pkg-config files, found by
+# a plain `meson setup`) and looks for a newer Debian 13 release once a
+# day.
 #
 #   scripts/install-deps.sh                everything (the image part unless
 #                                          KOP_WITH_IMAGE=0)
@@ -26,8 +33,20 @@ esac
 # builds, and is what the image links when that build fails).
 build=(
   build-essential pkg-config meson ninja-build
-  libmicrohttpd-dev libmbedtls-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
+  libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
 )
+# mbedTLS: the package where it is 3.6, else the tools scripts/mbedtls.sh
+# builds Debian 13's source with (dpkg-source, the archive keyring, cmake,
+# python3 for the source's scripts/config.py).
+debian_major=$(sed -n 's/^VERSION_ID=//p' /etc/os-release | tr -d '"')
+debian_major=${debian_major%%.*}
+if [ -n "$debian_major" ] && [ "$debian_major" -lt 13 ]; then
+  mbedtls_from_source=1
+  build+=(dpkg-dev debian-archive-keyring cmake python3)
+else
+  mbedtls_from_source=0
+  build+=(libmbedtls-dev)
+fi
 # scripts/curl-minimal.sh: apt-get source (dpkg-source from dpkg-dev, the
 # archive keyring), Debian's ./buildconf (autoconf, automake, libtool),
 # patch.
@@ -86,16 +105,18 @@ if [ "$mode" = all ]; then
   fi
 fi
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 if [ "$(id -u)" -ne 0 ]; then
   sudo=sudo
 else
   sudo=
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$mbedtls_from_source" = 1 ]; then
+  $sudo "$(dirname "$0")/mbedtls.sh" /usr/local
+fi

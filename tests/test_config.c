@@ -154,12 +154,12 @@ START_TEST(test_config_every_flag)
     struct kop_config cfg;
     struct run r = run_parse(
         &cfg, NULL, "--webhook-port", "10443", "--webhook-host=127.0.0.1", "--cert-dir", "/certs",
-        "--client-ca-file=/ca.crt", "--conversion-max-body-bytes=128Mi",
-        "--admission-max-body-bytes", "1048576", "--max-header-bytes=64Ki",
-        "--tls-handshake-timeout=5s", "--idle-timeout", "1m30s", "--max-connections=10",
-        "--max-connections-per-ip=3", "--webhook-threads=4", "--request-header-timeout=3s",
-        "--min-body-rate=1Ki", "--max-handshakes-per-ip-per-second", "5",
-        "--metrics-bind-address=127.0.0.1:9090", "--health-probe-bind-address", "0",
+        "--client-ca-file=/ca.crt", "--client-cert-allowed-names=kube-apiserver, system:apiserver",
+        "--conversion-max-body-bytes=128Mi", "--admission-max-body-bytes", "1048576",
+        "--max-header-bytes=64Ki", "--tls-handshake-timeout=5s", "--idle-timeout", "1m30s",
+        "--max-connections=10", "--max-connections-per-ip=3", "--webhook-threads=4",
+        "--request-header-timeout=3s", "--min-body-rate=1Ki", "--max-handshakes-per-ip-per-second",
+        "5", "--metrics-bind-address=127.0.0.1:9090", "--health-probe-bind-address", "0",
         "--leader-elect", "--leader-election-id=my-lease", "--leader-election-namespace=kop-system",
         "--max-concurrent-reconciles=8", "--kube-api-qps=0", "--kube-api-burst", "0",
         "--kubeconfig=/kc", "--namespace", "team-a", "--sync-period=1h30m",
@@ -204,6 +204,10 @@ START_TEST(test_config_every_flag)
     ck_assert_str_eq(cfg.allowed_registries[1], "quay.io");
     ck_assert_str_eq(cfg.allowed_registries[2], "registry.local:5000");
     ck_assert_ptr_null(cfg.allowed_registries[3]);
+    ck_assert_uint_eq(cfg.n_client_cert_names, 2);
+    ck_assert_str_eq(cfg.client_cert_names[0], "kube-apiserver");
+    ck_assert_str_eq(cfg.client_cert_names[1], "system:apiserver");
+    ck_assert_ptr_null(cfg.client_cert_names[2]);
     ck_assert_int_eq(cfg.log_level, KOP_LOG_DEBUG);
     ck_assert_int_eq(cfg.log_format, KOP_LOG_FORMAT_TEXT);
     ck_assert_int_eq(cfg.shutdown_timeout_ms, 300);
@@ -317,6 +321,11 @@ START_TEST(test_config_bad_values)
                  "--sync-period=0", NULL);
     expect_error("kop: invalid value \"v3\" for flag --storage-version: must be v1 or v2", NULL,
                  "--storage-version=v3", NULL);
+    expect_error("kop: --client-cert-allowed-names needs --client-ca-file", NULL,
+                 "--client-cert-allowed-names=kube-apiserver", NULL);
+    expect_error("kop: invalid value \"kube apiserver\" for flag --client-cert-allowed-names: a "
+                 "name is printable ASCII without blanks",
+                 NULL, "--client-cert-allowed-names=kube apiserver", NULL);
     expect_error("kop: invalid value \"8080\" for flag --metrics-bind-address: not an address "
                  "(examples: :8080, 127.0.0.1:8080, [::1]:8080, 0 to turn off)",
                  NULL, "--metrics-bind-address=8080", NULL);
@@ -404,6 +413,7 @@ START_TEST(test_config_help_and_version)
         "--webhook-host",
         "--cert-dir",
         "--client-ca-file",
+        "--client-cert-allowed-names",
         "--conversion-max-body-bytes",
         "--admission-max-body-bytes",
         "--max-header-bytes",
@@ -462,7 +472,11 @@ START_TEST(test_config_help_and_version)
     char *env[] = {"KOP_WEBHOOK_PORT=abc", NULL};
     r = run_parse(&cfg, env, "--version", NULL);
     ck_assert_int_eq(r.r, KOP_CONFIG_EXIT);
-    ck_assert_str_eq(r.out, "kop " KOP_VERSION "\n");
+    /* kop's version first (scripts read its second word), then the TLS
+     * library by name and version. */
+    static const char head[] = "kop " KOP_VERSION "\ntls: Mbed TLS 3.6.";
+    ck_assert_msg(strncmp(r.out, head, sizeof(head) - 1) == 0, "version output: %s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "\napi client: libcurl "));
     kop_config_cleanup(&cfg);
     run_free(&r);
 }

@@ -125,8 +125,18 @@ START_TEST(test_selfdial_client_certificate_required)
 {
     struct fixture f;
     fixture_start(&f, true);
-    struct kop_selfdial *d = dialer("127.0.0.1", f.port, 0, 0);
+    /* Told that the server wants a client certificate: its refusal of
+     * the check's empty one (in TLS 1.3, after the handshake is over for
+     * the client) is the server answering. */
+    const struct kop_selfdial_options o = {
+        .host = "127.0.0.1", .port = f.port, .client_auth = true};
+    struct kop_selfdial *d = NULL;
+    ck_assert_int_eq(kop_selfdial_new(&o, &d), 0);
     ck_assert_int_eq(kop_selfdial_check(d), 0);
+    kop_selfdial_free(d);
+    /* Not told: the refusal is a failed check. */
+    d = dialer("127.0.0.1", f.port, 0, 0);
+    ck_assert_int_eq(kop_selfdial_check(d), -EPROTO);
     kop_selfdial_free(d);
     fixture_stop(&f);
 }

@@ -2,9 +2,10 @@
 /*
  * Tests for the TLS front: end-to-end requests through mbedTLS and MHD with
  * libcurl clients verifying against the development CA, keep-alive under
- * concurrency, certificate reload (good and bad pairs), protocol limits
- * (TLS 1.1 refused, no h2), mutual TLS, the handshake timeout, garbage and
- * per-address limits, and the graceful shutdown.
+ * concurrency, certificate reload (good and bad pairs), protocol versions
+ * (TLS 1.3 and 1.2, TLS 1.1 refused, no h2), mutual TLS over both versions
+ * with the allowed client names and a reloaded client CA, the handshake
+ * timeout, garbage and per-address limits, and the graceful shutdown.
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -115,6 +116,9 @@ static unsigned fixture_hs_rate;
 /* max_connections for the next fixture_start (0: the default). */
 static unsigned fixture_max_conns;
 
+/* client_names for the next fixture_start with mtls (NULL: any). */
+static const char *const *fixture_client_names;
+
 /* The HTTP server is external, run by the TLS loop (as kop's webhook), or
  * runs MHD's own threads (the "mhd_threads" case). */
 static bool fixture_external = true;
@@ -150,6 +154,7 @@ static void fixture_start(struct fixture *f, bool mtls, int hs_timeout_ms, unsig
         .port = 0,
         .cert_dir = f->dir,
         .client_ca_file = mtls ? f->ca : NULL,
+        .client_names = mtls ? fixture_client_names : NULL,
         .handshake_timeout_ms = hs_timeout_ms,
         .max_per_ip = per_ip,
         .max_connections = fixture_max_conns,
@@ -382,13 +387,23 @@ START_TEST(test_tls_old_versions_refused)
     curl_easy_setopt(h, CURLOPT_SSLVERSION,
                      (long)(CURL_SSLVERSION_TLSv1 | CURL_SSLVERSION_MAX_TLSv1_1));
     expect_failed_once(h);
-    /* TLS 1.3-only clients cannot connect either (mbedTLS 2.28: 1.2 only). */
+    /* TLS 1.2 and TLS 1.3, each alone */
     h = client(&f, "/echo");
-    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    curl_easy_setopt(h, CURLOPT_SSLVERSION,
+                     (long)(CURL_SSLVERSION_TLSv1_2 | CURL_SSLVERSION_MAX_TLSv1_2));
+    expect_200_once(h);
+    h = client(&f, "/echo");
+    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_3);
     expect_200_once(h);
     fixture_stop(&f);
 }
 END_TEST
+
+/* The versions curl is limited to in the mTLS tests: 1.2 alone, 1.3 alone. */
+static const long only_version[] = {
+    CURL_SSLVERSION_TLSv1_2 | CURL_SSLVERSION_MAX_TLSv1_2,
+    CURL_SSLVERSION_TLSv1_3 | CURL_SSLVERSION_MAX_TLSv1_3,
+};
 
 /* ---- concurrency and reload --------------------------------------------- */
 
@@ -665,11 +680,129 @@ START_TEST(test_tls_client_certificate_required)
     char crt[600], key[600];
     snprintf(crt, sizeof(crt), "%s/client.crt", f.dir);
     snprintf(key, sizeof(key), "%s/client.key", f.dir);
-    h = client(&f, "/echo");
-    curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
-    curl_easy_setopt(h, CURLOPT_SSLKEY, key);
-    expect_200_once(h);
+    for (size_t v = 0; v < sizeof(only_version) / sizeof(only_version[0]); v++) {
+        h = client(&f, "/echo");
+        curl_easy_setopt(h, CURLOPT_SSLVERSION, only_version[v]);
+        expect_failed_once(h);
+        h = client(&f, "/echo");
+        curl_easy_setopt(h, CURLOPT_SSLVERSION, only_version[v]);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+        expect_200_once(h);
+    }
     ck_assert_double_ge(rejected(&f, "handshake_error"), 1);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* In dir: NAME.key and NAME.crt, a client certificate with subject CN cn
+ * (and the DNS name san, unless NULL) signed by the CA CA.crt/CA.key. */
+static void client_cert(const char *dir, const char *name, const char *cn, const char *san,
+                        const char *ca)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && openssl ecparam -name prime256v1 -genkey -noout -out %s.key && "
+             "openssl req -new -key %s.key -subj /CN=%s -out %s.csr 2>/dev/null && "
+             "printf 'extendedKeyUsage=clientAuth\n%s%s\n' > %s.ext && "
+             "openssl x509 -req -in %s.csr -CA %s.crt -CAkey %s.key -CAcreateserial "
+             "-days 1 -extfile %s.ext -out %s.crt 2>/dev/null",
+             dir, name, name, cn, name, san ? "subjectAltName=DNS:" : "", san ? san : "", name,
+             name, ca, ca, name, name);
+    run(cmd);
+}
+
+/* A request to f with the client certificate dir/NAME.crt: 200, or no
+ * answer (the handshake refused), over TLS 1.2 and 1.3 alike. */
+static void expect_client(const struct fixture *f, const char *name, bool ok)
+{
+    char crt[600], key[600];
+    snprintf(crt, sizeof(crt), "%s/%s.crt", f->dir, name);
+    snprintf(key, sizeof(key), "%s/%s.key", f->dir, name);
+    for (size_t v = 0; v < sizeof(only_version) / sizeof(only_version[0]); v++) {
+        CURL *h = client(f, "/echo");
+        curl_easy_setopt(h, CURLOPT_SSLVERSION, only_version[v]);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+        if (ok)
+            expect_200_once(h);
+        else
+            expect_failed_once(h);
+    }
+}
+
+/* client_names: a certificate the CA signed passes only with one of the
+ * names, as its CN or as a DNS name. */
+START_TEST(test_tls_client_names_allowed)
+{
+    static const char *const names[] = {"kube-apiserver", "apiserver.example", NULL};
+    fixture_client_names = names;
+    struct fixture f;
+    fixture_start(&f, true, 0, 0, 0);
+    fixture_client_names = NULL;
+    client_cert(f.dir, "apiserver", "kube-apiserver", NULL, "ca");
+    client_cert(f.dir, "bysan", "someone", "apiserver.example", "ca");
+    client_cert(f.dir, "intruder", "kube-apiserver-not", "kube-apiserve", "ca");
+    expect_client(&f, "apiserver", true);
+    expect_client(&f, "bysan", true);
+    expect_client(&f, "intruder", false);
+
+    /* Names without a client CA: bad options. */
+    struct kop_tls_options to = {.cert_dir = f.dir, .client_names = names, .http = f.http};
+    struct kop_tls *tls = NULL;
+    ck_assert_int_eq(kop_tls_new(&to, &tls), -EINVAL);
+    ck_assert_ptr_null(tls);
+    fixture_stop(&f);
+}
+END_TEST
+
+/* The client CA file is reloaded like the serving pair: a certificate of
+ * a new CA passes once the file holds that CA, one of the old CA no more. */
+START_TEST(test_tls_client_ca_reloaded)
+{
+    struct fixture f;
+    fixture_start(&f, true, 0, 0, 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+             "-nodes -keyout ca2.key -out ca2.crt -subj /CN=client-ca-2 -days 1 2>/dev/null",
+             f.dir);
+    run(cmd);
+    client_cert(f.dir, "old", "kube-apiserver", NULL, "ca");
+    client_cert(f.dir, "new", "kube-apiserver", NULL, "ca2");
+    /* ca.crt also signed the serving pair: the clients keep a copy. */
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s/server-ca.crt'", f.ca, f.dir);
+    run(cmd);
+    snprintf(f.ca, sizeof(f.ca), "%s/server-ca.crt", f.dir);
+    expect_client(&f, "old", true);
+    expect_client(&f, "new", false);
+    double reads = metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total");
+    /* as the kubelet updates a mounted ConfigMap: a new file renamed over */
+    snprintf(cmd, sizeof(cmd), "cd '%s' && cp ca2.crt ca.new && mv ca.new ca.crt", f.dir);
+    run(cmd);
+    for (int i = 0;
+         i < 100 && metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total") == reads;
+         i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_gt(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_total"),
+                        reads);
+    expect_client(&f, "new", true);
+    expect_client(&f, "old", false);
+    /* A client CA file that stops parsing keeps the one loaded. */
+    snprintf(cmd, sizeof(cmd), "cd '%s' && echo garbage > ca.new && mv ca.new ca.crt", f.dir);
+    run(cmd);
+    double errors = metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total");
+    for (int i = 0; i < 100 && metric(&f, KOP_METRIC_COUNTER,
+                                      "certwatcher_read_certificate_errors_total") == errors;
+         i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_double_gt(metric(&f, KOP_METRIC_COUNTER, "certwatcher_read_certificate_errors_total"),
+                        errors);
+    expect_client(&f, "new", true);
     fixture_stop(&f);
 }
 END_TEST
@@ -842,6 +975,10 @@ static int raw_recv(void *ctx, unsigned char *buf, size_t len)
     return n >= 0 ? (int)n : MBEDTLS_ERR_SSL_INTERNAL_ERROR;
 }
 
+/* The highest version the next raw_tls_connect offers (UNKNOWN: mbedTLS's
+ * default, TLS 1.3). */
+static mbedtls_ssl_protocol_version raw_tls_max_version = MBEDTLS_SSL_VERSION_UNKNOWN;
+
 static void raw_tls_connect_from(struct raw_tls *r, uint16_t port, const char *src)
 {
     r->fd = connect_from(port, src);
@@ -857,6 +994,8 @@ static void raw_tls_connect_from(struct raw_tls *r, uint16_t port, const char *s
                      0);
     mbedtls_ssl_conf_authmode(&r->conf, MBEDTLS_SSL_VERIFY_NONE);
     mbedtls_ssl_conf_rng(&r->conf, mbedtls_ctr_drbg_random, &r->drbg);
+    if (raw_tls_max_version != MBEDTLS_SSL_VERSION_UNKNOWN)
+        mbedtls_ssl_conf_max_tls_version(&r->conf, raw_tls_max_version);
     ck_assert_int_eq(mbedtls_ssl_setup(&r->ssl, &r->conf), 0);
     mbedtls_ssl_set_bio(&r->ssl, &r->fd, raw_send, raw_recv, NULL);
     ck_assert_int_eq(mbedtls_ssl_handshake(&r->ssl), 0);
@@ -896,6 +1035,27 @@ static bool raw_tls_write(struct raw_tls *r, const void *p, size_t n)
  * the connection is closed. Before, the front decrypted and dropped the
  * client's bytes for as long as it sent them, in one pump() call.
  */
+/* An mbedTLS client with its defaults negotiates TLS 1.3; limited to 1.2
+ * it gets 1.2. (Resumption by ticket: tests/scripts/test_openssl_sclient.sh.) */
+START_TEST(test_tls_versions)
+{
+    struct fixture f;
+    fixture_start(&f, false, 0, 0, 0);
+    struct raw_tls r;
+    raw_tls_connect(&r, f.port);
+    ck_assert_int_eq(mbedtls_ssl_get_version_number(&r.ssl), MBEDTLS_SSL_VERSION_TLS1_3);
+    ck_assert_str_eq(mbedtls_ssl_get_version(&r.ssl), "TLSv1.3");
+    raw_tls_close(&r);
+    raw_tls_max_version = MBEDTLS_SSL_VERSION_TLS1_2;
+    raw_tls_connect(&r, f.port);
+    raw_tls_max_version = MBEDTLS_SSL_VERSION_UNKNOWN;
+    ck_assert_int_eq(mbedtls_ssl_get_version_number(&r.ssl), MBEDTLS_SSL_VERSION_TLS1_2);
+    raw_tls_close(&r);
+    expect_200_once(client(&f, "/echo"));
+    fixture_stop(&f);
+}
+END_TEST
+
 START_TEST(test_tls_stream_after_413_is_closed)
 {
     struct fixture f;
@@ -1264,6 +1424,9 @@ static Suite *tls_suite(void)
     tcase_add_test(tc, test_tls_fifo_cert_keeps_old);
     tcase_add_test(tc, test_tls_client_certificate_required);
     tcase_add_test(tc, test_tls_client_ca_fifo_refused);
+    tcase_add_test(tc, test_tls_client_names_allowed);
+    tcase_add_test(tc, test_tls_client_ca_reloaded);
+    tcase_add_test(tc, test_tls_versions);
     tcase_add_test(tc, test_tls_mhd_errors_are_json);
     tcase_add_test(tc, test_tls_handshake_timeout_and_garbage);
     tcase_add_test(tc, test_tls_per_ip_limit);

@@ -41,10 +41,13 @@ struct kop_bind_address {
 
 struct kop_config {
     /* webhook server */
-    int webhook_port;        /* --webhook-port, 9443 */
-    char *webhook_host;      /* --webhook-host, "" = all addresses */
-    char *cert_dir;          /* --cert-dir, "/tmp/k8s-webhook-server/serving-certs" */
-    char *client_ca_file;    /* --client-ca-file, NULL */
+    int webhook_port;     /* --webhook-port, 9443 */
+    char *webhook_host;   /* --webhook-host, "" = all addresses */
+    char *cert_dir;       /* --cert-dir, "/tmp/k8s-webhook-server/serving-certs" */
+    char *client_ca_file; /* --client-ca-file, NULL */
+    /* --client-cert-allowed-names, NULL-terminated; NULL = any */
+    char **client_cert_names;
+    size_t n_client_cert_names;
     size_t convert_max_body; /* --conversion-max-body-bytes, 64 MiB */
     /* --admission-max-body-bytes, 7 MiB (7340032, as controller-runtime) */
     size_t admission_max_body;

@@ -11,11 +11,11 @@
  *
  * The server's certificate is not verified (the check is whether this
  * process serves, not whether its certificate is trusted). With
- * --client-ca-file the server demands a client certificate that the check
- * does not have: the check then passes once the server's whole first
- * flight (hello, certificate, certificate request, hello done) has been
- * read, however the server turns the empty client certificate down
- * afterwards, and no request is sent.
+ * client_auth (--client-ca-file) the server demands a client certificate
+ * that the check does not have: the check then passes once the server's
+ * certificate has arrived (its first flight was read up to it) and the
+ * server turns the empty client certificate down (an alert or a close:
+ * during the handshake in TLS 1.2, instead of the answer in TLS 1.3).
  *
  * The result is cached for cache_ms, and one check never takes more than
  * timeout_ms (connect, handshake, request and answer together), so a
@@ -28,6 +28,7 @@
 #ifndef KOP_SELFDIAL_H
 #define KOP_SELFDIAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct kop_selfdial;
@@ -37,8 +38,9 @@ struct kop_selfdial_options {
      * loopback address of that family; otherwise this address or name. */
     const char *host;
     uint16_t port;
-    int timeout_ms; /* whole check; 0 = 800 */
-    int cache_ms;   /* a result is reused this long; 0 = 1000 */
+    int timeout_ms;   /* whole check; 0 = 800 */
+    int cache_ms;     /* a result is reused this long; 0 = 1000 */
+    bool client_auth; /* the server requires a client certificate (see above) */
 };
 
 /* Returns 0, -EINVAL (no port), -ENOMEM or -EIO (the random generator). */

@@ -4,17 +4,20 @@
  * plaintext stream of each connection to a kop_http_server (created with
  * no_listen) over a socketpair.
  *
- * Protocol: TLS 1.2 only, ECDHE key exchange with AEAD suites only
- * (AES-GCM, ChaCha20-Poly1305), no renegotiation, ALPN "http/1.1" (a client
- * that offers ALPN without http/1.1, e.g. only "h2", is answered without
- * ALPN and speaks HTTP/1.1), any SNI name (one certificate).
+ * Protocol: TLS 1.3 and 1.2 (mbedTLS 3.6), (EC)DHE over X25519 or P-256
+ * with AEAD suites only (AES-GCM, ChaCha20-Poly1305), session tickets for
+ * both versions (keys rotated hourly; no 0-RTT), no renegotiation, ALPN
+ * "http/1.1" (a client that offers ALPN without http/1.1, e.g. only "h2",
+ * is answered without ALPN and speaks HTTP/1.1), any SNI name (one
+ * certificate).
  *
- * Certificates: cert_dir/tls.crt (chain, leaf first) and cert_dir/tls.key.
- * The directory is watched (inotify plus a stat check every
- * reload_interval_ms) and a changed pair is loaded for new handshakes while
- * live connections keep the one they were made with. A bad pair (unreadable,
- * unparseable, key not matching the certificate) is logged and the previous
- * pair kept. Metrics (registry from the options, default global; P_ is the
+ * Certificates: cert_dir/tls.crt (chain, leaf first) and cert_dir/tls.key,
+ * and the client CA bundle when there is one. Their directories are
+ * watched (inotify plus a stat check every reload_interval_ms) and a
+ * change to any of the three files loads all of them for new handshakes
+ * while live connections keep the ones they were made with. A bad set
+ * (unreadable, unparseable, key not matching the certificate) is logged
+ * and the previous one kept. Metrics (registry from the options, default global; P_ is the
  * options' metric_prefix and "_", nothing without one):
  *   certwatcher_read_certificate_total         counter, every load attempt
  *   certwatcher_read_certificate_errors_total  counter, failed attempts
@@ -52,10 +55,14 @@ struct kop_tls_options {
     uint16_t port;              /* 0 = the kernel picks, see kop_tls_port() */
     const char *cert_dir;       /* holds tls.crt and tls.key */
     const char *client_ca_file; /* non-NULL: require a client certificate signed by these CAs */
-    int handshake_timeout_ms;   /* 0 = KOP_TLS_HANDSHAKE_TIMEOUT_S */
-    int idle_timeout_ms;        /* established connection with no traffic; 0 = 120 s */
-    unsigned max_connections;   /* 0 = KOP_TLS_MAX_CONNECTIONS */
-    unsigned max_per_ip;        /* 0 = no per-address limit */
+    /* NULL-terminated, NULL = any: with client_ca_file, the client
+     * certificate must also carry one of these names as its subject CN or
+     * a DNS subjectAltName (copied). */
+    const char *const *client_names;
+    int handshake_timeout_ms; /* 0 = KOP_TLS_HANDSHAKE_TIMEOUT_S */
+    int idle_timeout_ms;      /* established connection with no traffic; 0 = 120 s */
+    unsigned max_connections; /* 0 = KOP_TLS_MAX_CONNECTIONS */
+    unsigned max_per_ip;      /* 0 = no per-address limit */
     /* New handshakes per second from one address, 0 = 64. A burst of
      * max_per_ip (else max_connections) handshakes is always allowed; over
      * the rate a connection waits for its handshake (the handshake timeout
@@ -71,7 +78,8 @@ struct kop_tls;
 
 /*
  * Load the certificate pair (and the client CA), seed the DRBG and bind the
- * listen socket. Returns 0, -EINVAL (bad options), -ENOENT / -EACCES (files),
+ * listen socket. Returns 0, -EINVAL (bad options; client_names without
+ * client_ca_file), -ENOENT / -EACCES (files),
  * -EBADMSG (a file does not parse or the key does not match), -EADDRINUSE,
  * -ENOMEM, -EIO.
  */
@@ -97,5 +105,8 @@ int kop_tls_shutdown(struct kop_tls *tls, int timeout_ms);
 
 /* Shutdown without grace when still running, then free. NULL is fine. */
 void kop_tls_free(struct kop_tls *tls);
+
+/* The TLS library kop runs on, e.g. "Mbed TLS 3.6.6" (static storage). */
+const char *kop_tls_library(void);
 
 #endif /* KOP_TLS_H */

@@ -29,7 +29,9 @@
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
+#include <mbedtls/psa_util.h>
 #include <mbedtls/x509_crt.h>
+#include <psa/crypto.h>
 
 #include "kop/file.h"
 
@@ -205,7 +207,6 @@ struct cert_spec {
 static int make_cert(mbedtls_ctr_drbg_context *drbg, const struct cert_spec *s, char **ret_pem)
 {
     mbedtls_x509write_cert crt;
-    mbedtls_mpi serial;
     unsigned char sn[16];
     unsigned char eku[32];
     size_t eku_len = 0;
@@ -215,7 +216,6 @@ static int make_cert(mbedtls_ctr_drbg_context *drbg, const struct cert_spec *s, 
     int rc = -EIO;
 
     mbedtls_x509write_crt_init(&crt);
-    mbedtls_mpi_init(&serial);
     if (format_time(s->not_before, from, sizeof(from)) != 0 ||
         format_time(s->not_after, to, sizeof(to)) != 0) {
         rc = -EINVAL;
@@ -230,8 +230,6 @@ static int make_cert(mbedtls_ctr_drbg_context *drbg, const struct cert_spec *s, 
     if (mbedtls_ctr_drbg_random(drbg, sn, sizeof(sn)) != 0)
         goto out;
     sn[0] = (unsigned char)((sn[0] & 0x7f) | 0x40);
-    if (mbedtls_mpi_read_binary(&serial, sn, sizeof(sn)) != 0)
-        goto out;
 
     mbedtls_x509write_crt_set_version(&crt, MBEDTLS_X509_CRT_VERSION_3);
     mbedtls_x509write_crt_set_md_alg(&crt, MBEDTLS_MD_SHA256);
@@ -242,7 +240,7 @@ static int make_cert(mbedtls_ctr_drbg_context *drbg, const struct cert_spec *s, 
         rc = -EINVAL;
         goto out;
     }
-    if (mbedtls_x509write_crt_set_serial(&crt, &serial) != 0 ||
+    if (mbedtls_x509write_crt_set_serial_raw(&crt, sn, sizeof(sn)) != 0 ||
         mbedtls_x509write_crt_set_validity(&crt, from, to) != 0)
         goto out;
     /* A CA that may sign leaves only (pathLen 0); a leaf that is no CA. */
@@ -276,7 +274,6 @@ static int make_cert(mbedtls_ctr_drbg_context *drbg, const struct cert_spec *s, 
     rc = 0;
 out:
     free(pem);
-    mbedtls_mpi_free(&serial);
     mbedtls_x509write_crt_free(&crt);
     return rc;
 }
@@ -576,10 +573,17 @@ int kop_certgen_check_pair(const struct kop_certgen_pair *pair,
     if (rc < 0)
         goto out;
     rc = -EBADMSG;
-    if (mbedtls_pk_parse_key(&key, (const unsigned char *)pair->key_pem, strlen(pair->key_pem) + 1,
-                             NULL, 0) != 0)
+    /* The RNG blinds RSA private-key operations; PSA's own needs no state
+     * of ours (psa_crypto_init is idempotent). */
+    if (psa_crypto_init() != PSA_SUCCESS) {
+        rc = -EIO;
         goto out;
-    if (mbedtls_pk_check_pair(&leaf.pk, &key) != 0)
+    }
+    if (mbedtls_pk_parse_key(&key, (const unsigned char *)pair->key_pem, strlen(pair->key_pem) + 1,
+                             NULL, 0, mbedtls_psa_get_random, MBEDTLS_PSA_RANDOM_STATE) != 0)
+        goto out;
+    if (mbedtls_pk_check_pair(&leaf.pk, &key, mbedtls_psa_get_random, MBEDTLS_PSA_RANDOM_STATE) !=
+        0)
         goto out;
     /* Time is judged below against check->now_s, not the wall clock. */
     const uint32_t time_flags = MBEDTLS_X509_BADCERT_EXPIRED | MBEDTLS_X509_BADCERT_FUTURE;

@@ -27,6 +27,7 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/ssl.h>
+#include <psa/crypto.h>
 
 #include "kop/clock.h"
 #include "kop/netaddr.h"
@@ -39,6 +40,7 @@ struct kop_selfdial {
     socklen_t addr_len;
     int timeout_ms;
     int64_t cache_ns;
+    bool client_auth;
 
     pthread_mutex_t lock;
     bool have;  /* a result is cached */
@@ -87,12 +89,15 @@ int kop_selfdial_new(const struct kop_selfdial_options *opts, struct kop_selfdia
     d->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TIMEOUT_MS_DEFAULT;
     d->cache_ns =
         (int64_t)(opts->cache_ms > 0 ? opts->cache_ms : CACHE_MS_DEFAULT) * KOP_NSEC_PER_MSEC;
+    d->client_auth = opts->client_auth;
     pthread_mutex_init(&d->lock, NULL);
     mbedtls_entropy_init(&d->entropy);
     mbedtls_ctr_drbg_init(&d->drbg);
     mbedtls_ssl_config_init(&d->conf);
     static const unsigned char pers[] = "selfdial";
     r = -EIO;
+    if (psa_crypto_init() != PSA_SUCCESS)
+        goto fail;
     if (mbedtls_ctr_drbg_seed(&d->drbg, mbedtls_entropy_func, &d->entropy, pers,
                               sizeof(pers) - 1) != 0)
         goto fail;
@@ -100,8 +105,10 @@ int kop_selfdial_new(const struct kop_selfdial_options *opts, struct kop_selfdia
                                     MBEDTLS_SSL_PRESET_DEFAULT) != 0)
         goto fail;
     /* Whether this process serves, not whether its certificate is trusted
-     * (see kop/selfdial.h). */
-    mbedtls_ssl_conf_authmode(&d->conf, MBEDTLS_SSL_VERIFY_NONE);
+     * (see kop/selfdial.h): optional, so that the verify callback
+     * (saw_cert) sees the certificate arrive, and accepts it. */
+    mbedtls_ssl_conf_authmode(&d->conf, MBEDTLS_SSL_VERIFY_OPTIONAL);
+    mbedtls_ssl_conf_min_tls_version(&d->conf, MBEDTLS_SSL_VERSION_TLS1_2);
     mbedtls_ssl_conf_rng(&d->conf, mbedtls_ctr_drbg_random, &d->drbg);
     *ret = d;
     return 0;
@@ -230,6 +237,32 @@ static bool status_line(const char *buf, size_t n)
     return buf[9] >= '1' && buf[9] <= '5';
 }
 
+/* mbedTLS's verify callback: the server's certificate arrived (its whole
+ * first flight up to it was read); any chain is accepted. */
+static int saw_cert(void *arg, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    *(bool *)arg = true;
+    *flags = 0;
+    return 0;
+}
+
+/* Did the server turn the check's missing client certificate down? rc is
+ * the failure of a handshake, write or read: a fatal alert, or the
+ * connection closed (TLS 1.2: while the check still wrote its second
+ * flight; TLS 1.3: after its Finished, when the handshake is over for the
+ * client and the refusal comes instead of the answer). In TLS 1.3 the
+ * server's alert is sealed with the handshake keys, since it never took
+ * the client's Finished, while the client reads with the application
+ * keys already: it shows as a bad record MAC. */
+static bool refused_client_cert(const struct kop_selfdial *d, bool seen, int rc)
+{
+    return d->client_auth && seen &&
+           (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE || rc == MBEDTLS_ERR_SSL_INVALID_MAC ||
+            rc == MBEDTLS_ERR_SSL_CONN_EOF || rc == MBEDTLS_ERR_NET_CONN_RESET ||
+            rc == MBEDTLS_ERR_NET_RECV_FAILED || rc == MBEDTLS_ERR_NET_SEND_FAILED ||
+            rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || rc == 0);
+}
+
 static int run_check(struct kop_selfdial *d)
 {
     int64_t deadline = kop_clock_now_ns() + (int64_t)d->timeout_ms * KOP_NSEC_PER_MSEC;
@@ -245,17 +278,15 @@ static int run_check(struct kop_selfdial *d)
         goto out;
     }
     mbedtls_ssl_set_bio(&ssl, &fd, bio_send, bio_recv, NULL);
+    bool seen = false;
+    mbedtls_ssl_set_verify(&ssl, saw_cert, &seen);
     int rc = drive(&ssl, fd, deadline, OP_HANDSHAKE, NULL, 0);
     if (rc == MBEDTLS_ERR_SSL_TIMEOUT) {
         r = -ETIMEDOUT;
         goto out;
     }
     if (rc != 0) {
-        /* --client-ca-file: the server asked for a certificate in its
-         * first flight, which was read whole, then turned our empty one
-         * down (an alert, or the connection closed while we still wrote
-         * our second flight). */
-        if (ssl.client_auth && ssl.state > MBEDTLS_SSL_SERVER_HELLO_DONE)
+        if (refused_client_cert(d, seen, rc))
             r = 0;
         goto out;
     }
@@ -265,7 +296,9 @@ static int run_check(struct kop_selfdial *d)
     while (off < sizeof(req) - 1) {
         rc = drive(&ssl, fd, deadline, OP_WRITE, (unsigned char *)req + off, sizeof(req) - 1 - off);
         if (rc <= 0) {
-            r = rc == MBEDTLS_ERR_SSL_TIMEOUT ? -ETIMEDOUT : -EPROTO;
+            r = rc == MBEDTLS_ERR_SSL_TIMEOUT      ? -ETIMEDOUT
+                : refused_client_cert(d, seen, rc) ? 0
+                                                   : -EPROTO;
             goto out;
         }
         off += (size_t)rc;
@@ -275,7 +308,9 @@ static int run_check(struct kop_selfdial *d)
     while (got < 12) {
         rc = drive(&ssl, fd, deadline, OP_READ, (unsigned char *)buf + got, sizeof(buf) - got);
         if (rc <= 0) {
-            r = rc == MBEDTLS_ERR_SSL_TIMEOUT ? -ETIMEDOUT : -EPROTO;
+            r = rc == MBEDTLS_ERR_SSL_TIMEOUT      ? -ETIMEDOUT
+                : refused_client_cert(d, seen, rc) ? 0
+                                                   : -EPROTO;
             goto out;
         }
         got += (size_t)rc;

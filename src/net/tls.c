@@ -163,10 +163,14 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
+#include <mbedtls/version.h>
 #include <mbedtls/x509_crt.h>
+#include <psa/crypto.h>
 
 #include "kop/clock.h"
 #include "kop/file.h"
@@ -204,35 +208,43 @@
 #define THR_TICK_MS 10
 
 /*
- * Server preference order. ChaCha20-Poly1305 first: mbedTLS 2.28 measured
- * ~1.6x faster with it than with AES-GCM (even with AES-NI) on this machine
- * class (1 KiB records: 508 vs 328 MB/s; 16 KiB: 546 vs 335 MB/s, AES-128).
- * AES-GCM follows for clients that do not offer ChaCha20.
+ * Cipher suites, server preference order (TLS 1.2; in TLS 1.3 mbedTLS
+ * takes the client's first choice among these). AES-128-GCM first: with
+ * AES-NI and PCLMULQDQ it is the fastest AEAD of this mbedTLS build, ahead
+ * of ChaCha20-Poly1305 (docs/performance.md, "Record crypto"), which
+ * follows for clients without AES hardware. AEAD suites with ECDHE only.
  */
 static const int ciphersuites[] = {
-    MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-    MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS1_3_AES_128_GCM_SHA256,
+    MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
     MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
     0,
 };
 
 /*
- * Key exchange groups, server preference order. mbedTLS 2.28's default
- * list starts with secp521r1, which a client offering every group
- * (OpenSSL does) then got: ~6.4 ms of server CPU per handshake here,
- * against ~2.7 ms with P-256 and ~3.5 ms with X25519 (measured with one
- * Python client; README "The TLS front"). In TLS 1.2 the client's list
- * also gates the ECDSA certificate's curve, so a client of the usual
- * P-256 certificate offers P-256 anyway. The others stay for RSA
- * certificates and clients offering nothing else.
+ * Key exchange groups: X25519 and P-256, what every TLS client offers (Go's
+ * crypto/tls, the apiserver's, sends an X25519 key share first). In TLS
+ * 1.3 mbedTLS takes the first key share the client sent that is in this
+ * list, so no client that sent one of them pays a HelloRetryRequest; in
+ * TLS 1.2 the server's order decides, and P-256 is the cheaper of the two
+ * in this build (docs/performance.md, "Handshakes").
  */
-static const mbedtls_ecp_group_id curves[] = {
-    MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP384R1,
-    MBEDTLS_ECP_DP_SECP521R1, MBEDTLS_ECP_DP_NONE,
+static const uint16_t groups[] = {
+    MBEDTLS_SSL_IANA_TLS_GROUP_SECP256R1,
+    MBEDTLS_SSL_IANA_TLS_GROUP_X25519,
+    MBEDTLS_SSL_IANA_TLS_GROUP_NONE,
 };
+
+/* Session tickets: the key encrypting them changes every TICKET_LIFETIME_S
+ * and the previous one is still accepted, so a ticket lives at most that
+ * long (mbedtls_ssl_ticket_setup). */
+#define TICKET_LIFETIME_S 3600
 
 static const char *alpn_list[] = {"http/1.1", NULL};
 
@@ -247,6 +259,7 @@ struct certgen {
     int refs;
     mbedtls_x509_crt chain;
     mbedtls_pk_context key;
+    mbedtls_x509_crt client_ca;     /* with --client-ca-file */
     mbedtls_ssl_config conf;        /* ALPN http/1.1 */
     mbedtls_ssl_config conf_noalpn; /* for clients that offer ALPN without http/1.1 */
     double not_after;
@@ -337,12 +350,13 @@ struct conn {
 struct kop_tls {
     struct kop_tls_options o;
     char *cert_dir, *crt_path, *key_path;
+    char *ca_path;       /* --client-ca-file; NULL: no client certificates */
+    char **client_names; /* allowed client certificate names, NULL-terminated; NULL: any */
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
-    mbedtls_x509_crt client_ca;
-    bool have_client_ca;
+    mbedtls_ssl_ticket_context tickets;
     struct certgen *gen;
-    struct filesig sig_crt, sig_key, bad_crt, bad_key;
+    struct filesig sig_crt, sig_key, sig_ca, bad_crt, bad_key, bad_ca;
     int lfd, epfd, evfd, infd;
     /* The handshake worker: steps handed over (FIFO) and handed back
      * (hw_done, then the eventfd hw_evfd); hw_lock guards both lists and
@@ -395,6 +409,7 @@ static void certgen_unref(struct certgen *g)
     mbedtls_ssl_config_free(&g->conf_noalpn);
     mbedtls_x509_crt_free(&g->chain);
     mbedtls_pk_free(&g->key);
+    mbedtls_x509_crt_free(&g->client_ca);
     free(g);
 }
 
@@ -413,6 +428,40 @@ static int mbedtls_to_errno(int rc)
     }
 }
 
+/* Does the client certificate crt carry one of names, as its subject's CN
+ * or one of its DNS names? */
+static bool client_name_ok(const mbedtls_x509_crt *crt, char *const *names)
+{
+    for (const mbedtls_x509_name *n = &crt->subject; n; n = n->next) {
+        if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) != 0)
+            continue;
+        for (char *const *a = names; *a; a++) {
+            if (n->val.len == strlen(*a) && memcmp(n->val.p, *a, n->val.len) == 0)
+                return true;
+        }
+    }
+    for (const mbedtls_x509_sequence *san = &crt->subject_alt_names; san && san->buf.p;
+         san = san->next) {
+        if (san->buf.tag != (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME))
+            continue;
+        for (char *const *a = names; *a; a++) {
+            if (san->buf.len == strlen(*a) && memcmp(san->buf.p, *a, san->buf.len) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* mbedTLS's verify callback with --client-cert-allowed-names: the leaf
+ * (depth 0) of a chain the CA signed must carry an allowed name. */
+static int verify_client(void *arg, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    struct kop_tls *t = arg;
+    if (depth == 0 && !client_name_ok(crt, t->client_names))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    return 0;
+}
+
 static int conf_setup(struct kop_tls *t, struct certgen *g, mbedtls_ssl_config *conf, bool alpn)
 {
     mbedtls_ssl_config_init(conf);
@@ -421,20 +470,29 @@ static int conf_setup(struct kop_tls *t, struct certgen *g, mbedtls_ssl_config *
     if (rc != 0)
         return -ENOMEM;
     mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &t->drbg);
-    mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_min_tls_version(conf, MBEDTLS_SSL_VERSION_TLS1_2);
+    mbedtls_ssl_conf_max_tls_version(conf, MBEDTLS_SSL_VERSION_TLS1_3);
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
-    mbedtls_ssl_conf_curves(conf, curves);
-    mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    mbedtls_ssl_conf_groups(conf, groups);
+    /* (EC)DHE always, also when a ticket resumes a session: no mode
+     * without forward secrecy (the build has no PSK-only mode either). */
+    mbedtls_ssl_conf_tls13_key_exchange_modes(
+        conf, MBEDTLS_SSL_TLS1_3_KEY_EXCHANGE_MODE_EPHEMERAL |
+                  MBEDTLS_SSL_TLS1_3_KEY_EXCHANGE_MODE_PSK_EPHEMERAL);
+    mbedtls_ssl_conf_session_tickets_cb(conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
+                                        &t->tickets);
+    /* Renegotiation is compiled out of the build (scripts/mbedtls.sh). */
     mbedtls_ssl_conf_legacy_renegotiation(conf, MBEDTLS_SSL_LEGACY_NO_RENEGOTIATION);
     if (alpn) {
         rc = mbedtls_ssl_conf_alpn_protocols(conf, alpn_list);
         if (rc != 0)
             return -EINVAL;
     }
-    if (t->have_client_ca) {
-        mbedtls_ssl_conf_ca_chain(conf, &t->client_ca, NULL);
+    if (t->ca_path) {
+        mbedtls_ssl_conf_ca_chain(conf, &g->client_ca, NULL);
         mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+        if (t->client_names)
+            mbedtls_ssl_conf_verify(conf, verify_client, t);
     } else {
         mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_NONE);
     }
@@ -480,20 +538,22 @@ static int crt_load(mbedtls_x509_crt *crt, const char *path)
 
 /* The private key in the file at path, read as crt_load() reads; the
  * copy is wiped. */
-static int key_load(mbedtls_pk_context *key, const char *path)
+static int key_load(mbedtls_pk_context *key, const char *path, mbedtls_ctr_drbg_context *drbg)
 {
     char *pem = NULL;
     size_t len = 0;
     int r = kop_file_read(path, MAX_PEM_FILE, KOP_FILE_SECRET, &pem, &len);
     if (r < 0)
         return r;
-    int rc = mbedtls_pk_parse_key(key, (const unsigned char *)pem, len + 1, NULL, 0);
+    int rc = mbedtls_pk_parse_key(key, (const unsigned char *)pem, len + 1, NULL, 0,
+                                  mbedtls_ctr_drbg_random, drbg);
     mbedtls_platform_zeroize(pem, len);
     free(pem);
     return rc == 0 ? 0 : mbedtls_to_errno(rc);
 }
 
-/* Parse the pair at the configured paths into a new generation (refs 1). */
+/* Parse the pair (and the client CA) at the configured paths into a new
+ * generation (refs 1). */
 static int certgen_load(struct kop_tls *t, struct certgen **ret_gen, char *why, size_t why_len)
 {
     struct certgen *g = calloc(1, sizeof(*g));
@@ -502,6 +562,7 @@ static int certgen_load(struct kop_tls *t, struct certgen **ret_gen, char *why, 
     g->refs = 1;
     mbedtls_x509_crt_init(&g->chain);
     mbedtls_pk_init(&g->key);
+    mbedtls_x509_crt_init(&g->client_ca);
     mbedtls_ssl_config_init(&g->conf);
     mbedtls_ssl_config_init(&g->conf_noalpn);
     int r;
@@ -510,16 +571,24 @@ static int certgen_load(struct kop_tls *t, struct certgen **ret_gen, char *why, 
         snprintf(why, why_len, "cannot %s %s", r == -EBADMSG ? "parse" : "read", "tls.crt");
         goto out;
     }
-    r = key_load(&g->key, t->key_path);
+    r = key_load(&g->key, t->key_path, &t->drbg);
     if (r < 0) {
         snprintf(why, why_len, "cannot %s %s", r == -EBADMSG ? "parse" : "read", "tls.key");
         goto out;
     }
-    int rc = mbedtls_pk_check_pair(&g->chain.pk, &g->key);
+    int rc = mbedtls_pk_check_pair(&g->chain.pk, &g->key, mbedtls_ctr_drbg_random, &t->drbg);
     if (rc != 0) {
         r = -EBADMSG;
         snprintf(why, why_len, "tls.key does not match the certificate in tls.crt");
         goto out;
+    }
+    if (t->ca_path) {
+        r = crt_load(&g->client_ca, t->ca_path);
+        if (r < 0) {
+            snprintf(why, why_len, "cannot %s the client CA file %s",
+                     r == -EBADMSG ? "parse" : "read", t->ca_path);
+            goto out;
+        }
     }
     r = conf_setup(t, g, &g->conf, true);
     if (r == 0)
@@ -557,19 +626,22 @@ static bool sig_eq(const struct filesig *a, const struct filesig *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-/* Load the pair when its files changed (or always when force). */
+/* Load the pair and the client CA when one of their files changed (or
+ * always when force): a new generation holds all three. */
 static int certs_check(struct kop_tls *t, bool force)
 {
-    struct filesig c, k;
+    struct filesig c, k, a = {0};
     file_sig(t->crt_path, &c);
     file_sig(t->key_path, &k);
-    if (!force && sig_eq(&c, &t->sig_crt) && sig_eq(&k, &t->sig_key))
+    if (t->ca_path)
+        file_sig(t->ca_path, &a);
+    if (!force && sig_eq(&c, &t->sig_crt) && sig_eq(&k, &t->sig_key) && sig_eq(&a, &t->sig_ca))
         return 0;
-    if (!force && sig_eq(&c, &t->bad_crt) && sig_eq(&k, &t->bad_key))
+    if (!force && sig_eq(&c, &t->bad_crt) && sig_eq(&k, &t->bad_key) && sig_eq(&a, &t->bad_ca))
         return 0;
     kop_counter_inc(t->m_reads);
     struct certgen *g = NULL;
-    char why[128] = "";
+    char why[160] = "";
     int r;
     if ((!c.err && !c.regular) || (!k.err && !k.regular)) {
         /* Opening a FIFO would block the loop thread, and with it every
@@ -583,6 +655,7 @@ static int certs_check(struct kop_tls *t, bool force)
         kop_counter_inc(t->m_read_errors);
         t->bad_crt = c;
         t->bad_key = k;
+        t->bad_ca = a;
         json_t *f = json_pack("{s:s, s:s, s:i}", "certDir", t->cert_dir, "error", why, "errno", -r);
         kop_log(KOP_LOG_ERROR, LOGGER,
                 t->gen ? "cannot load the new serving certificate; keeping the previous one"
@@ -590,12 +663,17 @@ static int certs_check(struct kop_tls *t, bool force)
                 f);
         return r;
     }
+    bool ca_changed = t->gen && !sig_eq(&a, &t->sig_ca);
     certgen_unref(t->gen);
     t->gen = g;
     t->sig_crt = c;
     t->sig_key = k;
+    t->sig_ca = a;
     memset(&t->bad_crt, 0, sizeof(t->bad_crt));
     memset(&t->bad_key, 0, sizeof(t->bad_key));
+    memset(&t->bad_ca, 0, sizeof(t->bad_ca));
+    if (ca_changed)
+        kop_logf(KOP_LOG_INFO, LOGGER, "client CA reloaded from %s", t->ca_path);
     kop_gauge_set(t->m_expiry, g->not_after);
     char serial[128] = "";
     mbedtls_x509_serial_gets(serial, sizeof(serial), &g->chain.serial);
@@ -1923,6 +2001,8 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
 {
     if (!opts || !opts->cert_dir || !opts->http || !ret_tls)
         return -EINVAL;
+    if (opts->client_names && !opts->client_ca_file)
+        return -EINVAL;
     struct kop_tls *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
@@ -1949,29 +2029,45 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
         t->hs_burst = t->o.handshakes_per_ip_per_s;
     t->o.host = NULL;
     t->o.client_ca_file = NULL;
+    t->o.client_names = NULL;
     mbedtls_entropy_init(&t->entropy);
     mbedtls_ctr_drbg_init(&t->drbg);
-    mbedtls_x509_crt_init(&t->client_ca);
+    mbedtls_ssl_ticket_init(&t->tickets);
+    if (opts->client_ca_file && !(t->ca_path = strdup(opts->client_ca_file)))
+        goto out;
+    if (opts->client_names) {
+        size_t n = 0;
+        while (opts->client_names[n])
+            n++;
+        t->client_names = calloc(n + 1, sizeof(char *));
+        if (!t->client_names)
+            goto out;
+        for (size_t i = 0; i < n; i++) {
+            if (!(t->client_names[i] = strdup(opts->client_names[i])))
+                goto out;
+        }
+    }
     t->cert_dir = strdup(opts->cert_dir);
     t->crt_path = path_join(opts->cert_dir, "tls.crt");
     t->key_path = path_join(opts->cert_dir, "tls.key");
     if (!t->cert_dir || !t->crt_path || !t->key_path)
         goto out;
     register_metrics(t);
+    /* TLS 1.3 runs on PSA crypto; idempotent and thread-safe. */
+    if (psa_crypto_init() != PSA_SUCCESS) {
+        r = -EIO;
+        goto out;
+    }
     static const unsigned char pers[] = "tls-front";
     if (mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, pers,
                               sizeof(pers) - 1) != 0) {
         r = -EIO;
         goto out;
     }
-    if (opts->client_ca_file) {
-        r = crt_load(&t->client_ca, opts->client_ca_file);
-        if (r < 0) {
-            kop_logf(KOP_LOG_ERROR, LOGGER, "cannot load the client CA file %s",
-                     opts->client_ca_file);
-            goto out;
-        }
-        t->have_client_ca = true;
+    if (mbedtls_ssl_ticket_setup(&t->tickets, mbedtls_ctr_drbg_random, &t->drbg,
+                                 MBEDTLS_CIPHER_AES_256_GCM, TICKET_LIFETIME_S) != 0) {
+        r = -EIO;
+        goto out;
     }
     r = certs_check(t, true);
     if (r < 0)
@@ -2013,6 +2109,15 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
             close(t->infd);
             t->infd = -1;
         }
+        /* The client CA's directory too (a mounted ConfigMap elsewhere);
+         * without the watch its changes still arrive by the stat check. */
+        char *dir = t->ca_path ? strdup(t->ca_path) : NULL;
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (t->infd >= 0 && slash) {
+            slash[slash == dir] = '\0';
+            (void)inotify_add_watch(t->infd, dir, mask);
+        }
+        free(dir);
     }
     *ret_tls = t;
     return 0;
@@ -2110,6 +2215,21 @@ int kop_tls_shutdown(struct kop_tls *t, int timeout_ms)
     return r;
 }
 
+static char tls_name[32];
+
+static void tls_library_name(void)
+{
+    /* the linked library's, not the headers' (at least 18 bytes) */
+    mbedtls_version_get_string_full(tls_name);
+}
+
+const char *kop_tls_library(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, tls_library_name);
+    return tls_name;
+}
+
 void kop_tls_free(struct kop_tls *t)
 {
     if (!t)
@@ -2133,11 +2253,15 @@ void kop_tls_free(struct kop_tls *t)
     pthread_mutex_destroy(&t->hw_lock);
     pthread_cond_destroy(&t->hw_cond);
     certgen_unref(t->gen);
-    mbedtls_x509_crt_free(&t->client_ca);
+    mbedtls_ssl_ticket_free(&t->tickets);
     mbedtls_ctr_drbg_free(&t->drbg);
     mbedtls_entropy_free(&t->entropy);
     free(t->cert_dir);
     free(t->crt_path);
     free(t->key_path);
+    free(t->ca_path);
+    for (char **n = t->client_names; n && *n; n++)
+        free(*n);
+    free(t->client_names);
     free(t);
 }

@@ -25,6 +25,8 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
+#include <curl/curl.h>
+
 #include "kop/http.h"
 #include "kop/leader.h"
 #include "kop/netaddr.h"
@@ -46,7 +48,7 @@ enum flag_type {
     FLAG_DURATION, /* int64_t ms, Go syntax */
     FLAG_BIND,     /* struct kop_bind_address */
     FLAG_BOOL,     /* bool */
-    FLAG_LIST,     /* allowed_registries */
+    FLAG_LIST,     /* comma-separated, into a char ** and the size_t after it (list_n) */
     FLAG_LEVEL,    /* enum kop_log_level */
     FLAG_FORMAT,   /* enum kop_log_format */
     FLAG_HELP,
@@ -75,7 +77,13 @@ static const struct flag flags[] = {
     {"cert-dir", FLAG_STRING, OFF(cert_dir), "/tmp/k8s-webhook-server/serving-certs", "dir",
      "Directory holding the serving certificate tls.crt and key tls.key.", 0, 0},
     {"client-ca-file", FLAG_PATH, OFF(client_ca_file), NULL, "file",
-     "CA bundle; when set, webhook clients must present a certificate it signed.", 0, 0},
+     "CA bundle; when set, webhook clients must present a certificate it signed (reloaded when "
+     "the file changes).",
+     0, 0},
+    {"client-cert-allowed-names", FLAG_LIST, OFF(client_cert_names), NULL, "list",
+     "Comma-separated names; with --client-ca-file a webhook client's certificate must carry one "
+     "as its subject CN or a DNS subjectAltName (default: any the CA signed).",
+     0, 0},
     {"conversion-max-body-bytes", FLAG_BYTES, OFF(convert_max_body), "64Mi", "bytes",
      "Largest /convert request body (suffix Ki, Mi or Gi allowed).", 0, 0},
     {"admission-max-body-bytes", FLAG_BYTES, OFF(admission_max_body), "7340032", "bytes",
@@ -419,7 +427,30 @@ static void free_list(char **list)
 }
 
 /* Comma-separated registries, spaces around items trimmed. "" is "any". */
-static int parse_list(const char *s, char ***ret, size_t *ret_n, const char **why)
+/* A FLAG_LIST's item count: the size_t right after its list in struct
+ * kop_config. */
+_Static_assert(OFF(n_allowed_registries) == OFF(allowed_registries) + sizeof(char **),
+               "the count follows the list");
+_Static_assert(OFF(n_client_cert_names) == OFF(client_cert_names) + sizeof(char **),
+               "the count follows the list");
+
+static size_t *list_n(struct kop_config *cfg, const struct flag *f)
+{
+    return (size_t *)((char *)cfg + f->offset + sizeof(char **));
+}
+
+/* What one item of a list flag may hold: a registry is a host name with an
+ * optional port; a certificate name any printable ASCII but the comma. */
+static bool list_char_ok(const struct flag *f, unsigned char ch)
+{
+    if (f->offset == OFF(allowed_registries))
+        return isalnum(ch) || ch == '.' || ch == '-' || ch == ':' || ch == '_' || ch == '[' ||
+               ch == ']';
+    return ch > ' ' && ch < 0x7f;
+}
+
+static int parse_list(const struct flag *f, const char *s, char ***ret, size_t *ret_n,
+                      const char **why)
 {
     char **list = NULL;
     size_t n = 0, cap = 1;
@@ -454,12 +485,11 @@ static int parse_list(const char *s, char ***ret, size_t *ret_n, const char **wh
             goto fail;
         }
         for (const char *c = a; c < b; c++) {
-            unsigned char ch = (unsigned char)*c;
-
-            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == ':' || ch == '_' || ch == '[' ||
-                  ch == ']')) {
-                *why = "a registry is a host name with an optional port (example: "
-                       "docker.io,quay.io,registry.local:5000)";
+            if (!list_char_ok(f, (unsigned char)*c)) {
+                *why = f->offset == OFF(allowed_registries)
+                           ? "a registry is a host name with an optional port (example: "
+                             "docker.io,quay.io,registry.local:5000)"
+                           : "a name is printable ASCII without blanks";
                 goto fail;
             }
         }
@@ -668,12 +698,12 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
         char **list;
         size_t n;
 
-        r = parse_list(value, &list, &n, why);
+        r = parse_list(f, value, &list, &n, why);
         if (r != 0)
             return r;
-        free_list(cfg->allowed_registries);
-        cfg->allowed_registries = list;
-        cfg->n_allowed_registries = n;
+        free_list(*(char ***)field(cfg, f));
+        *(char ***)field(cfg, f) = list;
+        *list_n(cfg, f) = n;
         return 0;
     }
     case FLAG_LEVEL:
@@ -725,14 +755,26 @@ void kop_config_cleanup(struct kop_config *cfg)
             if (owned_string(f, *slot))
                 free(*slot);
             *slot = NULL;
+        } else if (f->type == FLAG_LIST) {
+            free_list(*(char ***)field(cfg, f));
+            *(char ***)field(cfg, f) = NULL;
+            *list_n(cfg, f) = 0;
         }
     }
-    free_list(cfg->allowed_registries);
-    cfg->allowed_registries = NULL;
-    cfg->n_allowed_registries = 0;
 }
 
 /* ---- help -------------------------------------------------------------------- */
+
+/* kop's version, then the libraries that carry its traffic: the webhook
+ * port's TLS and the API client's. */
+static void print_version(FILE *out)
+{
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    fprintf(out, "kop %s\n", KOP_VERSION);
+    fprintf(out, "tls: %s (TLS 1.3, TLS 1.2)\n", kop_tls_library());
+    fprintf(out, "api client: libcurl %s (%s)\n", cv->version,
+            cv->ssl_version ? cv->ssl_version : "no TLS");
+}
 
 static void env_name(const struct flag *f, char *buf, size_t len)
 {
@@ -1088,7 +1130,7 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
             return KOP_CONFIG_EXIT;
         }
         if (f->type == FLAG_VERSION) {
-            fprintf(out, "kop %s\n", KOP_VERSION);
+            print_version(out);
             return KOP_CONFIG_EXIT;
         }
     }
@@ -1145,6 +1187,11 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
     if ((cfg->leader_elect || cfg->sharding) && cfg->leader_election_id[0] == '\0') {
         fprintf(err, "kop: --leader-election-id must not be empty with --leader-elect or "
                      "--sharding\n");
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (cfg->client_cert_names && !cfg->client_ca_file) {
+        fprintf(err, "kop: --client-cert-allowed-names needs --client-ca-file\n");
         usage_hint(err);
         return -EINVAL;
     }

@@ -273,6 +273,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .port = (uint16_t)cfg->webhook_port,
         .cert_dir = cfg->cert_dir,
         .client_ca_file = cfg->client_ca_file,
+        .client_names = (const char *const *)cfg->client_cert_names,
         .handshake_timeout_ms = clamp_ms(cfg->tls_handshake_timeout_ms),
         .idle_timeout_ms = clamp_ms(cfg->idle_timeout_ms),
         .max_connections = (unsigned)cfg->max_connections,
@@ -288,7 +289,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
     if (r < 0)
         goto out;
     const struct kop_selfdial_options sopts = {.host = cfg->webhook_host,
-                                               .port = kop_tls_port(w->tls)};
+                                               .port = kop_tls_port(w->tls),
+                                               .client_auth = cfg->client_ca_file != NULL};
     r = kop_selfdial_new(&sopts, &w->selfdial);
     if (r < 0)
         goto out;

@@ -57,6 +57,7 @@
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
+#include <psa/crypto.h>
 
 #define MAX_IDLE_PER_POOL 25
 #define MAX_REST_RETRIES 10
@@ -311,6 +312,9 @@ static struct conn *conn_open(const char *addr, const char *sni, const char *ca_
     c->fd = -1;
     c->addr = ks_strdup(addr);
     c->deadline = deadline;
+    /* TLS 1.3 runs on PSA crypto (idempotent, thread-safe) */
+    if (psa_crypto_init() != PSA_SUCCESS)
+        abort();
     mbedtls_ssl_init(&c->ssl);
     mbedtls_ssl_config_init(&c->conf);
     mbedtls_x509_crt_init(&c->ca);
@@ -340,8 +344,9 @@ static struct conn *conn_open(const char *addr, const char *sni, const char *ca_
     mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
     mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
     mbedtls_ssl_conf_rng(&c->conf, rng, NULL);
-    mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3); /* TLS 1.2, Go's client minimum */
+    /* TLS 1.2 at least, 1.3 first: Go's client defaults (the apiserver's) */
+    mbedtls_ssl_conf_min_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_2);
+    mbedtls_ssl_conf_max_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_3);
     if (mbedtls_ssl_setup(&c->ssl, &c->conf) != 0 || mbedtls_ssl_set_hostname(&c->ssl, sni) != 0)
         abort();
     mbedtls_ssl_set_bio(&c->ssl, c, bio_send, bio_recv, NULL);

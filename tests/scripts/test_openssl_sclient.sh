@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The webhook's TLS policy as a real client sees it (openssl s_client):
-# TLS 1.2 with an AEAD suite and ALPN http/1.1 works; TLS 1.0 and 1.1 are
-# refused; a client offering only h2 never gets h2; the key exchange
-# group is the server's cheap preference.
+# TLS 1.3 by default and TLS 1.2 on request, each with an AEAD suite and
+# ALPN http/1.1; TLS 1.0 and 1.1 are refused; X25519 and P-256 and no
+# other group; session tickets resume both versions, never with 0-RTT; a
+# client offering only h2 never gets h2; in TLS 1.2 the key exchange group
+# is the server's cheap preference.
 set -uo pipefail
 # kop stops at once on SIGTERM (the shutdown delay has its own suite)
 export KOP_SHUTDOWN_DELAY=${KOP_SHUTDOWN_DELAY:-0}
@@ -55,6 +57,43 @@ sclient() {
     -CAfile "$tmp/certs/ca.crt" "$@" </dev/null 2>&1
 }
 
+out=$(sclient -alpn http/1.1)
+check "a default client negotiates TLS 1.3" grep -q '^New, TLSv1.3, Cipher is TLS_' <<<"$out"
+check "TLS 1.3 handshake verifies against the dev CA" grep -q 'Verify return code: 0 (ok)' <<<"$out"
+check "TLS 1.3: ALPN http/1.1 selected" grep -q 'ALPN protocol: http/1.1' <<<"$out"
+check "TLS 1.3: X25519 key share taken (no HelloRetryRequest)" grep -q 'Server Temp Key: X25519' <<<"$out"
+for suite in TLS_AES_128_GCM_SHA256 TLS_CHACHA20_POLY1305_SHA256 TLS_AES_256_GCM_SHA384; do
+  out=$(sclient -ciphersuites "$suite")
+  check "TLS 1.3 suite $suite" grep -q "^New, TLSv1.3, Cipher is $suite" <<<"$out"
+done
+out=$(sclient -ciphersuites TLS_AES_128_CCM_SHA256)
+check "TLS 1.3 CCM suite refused" grep -q 'Cipher is (NONE)' <<<"$out"
+out=$(sclient -groups P-256)
+check "TLS 1.3 over P-256" grep -E -q 'Server Temp Key: (ECDH, )?prime256v1' <<<"$out"
+out=$(sclient -groups P-384:P-521:X448)
+check "TLS 1.3: no group but X25519 and P-256" grep -q 'Cipher is (NONE)' <<<"$out"
+
+# Session tickets, both versions. In TLS 1.3 the ticket comes after the
+# handshake, so the client sends a request and reads the answer first.
+request='GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'
+ticket() { # ticket FILE ARGS...: a session saved to FILE
+  local f=$1
+  shift
+  printf "$request" | timeout 10 openssl s_client -connect "127.0.0.1:$port" -servername localhost \
+    -CAfile "$tmp/certs/ca.crt" -ign_eof -sess_out "$f" "$@" 2>&1
+}
+out=$(ticket "$tmp/s13")
+check "TLS 1.3: a ticket that allows no early data" grep -q 'Max Early Data: 0' <<<"$out"
+out=$(sclient -sess_in "$tmp/s13")
+check "TLS 1.3 session resumed from its ticket" grep -q '^Reused, TLSv1.3' <<<"$out"
+printf 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n' >"$tmp/early"
+out=$(sclient -sess_in "$tmp/s13" -early_data "$tmp/early")
+check "TLS 1.3: no 0-RTT" bash -c '! grep -q "Early data was accepted" <<<"$1"' _ "$out"
+out=$(ticket "$tmp/s12" -tls1_2)
+check "TLS 1.2: a session ticket" grep -q 'TLS session ticket lifetime hint: 3600' <<<"$out"
+out=$(sclient -tls1_2 -sess_in "$tmp/s12")
+check "TLS 1.2 session resumed from its ticket" grep -q '^Reused, TLSv1.2' <<<"$out"
+
 out=$(sclient -tls1_2 -alpn http/1.1)
 check "TLS 1.2 handshake verifies against the dev CA" grep -q 'Verify return code: 0 (ok)' <<<"$out"
 check "TLS 1.2 negotiated" grep -q 'Protocol *: TLSv1.2' <<<"$out"
@@ -69,6 +108,8 @@ check "AEAD suite with ECDHE" grep -E -q 'Cipher *: ECDHE-(ECDSA|RSA)-(AES(128|2
 grp() { grep -E -q "Server Temp Key: (ECDH, )?$1" <<<"$2"; }
 out=$(sclient -tls1_2 -groups X25519:X448:P-521:P-384:P-256)
 check "every group offered -> P-256" grp prime256v1 "$out"
+out=$(sclient -tls1_2 -groups P-384:P-256)
+check "P-384 listed before P-256 -> P-256" grp prime256v1 "$out"
 out=$(sclient -tls1_2 -groups P-521:P-256)
 check "P-521 listed before P-256 -> P-256" grp prime256v1 "$out"
 out=$(sclient -tls1_2 -groups X25519:P-256)
