@@ -7,7 +7,9 @@
  * one run for many threads, the shared provider, stderr in the log, and the
  * failures (wrong apiVersion, no status, half a key pair, exit status,
  * garbage, missing command, too much output, timeout, interactiveMode
- * Always) with their messages.
+ * Always) with their messages; and the $PATH lookup (a program found
+ * through an empty or relative element refused, as Go's exec.ErrDot; a
+ * directory of the command's name skipped).
  */
 #include "kop/execcred.h"
 
