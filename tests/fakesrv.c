@@ -87,6 +87,10 @@ static bool fsrv_read_req(int fd, char *buf, size_t cap, size_t *have, struct fs
         char cl[32] = "";
         hdr_copy(line, "User-Agent", req->user_agent, sizeof(req->user_agent));
         hdr_copy(line, "Authorization", req->auth, sizeof(req->auth));
+        if (strncasecmp(line, "Authorization:", 14) == 0) {
+            const char *v = line + 14 + strspn(line + 14, " ");
+            req->auth_len = strcspn(v, "\r\n");
+        }
         hdr_copy(line, "Content-Type", req->content_type, sizeof(req->content_type));
         hdr_copy(line, "traceparent", req->traceparent, sizeof(req->traceparent));
         hdr_copy(line, "Content-Length", cl, sizeof(cl));

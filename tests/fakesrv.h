@@ -21,6 +21,7 @@ struct fsrv_req {
     char path[4096];
     char user_agent[256];
     char auth[1024];
+    size_t auth_len; /* of the whole Authorization value (auth holds its start) */
     char content_type[128];
     char traceparent[128];
     char *body;

@@ -13,6 +13,7 @@
 #include "kop/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,11 +21,13 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "kop/execcred.h"
 #include "kop/kubeconfig.h"
+#include "kop/log.h"
 #include "kop/metrics.h"
 #include "kop/json.h"
 #include "kop/ratelimit.h"
@@ -587,6 +590,57 @@ START_TEST(test_client_token_file_trimmed_and_control_bytes_refused)
     ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
     ck_assert_str_eq(last.auth, "");
     kop_client_free(c);
+}
+END_TEST
+
+/* A token file is read whole up to KOP_CLIENT_MAX_TOKEN_FILE bytes; a
+ * larger one is not used, and the log says so with its path and the limit
+ * (it used to be cut at 16383 bytes without a word, and the cut token got
+ * 401s that nothing explained). */
+START_TEST(test_client_token_file_over_limit_refused)
+{
+    char path[1024], logp[1100];
+    snprintf(path, sizeof(path), "%s/token", tmpdir);
+    snprintf(logp, sizeof(logp), "%s/log", tmpdir);
+    const size_t max = KOP_CLIENT_MAX_TOKEN_FILE;
+    char *tok = malloc(max + 2);
+    ck_assert_ptr_nonnull(tok);
+
+    /* Past the old cut, within the limit: sent whole. */
+    const size_t big = 40000;
+    memset(tok, 'a', big);
+    tok[big] = '\n';
+    tok[big + 1] = '\0';
+    write_file(path, tok);
+    struct kop_client *c = make_client(NULL, path, 3600 * 1000, NULL);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    ck_assert_uint_eq(last.auth_len, strlen("Bearer ") + big);
+    kop_client_free(c);
+
+    /* One byte over: no token at all, and an error line. */
+    memset(tok, 'b', max + 1);
+    tok[max + 1] = '\0';
+    write_file(path, tok);
+    free(tok);
+    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, fd);
+    c = make_client(NULL, path, 3600 * 1000, NULL);
+    ck_assert_int_eq(kop_client_get(c, &svc, "ns", "x", NULL, NULL), 0);
+    kop_client_free(c);
+    kop_log_setup(KOP_LOG_INFO, KOP_LOG_FORMAT_JSON, 2);
+    close(fd);
+    ck_assert_uint_eq(last.auth_len, 0);
+    ck_assert_str_eq(last.auth, "");
+    char *log = kop_test_read_file(logp, NULL);
+    ck_assert_ptr_nonnull(log);
+    char want[1200];
+    snprintf(want, sizeof(want), "token file %s is larger than %zu bytes; not used", path, max);
+    ck_assert_msg(strstr(log, want), "log lacks \"%s\": %s", want, log);
+    snprintf(want, sizeof(want), "\"limitBytes\":%zu", max);
+    ck_assert_msg(strstr(log, want), "log lacks %s: %s", want, log);
+    ck_assert_ptr_null(strstr(log, "bbbb")); /* never a byte of the token */
+    free(log);
 }
 END_TEST
 
@@ -1277,6 +1331,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_client_retry_after);
     tcase_add_test(tc, test_client_token_rotation);
     tcase_add_test(tc, test_client_token_file_trimmed_and_control_bytes_refused);
+    tcase_add_test(tc, test_client_token_file_over_limit_refused);
     tcase_add_test(tc, test_client_ratelimited);
     tcase_add_test(tc, test_client_transport_errors);
     tcase_add_test(tc, test_client_watch_stream);

@@ -7,7 +7,9 @@
  * one run for many threads, the shared provider, stderr in the log, and the
  * failures (wrong apiVersion, no status, half a key pair, exit status,
  * garbage, missing command, too much output, timeout, interactiveMode
- * Always) with their messages.
+ * Always) with their messages; and the $PATH lookup (a program found
+ * through an empty or relative element refused, as Go's exec.ErrDot; a
+ * directory of the command's name skipped).
  */
 #include "kop/execcred.h"
 
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -31,15 +34,28 @@
 
 static char *tmpdir;
 static char *helper;
+/* The working directory and $PATH, which the $PATH tests change. */
+static char saved_cwd[4096];
+static char *saved_path;
 
 static void setup(void)
 {
     tmpdir = kop_test_tmpdir();
     helper = kop_test_data_path("exec-plugin/kop-exec-helper");
+    ck_assert_ptr_nonnull(getcwd(saved_cwd, sizeof(saved_cwd)));
+    const char *path = getenv("PATH");
+    saved_path = path ? strdup(path) : NULL;
 }
 
 static void teardown(void)
 {
+    ck_assert_int_eq(chdir(saved_cwd), 0);
+    if (saved_path)
+        setenv("PATH", saved_path, 1);
+    else
+        unsetenv("PATH");
+    free(saved_path);
+    saved_path = NULL;
     kop_test_rmdir(tmpdir);
     free(tmpdir);
     free(helper);
@@ -383,6 +399,89 @@ START_TEST(test_execcred_failures)
 }
 END_TEST
 
+/* tmpdir/DIR/kop-dot-plugin: a link to the helper (DIR "": tmpdir). */
+static void plugin_in(const char *dir)
+{
+    char d[4200], link[4300];
+    snprintf(d, sizeof(d), "%s/%s", tmpdir, dir);
+    if (*dir)
+        ck_assert_int_eq(mkdir(d, 0700), 0);
+    snprintf(link, sizeof(link), "%s/kop-dot-plugin", d);
+    ck_assert_int_eq(symlink(helper, link), 0);
+}
+
+/* The token the helper gives when run as command with PATH path. */
+static void expect_token(struct cfg *c, const char *command, const char *path)
+{
+    setenv("PATH", path, 1);
+    c->ec.command = (char *)command;
+    struct kop_execcred *p = provider(c, 0, 0);
+    struct kop_execcred_cred *cred = NULL;
+    char msg[512] = "";
+    ck_assert_msg(kop_execcred_get(p, 0, &cred, msg, sizeof(msg)) == 0, "%s with PATH %s: %s",
+                  command, path, msg);
+    ck_assert_str_eq(cred->token, "t-dot");
+    kop_execcred_cred_unref(cred);
+    kop_execcred_unref(p);
+}
+
+/* A bare command name that an empty or relative $PATH element would find
+ * runs whatever the working directory holds under that name: refused, as
+ * Go >= 1.19's exec.LookPath refuses it (exec.ErrDot) for client-go's
+ * exec.Command, also when a later, absolute element has the program too.
+ * An absolute element still finds it, and a command with a '/' is taken
+ * as written, relative to the working directory too. */
+START_TEST(test_execcred_path_relative_refused)
+{
+    plugin_in("");
+    plugin_in("bin");
+    ck_assert_int_eq(chdir(tmpdir), 0);
+    char abs_bin[4200], later[4300];
+    snprintf(abs_bin, sizeof(abs_bin), "%s/bin:/usr/bin:/bin", tmpdir);
+    snprintf(later, sizeof(later), ".:%s", abs_bin);
+    const char *const refused[] = {
+        "bin",            /* relative */
+        "./bin:/usr/bin", /* relative */
+        ".:/usr/bin:/bin",
+        ":/usr/bin:/bin",         /* empty: "." */
+        "/usr/bin:/bin:",         /* empty at the end */
+        "/nonexistent::/usr/bin", /* empty inside */
+        later,                    /* the first element that has it decides */
+    };
+    struct cfg c;
+    cfg_init(&c, V1, "token", "t-dot", NULL);
+    c.ec.command = (char *)"kop-dot-plugin";
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        setenv("PATH", refused[i], 1);
+        expect_fail(&c, 0, 0, -EPERM,
+                    "exec: \"kop-dot-plugin\": cannot run executable found relative to current "
+                    "directory");
+    }
+    char *runs = helper_file("runs");
+    ck_assert_msg(runs == NULL, "the plugin ran: %s", runs);
+    expect_token(&c, "kop-dot-plugin", abs_bin);
+    expect_token(&c, "./bin/kop-dot-plugin", "/usr/bin:/bin");
+    expect_token(&c, "bin/kop-dot-plugin", "/usr/bin:/bin");
+}
+END_TEST
+
+/* A directory of the command's name in an earlier $PATH element is not the
+ * command (Go's findExecutable): the search goes on to the program. */
+START_TEST(test_execcred_path_directory_skipped)
+{
+    plugin_in("bin");
+    char d[4200], path[8500];
+    snprintf(d, sizeof(d), "%s/dir", tmpdir);
+    ck_assert_int_eq(mkdir(d, 0700), 0);
+    snprintf(d, sizeof(d), "%s/dir/kop-dot-plugin", tmpdir);
+    ck_assert_int_eq(mkdir(d, 0700), 0);
+    snprintf(path, sizeof(path), "%s/dir:%s/bin:/usr/bin:/bin", tmpdir, tmpdir);
+    struct cfg c;
+    cfg_init(&c, V1, "token", "t-dot", NULL);
+    expect_token(&c, "kop-dot-plugin", path);
+}
+END_TEST
+
 static double calls(struct kop_metrics *m, const char *code, const char *status)
 {
     static const char *const labels[] = {"code", "call_status", NULL};
@@ -515,6 +614,8 @@ static Suite *execcred_suite(void)
     tcase_add_test(tc, test_execcred_shared_per_config);
     tcase_add_test(tc, test_execcred_stderr_logged);
     tcase_add_test(tc, test_execcred_failures);
+    tcase_add_test(tc, test_execcred_path_relative_refused);
+    tcase_add_test(tc, test_execcred_path_directory_skipped);
     tcase_add_test(tc, test_execcred_metrics);
     tcase_add_test(tc, test_execcred_cancel);
     tcase_add_test(tc, test_execcred_parse_time);

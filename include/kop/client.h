@@ -27,7 +27,11 @@
  * max_retries times, waiting Retry-After seconds (capped). A 401 with a
  * token file re-reads the file once and retries. The token file is
  * otherwise re-read every token_reread_ms (60 s) so rotated bound tokens
- * are picked up. The token and Authorization header are never logged.
+ * are picked up. A token file larger than KOP_CLIENT_MAX_TOKEN_FILE, empty,
+ * unreadable, or whose token holds a control character is not used (the
+ * token read before, if any, stays in use) and is logged at error level
+ * with its path (and the limit). The token and Authorization header are
+ * never logged.
  *
  * A kubeconfig user with an exec credential plugin (kop/execcred.h): each
  * request takes the plugin's cached token or client certificate (running
@@ -52,6 +56,12 @@
 #include <stdint.h>
 
 #include <jansson.h>
+
+/* The largest token file read, in bytes (kubeconfig tokenFile, the
+ * in-cluster ServiceAccount token). client-go sets no limit; a projected
+ * ServiceAccount token is about 1 KiB and the largest OIDC tokens a few
+ * KiB, so 64 KiB leaves room while bounding what a reader holds. */
+#define KOP_CLIENT_MAX_TOKEN_FILE ((size_t)64 << 10)
 
 struct kop_kubeconfig;
 struct kop_ratelimit;

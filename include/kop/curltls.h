@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libcurl's server certificate check where its mbedTLS backend falls short
- * of the OpenSSL and GnuTLS ones: a server reached by IP address.
+ * What every libcurl handle kop makes that may speak HTTPS sets, in one
+ * place (the API client, the OTLP exporter, kubesim's webhook calls, the
+ * tests' helpers):
+ *
+ *  - TLS 1.2 at least, no maximum (CURLOPT_SSLVERSION
+ *    CURL_SSLVERSION_TLSv1_2 | CURL_SSLVERSION_MAX_DEFAULT), as client-go
+ *    asks of the API server; a server that offers only TLS 1.1 or older is
+ *    refused in the handshake (CURLE_SSL_CONNECT_ERROR), whatever the TLS
+ *    backend and its own configuration would allow;
+ *  - libcurl's server certificate check where its mbedTLS backend falls
+ *    short of the OpenSSL and GnuTLS ones: a server reached by IP address.
  *
  * mbedTLS 2.28 matches the host name libcurl gives it
  * (mbedtls_ssl_set_hostname, an IP literal too) against every
@@ -17,10 +26,10 @@
  * that one flag on the leaf certificate when one of its iPAddress SANs
  * (4 or 16 bytes) equals the address in the handle's URL; the chain, the
  * validity dates and every other check stay mbedTLS's. With a name in the
- * URL, or another TLS backend, it changes nothing. It is installed only
- * when libcurl reports the mbedTLS version this file was compiled against
- * (the configuration structure is that version's), otherwise it is a
- * no-op. With an HTTPS proxy libcurl 7.88 calls the same callback for the
+ * URL, or another TLS backend, the check changes nothing. It is installed
+ * only when libcurl reports the mbedTLS version this file was compiled
+ * against (the configuration structure is that version's), otherwise it is
+ * left out. With an HTTPS proxy libcurl 7.88 calls the same callback for the
  * proxy's certificate: the address compared is still the URL's.
  *
  * Its own small library (curl and mbedTLS only), like kop_file: the API
@@ -35,8 +44,10 @@
 
 #include <curl/curl.h>
 
-/* Set the handle up (after curl_easy_reset too). Returns 0, or -EINVAL
- * when libcurl refuses the options. */
+/* Set the handle up (after curl_easy_reset too; after CURLOPT_URL). A
+ * later CURLOPT_SSLVERSION replaces the floor: kop's code never sets one
+ * (tests do, to play an old client). Returns 0, or -EINVAL when libcurl
+ * refuses the options. */
 int kop_curltls_setup(CURL *e);
 
 /* Whether kop_curltls_setup installs the check here (libcurl's TLS is

@@ -7,7 +7,10 @@
  * exec.go):
  *
  *  - the command runs with its args, no shell; a bare name is looked up in
- *    $PATH. Its environment is kop's, then the configured env (same name:
+ *    $PATH as Go >= 1.19 does (exec.ErrDot): when the first element that
+ *    has it is empty or relative (".", "bin"), so that the program found
+ *    depends on the working directory, it is refused, not run; a command
+ *    with a '/' is used as it is. Its environment is kop's, then the configured env (same name:
  *    the configured value wins), then KUBERNETES_EXEC_INFO, an
  *    ExecCredential of the configured apiVersion whose spec.interactive is
  *    false and whose spec.cluster is set with provideClusterInfo;
@@ -36,7 +39,8 @@
  * 1/plugin_not_found_error, 1/client_internal_error.
  *
  * Errors of kop_execcred_get(): -ENOENT (command not found), -EACCES (not
- * executable), -ETIMEDOUT, -EMSGSIZE (stdout over the bound), -EIO
+ * executable), -EPERM (found only through an empty or relative $PATH
+ * element), -ETIMEDOUT, -EMSGSIZE (stdout over the bound), -EIO
  * (non-zero exit or killed by a signal), -EBADMSG (not an ExecCredential,
  * no or half a credential, bad timestamp, a token with control characters),
  * -EPROTO (another apiVersion than configured), -ENOTSUP (interactiveMode

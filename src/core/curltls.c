@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * iPAddress SAN check for libcurl's mbedTLS backend (see kop/curltls.h).
+ * The TLS floor of kop's libcurl handles and the iPAddress SAN check for
+ * libcurl's mbedTLS backend (see kop/curltls.h).
  */
 #include "kop/curltls.h"
 
@@ -91,6 +92,11 @@ static CURLcode ssl_ctx(CURL *e, void *ssl_ctx, void *ud)
 int kop_curltls_setup(CURL *e)
 {
     if (!e)
+        return -EINVAL;
+    /* client-go's floor (its transport's tls.Config has MinVersion TLS
+     * 1.2); no ceiling, so TLS 1.3 is used where the backend has it. */
+    if (curl_easy_setopt(e, CURLOPT_SSLVERSION,
+                         (long)(CURL_SSLVERSION_TLSv1_2 | CURL_SSLVERSION_MAX_DEFAULT)) != CURLE_OK)
         return -EINVAL;
     if (!kop_curltls_active())
         return 0;

@@ -629,35 +629,64 @@ static bool is_space(char ch)
 }
 
 /* The token in path, trimmed of surrounding white space as client-go's
- * strings.TrimSpace does; NULL when unreadable, empty, or holding a control
- * byte (a NUL, CR or LF inside would cut the token short or end the
- * Authorization header early and add headers of its own; Go's transport
- * refuses such a header value). */
-static char *read_token_file(const char *path)
+ * strings.TrimSpace does, into *ret_token (malloc'd). Returns 0, or
+ * kop_file_read's errors (-ENOENT, -EACCES, ...; -EFBIG for a file over
+ * KOP_CLIENT_MAX_TOKEN_FILE, which is refused rather than cut: a cut token
+ * is only a 401 without a reason), -ENODATA when the file holds only white
+ * space, -EBADMSG when the token holds a control byte (a NUL, CR or LF
+ * inside would cut the token short or end the Authorization header early
+ * and add headers of its own; Go's transport refuses such a header value).
+ * The caller logs. */
+static int read_token_file(const char *path, char **ret_token)
 {
-    char buf[16384];
+    char *buf = NULL;
     size_t n = 0;
-    if (kop_file_read_into(path, buf, sizeof(buf), &n) < 0) {
-        explicit_bzero(buf, sizeof(buf));
-        return NULL;
-    }
+    int r = kop_file_read(path, KOP_CLIENT_MAX_TOKEN_FILE, KOP_FILE_SECRET, &buf, &n);
+    if (r < 0)
+        return r;
+    size_t len = n;
     while (n > 0 && is_space(buf[n - 1]))
-        buf[--n] = '\0';
+        n--;
     size_t start = 0;
     while (start < n && is_space(buf[start]))
         start++;
-    for (size_t i = start; i < n; i++) {
+    for (size_t i = start; r == 0 && i < n; i++) {
         unsigned char ch = (unsigned char)buf[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-            kop_logf(KOP_LOG_ERROR, LOGGER,
-                     "token file %s: the token holds a control character; not used", path);
-            explicit_bzero(buf, sizeof(buf));
-            return NULL;
-        }
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            r = -EBADMSG;
     }
-    char *t = n > start ? strndup(buf + start, n - start) : NULL;
-    explicit_bzero(buf, sizeof(buf));
-    return t;
+    if (r == 0 && n == start)
+        r = -ENODATA;
+    char *t = NULL;
+    if (r == 0) {
+        t = strndup(buf + start, n - start);
+        if (!t)
+            r = -ENOMEM;
+    }
+    explicit_bzero(buf, len);
+    free(buf);
+    if (r == 0)
+        *ret_token = t;
+    return r;
+}
+
+/* Why the token file was not used: its path, and the limit when it is
+ * over it (never a byte of its content). */
+static void log_token_file_error(const char *path, int err)
+{
+    char msg[512];
+    if (err == -EFBIG)
+        snprintf(msg, sizeof(msg), "token file %.400s is larger than %zu bytes; not used", path,
+                 KOP_CLIENT_MAX_TOKEN_FILE);
+    else
+        snprintf(msg, sizeof(msg), "token file %.400s %s; not used", path,
+                 err == -EBADMSG   ? "holds a token with a control character"
+                 : err == -ENODATA ? "holds no token"
+                                   : "cannot be read");
+    json_t *f = json_pack("{s:s}", "path", path);
+    if (f && err == -EFBIG)
+        json_object_set_new(f, "limitBytes", json_integer((json_int_t)KOP_CLIENT_MAX_TOKEN_FILE));
+    kop_log_errno(KOP_LOG_ERROR, LOGGER, msg, err, f);
 }
 
 /* "Authorization: Bearer <token>" (malloc'd) or NULL when no token.
@@ -675,7 +704,10 @@ static char *auth_header(struct kop_client *c, bool force, const struct kop_exec
         pthread_mutex_unlock(&c->token_lock);
         if (stale) {
             /* File I/O outside the lock; a failed read keeps the old token. */
-            char *t = read_token_file(c->cfg.token_file);
+            char *t = NULL;
+            int r = read_token_file(c->cfg.token_file, &t);
+            if (r < 0)
+                log_token_file_error(c->cfg.token_file, r);
             pthread_mutex_lock(&c->token_lock);
             if (t) {
                 char *old = c->token;

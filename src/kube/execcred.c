@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -378,19 +379,38 @@ static void kill_wait(pid_t pid)
         ;
 }
 
+/* 0: path names an executable file (Go's findExecutable: a directory is
+ * not one, though access(2) says it may be searched); -EACCES: it exists
+ * but cannot be run; -ENOENT: anything else. */
+static int executable(const char *path)
+{
+    struct stat st;
+    if (access(path, X_OK) == 0)
+        return stat(path, &st) == 0 && !S_ISDIR(st.st_mode) ? 0 : -EACCES;
+    return errno == EACCES && access(path, F_OK) == 0 ? -EACCES : -ENOENT;
+}
+
 /*
- * The program to start: a command with a '/' as it is, a bare name looked
- * up in kop's $PATH (as Go's exec.LookPath does for client-go). Done here
- * rather than by posix_spawnp so that a missing or non-executable command
- * is reported as such whatever the spawn implementation (one that cannot
- * report exec failures would show an exit status 127 instead).
- * Returns 0, -ENOENT, -EACCES or -ENOMEM.
+ * The program to start, as Go's exec.LookPath (Go >= 1.19) finds it for
+ * client-go's exec.Command: a command with a '/' as it is (a relative one,
+ * "./plugin", against the working directory, as the configuration asks),
+ * a bare name looked up in kop's $PATH. An empty $PATH element means "."
+ * and, like any relative element ("bin"), would run a program found
+ * through the working directory, which whoever controls that directory
+ * chooses: the first element that has the program decides, and when it is
+ * relative the answer is -EPERM (Go's exec.ErrDot), not a run of what it
+ * found and not a look further on. Done here rather than by posix_spawnp
+ * so that a missing or non-executable command is reported as such
+ * whatever the spawn implementation (one that cannot report exec failures
+ * would show an exit status 127 instead).
+ * Returns 0, -ENOENT, -EACCES, -EPERM or -ENOMEM.
  */
 static int look_path(const char *cmd, char **ret)
 {
     if (strchr(cmd, '/')) {
-        if (access(cmd, X_OK) != 0)
-            return errno == EACCES ? -EACCES : -ENOENT;
+        int r = executable(cmd);
+        if (r < 0)
+            return r;
         *ret = strdup(cmd);
         return *ret ? 0 : -ENOMEM;
     }
@@ -398,7 +418,7 @@ static int look_path(const char *cmd, char **ret)
     if (!path || !*path)
         path = "/usr/local/bin:/usr/bin:/bin";
     int r = -ENOENT;
-    while (*path) {
+    for (;;) {
         size_t n = strcspn(path, ":");
         /* An empty element is the current directory. */
         size_t len = (n ? n : 1) + strlen(cmd) + 2;
@@ -406,38 +426,37 @@ static int look_path(const char *cmd, char **ret)
         if (!full)
             return -ENOMEM;
         snprintf(full, len, "%.*s/%s", (int)(n ? n : 1), n ? path : ".", cmd);
-        if (access(full, X_OK) == 0) {
+        int e = executable(full);
+        if (e == 0 && full[0] != '/') {
+            free(full);
+            return -EPERM;
+        }
+        if (e == 0) {
             *ret = full;
             return 0;
         }
-        if (errno == EACCES && access(full, F_OK) == 0)
+        if (e == -EACCES)
             r = -EACCES;
         free(full);
-        path += n;
-        if (*path == ':')
-            path++;
+        if (path[n] == '\0')
+            break;
+        path += n + 1;
     }
     return r;
 }
 
-static int spawn(const struct kop_execcred *p, char **env, int out_fd[2], int err_fd[2],
-                 pid_t *ret_pid)
+/* Start prog (look_path's answer) with the plugin's argv and env. */
+static int spawn(const char *prog, const struct kop_execcred *p, char **env, int out_fd[2],
+                 int err_fd[2], pid_t *ret_pid)
 {
-    char *prog = NULL;
-    int lr = look_path(p->argv[0], &prog);
-    if (lr < 0)
-        return lr;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     int r = posix_spawn_file_actions_init(&fa);
-    if (r) {
-        free(prog);
+    if (r)
         return -r;
-    }
     r = posix_spawnattr_init(&at);
     if (r) {
         posix_spawn_file_actions_destroy(&fa);
-        free(prog);
         return -r;
     }
     sigset_t none, dfl;
@@ -469,7 +488,6 @@ static int spawn(const struct kop_execcred *p, char **env, int out_fd[2], int er
         r = posix_spawn(ret_pid, prog, &fa, &at, p->argv, env);
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
-    free(prog);
     return -r;
 }
 
@@ -500,7 +518,7 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
         return -ENOTSUP;
     }
     int out_fd[2] = {-1, -1}, err_fd[2] = {-1, -1};
-    char *out = NULL;
+    char *out = NULL, *prog = NULL;
     size_t out_len = 0, err_len = 0;
     char err_buf[MAX_STDERR];
     pid_t pid = -1;
@@ -514,15 +532,28 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
         r = -ENOMEM;
         goto out;
     }
-    if (pipe2(out_fd, O_CLOEXEC) < 0 || pipe2(err_fd, O_CLOEXEC) < 0) {
+    r = look_path(p->argv[0], &prog);
+    if (r == -EPERM) {
+        /* Go's exec.Error with exec.ErrDot, in its words; client-go counts
+         * every exec.Error as plugin_not_found_error. */
+        kop_msgf(msg, msg_len,
+                 "exec: \"%s\": cannot run executable found relative to current directory "
+                 "(an empty or relative $PATH element; name the plugin by an absolute path)",
+                 p->argv[0]);
+        oc->status = "plugin_not_found_error";
+        goto out;
+    }
+    if (r == 0 && (pipe2(out_fd, O_CLOEXEC) < 0 || pipe2(err_fd, O_CLOEXEC) < 0)) {
         r = -errno;
         kop_msgf(msg, msg_len, "exec plugin %s: cannot create pipes", p->argv[0]);
         goto out;
     }
-    r = spawn(p, env, out_fd, err_fd, &pid);
-    close(out_fd[1]);
-    close(err_fd[1]);
-    out_fd[1] = err_fd[1] = -1;
+    if (r == 0) {
+        r = spawn(prog, p, env, out_fd, err_fd, &pid);
+        close(out_fd[1]);
+        close(err_fd[1]);
+        out_fd[1] = err_fd[1] = -1;
+    }
     if (r < 0) {
         pid = -1;
         if (r == -ENOENT)
@@ -665,6 +696,7 @@ out:
         free(out);
     }
     free(env);
+    free(prog);
     return r;
 }
 
