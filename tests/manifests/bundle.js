@@ -12,7 +12,8 @@
 // Deployment minus the cert volume (OLM mounts its certificate where
 // --cert-dir looks); permissions and clusterPermissions equal the kustomize
 // Role and ClusterRole; webhook definitions agree with the Deployment's
-// port, the ValidatingWebhookConfiguration and the CRD's conversion;
+// port, the ValidatingWebhookConfiguration and the CRD's conversion; no
+// cert-manager objects (a CA Certificate, if any, keeps its key);
 // metadata/annotations.yaml is complete and bundle.Dockerfile carries the
 // same labels. Prints PASS/FAIL lines.
 'use strict';
@@ -66,7 +67,18 @@ const allowed = ['ClusterServiceVersion', 'CustomResourceDefinition', 'Service',
     'ConsoleQuickStart', 'ConsoleCLIDownload', 'ConsoleLink'];
 const bad = objs.filter((o) => !allowed.includes(o.kind)).map((o) => o.kind);
 check('only kinds a registry+v1 bundle may carry', bad.length === 0, bad.join(', '));
-check('no cert-manager objects', !objs.some((o) => String(o.apiVersion).startsWith('cert-manager.io/')));
+// OLM issues the webhooks' CA and serving certificate (webhookdefinitions)
+// and rotates them itself (docs/operations.md §6.1): no cert-manager object
+// in the bundle. Should one ever ship a CA Certificate, it keeps its key
+// across renewals as the kustomize one does (a new CA key breaks the pair
+// the pods still serve when the caBundles move).
+check('no cert-manager objects (OLM issues the webhook certificate)',
+    !objs.some((o) => String(o.apiVersion).startsWith('cert-manager.io/')));
+for (const o of objs.filter((x) => x.kind === 'Certificate' && x.spec && x.spec.isCA)) {
+    const pk = o.spec.privateKey || {};
+    check(`CA Certificate ${o.metadata.name} keeps its key across renewals (rotationPolicy Never)`,
+        pk.rotationPolicy === 'Never', `rotationPolicy ${pk.rotationPolicy}`);
+}
 
 // ---- CSV fields ---------------------------------------------------------------------
 const s = csv.spec || {};

@@ -404,6 +404,26 @@ function cmdInstall(file, manager = 'kustomize') {
               hours(sp.renewBefore) < hours(sp.duration), `${sp.duration} / ${sp.renewBefore}`);
         check('serving secret mounted', sp.secretName === 'kop-webhook-server-cert' && certVol && certVol.secret &&
               certVol.secret.secretName === sp.secretName, 'cert volume is not the serving Secret');
+        check('serving cert rotates its own key (rotationPolicy Always)',
+              sp.privateKey && sp.privateKey.rotationPolicy === 'Always', JSON.stringify(sp.privateKey));
+    }
+    // CA rotation without an outage (docs/operations.md §6.1): cainjector
+    // moves the caBundles to the new Secret's ca.crt before the pods reload
+    // the new pair, so a renewed CA must verify the pair signed before it:
+    // same key (rotationPolicy Never), pinned so the kept key matches the
+    // spec, and renewed at least one serving duration ahead, so no serving
+    // certificate outlives the CA certificate in its Secret.
+    if (caCert) {
+        const cp = caCert.spec;
+        const pk = cp.privateKey || {};
+        check('CA keeps its key across renewals (privateKey.rotationPolicy Never)', pk.rotationPolicy === 'Never',
+              `rotationPolicy ${pk.rotationPolicy === undefined ? 'unset (Always since cert-manager 1.18)' : pk.rotationPolicy}`);
+        check('CA key algorithm and size pinned', pk.algorithm === 'ECDSA' && pk.size === 256, JSON.stringify(pk));
+        const hours = (d) => Number((/^(\d+)h$/.exec(d || '') || [])[1]);
+        const sp = serving ? serving.spec : {};
+        check('CA renewed at least one serving duration before expiry', hours(cp.renewBefore) >= hours(sp.duration) &&
+              hours(cp.renewBefore) < hours(cp.duration),
+              `CA ${cp.duration} / ${cp.renewBefore}, serving duration ${sp.duration}`);
     }
     for (const o of [crd, vwc].filter(Boolean))
         check(`inject-ca-from on ${idOf(o)}`, ((o.metadata.annotations || {})['cert-manager.io/inject-ca-from']) ===

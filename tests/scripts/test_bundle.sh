@@ -9,6 +9,8 @@
 #      kustomize Deployment, permissions and clusterPermissions equal the
 #      kustomize RBAC, webhook definitions consistent with the Deployment's
 #      port, the ValidatingWebhookConfiguration and the CRD's conversion,
+#      no cert-manager objects (OLM issues the certificate; a CA
+#      Certificate, if one ever ships, keeps its key across renewals),
 #      annotations complete, bundle.Dockerfile labels equal to them; and the
 #      checker fails a bundle broken on purpose;
 #   3. the bundle's CRD and Service validate against the Kubernetes schemas;
@@ -67,6 +69,7 @@ breaks=(
   "the conversion webhook's CRD dropped|conversion webhook for myresources.mygroup.example.com"
   "SingleNamespace offered|conversion webhook: AllNamespaces only"
   "a label missing from bundle.Dockerfile|the same labels as annotations.yaml"
+  "a cert-manager CA Certificate on a new key per renewal|CA Certificate kop-ca keeps its key across renewals"
 )
 i=0
 for b in "${breaks[@]}"; do
@@ -88,6 +91,13 @@ for b in "${breaks[@]}"; do
     if (which === 4) {
       const d = dir + "/bundle.Dockerfile";
       fs.writeFileSync(d, fs.readFileSync(d, "utf8").split("\n").filter((l) => !l.includes("channel.default")).join("\n"));
+    }
+    if (which === 5) {
+      fs.writeFileSync(dir + "/manifests/kop-ca_cert-manager.io_v1_certificate.yaml", YAML.stringify({
+        apiVersion: "cert-manager.io/v1", kind: "Certificate", metadata: {name: "kop-ca"},
+        spec: {isCA: true, commonName: "kop-ca", secretName: "kop-ca",
+               privateKey: {algorithm: "ECDSA", size: 256, rotationPolicy: "Always"},
+               issuerRef: {kind: "Issuer", name: "kop-selfsigned-issuer"}}}));
     }
     fs.writeFileSync(f, YAML.stringify(csv));
   ' "$work/broken" "$i" "$checks" || true

@@ -11,13 +11,17 @@
 #      package-lock.json into tests/manifests/node_modules), and the check
 #      itself rejects broken objects;
 #   3. the install hangs together (names, selectors, ports, certificate
-#      chain, hardening, RBAC wiring) and so do the overlays;
+#      chain, the CA's key kept across renewals, hardening, RBAC wiring)
+#      and so do the overlays;
 #   4. kubesim accepts everything: `kubectl apply -k manifests/` (after
 #      registering minimal cert-manager.io Issuer and Certificate CRDs,
 #      which kubesim does not have), the CA patched into the caBundles as
 #      cainjector would, then the samples go through kop's webhooks
-#      (kop --webhook-only), then the self-signed overlay applies on top,
-#      then the storage-v2 one;
+#      (kop --webhook-only), then a CA rotation as the apiserver sees it
+#      (a CA certificate renewed on the same key in the caBundles verifies
+#      the pair kop still serves and the reverse; a CA on a new key does
+#      not), then the self-signed overlay applies on top, then the
+#      storage-v2 one;
 #   5. the RBAC checker (tests/manifests/rbac.js) on a synthetic request
 #      list. Checking the RBAC against kop's real requests needs the full
 #      operator: skipped, with a note.
@@ -102,6 +106,15 @@ if $node_ok; then
   run_check "schema sharding" node "$checks/check.js" schema "$work/sharding.yaml"
   run_check "selftest" node "$checks/check.js" selftest "$work/default.yaml"
   run_check "install" node "$checks/check.js" install "$work/default.yaml"
+  # The check can fail: the CA Certificate back on a new key per renewal
+  # (the only rotationPolicy Never in the install is the CA's).
+  sed 's/rotationPolicy: Never/rotationPolicy: Always/' "$work/default.yaml" >"$work/ca-always.yaml"
+  node "$checks/check.js" install "$work/ca-always.yaml" >"$work/ca-always.out" 2>&1 || true
+  if grep -q '^FAIL CA keeps its key across renewals' "$work/ca-always.out"; then
+    pass "check.js install fails a CA Certificate with rotationPolicy Always"
+  else
+    fail "check.js install accepted a CA Certificate with rotationPolicy Always"
+  fi
   run_check "self-signed" node "$checks/check.js" self-signed "$work/self-signed.yaml"
   run_check "schema storage-v2" node "$checks/check.js" schema "$work/storage-v2.yaml"
   run_check "storage-v2" node "$checks/check.js" storage-v2 "$work/storage-v2.yaml"
@@ -207,6 +220,74 @@ if k get -n demo myresources.v2.mygroup.example.com example-resource -o json >"$
 else
   fail "kubesim: seed sample as v2: $(head -c 400 "$work/v2.json")"
 fi
+
+# CA rotation as the apiserver sees it (docs/operations.md §6.1):
+# cainjector moves both caBundles at once while kop still serves the pair
+# it has. A CA certificate renewed on the same key (rotationPolicy Never)
+# verifies the pair signed before it, and the CA certificate from before
+# verifies a pair signed after; a CA on a new key (what rotationPolicy
+# Always made) refuses the pair still served, the outage of the issue.
+# Each caBundle is a new TLS configuration, so kubesim dials afresh.
+set_ca() { # base64 CA bundle
+  k patch crd myresources.mygroup.example.com --type=json -p \
+    "[{\"op\":\"replace\",\"path\":\"/spec/conversion/webhook/clientConfig/caBundle\",\"value\":\"$1\"}]" \
+    >>"$work/apply.log" 2>&1 &&
+    k patch validatingwebhookconfiguration kop-validating-webhook --type=json -p \
+      "[{\"op\":\"replace\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$1\"}]" \
+      >>"$work/apply.log" 2>&1
+}
+# A read as v2 (conversion webhook) and a label (UPDATE: validating webhook).
+both_webhooks() { # label value
+  k get -n demo myresources.v2.mygroup.example.com example-resource -o name >"$work/rot.out" 2>&1 &&
+    k label --overwrite -n demo myresources.v1.mygroup.example.com example-resource "rotation=$1" \
+      >>"$work/rot.out" 2>&1
+}
+ca_subj="/O=kop development/CN=kop-dev-ca" # scripts/gen-certs.sh's CA
+new_ca() { # key out
+  openssl req -x509 -new -key "$1" -sha256 -days 3650 -subj "$ca_subj" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -out "$2" 2>/dev/null
+}
+cp "$work/certs/ca.crt" "$work/ca-before.crt"
+openssl ecparam -name prime256v1 -genkey -noout -out "$work/ca-rekeyed.key"
+if new_ca "$work/certs/ca.key" "$work/ca-renewed.crt" && new_ca "$work/ca-rekeyed.key" "$work/ca-rekeyed.crt" &&
+  ! cmp -s "$work/ca-before.crt" "$work/ca-renewed.crt" &&
+  [ "$(openssl x509 -in "$work/ca-before.crt" -noout -subject)" = \
+    "$(openssl x509 -in "$work/ca-renewed.crt" -noout -subject)" ]; then
+  if set_ca "$(base64 -w0 "$work/ca-renewed.crt")" && both_webhooks renewed; then
+    pass "kubesim: CA renewed on the same key in the caBundles: the pair signed before still verifies (both webhooks)"
+  else
+    fail "kubesim: CA renewed on the same key: $(tail -n 3 "$work/rot.out" "$work/apply.log")"
+  fi
+  if set_ca "$(base64 -w0 "$work/ca-rekeyed.crt")" && ! both_webhooks rekeyed &&
+    grep -q 'unknown authority' "$work/rot.out" &&
+    ! k label --overwrite -n demo myresources.v1.mygroup.example.com example-resource rotation=rekeyed \
+      >"$work/rot-label.out" 2>&1; then
+    pass "kubesim: CA on a new key in the caBundles: the pair still served is refused (conversion and validation)"
+  else
+    fail "kubesim: CA on a new key was not refused: $(tail -n 3 "$work/rot.out")"
+  fi
+  # kop reloads a pair signed by the renewed CA certificate; the caBundles
+  # hold the CA certificate from before (with a trailing newline: the same
+  # CA, a new TLS configuration).
+  mkdir -p "$work/ca-renewed"
+  cp "$work/ca-renewed.crt" "$work/ca-renewed/ca.crt"
+  cp "$work/certs/ca.key" "$work/ca-renewed/ca.key"
+  bash "$root/scripts/gen-certs.sh" "$work/certs" "$work/ca-renewed" >/dev/null 2>&1 || fail "gen-certs.sh (renewed CA)"
+  for _ in $(seq 100); do
+    [ "$(grep -c '"msg":"serving certificate loaded"' "$work/kop.log")" -ge 2 ] && break
+    sleep 0.1
+  done
+  if [ "$(grep -c '"msg":"serving certificate loaded"' "$work/kop.log")" -ge 2 ] &&
+    set_ca "$({ cat "$work/ca-before.crt"; echo; } | base64 -w0)" && both_webhooks after; then
+    pass "kubesim: kop serves a pair signed by the renewed CA: it verifies against the CA certificate from before"
+  else
+    fail "kubesim: pair signed after the renewal, old CA certificate: $(tail -n 3 "$work/rot.out" "$work/kop.log")"
+  fi
+else
+  fail "kubesim: CA rotation: could not make the renewed and the re-keyed CA certificates"
+fi
+set_ca "$ca" || fail "kubesim: caBundles back to the first CA certificate: $(tail -n 3 "$work/apply.log")"
 
 if k apply -f "$work/self-signed.yaml" >"$work/apply-ss.log" 2>&1; then
   pass "kubesim: kubectl apply -f the self-signed overlay on top of the default install"
