@@ -101,13 +101,12 @@ bench_c_program() {
     ninja -C "$build" src/core/libkop_core.a src/core/libkop_file.a src/core/libkop_curltls.a \
       src/kube/libkop_kube.a >/dev/null
     bench_bin=$build/$name
-    # mbedTLS 2.28 has no pkg-config file (libkop_curltls.a needs it).
     # shellcheck disable=SC2046 # pkg-config output is a list of flags
     ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror \
       -Iinclude -I"$build" "tests/bench/$name.c" -o "$bench_bin" \
       "$build/src/kube/libkop_kube.a" "$build/src/core/libkop_curltls.a" \
       "$build/src/core/libkop_core.a" "$build/src/core/libkop_file.a" \
-      $(pkg-config --cflags --libs jansson libcurl yaml-0.1) -lmbedtls -lmbedx509 -lmbedcrypto \
+      $(pkg-config --cflags --libs jansson libcurl yaml-0.1) \
       -lpthread -lm
   fi
 }
