@@ -37,7 +37,8 @@
 # (applies debian/patches), the last two patches of the series (90_gnutls,
 # 99_nss: the other flavours' library names) taken back out, ./buildconf,
 # the patched ltmain.sh put back, configure with dpkg-buildflags' hardening
-# flags (Debian's -D_DEB_HOST_ARCH and -DCURL_PATCHSTAMP only matter to the
+# flags, plus stack clash protection and CET, which Debian 12's lack
+# (Debian's -D_DEB_HOST_ARCH and -DCURL_PATCHSTAMP only matter to the
 # NSS backend and the curl tool, which are not built). apt runs with a private configuration
 # below CACHE_DIR (deb-src lines for <codename>, -updates and -security on
 # the mirrors of this machine's own apt sources, or $KOP_DEBIAN_MIRROR and
@@ -121,6 +122,19 @@ cp "$work/ltmain.sh.debian" "$src/ltmain.sh"
 
 # ---- configure and build --------------------------------------------------------
 eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
+# Debian 12's dpkg-buildflags (1.21) has no stack clash or CET flag (newer
+# dpkg adds them itself). kop's own build has both (docs/style.md §8) and
+# libcurl.a is linked into the image's kop: without them its code would
+# move %rsp by over a page unprobed and lack endbr64
+# (tests/scripts/test_hardening.sh).
+extra=(-fstack-clash-protection)
+case $(${CC:-cc} -dumpmachine) in x86_64-* | i?86-*) extra+=(-fcf-protection) ;; esac
+for f in "${extra[@]}"; do
+  case " $CFLAGS " in *" $f "*) continue ;; esac
+  if echo 'int x;' | ${CC:-cc} "$f" -Werror -x c -c -o /dev/null - 2>/dev/null; then
+    CFLAGS="$CFLAGS $f"
+  fi
+done
 features=(
   --disable-shared --enable-static --with-pic
   --enable-http --enable-proxy --enable-ipv6 --enable-threaded-resolver

@@ -7,7 +7,8 @@
 #      the minimal libcurl (scripts/curl-minimal.sh) the binary loads no
 #      libcurl.so, curl's copyright is in the image and the image is under
 #      15 MB uncompressed (skipped, with the reason, when image.sh fell back
-#      to Debian's libcurl4);
+#      to Debian's libcurl4); the release binary passes the hardening
+#      suite (tests/scripts/test_hardening.sh), libcurl.a included;
 #   2. the image holds exactly the stripped binary, the libraries ldd
 #      resolves for it, the loader, /etc/nsswitch.conf and copyright files
 #      (no shell, no package manager, no CA bundle); user 65532:65532,
@@ -127,6 +128,16 @@ elif [ -n "$layer" ] && [ "$layer" -lt 15000000 ]; then
   pass "size: $layer bytes uncompressed, under 15 MB (minimal libcurl linked statically)"
 else
   fail "size: '$layer' bytes uncompressed, not under 15 MB: $(cat "$work/image.log")"
+fi
+
+# The release build has the hardening flags of every build (docs/style.md
+# §8), and the minimal libcurl linked into it the same stack clash and CET
+# flags (scripts/curl-minimal.sh). _FORTIFY_SOURCE is on in a release
+# build whatever this build's KOP_FORTIFY_OFF says.
+if hard=$(KOP_FORTIFY_OFF='' bash "$root/tests/scripts/test_hardening.sh" "$build/image-release/kop" 2>&1); then
+  pass "release binary hardened: $(tail -n 1 <<<"$hard")"
+else
+  fail "release binary not hardened: $(grep '^FAIL' <<<"$hard" | tr '\n' ' ')"
 fi
 
 # ---- 2. contents and config ------------------------------------------------------
