@@ -128,7 +128,8 @@ fi
 (cd tests/bench/peers/go &&
   GOCACHE="$gocache" GOFLAGS='' GOPROXY=off GO111MODULE=on GOWORK=off \
     go build -o "$tmp/peer-go" .) || die "cannot build the Go peer"
-cc -O2 -o "$tmp/bench-crypto" tests/bench/bench_crypto.c -lmbedcrypto ||
+# shellcheck disable=SC2046 # pkg-config prints a list of flags
+cc -O2 -o "$tmp/bench-crypto" tests/bench/bench_crypto.c $(pkg-config --cflags --libs mbedcrypto) ||
   die "cannot build tests/bench/bench_crypto.c"
 node_js="$top/tests/bench/peers/node/server.js"
 node --check "$node_js" || die "the Node peer does not parse"

@@ -120,6 +120,19 @@ cp "$src/ltmain.sh" "$work/ltmain.sh.debian"
 (cd "$src" && run "buildconf" ./buildconf)
 cp "$work/ltmain.sh.debian" "$src/ltmain.sh"
 
+# curl 7.88's mbedTLS backend calls mbedtls_ssl_setup() before it gives
+# the configuration its RNG; mbedTLS 3.6 checks for one there and fails
+# every connection ("mbedTLS: ssl_init failed"; later curl releases
+# configure first). kop's one change to curl's source: the RNG is set
+# before that call too (the later call sets the same again).
+vtls=$src/lib/vtls/mbedtls.c
+anchor='  mbedtls_ssl_init(&backend->ssl);'
+[ "$(grep -c -F -x "$anchor" "$vtls")" = 1 ] ||
+  die "lib/vtls/mbedtls.c no longer has one '$anchor'; see this script's RNG fix"
+sed -i "s|^  mbedtls_ssl_init(&backend->ssl);\$|  mbedtls_ssl_conf_rng(\&backend->config, mbedtls_ctr_drbg_random, \&backend->ctr_drbg);\n&|" "$vtls"
+grep -q -B1 -F -x "$anchor" "$vtls" && grep -B1 -F -x "$anchor" "$vtls" | grep -q 'mbedtls_ssl_conf_rng' ||
+  die "the RNG fix did not apply to lib/vtls/mbedtls.c"
+
 # ---- configure and build --------------------------------------------------------
 eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
 # Debian 12's dpkg-buildflags (1.21) has no stack clash or CET flag (newer
@@ -168,6 +181,12 @@ for d in lib include; do
 done
 run "install (libcurl.pc)" make -C "$work/build" install-pkgconfigDATA prefix="$prefix.tmp"
 sed -i "s|$prefix.tmp|$prefix|g" "$prefix.tmp/lib/pkgconfig/libcurl.pc"
+# configure names mbedTLS by -l alone: with Debian 12's own libmbedtls-dev
+# installed, a linker would take its 2.28 libmbedtls.so from /usr/lib
+# before the 3.6 build in /usr/local. Its directory goes in front.
+mbedtls_libdir=$(pkg-config --variable=libdir mbedtls)
+sed -i "s|-lmbedtls -lmbedx509 -lmbedcrypto|-L$mbedtls_libdir -lmbedtls -lmbedx509 -lmbedcrypto|g" \
+  "$prefix.tmp/lib/pkgconfig/libcurl.pc"
 rm -f "$prefix.tmp/lib/libcurl.la"
 install -D -m 0644 "$src/debian/copyright" "$prefix.tmp/share/doc/curl/copyright"
 mv "$prefix.tmp" "$prefix"

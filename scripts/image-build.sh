@@ -96,4 +96,15 @@ if ! ldd "$out" | grep -q 'libmbedtls\.so'; then
   }
   install -D -m 0644 "$mbedtls_doc" "$doc/mbedtls/copyright"
 fi
-echo "image-build: $("$out" --version | sed -n 's/^tls: //p') on the webhook port" >&2
+# The mbedTLS the binary runs is the one it was compiled against (a 2.28
+# libmbedtls.so of Debian 12 picked by the linker would not be).
+want=$(pkg-config --modversion mbedtls)
+tls=$("$out" --version | sed -n 's/^tls: //p')
+case $tls in
+  "Mbed TLS $want "*) echo "image-build: $tls on the webhook port" >&2 ;;
+  *)
+    echo "image-build: $bdir/kop runs '$tls', not the Mbed TLS $want it was built against:" >&2
+    ldd "$out" | grep -i mbed >&2 || true
+    exit 1
+    ;;
+esac

@@ -63,7 +63,7 @@ cleanup() {
 trap cleanup EXIT
 
 scripts/image-build.sh "$bdir" "$work/kop"
-version=$("$work/kop" --version | awk '{print $2}')
+version=$("$work/kop" --version | awk 'NR == 1 { print $2 }')
 [ -n "$version" ] || {
   echo "image.sh: cannot read the version from $work/kop --version" >&2
   exit 1

@@ -28,6 +28,7 @@
 #include "kop/manager.h"
 #include "kop/metrics.h"
 #include "kop/thread.h"
+#include "kop/tls.h"
 #include "kop_version.h"
 
 extern char **environ;
@@ -107,6 +108,10 @@ static int process_setup(struct kop_config *cfg)
      * after the first such free, and later ones would stay on the heap:
      * RSS would keep the high-water mark of the largest review. */
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    if (kop_tls_global_init() < 0) {
+        kop_log(KOP_LOG_ERROR, "setup", "mbedTLS's crypto (psa_crypto_init) failed", NULL);
+        return -1;
+    }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         kop_log(KOP_LOG_ERROR, "setup", "curl_global_init failed", NULL);
         return -1;

@@ -170,6 +170,7 @@ static void start_server(struct fixture *f, unsigned threads)
         .header_timeout_ms = next_limits.header_timeout_ms,
         .min_body_rate = next_limits.min_body_rate,
         .trace = next_limits.trace,
+        .tls_headers = next_limits.tls_headers,
         .external = next_external,
     };
     memset(&next_limits, 0, sizeof(next_limits));
@@ -314,6 +315,32 @@ START_TEST(test_http_routes_on_path_with_query)
     expect_status(h, f.port, "POST", "/echo", "{\"a\":1}", 7, false, 200, &r);
     ck_assert_str_eq(r.body.p, "{\"a\":1}");
     ck_assert(has_header(&r, "X-Query: q=\r\n"));
+    result_free(&r);
+    stop_with_client(&f, h);
+}
+END_TEST
+
+/* tls_headers: HSTS and nosniff on every answer (a route's and the
+ * router's own), none without. */
+START_TEST(test_http_tls_headers)
+{
+    struct fixture f;
+    next_limits.tls_headers = true;
+    CURL *h = start_with_client(&f, 1);
+    struct result r;
+    expect_status(h, f.port, "GET", "/echo", NULL, 0, false, 200, &r);
+    ck_assert(has_header(&r, "Strict-Transport-Security: max-age=31536000"));
+    ck_assert(has_header(&r, "X-Content-Type-Options: nosniff"));
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/nope", NULL, 0, false, 404, &r);
+    ck_assert(has_header(&r, "Strict-Transport-Security: max-age=31536000"));
+    ck_assert(has_header(&r, "X-Content-Type-Options: nosniff"));
+    result_free(&r);
+    stop_with_client(&f, h);
+    h = start_with_client(&f, 1);
+    expect_status(h, f.port, "GET", "/echo", NULL, 0, false, 200, &r);
+    ck_assert(!has_header(&r, "Strict-Transport-Security: max-age=31536000"));
+    ck_assert(!has_header(&r, "X-Content-Type-Options: nosniff"));
     result_free(&r);
     stop_with_client(&f, h);
 }
@@ -2065,6 +2092,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_http_trace_server_span_child_of_traceparent);
     tcase_add_test(tc, test_http_no_trace_without_option);
     tcase_add_test(tc, test_http_unknown_path_404);
+    tcase_add_test(tc, test_http_tls_headers);
     tcase_add_test(tc, test_http_wrong_method_405_with_allow);
     tcase_add_test(tc, test_http_body_too_large_by_content_length);
     tcase_add_test(tc, test_http_body_too_large_chunked);

@@ -185,7 +185,12 @@ struct kop_http_server_options {
      * <metric_prefix>_http_connections_timed_out_total{server}. */
     unsigned header_timeout_ms;
     size_t min_body_rate;
-    const char *name;            /* for logs ("webhook", "metrics"); may be NULL */
+    const char *name; /* for logs ("webhook", "metrics"); may be NULL */
+    /* Served over TLS (behind the TLS front): every answer of kop's own
+     * also carries Strict-Transport-Security (max-age one year) and
+     * X-Content-Type-Options: nosniff, which TLS scanners (testssl.sh)
+     * expect of an HTTPS server; API clients ignore both. */
+    bool tls_headers;
     struct kop_metrics *metrics; /* NULL = kop_metrics_global() */
     /* The server's own metric names start with "<metric_prefix>_" (NULL:
      * no prefix); its webhook routes' with "<webhook_metric_prefix>_"

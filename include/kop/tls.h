@@ -109,4 +109,14 @@ void kop_tls_free(struct kop_tls *tls);
 /* The TLS library kop runs on, e.g. "Mbed TLS 3.6.6" (static storage). */
 const char *kop_tls_library(void);
 
+/*
+ * Make mbedTLS ready for the whole process: its PSA crypto core, which TLS
+ * 1.3 runs on. Once, before the first TLS use of any kind, libcurl's
+ * included: libcurl 7.88's mbedTLS backend (the image's) never calls
+ * psa_crypto_init, and mbedTLS 3.6 then refuses to set up a connection
+ * whose configuration allows TLS 1.3 ("ssl_init failed"). Idempotent.
+ * Returns 0 or -EIO.
+ */
+int kop_tls_global_init(void);
+
 #endif /* KOP_TLS_H */

@@ -669,6 +669,10 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct req *rq
             kop_logf(KOP_LOG_DEBUG, LOGGER, "%s: response header %s dropped", rq->srv->name,
                      resp->headers[i].name);
     }
+    if (rq->srv->opts.tls_headers &&
+        (MHD_add_response_header(r, "Strict-Transport-Security", "max-age=31536000") != MHD_YES ||
+         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") != MHD_YES))
+        ok = MHD_NO;
     if (close || atomic_load(&rq->srv->draining) || atomic_load(&rq->srv->no_keepalive))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     int status = resp->status > 0 ? resp->status : 200;

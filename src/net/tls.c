@@ -2223,6 +2223,11 @@ static void tls_library_name(void)
     mbedtls_version_get_string_full(tls_name);
 }
 
+int kop_tls_global_init(void)
+{
+    return psa_crypto_init() == PSA_SUCCESS ? 0 : -EIO;
+}
+
 const char *kop_tls_library(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -253,6 +253,7 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
                                        : 1,
         .max_connections = (unsigned)cfg->max_connections,
         .name = "webhook",
+        .tls_headers = true,
         .metric_prefix = "kop",
         .webhook_metric_prefix = "controller_runtime_webhook",
         .budget = cfg->webhook_memory_budget,

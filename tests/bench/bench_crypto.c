@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The floor under every TLS byte kop serves: how fast the system's mbedTLS
- * seals TLS 1.2 records with the AEAD suites kop offers, on one core.
+ * The floor under every TLS byte kop serves: how fast the mbedTLS kop links
+ * seals TLS records with the AEAD suites kop offers, on one core.
  * scripts/bench-peers.sh builds and runs it to report how much of a
  * request's CPU is record crypto alone (nothing kop's code can remove).
  *

@@ -111,7 +111,7 @@ else
   fail "scripts/image.sh: $(tail -n 10 "$work/image.log")"
   finish
 fi
-version=$("$build/image-release/kop" --version | awk '{print $2}')
+version=$("$build/image-release/kop" --version | awk 'NR == 1 { print $2 }')
 image=kop:$version
 if tar -xOf "$work/kop.oci.tar" index.json 2>/dev/null | grep -q "\"org.opencontainers.image.ref.name\":\"$image\"" ||
   tar -xOf "$work/kop.oci.tar" index.json 2>/dev/null | grep -q "$version"; then
@@ -268,8 +268,14 @@ run_opts=(--isolation chroot --user 65532:65532
   -e POD_NAMESPACE=kop-system -e POD_NAME=kop-image-test)
 "${bh[@]}" umount "$ctr" >/dev/null
 if out=$("${bh[@]}" run "${run_opts[@]}" "$ctr" -- /usr/local/bin/kop --version 2>&1) &&
-  [ "$out" = "kop $version" ]; then
-  pass "buildah run --isolation chroot --user 65532:65532 kop --version: $out"
+  [ "$(head -n 1 <<<"$out")" = "kop $version" ]; then
+  pass "buildah run --isolation chroot --user 65532:65532 kop --version: $(paste -sd ';' <<<"$out")"
+  # One TLS library: the webhook port's and the static libcurl's backend.
+  if grep -q '^tls: Mbed TLS 3\.6\.' <<<"$out" && grep -q '^api client: libcurl .*(mbedTLS/3\.6\.' <<<"$out"; then
+    pass "the image runs on mbedTLS 3.6 alone (webhook port and libcurl)"
+  else
+    fail "the image's TLS libraries: $out"
+  fi
 else
   if grep -qi 'shared librar\|ld-linux\|exec format\|no such file' <<<"$out"; then
     fail "kop does not start in the image: $out"
