@@ -54,6 +54,7 @@ echo
 
 # ---- 1. testssl.sh ------------------------------------------------------------
 json=$out/testssl.json
+rm -f "$json" # testssl.sh appends to an existing file
 testssl --quiet --color 0 --warnings off --openssl-timeout 5 --jsonfile "$json" \
   "localhost:$port" >"$out/testssl.txt" 2>&1 || true
 [ -s "$json" ] || die_msg="testssl.sh wrote no JSON (see $out/testssl.txt)"

@@ -43,9 +43,9 @@
 #           Koblitz curves and Curve448; the session cache (tickets
 #           instead); context serialisation; the self tests.
 #   speed   on x86_64 -maes -mpclmul, so the AES-NI and PCLMULQDQ code is
-#           built from intrinsics (mbedTLS still checks the CPU at run time
-#           before it uses them): AES-128-GCM goes from ~320 to ~420 MB/s
-#           here (docs/performance.md).
+#           built from intrinsics rather than mbedTLS's inline assembly
+#           (mbedTLS still checks the CPU at run time before it uses them;
+#           the record crypto figures are in docs/performance.md).
 # Compiler flags are Debian's, from dpkg-buildflags with hardening=+all,
 # plus stack clash protection and CET where dpkg does not add them.
 #
