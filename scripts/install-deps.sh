@@ -40,6 +40,13 @@ build=(
 # python3 for the source's scripts/config.py).
 debian_major=$(sed -n 's/^VERSION_ID=//p' /etc/os-release | tr -d '"')
 debian_major=${debian_major%%.*}
+# The sanitizer runtimes of the distribution's default clang (14 in Debian
+# 12, 19 in Debian 13).
+if [ -n "$debian_major" ] && [ "$debian_major" -lt 13 ]; then
+  clang_major=14
+else
+  clang_major=19
+fi
 if [ -n "$debian_major" ] && [ "$debian_major" -lt 13 ]; then
   mbedtls_from_source=1
   build+=(dpkg-dev debian-archive-keyring cmake python3)
@@ -54,7 +61,7 @@ curl_source=(dpkg-dev debian-archive-keyring patch autoconf automake libtool)
 
 packages=(
   "${build[@]}"
-  clang libclang-rt-14-dev clang-format
+  clang "libclang-rt-$clang_major-dev" clang-format
   check
   openssl curl ca-certificates procps jq
   # unzip: tests/scripts/test_helm.sh takes helm out of an npm package's zip.
