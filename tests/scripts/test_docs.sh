@@ -6,7 +6,8 @@
 # heading of the target page as GitHub renders it (lowercase, spaces to
 # '-', punctuation other than '-' and '_' dropped, a repeated heading gets
 # -1, -2, ...). Links inside code are not links. And the one module list
-# (docs/architecture.md §2.1) names every src/<layer>/<module>.c.
+# (docs/architecture.md §2.1) names every src/<layer>/<module>.c, and the
+# README's picture is its source, docs/architecture.txt, unchanged.
 # A FAIL line for each broken link or missing module; the last line is
 # "N passed, M failed" (N: links and modules that hold).
 set -uo pipefail
@@ -117,6 +118,18 @@ for c in mods:
 if missing == 0:
     print('PASS docs/architecture.md §2.1 names all %d modules under src/' % len(mods))
 failed += missing
+
+# The picture in the README is docs/architecture.txt, its source, as it is.
+with open('docs/architecture.txt', encoding='utf-8') as f:
+    picture = f.read()
+with open('README.md', encoding='utf-8') as f:
+    readme = f.read()
+if '```\n' + picture + '```\n' in readme:
+    passed += 1
+    print('PASS README.md shows docs/architecture.txt as it is')
+else:
+    failed += 1
+    print('FAIL README.md does not show docs/architecture.txt as it is (copy it into the code block)')
 
 print('%d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)
