@@ -86,9 +86,10 @@ for page in sys.argv[1:]:
         why = None
         if not os.path.exists(dest):
             why = 'no such file %s' % dest
-        elif anchor and dest.endswith('.md') and os.path.isfile(dest):
-            if anchor not in anchors(dest):
-                why = 'no heading #%s in %s' % (anchor, dest)
+        elif anchor and not (dest.endswith('.md') and os.path.isfile(dest)):
+            why = '#%s points into %s, which has no headings' % (anchor, dest)
+        elif anchor and anchor not in anchors(dest):
+            why = 'no heading #%s in %s' % (anchor, dest)
         if why:
             bad += 1
             print('FAIL %s:%d: (%s): %s' % (page, line, target, why))
