@@ -377,7 +377,7 @@ resumed=2000
 measure_handshakes() { # measure_handshakes NAME
   local name=$1 before after
   val[$name,group]=$(timeout 10 openssl s_client -connect "127.0.0.1:${port[$name]}" \
-    -CAfile "$tmp/certs/ca.crt" </dev/null 2>/dev/null | sed -n 's/^Server Temp Key: //p' | head -n1)
+    -CAfile "$tmp/certs/ca.crt" </dev/null 2>/dev/null | sed -E -n 's/^(Server|Peer) Temp Key: //p' | head -n1)
   before=$(cpu_ticks "$name")
   taskset -c 1 python3 "$tmp/handshakes.py" "${port[$name]}" "$handshakes" "$tmp/certs/ca.crt" full ||
     die "$name: a handshake failed"

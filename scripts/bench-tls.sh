@@ -141,6 +141,6 @@ echo "Go crypto/tls client ($(go version | awk '{ print $3 }')):"
 cat "$out/go.txt"
 echo "  key exchange group offered first by Go, taken by kop: $(timeout 10 openssl s_client \
   -connect "127.0.0.1:$port" -groups X25519:P-256 </dev/null 2>/dev/null |
-  sed -n 's/^Server Temp Key: //p' | head -n1)"
+  sed -E -n 's/^(Server|Peer) Temp Key: //p' | head -n1)"
 echo
 echo "testssl.sh's full report: $out/testssl.txt (JSON: $json)"

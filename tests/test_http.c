@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <microhttpd.h>
+
 #include "kop/curltls.h"
 #include "kop/http.h"
 #include "kop/metrics.h"
@@ -564,6 +566,15 @@ END_TEST
  * or waited for the end of an "identity" body until the deadline. A
  * target in absolute-form is routed on its path.
  */
+/* libmicrohttpd 1.0 (Debian 13) refuses some of these requests itself,
+ * before kop's checks see them, with a 4xx and its own HTML page (on the
+ * webhook port the TLS front turns that page into a Status: test_tls). */
+static bool mhd_refused_it(const char *out)
+{
+    return MHD_VERSION >= 0x01000000 && strncmp(out, "HTTP/1.1 4", 10) == 0 &&
+           strstr(out, "<html>") != NULL;
+}
+
 START_TEST(test_http_untrusted_framing_refused)
 {
     struct fixture f;
@@ -608,10 +619,12 @@ START_TEST(test_http_untrusted_framing_refused)
         long t0 = kop_test_now_ms();
         char *out = exchange_raw(f.port, cases[i].req);
         long took = kop_test_now_ms() - t0;
-        ck_assert_msg(strncmp(out, cases[i].status, strlen(cases[i].status)) == 0, "case %zu: %s",
-                      i, out);
-        ck_assert_msg(strstr(out, cases[i].message) && strstr(out, "\"kind\":\"Status\""),
-                      "case %zu: %s", i, out);
+        if (!mhd_refused_it(out)) {
+            ck_assert_msg(strncmp(out, cases[i].status, strlen(cases[i].status)) == 0,
+                          "case %zu: %s", i, out);
+            ck_assert_msg(strstr(out, cases[i].message) && strstr(out, "\"kind\":\"Status\""),
+                          "case %zu: %s", i, out);
+        }
         ck_assert_msg(count_substr(out, "HTTP/1.1 ") == 1, "case %zu: more answers: %s", i, out);
         ck_assert_msg(took < 2000, "case %zu: answered after %ld ms", i, took);
         free(out);
@@ -684,7 +697,8 @@ START_TEST(test_http_nul_in_header_value_refused)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *out = exchange_raw_n(f.port, bad[i].req, bad[i].len);
         ck_assert_msg(strncmp(out, "HTTP/1.1 400", 12) == 0 &&
-                          strstr(out, "invalid header value in X-A") && !strstr(out, "abc"),
+                          (mhd_refused_it(out) || strstr(out, "invalid header value in X-A")) &&
+                          !strstr(out, "abc"),
                       "bad %zu: %s", i, out);
         free(out);
     }

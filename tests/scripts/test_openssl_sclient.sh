@@ -61,7 +61,7 @@ out=$(sclient -alpn http/1.1)
 check "a default client negotiates TLS 1.3" grep -q '^New, TLSv1.3, Cipher is TLS_' <<<"$out"
 check "TLS 1.3 handshake verifies against the dev CA" grep -q 'Verify return code: 0 (ok)' <<<"$out"
 check "TLS 1.3: ALPN http/1.1 selected" grep -q 'ALPN protocol: http/1.1' <<<"$out"
-check "TLS 1.3: X25519 key share taken (no HelloRetryRequest)" grep -q 'Server Temp Key: X25519' <<<"$out"
+check "TLS 1.3: X25519 key share taken (no HelloRetryRequest)" grep -E -q '(Server|Peer) Temp Key: X25519' <<<"$out"
 for suite in TLS_AES_128_GCM_SHA256 TLS_CHACHA20_POLY1305_SHA256; do
   out=$(sclient -ciphersuites "$suite")
   check "TLS 1.3 suite $suite" grep -q "^New, TLSv1.3, Cipher is $suite" <<<"$out"
@@ -74,7 +74,7 @@ out=$(sclient)
 check "TLS 1.3: OpenSSL's default order gets ChaCha20-Poly1305, not AES-256-GCM" \
   grep -q '^New, TLSv1.3, Cipher is TLS_CHACHA20_POLY1305_SHA256' <<<"$out"
 out=$(sclient -groups P-256)
-check "TLS 1.3 over P-256" grep -E -q 'Server Temp Key: (ECDH, )?prime256v1' <<<"$out"
+check "TLS 1.3 over P-256" grep -E -q '(Server|Peer) Temp Key: (ECDH, )?prime256v1' <<<"$out"
 out=$(sclient -groups P-384:P-521:X448)
 check "TLS 1.3: no group but X25519 and P-256" grep -q 'Cipher is (NONE)' <<<"$out"
 
@@ -110,7 +110,8 @@ check "AEAD suite with ECDHE" grep -E -q 'Cipher *: ECDHE-(ECDSA|RSA)-(AES(128|2
 # client offering it, at several times the handshake CPU. (In TLS 1.2 the
 # client's groups also gate the ECDSA certificate's curve: a client must
 # offer P-256 to use the dev P-256 certificate at all.)
-grp() { grep -E -q "Server Temp Key: (ECDH, )?$1" <<<"$2"; }
+# OpenSSL 3.0 (Debian 12) says "Server Temp Key", 3.5 (Debian 13) "Peer Temp Key".
+grp() { grep -E -q "(Server|Peer) Temp Key: (ECDH, )?$1" <<<"$2"; }
 out=$(sclient -tls1_2 -groups X25519:X448:P-521:P-384:P-256)
 check "every group offered -> P-256" grp prime256v1 "$out"
 out=$(sclient -tls1_2 -groups P-384:P-256)

@@ -17,8 +17,15 @@ if ! command -v clang-format >/dev/null; then
   exit 1
 fi
 
+# The tree is formatted with Debian 12's clang-format 14; other versions
+# lay out a few constructs differently, so they do not judge it (the
+# formatting check is skipped and says so; the other checks run).
+cf_major=$(clang-format --version | sed -n 's/.*version \([0-9]*\).*/\1/p')
+if [ "$cf_major" != 14 ]; then
+  echo "style: clang-format $cf_major, not 14: formatting not checked"
+fi
 for f in "${files[@]}"; do
-  if ! clang-format --dry-run --Werror "$f" 2>/dev/null; then
+  if [ "$cf_major" = 14 ] && ! clang-format --dry-run --Werror "$f" 2>/dev/null; then
     echo "style: $f is not clang-format clean"
     fail=1
   fi
