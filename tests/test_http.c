@@ -625,7 +625,11 @@ START_TEST(test_http_untrusted_framing_refused)
             ck_assert_msg(strstr(out, cases[i].message) && strstr(out, "\"kind\":\"Status\""),
                           "case %zu: %s", i, out);
         }
-        ck_assert_msg(count_substr(out, "HTTP/1.1 ") == 1, "case %zu: more answers: %s", i, out);
+        /* status lines: "HTTP/1.1 " and a digit (MHD's pages say "HTTP/1.1 request") */
+        int answers = 0;
+        for (const char *p = strstr(out, "HTTP/1.1 "); p; p = strstr(p + 1, "HTTP/1.1 "))
+            answers += p[9] >= '0' && p[9] <= '9';
+        ck_assert_msg(answers == 1, "case %zu: more answers: %s", i, out);
         ck_assert_msg(took < 2000, "case %zu: answered after %ld ms", i, took);
         free(out);
     }
