@@ -26,6 +26,7 @@
  */
 #include "kop/convstream.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -1157,4 +1158,21 @@ out:
     }
     *ret = r;
     return 0;
+}
+
+int kop_convstream_convert_http(const char *content_type, const char *body, size_t len,
+                                const struct kop_convert_options *opts,
+                                struct kop_review_result *ret)
+{
+    struct kop_convstream *cs = NULL;
+    assert(ret);
+    int rc = kop_convstream_new(content_type, opts, &cs);
+    if (rc == 0)
+        rc = kop_convstream_expect(cs, len);
+    if (rc == 0 && len > 0)
+        rc = kop_convstream_feed(cs, body, len);
+    if (rc == 0)
+        rc = kop_convstream_finish(cs, ret);
+    kop_convstream_free(cs);
+    return rc;
 }

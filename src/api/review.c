@@ -2,11 +2,12 @@
 /*
  * ConversionReview and AdmissionReview envelopes (see kop/review.h).
  *
- * A ConversionReview is handed whole to the streaming converter
- * (kop/convstream.h), which the webhook feeds piece by piece instead. An
- * AdmissionReview (at most --admission-max-body-bytes, one object and its
- * old version) is validated by the strict scanner, refused with 413 when
- * it would make a tree far larger than itself, and only then decoded into
+ * A ConversionReview is answered by the streaming converter
+ * (kop/convstream.h), which builds on this file's envelope helpers and
+ * metadata rules; this file does not call it back. An AdmissionReview (at
+ * most --admission-max-body-bytes, one object and its old version) is
+ * validated by the strict scanner, refused with 413 when it would make a
+ * tree far larger than itself, and only then decoded into
  * jansson values for the admission rules. This file also holds the
  * apiserver's checks of a conversion reply, which tests, the fuzzer and
  * kubesim apply to kop's replies.
@@ -20,7 +21,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "kop/convstream.h"
 #include "kop/jscan.h"
 #include "kop/json.h"
 #include "kop/myresource.h"
@@ -446,25 +446,6 @@ out:
     if (ret_violations)
         *ret_violations = r == KOP_CONVERSION_CHECK_INVALID ? c.violations : 0;
     return r;
-}
-
-/* ---- ConversionReview -------------------------------------------------------- */
-
-int kop_review_convert_http(const char *content_type, const char *body, size_t len,
-                            const struct kop_convert_options *opts, struct kop_review_result *ret)
-{
-    struct kop_convstream *cs = NULL;
-    if (!ret)
-        return -EINVAL;
-    int rc = kop_convstream_new(content_type, opts, &cs);
-    if (rc == 0)
-        rc = kop_convstream_expect(cs, len);
-    if (rc == 0 && len > 0)
-        rc = kop_convstream_feed(cs, body, len);
-    if (rc == 0)
-        rc = kop_convstream_finish(cs, ret);
-    kop_convstream_free(cs);
-    return rc;
 }
 
 /* ---- AdmissionReview ---------------------------------------------------------- */
