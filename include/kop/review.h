@@ -81,7 +81,8 @@ json_t *kop_review_message_string(const char *message);
 /* Free the body. NULL-safe. */
 void kop_review_result_cleanup(struct kop_review_result *r);
 
-/* True for "application/json" with optional parameters, any case. */
+/* True for "application/json" with optional parameters, any case; false
+ * for NULL (no Content-Type header). */
 bool kop_review_content_type_ok(const char *content_type);
 
 enum kop_conversion_check {

@@ -14,6 +14,7 @@
  */
 #include "kop/review.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -494,8 +495,7 @@ int kop_review_admit_http(const char *content_type, const char *body, size_t len
     struct kop_review_result r;
     struct kop_admission_verdict v = {.allowed = true};
     json_t *root = NULL;
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     result_init(&r, KOP_REVIEW_ADMISSION);
     root = parse_body(content_type, body, len, &status, msg, sizeof(msg));
     if (!root)

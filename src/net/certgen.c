@@ -10,6 +10,7 @@
  */
 #include "kop/certgen.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -296,11 +297,13 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
     struct kop_certgen_pair out = {0};
     int rc;
 
+    assert(opts);
+    assert(ret);
     mbedtls_entropy_init(&entropy);
     mbedtls_ctr_drbg_init(&drbg);
     mbedtls_pk_init(&ca_key);
     mbedtls_pk_init(&key);
-    if (!opts || !ret || (count(opts->dns_names) == 0 && count(opts->ip_addresses) == 0) ||
+    if ((count(opts->dns_names) == 0 && count(opts->ip_addresses) == 0) ||
         opts->ca_validity_s < 0 || opts->validity_s < 0) {
         rc = -EINVAL;
         goto out;
@@ -477,7 +480,9 @@ static int write_atomic(const char *dir, const char *name, const char *data, mod
 
 int kop_certgen_write_dir(const char *dir, const struct kop_certgen_pair *pair)
 {
-    if (!dir || !pair || !pair->cert_pem || !pair->key_pem)
+    assert(dir);
+    assert(pair);
+    if (!pair->cert_pem || !pair->key_pem)
         return -EINVAL;
     int rc = mkdir_p(dir);
     if (rc == 0 && pair->ca_pem)
@@ -509,8 +514,8 @@ static int read_small(const char *dir, const char *name, char **ret)
 int kop_certgen_read_dir(const char *dir, struct kop_certgen_pair *ret)
 {
     struct kop_certgen_pair p = {0};
-    if (!dir || !ret)
-        return -EINVAL;
+    assert(dir);
+    assert(ret);
     int rc = read_small(dir, "tls.crt", &p.cert_pem);
     if (rc == 0)
         rc = read_small(dir, "tls.key", &p.key_pem);
@@ -559,8 +564,8 @@ int kop_certgen_check_pair(const struct kop_certgen_pair *pair,
     uint32_t flags = 0;
     int rc;
 
-    if (!pair || !check)
-        return -EINVAL;
+    assert(pair);
+    assert(check);
     if (!pair->ca_pem || !*pair->ca_pem || !pair->cert_pem || !*pair->cert_pem || !pair->key_pem ||
         !*pair->key_pem)
         return -ENOENT;

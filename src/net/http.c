@@ -88,6 +88,7 @@
  */
 #include "kop/http.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -592,7 +593,10 @@ size_t kop_http_error_response(char *buf, size_t cap, int code, const char *mess
 
 int kop_http_response_header(struct kop_http_response *resp, const char *name, const char *value)
 {
-    if (!resp || !name || !value || !*name || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+    assert(resp);
+    assert(name);
+    assert(value);
+    if (!*name || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
         return -EINVAL;
     if (resp->n_headers >= KOP_HTTP_MAX_HEADERS)
         return -ENOSPC;
@@ -608,7 +612,9 @@ int kop_http_response_header(struct kop_http_response *resp, const char *name, c
 
 const char *kop_http_request_header(const struct kop_http_request *req, const char *name)
 {
-    if (!req || !req->_conn || !name)
+    assert(req);
+    assert(name);
+    if (!req->_conn)
         return NULL;
     return MHD_lookup_connection_value(req->_conn, MHD_HEADER_KIND, name);
 }
@@ -2023,8 +2029,9 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
                         const struct kop_http_route *routes, size_t n_routes,
                         struct kop_http_server **ret_srv)
 {
-    if (!opts || (n_routes && !routes) || !ret_srv)
-        return -EINVAL;
+    assert(opts);
+    assert(routes || n_routes == 0);
+    assert(ret_srv);
     for (size_t i = 0; i < n_routes; i++) {
         if (!routes[i].path || routes[i].path[0] != '/' || (!routes[i].fn && !routes[i].stream) ||
             !routes[i].methods)
@@ -2163,7 +2170,8 @@ static int ext_setup(struct kop_http_server *srv, struct MHD_Daemon *d)
 
 int kop_http_server_start(struct kop_http_server *srv)
 {
-    if (!srv || srv->mhd)
+    assert(srv);
+    if (srv->mhd)
         return -EINVAL;
     const struct kop_http_server_options *o = &srv->opts;
     /* external: MHD's epoll set is polled and run by the caller's loop
@@ -2263,7 +2271,8 @@ int kop_http_server_start(struct kop_http_server *srv)
 
 int kop_http_server_poll_fds(const struct kop_http_server *srv, int fds[2])
 {
-    if (!srv || srv->mhd_epfd < 0)
+    assert(srv);
+    if (srv->mhd_epfd < 0)
         return 0;
     fds[0] = srv->mhd_epfd;
     fds[1] = srv->wake_fd;
@@ -2283,7 +2292,8 @@ static int run_locked(struct MHD_Daemon *d, int32_t wait_ms)
 
 int kop_http_server_run(struct kop_http_server *srv)
 {
-    if (!srv || !srv->opts.external)
+    assert(srv);
+    if (!srv->opts.external)
         return -1;
     int r = -1;
     /* the lock keeps shutdown from stopping MHD (and closing wake_fd)
@@ -2310,10 +2320,7 @@ uint16_t kop_http_server_port(const struct kop_http_server *srv)
 int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const struct sockaddr *addr,
                                    socklen_t addr_len)
 {
-    if (!srv) {
-        close(fd);
-        return -EINVAL;
-    }
+    assert(srv);
     int r = 0;
     pthread_mutex_lock(&srv->lock);
     if (!srv->mhd || atomic_load(&srv->draining) || atomic_load(&srv->stopped)) {
@@ -2339,8 +2346,7 @@ unsigned kop_http_server_in_flight(const struct kop_http_server *srv)
 
 void kop_http_server_drain(struct kop_http_server *srv)
 {
-    if (!srv)
-        return;
+    assert(srv);
     pthread_mutex_lock(&srv->lock);
     if (!atomic_exchange(&srv->draining, true) && srv->mhd && !srv->opts.no_listen) {
         /* MHD's threads may still be polling the socket, so the
@@ -2366,7 +2372,9 @@ void kop_http_server_end_keepalive(struct kop_http_server *srv)
 
 int kop_http_server_longest_idle(struct kop_http_server *srv, int *fds, size_t n)
 {
-    if (!srv || !fds || !n)
+    assert(srv);
+    assert(fds || n == 0);
+    if (n == 0)
         return -1;
     qsort(fds, n, sizeof(*fds), cmp_fd); /* idlest() looks them up */
     pthread_mutex_lock(&srv->track_lock);
@@ -2378,8 +2386,7 @@ int kop_http_server_longest_idle(struct kop_http_server *srv, int *fds, size_t n
 
 unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms)
 {
-    if (!srv)
-        return 0;
+    assert(srv);
     int64_t now = kop_clock_now_ns();
     int64_t min_idle = (int64_t)(min_idle_ms > 0 ? min_idle_ms : 0) * KOP_NSEC_PER_MSEC;
     unsigned open = 0;
@@ -2430,8 +2437,7 @@ int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)
 
 int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
 {
-    if (!srv)
-        return 0;
+    assert(srv);
     kop_http_server_drain(srv);
     int r = wait_in_flight(srv, timeout_ms, srv->opts.external);
     pthread_mutex_lock(&srv->lock);

@@ -138,6 +138,7 @@
  */
 #include "kop/tls.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -2002,7 +2003,10 @@ static void register_metrics(struct kop_tls *t)
 
 int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
 {
-    if (!opts || !opts->cert_dir || !opts->http || !ret_tls)
+    assert(opts);
+    assert(opts->http);
+    assert(ret_tls);
+    if (!opts->cert_dir)
         return -EINVAL;
     if (opts->client_names && !opts->client_ca_file)
         return -EINVAL;
@@ -2131,7 +2135,8 @@ out:
 
 int kop_tls_start(struct kop_tls *t)
 {
-    if (!t || t->thread_started)
+    assert(t);
+    if (t->thread_started)
         return -EINVAL;
     int64_t now = kop_clock_now_ns();
     t->next_tick = now;
@@ -2183,7 +2188,8 @@ static void wake(struct kop_tls *t)
 
 int kop_tls_shutdown(struct kop_tls *t, int timeout_ms)
 {
-    if (!t || atomic_exchange(&t->shut_done, true))
+    assert(t);
+    if (atomic_exchange(&t->shut_done, true))
         return 0;
     int r = 0;
     atomic_store(&t->ready, false);
