@@ -440,8 +440,8 @@ static bool is_object_value(const struct elem *e, const struct kop_jscan_member 
 
 /* A span of an object as jansson values. Bounded like an AdmissionReview:
  * an object the apiserver stores (schema-checked, at most 16 ports) is far
- * below it; a crafted one past it fails (-E2BIG) instead of costing ~30x
- * its size. */
+ * below it; a crafted one past it fails (-E2BIG) instead of costing many
+ * times its size (docs/performance.md §4). */
 static json_t *decode_span(const char *p, const struct kop_jscan_member *m, int *ret_err)
 {
     return kop_jscan_decode_bounded(p + m->val_off, m->val_len, 0, KOP_CONVSTREAM_MAX_TREE,

@@ -103,8 +103,9 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
         return NULL;
     }
     /* Validate first (no tree), then decode within bounds: a body that
-     * would make a tree far larger than itself (7 MiB of "[0,0,...]" is
-     * ~30x its size as jansson values) is refused instead of built, and
+     * would make a tree far larger than itself (in "[0,0,...]" every two
+     * bytes become a jansson value of tens of bytes; docs/performance.md
+     * §4) is refused instead of built, and
      * the items of a list past KOP_REVIEW_MAX_DECODED_ITEMS are kept as
      * null (the list is refused for its length long before that). */
     struct kop_jscan *scan = kop_jscan_new();

@@ -28,9 +28,10 @@
  * it has work that raises no event (0) the next epoll_wait does not block,
  * and its timeouts bound the wait. A request then costs no thread
  * hand-off: the loop decrypts, MHD parses, the handler converts, the loop
- * encrypts, one thread on one core (measured: ~12% less CPU per 1-object
- * review, ~2% less per 100-object one, than MHD's own threads behind the
- * same socketpairs). Handlers must not block: bodies over the heavy lane's
+ * encrypts, one thread on one core, which costs less CPU than MHD's own
+ * threads behind the same socketpairs: no wake-up and no cache refill per
+ * request (scripts/bench-pair.sh compares the two; figures in
+ * docs/performance.md §4). Handlers must not block: bodies over the heavy lane's
  * threshold are worked on its threads (kop/http.h), and the webhook's
  * handlers only compute. With a server that runs its own threads (tests,
  * plain HTTP) the loop only pumps.
@@ -53,8 +54,9 @@
  * waiting for mbedtls_ssl_write). tt takes up to four records' worth of a
  * response in one recv(), and every record but the last sealed from it is
  * sent with MSG_MORE: the kernel sends one segment and wakes the client
- * once per tt instead of once per record (a 100-object review's 176 KB
- * reply: 3 sends instead of 11; ~4.5% less CPU per request measured). The
+ * once per tt instead of once per record (a 100-object review's reply:
+ * 3 sends instead of 11), which saves CPU on both sides of the loopback
+ * (docs/performance.md §4). The
  * last record of tt goes without MSG_MORE, so nothing is held back when
  * MHD has no more for now. A buffer is refilled only when empty, so a side whose
  * peer does not drain stops being read (backpressure: a client that never
@@ -92,10 +94,11 @@
  * the loaded one and from the last one that failed.
  *
  * Handshakes. A handshake step costs milliseconds (ECDHE and the ECDSA or
- * RSA signature in mbedTLS's portable code: ~3-4 ms of CPU per full
- * handshake measured here), so a burst of new connections would hold every
- * established connection's request behind it: 64 clients connecting at
- * once measured ~260 ms of handshake work in one go. Events of connections
+ * RSA signature in mbedTLS's portable code, several times slower than Go's
+ * or OpenSSL's; the CPU per full handshake is measured by
+ * scripts/bench-peers.sh, docs/performance.md §2), so a burst of new
+ * connections would hold every established connection's request behind
+ * the sum of their handshakes. Events of connections
  * in PEEK or HANDSHAKE are therefore queued (FIFO) and taken after each
  * batch of ready connections: PEEK (reading the ClientHello, choosing the
  * config) runs on the loop; every handshake step is handed to the worker
@@ -110,11 +113,11 @@
  * above the process's niceness: when the loop and the worker want the
  * same core, the loop's requests go first (CFS weights 1024 against 110)
  * and new handshakes take what is left; on an otherwise idle core a
- * handshake costs what it did. Measured with scripts/bench-abuse.sh
- * (legitimate p99 on established connections, three rounds each): under
- * a handshake flood 3.1-3.5 ms at +0, 1.9-3.8 ms at +10; under the
- * hostile-JSON attack (a new connection per body) 6.1-6.7 against 5.1-5.8
- * ms. Without a worker (its thread could not be created) the loop runs
+ * handshake costs what it did. scripts/bench-abuse.sh measures the effect
+ * (the p99 of legitimate requests on established connections under a
+ * handshake flood and under hostile JSON, a new connection per body, with
+ * and without the niceness; results belong in docs/performance.md §6).
+ * Without a worker (its thread could not be created) the loop runs
  * the steps itself, HS_SLICE_NS at a time.
  *
  * Limits. Over the per-address limit a new connection is accepted and
