@@ -284,6 +284,46 @@ static int64_t now_or(int64_t now_s)
     return now_s > 0 ? now_s : (int64_t)time(NULL);
 }
 
+/* The CA's and the leaf's subject names (size bytes each). The leaf CN is
+ * informational (clients match SANs); from a long DNS name keep the first
+ * 64 bytes. Returns 0 or -EINVAL. */
+static int subjects(const struct kop_certgen_options *opts, char *ca_subject, char *leaf_subject,
+                    size_t size)
+{
+    char cn[MAX_CN_LEN + 1];
+    const char *cn_src = opts->common_name;
+    size_t cn_max = MAX_CN_LEN;
+    if (!cn_src) {
+        cn_src = count(opts->dns_names) ? opts->dns_names[0] : "localhost";
+        cn_max = MAX_NAME_LEN;
+    }
+    snprintf(cn, sizeof(cn), "%s", cn_src);
+    if (strlen(cn_src) > cn_max)
+        return -EINVAL;
+    int rc =
+        subject(ca_subject, size, opts->ca_common_name ? opts->ca_common_name : "selfsigned-ca",
+                MAX_CN_LEN, opts->organization);
+    if (rc == 0)
+        rc = subject(leaf_subject, size, cn, MAX_CN_LEN, opts->organization);
+    return rc;
+}
+
+/* The private key as PEM into *ret (malloc'd; wiped before it is freed).
+ * Returns 0, -ENOMEM or -EIO. */
+static int key_pem(mbedtls_pk_context *key, char **ret)
+{
+    unsigned char *buf = calloc(1, KEY_PEM_MAX);
+    if (!buf)
+        return -ENOMEM;
+    if (mbedtls_pk_write_key_pem(key, buf, KEY_PEM_MAX) != 0) {
+        mbedtls_platform_zeroize(buf, KEY_PEM_MAX);
+        free(buf);
+        return -EIO;
+    }
+    *ret = (char *)buf;
+    return 0;
+}
+
 int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_certgen_pair *ret)
 {
     mbedtls_entropy_context entropy;
@@ -292,8 +332,6 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
     unsigned char *san = NULL;
     size_t san_len = 0;
     char ca_subject[256], leaf_subject[256];
-    char cn[MAX_CN_LEN + 1];
-    unsigned char *key_buf = NULL;
     struct kop_certgen_pair out = {0};
     int rc;
 
@@ -317,24 +355,7 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
     if (leaf_valid > ca_valid)
         leaf_valid = ca_valid;
 
-    /* The leaf CN is informational (clients match SANs); from a long DNS
-     * name keep the first 64 bytes. */
-    const char *cn_src = opts->common_name;
-    size_t cn_max = MAX_CN_LEN;
-    if (!cn_src) {
-        cn_src = count(opts->dns_names) ? opts->dns_names[0] : "localhost";
-        cn_max = MAX_NAME_LEN;
-    }
-    snprintf(cn, sizeof(cn), "%s", cn_src);
-    if (strlen(cn_src) > cn_max) {
-        rc = -EINVAL;
-        goto out;
-    }
-    rc = subject(ca_subject, sizeof(ca_subject),
-                 opts->ca_common_name ? opts->ca_common_name : "selfsigned-ca", MAX_CN_LEN,
-                 opts->organization);
-    if (rc == 0)
-        rc = subject(leaf_subject, sizeof(leaf_subject), cn, MAX_CN_LEN, opts->organization);
+    rc = subjects(opts, ca_subject, leaf_subject, sizeof(leaf_subject));
     if (rc == 0)
         rc = san_der(opts->dns_names, opts->ip_addresses, &san, &san_len);
     if (rc < 0)
@@ -371,25 +392,13 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
         rc = make_cert(&drbg, &leaf, &out.cert_pem);
     if (rc < 0)
         goto out;
-    key_buf = calloc(1, KEY_PEM_MAX);
-    if (!key_buf) {
-        rc = -ENOMEM;
+    rc = key_pem(&key, &out.key_pem);
+    if (rc < 0)
         goto out;
-    }
-    if (mbedtls_pk_write_key_pem(&key, key_buf, KEY_PEM_MAX) != 0) {
-        rc = -EIO;
-        goto out;
-    }
-    out.key_pem = (char *)key_buf;
-    key_buf = NULL;
     *ret = out;
     memset(&out, 0, sizeof(out));
     rc = 0;
 out:
-    if (key_buf) {
-        mbedtls_platform_zeroize(key_buf, KEY_PEM_MAX);
-        free(key_buf);
-    }
     kop_certgen_pair_cleanup(&out);
     free(san);
     mbedtls_pk_free(&ca_key);
