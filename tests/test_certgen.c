@@ -271,7 +271,6 @@ START_TEST(test_certgen_bad_options)
     o.validity_s = -1;
     ck_assert_int_eq(kop_certgen_generate(&o, &p), -EINVAL);
     ck_assert_ptr_null(p.cert_pem);
-    ck_assert_int_eq(kop_certgen_generate(NULL, &p), -EINVAL);
     /* Commas in names are escaped, not split into extra attributes. */
     o.validity_s = 0;
     o.organization = "Example, Inc.";
@@ -361,7 +360,6 @@ START_TEST(test_certgen_write_dir)
             ck_assert_int_eq(rc, -EFBIG);
         }
     }
-    ck_assert_int_eq(kop_certgen_write_dir(NULL, &q), -EINVAL);
     char file[1100];
     snprintf(file, sizeof(file), "%s/tls.crt", dir);
     ck_assert_int_eq(kop_certgen_write_dir(file, &q), -ENOTDIR);

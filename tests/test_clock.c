@@ -34,7 +34,6 @@ START_TEST(test_clock_deadline_with_monotonic_condvar)
     int r;
 
     ck_assert_int_eq(kop_clock_cond_init(&cond), 0);
-    ck_assert_int_eq(kop_clock_cond_init(NULL), -EINVAL);
     start = kop_clock_now_ns();
     dl = kop_clock_deadline_ms(20);
     ck_assert_int_ge(dl.tv_nsec, 0);
@@ -127,7 +126,6 @@ START_TEST(test_clock_parse_rejects_garbage)
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(kop_clock_parse_rfc3339(bad[i], &t) == -EINVAL, "accepted %s", bad[i]);
-    ck_assert_int_eq(kop_clock_parse_rfc3339(NULL, &t), -EINVAL);
     ck_assert_int_eq(t, 42);
 }
 END_TEST

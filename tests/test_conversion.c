@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kop/conversion.h"
+#include "kop/convstream.h"
 #include "kop/review.h"
 #include "kop/json.h"
 #include "kop/myresource.h"
@@ -439,7 +440,8 @@ static void convert_obj(json_t **obj, enum kop_myresource_version to)
                   kop_myresource_api_version(to), "objects", *obj);
     char *body = json_dumps(review, JSON_COMPACT);
     struct kop_review_result r;
-    ck_assert_int_eq(kop_review_convert_http("application/json", body, strlen(body), NULL, &r), 0);
+    ck_assert_int_eq(kop_convstream_convert_http("application/json", body, strlen(body), NULL, &r),
+                     0);
     ck_assert_msg(r.http_status == 200 && r.success, "%s", r.message);
     json_t *reply = json_loadb(r.body, r.body_len, 0, NULL);
     ck_assert_ptr_nonnull(reply);

@@ -12,7 +12,6 @@
 #include "kop/curltls.h"
 
 #include <check.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,12 +79,6 @@ static CURLcode get_version(const char *host, const char *connect_ip, const char
     curl_easy_cleanup(h);
     return r;
 }
-
-START_TEST(test_curltls_null_handle)
-{
-    ck_assert_int_eq(kop_curltls_setup(NULL), -EINVAL);
-}
-END_TEST
 
 START_TEST(test_curltls_address_in_certificate)
 {
@@ -217,7 +210,6 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_curltls_null_handle);
     tcase_add_test(tc, test_curltls_address_in_certificate);
     tcase_add_test(tc, test_curltls_other_address_fails);
     tcase_add_test(tc, test_curltls_wrong_ca_fails);

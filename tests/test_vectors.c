@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kop/json.h"
+#include "kop/convstream.h"
 #include "kop/review.h"
 #include "testutil.h"
 
@@ -54,7 +55,7 @@ static void docs_conversion(const char *file, const char *version)
     size_t len;
     char *body = read_vector(file, &len);
     struct kop_review_result r;
-    ck_assert_int_eq(kop_review_convert_http(CT, body, len, NULL, &r), 0);
+    ck_assert_int_eq(kop_convstream_convert_http(CT, body, len, NULL, &r), 0);
     ck_assert_int_eq(r.http_status, 200);
     json_t *reply = parse(r.body);
     ck_assert_str_eq(kop_json_path_str(reply, "apiVersion"), version);
@@ -112,7 +113,7 @@ START_TEST(test_vectors_docs_success_response_shape)
     size_t len = 0;
     ck_assert_int_eq(kop_json_dump(req, JSON_COMPACT, &body, &len), 0);
     struct kop_review_result r;
-    ck_assert_int_eq(kop_review_convert_http(CT, body, len, NULL, &r), 0);
+    ck_assert_int_eq(kop_convstream_convert_http(CT, body, len, NULL, &r), 0);
     json_t *reply = parse(r.body);
     json_t *docs = load_vector("k8s-docs-conversionreview-v1-response-success.json");
     ck_assert_str_eq(kop_json_path_str(reply, "response.uid"),
@@ -143,13 +144,13 @@ START_TEST(test_vectors_agnhost_yaml_is_400)
     size_t len;
     char *body = read_vector("k8s-agnhost-conversionreview-v1-request.yaml", &len);
     struct kop_review_result r;
-    ck_assert_int_eq(kop_review_convert_http(CT, body, len, NULL, &r), 0);
+    ck_assert_int_eq(kop_convstream_convert_http(CT, body, len, NULL, &r), 0);
     ck_assert_int_eq(r.http_status, 400);
     ck_assert_ptr_nonnull(strstr(r.body, "json parse error"));
     json_decref(parse(r.body));
     kop_review_result_cleanup(&r);
     /* and as application/yaml: 415 */
-    ck_assert_int_eq(kop_review_convert_http("application/yaml", body, len, NULL, &r), 0);
+    ck_assert_int_eq(kop_convstream_convert_http("application/yaml", body, len, NULL, &r), 0);
     ck_assert_int_eq(r.http_status, 415);
     kop_review_result_cleanup(&r);
     free(body);

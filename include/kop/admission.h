@@ -92,7 +92,8 @@ struct kop_admission_verdict {
  * converted to v2 in place (the request is the caller's own parse, never a
  * shared value). opts may be NULL (no registry list, no lookup).
  * Returns 0 with *ret filled (release with kop_admission_verdict_cleanup),
- * or -ENOMEM / -EINVAL (request NULL).
+ * or -ENOMEM / -EINVAL. A request that is NULL or not an object is
+ * allowed (nothing of kop's).
  */
 int kop_admission_evaluate(json_t *request, const struct kop_admission_options *opts,
                            struct kop_admission_verdict *ret);

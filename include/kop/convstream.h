@@ -30,6 +30,7 @@
 #ifndef KOP_CONVSTREAM_H
 #define KOP_CONVSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kop/review.h"
@@ -42,6 +43,10 @@
 /* The most memory the decoded parts of one object may take (their jansson
  * tree, estimated); a larger one answers Failure for the review. */
 #define KOP_CONVSTREAM_MAX_TREE (8 << 20)
+
+struct kop_convert_options {
+    bool skip_self_check; /* benchmarks only: do not check the reply */
+};
 
 struct kop_convstream;
 
@@ -72,5 +77,15 @@ int kop_convstream_finish(struct kop_convstream *cs, struct kop_review_result *r
 
 /* NULL-safe. */
 void kop_convstream_free(struct kop_convstream *cs);
+
+/*
+ * Handle a whole POST /convert body in one call: new, expect, feed and
+ * finish. content_type: the header value, NULL when absent. opts may be
+ * NULL. Returns 0 with *ret filled (release with kop_review_result_cleanup)
+ * or -ENOMEM; the HTTP layer answers 500 then.
+ */
+int kop_convstream_convert_http(const char *content_type, const char *body, size_t len,
+                                const struct kop_convert_options *opts,
+                                struct kop_review_result *ret);
 
 #endif /* KOP_CONVSTREAM_H */

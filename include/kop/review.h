@@ -21,10 +21,11 @@
  * checked with the kube-apiserver's own rules; violations are counted in
  * kop_conversion_reply_violations_total and turn the reply into a Failure.
  *
- * kop_review_convert_http() runs the streaming converter over a whole body
- * (kop/convstream.h; the webhook feeds it piece by piece). An
- * AdmissionReview is validated first (kop/jscan.h), then decoded within
- * KOP_REVIEW_MAX_TREE_BYTES (else 413) into jansson values, so a
+ * A ConversionReview is answered by the streaming converter
+ * (kop/convstream.h: kop_convstream_convert_http() for a whole body), which
+ * uses the envelope helpers and metadata rules below; this module does not
+ * use it. An AdmissionReview is validated first (kop/jscan.h), then decoded
+ * within KOP_REVIEW_MAX_TREE_BYTES (else 413) into jansson values, so a
  * per-request arena may be bound on the calling thread (kop/arena.h). The
  * result body is always malloc'd.
  * Bodies end with "\n", as Go's encoder writes them.
@@ -40,10 +41,6 @@
 #include <jansson.h>
 
 #include "kop/admission.h"
-
-struct kop_convert_options {
-    bool skip_self_check; /* benchmarks only: do not check the reply */
-};
 
 enum kop_review_type {
     KOP_REVIEW_CONVERSION = 1,
@@ -65,15 +62,11 @@ struct kop_review_result {
 };
 
 /*
- * Handle a POST /convert body. content_type: the header value, NULL when
- * absent. opts may be NULL. Returns 0 with *ret filled (release with
- * kop_review_result_cleanup) or -ENOMEM / -EINVAL (ret NULL); the HTTP
+ * Handle a POST to the validating webhook path. content_type: the header
+ * value, NULL when absent. opts may be NULL. Returns 0 with *ret filled
+ * (release with kop_review_result_cleanup) or -ENOMEM / -EINVAL; the HTTP
  * layer answers 500 then.
  */
-int kop_review_convert_http(const char *content_type, const char *body, size_t len,
-                            const struct kop_convert_options *opts, struct kop_review_result *ret);
-
-/* Handle a POST to the validating webhook path. Same contract. */
 int kop_review_admit_http(const char *content_type, const char *body, size_t len,
                           const struct kop_admission_options *opts, struct kop_review_result *ret);
 
@@ -88,7 +81,8 @@ json_t *kop_review_message_string(const char *message);
 /* Free the body. NULL-safe. */
 void kop_review_result_cleanup(struct kop_review_result *r);
 
-/* True for "application/json" with optional parameters, any case. */
+/* True for "application/json" with optional parameters, any case; false
+ * for NULL (no Content-Type header). */
 bool kop_review_content_type_ok(const char *content_type);
 
 enum kop_conversion_check {

@@ -49,7 +49,7 @@ int kop_selfdial_new(const struct kop_selfdial_options *opts, struct kop_selfdia
 /*
  * 0 when the webhook port answered over TLS, else a negative errno
  * (-ECONNREFUSED, -ETIMEDOUT, -EPROTO: the handshake or the answer was
- * wrong, ...). Cached (see above). NULL: -EINVAL.
+ * wrong, ...). Cached (see above).
  */
 int kop_selfdial_check(struct kop_selfdial *d);
 

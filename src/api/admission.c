@@ -22,6 +22,7 @@
  */
 #include "kop/admission.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -791,8 +792,7 @@ int kop_admission_evaluate(json_t *request, const struct kop_admission_options *
     struct vctx c = {.opts = opts, .v = &v};
     json_t *v1_image = NULL;
     int rc = 0;
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     if (!json_is_object(request))
         goto done; /* empty request: nothing of ours */
 

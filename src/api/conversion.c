@@ -281,7 +281,8 @@ static int status_to_v1(json_t *status, json_t *extras)
 
 /* A v2-extras value kop would have written fits in the annotations' 256 KiB
  * (the apiserver's limit): a longer one is not ours to interpret, and
- * decoding it could cost ~30x its size. */
+ * decoding it could cost many times its size (a two-byte "0," becomes a
+ * jansson value of tens of bytes; docs/performance.md §4). */
 #define EXTRAS_MAX (256u * 1024u)
 
 static bool is_extras_object(const json_t *v)

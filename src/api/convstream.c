@@ -26,6 +26,7 @@
  */
 #include "kop/convstream.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -439,8 +440,8 @@ static bool is_object_value(const struct elem *e, const struct kop_jscan_member 
 
 /* A span of an object as jansson values. Bounded like an AdmissionReview:
  * an object the apiserver stores (schema-checked, at most 16 ports) is far
- * below it; a crafted one past it fails (-E2BIG) instead of costing ~30x
- * its size. */
+ * below it; a crafted one past it fails (-E2BIG) instead of costing many
+ * times its size (docs/performance.md §4). */
 static json_t *decode_span(const char *p, const struct kop_jscan_member *m, int *ret_err)
 {
     return kop_jscan_decode_bounded(p + m->val_off, m->val_len, 0, KOP_CONVSTREAM_MAX_TREE,
@@ -751,6 +752,51 @@ static int write_prefix(struct kop_convstream *cs)
     return buf_str(&cs->out, "{\"response\":{\"convertedObjects\":[");
 }
 
+/* The members of an element that conversion and the checks look at. */
+static void locate_members(struct elem *e)
+{
+    e->av = find_member(e->mem, e->n_mem, 1, 0, "apiVersion");
+    e->kind = find_member(e->mem, e->n_mem, 1, 0, "kind");
+    e->meta = find_member(e->mem, e->n_mem, 1, 0, "metadata");
+    e->spec = find_member(e->mem, e->n_mem, 1, 0, "spec");
+    e->status = find_member(e->mem, e->n_mem, 1, 0, "status");
+    if (is_object_value(e, e->meta)) {
+        size_t mi = (size_t)(e->meta - e->mem);
+        e->labels = find_member(e->mem, e->n_mem, 2, mi, "labels");
+        e->ann = find_member(e->mem, e->n_mem, 2, mi, "annotations");
+    }
+}
+
+/* Fill obj, the skeleton, from the element's bytes; *ret_ann_decoded says
+ * whether metadata.annotations went in. Returns 0, -ENOMEM, or the errors
+ * of set_partial() and set_decoded(). */
+static int fill_skeleton(const struct kop_convstream *cs, const struct elem *e, json_t *obj,
+                         const char *av, const char *kind, bool *ret_ann_decoded)
+{
+    const char *p = e->p;
+    if (json_object_set_new(obj, "apiVersion", json_string(av)) < 0 ||
+        json_object_set_new(obj, "kind", json_string(kind)) < 0)
+        return -ENOMEM;
+    int r = set_partial(obj, "spec", e, e->spec, spec_keys);
+    if (r == 0)
+        r = set_partial(obj, "status", e, e->status, status_keys);
+    if (r == 0 && is_object_value(e, e->meta)) {
+        json_t *meta = json_object();
+        if (!meta || json_object_set_new(obj, "metadata", meta) < 0)
+            r = -ENOMEM;
+        const char *as = e->ann ? p + e->ann->val_off : NULL;
+        if (r == 0 && e->ann &&
+            (cs->desired == KOP_MYRESOURCE_VERSION_V1 ||
+             memmem(as, e->ann->val_len, "v2-extras", 9) || memchr(as, '\\', e->ann->val_len))) {
+            *ret_ann_decoded = true;
+            r = set_decoded(meta, "annotations", p, e->ann);
+        }
+    } else if (r == 0 && e->meta) {
+        r = set_decoded(obj, "metadata", p, e->meta);
+    }
+    return r;
+}
+
 /*
  * Convert one element p[0..n) (validated by the scanner, members recorded)
  * and write it out. Returns 0 or -ENOMEM; problems with the object are
@@ -768,16 +814,7 @@ static int convert_elem(struct kop_convstream *cs, const struct kop_jscan *scan,
 
     e.mem = kop_jscan_members(scan, &e.n_mem);
     if (n > 0 && p[0] == '{') {
-        e.av = find_member(e.mem, e.n_mem, 1, 0, "apiVersion");
-        e.kind = find_member(e.mem, e.n_mem, 1, 0, "kind");
-        e.meta = find_member(e.mem, e.n_mem, 1, 0, "metadata");
-        e.spec = find_member(e.mem, e.n_mem, 1, 0, "spec");
-        e.status = find_member(e.mem, e.n_mem, 1, 0, "status");
-        if (is_object_value(&e, e.meta)) {
-            size_t mi = (size_t)(e.meta - e.mem);
-            e.labels = find_member(e.mem, e.n_mem, 2, mi, "labels");
-            e.ann = find_member(e.mem, e.n_mem, 2, mi, "annotations");
-        }
+        locate_members(&e);
         if (e.av)
             av = token_string(p + e.av->val_off, e.av->val_len);
         if (e.kind)
@@ -814,28 +851,11 @@ static int convert_elem(struct kop_convstream *cs, const struct kop_jscan *scan,
     prev = kop_arena_json_bind(cs->arena);
     bound = true;
     obj = json_object();
-    if (!obj || json_object_set_new(obj, "apiVersion", json_string(av)) < 0 ||
-        json_object_set_new(obj, "kind", json_string(kind)) < 0) {
+    if (!obj) {
         r = -ENOMEM;
         goto out;
     }
-    r = set_partial(obj, "spec", &e, e.spec, spec_keys);
-    if (r == 0)
-        r = set_partial(obj, "status", &e, e.status, status_keys);
-    if (r == 0 && is_object_value(&e, e.meta)) {
-        json_t *meta = json_object();
-        if (!meta || json_object_set_new(obj, "metadata", meta) < 0)
-            r = -ENOMEM;
-        const char *as = e.ann ? p + e.ann->val_off : NULL;
-        if (r == 0 && e.ann &&
-            (cs->desired == KOP_MYRESOURCE_VERSION_V1 ||
-             memmem(as, e.ann->val_len, "v2-extras", 9) || memchr(as, '\\', e.ann->val_len))) {
-            ann_decoded = true;
-            r = set_decoded(meta, "annotations", p, e.ann);
-        }
-    } else if (r == 0 && e.meta) {
-        r = set_decoded(obj, "metadata", p, e.meta);
-    }
+    r = fill_skeleton(cs, &e, obj, av, kind, &ann_decoded);
     if (r == 0)
         r = kop_conversion_convert(obj, cs->desired);
     if (r == 0 && !cs->opts.skip_self_check)
@@ -1157,4 +1177,21 @@ out:
     }
     *ret = r;
     return 0;
+}
+
+int kop_convstream_convert_http(const char *content_type, const char *body, size_t len,
+                                const struct kop_convert_options *opts,
+                                struct kop_review_result *ret)
+{
+    struct kop_convstream *cs = NULL;
+    assert(ret);
+    int rc = kop_convstream_new(content_type, opts, &cs);
+    if (rc == 0)
+        rc = kop_convstream_expect(cs, len);
+    if (rc == 0 && len > 0)
+        rc = kop_convstream_feed(cs, body, len);
+    if (rc == 0)
+        rc = kop_convstream_finish(cs, ret);
+    kop_convstream_free(cs);
+    return rc;
 }

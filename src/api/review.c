@@ -2,17 +2,19 @@
 /*
  * ConversionReview and AdmissionReview envelopes (see kop/review.h).
  *
- * A ConversionReview is handed whole to the streaming converter
- * (kop/convstream.h), which the webhook feeds piece by piece instead. An
- * AdmissionReview (at most --admission-max-body-bytes, one object and its
- * old version) is validated by the strict scanner, refused with 413 when
- * it would make a tree far larger than itself, and only then decoded into
+ * A ConversionReview is answered by the streaming converter
+ * (kop/convstream.h), which builds on this file's envelope helpers and
+ * metadata rules; this file does not call it back. An AdmissionReview (at
+ * most --admission-max-body-bytes, one object and its old version) is
+ * validated by the strict scanner, refused with 413 when it would make a
+ * tree far larger than itself, and only then decoded into
  * jansson values for the admission rules. This file also holds the
  * apiserver's checks of a conversion reply, which tests, the fuzzer and
  * kubesim apply to kop's replies.
  */
 #include "kop/review.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,7 +22,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "kop/convstream.h"
 #include "kop/jscan.h"
 #include "kop/json.h"
 #include "kop/myresource.h"
@@ -102,8 +103,9 @@ static json_t *parse_body(const char *ct, const char *body, size_t len, int *ret
         return NULL;
     }
     /* Validate first (no tree), then decode within bounds: a body that
-     * would make a tree far larger than itself (7 MiB of "[0,0,...]" is
-     * ~30x its size as jansson values) is refused instead of built, and
+     * would make a tree far larger than itself (in "[0,0,...]" every two
+     * bytes become a jansson value of tens of bytes; docs/performance.md
+     * §4) is refused instead of built, and
      * the items of a list past KOP_REVIEW_MAX_DECODED_ITEMS are kept as
      * null (the list is refused for its length long before that). */
     struct kop_jscan *scan = kop_jscan_new();
@@ -448,25 +450,6 @@ out:
     return r;
 }
 
-/* ---- ConversionReview -------------------------------------------------------- */
-
-int kop_review_convert_http(const char *content_type, const char *body, size_t len,
-                            const struct kop_convert_options *opts, struct kop_review_result *ret)
-{
-    struct kop_convstream *cs = NULL;
-    if (!ret)
-        return -EINVAL;
-    int rc = kop_convstream_new(content_type, opts, &cs);
-    if (rc == 0)
-        rc = kop_convstream_expect(cs, len);
-    if (rc == 0 && len > 0)
-        rc = kop_convstream_feed(cs, body, len);
-    if (rc == 0)
-        rc = kop_convstream_finish(cs, ret);
-    kop_convstream_free(cs);
-    return rc;
-}
-
 /* ---- AdmissionReview ---------------------------------------------------------- */
 
 static json_t *admission_reply(const char *version, const char *uid, bool allowed, int code,
@@ -513,8 +496,7 @@ int kop_review_admit_http(const char *content_type, const char *body, size_t len
     struct kop_review_result r;
     struct kop_admission_verdict v = {.allowed = true};
     json_t *root = NULL;
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     result_init(&r, KOP_REVIEW_ADMISSION);
     root = parse_body(content_type, body, len, &status, msg, sizeof(msg));
     if (!root)

@@ -22,6 +22,7 @@
  */
 #include "kop/arena.h"
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,8 +109,7 @@ void kop_arena_free(struct kop_arena *a)
 
 void kop_arena_reset(struct kop_arena *a)
 {
-    if (a == NULL)
-        return;
+    assert(a);
     free_chunks(a->first->next);
     a->first->next = NULL;
     a->first->used = 0;
@@ -136,7 +136,8 @@ void *kop_arena_alloc(struct kop_arena *a, size_t size)
     struct chunk *c;
     void *p;
 
-    if (a == NULL || size > SIZE_MAX - ARENA_ALIGN)
+    assert(a);
+    if (size > SIZE_MAX - ARENA_ALIGN)
         return NULL;
     size = align_up(size ? size : 1);
     c = a->cur;

@@ -8,6 +8,7 @@
  */
 #include "kop/clock.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,8 +38,7 @@ int kop_clock_cond_init(pthread_cond_t *cond)
     pthread_condattr_t attr;
     int r;
 
-    if (cond == NULL)
-        return -EINVAL;
+    assert(cond);
     r = pthread_condattr_init(&attr);
     if (r != 0)
         return -r;
@@ -165,8 +165,8 @@ int kop_clock_parse_rfc3339(const char *s, int64_t *ret_wall_ns)
     int64_t frac = 0, secs;
     const char *p = s;
 
-    if (s == NULL || ret_wall_ns == NULL)
-        return -EINVAL;
+    assert(s);
+    assert(ret_wall_ns);
     if (digits(&p, 4, &year) || expect(&p, '-') || digits(&p, 2, &mon) || expect(&p, '-') ||
         digits(&p, 2, &day))
         return -EINVAL;

@@ -9,6 +9,7 @@
  */
 #include "kop/file.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -76,7 +77,9 @@ int kop_file_read(const char *path, size_t max, unsigned flags, char **ret_buf, 
     struct stat st;
     int fd, r;
 
-    if (path == NULL || ret_buf == NULL || max >= SIZE_MAX - 1)
+    assert(path);
+    assert(ret_buf);
+    if (max >= SIZE_MAX - 1)
         return -EINVAL;
     fd = open_regular(path, &st);
     if (fd < 0)
@@ -146,11 +149,11 @@ int kop_file_read_into(const char *path, char *buf, size_t size, size_t *ret_len
     struct stat st;
     int fd, r = 0;
 
-    if (buf == NULL || size == 0)
+    assert(path);
+    assert(buf);
+    if (size == 0)
         return -EINVAL;
     buf[0] = '\0';
-    if (path == NULL)
-        return -EINVAL;
     fd = open_regular(path, &st);
     if (fd < 0)
         return fd;

@@ -7,6 +7,7 @@
  */
 #include "kop/json.h"
 
+#include <assert.h>
 #include "kop/dynbuf.h"
 
 #include <errno.h>
@@ -24,8 +25,8 @@ int kop_json_dump(const json_t *v, size_t flags, char **ret_buf, size_t *ret_len
     struct kop_dynbuf b;
     int r;
 
-    if (v == NULL || ret_buf == NULL)
-        return -EINVAL;
+    assert(v);
+    assert(ret_buf);
     kop_dynbuf_init(&b, KOP_DYNBUF_NO_LIMIT);
     if (json_dump_callback(v, dump_cb, &b, flags) != 0) {
         r = kop_dynbuf_error(&b) == -ENOMEM || kop_dynbuf_error(&b) == -E2BIG ? -ENOMEM : -EINVAL;
@@ -66,7 +67,8 @@ json_t *kop_json_object_ensure(json_t *obj, const char *key)
 {
     json_t *v;
 
-    if (!json_is_object(obj) || key == NULL)
+    assert(key);
+    if (!json_is_object(obj))
         return NULL;
     v = json_object_get(obj, key);
     if (json_is_object(v))

@@ -19,6 +19,7 @@
  */
 #include "kop/metrics.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -223,8 +224,7 @@ void kop_metrics_exp_buckets(double start, double factor, size_t n, double *out)
 {
     double v = start;
 
-    if (out == NULL)
-        return;
+    assert(out);
     for (size_t i = 0; i < n; i++) {
         out[i] = v;
         v *= factor;
@@ -887,8 +887,8 @@ int kop_metrics_render(struct kop_metrics *m, char **ret_buf, size_t *ret_len)
     struct kop_dynbuf o;
     size_t fi = 0, pi = 0, n_proc = 0;
 
-    if (m == NULL || ret_buf == NULL)
-        return -EINVAL;
+    assert(m);
+    assert(ret_buf);
     if (m->process_metrics) {
         process_collect(pm);
         n_proc = PROC_N;

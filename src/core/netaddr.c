@@ -7,6 +7,7 @@
  */
 #include "kop/netaddr.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
@@ -99,8 +100,9 @@ int kop_netaddr_resolve(const char *host, uint16_t port, unsigned flags,
     char h[KOP_NETADDR_HOST_MAX], pstr[8];
     size_t hl;
 
-    if (host == NULL || ret == NULL || ret_len == NULL)
-        return -EINVAL;
+    assert(host);
+    assert(ret);
+    assert(ret_len);
     hl = strlen(host);
     if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
         host++; /* "[::1]" as written in bind addresses */

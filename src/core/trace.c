@@ -5,6 +5,7 @@
  */
 #include "kop/trace.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -99,7 +100,8 @@ void kop_trace_hex(const uint8_t *id, size_t n, char *out)
 
 int kop_trace_format(const struct kop_trace_ctx *ctx, char *buf, size_t len)
 {
-    if (!ctx || !ctx->valid)
+    assert(ctx);
+    if (!ctx->valid)
         return -EINVAL;
     if (len < KOP_TRACEPARENT_SIZE)
         return -ENOSPC;

@@ -10,6 +10,7 @@
  */
 #include "kop/certgen.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -283,6 +284,46 @@ static int64_t now_or(int64_t now_s)
     return now_s > 0 ? now_s : (int64_t)time(NULL);
 }
 
+/* The CA's and the leaf's subject names (size bytes each). The leaf CN is
+ * informational (clients match SANs); from a long DNS name keep the first
+ * 64 bytes. Returns 0 or -EINVAL. */
+static int subjects(const struct kop_certgen_options *opts, char *ca_subject, char *leaf_subject,
+                    size_t size)
+{
+    char cn[MAX_CN_LEN + 1];
+    const char *cn_src = opts->common_name;
+    size_t cn_max = MAX_CN_LEN;
+    if (!cn_src) {
+        cn_src = count(opts->dns_names) ? opts->dns_names[0] : "localhost";
+        cn_max = MAX_NAME_LEN;
+    }
+    snprintf(cn, sizeof(cn), "%s", cn_src);
+    if (strlen(cn_src) > cn_max)
+        return -EINVAL;
+    int rc =
+        subject(ca_subject, size, opts->ca_common_name ? opts->ca_common_name : "selfsigned-ca",
+                MAX_CN_LEN, opts->organization);
+    if (rc == 0)
+        rc = subject(leaf_subject, size, cn, MAX_CN_LEN, opts->organization);
+    return rc;
+}
+
+/* The private key as PEM into *ret (malloc'd; wiped before it is freed).
+ * Returns 0, -ENOMEM or -EIO. */
+static int key_pem(mbedtls_pk_context *key, char **ret)
+{
+    unsigned char *buf = calloc(1, KEY_PEM_MAX);
+    if (!buf)
+        return -ENOMEM;
+    if (mbedtls_pk_write_key_pem(key, buf, KEY_PEM_MAX) != 0) {
+        mbedtls_platform_zeroize(buf, KEY_PEM_MAX);
+        free(buf);
+        return -EIO;
+    }
+    *ret = (char *)buf;
+    return 0;
+}
+
 int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_certgen_pair *ret)
 {
     mbedtls_entropy_context entropy;
@@ -291,16 +332,16 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
     unsigned char *san = NULL;
     size_t san_len = 0;
     char ca_subject[256], leaf_subject[256];
-    char cn[MAX_CN_LEN + 1];
-    unsigned char *key_buf = NULL;
     struct kop_certgen_pair out = {0};
     int rc;
 
+    assert(opts);
+    assert(ret);
     mbedtls_entropy_init(&entropy);
     mbedtls_ctr_drbg_init(&drbg);
     mbedtls_pk_init(&ca_key);
     mbedtls_pk_init(&key);
-    if (!opts || !ret || (count(opts->dns_names) == 0 && count(opts->ip_addresses) == 0) ||
+    if ((count(opts->dns_names) == 0 && count(opts->ip_addresses) == 0) ||
         opts->ca_validity_s < 0 || opts->validity_s < 0) {
         rc = -EINVAL;
         goto out;
@@ -314,24 +355,7 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
     if (leaf_valid > ca_valid)
         leaf_valid = ca_valid;
 
-    /* The leaf CN is informational (clients match SANs); from a long DNS
-     * name keep the first 64 bytes. */
-    const char *cn_src = opts->common_name;
-    size_t cn_max = MAX_CN_LEN;
-    if (!cn_src) {
-        cn_src = count(opts->dns_names) ? opts->dns_names[0] : "localhost";
-        cn_max = MAX_NAME_LEN;
-    }
-    snprintf(cn, sizeof(cn), "%s", cn_src);
-    if (strlen(cn_src) > cn_max) {
-        rc = -EINVAL;
-        goto out;
-    }
-    rc = subject(ca_subject, sizeof(ca_subject),
-                 opts->ca_common_name ? opts->ca_common_name : "selfsigned-ca", MAX_CN_LEN,
-                 opts->organization);
-    if (rc == 0)
-        rc = subject(leaf_subject, sizeof(leaf_subject), cn, MAX_CN_LEN, opts->organization);
+    rc = subjects(opts, ca_subject, leaf_subject, sizeof(leaf_subject));
     if (rc == 0)
         rc = san_der(opts->dns_names, opts->ip_addresses, &san, &san_len);
     if (rc < 0)
@@ -368,25 +392,13 @@ int kop_certgen_generate(const struct kop_certgen_options *opts, struct kop_cert
         rc = make_cert(&drbg, &leaf, &out.cert_pem);
     if (rc < 0)
         goto out;
-    key_buf = calloc(1, KEY_PEM_MAX);
-    if (!key_buf) {
-        rc = -ENOMEM;
+    rc = key_pem(&key, &out.key_pem);
+    if (rc < 0)
         goto out;
-    }
-    if (mbedtls_pk_write_key_pem(&key, key_buf, KEY_PEM_MAX) != 0) {
-        rc = -EIO;
-        goto out;
-    }
-    out.key_pem = (char *)key_buf;
-    key_buf = NULL;
     *ret = out;
     memset(&out, 0, sizeof(out));
     rc = 0;
 out:
-    if (key_buf) {
-        mbedtls_platform_zeroize(key_buf, KEY_PEM_MAX);
-        free(key_buf);
-    }
     kop_certgen_pair_cleanup(&out);
     free(san);
     mbedtls_pk_free(&ca_key);
@@ -477,7 +489,9 @@ static int write_atomic(const char *dir, const char *name, const char *data, mod
 
 int kop_certgen_write_dir(const char *dir, const struct kop_certgen_pair *pair)
 {
-    if (!dir || !pair || !pair->cert_pem || !pair->key_pem)
+    assert(dir);
+    assert(pair);
+    if (!pair->cert_pem || !pair->key_pem)
         return -EINVAL;
     int rc = mkdir_p(dir);
     if (rc == 0 && pair->ca_pem)
@@ -509,8 +523,8 @@ static int read_small(const char *dir, const char *name, char **ret)
 int kop_certgen_read_dir(const char *dir, struct kop_certgen_pair *ret)
 {
     struct kop_certgen_pair p = {0};
-    if (!dir || !ret)
-        return -EINVAL;
+    assert(dir);
+    assert(ret);
     int rc = read_small(dir, "tls.crt", &p.cert_pem);
     if (rc == 0)
         rc = read_small(dir, "tls.key", &p.key_pem);
@@ -559,8 +573,8 @@ int kop_certgen_check_pair(const struct kop_certgen_pair *pair,
     uint32_t flags = 0;
     int rc;
 
-    if (!pair || !check)
-        return -EINVAL;
+    assert(pair);
+    assert(check);
     if (!pair->ca_pem || !*pair->ca_pem || !pair->cert_pem || !*pair->cert_pem || !pair->key_pem ||
         !*pair->key_pem)
         return -ENOENT;

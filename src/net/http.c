@@ -88,6 +88,7 @@
  */
 #include "kop/http.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -592,7 +593,10 @@ size_t kop_http_error_response(char *buf, size_t cap, int code, const char *mess
 
 int kop_http_response_header(struct kop_http_response *resp, const char *name, const char *value)
 {
-    if (!resp || !name || !value || !*name || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+    assert(resp);
+    assert(name);
+    assert(value);
+    if (!*name || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
         return -EINVAL;
     if (resp->n_headers >= KOP_HTTP_MAX_HEADERS)
         return -ENOSPC;
@@ -608,7 +612,9 @@ int kop_http_response_header(struct kop_http_response *resp, const char *name, c
 
 const char *kop_http_request_header(const struct kop_http_request *req, const char *name)
 {
-    if (!req || !req->_conn || !name)
+    assert(req);
+    assert(name);
+    if (!req->_conn)
         return NULL;
     return MHD_lookup_connection_value(req->_conn, MHD_HEADER_KIND, name);
 }
@@ -1881,6 +1887,30 @@ static const char *target_path(const char *url)
     return slash ? slash : "/";
 }
 
+/* A chunked (or lying) body went past the route's limit: drop what was
+ * collected and answer 413. */
+static enum MHD_Result body_too_large(struct MHD_Connection *conn, struct req *rq,
+                                      size_t *upload_data_size)
+{
+    kop_dynbuf_free(&rq->body);
+    free(rq->batch);
+    rq->batch = NULL;
+    rq->batch_len = rq->batch_cap = 0;
+    if (rq->stream) {
+        rq->route->r.stream->free(rq->stream);
+        rq->stream = NULL;
+    }
+    release(rq->srv, rq, 0);
+    rq->len = 0;
+    *upload_data_size = 0;
+    rq->state = REQ_DISCARD;
+    rq->pending_status = 413;
+    if (too_large(conn, rq) == MHD_YES)
+        return MHD_YES;
+    /* This MHD refuses a response mid-upload: answer at the end. */
+    return MHD_YES;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
@@ -1912,26 +1942,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     case REQ_BODY:
         if (*upload_data_size) {
             size_t n = *upload_data_size;
-            if (n > rq->route->r.max_body - rq->len) {
-                /* Chunked (or lying) body past the limit. */
-                kop_dynbuf_free(&rq->body);
-                free(rq->batch);
-                rq->batch = NULL;
-                rq->batch_len = rq->batch_cap = 0;
-                if (rq->stream) {
-                    rq->route->r.stream->free(rq->stream);
-                    rq->stream = NULL;
-                }
-                release(rq->srv, rq, 0);
-                rq->len = 0;
-                *upload_data_size = 0;
-                rq->state = REQ_DISCARD;
-                rq->pending_status = 413;
-                if (too_large(conn, rq) == MHD_YES)
-                    return MHD_YES;
-                /* This MHD refuses a response mid-upload: answer at the end. */
-                return MHD_YES;
-            }
+            if (n > rq->route->r.max_body - rq->len)
+                return body_too_large(conn, rq, upload_data_size);
             if (rq->stream && rq->heavy) {
                 /* MHD hands over a chunked body's next chunk at once, even
                  * to a connection suspended for its job: take nothing until
@@ -2019,12 +2031,71 @@ static void destroy_sync(struct kop_http_server *srv)
     pthread_cond_destroy(&srv->job_cond);
 }
 
+/* The server's metrics and its webhook routes' (srv->routes copied). A
+ * failed registration leaves a NULL metric, which every update accepts. */
+static void register_server_metrics(struct kop_http_server *srv,
+                                    const struct kop_http_server_options *opts)
+{
+    bool any_webhook = false;
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        if (srv->routes[i].r.webhook_name)
+            any_webhook = true;
+    }
+    struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
+    static const char *const l_srv[] = {"server", NULL};
+    char mname[160];
+    metric_name(mname, sizeof(mname), opts->metric_prefix, "http_connections_timed_out_total");
+    srv->m_deadline = kop_metric_child(
+        kop_metrics_register(m, KOP_METRIC_COUNTER, mname,
+                             "Connections closed because a client was too slow (headers not in "
+                             "time, body under the minimum rate, idle too long), by server",
+                             l_srv, NULL, 0),
+        srv->name);
+    if (srv->limit) {
+        static const char *const l_sr[] = {"server", "reason", NULL};
+        metric_name(mname, sizeof(mname), opts->metric_prefix, "http_connections_rejected_total");
+        struct kop_metric_family *rej = kop_metrics_register(
+            m, KOP_METRIC_COUNTER, mname,
+            "Connections a listening server refused or closed at max_connections, by server and "
+            "reason (max_connections: the newcomer; evicted: an idle connection of the address "
+            "that held the most, for a newcomer of one that held fewer)",
+            l_sr, NULL, 0);
+        srv->m_rej_max = kop_metric_child(rej, srv->name, "max_connections");
+        srv->m_rej_evicted = kop_metric_child(rej, srv->name, "evicted");
+    }
+    if (any_webhook) {
+        static const char *const l_wc[] = {"webhook", "code", NULL};
+        static const char *const l_w[] = {"webhook", NULL};
+        const char *wp = opts->webhook_metric_prefix ? opts->webhook_metric_prefix : "webhook";
+        metric_name(mname, sizeof(mname), wp, "requests_total");
+        srv->wh_total = kop_metrics_register(
+            m, KOP_METRIC_COUNTER, mname, "Total number of admission requests by HTTP status code.",
+            l_wc, NULL, 0);
+        metric_name(mname, sizeof(mname), wp, "latency_seconds");
+        struct kop_metric_family *lat = kop_metrics_register(
+            m, KOP_METRIC_HISTOGRAM, mname,
+            "Histogram of the latency of processing admission requests", l_w, NULL, 0);
+        metric_name(mname, sizeof(mname), wp, "requests_in_flight");
+        struct kop_metric_family *infl = kop_metrics_register(
+            m, KOP_METRIC_GAUGE, mname, "Current number of admission requests being served.", l_w,
+            NULL, 0);
+        for (size_t i = 0; i < srv->n_routes; i++) {
+            const char *w = srv->routes[i].r.webhook_name;
+            if (!w)
+                continue;
+            srv->routes[i].latency = lat ? kop_metric_child(lat, w) : NULL;
+            srv->routes[i].in_flight = infl ? kop_metric_child(infl, w) : NULL;
+        }
+    }
+}
+
 int kop_http_server_new(const struct kop_http_server_options *opts,
                         const struct kop_http_route *routes, size_t n_routes,
                         struct kop_http_server **ret_srv)
 {
-    if (!opts || (n_routes && !routes) || !ret_srv)
-        return -EINVAL;
+    assert(opts);
+    assert(routes || n_routes == 0);
+    assert(ret_srv);
     for (size_t i = 0; i < n_routes; i++) {
         if (!routes[i].path || routes[i].path[0] != '/' || (!routes[i].fn && !routes[i].stream) ||
             !routes[i].methods)
@@ -2069,58 +2140,9 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     if (!srv->routes || !srv->wh_ok)
         goto out;
     srv->n_routes = n_routes;
-    struct kop_metrics *m = opts->metrics ? opts->metrics : kop_metrics_global();
-    static const char *const l_srv[] = {"server", NULL};
-    char mname[160];
-    metric_name(mname, sizeof(mname), opts->metric_prefix, "http_connections_timed_out_total");
-    srv->m_deadline = kop_metric_child(
-        kop_metrics_register(m, KOP_METRIC_COUNTER, mname,
-                             "Connections closed because a client was too slow (headers not in "
-                             "time, body under the minimum rate, idle too long), by server",
-                             l_srv, NULL, 0),
-        srv->name);
-    if (srv->limit) {
-        static const char *const l_sr[] = {"server", "reason", NULL};
-        metric_name(mname, sizeof(mname), opts->metric_prefix, "http_connections_rejected_total");
-        struct kop_metric_family *rej = kop_metrics_register(
-            m, KOP_METRIC_COUNTER, mname,
-            "Connections a listening server refused or closed at max_connections, by server and "
-            "reason (max_connections: the newcomer; evicted: an idle connection of the address "
-            "that held the most, for a newcomer of one that held fewer)",
-            l_sr, NULL, 0);
-        srv->m_rej_max = kop_metric_child(rej, srv->name, "max_connections");
-        srv->m_rej_evicted = kop_metric_child(rej, srv->name, "evicted");
-    }
-    bool any_webhook = false;
-    for (size_t i = 0; i < n_routes; i++) {
+    for (size_t i = 0; i < n_routes; i++)
         srv->routes[i].r = routes[i];
-        if (routes[i].webhook_name)
-            any_webhook = true;
-    }
-    if (any_webhook) {
-        static const char *const l_wc[] = {"webhook", "code", NULL};
-        static const char *const l_w[] = {"webhook", NULL};
-        const char *wp = opts->webhook_metric_prefix ? opts->webhook_metric_prefix : "webhook";
-        metric_name(mname, sizeof(mname), wp, "requests_total");
-        srv->wh_total = kop_metrics_register(
-            m, KOP_METRIC_COUNTER, mname, "Total number of admission requests by HTTP status code.",
-            l_wc, NULL, 0);
-        metric_name(mname, sizeof(mname), wp, "latency_seconds");
-        struct kop_metric_family *lat = kop_metrics_register(
-            m, KOP_METRIC_HISTOGRAM, mname,
-            "Histogram of the latency of processing admission requests", l_w, NULL, 0);
-        metric_name(mname, sizeof(mname), wp, "requests_in_flight");
-        struct kop_metric_family *infl = kop_metrics_register(
-            m, KOP_METRIC_GAUGE, mname, "Current number of admission requests being served.", l_w,
-            NULL, 0);
-        for (size_t i = 0; i < n_routes; i++) {
-            const char *w = routes[i].webhook_name;
-            if (!w)
-                continue;
-            srv->routes[i].latency = lat ? kop_metric_child(lat, w) : NULL;
-            srv->routes[i].in_flight = infl ? kop_metric_child(infl, w) : NULL;
-        }
-    }
+    register_server_metrics(srv, opts);
     if (opts->host && *opts->host) {
         /* "[::1]" as written in bind addresses. */
         const char *h = opts->host;
@@ -2163,7 +2185,8 @@ static int ext_setup(struct kop_http_server *srv, struct MHD_Daemon *d)
 
 int kop_http_server_start(struct kop_http_server *srv)
 {
-    if (!srv || srv->mhd)
+    assert(srv);
+    if (srv->mhd)
         return -EINVAL;
     const struct kop_http_server_options *o = &srv->opts;
     /* external: MHD's epoll set is polled and run by the caller's loop
@@ -2263,7 +2286,8 @@ int kop_http_server_start(struct kop_http_server *srv)
 
 int kop_http_server_poll_fds(const struct kop_http_server *srv, int fds[2])
 {
-    if (!srv || srv->mhd_epfd < 0)
+    assert(srv);
+    if (srv->mhd_epfd < 0)
         return 0;
     fds[0] = srv->mhd_epfd;
     fds[1] = srv->wake_fd;
@@ -2283,7 +2307,8 @@ static int run_locked(struct MHD_Daemon *d, int32_t wait_ms)
 
 int kop_http_server_run(struct kop_http_server *srv)
 {
-    if (!srv || !srv->opts.external)
+    assert(srv);
+    if (!srv->opts.external)
         return -1;
     int r = -1;
     /* the lock keeps shutdown from stopping MHD (and closing wake_fd)
@@ -2310,10 +2335,7 @@ uint16_t kop_http_server_port(const struct kop_http_server *srv)
 int kop_http_server_add_connection(struct kop_http_server *srv, int fd, const struct sockaddr *addr,
                                    socklen_t addr_len)
 {
-    if (!srv) {
-        close(fd);
-        return -EINVAL;
-    }
+    assert(srv);
     int r = 0;
     pthread_mutex_lock(&srv->lock);
     if (!srv->mhd || atomic_load(&srv->draining) || atomic_load(&srv->stopped)) {
@@ -2339,8 +2361,7 @@ unsigned kop_http_server_in_flight(const struct kop_http_server *srv)
 
 void kop_http_server_drain(struct kop_http_server *srv)
 {
-    if (!srv)
-        return;
+    assert(srv);
     pthread_mutex_lock(&srv->lock);
     if (!atomic_exchange(&srv->draining, true) && srv->mhd && !srv->opts.no_listen) {
         /* MHD's threads may still be polling the socket, so the
@@ -2366,7 +2387,9 @@ void kop_http_server_end_keepalive(struct kop_http_server *srv)
 
 int kop_http_server_longest_idle(struct kop_http_server *srv, int *fds, size_t n)
 {
-    if (!srv || !fds || !n)
+    assert(srv);
+    assert(fds || n == 0);
+    if (n == 0)
         return -1;
     qsort(fds, n, sizeof(*fds), cmp_fd); /* idlest() looks them up */
     pthread_mutex_lock(&srv->track_lock);
@@ -2378,8 +2401,7 @@ int kop_http_server_longest_idle(struct kop_http_server *srv, int *fds, size_t n
 
 unsigned kop_http_server_close_idle(struct kop_http_server *srv, int min_idle_ms)
 {
-    if (!srv)
-        return 0;
+    assert(srv);
     int64_t now = kop_clock_now_ns();
     int64_t min_idle = (int64_t)(min_idle_ms > 0 ? min_idle_ms : 0) * KOP_NSEC_PER_MSEC;
     unsigned open = 0;
@@ -2430,8 +2452,7 @@ int kop_http_server_wait_idle(struct kop_http_server *srv, int timeout_ms)
 
 int kop_http_server_shutdown(struct kop_http_server *srv, int timeout_ms)
 {
-    if (!srv)
-        return 0;
+    assert(srv);
     kop_http_server_drain(srv);
     int r = wait_in_flight(srv, timeout_ms, srv->opts.external);
     pthread_mutex_lock(&srv->lock);

@@ -19,6 +19,7 @@
 #include "kop/curltls.h"
 #include "kop/otlp.h"
 
+#include <assert.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -287,7 +288,9 @@ static struct kop_metric *counter(struct kop_metrics *m, const char *prefix, con
 
 int kop_otlp_new(const struct kop_otlp_options *opts, struct kop_otlp **ret)
 {
-    if (!opts || !opts->endpoint || !opts->service_name || !opts->service_name[0] ||
+    assert(opts);
+    assert(ret);
+    if (!opts->endpoint || !opts->service_name || !opts->service_name[0] ||
         (strncmp(opts->endpoint, "http://", 7) != 0 && strncmp(opts->endpoint, "https://", 8) != 0))
         return -EINVAL;
     int r = -ENOMEM;
@@ -343,8 +346,7 @@ out:
 
 void kop_otlp_submit(struct kop_otlp *o, struct kop_span *span)
 {
-    if (!span)
-        return;
+    assert(span);
     span->_next = NULL;
     pthread_mutex_lock(&o->lock);
     if (o->stop || o->n >= o->queue_max) {
@@ -371,7 +373,8 @@ void kop_otlp_sink(void *userdata, struct kop_span *span)
 
 int kop_otlp_shutdown(struct kop_otlp *o, int64_t timeout_ms)
 {
-    if (!o || !o->started || o->joined)
+    assert(o);
+    if (!o->started || o->joined)
         return 0;
     pthread_mutex_lock(&o->lock);
     o->stop = true;

@@ -11,6 +11,7 @@
  */
 #include "kop/selfdial.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -76,7 +77,9 @@ static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
 
 int kop_selfdial_new(const struct kop_selfdial_options *opts, struct kop_selfdial **ret)
 {
-    if (!opts || !opts->port || !ret)
+    assert(opts);
+    assert(ret);
+    if (!opts->port)
         return -EINVAL;
     struct kop_selfdial *d = calloc(1, sizeof(*d));
     if (!d)
@@ -326,8 +329,7 @@ out:
 
 int kop_selfdial_check(struct kop_selfdial *d)
 {
-    if (!d)
-        return -EINVAL;
+    assert(d);
     pthread_mutex_lock(&d->lock);
     int64_t now = kop_clock_now_ns();
     if (!d->have || now - d->at >= d->cache_ns) {

@@ -28,9 +28,10 @@
  * it has work that raises no event (0) the next epoll_wait does not block,
  * and its timeouts bound the wait. A request then costs no thread
  * hand-off: the loop decrypts, MHD parses, the handler converts, the loop
- * encrypts, one thread on one core (measured: ~12% less CPU per 1-object
- * review, ~2% less per 100-object one, than MHD's own threads behind the
- * same socketpairs). Handlers must not block: bodies over the heavy lane's
+ * encrypts, one thread on one core, which costs less CPU than MHD's own
+ * threads behind the same socketpairs: no wake-up and no cache refill per
+ * request (scripts/bench-pair.sh compares the two; figures in
+ * docs/performance.md §4). Handlers must not block: bodies over the heavy lane's
  * threshold are worked on its threads (kop/http.h), and the webhook's
  * handlers only compute. With a server that runs its own threads (tests,
  * plain HTTP) the loop only pumps.
@@ -53,8 +54,9 @@
  * waiting for mbedtls_ssl_write). tt takes up to four records' worth of a
  * response in one recv(), and every record but the last sealed from it is
  * sent with MSG_MORE: the kernel sends one segment and wakes the client
- * once per tt instead of once per record (a 100-object review's 176 KB
- * reply: 3 sends instead of 11; ~4.5% less CPU per request measured). The
+ * once per tt instead of once per record (a 100-object review's reply:
+ * 3 sends instead of 11), which saves CPU on both sides of the loopback
+ * (docs/performance.md §4). The
  * last record of tt goes without MSG_MORE, so nothing is held back when
  * MHD has no more for now. A buffer is refilled only when empty, so a side whose
  * peer does not drain stops being read (backpressure: a client that never
@@ -92,10 +94,11 @@
  * the loaded one and from the last one that failed.
  *
  * Handshakes. A handshake step costs milliseconds (ECDHE and the ECDSA or
- * RSA signature in mbedTLS's portable code: ~3-4 ms of CPU per full
- * handshake measured here), so a burst of new connections would hold every
- * established connection's request behind it: 64 clients connecting at
- * once measured ~260 ms of handshake work in one go. Events of connections
+ * RSA signature in mbedTLS's portable code, several times slower than Go's
+ * or OpenSSL's; the CPU per full handshake is measured by
+ * scripts/bench-peers.sh, docs/performance.md §2), so a burst of new
+ * connections would hold every established connection's request behind
+ * the sum of their handshakes. Events of connections
  * in PEEK or HANDSHAKE are therefore queued (FIFO) and taken after each
  * batch of ready connections: PEEK (reading the ClientHello, choosing the
  * config) runs on the loop; every handshake step is handed to the worker
@@ -110,11 +113,11 @@
  * above the process's niceness: when the loop and the worker want the
  * same core, the loop's requests go first (CFS weights 1024 against 110)
  * and new handshakes take what is left; on an otherwise idle core a
- * handshake costs what it did. Measured with scripts/bench-abuse.sh
- * (legitimate p99 on established connections, three rounds each): under
- * a handshake flood 3.1-3.5 ms at +0, 1.9-3.8 ms at +10; under the
- * hostile-JSON attack (a new connection per body) 6.1-6.7 against 5.1-5.8
- * ms. Without a worker (its thread could not be created) the loop runs
+ * handshake costs what it did. scripts/bench-abuse.sh measures the effect
+ * (the p99 of legitimate requests on established connections under a
+ * handshake flood and under hostile JSON, a new connection per body, with
+ * and without the niceness; results belong in docs/performance.md §6).
+ * Without a worker (its thread could not be created) the loop runs
  * the steps itself, HS_SLICE_NS at a time.
  *
  * Limits. Over the per-address limit a new connection is accepted and
@@ -138,6 +141,7 @@
  */
 #include "kop/tls.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1188,6 +1192,101 @@ static bool refuse_line(struct kop_tls *t, struct conn *c)
     return true;
 }
 
+/* Decrypted bytes (tp) -> MHD. Returns whether anything moved. */
+static bool plain_send(struct kop_tls *t, struct conn *c)
+{
+    bool sent = false;
+    if (!c->line_checked && c->tp_len > c->tp_off && c->pfd >= 0 && refuse_line(t, c))
+        sent = true;
+    if (c->tp_len > c->tp_off && c->pfd >= 0) {
+        ssize_t n = send(c->pfd, c->tp + c->tp_off, c->tp_len - c->tp_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->tp_off += (size_t)n;
+            t->fed += (size_t)n;
+            if (c->tp_off == c->tp_len)
+                c->tp_off = c->tp_len = 0;
+            sent = true;
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            /* MHD closed its end, perhaps with an answer still queued
+             * for us: drop the request bytes, keep relaying. */
+            c->plain_wr_dead = true;
+            c->tp_off = c->tp_len = 0;
+            sent = true;
+        }
+    } else if (c->tp_len > c->tp_off) {
+        c->tp_off = c->tp_len = 0; /* nobody to deliver them to */
+    }
+    return sent;
+}
+
+/* MHD -> tt. Returns whether anything moved (or the plain side ended). */
+static bool plain_recv(struct kop_tls *t, struct conn *c)
+{
+    bool moved = false;
+    if (c->tt_len == 0 && !c->plain_eof && c->plain_readable) {
+        size_t kept = c->held_len;
+        memcpy(c->tt, c->held, kept);
+        ssize_t n = recv(c->pfd, c->tt + kept, TT_SIZE - kept, 0);
+        if (n > 0) {
+            /* MHD's own HTML error pages become JSON Status bodies */
+            size_t hold = 0;
+            size_t len = kop_http_json_errors((char *)c->tt, kept + (size_t)n, TT_SIZE, &hold);
+            if (hold > sizeof(c->held))
+                hold = 0;
+            memcpy(c->held, c->tt + len - hold, hold);
+            c->held_len = hold;
+            c->tt_len = len - hold;
+            moved = true;
+            if ((size_t)n < TT_SIZE - kept)
+                c->plain_readable = false;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            c->plain_readable = false;
+        } else {
+            c->plain_eof = true;
+            moved = true;
+            c->tt_len = kept; /* what was held back goes out as it is */
+            c->held_len = 0;
+            /* Nobody reads the plain side any more. */
+            if (c->ev_plain)
+                ep_set(t, c->pfd, &c->it_plain, &c->ev_plain, 0);
+            close(c->pfd);
+            c->pfd = -1;
+            c->tp_off = c->tp_len = 0;
+        }
+    }
+    return moved;
+}
+
+/* tt -> TLS (the same buffer again after WANT_WRITE). Returns 1 when
+ * bytes went out, 0 when none did, -ECONNRESET. */
+static int tls_send(struct conn *c, size_t *spent)
+{
+    int sent = 0;
+    if (c->tt_len > c->tt_off) {
+        /* mbedtls_ssl_write seals one record a call: all but tt's last
+         * go out with MSG_MORE (see "Pumping") */
+        int max = mbedtls_ssl_get_max_out_record_payload(&c->ssl);
+        c->more = max > 0 && c->tt_len - c->tt_off > (size_t)max;
+        int rc = mbedtls_ssl_write(&c->ssl, c->tt + c->tt_off, c->tt_len - c->tt_off);
+        c->more = false;
+        if (rc > 0) {
+            c->tt_off += (size_t)rc;
+            *spent += (size_t)rc;
+            if (c->tt_off == c->tt_len)
+                c->tt_off = c->tt_len = 0;
+            sent = 1;
+        } else if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
+            c->net_wr = true;
+        } else if (rc == MBEDTLS_ERR_SSL_WANT_READ) {
+            c->net_rd = true;
+        } else {
+            log_conn(KOP_LOG_DEBUG, c, "TLS write failed", rc);
+            return -ECONNRESET;
+        }
+    }
+    return sent;
+}
+
 static int pump(struct kop_tls *t, struct conn *c, int64_t now)
 {
     bool progress, any = false;
@@ -1201,27 +1300,8 @@ static int pump(struct kop_tls *t, struct conn *c, int64_t now)
         }
         progress = false;
         c->net_rd = c->net_wr = false;
-        /* Decrypted bytes -> MHD. */
-        if (!c->line_checked && c->tp_len > c->tp_off && c->pfd >= 0 && refuse_line(t, c))
+        if (plain_send(t, c))
             progress = true;
-        if (c->tp_len > c->tp_off && c->pfd >= 0) {
-            ssize_t n = send(c->pfd, c->tp + c->tp_off, c->tp_len - c->tp_off, MSG_NOSIGNAL);
-            if (n > 0) {
-                c->tp_off += (size_t)n;
-                t->fed += (size_t)n;
-                if (c->tp_off == c->tp_len)
-                    c->tp_off = c->tp_len = 0;
-                progress = true;
-            } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                /* MHD closed its end, perhaps with an answer still queued
-                 * for us: drop the request bytes, keep relaying. */
-                c->plain_wr_dead = true;
-                c->tp_off = c->tp_len = 0;
-                progress = true;
-            }
-        } else if (c->tp_len > c->tp_off) {
-            c->tp_off = c->tp_len = 0; /* nobody to deliver them to */
-        }
         /* TLS -> tp, until WANT_READ (drains mbedTLS's buffered record too).
          * Once MHD stopped reading (it answered early and closed) nothing
          * more is decrypted: the client's further bytes have no reader, so
@@ -1252,61 +1332,13 @@ static int pump(struct kop_tls *t, struct conn *c, int64_t now)
             shutdown(c->pfd, SHUT_WR);
             c->plain_shut = true;
         }
-        /* MHD -> tt. */
-        if (c->tt_len == 0 && !c->plain_eof && c->plain_readable) {
-            size_t kept = c->held_len;
-            memcpy(c->tt, c->held, kept);
-            ssize_t n = recv(c->pfd, c->tt + kept, TT_SIZE - kept, 0);
-            if (n > 0) {
-                /* MHD's own HTML error pages become JSON Status bodies */
-                size_t hold = 0;
-                size_t len = kop_http_json_errors((char *)c->tt, kept + (size_t)n, TT_SIZE, &hold);
-                if (hold > sizeof(c->held))
-                    hold = 0;
-                memcpy(c->held, c->tt + len - hold, hold);
-                c->held_len = hold;
-                c->tt_len = len - hold;
-                progress = true;
-                if ((size_t)n < TT_SIZE - kept)
-                    c->plain_readable = false;
-            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-                c->plain_readable = false;
-            } else {
-                c->plain_eof = true;
-                progress = true;
-                c->tt_len = kept; /* what was held back goes out as it is */
-                c->held_len = 0;
-                /* Nobody reads the plain side any more. */
-                if (c->ev_plain)
-                    ep_set(t, c->pfd, &c->it_plain, &c->ev_plain, 0);
-                close(c->pfd);
-                c->pfd = -1;
-                c->tp_off = c->tp_len = 0;
-            }
-        }
-        /* tt -> TLS (same buffer again after WANT_WRITE). */
-        if (c->tt_len > c->tt_off) {
-            /* mbedtls_ssl_write seals one record a call: all but tt's last
-             * go out with MSG_MORE (see "Pumping") */
-            int max = mbedtls_ssl_get_max_out_record_payload(&c->ssl);
-            c->more = max > 0 && c->tt_len - c->tt_off > (size_t)max;
-            int rc = mbedtls_ssl_write(&c->ssl, c->tt + c->tt_off, c->tt_len - c->tt_off);
-            c->more = false;
-            if (rc > 0) {
-                c->tt_off += (size_t)rc;
-                spent += (size_t)rc;
-                if (c->tt_off == c->tt_len)
-                    c->tt_off = c->tt_len = 0;
-                progress = true;
-            } else if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
-                c->net_wr = true;
-            } else if (rc == MBEDTLS_ERR_SSL_WANT_READ) {
-                c->net_rd = true;
-            } else {
-                log_conn(KOP_LOG_DEBUG, c, "TLS write failed", rc);
-                return -ECONNRESET;
-            }
-        }
+        if (plain_recv(t, c))
+            progress = true;
+        int w = tls_send(c, &spent);
+        if (w < 0)
+            return w;
+        if (w > 0)
+            progress = true;
         if (progress)
             any = true;
     } while (progress);
@@ -2000,20 +2032,10 @@ static void register_metrics(struct kop_tls *t)
 #undef NAME
 }
 
-int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
+/* The options with their defaults filled in; the strings are copied by
+ * copy_strings(), so the caller's pointers are not kept. */
+static void set_options(struct kop_tls *t, const struct kop_tls_options *opts)
 {
-    if (!opts || !opts->cert_dir || !opts->http || !ret_tls)
-        return -EINVAL;
-    if (opts->client_names && !opts->client_ca_file)
-        return -EINVAL;
-    struct kop_tls *t = calloc(1, sizeof(*t));
-    if (!t)
-        return -ENOMEM;
-    int r = -ENOMEM;
-    t->lfd = t->epfd = t->evfd = t->infd = t->hw_evfd = t->http_fd[0] = t->http_fd[1] = -1;
-    kop_ipcount_init(&t->ips, sizeof(struct ipent));
-    pthread_mutex_init(&t->hw_lock, NULL);
-    pthread_cond_init(&t->hw_cond, NULL);
     t->o = *opts;
     if (t->o.handshake_timeout_ms <= 0)
         t->o.handshake_timeout_ms = KOP_TLS_HANDSHAKE_TIMEOUT_S * 1000;
@@ -2033,27 +2055,81 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
     t->o.host = NULL;
     t->o.client_ca_file = NULL;
     t->o.client_names = NULL;
-    mbedtls_entropy_init(&t->entropy);
-    mbedtls_ctr_drbg_init(&t->drbg);
-    mbedtls_ssl_ticket_init(&t->tickets);
+}
+
+/* Returns 0 or -ENOMEM. */
+static int copy_strings(struct kop_tls *t, const struct kop_tls_options *opts)
+{
     if (opts->client_ca_file && !(t->ca_path = strdup(opts->client_ca_file)))
-        goto out;
+        return -ENOMEM;
     if (opts->client_names) {
         size_t n = 0;
         while (opts->client_names[n])
             n++;
         t->client_names = calloc(n + 1, sizeof(char *));
         if (!t->client_names)
-            goto out;
+            return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
             if (!(t->client_names[i] = strdup(opts->client_names[i])))
-                goto out;
+                return -ENOMEM;
         }
     }
     t->cert_dir = strdup(opts->cert_dir);
     t->crt_path = path_join(opts->cert_dir, "tls.crt");
     t->key_path = path_join(opts->cert_dir, "tls.key");
     if (!t->cert_dir || !t->crt_path || !t->key_path)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Watch the certificate directories. inotify is an accelerator; the
+ * periodic stat check is the guarantee. */
+static void watch_cert_dirs(struct kop_tls *t)
+{
+    t->infd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (t->infd < 0)
+        return;
+    uint32_t mask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE |
+                    IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
+    struct epoll_event ev3 = {.events = EPOLLIN, .data.ptr = &t->it_inotify};
+    if (inotify_add_watch(t->infd, t->cert_dir, mask) < 0 ||
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->infd, &ev3) < 0) {
+        close(t->infd);
+        t->infd = -1;
+    }
+    /* The client CA's directory too (a mounted ConfigMap elsewhere);
+     * without the watch its changes still arrive by the stat check. */
+    char *dir = t->ca_path ? strdup(t->ca_path) : NULL;
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (t->infd >= 0 && slash) {
+        slash[slash == dir] = '\0';
+        (void)inotify_add_watch(t->infd, dir, mask);
+    }
+    free(dir);
+}
+
+int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
+{
+    assert(opts);
+    assert(opts->http);
+    assert(ret_tls);
+    if (!opts->cert_dir)
+        return -EINVAL;
+    if (opts->client_names && !opts->client_ca_file)
+        return -EINVAL;
+    struct kop_tls *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    int r = -ENOMEM;
+    t->lfd = t->epfd = t->evfd = t->infd = t->hw_evfd = t->http_fd[0] = t->http_fd[1] = -1;
+    kop_ipcount_init(&t->ips, sizeof(struct ipent));
+    pthread_mutex_init(&t->hw_lock, NULL);
+    pthread_cond_init(&t->hw_cond, NULL);
+    set_options(t, opts);
+    mbedtls_entropy_init(&t->entropy);
+    mbedtls_ctr_drbg_init(&t->drbg);
+    mbedtls_ssl_ticket_init(&t->tickets);
+    if (copy_strings(t, opts) < 0)
         goto out;
     register_metrics(t);
     /* TLS 1.3 runs on PSA crypto; idempotent and thread-safe. */
@@ -2101,27 +2177,7 @@ int kop_tls_new(const struct kop_tls_options *opts, struct kop_tls **ret_tls)
         r = -errno;
         goto out;
     }
-    /* inotify is an accelerator; the periodic stat check is the guarantee. */
-    t->infd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (t->infd >= 0) {
-        uint32_t mask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE |
-                        IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
-        struct epoll_event ev3 = {.events = EPOLLIN, .data.ptr = &t->it_inotify};
-        if (inotify_add_watch(t->infd, t->cert_dir, mask) < 0 ||
-            epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->infd, &ev3) < 0) {
-            close(t->infd);
-            t->infd = -1;
-        }
-        /* The client CA's directory too (a mounted ConfigMap elsewhere);
-         * without the watch its changes still arrive by the stat check. */
-        char *dir = t->ca_path ? strdup(t->ca_path) : NULL;
-        char *slash = dir ? strrchr(dir, '/') : NULL;
-        if (t->infd >= 0 && slash) {
-            slash[slash == dir] = '\0';
-            (void)inotify_add_watch(t->infd, dir, mask);
-        }
-        free(dir);
-    }
+    watch_cert_dirs(t);
     *ret_tls = t;
     return 0;
 out:
@@ -2131,7 +2187,8 @@ out:
 
 int kop_tls_start(struct kop_tls *t)
 {
-    if (!t || t->thread_started)
+    assert(t);
+    if (t->thread_started)
         return -EINVAL;
     int64_t now = kop_clock_now_ns();
     t->next_tick = now;
@@ -2183,7 +2240,8 @@ static void wake(struct kop_tls *t)
 
 int kop_tls_shutdown(struct kop_tls *t, int timeout_ms)
 {
-    if (!t || atomic_exchange(&t->shut_done, true))
+    assert(t);
+    if (atomic_exchange(&t->shut_done, true))
         return 0;
     int r = 0;
     atomic_store(&t->ready, false);

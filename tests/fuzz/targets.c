@@ -201,7 +201,7 @@ static void check_against_tree(const json_t *request, const json_t *reply)
 static void conversion_review_once(const uint8_t *data, size_t size)
 {
     struct kop_review_result r;
-    int rc = kop_review_convert_http("application/json", (const char *)data, size, NULL, &r);
+    int rc = kop_convstream_convert_http("application/json", (const char *)data, size, NULL, &r);
     CHECK(rc == 0, "convert_http returned %d", rc);
     if (rc != 0)
         return;

@@ -92,6 +92,36 @@ for f in src/*/*.c src/*/*.h include/kop/*.h; do
   done < <(grep -E '^[[:space:]]*#[[:space:]]*include[[:space:]]+"kop/' "$f")
 done
 
+# No circle between modules: a module (its src/<layer>/X.c and its header
+# kop/X.h) that includes another's header depends on it, and no chain of
+# such includes leads back to where it started. Within a layer the rules
+# above allow any include, so this is what keeps one module below another.
+if hits=$(perl -e '
+    my (%layer, %deps, %state, @stack, %seen);
+    for my $c (glob "src/*/*.c") { $layer{$2} = $1 if $c =~ m{^src/([^/]+)/([^/]+)\.c$} }
+    for my $m (keys %layer) {
+      for my $f ("src/$layer{$m}/$m.c", "include/kop/$m.h") {
+        open(my $fh, "<", $f) or next;
+        while (<$fh>) { $deps{$m}{$1} = 1 if /^\s*#\s*include\s+"kop\/([a-z_0-9]+)\.h"/ && $1 ne $m }
+      }
+    }
+    sub visit { my $m = shift; $state{$m} = 1; push @stack, $m;
+      for my $d (sort keys %{$deps{$m} || {}}) {
+        next unless exists $layer{$d};
+        if (($state{$d} // 0) == 1) {
+          my ($i) = grep { $stack[$_] eq $d } 0 .. $#stack;
+          my $k = join " -> ", @stack[$i .. $#stack], $d;
+          print "$k\n" unless $seen{$k}++;
+        } elsif (!$state{$d}) { visit($d) }
+      }
+      pop @stack; $state{$m} = 2;
+    }
+    visit($_) for sort keys %layer;') && [ -n "$hits" ]; then
+  echo "style: modules that include each other in a circle (docs/architecture.md §2.2):"
+  echo "$hits"
+  fail=1
+fi
+
 # The generic layers name nothing of kop in their strings (the operator
 # passes kop's names, prefixes and User-Agent down).
 if hits=$(perl -ne 'next if m{^\s*(/?\*|//|#\s*include)};
