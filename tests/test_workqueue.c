@@ -10,6 +10,7 @@
  */
 #include "kop/workqueue.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -129,7 +130,6 @@ START_TEST(test_workqueue_dedup)
     ck_assert_int_eq(kop_workqueue_add(q, "ns/a"), 0);
     ck_assert_uint_eq(kop_workqueue_len(q), 2);
     ck_assert_int_eq(kop_workqueue_add(q, ""), -EINVAL);
-    ck_assert_int_eq(kop_workqueue_add(q, NULL), -EINVAL);
 
     const char *k = NULL;
     ck_assert_int_eq(kop_workqueue_get(q, 0, &k), 0);
@@ -343,7 +343,6 @@ START_TEST(test_workqueue_max_backoff)
     ck_assert_int_eq(kop_workqueue_new(&o, &q), 0);
     ck_assert_int_eq(kop_workqueue_max_backoff_ns(q), 7 * MS);
     kop_workqueue_free(q);
-    ck_assert_int_eq(kop_workqueue_max_backoff_ns(NULL), 0);
 }
 END_TEST
 
