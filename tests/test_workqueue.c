@@ -810,10 +810,6 @@ START_TEST(test_workqueue_workers_uuid_and_args)
     ck_assert_str_ne(a, b);
     ck_assert_int_eq(kop_workers_uuid(a, 36), -EINVAL);
 
-    struct kop_workers *w = NULL;
-    struct kop_workers_options o = {.controller = "x"};
-    ck_assert_int_eq(kop_workers_new(&o, &w), -EINVAL);
-    ck_assert_int_eq(kop_workers_new(NULL, &w), -EINVAL);
     kop_workers_free(NULL);
 }
 END_TEST
