@@ -488,7 +488,10 @@ static int server_name_override(struct kop_client *c)
 
 int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret)
 {
-    if (!opt || !opt->config || !opt->config->server || !ret)
+    assert(opt);
+    assert(opt->config);
+    assert(ret);
+    if (!opt->config->server)
         return -EINVAL;
     struct kop_client *c = calloc(1, sizeof(*c));
     if (!c)
@@ -562,14 +565,14 @@ out:
 
 void kop_client_abort(struct kop_client *c)
 {
-    if (c)
-        kop_client_cancel_fire(c->abort);
+    assert(c);
+    kop_client_cancel_fire(c->abort);
 }
 
 void kop_client_abort_reset(struct kop_client *c)
 {
-    if (c && c->abort)
-        kop_client_cancel_reset(c->abort);
+    assert(c);
+    kop_client_cancel_reset(c->abort);
 }
 
 void kop_client_free(struct kop_client *c)
@@ -604,12 +607,14 @@ void kop_client_free(struct kop_client *c)
 
 const char *kop_client_namespace(const struct kop_client *c)
 {
-    return c ? c->cfg.namespace : NULL;
+    assert(c);
+    return c->cfg.namespace;
 }
 
 int kop_client_format_user_agent(char *buf, size_t len, const char *program, const char *version)
 {
-    if (!buf || len == 0)
+    assert(buf);
+    if (len == 0)
         return -EINVAL;
     int n = snprintf(buf, len, "%s/%s (linux/%s) kubernetes/unknown",
                      program && *program ? program : "unknown",
@@ -619,7 +624,8 @@ int kop_client_format_user_agent(char *buf, size_t len, const char *program, con
 
 const char *kop_client_user_agent(const struct kop_client *c)
 {
-    return c ? c->user_agent : NULL;
+    assert(c);
+    return c->user_agent;
 }
 
 /* ---- token --------------------------------------------------------------- */
@@ -762,7 +768,9 @@ static bool path_segment_ok(const char *s)
 int kop_client_path(const struct kop_resource *res, const char *ns, const char *name,
                     const char *subresource, char *buf, size_t len)
 {
-    if (!res || !buf || !path_segment_ok(res->version) || !path_segment_ok(res->resource))
+    assert(res);
+    assert(buf);
+    if (!path_segment_ok(res->version) || !path_segment_ok(res->resource))
         return -EINVAL;
     bool core = !res->group || !*res->group;
     if (!core && !path_segment_ok(res->group))
@@ -792,8 +800,9 @@ int kop_client_path(const struct kop_resource *res, const char *ns, const char *
 
 int kop_client_query_add(char *buf, size_t len, const char *key, const char *value)
 {
-    if (!buf || !key || !value)
-        return -EINVAL;
+    assert(buf);
+    assert(key);
+    assert(value);
     size_t n = strlen(buf);
     char sep = strchr(buf, '?') ? '&' : '?';
     size_t need = n + 1 + strlen(key) + 1 + strlen(value) * 3 + 1;
@@ -1403,8 +1412,8 @@ int kop_client_request(struct kop_client *c, const struct kop_request *req,
                        struct kop_api_status *status, json_t **ret_obj)
 {
     status_clear(status);
-    if (!c || !req || !req->method || !req->path)
-        return -EINVAL;
+    assert(c);
+    assert(req);
     char *body = NULL;
     size_t body_len = 0;
     if (req->body) {
@@ -1557,8 +1566,7 @@ int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res,
                            json_t **ret_meta)
 {
     status_clear(status);
-    if (!item_fn)
-        return -EINVAL;
+    assert(item_fn);
     char path[8192];
     int r = list_path(res, ns, o, path, sizeof(path));
     if (r < 0)
@@ -1708,8 +1716,7 @@ int kop_client_watch_limit(struct kop_client *c, const char *path, const char *a
                            kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
                            int64_t idle_timeout_ms, int64_t limit_ms, struct kop_api_status *status)
 {
-    if (!on_data)
-        return -EINVAL;
+    assert(on_data);
     return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, false,
                       idle_timeout_ms, limit_ms > 0 ? limit_ms : 0, status, NULL, NULL);
 }

@@ -27,6 +27,7 @@
  */
 #include "kop/execcred.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -150,7 +151,8 @@ static bool digits(const char *s, int n, int *ret)
 int kop_execcred_parse_time(const char *s, int64_t *ret_ms)
 {
     int y, mo, d, h, mi, sec;
-    if (!s || !ret_ms || strlen(s) < 20)
+    assert(ret_ms);
+    if (!s || strlen(s) < 20)
         return -EINVAL;
     if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
         !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
@@ -835,7 +837,9 @@ static int provider_new(const struct kop_exec_config *cfg, const struct kop_exec
 int kop_execcred_get_shared(const struct kop_exec_config *cfg,
                             const struct kop_execcred_options *opt, struct kop_execcred **ret)
 {
-    if (!cfg || !cfg->command || !*cfg->command || !cfg->api_version || !ret)
+    assert(cfg);
+    assert(ret);
+    if (!cfg->command || !*cfg->command || !cfg->api_version)
         return -EINVAL;
     struct kop_execcred *p = NULL;
     int r = provider_new(cfg, opt, &p);
@@ -893,8 +897,8 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
                                  kop_execcred_cancel_fn cancelled, void *cancel_ud,
                                  struct kop_execcred_cred **ret_cred, char *msg, size_t msg_len)
 {
-    if (!p || !ret_cred)
-        return -EINVAL;
+    assert(p);
+    assert(ret_cred);
     pthread_mutex_lock(&p->lock);
     while (!usable(p, now_ms) && p->running) {
         uint64_t gen = p->gen;
@@ -973,8 +977,8 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
 
 void kop_execcred_invalidate(struct kop_execcred *p, const struct kop_execcred_cred *used)
 {
-    if (!p || !used)
-        return;
+    assert(p);
+    assert(used);
     pthread_mutex_lock(&p->lock);
     if (p->cred == used)
         p->stale = true;
@@ -983,8 +987,7 @@ void kop_execcred_invalidate(struct kop_execcred *p, const struct kop_execcred_c
 
 unsigned long kop_execcred_runs(struct kop_execcred *p)
 {
-    if (!p)
-        return 0;
+    assert(p);
     pthread_mutex_lock(&p->lock);
     unsigned long n = p->runs;
     pthread_mutex_unlock(&p->lock);

@@ -10,6 +10,7 @@
  */
 #include "kop/kubeconfig.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -86,8 +87,8 @@ static int b64val(unsigned char c)
 
 int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_len)
 {
-    if (!in || !ret_buf)
-        return -EINVAL;
+    assert(in);
+    assert(ret_buf);
     char *out = malloc(len / 4 * 3 + 4);
     if (!out)
         return -ENOMEM;
@@ -129,7 +130,9 @@ int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_le
 int kop_base64_encode(const void *in, size_t len, char **ret)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if ((!in && len) || !ret || len > ((size_t)-1 / 4) * 3 - 3)
+    assert(in || !len);
+    assert(ret);
+    if (len > ((size_t)-1 / 4) * 3 - 3)
         return -EINVAL;
     const unsigned char *p = in;
     char *out = malloc((len + 2) / 3 * 4 + 1);
@@ -864,8 +867,8 @@ static int use(const json_t *root, const char *context, struct kop_kubeconfig *r
 int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, const char *context,
                                struct kop_kubeconfig *ret)
 {
-    if (!data || !ret)
-        return -EINVAL;
+    assert(data);
+    assert(ret);
     json_t *root = NULL;
     int r = parse(data, len, dir, &root, NULL, 0);
     if (r == 0)
@@ -950,8 +953,8 @@ static void log_failure(const char *source, const char *path, int r, const char 
 
 int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_kubeconfig *ret)
 {
-    if (!path || !ret)
-        return -EINVAL;
+    assert(path);
+    assert(ret);
     char why[512] = "";
     int r = load_file(path, context, ret, why, sizeof(why));
     if (r < 0)
@@ -1050,8 +1053,7 @@ out:
 
 int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
 {
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     return in_cluster(root, ret, NULL, 0);
 }
 
