@@ -139,7 +139,8 @@ void kop_informer_free(struct kop_informer *inf)
  * metadata.managedFields is never decoded, in LIST items or watch events:
  * the store drops it anyway (kop_store_strip), it is often the larger part
  * of an object, and anyone who may write an object chooses its size and
- * shape (3 MiB of field paths cost ~70 MiB as a tree).
+ * shape: as a jansson tree, field paths cost many times their text
+ * (docs/performance.md §4).
  */
 static const char *const drop_managed_fields[] = {"metadata", "managedFields", NULL};
 
