@@ -185,6 +185,7 @@ int kop_sharder_new(const struct kop_sharder_options *opts, struct kop_sharder *
 int kop_sharder_start(struct kop_sharder *s);
 /* The leader Lease was won (true) or lost (false). */
 void kop_sharder_set_active(struct kop_sharder *s, bool active);
+/* Both NULL-safe (the manager without --sharding). */
 void kop_sharder_stop(struct kop_sharder *s);
 void kop_sharder_free(struct kop_sharder *s);
 

@@ -12,6 +12,7 @@
  */
 #include "kop/controller.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -760,8 +761,10 @@ static int informer(struct kop_controller *c, const struct kop_resource *res, co
 
 int kop_controller_new(const struct kop_controller_options *opt, struct kop_controller **ret)
 {
-    if (!opt || !opt->client || !opt->store)
-        return -EINVAL;
+    assert(opt);
+    assert(opt->client);
+    assert(opt->store);
+    assert(ret);
     struct kop_controller *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
@@ -878,8 +881,7 @@ int kop_controller_start(struct kop_controller *c)
 
 void kop_controller_set_leading(struct kop_controller *c, bool leading)
 {
-    if (!c)
-        return;
+    assert(c);
     if (leading) {
         kop_client_abort_reset(c->rclient);
         kop_workers_resume(c->workers);
@@ -920,7 +922,8 @@ int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms)
 
 int kop_controller_stop(struct kop_controller *c, int64_t timeout_ms)
 {
-    if (!c || c->stopped)
+    assert(c);
+    if (c->stopped)
         return 0;
     c->stopped = true;
     /* 1. no new keys: informers stop, the resync timer stops */
@@ -979,9 +982,9 @@ enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *ki
                                                   size_t uid_size)
 {
     struct kop_controller *c = userdata;
-    if (!c || !kop_informer_has_synced(c->inf_deploy_meta) ||
-        !kop_informer_has_synced(c->inf_svc_meta) || !kop_informer_has_synced(c->inf_deploy) ||
-        !kop_informer_has_synced(c->inf_svc))
+    assert(c);
+    if (!kop_informer_has_synced(c->inf_deploy_meta) || !kop_informer_has_synced(c->inf_svc_meta) ||
+        !kop_informer_has_synced(c->inf_deploy) || !kop_informer_has_synced(c->inf_svc))
         return KOP_CHILD_NOT_SYNCED;
     if (!kind || !ns || !name)
         return KOP_CHILD_ABSENT;

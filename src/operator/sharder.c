@@ -40,6 +40,7 @@
  */
 #include "kop/sharder.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -219,7 +220,8 @@ static size_t arc_of(const struct kop_shard_ring *r, uint64_t pos)
 
 const char *kop_shard_ring_owner_at(const struct kop_shard_ring *r, uint64_t pos)
 {
-    if (!r || r->n_points == 0)
+    assert(r);
+    if (r->n_points == 0)
         return NULL;
     return r->members[r->points[arc_of(r, pos)].member];
 }
@@ -233,9 +235,11 @@ int kop_shard_ring_ranges(const struct kop_shard_ring *r, const char *member,
                           struct kop_shard_range **ret, size_t *ret_n)
 {
     size_t m = 0;
-    while (r && m < r->n_members && strcmp(r->members[m], member) != 0)
+    assert(r);
+    assert(member);
+    while (m < r->n_members && strcmp(r->members[m], member) != 0)
         m++;
-    if (!r || m == r->n_members)
+    if (m == r->n_members)
         return -ENOENT;
     /* At most one range per point, plus the wrap split in two. */
     struct kop_shard_range *out = calloc(r->n_points + 1, sizeof(*out));
@@ -637,8 +641,10 @@ static void *sharder_main(void *arg)
 
 int kop_sharder_new(const struct kop_sharder_options *o, struct kop_sharder **ret)
 {
-    if (!o || !o->client || !o->membership)
-        return -EINVAL;
+    assert(o);
+    assert(o->client);
+    assert(o->membership);
+    assert(ret);
     struct kop_sharder *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;

@@ -6,6 +6,7 @@
  */
 #include "kop/webhook.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -371,7 +372,8 @@ static void keepalive_drain(struct kop_webhook *w, int idle_grace_ms, int64_t de
 
 int kop_webhook_shutdown(struct kop_webhook *w, int idle_grace_ms, int timeout_ms)
 {
-    if (!w || atomic_exchange(&w->stopped, true))
+    assert(w);
+    if (atomic_exchange(&w->stopped, true))
         return 0;
     int64_t start = kop_clock_now_ns();
     if (idle_grace_ms > 0) {
