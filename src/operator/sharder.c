@@ -331,7 +331,8 @@ bool kop_shard_move_in_time(int64_t fence_ns, int64_t now_ns, int64_t lease_ns)
 enum kop_shard_gate kop_shard_gate_decide(const char *owner, const char *self, bool draining,
                                           bool released_recently)
 {
-    if (!owner || !self || strcmp(owner, self) != 0)
+    assert(self);
+    if (!owner || strcmp(owner, self) != 0)
         return KOP_SHARD_SKIP;
     if (draining)
         return KOP_SHARD_RELEASE;
