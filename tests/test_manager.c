@@ -164,7 +164,7 @@ static void on_step(void *ud, const char *name)
     if (atomic_load(&s->in_delay) && strcmp(name, "webhook") == 0)
         return; /* test_manager_shutdown_delay looks for itself */
     if (strcmp(name, "webhook") == 0) {
-        /* After step 1, before step 2: not ready, still serving. */
+        /* After "readyz", before "webhook": not ready, still serving. */
         s->readyz_at_webhook = readyz(s->health_port);
         char *body = NULL;
         s->convert_at_webhook = convert(s->webhook_port, s->ca, &body);

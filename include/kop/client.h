@@ -111,7 +111,8 @@ struct kop_client_cancel;
 struct kop_client_cancel *kop_client_cancel_new(void);
 void kop_client_cancel_free(struct kop_client_cancel *cc);
 /* Abort the current and every later request using cc (-ECANCELED) until
- * reset. Any thread. */
+ * reset. Any thread. The three are NULL-safe (a request that is not
+ * cancellable, a client that is not abortable): no-op, and never fired. */
 void kop_client_cancel_fire(struct kop_client_cancel *cc);
 void kop_client_cancel_reset(struct kop_client_cancel *cc);
 bool kop_client_cancel_fired(struct kop_client_cancel *cc);
@@ -142,7 +143,7 @@ const char *kop_client_user_agent(const struct kop_client *c);
  * format (k8s.io/client-go/rest DefaultKubernetesUserAgent; arch as Go names
  * it). The default of kop_client_options.user_agent is this with the
  * program's short name and "v0.0.0"; the operator passes its own.
- * Returns 0, -ENOSPC (cut) or -EINVAL.
+ * Returns 0, -ENOSPC (cut) or -EINVAL (len 0).
  */
 int kop_client_format_user_agent(char *buf, size_t len, const char *program, const char *version);
 
@@ -150,7 +151,8 @@ int kop_client_format_user_agent(char *buf, size_t len, const char *program, con
  * "/api/v1/namespaces/ns/services/name/status" and friends. ns is ignored
  * for cluster-scoped resources; NULL ns for a namespaced resource means
  * "all namespaces"; name and subresource may be NULL.
- * Returns 0, -EINVAL or -ENAMETOOLONG.
+ * Returns 0, -EINVAL (a part that is not a valid path segment, or a
+ * subresource without a name) or -ENAMETOOLONG.
  */
 int kop_client_path(const struct kop_resource *res, const char *ns, const char *name,
                     const char *subresource, char *buf, size_t len);

@@ -116,9 +116,10 @@ void kop_config_defaults(struct kop_config *cfg);
 /*
  * Parse argv (argv[0] is the program name) over the defaults and the
  * KOP_* environment (envp, NULL-terminated, may be NULL for none).
- * --help/--version print to "out". Errors print one clear line to "err"
- * ("kop: invalid value \"x\" for --webhook-port: ...", "kop: unknown flag
- * --foo") plus a hint to use --help.
+ * --help/--version print to "out" (NULL: stdout). Errors print one clear
+ * line to "err" (NULL: stderr: "kop: invalid value \"x\" for
+ * --webhook-port: ...", "kop: unknown flag --foo") plus a hint to use
+ * --help.
  *
  * Returns KOP_CONFIG_OK, KOP_CONFIG_EXIT, or -EINVAL (the caller exits 2).
  * On error *cfg is left valid (freeable) but unspecified.

@@ -102,7 +102,8 @@ struct kop_controller_options {
     void *gate_ud;
 };
 
-/* Returns 0, -EINVAL or -ENOMEM; *ret on success. Nothing runs yet. */
+/* Returns 0, -EINVAL (a shard selector without '='), -ENOMEM, or the
+ * error of a piece it creates; *ret on success. Nothing runs yet. */
 int kop_controller_new(const struct kop_controller_options *opt, struct kop_controller **ret);
 
 /* Start the informers, the resync timer and the workers. Returns 0 or a
@@ -117,7 +118,8 @@ int kop_controller_start(struct kop_controller *c);
 void kop_controller_set_leading(struct kop_controller *c, bool leading);
 
 /* Every informer (the two metadata ones included) has listed once
- * (/readyz "informers-synced"). */
+ * (/readyz "informers-synced"). NULL is fine (a check whose controller
+ * is gone): false. */
 bool kop_controller_synced(struct kop_controller *c);
 
 /* Wait for kop_controller_synced. Returns 0, -ETIMEDOUT or -ECANCELED. */

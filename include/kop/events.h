@@ -66,8 +66,8 @@ struct kop_event_decision {
     int64_t last_wall_ns;  /* lastTimestamp (the wall_ns passed in) */
 };
 
-/* capacity 0: 4096; window_ns <= 0: 10 minutes. Returns 0, -EINVAL or
- * -ENOMEM; *ret on success. */
+/* capacity 0: 4096; window_ns <= 0: 10 minutes. Returns 0 or -ENOMEM;
+ * *ret on success. */
 int kop_event_cache_new(size_t capacity, int64_t window_ns, struct kop_event_cache **ret);
 
 /* NULL-safe. */
@@ -79,8 +79,8 @@ size_t kop_event_cache_len(const struct kop_event_cache *c);
 /*
  * Observe one event at now_ns (CLOCK_MONOTONIC, decides the window) and
  * wall_ns (CLOCK_REALTIME, names and timestamps). The message is cut to
- * KOP_EVENT_MESSAGE_MAX before comparing. Returns 0, -EINVAL (missing
- * name/reason/message) or -ENOMEM; *ret on success.
+ * KOP_EVENT_MESSAGE_MAX before comparing. Returns 0, -EINVAL (a ref
+ * without a name) or -ENOMEM; *ret on success.
  */
 int kop_event_cache_observe(struct kop_event_cache *c, const struct kop_event_ref *ref,
                             enum kop_event_type type, const char *reason, const char *message,
@@ -122,14 +122,15 @@ struct kop_events_stats {
     unsigned long dropped; /* records dropped because the queue was full */
 };
 
-/* Start the sender thread. Returns 0, -EINVAL, -ENOMEM or -EAGAIN. */
+/* Start the sender thread. Returns 0, -ENOMEM or -EAGAIN. */
 int kop_events_new(const struct kop_events_options *opt, struct kop_events **ret);
 
 /* Abort a write in flight, drop queued ones (counted in the log), join
  * the sender. NULL-safe. */
 void kop_events_free(struct kop_events *ev);
 
-/* Record an event (never blocks on the network). NULL ev: no-op. */
+/* Record an event (never blocks on the network). NULL ev is fine (no
+ * recorder configured): a no-op; so is a ref without a name. */
 void kop_events_record(struct kop_events *ev, const struct kop_event_ref *ref,
                        enum kop_event_type type, const char *reason, const char *message);
 

@@ -113,14 +113,16 @@ struct kop_informer_stats {
     char resource_version[64]; /* last seen */
 };
 
-/* Strings are copied. Returns 0, -EINVAL, -ENOMEM; *ret on success. */
+/* Strings are copied. Returns 0, -EINVAL (an empty kind), -ENOMEM; *ret
+ * on success. */
 int kop_informer_new(const struct kop_informer_options *opt, struct kop_informer **ret);
 
 /* Start the thread. Returns 0, -EALREADY, or -errno from pthread_create. */
 int kop_informer_start(struct kop_informer *inf);
 
 /* Stop the thread and wait for it: aborts a request in flight, so it
- * returns promptly. Idempotent. */
+ * returns promptly. Idempotent. NULL-safe (an owner that failed halfway
+ * through its set-up stops what it has). */
 void kop_informer_stop(struct kop_informer *inf);
 
 /* Stops if needed. NULL-safe. */

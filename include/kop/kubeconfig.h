@@ -169,12 +169,13 @@ void kop_exec_config_free(struct kop_exec_config *ec);
 
 /*
  * Standard base64 (with or without padding, whitespace ignored). *ret_buf
- * is malloc'd and NUL-terminated. Returns 0, -EINVAL or -ENOMEM.
+ * is malloc'd and NUL-terminated; ret_len may be NULL. Returns 0, -EINVAL
+ * (not base64) or -ENOMEM.
  */
 int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_len);
 
 /* Standard base64 with padding; *ret is malloc'd and NUL-terminated.
- * Returns 0, -EINVAL or -ENOMEM. */
+ * Returns 0, -EINVAL (len too large to encode) or -ENOMEM. */
 int kop_base64_encode(const void *in, size_t len, char **ret);
 
 #endif /* KOP_KUBECONFIG_H */

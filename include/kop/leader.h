@@ -105,8 +105,8 @@ int kop_leader_default_identity(char *buf, size_t len);
  */
 int kop_leader_new(const struct kop_leader_options *opts, struct kop_leader **ret);
 
-/* Start the elector thread (and its watchdog). Returns 0, -EINVAL,
- * -EALREADY (started before), or -errno of pthread_create. */
+/* Start the elector thread (and its watchdog). Returns 0, -EALREADY
+ * (started before), or -errno of pthread_create. */
 int kop_leader_start(struct kop_leader *l);
 
 /* True while this elector holds the Lease (after on_started_leading,
@@ -117,7 +117,7 @@ bool kop_leader_is_leader(const struct kop_leader *l);
 const char *kop_leader_identity(const struct kop_leader *l);
 
 /* The last observed holder into buf ("" when none or unknown). Returns 0,
- * -ENOBUFS (truncated) or -EINVAL. */
+ * -ENOBUFS (truncated) or -EINVAL (len 0). */
 int kop_leader_leader(struct kop_leader *l, char *buf, size_t len);
 
 /*
@@ -165,7 +165,8 @@ int kop_leader_record_from_lease(const json_t *lease, struct kop_leader_record *
  * resourceVersion) or, when base is NULL, a new Lease ns/name. The spec
  * is replaced by holderIdentity, leaseDurationSeconds, acquireTime,
  * renewTime (MicroTime; absent when 0) and leaseTransitions.
- * Returns 0, -EINVAL, -ENOMEM; *ret_lease is @ref new.
+ * Returns 0, -EINVAL (base not an object), -ENOMEM; *ret_lease is
+ * @ref new.
  */
 int kop_leader_record_to_lease(const struct kop_leader_record *rec, const json_t *base,
                                const char *ns, const char *name, json_t **ret_lease);

@@ -31,22 +31,24 @@
 struct kop_manager;
 
 /*
- * Create what runs before anything starts (start steps 3 and the probe
- * checks of step 4): with the reconciler (not --webhook-only) the API server
- * configuration, the token bucket, the clients, the store, the event
- * recorder, the controller (informers, queue, workers: created, not
- * started) and, with --leader-elect, the elector. cfg is borrowed and must
- * outlive the manager. Logs what failed. Returns 0, or a negative errno
- * (-ENOENT: no API server configuration, -EINVAL: leader election without a
- * namespace or with durations that break lease > renew > 1.2 * retry > 0,
+ * Create what runs before anything starts (the start steps "reconciler"
+ * and "readiness checks", src/operator/manager.c): with the reconciler
+ * (not --webhook-only) the API server configuration, the token bucket, the
+ * clients, the store, the event recorder, the controller (informers,
+ * queue, workers: created, not started) and, with --leader-elect, the
+ * elector. cfg is borrowed and must outlive the manager. Logs what failed.
+ * Returns 0, or a negative errno (-ENOENT: no API server configuration,
+ * -EINVAL: leader election without a namespace or with durations that
+ * break lease > renew > 1.2 * retry > 0,
  * -ENOMEM, ...); *ret on success.
  */
 int kop_manager_new(const struct kop_config *cfg, struct kop_manager **ret);
 
 /*
- * Start in order: the metrics and probe servers, the serving pair of
- * --self-signed-certs, the webhook server, the caBundles of
- * --self-signed-certs, the controller, the elector. Logs what failed.
+ * Start in order: with --otlp-endpoint the span exporter, the metrics and
+ * probe servers, the serving pair of --self-signed-certs, the webhook
+ * server, the caBundles of --self-signed-certs, the controller, the
+ * elector. Logs what failed.
  * Returns 0 or the negative errno of the step that failed (-EADDRINUSE,
  * -ENOENT: no certificate in --cert-dir, ...; then call kop_manager_free,
  * which stops what started, without grace). -EALREADY when called twice.
@@ -64,7 +66,7 @@ int kop_manager_start(struct kop_manager *m);
 int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms);
 
 /*
- * Shutdown step 1 on its own: /readyz fails from now on, and with
+ * The shutdown step "readyz" on its own: /readyz fails from now on, and with
  * --leader-elect a replica that does not lead stops competing for the
  * Lease (one that leads keeps it until the shutdown releases it). main
  * calls it as soon as the signal came, before it logs "shutting down", so

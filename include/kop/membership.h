@@ -48,16 +48,17 @@ struct kop_membership_options {
     struct kop_metrics *metrics; /* NULL: kop_metrics_global() */
 };
 
-/* Returns 0, -EINVAL (missing field, identity not a DNS label or the Lease
- * name longer than 253 bytes, durations as kop_leader_new), -ENOMEM. */
+/* Returns 0, -EINVAL (identity not a DNS label or the Lease name longer
+ * than 253 bytes, durations as kop_leader_new), -ENOMEM. */
 int kop_membership_new(const struct kop_membership_options *opts, struct kop_membership **ret);
 
 /* Start the elector of this member's Lease and the observer thread.
- * Returns 0 or a negative errno. */
+ * Returns 0 or a negative errno (-EINVAL when already started). */
 int kop_membership_start(struct kop_membership *m);
 
 /* Stop both threads; release the Lease when release is true (the others
- * see this member gone at their next list). Idempotent. */
+ * see this member gone at their next list). Idempotent. NULL-safe (the
+ * manager without --sharding). */
 void kop_membership_stop(struct kop_membership *m, bool release);
 
 /* Stops (without release) if needed, then frees. NULL-safe. */

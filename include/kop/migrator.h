@@ -106,14 +106,16 @@ enum kop_migrator_svm_state kop_migrator_svm_state(const json_t *svm);
  * resourceVersion as precondition. @ref new, NULL on ENOMEM. */
 json_t *kop_migrator_status_patch(const struct kop_migrator_plan *p);
 
-/* Returns 0, -EINVAL (a required option missing), -ENOMEM. */
+/* Returns 0 or -ENOMEM. */
 int kop_migrator_new(const struct kop_migrator_options *opt, struct kop_migrator **ret);
 /* The migration thread. 0 or a negative errno. */
 int kop_migrator_start(struct kop_migrator *m);
-/* Leader election callbacks. Losing the lease aborts requests in flight. */
+/* Leader election callbacks. Losing the lease aborts requests in flight.
+ * NULL is fine (the manager without --storage-migration): no-op. */
 void kop_migrator_set_leading(struct kop_migrator *m, bool leading);
 /* Stop the thread (requests in flight are aborted). NULL-safe. */
 void kop_migrator_stop(struct kop_migrator *m);
+/* NULL-safe. */
 void kop_migrator_free(struct kop_migrator *m);
 
 /*

@@ -54,12 +54,13 @@ bool kop_ratelimit_try(struct kop_ratelimit *rl, int64_t now_ns);
 
 /*
  * Block until a token is granted (FIFO). Returns 0, or -ECANCELED when
- * kop_ratelimit_close() was called (before or while waiting).
+ * kop_ratelimit_close() was called (before or while waiting). NULL is
+ * fine (a client without a limit): 0 at once.
  */
 int kop_ratelimit_wait(struct kop_ratelimit *rl);
 
 /* Callers currently inside kop_ratelimit_wait() (tickets taken and not yet
- * granted). NULL: 0. */
+ * granted). */
 unsigned kop_ratelimit_waiters(struct kop_ratelimit *rl);
 
 /* Wake every waiter with -ECANCELED; later waits fail at once. */

@@ -86,8 +86,9 @@ struct kop_shard_ring;
  * A point owns the arc from its position up to the next point (the last
  * one wraps through 2^64 to the first), so every member owns a set of
  * ranges [start, end) of the 64-bit space. 1024 points keep the largest
- * share at 4 members within about 10% of a quarter (tests/test_sharder.c;
- * 128 points: about 20%), at the price of longer selectors (below).
+ * share at 4 members within 10% of a quarter (the bound tests/test_sharder.c
+ * asserts; fewer points spread the shares less evenly), at the price of
+ * longer selectors (below).
  * Returns 0, -EINVAL (not an array of strings), -ENOMEM. An empty array
  * makes an empty ring. */
 #define KOP_SHARD_VNODES 1024
@@ -184,6 +185,7 @@ int kop_sharder_new(const struct kop_sharder_options *opts, struct kop_sharder *
 int kop_sharder_start(struct kop_sharder *s);
 /* The leader Lease was won (true) or lost (false). */
 void kop_sharder_set_active(struct kop_sharder *s, bool active);
+/* Both NULL-safe (the manager without --sharding). */
 void kop_sharder_stop(struct kop_sharder *s);
 void kop_sharder_free(struct kop_sharder *s);
 

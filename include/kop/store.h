@@ -9,7 +9,8 @@
  * object, because list items of built-in types carry no kind.
  *
  * Representation. A cached object is not kept as a json_t tree (jansson's
- * per-node hashtables cost ~8x the object's JSON text). Each entry is ONE
+ * per-node hashtables cost many times the object's JSON text, and the
+ * store's budget per object is docs/performance.md §3.4). Each entry is ONE
  * allocation holding the key, the resourceVersion string and the object in
  * a packed binary form of its JSON value: tagged values with varint
  * lengths, where object keys and common string values found in a fixed

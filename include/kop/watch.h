@@ -94,6 +94,8 @@ size_t kop_watch_parser_pending(const struct kop_watch_parser *p);
  * Returns 0, -EBADMSG or -ENOMEM.
  */
 int kop_watch_event_decode(const char *line, size_t len, struct kop_watch_event *ret_ev);
+
+/* NULL-safe. */
 void kop_watch_event_clear(struct kop_watch_event *ev);
 
 /* "ADDED", ... ; "?" for an unknown value. */

@@ -57,7 +57,7 @@ struct kop_workers_options {
     struct kop_metrics *metrics; /* NULL: kop_metrics_global() */
 };
 
-/* Returns 0, -EINVAL or -ENOMEM; *ret on success. No thread runs yet. */
+/* Returns 0 or -ENOMEM; *ret on success. No thread runs yet. */
 int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **ret);
 
 /* Start the threads (once). Returns 0, -EALREADY or -EAGAIN. */
@@ -77,6 +77,7 @@ void kop_workers_resume(struct kop_workers *w);
  * Shut the queue down, wait up to timeout_ms (negative: forever) for
  * reconciles in flight, and join the threads. Returns 0, or -ETIMEDOUT
  * (threads still running a reconcile are joined by kop_workers_free()).
+ * NULL-safe: 0 (an owner that failed halfway stops what it has).
  */
 int kop_workers_stop(struct kop_workers *w, int64_t timeout_ms);
 

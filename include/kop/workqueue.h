@@ -55,8 +55,8 @@ void kop_workqueue_limiter_free(struct kop_workqueue_limiter *l);
 /*
  * How long key must wait before it is retried, as of now_ns
  * (CLOCK_MONOTONIC nanoseconds); counts one more failure of key and takes
- * a bucket token. Returns 0 for a NULL limiter or key; on ENOMEM the
- * failure is not remembered (the bucket delay still applies).
+ * a bucket token. On ENOMEM the failure is not remembered (the bucket
+ * delay still applies).
  */
 int64_t kop_workqueue_limiter_when(struct kop_workqueue_limiter *l, const char *key,
                                    int64_t now_ns);
@@ -92,7 +92,7 @@ void kop_workqueue_free(struct kop_workqueue *q);
 /*
  * Queue key unless it is already queued; if it is being processed it is
  * marked dirty and queued again when done() is called. Returns 0,
- * -ESHUTDOWN (ignored), -EINVAL (NULL/empty key) or -ENOMEM.
+ * -ESHUTDOWN (ignored), -EINVAL (empty key) or -ENOMEM.
  */
 int kop_workqueue_add(struct kop_workqueue *q, const char *key);
 
@@ -114,7 +114,7 @@ int kop_workqueue_num_requeues(struct kop_workqueue *q, const char *key);
 
 /* The per-key backoff cap (max_delay_ns as resolved: 1000 s by default):
  * the longest a failing key waits, and what a caller caps a delay the
- * server asked for (Retry-After) at. 0 when q is NULL. */
+ * server asked for (Retry-After) at. */
 int64_t kop_workqueue_max_backoff_ns(const struct kop_workqueue *q);
 
 /*

@@ -17,6 +17,7 @@
  */
 #include "kop/client.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -487,7 +488,10 @@ static int server_name_override(struct kop_client *c)
 
 int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret)
 {
-    if (!opt || !opt->config || !opt->config->server || !ret)
+    assert(opt);
+    assert(opt->config);
+    assert(ret);
+    if (!opt->config->server)
         return -EINVAL;
     struct kop_client *c = calloc(1, sizeof(*c));
     if (!c)
@@ -561,14 +565,14 @@ out:
 
 void kop_client_abort(struct kop_client *c)
 {
-    if (c)
-        kop_client_cancel_fire(c->abort);
+    assert(c);
+    kop_client_cancel_fire(c->abort);
 }
 
 void kop_client_abort_reset(struct kop_client *c)
 {
-    if (c && c->abort)
-        kop_client_cancel_reset(c->abort);
+    assert(c);
+    kop_client_cancel_reset(c->abort);
 }
 
 void kop_client_free(struct kop_client *c)
@@ -603,12 +607,14 @@ void kop_client_free(struct kop_client *c)
 
 const char *kop_client_namespace(const struct kop_client *c)
 {
-    return c ? c->cfg.namespace : NULL;
+    assert(c);
+    return c->cfg.namespace;
 }
 
 int kop_client_format_user_agent(char *buf, size_t len, const char *program, const char *version)
 {
-    if (!buf || len == 0)
+    assert(buf);
+    if (len == 0)
         return -EINVAL;
     int n = snprintf(buf, len, "%s/%s (linux/%s) kubernetes/unknown",
                      program && *program ? program : "unknown",
@@ -618,7 +624,8 @@ int kop_client_format_user_agent(char *buf, size_t len, const char *program, con
 
 const char *kop_client_user_agent(const struct kop_client *c)
 {
-    return c ? c->user_agent : NULL;
+    assert(c);
+    return c->user_agent;
 }
 
 /* ---- token --------------------------------------------------------------- */
@@ -761,7 +768,9 @@ static bool path_segment_ok(const char *s)
 int kop_client_path(const struct kop_resource *res, const char *ns, const char *name,
                     const char *subresource, char *buf, size_t len)
 {
-    if (!res || !buf || !path_segment_ok(res->version) || !path_segment_ok(res->resource))
+    assert(res);
+    assert(buf);
+    if (!path_segment_ok(res->version) || !path_segment_ok(res->resource))
         return -EINVAL;
     bool core = !res->group || !*res->group;
     if (!core && !path_segment_ok(res->group))
@@ -791,8 +800,9 @@ int kop_client_path(const struct kop_resource *res, const char *ns, const char *
 
 int kop_client_query_add(char *buf, size_t len, const char *key, const char *value)
 {
-    if (!buf || !key || !value)
-        return -EINVAL;
+    assert(buf);
+    assert(key);
+    assert(value);
     size_t n = strlen(buf);
     char sep = strchr(buf, '?') ? '&' : '?';
     size_t need = n + 1 + strlen(key) + 1 + strlen(value) * 3 + 1;
@@ -1131,6 +1141,220 @@ static void end_client_span(struct kop_span *span, int r, long code, const char 
     kop_span_end(span);
 }
 
+/* One request's fixed parts, as the caller gave them. */
+struct req {
+    const char *method, *path, *url;
+    const char *content_type, *accept, *body;
+    size_t body_len;
+    struct kop_client_cancel *cc;
+    kop_client_data_fn on_data;
+    void *ud;
+    bool retry_stream;
+    int64_t idle_ms, limit_ms;
+};
+
+/* What a request has tried so far: the memory of its retry state machine. */
+struct tries {
+    int backoffs;                   /* retries after a Retry-After backoff */
+    int sent;                       /* HTTP attempts, the credential retries included */
+    bool token_reread;              /* the token file was read again after a 401 */
+    bool plugin_rerun;              /* the plugin's credential was dropped after a 401 */
+    bool exec_used;                 /* this attempt sent the plugin's credential */
+    struct kop_execcred_cred *cred; /* this attempt's plugin credential, or NULL */
+};
+
+/* After an answer that is not a 2xx: what the next attempt is. */
+enum next_try {
+    NEXT_GIVE_UP,
+    NEXT_REREAD_TOKEN,  /* at once, with the token file read again */
+    NEXT_RERUN_PLUGIN,  /* at once, with a fresh credential from the plugin */
+    NEXT_AFTER_BACKOFF, /* after the Retry-After the server asked for */
+};
+
+/*
+ * The one place that decides. A 401 first gets a fresh credential, once
+ * per source, without counting as a retry: the token may just have
+ * rotated, or the plugin's credential been revoked (or expired before its
+ * expirationTimestamp; client-go's exec.go refreshes on 401 as well).
+ * 429 and 5xx with a Retry-After are retried up to max_retries times; a
+ * stream only when asked (a LIST; never a watch): its body was not handed
+ * on, since the answer was not a 2xx.
+ */
+static enum next_try decide_next(const struct kop_client *c, const struct req *rq,
+                                 const struct tries *t, long code, int retry_after_s)
+{
+    if (code == 401 && c->cfg.token_file && !t->token_reread)
+        return NEXT_REREAD_TOKEN;
+    if (code == 401 && t->exec_used && !t->plugin_rerun)
+        return NEXT_RERUN_PLUGIN;
+    if ((code == 429 || code >= 500) && retry_after_s > 0 && t->backoffs < c->max_retries &&
+        (!rq->on_data || rq->retry_stream))
+        return NEXT_AFTER_BACKOFF;
+    return NEXT_GIVE_UP;
+}
+
+/* The exec plugin's credential for this attempt into t->cred (kept NULL
+ * without a plugin). */
+static int get_plugin_cred(struct kop_client *c, const struct req *rq, struct kop_api_status *st,
+                           struct tries *t)
+{
+    kop_execcred_cred_unref(t->cred);
+    t->cred = NULL;
+    if (!c->exec)
+        return 0;
+    /* Sized so that the message fits st->message with its prefix. */
+    static const char prefix[] = "getting credentials: ";
+    char m[sizeof(st->message) - sizeof(prefix) + 1] = "";
+    struct cancel_pair cp = {rq->cc, c->abort};
+    int r = kop_execcred_get_cancellable(c->exec, wall_ms(),
+                                         rq->cc || c->abort ? cancel_pair_fired : NULL, &cp,
+                                         &t->cred, m, sizeof(m));
+    if (r >= 0 || r == -ECANCELED)
+        return r;
+    /* One errno for "no credential" whatever the plugin did, so that no
+     * caller mistakes it for an answer (-ENOENT, ...). */
+    if (st)
+        snprintf(st->message, sizeof(st->message), "%s%s", prefix, m);
+    return r == -ENOMEM ? r : -ENOKEY;
+}
+
+/* The attempt's header list into *ret (NULL entries of fixed are left
+ * out). -ENOMEM frees what was built. */
+static int header_list(const char *const *fixed, size_t n, struct curl_slist **ret)
+{
+    struct curl_slist *h = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!fixed[i])
+            continue;
+        struct curl_slist *t = curl_slist_append(h, fixed[i]);
+        if (!t) {
+            curl_slist_free_all(h);
+            return -ENOMEM;
+        }
+        h = t;
+    }
+    *ret = h;
+    return 0;
+}
+
+/*
+ * One HTTP attempt: the rate limiter's slot, the credential, the request.
+ * Returns 0 with *ret_code when an answer came (any status), or the error
+ * that ends the request (no retry after it).
+ */
+static int send_once(struct kop_client *c, struct tstate *ts, const struct req *rq, struct tries *t,
+                     struct xfer *x, struct kop_api_status *st, long *ret_code)
+{
+    int r = kop_ratelimit_wait(c->rl);
+    if (r < 0)
+        return r;
+    if (kop_client_cancel_fired(c->abort))
+        return -ECANCELED; /* aborted while it waited for its slot */
+    r = get_plugin_cred(c, rq, st, t);
+    if (r < 0)
+        return r;
+    t->exec_used = t->cred && t->cred->cert_data && !c->cfg.cert_data && !c->cfg.cert_file;
+    char *auth = auth_header(c, false, t->cred, &t->exec_used);
+    char ct[256], ac[MAX_ACCEPT + 16];
+    snprintf(ct, sizeof(ct), "Content-Type: %s",
+             rq->content_type ? rq->content_type : "application/json");
+    snprintf(ac, sizeof(ac), "Accept: %s", rq->accept ? rq->accept : "application/json");
+    /* A call made under a span (a reconcile's) is a CLIENT child span of
+     * it, and the server gets its traceparent (W3C Trace Context). */
+    char tp[KOP_TRACEPARENT_SIZE + 16] = "";
+    struct kop_span *span = client_span(rq->method, rq->url, t->sent, tp, sizeof(tp));
+    const char *fixed[] = {ac,   "Expect:",      rq->body ? ct : NULL,
+                           auth, c->host_header, tp[0] ? tp : NULL};
+    struct curl_slist *h = NULL;
+    r = header_list(fixed, sizeof(fixed) / sizeof(fixed[0]), &h);
+    free_secret(auth);
+    kop_dynbuf_free(&x->body);
+    *x = (struct xfer){.c = c, .easy = ts->easy, .on_data = rq->on_data, .ud = rq->ud};
+    kop_dynbuf_init(&x->body, rq->on_data ? MAX_ERROR_BODY : MAX_BODY);
+    if (r < 0) {
+        kop_span_free(span);
+        return r;
+    }
+    char errbuf[CURL_ERROR_SIZE] = "";
+    r = setup_easy(c, ts->easy, rq->method, rq->url, h, rq->body, rq->body_len, rq->on_data != NULL,
+                   t->cred, errbuf);
+    if (r == 0) {
+        curl_easy_setopt(ts->easy, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, x);
+        curl_easy_setopt(ts->easy, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(ts->easy, CURLOPT_WRITEDATA, x);
+        r = perform(ts, x, rq->cc, c->abort, rq->idle_ms * 1000000, rq->limit_ms * 1000000, errbuf);
+    }
+    long code = 0;
+    curl_easy_getinfo(ts->easy, CURLINFO_RESPONSE_CODE, &code);
+    /* Drop the header list (it holds the token) before anything else. */
+    curl_easy_setopt(ts->easy, CURLOPT_HTTPHEADER, NULL);
+    for (struct curl_slist *p = h; p; p = p->next)
+        explicit_bzero(p->data, strlen(p->data));
+    curl_slist_free_all(h);
+    count_request(c, rq->method, r == 0 || code ? code : 0);
+    end_client_span(span, r, code, errbuf);
+    t->sent++;
+    if (st) {
+        st->attempts = t->sent;
+        st->code = (int)code;
+        st->retry_after_s = x->retry_after_s;
+    }
+    if (r < 0) {
+        /* Transport error, cancel, idle watch or on_data's error (also
+         * when a response had started): no retry. */
+        if (st)
+            snprintf(st->message, sizeof(st->message), "%s", errbuf);
+        return r;
+    }
+    *ret_code = code;
+    return 0;
+}
+
+/* The attempts of one request, until an answer or an error ends it. */
+static int send_with_retries(struct kop_client *c, struct tstate *ts, const struct req *rq,
+                             struct xfer *x, struct kop_api_status *st)
+{
+    struct tries t = {0};
+    int r;
+    for (;;) {
+        long code = 0;
+        r = send_once(c, ts, rq, &t, x, st, &code);
+        if (r < 0)
+            break;
+        if (code >= 200 && code < 300)
+            break;
+        status_from_body(st, kop_dynbuf_ptr(&x->body), kop_dynbuf_len(&x->body));
+        r = kop_client_errno((int)code, st ? st->reason : NULL);
+        enum next_try next = decide_next(c, rq, &t, code, x->retry_after_s);
+        if (next == NEXT_GIVE_UP)
+            break;
+        if (next == NEXT_REREAD_TOKEN) {
+            t.token_reread = true;
+            free_secret(auth_header(c, true, NULL, NULL));
+        } else if (next == NEXT_RERUN_PLUGIN) {
+            t.plugin_rerun = true;
+            kop_execcred_invalidate(c->exec, t.cred);
+            kop_logf(KOP_LOG_INFO, LOGGER,
+                     "%s %s: HTTP 401 with the exec plugin's credential, "
+                     "running the plugin again",
+                     rq->method, rq->path);
+        } else {
+            int64_t wait = (int64_t)x->retry_after_s * 1000;
+            if (wait > c->max_retry_wait_ms)
+                wait = c->max_retry_wait_ms;
+            kop_logf(KOP_LOG_DEBUG, LOGGER, "%s %s: HTTP %ld, retrying in %lld ms (attempt %d)",
+                     rq->method, rq->path, code, (long long)wait, t.backoffs + 1);
+            r = cancel_sleep(rq->cc, wait);
+            if (r < 0)
+                break;
+            t.backoffs++;
+        }
+    }
+    kop_execcred_cred_unref(t.cred);
+    return r;
+}
+
 /* One request with retries. Exactly one of (ret_body) or (on_data) mode. */
 static int do_request(struct kop_client *c, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *body,
@@ -1139,7 +1363,10 @@ static int do_request(struct kop_client *c, const char *method, const char *path
                       struct kop_api_status *st, char **ret_body, size_t *ret_len)
 {
     status_clear(st);
-    if (!c || !method || !path || path[0] != '/')
+    assert(c);
+    assert(method);
+    assert(path);
+    if (path[0] != '/')
         return -EINVAL;
     /* A header value with a line break would inject headers. */
     if (accept && (accept[strcspn(accept, "\r\n")] != '\0' || strlen(accept) > MAX_ACCEPT))
@@ -1153,152 +1380,22 @@ static int do_request(struct kop_client *c, const char *method, const char *path
     if (!url)
         return -ENOMEM;
     snprintf(url, ulen, "%s%s", base, path);
-
-    int r = 0;
-    bool reread_done = false, exec_retry_done = false;
-    int sent = 0; /* HTTP attempts, the token re-read retry included */
-    char errbuf[CURL_ERROR_SIZE];
+    const struct req rq = {.method = method,
+                           .path = path,
+                           .url = url,
+                           .content_type = content_type,
+                           .accept = accept,
+                           .body = body,
+                           .body_len = body_len,
+                           .cc = cc,
+                           .on_data = on_data,
+                           .ud = ud,
+                           .retry_stream = retry_stream,
+                           .idle_ms = idle_ms,
+                           .limit_ms = limit_ms};
     struct xfer x = {0};
-    struct kop_execcred_cred *cred = NULL;
-    for (int attempt = 0;; attempt++) {
-        r = kop_ratelimit_wait(c->rl);
-        if (r < 0)
-            break;
-        if (kop_client_cancel_fired(c->abort)) {
-            r = -ECANCELED; /* aborted while it waited for its slot */
-            break;
-        }
-        kop_execcred_cred_unref(cred);
-        cred = NULL;
-        if (c->exec) {
-            char m[512] = "";
-            struct cancel_pair cp = {cc, c->abort};
-            r = kop_execcred_get_cancellable(c->exec, wall_ms(),
-                                             cc || c->abort ? cancel_pair_fired : NULL, &cp, &cred,
-                                             m, sizeof(m));
-            if (r == -ECANCELED)
-                break;
-            if (r < 0) {
-                /* One errno for "no credential" whatever the plugin did, so
-                 * that no caller mistakes it for an answer (-ENOENT, ...). */
-                if (st)
-                    snprintf(st->message, sizeof(st->message), "getting credentials: %s", m);
-                if (r != -ENOMEM)
-                    r = -ENOKEY;
-                break;
-            }
-        }
-        bool exec_used = cred && cred->cert_data && !c->cfg.cert_data && !c->cfg.cert_file;
-        char *auth = auth_header(c, false, cred, &exec_used);
-        struct curl_slist *h = NULL, *t;
-        char ct[256], ac[MAX_ACCEPT + 16];
-        snprintf(ct, sizeof(ct), "Content-Type: %s",
-                 content_type ? content_type : "application/json");
-        snprintf(ac, sizeof(ac), "Accept: %s", accept ? accept : "application/json");
-        /* A call made under a span (a reconcile's) is a CLIENT child span
-         * of it, and the server gets its traceparent (W3C Trace Context). */
-        char tp[KOP_TRACEPARENT_SIZE + 16] = "";
-        struct kop_span *span = client_span(method, url, sent, tp, sizeof(tp));
-        const char *fixed[] = {ac,   "Expect:",      body ? ct : NULL,
-                               auth, c->host_header, tp[0] ? tp : NULL};
-        bool oom = false;
-        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-            if (!fixed[i])
-                continue;
-            t = curl_slist_append(h, fixed[i]);
-            if (!t) {
-                oom = true;
-                break;
-            }
-            h = t;
-        }
-        free_secret(auth);
-        kop_dynbuf_free(&x.body);
-        x = (struct xfer){.c = c, .easy = ts->easy, .on_data = on_data, .ud = ud};
-        kop_dynbuf_init(&x.body, on_data ? MAX_ERROR_BODY : MAX_BODY);
-        errbuf[0] = '\0';
-        if (oom) {
-            curl_slist_free_all(h);
-            kop_span_free(span);
-            r = -ENOMEM;
-            break;
-        }
-        r = setup_easy(c, ts->easy, method, url, h, body, body_len, on_data != NULL, cred, errbuf);
-        if (r == 0) {
-            curl_easy_setopt(ts->easy, CURLOPT_HEADERFUNCTION, on_header);
-            curl_easy_setopt(ts->easy, CURLOPT_HEADERDATA, &x);
-            curl_easy_setopt(ts->easy, CURLOPT_WRITEFUNCTION, on_write);
-            curl_easy_setopt(ts->easy, CURLOPT_WRITEDATA, &x);
-            r = perform(ts, &x, cc, c->abort, idle_ms * 1000000, limit_ms * 1000000, errbuf);
-        }
-        long code = 0;
-        curl_easy_getinfo(ts->easy, CURLINFO_RESPONSE_CODE, &code);
-        /* Drop the header list (it holds the token) before anything else. */
-        curl_easy_setopt(ts->easy, CURLOPT_HTTPHEADER, NULL);
-        for (struct curl_slist *p = h; p; p = p->next)
-            explicit_bzero(p->data, strlen(p->data));
-        curl_slist_free_all(h);
-        count_request(c, method, r == 0 || code ? code : 0);
-        end_client_span(span, r, code, errbuf);
-        sent++;
-        if (st) {
-            st->attempts = sent;
-            st->code = (int)code;
-            st->retry_after_s = x.retry_after_s;
-        }
-        if (r < 0) {
-            /* Transport error, cancel, idle watch or on_data's error (also
-             * when a response had started): no retry here. */
-            if (st)
-                snprintf(st->message, sizeof(st->message), "%s", errbuf);
-            break;
-        }
-        if (code >= 200 && code < 300) {
-            r = 0;
-            break;
-        }
-        status_from_body(st, kop_dynbuf_ptr(&x.body), kop_dynbuf_len(&x.body));
-        const char *reason = st ? st->reason : NULL;
-        r = kop_client_errno((int)code, reason);
-        if (code == 401 && c->cfg.token_file && !reread_done) {
-            /* The token may just have rotated: read it again and retry. */
-            reread_done = true;
-            char *a = auth_header(c, true, NULL, NULL);
-            free_secret(a);
-            attempt--;
-            continue;
-        }
-        if (code == 401 && exec_used && !exec_retry_done) {
-            /* The plugin's credential was rejected (revoked, or expired
-             * before its expirationTimestamp): run the plugin again, once,
-             * and retry (client-go's exec.go refreshes on 401 as well). */
-            exec_retry_done = true;
-            kop_execcred_invalidate(c->exec, cred);
-            kop_logf(KOP_LOG_INFO, LOGGER,
-                     "%s %s: HTTP 401 with the exec plugin's credential, "
-                     "running the plugin again",
-                     method, path);
-            attempt--;
-            continue;
-        }
-        /* A stream is retried only when asked (a LIST; never a watch): its
-         * body was not handed on, since the answer was not a 2xx. */
-        if ((code == 429 || code >= 500) && x.retry_after_s > 0 && attempt < c->max_retries &&
-            (!on_data || retry_stream)) {
-            int64_t wait = (int64_t)x.retry_after_s * 1000;
-            if (wait > c->max_retry_wait_ms)
-                wait = c->max_retry_wait_ms;
-            kop_logf(KOP_LOG_DEBUG, LOGGER, "%s %s: HTTP %ld, retrying in %lld ms (attempt %d)",
-                     method, path, code, (long long)wait, attempt + 1);
-            r = cancel_sleep(cc, wait);
-            if (r < 0)
-                break;
-            continue;
-        }
-        break;
-    }
+    int r = send_with_retries(c, ts, &rq, &x, st);
     free(url);
-    kop_execcred_cred_unref(cred);
     if (r == 0 && ret_body) {
         /* NULL for a response without a body, as before the buffer was
          * used; take cannot fail on a buffer that holds memory. */
@@ -1315,8 +1412,8 @@ int kop_client_request(struct kop_client *c, const struct kop_request *req,
                        struct kop_api_status *status, json_t **ret_obj)
 {
     status_clear(status);
-    if (!c || !req || !req->method || !req->path)
-        return -EINVAL;
+    assert(c);
+    assert(req);
     char *body = NULL;
     size_t body_len = 0;
     if (req->body) {
@@ -1469,8 +1566,7 @@ int kop_client_list_stream(struct kop_client *c, const struct kop_resource *res,
                            json_t **ret_meta)
 {
     status_clear(status);
-    if (!item_fn)
-        return -EINVAL;
+    assert(item_fn);
     char path[8192];
     int r = list_path(res, ns, o, path, sizeof(path));
     if (r < 0)
@@ -1620,8 +1716,7 @@ int kop_client_watch_limit(struct kop_client *c, const char *path, const char *a
                            kop_client_data_fn on_data, void *ud, struct kop_client_cancel *cancel,
                            int64_t idle_timeout_ms, int64_t limit_ms, struct kop_api_status *status)
 {
-    if (!on_data)
-        return -EINVAL;
+    assert(on_data);
     return do_request(c, "GET", path, NULL, accept, NULL, 0, cancel, on_data, ud, false,
                       idle_timeout_ms, limit_ms > 0 ? limit_ms : 0, status, NULL, NULL);
 }

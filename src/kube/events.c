@@ -14,6 +14,7 @@
  */
 #include "kop/events.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -91,8 +92,7 @@ static uint64_t hash_bytes(const char *s, size_t n)
 
 int kop_event_cache_new(size_t capacity, int64_t window_ns, struct kop_event_cache **ret)
 {
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     struct kop_event_cache *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
@@ -129,7 +129,8 @@ void kop_event_cache_free(struct kop_event_cache *c)
 
 size_t kop_event_cache_len(const struct kop_event_cache *c)
 {
-    return c ? c->len : 0;
+    assert(c);
+    return c->len;
 }
 
 static void lru_unlink(struct kop_event_cache *c, struct entry *e)
@@ -201,7 +202,12 @@ int kop_event_cache_observe(struct kop_event_cache *c, const struct kop_event_re
                             enum kop_event_type type, const char *reason, const char *message,
                             int64_t now_ns, int64_t wall_ns, struct kop_event_decision *ret)
 {
-    if (!c || !ref || !ref->name || !ref->name[0] || !reason || !message || !ret)
+    assert(c);
+    assert(ref);
+    assert(reason);
+    assert(message);
+    assert(ret);
+    if (!ref->name || !ref->name[0])
         return -EINVAL;
     size_t mlen = message_len(message);
     size_t klen = 0;
@@ -280,8 +286,10 @@ json_t *kop_event_build(const struct kop_event_ref *ref, enum kop_event_type typ
                         const char *reason, const char *message, const struct kop_event_decision *d,
                         const char *component, const char *instance)
 {
-    if (!ref || !reason || !message || !d)
-        return NULL;
+    assert(ref);
+    assert(reason);
+    assert(message);
+    assert(d);
     if (!component)
         component = program_invocation_short_name;
     if (!instance)
@@ -334,8 +342,8 @@ out:
 
 json_t *kop_event_patch_body(const struct kop_event_decision *d, const char *message)
 {
-    if (!d || !message)
-        return NULL;
+    assert(d);
+    assert(message);
     json_t *p = json_object();
     if (!p)
         return NULL;
@@ -467,8 +475,9 @@ static void *sender_main(void *arg)
 
 int kop_events_new(const struct kop_events_options *opt, struct kop_events **ret)
 {
-    if (!opt || !opt->client || !ret)
-        return -EINVAL;
+    assert(opt);
+    assert(opt->client);
+    assert(ret);
     struct kop_events *ev = calloc(1, sizeof(*ev));
     if (!ev)
         return -ENOMEM;
@@ -544,7 +553,12 @@ void kop_events_free(struct kop_events *ev)
 void kop_events_record(struct kop_events *ev, const struct kop_event_ref *ref,
                        enum kop_event_type type, const char *reason, const char *message)
 {
-    if (!ev || !ref || !ref->name || !reason || !message)
+    if (!ev)
+        return;
+    assert(ref);
+    assert(reason);
+    assert(message);
+    if (!ref->name)
         return;
     struct kop_event_decision d;
     struct job *j = NULL;
@@ -600,8 +614,9 @@ out:
 void kop_events_recordf(struct kop_events *ev, const struct kop_event_ref *ref,
                         enum kop_event_type type, const char *reason, const char *fmt, ...)
 {
-    if (!ev || !fmt)
+    if (!ev)
         return;
+    assert(fmt);
     /* Larger than the message limit so that the cut lands on a UTF-8
      * boundary (vsnprintf would cut anywhere). */
     char msg[4 * KOP_EVENT_MESSAGE_MAX];
@@ -614,8 +629,7 @@ void kop_events_recordf(struct kop_events *ev, const struct kop_event_ref *ref,
 
 int kop_events_flush(struct kop_events *ev, int64_t timeout_ms)
 {
-    if (!ev)
-        return 0;
+    assert(ev);
     int r = 0;
     pthread_mutex_lock(&ev->lock);
     struct timespec deadline = {0};
@@ -636,11 +650,8 @@ int kop_events_flush(struct kop_events *ev, int64_t timeout_ms)
 
 void kop_events_get_stats(struct kop_events *ev, struct kop_events_stats *ret)
 {
-    if (!ret)
-        return;
-    memset(ret, 0, sizeof(*ret));
-    if (!ev)
-        return;
+    assert(ev);
+    assert(ret);
     pthread_mutex_lock(&ev->lock);
     *ret = ev->stats;
     pthread_mutex_unlock(&ev->lock);

@@ -27,6 +27,7 @@
  */
 #include "kop/execcred.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -150,7 +151,8 @@ static bool digits(const char *s, int n, int *ret)
 int kop_execcred_parse_time(const char *s, int64_t *ret_ms)
 {
     int y, mo, d, h, mi, sec;
-    if (!s || !ret_ms || strlen(s) < 20)
+    assert(ret_ms);
+    if (!s || strlen(s) < 20)
         return -EINVAL;
     if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
         !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
@@ -198,46 +200,53 @@ int kop_execcred_parse_time(const char *s, int64_t *ret_ms)
     return 0;
 }
 
-/* Decode the plugin's stdout into a credential. */
-static int parse_output(const struct kop_execcred *p, const char *out, size_t len,
-                        struct kop_execcred_cred **ret, char *msg, size_t msg_len)
+/* The ExecCredential around the status: a JSON object of the kind and
+ * apiVersion asked for, with a status object. j may be NULL (jerr says
+ * why). */
+static int check_envelope(const struct kop_execcred *p, const json_t *j, const json_error_t *jerr,
+                          char *msg, size_t msg_len)
 {
-    json_error_t jerr;
-    json_t *j = json_loadb(out, len, 0, &jerr);
-    int r = 0;
-    struct kop_execcred_cred *c = NULL;
     if (!json_is_object(j)) {
         /* Position only: jansson's text quotes the input, which may be a
          * token cut short. */
         if (j)
             kop_msgf(msg, msg_len, "decoding stdout: not a JSON object");
         else
-            kop_msgf(msg, msg_len, "decoding stdout: invalid JSON at line %d, column %d", jerr.line,
-                     jerr.column);
-        r = -EBADMSG;
-        goto out;
+            kop_msgf(msg, msg_len, "decoding stdout: invalid JSON at line %d, column %d",
+                     jerr->line, jerr->column);
+        return -EBADMSG;
     }
     const char *av = json_string_value(json_object_get(j, "apiVersion"));
     const char *kind = json_string_value(json_object_get(j, "kind"));
     if (!av || !kind || strcmp(kind, "ExecCredential") != 0) {
         kop_msgf(msg, msg_len, "decoding stdout: not an ExecCredential (apiVersion %s, kind %s)",
                  av ? av : "<none>", kind ? kind : "<none>");
-        r = -EBADMSG;
-        goto out;
+        return -EBADMSG;
     }
     if (strcmp(av, p->api_version) != 0) {
         kop_msgf(msg, msg_len,
                  "exec plugin is configured to use API version %s, plugin returned version %s",
                  p->api_version, av);
-        r = -EPROTO;
-        goto out;
+        return -EPROTO;
     }
-    json_t *st = json_object_get(j, "status");
-    if (!json_is_object(st)) {
+    if (!json_is_object(json_object_get(j, "status"))) {
         kop_msgf(msg, msg_len, "exec plugin didn't return a status field");
-        r = -EBADMSG;
-        goto out;
+        return -EBADMSG;
     }
+    return 0;
+}
+
+/* Decode the plugin's stdout into a credential. */
+static int parse_output(const struct kop_execcred *p, const char *out, size_t len,
+                        struct kop_execcred_cred **ret, char *msg, size_t msg_len)
+{
+    json_error_t jerr;
+    json_t *j = json_loadb(out, len, 0, &jerr);
+    struct kop_execcred_cred *c = NULL;
+    int r = check_envelope(p, j, &jerr, msg, msg_len);
+    if (r < 0)
+        goto out;
+    json_t *st = json_object_get(j, "status");
     const char *tok = json_string_value(json_object_get(st, "token"));
     const char *cert = json_string_value(json_object_get(st, "clientCertificateData"));
     const char *key = json_string_value(json_object_get(st, "clientKeyData"));
@@ -491,7 +500,6 @@ static int spawn(const char *prog, const struct kop_execcred *p, char **env, int
     return -r;
 }
 
-/* Run the plugin once; on success *ret is the new credential. */
 /* How a run ended, for rest_client_exec_plugin_call_total (client-go's
  * exec/metrics.go incrementCallsMetric: exit code and call_status; a
  * killed plugin has exit code -1, as Go's ExitCode() reports). */
@@ -500,39 +508,29 @@ struct outcome {
     const char *status; /* NULL: the plugin was not started (not counted) */
 };
 
+/* One run of the plugin: its pipes, what it wrote, its process. */
+struct run {
+    int out_fd[2], err_fd[2];
+    char *out; /* stdout, up to max_output bytes */
+    size_t out_len;
+    char err_buf[MAX_STDERR]; /* the start of stderr */
+    size_t err_len;
+    pid_t pid; /* -1: none to kill and reap */
+    int status;
+};
+
 static bool is_cancelled(kop_execcred_cancel_fn cancelled, void *ud)
 {
     return cancelled && cancelled(ud);
 }
 
-static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cancelled,
-                      void *cancel_ud, struct kop_execcred_cred **ret, char *msg, size_t msg_len,
-                      struct outcome *oc)
+/* Find the program, make the pipes and start it, with Go's messages for
+ * what went wrong. */
+static int start_plugin(const struct kop_execcred *p, char **env, struct run *rn, char *msg,
+                        size_t msg_len, struct outcome *oc)
 {
-    *oc = (struct outcome){.code = 1, .status = NULL};
-    if (p->interactive_mode == KOP_EXEC_INTERACTIVE_ALWAYS) {
-        kop_msgf(msg, msg_len,
-                 "exec plugin cannot support interactive mode: standard input is not a terminal "
-                 "(interactiveMode is Always; plugins run non-interactively here, use Never or "
-                 "IfAvailable)");
-        return -ENOTSUP;
-    }
-    int out_fd[2] = {-1, -1}, err_fd[2] = {-1, -1};
-    char *out = NULL, *prog = NULL;
-    size_t out_len = 0, err_len = 0;
-    char err_buf[MAX_STDERR];
-    pid_t pid = -1;
-    int r = 0;
-    oc->status = "client_internal_error";
-    char **env = build_env(p);
-    if (!env)
-        return -ENOMEM;
-    out = malloc(p->max_output + 1);
-    if (!out) {
-        r = -ENOMEM;
-        goto out;
-    }
-    r = look_path(p->argv[0], &prog);
+    char *prog = NULL;
+    int r = look_path(p->argv[0], &prog);
     if (r == -EPERM) {
         /* Go's exec.Error with exec.ErrDot, in its words; client-go counts
          * every exec.Error as plugin_not_found_error. */
@@ -543,19 +541,19 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
         oc->status = "plugin_not_found_error";
         goto out;
     }
-    if (r == 0 && (pipe2(out_fd, O_CLOEXEC) < 0 || pipe2(err_fd, O_CLOEXEC) < 0)) {
+    if (r == 0 && (pipe2(rn->out_fd, O_CLOEXEC) < 0 || pipe2(rn->err_fd, O_CLOEXEC) < 0)) {
         r = -errno;
         kop_msgf(msg, msg_len, "exec plugin %s: cannot create pipes", p->argv[0]);
         goto out;
     }
     if (r == 0) {
-        r = spawn(prog, p, env, out_fd, err_fd, &pid);
-        close(out_fd[1]);
-        close(err_fd[1]);
-        out_fd[1] = err_fd[1] = -1;
+        r = spawn(prog, p, env, rn->out_fd, rn->err_fd, &rn->pid);
+        close(rn->out_fd[1]);
+        close(rn->err_fd[1]);
+        rn->out_fd[1] = rn->err_fd[1] = -1;
     }
     if (r < 0) {
-        pid = -1;
+        rn->pid = -1;
         if (r == -ENOENT)
             kop_msgf(msg, msg_len,
                      "exec: executable %s not found; it looks like you are trying to use a "
@@ -570,13 +568,21 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
             oc->status = "plugin_not_found_error";
         if (r != -ENOENT && r != -EACCES && r != -ENOMEM)
             r = -EAGAIN;
-        goto out;
     }
-    int64_t deadline = mono_ms() + p->timeout_ms;
-    struct pollfd pf[2] = {{.fd = out_fd[0], .events = POLLIN},
-                           {.fd = err_fd[0], .events = POLLIN}};
-    int open_fds = 2;
-    while (open_fds > 0) {
+out:
+    free(prog);
+    return r;
+}
+
+/* Read stdout and stderr until both close, the deadline passes, the run
+ * is cancelled or stdout passes max_output. */
+static int read_output(const struct kop_execcred *p, struct run *rn, int64_t deadline,
+                       kop_execcred_cancel_fn cancelled, void *cancel_ud)
+{
+    struct pollfd pf[2] = {{.fd = rn->out_fd[0], .events = POLLIN},
+                           {.fd = rn->err_fd[0], .events = POLLIN}};
+    int open_fds = 2, r = 0;
+    while (open_fds > 0 && r == 0) {
         int64_t left = deadline - mono_ms();
         if (left <= 0) {
             r = -ETIMEDOUT;
@@ -606,53 +612,55 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
                 continue;
             }
             if (i == 0) {
-                if ((size_t)k > p->max_output - out_len) {
+                if ((size_t)k > p->max_output - rn->out_len) {
                     r = -EMSGSIZE;
                     break;
                 }
-                memcpy(out + out_len, tmp, (size_t)k);
-                out_len += (size_t)k;
+                memcpy(rn->out + rn->out_len, tmp, (size_t)k);
+                rn->out_len += (size_t)k;
             } else {
-                size_t keep =
-                    (size_t)k < sizeof(err_buf) - err_len ? (size_t)k : sizeof(err_buf) - err_len;
-                memcpy(err_buf + err_len, tmp, keep);
-                err_len += keep;
+                size_t room = sizeof(rn->err_buf) - rn->err_len;
+                size_t keep = (size_t)k < room ? (size_t)k : room;
+                memcpy(rn->err_buf + rn->err_len, tmp, keep);
+                rn->err_len += keep;
             }
         }
-        if (r < 0)
-            break;
     }
-    out_fd[0] = pf[0].fd;
-    err_fd[0] = pf[1].fd;
-    int status = 0;
-    if (r == 0) {
-        /* Both pipes closed: the plugin is exiting; wait for it within the
-         * deadline (a plugin could close them and linger). */
-        for (;;) {
-            pid_t w = waitpid(pid, &status, WNOHANG);
-            if (w == pid)
-                break;
-            if (w < 0 && errno != EINTR) {
-                r = -errno;
-                break;
-            }
-            if (mono_ms() >= deadline) {
-                r = -ETIMEDOUT;
-                break;
-            }
-            if (is_cancelled(cancelled, cancel_ud)) {
-                r = -ECANCELED;
-                break;
-            }
-            struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
-            nanosleep(&ts, NULL);
+    rn->out_fd[0] = pf[0].fd;
+    rn->err_fd[0] = pf[1].fd;
+    return r;
+}
+
+/* Both pipes closed: the plugin is exiting; wait for it within the
+ * deadline (a plugin could close them and linger). */
+static int reap(struct run *rn, int64_t deadline, kop_execcred_cancel_fn cancelled, void *cancel_ud)
+{
+    for (;;) {
+        pid_t w = waitpid(rn->pid, &rn->status, WNOHANG);
+        if (w == rn->pid) {
+            rn->pid = -1;
+            return 0;
         }
-        if (r == 0)
-            pid = -1;
+        if (w < 0 && errno != EINTR)
+            return -errno;
+        if (mono_ms() >= deadline)
+            return -ETIMEDOUT;
+        if (is_cancelled(cancelled, cancel_ud))
+            return -ECANCELED;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
+        nanosleep(&ts, NULL);
     }
-    log_stderr(p, err_buf, err_len);
+}
+
+/* What the run's end r means: the outcome for the metric, the message,
+ * and on success the credential parsed from stdout. */
+static int judge(const struct kop_execcred *p, const struct run *rn, int r,
+                 struct kop_execcred_cred **ret, char *msg, size_t msg_len, struct outcome *oc)
+{
+    int status = rn->status;
+    log_stderr(p, rn->err_buf, rn->err_len);
     char last[256];
-    last_line(err_buf, err_len, last, sizeof(last));
+    last_line(rn->err_buf, rn->err_len, last, sizeof(last));
     if (r == -ECANCELED)
         oc->status = NULL; /* kop gave up on it: not the plugin's outcome */
     else if (r == -ETIMEDOUT || r == -EMSGSIZE || (r == 0 && !WIFEXITED(status)))
@@ -680,23 +688,57 @@ static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cance
                  WEXITSTATUS(status), last[0] ? ": " : "", last);
         r = -EIO;
     } else {
-        r = parse_output(p, out, out_len, ret, msg, msg_len);
+        r = parse_output(p, rn->out, rn->out_len, ret, msg, msg_len);
     }
+    return r;
+}
+
+/* Run the plugin once; on success *ret is the new credential. */
+static int run_plugin(const struct kop_execcred *p, kop_execcred_cancel_fn cancelled,
+                      void *cancel_ud, struct kop_execcred_cred **ret, char *msg, size_t msg_len,
+                      struct outcome *oc)
+{
+    *oc = (struct outcome){.code = 1, .status = NULL};
+    if (p->interactive_mode == KOP_EXEC_INTERACTIVE_ALWAYS) {
+        kop_msgf(msg, msg_len,
+                 "exec plugin cannot support interactive mode: standard input is not a terminal "
+                 "(interactiveMode is Always; plugins run non-interactively here, use Never or "
+                 "IfAvailable)");
+        return -ENOTSUP;
+    }
+    struct run rn = {.out_fd = {-1, -1}, .err_fd = {-1, -1}, .pid = -1};
+    int r = 0;
+    oc->status = "client_internal_error";
+    char **env = build_env(p);
+    if (!env)
+        return -ENOMEM;
+    rn.out = malloc(p->max_output + 1);
+    if (!rn.out) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = start_plugin(p, env, &rn, msg, msg_len, oc);
+    if (r < 0)
+        goto out;
+    int64_t deadline = mono_ms() + p->timeout_ms;
+    r = read_output(p, &rn, deadline, cancelled, cancel_ud);
+    if (r == 0)
+        r = reap(&rn, deadline, cancelled, cancel_ud);
+    r = judge(p, &rn, r, ret, msg, msg_len, oc);
 out:
-    if (pid > 0)
-        kill_wait(pid);
+    if (rn.pid > 0)
+        kill_wait(rn.pid);
     for (int i = 0; i < 2; i++) {
-        if (out_fd[i] >= 0)
-            close(out_fd[i]);
-        if (err_fd[i] >= 0)
-            close(err_fd[i]);
+        if (rn.out_fd[i] >= 0)
+            close(rn.out_fd[i]);
+        if (rn.err_fd[i] >= 0)
+            close(rn.err_fd[i]);
     }
-    if (out) {
-        explicit_bzero(out, out_len);
-        free(out);
+    if (rn.out) {
+        explicit_bzero(rn.out, rn.out_len);
+        free(rn.out);
     }
     free(env);
-    free(prog);
     return r;
 }
 
@@ -835,7 +877,9 @@ static int provider_new(const struct kop_exec_config *cfg, const struct kop_exec
 int kop_execcred_get_shared(const struct kop_exec_config *cfg,
                             const struct kop_execcred_options *opt, struct kop_execcred **ret)
 {
-    if (!cfg || !cfg->command || !*cfg->command || !cfg->api_version || !ret)
+    assert(cfg);
+    assert(ret);
+    if (!cfg->command || !*cfg->command || !cfg->api_version)
         return -EINVAL;
     struct kop_execcred *p = NULL;
     int r = provider_new(cfg, opt, &p);
@@ -893,8 +937,8 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
                                  kop_execcred_cancel_fn cancelled, void *cancel_ud,
                                  struct kop_execcred_cred **ret_cred, char *msg, size_t msg_len)
 {
-    if (!p || !ret_cred)
-        return -EINVAL;
+    assert(p);
+    assert(ret_cred);
     pthread_mutex_lock(&p->lock);
     while (!usable(p, now_ms) && p->running) {
         uint64_t gen = p->gen;
@@ -973,8 +1017,8 @@ int kop_execcred_get_cancellable(struct kop_execcred *p, int64_t now_ms,
 
 void kop_execcred_invalidate(struct kop_execcred *p, const struct kop_execcred_cred *used)
 {
-    if (!p || !used)
-        return;
+    assert(p);
+    assert(used);
     pthread_mutex_lock(&p->lock);
     if (p->cred == used)
         p->stale = true;
@@ -983,8 +1027,7 @@ void kop_execcred_invalidate(struct kop_execcred *p, const struct kop_execcred_c
 
 unsigned long kop_execcred_runs(struct kop_execcred *p)
 {
-    if (!p)
-        return 0;
+    assert(p);
     pthread_mutex_lock(&p->lock);
     unsigned long n = p->runs;
     pthread_mutex_unlock(&p->lock);

@@ -34,6 +34,7 @@
  */
 #include "kop/informer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -138,14 +139,21 @@ void kop_informer_free(struct kop_informer *inf)
  * metadata.managedFields is never decoded, in LIST items or watch events:
  * the store drops it anyway (kop_store_strip), it is often the larger part
  * of an object, and anyone who may write an object chooses its size and
- * shape (3 MiB of field paths cost ~70 MiB as a tree).
+ * shape: as a jansson tree, field paths cost many times their text
+ * (docs/performance.md §4).
  */
 static const char *const drop_managed_fields[] = {"metadata", "managedFields", NULL};
 
 int kop_informer_new(const struct kop_informer_options *o, struct kop_informer **ret)
 {
-    if (!o || !o->client || !o->store || !o->kind || !*o->kind || !o->resource.version ||
-        !o->resource.resource || !ret)
+    assert(o);
+    assert(o->client);
+    assert(o->store);
+    assert(o->kind);
+    assert(o->resource.version);
+    assert(o->resource.resource);
+    assert(ret);
+    if (!*o->kind)
         return -EINVAL;
     struct kop_informer *inf = calloc(1, sizeof(*inf));
     if (!inf)
@@ -671,8 +679,7 @@ static void *run(void *arg)
 
 int kop_informer_start(struct kop_informer *inf)
 {
-    if (!inf)
-        return -EINVAL;
+    assert(inf);
     if (inf->started)
         return -EALREADY;
     int r = kop_thread_start(&inf->thread, run, inf, "inf-%s", inf->name ? inf->name : "");
@@ -700,8 +707,7 @@ void kop_informer_stop(struct kop_informer *inf)
 
 bool kop_informer_has_synced(struct kop_informer *inf)
 {
-    if (!inf)
-        return false;
+    assert(inf);
     pthread_mutex_lock(&inf->lock);
     bool s = inf->synced;
     pthread_mutex_unlock(&inf->lock);
@@ -710,8 +716,7 @@ bool kop_informer_has_synced(struct kop_informer *inf)
 
 int kop_informer_wait_synced(struct kop_informer *inf, int64_t timeout_ms)
 {
-    if (!inf)
-        return -EINVAL;
+    assert(inf);
     int64_t end = now_ns() + timeout_ms * 1000000;
     struct timespec ts = {.tv_sec = end / 1000000000, .tv_nsec = end % 1000000000};
     int r = 0;
@@ -731,8 +736,8 @@ int kop_informer_wait_synced(struct kop_informer *inf, int64_t timeout_ms)
 
 void kop_informer_stats(struct kop_informer *inf, struct kop_informer_stats *ret)
 {
-    if (!inf || !ret)
-        return;
+    assert(inf);
+    assert(ret);
     pthread_mutex_lock(&inf->lock);
     *ret = inf->stats;
     pthread_mutex_unlock(&inf->lock);

@@ -10,6 +10,7 @@
  */
 #include "kop/kubeconfig.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -86,8 +87,8 @@ static int b64val(unsigned char c)
 
 int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_len)
 {
-    if (!in || !ret_buf)
-        return -EINVAL;
+    assert(in);
+    assert(ret_buf);
     char *out = malloc(len / 4 * 3 + 4);
     if (!out)
         return -ENOMEM;
@@ -129,7 +130,9 @@ int kop_base64_decode(const char *in, size_t len, char **ret_buf, size_t *ret_le
 int kop_base64_encode(const void *in, size_t len, char **ret)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if ((!in && len) || !ret || len > ((size_t)-1 / 4) * 3 - 3)
+    assert(in || !len);
+    assert(ret);
+    if (len > ((size_t)-1 / 4) * 3 - 3)
         return -EINVAL;
     const unsigned char *p = in;
     char *out = malloc((len + 2) / 3 * 4 + 1);
@@ -667,46 +670,16 @@ static int b64_named(const char *v, const char *what, char **out, size_t *out_le
     return r;
 }
 
-static int fill(const json_t *root, const char *context, struct kop_kubeconfig *kc, char *why,
-                size_t why_len)
+/* The cluster's fields (and the context's namespace) into kc. */
+static int fill_cluster(const json_t *ctx, const json_t *cluster, const char *cluster_name,
+                        struct kop_kubeconfig *kc, char *why, size_t why_len)
 {
-    const char *ctx_name = context ? context : str_at(root, "current-context");
-    if (!ctx_name) {
-        kop_msgf(why, why_len, "no current-context is set");
-        return -ENOENT;
-    }
-    json_t *ctx = named(root, "contexts", "context", ctx_name);
-    if (!ctx) {
-        kop_msgf(why, why_len, "context \"%.200s\" not found", ctx_name);
-        return -ENOENT;
-    }
-    const char *cluster_name = str_at(ctx, "cluster");
-    const char *user_name = str_at(ctx, "user");
-    json_t *cluster = cluster_name ? named(root, "clusters", "cluster", cluster_name) : NULL;
-    if (!cluster) {
-        if (cluster_name)
-            kop_msgf(why, why_len, "cluster \"%.200s\" of context \"%.200s\" not found",
-                     cluster_name, ctx_name);
-        else
-            kop_msgf(why, why_len, "context \"%.200s\" names no cluster", ctx_name);
-        return -ENOENT;
-    }
-    /* A context without a user is valid (anonymous); a named but missing
-     * user is an error, as in kubectl. */
-    json_t *user = user_name ? named(root, "users", "user", user_name) : NULL;
-    if (user_name && !user) {
-        kop_msgf(why, why_len, "user \"%.200s\" of context \"%.200s\" not found", user_name,
-                 ctx_name);
-        return -ENOENT;
-    }
-
     const char *server = str_at(cluster, "server");
     if (!server) {
         kop_msgf(why, why_len, "cluster \"%.200s\" has no server", cluster_name);
         return -EINVAL;
     }
-    int r;
-    r = dup_field(server, &kc->server);
+    int r = dup_field(server, &kc->server);
     if (r < 0)
         return r;
     size_t n = strlen(kc->server);
@@ -744,27 +717,14 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
     r = not_special("certificate-authority", kc->ca_file, why, why_len);
     if (r == 0)
         r = check_readable("certificate-authority", kc->ca_file, cluster_name, why, why_len);
-    if (r < 0 || !user)
-        return r;
-    r = dup_field(str_at(user, "token"), &kc->token);
-    if (r == 0 && kc->token && !kop_text_printable(kc->token)) {
-        kop_msgf(why, why_len, "user \"%.200s\": token has control characters", user_name);
-        return -EINVAL;
-    }
-    if (r == 0)
-        r = dup_field(str_at(user, "tokenFile"), &kc->token_file);
-    if (r == 0)
-        r = dup_field(str_at(user, "client-certificate"), &kc->cert_file);
-    if (r == 0)
-        r = dup_field(str_at(user, "client-key"), &kc->key_file);
-    if (r == 0)
-        r = b64_named(str_at(user, "client-certificate-data"), "client-certificate-data",
-                      &kc->cert_data, &kc->cert_data_len, why, why_len);
-    if (r == 0)
-        r = b64_named(str_at(user, "client-key-data"), "client-key-data", &kc->key_data,
-                      &kc->key_data_len, why, why_len);
-    if (r < 0)
-        return r;
+    return r;
+}
+
+/* The user's exec stanza into kc->exec ("exec:" or "exec: null": none). */
+static int fill_exec(const json_t *user, const char *user_name, const json_t *cluster,
+                     struct kop_kubeconfig *kc, char *why, size_t why_len)
+{
+    int r = 0;
     json_t *exec = json_object_get(user, "exec");
     const char *exec_s = json_string_value(exec);
     if (exec_s && (!*exec_s || !strcmp(exec_s, "null") || !strcmp(exec_s, "~")))
@@ -782,19 +742,16 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
                      "are required, interactiveMode is Never, IfAvailable or Always, env entries "
                      "need a name)",
                      user_name);
-        if (r < 0)
-            return r;
     }
-    /* client-go's validation: a certificate needs its key and the other
-     * way round (one alone used to be passed to libcurl, which failed
-     * every request with an OpenSSL message). */
-    bool has_cert = kc->cert_file || kc->cert_data, has_key = kc->key_file || kc->key_data;
-    if (has_cert != has_key) {
-        kop_msgf(why, why_len, "user \"%.200s\": %s", user_name,
-                 has_cert ? "client-certificate without client-key (or -data)"
-                          : "client-key without client-certificate (or -data)");
-        return -EINVAL;
-    }
+    return r;
+}
+
+/* The files the user's fields name: never a special file, and read now
+ * where client-go reads them when it loads the configuration. */
+static int check_user_files(const struct kop_kubeconfig *kc, bool https, const char *user_name,
+                            char *why, size_t why_len)
+{
+    int r = 0;
     /* label: client-go's name for the field in its message. read: client-go
      * reads the file when it loads the configuration. It opens the
      * certificate and key files in validateAuthInfo; it reads the tokenFile
@@ -814,6 +771,47 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
     for (size_t i = 0; r == 0 && i < n_files; i++)
         if (files[i].read)
             r = check_readable(files[i].label, files[i].path, user_name, why, why_len);
+    return r;
+}
+
+/* The user's credentials into kc. */
+static int fill_user(const json_t *user, const char *user_name, const json_t *cluster,
+                     struct kop_kubeconfig *kc, char *why, size_t why_len)
+{
+    bool https = strncasecmp(kc->server, "https://", 8) == 0;
+    int r = dup_field(str_at(user, "token"), &kc->token);
+    if (r == 0 && kc->token && !kop_text_printable(kc->token)) {
+        kop_msgf(why, why_len, "user \"%.200s\": token has control characters", user_name);
+        return -EINVAL;
+    }
+    if (r == 0)
+        r = dup_field(str_at(user, "tokenFile"), &kc->token_file);
+    if (r == 0)
+        r = dup_field(str_at(user, "client-certificate"), &kc->cert_file);
+    if (r == 0)
+        r = dup_field(str_at(user, "client-key"), &kc->key_file);
+    if (r == 0)
+        r = b64_named(str_at(user, "client-certificate-data"), "client-certificate-data",
+                      &kc->cert_data, &kc->cert_data_len, why, why_len);
+    if (r == 0)
+        r = b64_named(str_at(user, "client-key-data"), "client-key-data", &kc->key_data,
+                      &kc->key_data_len, why, why_len);
+    if (r < 0)
+        return r;
+    r = fill_exec(user, user_name, cluster, kc, why, why_len);
+    if (r < 0)
+        return r;
+    /* client-go's validation: a certificate needs its key and the other
+     * way round (one alone used to be passed to libcurl, which failed
+     * every request with an OpenSSL message). */
+    bool has_cert = kc->cert_file || kc->cert_data, has_key = kc->key_file || kc->key_data;
+    if (has_cert != has_key) {
+        kop_msgf(why, why_len, "user \"%.200s\": %s", user_name,
+                 has_cert ? "client-certificate without client-key (or -data)"
+                          : "client-key without client-certificate (or -data)");
+        return -EINVAL;
+    }
+    r = check_user_files(kc, https, user_name, why, why_len);
     if (r < 0)
         return r;
     bool has_cred = kc->token || kc->token_file || kc->cert_file || kc->cert_data || kc->exec;
@@ -825,6 +823,45 @@ static int fill(const json_t *root, const char *context, struct kop_kubeconfig *
         return -ENOTSUP;
     }
     return 0;
+}
+
+static int fill(const json_t *root, const char *context, struct kop_kubeconfig *kc, char *why,
+                size_t why_len)
+{
+    const char *ctx_name = context ? context : str_at(root, "current-context");
+    if (!ctx_name) {
+        kop_msgf(why, why_len, "no current-context is set");
+        return -ENOENT;
+    }
+    json_t *ctx = named(root, "contexts", "context", ctx_name);
+    if (!ctx) {
+        kop_msgf(why, why_len, "context \"%.200s\" not found", ctx_name);
+        return -ENOENT;
+    }
+    const char *cluster_name = str_at(ctx, "cluster");
+    const char *user_name = str_at(ctx, "user");
+    json_t *cluster = cluster_name ? named(root, "clusters", "cluster", cluster_name) : NULL;
+    if (!cluster) {
+        if (cluster_name)
+            kop_msgf(why, why_len, "cluster \"%.200s\" of context \"%.200s\" not found",
+                     cluster_name, ctx_name);
+        else
+            kop_msgf(why, why_len, "context \"%.200s\" names no cluster", ctx_name);
+        return -ENOENT;
+    }
+    /* A context without a user is valid (anonymous); a named but missing
+     * user is an error, as in kubectl. */
+    json_t *user = user_name ? named(root, "users", "user", user_name) : NULL;
+    if (user_name && !user) {
+        kop_msgf(why, why_len, "user \"%.200s\" of context \"%.200s\" not found", user_name,
+                 ctx_name);
+        return -ENOENT;
+    }
+
+    int r = fill_cluster(ctx, cluster, cluster_name, kc, why, why_len);
+    if (r < 0 || !user)
+        return r;
+    return fill_user(user, user_name, cluster, kc, why, why_len);
 }
 
 /* One kubeconfig's tree, its relative paths resolved against dir. An
@@ -864,8 +901,8 @@ static int use(const json_t *root, const char *context, struct kop_kubeconfig *r
 int kop_kubeconfig_load_buffer(const char *data, size_t len, const char *dir, const char *context,
                                struct kop_kubeconfig *ret)
 {
-    if (!data || !ret)
-        return -EINVAL;
+    assert(data);
+    assert(ret);
     json_t *root = NULL;
     int r = parse(data, len, dir, &root, NULL, 0);
     if (r == 0)
@@ -950,8 +987,8 @@ static void log_failure(const char *source, const char *path, int r, const char 
 
 int kop_kubeconfig_load_file(const char *path, const char *context, struct kop_kubeconfig *ret)
 {
-    if (!path || !ret)
-        return -EINVAL;
+    assert(path);
+    assert(ret);
     char why[512] = "";
     int r = load_file(path, context, ret, why, sizeof(why));
     if (r < 0)
@@ -1050,8 +1087,7 @@ out:
 
 int kop_kubeconfig_in_cluster(const char *root, struct kop_kubeconfig *ret)
 {
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     return in_cluster(root, ret, NULL, 0);
 }
 

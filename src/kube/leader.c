@@ -28,6 +28,7 @@
  */
 #include "kop/leader.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -111,7 +112,8 @@ static int64_t time_member(const json_t *o, const char *key)
 
 int kop_leader_record_from_lease(const json_t *lease, struct kop_leader_record *ret)
 {
-    if (!json_is_object(lease) || !ret)
+    assert(ret);
+    if (!json_is_object(lease))
         return -EINVAL;
     const json_t *spec = json_object_get(lease, "spec");
     if (spec && !json_is_object(spec))
@@ -148,7 +150,10 @@ static int set_micro(json_t *spec, const char *key, int64_t wall_ns)
 int kop_leader_record_to_lease(const struct kop_leader_record *rec, const json_t *base,
                                const char *ns, const char *name, json_t **ret_lease)
 {
-    if (!rec || !ret_lease || (!base && (!ns || !name)) || (base && !json_is_object(base)))
+    assert(rec);
+    assert(ret_lease);
+    assert(base || (ns && name));
+    if (base && !json_is_object(base))
         return -EINVAL;
     int r = -ENOMEM;
     json_t *lease = NULL;
@@ -282,8 +287,7 @@ static void random_bytes(unsigned char *b, size_t n)
 
 int kop_leader_default_identity(char *buf, size_t len)
 {
-    if (!buf)
-        return -EINVAL;
+    assert(buf);
     char host[256] = "";
     const char *pod = getenv("POD_NAME");
     if (pod && pod[0] && strlen(pod) < sizeof(host)) {
@@ -328,8 +332,12 @@ static char *dup_str(const char *s)
 
 int kop_leader_new(const struct kop_leader_options *opts, struct kop_leader **ret)
 {
-    if (!opts || !ret || !opts->client || !opts->namespace || !opts->namespace[0] || !opts->name ||
-        !opts->name[0])
+    assert(opts);
+    assert(opts->client);
+    assert(opts->namespace);
+    assert(opts->name);
+    assert(ret);
+    if (!opts->namespace[0] || !opts->name[0])
         return -EINVAL;
     int64_t lease = opts->lease_duration_ms ? opts->lease_duration_ms
                                             : (int64_t)KOP_LEADER_LEASE_DURATION_S * 1000;
@@ -413,17 +421,21 @@ out:
 
 bool kop_leader_is_leader(const struct kop_leader *l)
 {
-    return l && atomic_load(&l->leading);
+    assert(l);
+    return atomic_load(&l->leading);
 }
 
 const char *kop_leader_identity(const struct kop_leader *l)
 {
-    return l ? l->identity : NULL;
+    assert(l);
+    return l->identity;
 }
 
 int kop_leader_leader(struct kop_leader *l, char *buf, size_t len)
 {
-    if (!l || !buf || len == 0)
+    assert(l);
+    assert(buf);
+    if (len == 0)
         return -EINVAL;
     pthread_mutex_lock(&l->lock);
     int n = snprintf(buf, len, "%s", l->holder);
@@ -806,8 +818,7 @@ void kop_leader_retire(struct kop_leader *l)
 
 int kop_leader_start(struct kop_leader *l)
 {
-    if (!l)
-        return -EINVAL;
+    assert(l);
     if (l->started)
         return -EALREADY;
     int r = kop_thread_start(&l->watchdog, watchdog_main, l, "lease-watchdog");
@@ -828,7 +839,8 @@ int kop_leader_start(struct kop_leader *l)
 
 int kop_leader_stop(struct kop_leader *l, bool release_lease)
 {
-    if (!l || !l->started || l->joined)
+    assert(l);
+    if (!l->started || l->joined)
         return 0;
     pthread_mutex_lock(&l->lock);
     l->stopping = true;

@@ -14,6 +14,7 @@
  */
 #include "kop/membership.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -193,8 +194,13 @@ static void *observe_main(void *arg)
 
 int kop_membership_new(const struct kop_membership_options *o, struct kop_membership **ret)
 {
-    if (!o || !o->client || !o->namespace || !o->prefix || !o->identity ||
-        !kop_membership_identity_valid(o->identity) ||
+    assert(o);
+    assert(o->client);
+    assert(o->namespace);
+    assert(o->prefix);
+    assert(o->identity);
+    assert(ret);
+    if (!kop_membership_identity_valid(o->identity) ||
         strlen(o->prefix) + strlen(o->identity) > 253)
         return -EINVAL;
     struct kop_membership *m = calloc(1, sizeof(*m));
@@ -243,7 +249,8 @@ fail:
 
 int kop_membership_start(struct kop_membership *m)
 {
-    if (!m || m->started)
+    assert(m);
+    if (m->started)
         return -EINVAL;
     int r = kop_leader_start(m->elector);
     if (r < 0)
@@ -306,7 +313,8 @@ int kop_membership_members(struct kop_membership *m, json_t **ret_members, uint6
 
 bool kop_membership_joined(const struct kop_membership *m)
 {
-    return m && kop_leader_is_leader(m->elector);
+    assert(m);
+    return kop_leader_is_leader(m->elector);
 }
 
 const char *kop_membership_identity(const struct kop_membership *m)

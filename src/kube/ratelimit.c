@@ -15,6 +15,7 @@
  */
 #include "kop/ratelimit.h"
 
+#include <assert.h>
 #include <limits.h>
 
 #include <errno.h>
@@ -47,7 +48,8 @@ static int64_t mono_now_ns(void)
 
 int kop_ratelimit_new(double qps, int burst, struct kop_ratelimit **ret)
 {
-    if (!ret || isnan(qps) || isinf(qps))
+    assert(ret);
+    if (isnan(qps) || isinf(qps))
         return -EINVAL;
     struct kop_ratelimit *rl = calloc(1, sizeof(*rl));
     if (!rl)
@@ -121,7 +123,8 @@ int64_t kop_ratelimit_reserve(struct kop_ratelimit *rl, int64_t now_ns)
 
 bool kop_ratelimit_try(struct kop_ratelimit *rl, int64_t now_ns)
 {
-    if (!rl || !rl->enabled)
+    assert(rl);
+    if (!rl->enabled)
         return true;
     bool ok = false;
     pthread_mutex_lock(&rl->lock);
@@ -174,8 +177,7 @@ out:
 
 void kop_ratelimit_close(struct kop_ratelimit *rl)
 {
-    if (!rl)
-        return;
+    assert(rl);
     pthread_mutex_lock(&rl->lock);
     rl->closed = true;
     pthread_cond_broadcast(&rl->cond);
@@ -184,8 +186,7 @@ void kop_ratelimit_close(struct kop_ratelimit *rl)
 
 unsigned kop_ratelimit_waiters(struct kop_ratelimit *rl)
 {
-    if (!rl)
-        return 0;
+    assert(rl);
     pthread_mutex_lock(&rl->lock);
     uint64_t n = rl->next_ticket - rl->serving;
     pthread_mutex_unlock(&rl->lock);

@@ -33,6 +33,7 @@
  */
 #include "kop/store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -714,7 +715,9 @@ static bool key_args_ok(const char *kind, const char *ns, const char *name)
 
 int kop_store_key(const char *kind, const char *ns, const char *name, char *buf, size_t len)
 {
-    if (!key_args_ok(kind, ns, name) || !buf)
+    assert(kind);
+    assert(buf);
+    if (!key_args_ok(kind, ns, name))
         return -EINVAL;
     int n = snprintf(buf, len, "%s/%s/%s", kind, ns ? ns : "", name);
     if (n < 0)
@@ -815,7 +818,9 @@ int kop_store_put(struct kop_store *s, const char *kind, json_t *obj, json_t **r
     struct entry *e = NULL, *prev = NULL;
     json_t *stripped = NULL;
     char *key = NULL;
-    if (!s || !json_is_object(obj)) {
+    assert(s);
+    assert(kind);
+    if (!json_is_object(obj)) {
         r = -EINVAL;
         goto out;
     }
@@ -884,8 +889,8 @@ out:
 int kop_store_delete(struct kop_store *s, const char *kind, const char *ns, const char *name,
                      json_t **ret_old)
 {
-    if (!s)
-        return -EINVAL;
+    assert(s);
+    assert(kind);
     char *key = make_key(kind, ns, name);
     if (!key)
         return key_args_ok(kind, ns, name) ? -ENOMEM : -EINVAL;
@@ -917,8 +922,8 @@ int kop_store_delete(struct kop_store *s, const char *kind, const char *ns, cons
 /* The entry under key with a reference taken, or NULL. */
 static struct entry *lookup_ref(struct kop_store *s, const char *key)
 {
-    if (!s || !key)
-        return NULL;
+    assert(s);
+    assert(key);
     uint64_t h = hash_str(key);
     pthread_rwlock_rdlock(&s->lock);
     struct entry *e = entry_ref((struct entry *)hmap_find(&s->entries, key, h));
@@ -938,7 +943,10 @@ json_t *kop_store_get_key(struct kop_store *s, const char *key)
 
 json_t *kop_store_get(struct kop_store *s, const char *kind, const char *ns, const char *name)
 {
+    assert(s);
     char *key = make_key(kind, ns, name);
+    if (!key)
+        return NULL; /* no such name, or ENOMEM */
     json_t *v = kop_store_get_key(s, key);
     free(key);
     return v;
@@ -949,8 +957,9 @@ enum { META_EXISTS, META_RV, META_OWNER };
 /* Copy one metadata field of the entry under key into buf. */
 static int meta_key(struct kop_store *s, const char *key, int what, char *buf, size_t len)
 {
-    if (!s || !key || (what != META_EXISTS && !buf))
-        return -EINVAL;
+    assert(s);
+    assert(key);
+    assert(what == META_EXISTS || buf);
     uint64_t h = hash_str(key);
     int r = 0;
     pthread_rwlock_rdlock(&s->lock);
@@ -976,7 +985,8 @@ static int meta_key(struct kop_store *s, const char *key, int what, char *buf, s
 static int meta(struct kop_store *s, const char *kind, const char *ns, const char *name, int what,
                 char *buf, size_t len)
 {
-    if (!s || !key_args_ok(kind, ns, name))
+    assert(s);
+    if (!key_args_ok(kind, ns, name))
         return -EINVAL;
     char *key = make_key(kind, ns, name);
     if (!key)
@@ -1082,8 +1092,7 @@ static json_t *decode_all(const struct refs *rs)
 static json_t *list_common(struct kop_store *s, int idx, const char *value, const char *kind,
                            bool want_keys)
 {
-    if (!s)
-        return NULL;
+    assert(s);
     json_t *keys = NULL;
     struct refs rs = {0};
     if (want_keys) {
@@ -1137,8 +1146,7 @@ json_t *kop_store_list_by_owner(struct kop_store *s, const char *owner_uid, cons
 
 size_t kop_store_count(struct kop_store *s)
 {
-    if (!s)
-        return 0;
+    assert(s);
     pthread_rwlock_rdlock(&s->lock);
     size_t n = s->entries.n;
     pthread_rwlock_unlock(&s->lock);
@@ -1147,8 +1155,7 @@ size_t kop_store_count(struct kop_store *s)
 
 size_t kop_store_bytes(struct kop_store *s)
 {
-    if (!s)
-        return 0;
+    assert(s);
     pthread_rwlock_rdlock(&s->lock);
     size_t n = total_bytes(s);
     pthread_rwlock_unlock(&s->lock);

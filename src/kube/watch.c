@@ -11,6 +11,7 @@
  */
 #include "kop/watch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -66,8 +67,7 @@ struct kop_watch_parser *kop_watch_parser_new(size_t max_line)
 int kop_watch_parser_drop(struct kop_watch_parser *p, const char *const *drop)
 {
     size_t n = 0;
-    if (!p)
-        return -EINVAL;
+    assert(p);
     while (drop && drop[n])
         n++;
     if (n > KOP_WATCH_MAX_DROP)
@@ -89,8 +89,7 @@ void kop_watch_parser_free(struct kop_watch_parser *p)
 
 void kop_watch_parser_reset(struct kop_watch_parser *p)
 {
-    if (!p)
-        return;
+    assert(p);
     kop_dynbuf_reset(&p->buf);
     /* Do not keep a huge buffer around after one big event. */
     if (kop_dynbuf_capacity(&p->buf) > ((size_t)1 << 20))
@@ -99,7 +98,8 @@ void kop_watch_parser_reset(struct kop_watch_parser *p)
 
 size_t kop_watch_parser_pending(const struct kop_watch_parser *p)
 {
-    return p ? kop_dynbuf_len(&p->buf) : 0;
+    assert(p);
+    return kop_dynbuf_len(&p->buf);
 }
 
 void kop_watch_event_clear(struct kop_watch_event *ev)
@@ -220,8 +220,8 @@ static int handle_buffered(struct kop_watch_parser *p, kop_watch_event_fn cb, vo
 int kop_watch_parser_feed(struct kop_watch_parser *p, const char *data, size_t len,
                           kop_watch_event_fn cb, void *ud)
 {
-    if (!p || (!data && len))
-        return -EINVAL;
+    assert(p);
+    assert(data || !len);
     int r = 0;
     const char *end = data + len;
     while (data < end) {
@@ -254,7 +254,8 @@ out:
 
 int kop_watch_parser_finish(struct kop_watch_parser *p, kop_watch_event_fn cb, void *ud)
 {
-    if (!p || !kop_dynbuf_len(&p->buf))
+    assert(p);
+    if (!kop_dynbuf_len(&p->buf))
         return 0;
     int r = handle_buffered(p, cb, ud);
     kop_watch_parser_reset(p);

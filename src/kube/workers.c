@@ -16,6 +16,7 @@
  */
 #include "kop/workers.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,7 +55,8 @@ struct kop_workers {
 
 int kop_workers_uuid(char *buf, size_t len)
 {
-    if (!buf || len < 37)
+    assert(buf);
+    if (len < 37)
         return -EINVAL;
     unsigned char b[16];
     size_t got = 0;
@@ -127,8 +129,11 @@ static void register_metrics(struct kop_workers *w, struct kop_metrics *m)
 
 int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **ret)
 {
-    if (!opt || !ret || !opt->controller || !opt->queue || !opt->reconcile)
-        return -EINVAL;
+    assert(opt);
+    assert(opt->controller);
+    assert(opt->queue);
+    assert(opt->reconcile);
+    assert(ret);
     struct kop_workers *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
@@ -232,8 +237,7 @@ static void *worker_main(void *arg)
 
 int kop_workers_start(struct kop_workers *w)
 {
-    if (!w)
-        return -EINVAL;
+    assert(w);
     if (w->started > 0)
         return -EALREADY;
     for (int i = 0; i < w->n; i++) {
@@ -247,8 +251,7 @@ int kop_workers_start(struct kop_workers *w)
 
 int kop_workers_pause(struct kop_workers *w, int64_t timeout_ms)
 {
-    if (!w)
-        return -EINVAL;
+    assert(w);
     int r = 0;
     pthread_mutex_lock(&w->lock);
     w->paused = true;
@@ -270,8 +273,7 @@ int kop_workers_pause(struct kop_workers *w, int64_t timeout_ms)
 
 void kop_workers_resume(struct kop_workers *w)
 {
-    if (!w)
-        return;
+    assert(w);
     pthread_mutex_lock(&w->lock);
     w->paused = false;
     pthread_cond_broadcast(&w->cond);
@@ -280,8 +282,7 @@ void kop_workers_resume(struct kop_workers *w)
 
 int kop_workers_active(struct kop_workers *w)
 {
-    if (!w)
-        return 0;
+    assert(w);
     pthread_mutex_lock(&w->lock);
     int a = w->active;
     pthread_mutex_unlock(&w->lock);

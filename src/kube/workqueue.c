@@ -33,6 +33,7 @@
  */
 #include "kop/workqueue.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -165,8 +166,7 @@ struct kop_workqueue_limiter {
 int kop_workqueue_limiter_new(int64_t base_delay_ns, int64_t max_delay_ns, double qps, int burst,
                               struct kop_workqueue_limiter **ret)
 {
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     struct kop_workqueue_limiter *l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
@@ -213,8 +213,8 @@ static int64_t backoff_ns(int64_t base, int64_t max, int exp)
 
 int64_t kop_workqueue_limiter_when(struct kop_workqueue_limiter *l, const char *key, int64_t now_ns)
 {
-    if (!l || !key)
-        return 0;
+    assert(l);
+    assert(key);
     int exp = 0;
     uint64_t h = hash_str(key);
     pthread_mutex_lock(&l->lock);
@@ -245,8 +245,8 @@ int64_t kop_workqueue_limiter_when(struct kop_workqueue_limiter *l, const char *
 
 void kop_workqueue_limiter_forget(struct kop_workqueue_limiter *l, const char *key)
 {
-    if (!l || !key)
-        return;
+    assert(l);
+    assert(key);
     pthread_mutex_lock(&l->lock);
     struct hnode *n = hmap_find(&l->failures, key, hash_str(key));
     if (n) {
@@ -258,8 +258,8 @@ void kop_workqueue_limiter_forget(struct kop_workqueue_limiter *l, const char *k
 
 int kop_workqueue_limiter_num_requeues(struct kop_workqueue_limiter *l, const char *key)
 {
-    if (!l || !key)
-        return 0;
+    assert(l);
+    assert(key);
     pthread_mutex_lock(&l->lock);
     struct hnode *n = hmap_find(&l->failures, key, hash_str(key));
     int c = n ? ((struct failure *)n)->count : 0;
@@ -535,8 +535,7 @@ static void register_metrics(struct kop_workqueue *q, const struct kop_workqueue
 int kop_workqueue_new(const struct kop_workqueue_options *opt, struct kop_workqueue **ret)
 {
     static const struct kop_workqueue_options defaults = {0};
-    if (!ret)
-        return -EINVAL;
+    assert(ret);
     if (!opt)
         opt = &defaults;
     struct kop_workqueue *q = calloc(1, sizeof(*q));
@@ -596,7 +595,9 @@ void kop_workqueue_free(struct kop_workqueue *q)
 
 int kop_workqueue_add(struct kop_workqueue *q, const char *key)
 {
-    if (!q || !key || !key[0])
+    assert(q);
+    assert(key);
+    if (!key[0])
         return -EINVAL;
     int r = 0;
     pthread_mutex_lock(&q->lock);
@@ -617,7 +618,9 @@ out:
 
 int kop_workqueue_add_after(struct kop_workqueue *q, const char *key, int64_t delay_ns)
 {
-    if (!q || !key || !key[0])
+    assert(q);
+    assert(key);
+    if (!key[0])
         return -EINVAL;
     int r = 0;
     pthread_mutex_lock(&q->lock);
@@ -664,7 +667,9 @@ out:
 
 int kop_workqueue_add_rate_limited(struct kop_workqueue *q, const char *key)
 {
-    if (!q || !key || !key[0])
+    assert(q);
+    assert(key);
+    if (!key[0])
         return -EINVAL;
     if (kop_workqueue_shutting_down(q))
         return -ESHUTDOWN;
@@ -674,24 +679,26 @@ int kop_workqueue_add_rate_limited(struct kop_workqueue *q, const char *key)
 
 void kop_workqueue_forget(struct kop_workqueue *q, const char *key)
 {
-    if (q)
-        kop_workqueue_limiter_forget(q->limiter, key);
+    assert(q);
+    kop_workqueue_limiter_forget(q->limiter, key);
 }
 
 int kop_workqueue_num_requeues(struct kop_workqueue *q, const char *key)
 {
-    return q ? kop_workqueue_limiter_num_requeues(q->limiter, key) : 0;
+    assert(q);
+    return kop_workqueue_limiter_num_requeues(q->limiter, key);
 }
 
 int64_t kop_workqueue_max_backoff_ns(const struct kop_workqueue *q)
 {
-    return q ? q->limiter->max_ns : 0; /* set once at creation */
+    assert(q);
+    return q->limiter->max_ns; /* set once at creation */
 }
 
 int kop_workqueue_get(struct kop_workqueue *q, int64_t timeout_ms, const char **ret_key)
 {
-    if (!q || !ret_key)
-        return -EINVAL;
+    assert(q);
+    assert(ret_key);
     int r = 0;
     pthread_mutex_lock(&q->lock);
     struct timespec deadline = {0};
@@ -738,8 +745,8 @@ out:
 
 void kop_workqueue_done(struct kop_workqueue *q, const char *key)
 {
-    if (!q || !key)
-        return;
+    assert(q);
+    assert(key);
     pthread_mutex_lock(&q->lock);
     struct item *it = item_find(q, key);
     /* key may point into it: not used after this point. */
@@ -773,8 +780,7 @@ out:
 
 size_t kop_workqueue_len(struct kop_workqueue *q)
 {
-    if (!q)
-        return 0;
+    assert(q);
     pthread_mutex_lock(&q->lock);
     size_t n = q->qlen;
     pthread_mutex_unlock(&q->lock);
@@ -783,8 +789,7 @@ size_t kop_workqueue_len(struct kop_workqueue *q)
 
 size_t kop_workqueue_processing(struct kop_workqueue *q)
 {
-    if (!q)
-        return 0;
+    assert(q);
     pthread_mutex_lock(&q->lock);
     size_t n = q->nprocessing;
     pthread_mutex_unlock(&q->lock);
@@ -793,8 +798,7 @@ size_t kop_workqueue_processing(struct kop_workqueue *q)
 
 void kop_workqueue_shutdown(struct kop_workqueue *q)
 {
-    if (!q)
-        return;
+    assert(q);
     pthread_mutex_lock(&q->lock);
     if (!q->shutting_down) {
         q->shutting_down = true;
@@ -812,8 +816,7 @@ void kop_workqueue_shutdown(struct kop_workqueue *q)
 
 int kop_workqueue_shutdown_with_drain(struct kop_workqueue *q, int64_t timeout_ms)
 {
-    if (!q)
-        return 0;
+    assert(q);
     kop_workqueue_shutdown(q);
     int r = 0;
     pthread_mutex_lock(&q->lock);
@@ -835,8 +838,7 @@ int kop_workqueue_shutdown_with_drain(struct kop_workqueue *q, int64_t timeout_m
 
 bool kop_workqueue_shutting_down(struct kop_workqueue *q)
 {
-    if (!q)
-        return true;
+    assert(q);
     pthread_mutex_lock(&q->lock);
     bool s = q->shutting_down;
     pthread_mutex_unlock(&q->lock);
@@ -845,8 +847,7 @@ bool kop_workqueue_shutting_down(struct kop_workqueue *q)
 
 void kop_workqueue_update_metrics(struct kop_workqueue *q)
 {
-    if (!q)
-        return;
+    assert(q);
     pthread_mutex_lock(&q->lock);
     update_unfinished(q, kop_clock_now_ns());
     pthread_mutex_unlock(&q->lock);

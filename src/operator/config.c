@@ -15,6 +15,7 @@
  */
 #include "kop/config.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -379,8 +380,8 @@ int kop_config_parse_duration(const char *s, int64_t *ret_ms)
     const char *why;
     int64_t ms;
 
-    if (s == NULL || ret_ms == NULL)
-        return -EINVAL;
+    assert(s);
+    assert(ret_ms);
     if (duration_ms(s, &ms, &why) != 0)
         return -EINVAL;
     *ret_ms = ms;
@@ -409,8 +410,8 @@ int kop_config_parse_bind(const char *s, struct kop_bind_address *ret)
     struct kop_bind_address b;
     const char *why;
 
-    if (s == NULL || ret == NULL)
-        return -EINVAL;
+    assert(s);
+    assert(ret);
     if (bind_address(s, &b, &why) != 0)
         return -EINVAL;
     *ret = b;
@@ -617,6 +618,58 @@ static int check_name(const struct flag *f, const char *value, const char **why)
     return 0;
 }
 
+/* A FLAG_DOUBLE value: decimal, finite, at least f->min. */
+static int apply_double(struct kop_config *cfg, const struct flag *f, const char *value,
+                        const char **why)
+{
+    char *end;
+    double d;
+
+    /* Decimal only: strtod would also take hexadecimal ("0x10"),
+     * which Go's ParseFloat refuses without a 'p' exponent. */
+    if (value[strspn(value, "0123456789.eE+-")] != '\0') {
+        *why = "not a number";
+        return -EINVAL;
+    }
+    errno = 0;
+    d = strtod(value, &end);
+    if (*value == '\0' || isspace((unsigned char)*value) || *end != '\0' || !isfinite(d)) {
+        *why = "not a number";
+        return -EINVAL;
+    }
+    if (d < (double)f->min) {
+        *why = "must be 0 or more";
+        return -EINVAL;
+    }
+    *(double *)field(cfg, f) = d;
+    return 0;
+}
+
+/* A FLAG_DURATION value, in Go's syntax, within the flag's bounds. */
+static int apply_duration(struct kop_config *cfg, const struct flag *f, const char *value,
+                          const char **why)
+{
+    int r;
+    int64_t ms;
+
+    r = duration_ms(value, &ms, why);
+    if (r != 0)
+        return r;
+    if (f->min > 0 && ms < f->min) {
+        *why = "must be at least 1ms";
+        return -EINVAL;
+    }
+    /* Modules add a duration (or two) to the monotonic clock in int64
+     * nanoseconds; Go's largest duration would overflow that after a
+     * few hours of uptime. Ten years is "never" for a process. */
+    if (ms > MAX_FLAG_DURATION_MS) {
+        *why = "must be at most 87600h (10 years)";
+        return -EINVAL;
+    }
+    *(int64_t *)field(cfg, f) = ms;
+    return 0;
+}
+
 static int apply(struct kop_config *cfg, const struct flag *f, const char *value, const char **why)
 {
     long long i;
@@ -628,29 +681,8 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
         if (r == 0)
             *(int *)field(cfg, f) = (int)i;
         return r;
-    case FLAG_DOUBLE: {
-        char *end;
-        double d;
-
-        /* Decimal only: strtod would also take hexadecimal ("0x10"),
-         * which Go's ParseFloat refuses without a 'p' exponent. */
-        if (value[strspn(value, "0123456789.eE+-")] != '\0') {
-            *why = "not a number";
-            return -EINVAL;
-        }
-        errno = 0;
-        d = strtod(value, &end);
-        if (*value == '\0' || isspace((unsigned char)*value) || *end != '\0' || !isfinite(d)) {
-            *why = "not a number";
-            return -EINVAL;
-        }
-        if (d < (double)f->min) {
-            *why = "must be 0 or more";
-            return -EINVAL;
-        }
-        *(double *)field(cfg, f) = d;
-        return 0;
-    }
+    case FLAG_DOUBLE:
+        return apply_double(cfg, f, value, why);
     case FLAG_STRING:
     case FLAG_PATH:
         r = check_name(f, value, why);
@@ -670,26 +702,8 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
         *(size_t *)field(cfg, f) = b;
         return 0;
     }
-    case FLAG_DURATION: {
-        int64_t ms;
-
-        r = duration_ms(value, &ms, why);
-        if (r != 0)
-            return r;
-        if (f->min > 0 && ms < f->min) {
-            *why = "must be at least 1ms";
-            return -EINVAL;
-        }
-        /* Modules add a duration (or two) to the monotonic clock in int64
-         * nanoseconds; Go's largest duration would overflow that after a
-         * few hours of uptime. Ten years is "never" for a process. */
-        if (ms > MAX_FLAG_DURATION_MS) {
-            *why = "must be at most 87600h (10 years)";
-            return -EINVAL;
-        }
-        *(int64_t *)field(cfg, f) = ms;
-        return 0;
-    }
+    case FLAG_DURATION:
+        return apply_duration(cfg, f, value, why);
     case FLAG_BIND:
         return bind_address(value, field(cfg, f), why);
     case FLAG_BOOL:
@@ -725,8 +739,7 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
 
 void kop_config_defaults(struct kop_config *cfg)
 {
-    if (cfg == NULL)
-        return;
+    assert(cfg);
     memset(cfg, 0, sizeof(*cfg));
     for (size_t i = 0; i < N_FLAGS; i++) {
         const struct flag *f = &flags[i];
@@ -1103,28 +1116,20 @@ int64_t kop_config_shutdown_deadline_ns(const struct kop_config *cfg, int64_t no
     return now_ns + total_ms * 1000000;
 }
 
-int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp, FILE *out,
-                     FILE *err)
+/* Pass 1: the shape of the command line, --help and --version.
+ * Returns 0, KOP_CONFIG_EXIT or -EINVAL. */
+static int first_pass(int argc, char **argv, FILE *out, FILE *err)
 {
     const struct flag *f;
     const char *value;
-    int i, r;
+    int r;
 
-    if (cfg == NULL)
-        return -EINVAL;
-    if (out == NULL)
-        out = stdout;
-    if (err == NULL)
-        err = stderr;
-    kop_config_defaults(cfg);
-
-    /* Pass 1: shape of the command line, --help and --version. */
-    for (i = 1;;) {
+    for (int i = 1;;) {
         r = next_flag(argc, argv, &i, &f, &value, err);
         if (r < 0)
             return r;
         if (r == 0)
-            break;
+            return 0;
         if (f->type == FLAG_HELP) {
             print_help(out);
             return KOP_CONFIG_EXIT;
@@ -1134,12 +1139,16 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
             return KOP_CONFIG_EXIT;
         }
     }
+}
 
-    if (apply_env(cfg, envp, err) != 0)
-        return -EINVAL;
+/* Pass 2: the flags, over the environment. Returns 0 or -EINVAL. */
+static int apply_flags(struct kop_config *cfg, int argc, char **argv, FILE *err)
+{
+    const struct flag *f;
+    const char *value;
+    int r;
 
-    /* Pass 2: the flags, over the environment. */
-    for (i = 1;;) {
+    for (int i = 1;;) {
         const char *why = "";
         char source[96];
 
@@ -1147,16 +1156,19 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         if (r < 0)
             return r;
         if (r == 0)
-            break;
+            return 0;
         if (apply(cfg, f, value ? value : "true", &why) != 0) {
             snprintf(source, sizeof(source), "flag --%s", f->name);
             print_invalid(err, source, f, value ? value : "", why);
             return -EINVAL;
         }
     }
+}
 
-    /* Cross-flag rules: every one lives here, so the tests and the fuzzer
-     * see what the binary enforces. */
+/* The cross-flag rules: every one lives here, so the tests and the fuzzer
+ * see what the binary enforces. Returns 0 or -EINVAL. */
+static int check_cross_flags(const struct kop_config *cfg, FILE *err)
+{
     if (cfg->webhook_only && cfg->controller_only) {
         fprintf(err, "kop: --webhook-only and --controller-only cannot be used together\n");
         usage_hint(err);
@@ -1203,5 +1215,25 @@ int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp,
         usage_hint(err);
         return -EINVAL;
     }
-    return KOP_CONFIG_OK;
+    return 0;
+}
+
+int kop_config_parse(struct kop_config *cfg, int argc, char **argv, char **envp, FILE *out,
+                     FILE *err)
+{
+    assert(cfg);
+    if (out == NULL)
+        out = stdout;
+    if (err == NULL)
+        err = stderr;
+    kop_config_defaults(cfg);
+    int r = first_pass(argc, argv, out, err);
+    if (r != 0)
+        return r;
+    if (apply_env(cfg, envp, err) != 0)
+        return -EINVAL;
+    r = apply_flags(cfg, argc, argv, err);
+    if (r == 0)
+        r = check_cross_flags(cfg, err);
+    return r < 0 ? r : KOP_CONFIG_OK;
 }

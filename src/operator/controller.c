@@ -12,6 +12,7 @@
  */
 #include "kop/controller.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -256,6 +257,44 @@ static bool owner_exists(struct rec *r)
     return r->owner_state > 0;
 }
 
+/* The child is not in the store: create it. When the server has it
+ * already (store lag, or an object without our label), read it and
+ * requeue. True when sync_child goes on with *live; false when it is done
+ * with the child (*live: the created object, or NULL). */
+static bool create_child(struct rec *r, const char *kname, const struct kop_resource *res,
+                         json_t *desired, json_t **live)
+{
+    struct kop_controller *c = r->c;
+    struct kop_api_status st;
+    char what[384];
+    memset(&st, 0, sizeof(st));
+    snprintf(what, sizeof(what), "creating %s %s/%s", kname, r->ns, r->name);
+    int e = kop_client_create(c->rclient, res, r->ns, desired, &st, live);
+    if (e == 0) {
+        log_rec(r, KOP_LOG_INFO, "created child",
+                json_pack("{s:s, s:s}", "kind", kname, "name", r->name));
+        kop_events_recordf(c->events, &r->ref, KOP_EVENT_NORMAL, "Created", "Created %s %s/%s",
+                           kname, r->ns, r->name);
+        return false;
+    }
+    if (e != -EEXIST) {
+        api_error(r, e, &st, "CreateFailed", what);
+        return false;
+    }
+    /* Not in the store but on the server: store lag, or an object
+     * without our label. Look at it, then requeue either way. */
+    merge_result(r, (struct kop_reconcile_result){.requeue = true});
+    memset(&st, 0, sizeof(st));
+    snprintf(what, sizeof(what), "reading %s %s/%s", kname, r->ns, r->name);
+    e = kop_client_get(c->rclient, res, r->ns, r->name, &st, live);
+    if (e < 0) {
+        if (e != -ENOENT) /* deleted meanwhile: the requeue creates it */
+            api_error(r, e, &st, "ReadFailed", what);
+        return false;
+    }
+    return true;
+}
+
 static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, enum child_kind kind)
 {
     struct kop_controller *c = r->c;
@@ -284,33 +323,8 @@ static void sync_child(struct rec *r, const struct kop_myresource_spec *spec, en
                 json_pack("{s:s}", "kind", kname));
         goto out;
     }
-    if (!live) {
-        memset(&st, 0, sizeof(st));
-        snprintf(what, sizeof(what), "creating %s %s/%s", kname, r->ns, r->name);
-        int e = kop_client_create(c->rclient, res, r->ns, desired, &st, &live);
-        if (e == 0) {
-            log_rec(r, KOP_LOG_INFO, "created child",
-                    json_pack("{s:s, s:s}", "kind", kname, "name", r->name));
-            kop_events_recordf(c->events, &r->ref, KOP_EVENT_NORMAL, "Created", "Created %s %s/%s",
-                               kname, r->ns, r->name);
-            goto out;
-        }
-        if (e != -EEXIST) {
-            api_error(r, e, &st, "CreateFailed", what);
-            goto out;
-        }
-        /* Not in the store but on the server: store lag, or an object
-         * without our label. Look at it, then requeue either way. */
-        merge_result(r, (struct kop_reconcile_result){.requeue = true});
-        memset(&st, 0, sizeof(st));
-        snprintf(what, sizeof(what), "reading %s %s/%s", kname, r->ns, r->name);
-        e = kop_client_get(c->rclient, res, r->ns, r->name, &st, &live);
-        if (e < 0) {
-            if (e != -ENOENT) /* deleted meanwhile: the requeue creates it */
-                api_error(r, e, &st, "ReadFailed", what);
-            goto out;
-        }
-    }
+    if (!live && !create_child(r, kname, res, desired, &live))
+        goto out;
     if (!kop_reconciler_controlled_by(live, r->uid)) {
         set_degraded(r, "OwnershipConflict",
                      "%s %s/%s exists and is not controlled by this MyResource; kop leaves it "
@@ -439,6 +453,28 @@ static void write_status(struct rec *r, const json_t *old_status, int64_t genera
     json_decref(status);
 }
 
+/* The status of obj in the v1 shape (@ref new; NULL when it has none). */
+static json_t *status_v1(const struct kop_controller *c, json_t *obj)
+{
+    json_t *st = json_object_get(obj, "status");
+    if (!json_is_object(st))
+        return NULL;
+    return c->myr_version == KOP_MYRESOURCE_VERSION_V2
+               ? status_as(st, KOP_MYRESOURCE_VERSION_V2, KOP_MYRESOURCE_VERSION_V1)
+               : json_deep_copy(st);
+}
+
+/* apiVersion and kind where the store's copy lacks them (obj is our
+ * private copy: kop_store_get decodes a fresh value). */
+static void set_type_meta(const struct kop_controller *c, json_t *obj)
+{
+    if (!json_object_get(obj, "apiVersion"))
+        json_object_set_new(obj, "apiVersion",
+                            json_string(kop_myresource_api_version(c->myr_version)));
+    if (!json_object_get(obj, "kind"))
+        json_object_set_new(obj, "kind", json_string(KOP_MYRESOURCE_KIND));
+}
+
 static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const char *key,
                                                  const char *reconcile_id)
 {
@@ -491,18 +527,9 @@ static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const
     };
     log_rec(&r, KOP_LOG_DEBUG, "reconciling", NULL);
     /* The status as read, in the v1 shape, before the in-place conversion. */
-    if (json_is_object(json_object_get(obj, "status")))
-        old_status = c->myr_version == KOP_MYRESOURCE_VERSION_V2
-                         ? status_as(json_object_get(obj, "status"), KOP_MYRESOURCE_VERSION_V2,
-                                     KOP_MYRESOURCE_VERSION_V1)
-                         : json_deep_copy(json_object_get(obj, "status"));
+    old_status = status_v1(c, obj);
     r.had_status = json_array_size(json_object_get(old_status, "conditions")) > 0;
-    /* obj is our private copy (kop_store_get decodes a fresh value). */
-    if (!json_object_get(obj, "apiVersion"))
-        json_object_set_new(obj, "apiVersion",
-                            json_string(kop_myresource_api_version(c->myr_version)));
-    if (!json_object_get(obj, "kind"))
-        json_object_set_new(obj, "kind", json_string(KOP_MYRESOURCE_KIND));
+    set_type_meta(c, obj);
     int e = kop_conversion_convert(obj, KOP_MYRESOURCE_VERSION_V2);
     struct kop_myresource_spec spec;
     if (e == 0)
@@ -734,8 +761,10 @@ static int informer(struct kop_controller *c, const struct kop_resource *res, co
 
 int kop_controller_new(const struct kop_controller_options *opt, struct kop_controller **ret)
 {
-    if (!opt || !opt->client || !opt->store)
-        return -EINVAL;
+    assert(opt);
+    assert(opt->client);
+    assert(opt->store);
+    assert(ret);
     struct kop_controller *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
@@ -852,8 +881,7 @@ int kop_controller_start(struct kop_controller *c)
 
 void kop_controller_set_leading(struct kop_controller *c, bool leading)
 {
-    if (!c)
-        return;
+    assert(c);
     if (leading) {
         kop_client_abort_reset(c->rclient);
         kop_workers_resume(c->workers);
@@ -894,7 +922,8 @@ int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms)
 
 int kop_controller_stop(struct kop_controller *c, int64_t timeout_ms)
 {
-    if (!c || c->stopped)
+    assert(c);
+    if (c->stopped)
         return 0;
     c->stopped = true;
     /* 1. no new keys: informers stop, the resync timer stops */
@@ -953,9 +982,9 @@ enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *ki
                                                   size_t uid_size)
 {
     struct kop_controller *c = userdata;
-    if (!c || !kop_informer_has_synced(c->inf_deploy_meta) ||
-        !kop_informer_has_synced(c->inf_svc_meta) || !kop_informer_has_synced(c->inf_deploy) ||
-        !kop_informer_has_synced(c->inf_svc))
+    assert(c);
+    if (!kop_informer_has_synced(c->inf_deploy_meta) || !kop_informer_has_synced(c->inf_svc_meta) ||
+        !kop_informer_has_synced(c->inf_deploy) || !kop_informer_has_synced(c->inf_svc))
         return KOP_CHILD_NOT_SYNCED;
     if (!kind || !ns || !name)
         return KOP_CHILD_ABSENT;

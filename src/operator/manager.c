@@ -6,82 +6,94 @@
  *
  * DESIGN
  *
- * Start order (main has parsed the flags, set up logging and done the
- * process-wide setup before any thread exists: signals blocked in every
- * thread, SIGPIPE ignored, curl_global_init, jansson's hash seed, the arena
- * allocator hook, the descriptor limit, the metrics registry):
+ * Start order. Before the manager, main parses the flags and sets up
+ * logging, then runs process_setup before any thread exists (signals
+ * blocked in every thread, SIGPIPE ignored, curl_global_init, jansson's
+ * hash seed, the arena allocator hook, the descriptor limit, the metrics
+ * registry). The manager's steps
+ * carry the names the step observer sees (kop_manager_set_step_observer);
+ * the two of kop_manager_new have no observer yet:
  *   kop_manager_new:
- *   3. when the reconciler runs (not --webhook-only): the API server
- *      configuration (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config),
- *      the token bucket (--kube-api-qps/--kube-api-burst), the clients, the
- *      shared store, the event recorder and the controller (informers,
- *      queue, workers; created, not started), and with --leader-elect the
- *      elector;
- *   4a. the probes object with its readiness checks ("informers-synced":
- *      the controller's caches synced, on every replica that runs the
- *      reconciler, leader or not, since the webhook reads them; "webhook":
- *      the TLS listener answers a self-dial, kop/selfdial.h), registered
- *      before the probe server starts;
- *   kop_manager_start:
- *   4a'. with --otlp-endpoint, the span exporter (kop/otlp.h; its thread)
- *      installed as the trace sink, before anything can end a span;
- *   4b. metrics and health-probe servers (/readyz fails until ready);
- *   5. the webhook server (TLS front + HTTP), when not --controller-only,
- *      with admission rule 4 reading the controller's store; with
- *      --self-signed-certs the serving pair is generated (or reused) in
- *      --cert-dir first, and its CA is patched into the caBundles of the
- *      CRD and the ValidatingWebhookConfiguration once the server listens;
- *   6. the controller starts: informers list+watch, the resync timer, the
- *      workers. With --leader-elect the workers start paused and the
- *      elector (Lease --leader-election-id) resumes them while this
- *      replica leads and pauses them at once when the lease is lost (the
- *      replica competes again; its webhooks and informers keep running, so
- *      the webhook's store stays warm).
- *      With --sharding (kop/sharder.h) the workers start paused too; this
- *      replica's membership Lease (kop-shard-<identity>) resumes them while
- *      it is held, the leader Lease only makes the replica the sharder, and
- *      the informers select the replica's owner label.
+ *   - reconciler (reconciler_new), when the reconciler runs (not
+ *     --webhook-only): the API server configuration (--kubeconfig,
+ *     $KUBECONFIG, in-cluster, ~/.kube/config), the token bucket
+ *     (--kube-api-qps/--kube-api-burst), the clients, the shared store,
+ *     the event recorder and the controller (informers, queue, workers;
+ *     created, not started), and with --leader-elect the elector;
+ *   - readiness checks (add_readiness_checks): the probes object with its
+ *     checks ("informers-synced": the controller's caches synced, on every
+ *     replica that runs the reconciler, leader or not, since the webhook
+ *     reads them; "webhook": the TLS listener answers a self-dial,
+ *     kop/selfdial.h), registered before the probe server starts;
+ *   kop_manager_start, in the order of its table start_steps:
+ *   - "tracing", with --otlp-endpoint: the span exporter (kop/otlp.h; its
+ *     thread) installed as the trace sink, before anything can end a span;
+ *   - "probes": the metrics and health-probe servers (/readyz fails until
+ *     ready);
+ *   - "self-signed-certs", "webhook", "ca-bundles": the webhook server
+ *     (TLS front + HTTP), when not --controller-only, with admission rule 4
+ *     reading the controller's store; with --self-signed-certs the serving
+ *     pair is generated (or reused) in --cert-dir first, and its CA is
+ *     patched into the caBundles of the CRD and the
+ *     ValidatingWebhookConfiguration once the server listens;
+ *   - "controller": informers list+watch, the resync timer, the workers,
+ *     and the storage migrator. With --leader-elect the workers start
+ *     paused and the elector (Lease --leader-election-id) resumes them
+ *     while this replica leads and pauses them at once when the lease is
+ *     lost (the replica competes again; its webhooks and informers keep
+ *     running, so the webhook's store stays warm);
+ *   - "sharding": with --sharding (kop/sharder.h) the workers start paused
+ *     too; this replica's membership Lease (kop-shard-<identity>) resumes
+ *     them while it is held, the leader Lease only makes the replica the
+ *     sharder, and the informers select the replica's owner label;
+ *   - "leader-election": the elector starts competing for the Lease.
  *
  * Shutdown order (kop_manager_shutdown; main calls it on SIGTERM or SIGINT
  * and exits at once with status 1 on a second signal or when
  * --shutdown-delay plus --shutdown-timeout run out), each step bounded by
- * what is left of that time:
- *   1. /readyz fails, so the endpoint is taken out of the Service; the
- *      elector retires (kop_leader_retire): a follower stops competing
- *      for the Lease, a leader keeps it until step 5;
- *   1b. --shutdown-delay (with a webhook server): everything keeps serving
- *      as before, keep-alive included, while the endpoint removal reaches
- *      every client (kube-proxy on each node, the apiserver); then the
- *      keep-alive drain (kop_webhook_shutdown with IDLE_GRACE_MS): every
- *      answer carries "Connection: close", connections between requests
- *      are closed once idle for IDLE_GRACE_MS with nothing unread;
- *   2. the webhook listener stops accepting; in-flight requests are
- *      answered, the remaining idle connections closed;
- *   3. the controller: informers stop (no new keys), the resync timer
- *      stops, the queue shuts down and reconciles in flight finish (if
- *      that runs out of time the token bucket is closed, so reconciles
- *      waiting on it fail fast);
- *   4. the event recorder sends what is queued (bounded), then stops;
- *   5. the lease is released (--leader-elect), after the last reconcile,
- *      so the next leader never overlaps with this one; with --sharding the
- *      membership Lease first, so the sharder moves this replica's objects
- *      only once it reconciles none of them;
- *   6. the client and store are freed; metrics and probe servers stop;
- *   6b. the trace sink is removed (every span has ended by now) and the
- *      span exporter sends what is queued within what is left of the time;
- *   7. (main) process-wide state is released; exit 0, or 1 when the time
- *      ran out.
+ * what is left of that time and named as the step observer sees it:
+ *   - "readyz": /readyz fails, so the endpoint is taken out of the
+ *     Service; the elector retires (kop_leader_retire): a follower stops
+ *     competing for the Lease, a leader keeps it until "lease";
+ *   - "delay": --shutdown-delay (with a webhook server): everything keeps
+ *     serving as before, keep-alive included, while the endpoint removal
+ *     reaches every client (kube-proxy on each node, the apiserver); then
+ *     the keep-alive drain (kop_webhook_shutdown with IDLE_GRACE_MS): every
+ *     answer carries "Connection: close", connections between requests
+ *     are closed once idle for IDLE_GRACE_MS with nothing unread;
+ *   - "webhook": the webhook listener stops accepting; in-flight requests
+ *     are answered, the remaining idle connections closed;
+ *   - "controller": informers stop (no new keys), the resync timer stops,
+ *     the queue shuts down and reconciles in flight finish (if that runs
+ *     out of time the token bucket is closed, so reconciles waiting on it
+ *     fail fast);
+ *   - "events": the event recorder sends what is queued (bounded), then
+ *     stops;
+ *   - "lease": the lease is released (--leader-elect), after the last
+ *     reconcile, so the next leader never overlaps with this one; with
+ *     --sharding the membership Lease first, so the sharder moves this
+ *     replica's objects only once it reconciles none of them;
+ *   - "free": the client and store are freed;
+ *   - "probes": the metrics and probe servers stop;
+ *   - "tracing": the trace sink is removed (every span has ended by now)
+ *     and the span exporter sends what is queued within what is left of
+ *     the time;
+ *   - then main's process_cleanup releases the process-wide state; exit
+ *     0, or 1 when the time ran out.
  *
- * kop_manager_free without a shutdown (a start that failed) takes steps
- * 1-6 without grace: no drain, no event flush, the lease not released.
+ * kop_manager_free without a shutdown (a start that failed) takes the
+ * steps from "readyz" to "probes" without grace: no drain, no event flush,
+ * the lease not released.
  *
- * The probe server runs from start step 4 to the very end, longer than the
- * webhook and the controller, so its checks never hold their own pointers:
- * the manager publishes each piece once it exists and withdraws it (under
- * ready_lock) before freeing it. A withdrawn piece reads as not ready.
+ * The probe server runs from the "probes" start step to the very end,
+ * longer than the webhook and the controller, so its checks never hold
+ * their own pointers: the manager publishes each piece once it exists and
+ * withdraws it (under ready_lock) before freeing it. A withdrawn piece
+ * reads as not ready.
  */
 #include "kop/manager.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -121,7 +133,8 @@ static void user_agent(char *buf, size_t len)
 struct kop_manager {
     const struct kop_config *cfg;
 
-    /* The reconciler's pieces (start step 3); all NULL with --webhook-only. */
+    /* The reconciler's pieces (the "reconciler" start step); all NULL with
+     * --webhook-only. */
     struct kop_kubeconfig kc;
     struct kop_ratelimit *ratelimit;
     struct kop_client *client;           /* informers, events */
@@ -281,7 +294,7 @@ static const char *lease_namespace(const struct kop_config *cfg, struct kop_clie
     return ns && ns[0] ? ns : NULL;
 }
 
-/* --sharding, in start step 3: the membership (its Lease renewed with the
+/* --sharding, in the "reconciler" start step: the membership (its Lease renewed with the
  * leader election durations) and the sharder, and the controller options
  * that narrow the informers to this replica's share. */
 static int sharding_new(struct kop_manager *m, struct kop_controller_options *ctl)
@@ -330,27 +343,20 @@ static int sharding_new(struct kop_manager *m, struct kop_controller_options *ct
     return 0;
 }
 
-/* Start step 3. On failure the pieces made so far stay in m for
- * reconciler_free. */
-static int reconciler_new(struct kop_manager *m)
+/* The reconciler's clients, sharing one token bucket. */
+static int clients_new(struct kop_manager *m)
 {
     const struct kop_config *cfg = m->cfg;
-    int r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &m->kc);
-    if (r < 0) {
-        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot load the API server configuration", r,
-                      json_pack("{s:s}", "kubeconfig", cfg->kubeconfig ? cfg->kubeconfig : ""));
-        return r;
-    }
-    r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &m->ratelimit);
+    int r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &m->ratelimit);
     if (r < 0)
-        goto fail;
+        return r;
     char ua[160];
     user_agent(ua, sizeof(ua));
     const struct kop_client_options copt = {
         .config = &m->kc, .ratelimit = m->ratelimit, .user_agent = ua};
     r = kop_client_new(&copt, &m->client);
     if (r < 0)
-        goto fail;
+        return r;
     /* The reconciler's writes share the bucket but can be aborted as one
      * when the lease is lost; the elector's requests (one every retry
      * period) bypass the bucket, so a queue of reconciles never delays a
@@ -359,20 +365,28 @@ static int reconciler_new(struct kop_manager *m)
         .config = &m->kc, .ratelimit = m->ratelimit, .abortable = true, .user_agent = ua};
     r = kop_client_new(&ropt, &m->reconcile_client);
     if (r < 0)
-        goto fail;
+        return r;
     if (cfg->leader_elect || cfg->sharding) {
         const struct kop_client_options lopt = {.config = &m->kc, .user_agent = ua};
         r = kop_client_new(&lopt, &m->lease_client);
         if (r < 0)
-            goto fail;
+            return r;
     }
-    r = kop_store_new(NULL, "kop_store", &m->store);
+    return 0;
+}
+
+/* The store, the event recorder and the controller (with --sharding its
+ * membership and sharder first). */
+static int controller_new(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    int r = kop_store_new(NULL, "kop_store", &m->store);
     if (r < 0)
-        goto fail;
+        return r;
     const struct kop_events_options eopt = {.client = m->client, .component = "kop"};
     r = kop_events_new(&eopt, &m->events);
     if (r < 0)
-        goto fail;
+        return r;
     struct kop_controller_options ctl = {
         .client = m->client,
         .store = m->store,
@@ -390,80 +404,113 @@ static int reconciler_new(struct kop_manager *m)
     if (cfg->sharding) {
         r = sharding_new(m, &ctl);
         if (r < 0)
-            goto fail;
+            return r;
     }
-    r = kop_controller_new(&ctl, &m->controller);
+    return kop_controller_new(&ctl, &m->controller);
+}
+
+/* --leader-elect or --sharding: the elector of the leader Lease. */
+static int elector_new(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    if (!cfg->leader_elect && !cfg->sharding)
+        return 0;
+    const char *ns = lease_namespace(cfg, m->client);
+    if (!ns) {
+        kop_log(KOP_LOG_ERROR, "setup",
+                "leader election needs a namespace: not running in-cluster; set "
+                "--leader-election-namespace or POD_NAMESPACE",
+                NULL);
+        return -EINVAL;
+    }
+    const struct kop_leader_options lopt = {
+        .client = m->lease_client,
+        .namespace = ns,
+        .name = cfg->leader_election_id,
+        .lease_duration_ms = cfg->leader_lease_duration_ms,
+        .renew_deadline_ms = cfg->leader_renew_deadline_ms,
+        .retry_period_ms = cfg->leader_retry_period_ms,
+        .on_started_leading = cfg->sharding ? on_started_sharder : on_started_leading,
+        .on_stopped_leading = cfg->sharding ? on_stopped_sharder : on_stopped_leading,
+        .on_new_leader = on_new_leader,
+        .ud = m,
+    };
+    int r = kop_leader_new(&lopt, &m->leader);
+    if (r == -EINVAL)
+        kop_log(KOP_LOG_ERROR, "setup",
+                "leader election durations must satisfy lease-duration > renew-deadline > "
+                "1.2 * retry-period > 0",
+                NULL);
     if (r < 0)
-        goto fail;
-    if (cfg->leader_elect || cfg->sharding) {
-        const char *ns = lease_namespace(cfg, m->client);
-        if (!ns) {
-            kop_log(KOP_LOG_ERROR, "setup",
-                    "leader election needs a namespace: not running in-cluster; set "
-                    "--leader-election-namespace or POD_NAMESPACE",
-                    NULL);
-            r = -EINVAL;
-            goto fail;
-        }
-        const struct kop_leader_options lopt = {
-            .client = m->lease_client,
-            .namespace = ns,
-            .name = cfg->leader_election_id,
-            .lease_duration_ms = cfg->leader_lease_duration_ms,
-            .renew_deadline_ms = cfg->leader_renew_deadline_ms,
-            .retry_period_ms = cfg->leader_retry_period_ms,
-            .on_started_leading = cfg->sharding ? on_started_sharder : on_started_leading,
-            .on_stopped_leading = cfg->sharding ? on_stopped_sharder : on_stopped_leading,
-            .on_new_leader = on_new_leader,
-            .ud = m,
-        };
-        r = kop_leader_new(&lopt, &m->leader);
-        if (r == -EINVAL) {
-            kop_log(KOP_LOG_ERROR, "setup",
-                    "leader election durations must satisfy lease-duration > renew-deadline > "
-                    "1.2 * retry-period > 0",
-                    NULL);
-            goto fail;
-        }
-        if (r < 0)
-            goto fail;
-        kop_log(KOP_LOG_INFO, "setup", "leader election enabled",
-                json_pack("{s:s, s:s, s:s}", "lease", cfg->leader_election_id, "namespace", ns,
-                          "identity", kop_leader_identity(m->leader)));
+        return r;
+    kop_log(KOP_LOG_INFO, "setup", "leader election enabled",
+            json_pack("{s:s, s:s, s:s}", "lease", cfg->leader_election_id, "namespace", ns,
+                      "identity", kop_leader_identity(m->leader)));
+    return 0;
+}
+
+/* --storage-migration: the migrator, its checkpoint beside the Lease (the
+ * overlay's Role). */
+static int migrator_new(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    if (!cfg->storage_migration)
+        return 0;
+    /* Its own client, as the reconciler's: aborted when the lease is lost. */
+    char ua[160];
+    user_agent(ua, sizeof(ua));
+    const struct kop_client_options ropt = {
+        .config = &m->kc, .ratelimit = m->ratelimit, .abortable = true, .user_agent = ua};
+    int r = kop_client_new(&ropt, &m->migrate_client);
+    if (r < 0)
+        return r;
+    const char *cp_ns = cfg->leader_elect ? lease_namespace(cfg, m->client) : NULL;
+    char cp_name[300];
+    snprintf(cp_name, sizeof(cp_name), "%s-storage-migration", cfg->leader_election_id);
+    const struct kop_migrator_options mopt = {
+        .client = m->migrate_client,
+        .events = m->events,
+        .crd_name = KOP_MYRESOURCE_RESOURCE "." KOP_MYRESOURCE_GROUP,
+        .group = KOP_MYRESOURCE_GROUP,
+        .resource = KOP_MYRESOURCE_RESOURCE,
+        .checkpoint_namespace = cp_ns,
+        .checkpoint_name = cp_ns ? cp_name : NULL,
+        .leading = !cfg->leader_elect,
+    };
+    return kop_migrator_new(&mopt, &m->migrator);
+}
+
+/* The "reconciler" start step. On failure the pieces made so far stay in
+ * m for reconciler_free. */
+static int reconciler_new(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    int r = kop_kubeconfig_load_default(cfg->kubeconfig, NULL, &m->kc);
+    if (r < 0) {
+        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot load the API server configuration", r,
+                      json_pack("{s:s}", "kubeconfig", cfg->kubeconfig ? cfg->kubeconfig : ""));
+        return r;
     }
-    if (cfg->storage_migration) {
-        r = kop_client_new(&ropt, &m->migrate_client);
-        if (r < 0)
-            goto fail;
-        /* The checkpoint lives beside the Lease (the overlay's Role). */
-        const char *cp_ns = cfg->leader_elect ? lease_namespace(cfg, m->client) : NULL;
-        char cp_name[300];
-        snprintf(cp_name, sizeof(cp_name), "%s-storage-migration", cfg->leader_election_id);
-        const struct kop_migrator_options mopt = {
-            .client = m->migrate_client,
-            .events = m->events,
-            .crd_name = KOP_MYRESOURCE_RESOURCE "." KOP_MYRESOURCE_GROUP,
-            .group = KOP_MYRESOURCE_GROUP,
-            .resource = KOP_MYRESOURCE_RESOURCE,
-            .checkpoint_namespace = cp_ns,
-            .checkpoint_name = cp_ns ? cp_name : NULL,
-            .leading = !cfg->leader_elect,
-        };
-        r = kop_migrator_new(&mopt, &m->migrator);
-        if (r < 0)
-            goto fail;
+    r = clients_new(m);
+    if (r == 0)
+        r = controller_new(m);
+    if (r == 0)
+        r = elector_new(m);
+    if (r == 0)
+        r = migrator_new(m);
+    if (r < 0) {
+        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot set up the reconciler", r, NULL);
+        return r;
     }
     kop_log(KOP_LOG_INFO, "setup", "API server configured",
             json_pack("{s:s, s:b, s:f, s:i}", "server", m->kc.server ? m->kc.server : "",
                       "inCluster", m->kc.in_cluster, "qps", cfg->kube_api_qps, "burst",
                       cfg->kube_api_burst));
     return 0;
-fail:
-    kop_log_errno(KOP_LOG_ERROR, "setup", "cannot set up the reconciler", r, NULL);
-    return r;
 }
 
-/* Shutdown steps 3-6 for the reconciler's pieces (NULL-safe, idempotent). */
+/* The shutdown steps "controller" to "free" for the reconciler's pieces
+ * (NULL-safe, idempotent). */
 static void reconciler_free(struct kop_manager *m, bool graceful)
 {
     /* Informers first so no key is added, then the drain; when it runs out
@@ -557,10 +604,26 @@ static int inject_ca_bundles(const struct kop_config *cfg, struct kop_client *cl
     return r;
 }
 
+/* The "readiness checks" start step: registered before the probe server
+ * starts (its handlers read the list unlocked); the webhook is published
+ * once it serves. */
+static int add_readiness_checks(struct kop_manager *m)
+{
+    int r = kop_probes_new(&m->probes);
+    if (r < 0)
+        return r;
+    publish_ready(m, NULL, m->controller);
+    if (m->controller)
+        kop_probes_add_check(m->probes, "informers-synced", informers_synced, m);
+    if (!m->cfg->controller_only)
+        kop_probes_add_check(m->probes, "webhook", webhook_ready, m);
+    return 0;
+}
+
 int kop_manager_new(const struct kop_config *cfg, struct kop_manager **ret)
 {
-    if (!cfg || !ret)
-        return -EINVAL;
+    assert(cfg);
+    assert(ret);
     struct kop_manager *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
@@ -574,16 +637,9 @@ int kop_manager_new(const struct kop_config *cfg, struct kop_manager **ret)
         if (r < 0)
             goto fail;
     }
-    r = kop_probes_new(&m->probes);
+    r = add_readiness_checks(m);
     if (r < 0)
         goto fail;
-    /* Checks are registered before the probe server starts (its handlers
-     * read the list unlocked); the webhook is published once it serves. */
-    publish_ready(m, NULL, m->controller);
-    if (m->controller)
-        kop_probes_add_check(m->probes, "informers-synced", informers_synced, m);
-    if (!cfg->controller_only)
-        kop_probes_add_check(m->probes, "webhook", webhook_ready, m);
     *ret = m;
     return 0;
 fail:
@@ -597,76 +653,96 @@ void kop_manager_set_step_observer(struct kop_manager *m, kop_manager_step_fn *f
     m->step_ud = userdata;
 }
 
-int kop_manager_start(struct kop_manager *m)
+/* "tracing": with --otlp-endpoint, the span exporter as the trace sink. */
+static int start_tracing(struct kop_manager *m)
 {
     const struct kop_config *cfg = m->cfg;
-    int r;
-
-    if (m->started || m->stopped)
-        return -EALREADY;
-    m->started = true;
-
-    if (cfg->otlp_endpoint && cfg->otlp_endpoint[0]) {
-        step(m, "tracing");
-        const struct kop_otlp_options oo = {
-            .endpoint = cfg->otlp_endpoint,
-            .service_name = cfg->otlp_service_name,
-            .flush_interval_ms = cfg->otlp_flush_interval_ms,
-            .metric_prefix = "kop",
-        };
-        r = kop_otlp_new(&oo, &m->otlp);
-        if (r < 0) {
-            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot start the OTLP span exporter", r,
-                          json_pack("{s:s}", "endpoint", cfg->otlp_endpoint));
-            return r;
-        }
-        kop_trace_set_sink(kop_otlp_sink, m->otlp);
-        kop_log(KOP_LOG_INFO, "setup", "exporting trace spans",
-                json_pack("{s:s, s:s}", "endpoint", cfg->otlp_endpoint, "serviceName",
-                          cfg->otlp_service_name));
-    }
-
-    step(m, "probes");
-    r = kop_probes_start(m->probes, cfg);
-    if (r < 0)
+    if (!cfg->otlp_endpoint || !cfg->otlp_endpoint[0])
+        return 0;
+    step(m, "tracing");
+    const struct kop_otlp_options oo = {
+        .endpoint = cfg->otlp_endpoint,
+        .service_name = cfg->otlp_service_name,
+        .flush_interval_ms = cfg->otlp_flush_interval_ms,
+        .metric_prefix = "kop",
+    };
+    int r = kop_otlp_new(&oo, &m->otlp);
+    if (r < 0) {
+        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot start the OTLP span exporter", r,
+                      json_pack("{s:s}", "endpoint", cfg->otlp_endpoint));
         return r;
+    }
+    kop_trace_set_sink(kop_otlp_sink, m->otlp);
+    kop_log(KOP_LOG_INFO, "setup", "exporting trace spans",
+            json_pack("{s:s, s:s}", "endpoint", cfg->otlp_endpoint, "serviceName",
+                      cfg->otlp_service_name));
+    return 0;
+}
 
+/* "probes": the metrics and health-probe servers. */
+static int start_probes(struct kop_manager *m)
+{
+    step(m, "probes");
+    return kop_probes_start(m->probes, m->cfg);
+}
+
+/* "self-signed-certs": with --self-signed-certs, the serving pair in
+ * --cert-dir, generated or reused. */
+static int prepare_self_signed(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    if (!cfg->self_signed_certs)
+        return 0;
+    step(m, "self-signed-certs");
     const struct kop_selfsigned_options ss = {.cert_dir = cfg->cert_dir};
-    if (cfg->self_signed_certs) {
-        step(m, "self-signed-certs");
-        r = kop_selfsigned_prepare(&ss);
-        if (r < 0) {
-            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot prepare self-signed certificates", r,
-                          json_pack("{s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : ""));
-            return r;
-        }
-    }
+    int r = kop_selfsigned_prepare(&ss);
+    if (r < 0)
+        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot prepare self-signed certificates", r,
+                      json_pack("{s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : ""));
+    return r;
+}
 
-    if (!cfg->controller_only) {
-        step(m, "webhook");
-        const struct kop_webhook_options wopts = {
-            .cfg = cfg,
-            .child_lookup = m->controller ? kop_controller_child_lookup : NULL,
-            .child_lookup_userdata = m->controller,
-            .shard_mutate = m->sharder ? kop_sharder_mutate_http : NULL,
-            .shard_mutate_userdata = m->sharder,
-        };
-        r = kop_webhook_start(&wopts, &m->webhook);
-        if (r < 0) {
-            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot start the webhook server", r,
-                          json_pack("{s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : ""));
-            return r;
-        }
-        publish_ready(m, m->webhook, m->controller);
+/* "webhook": unless --controller-only, the webhook server, published to
+ * its readiness check once it serves. */
+static int start_webhook(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    if (cfg->controller_only)
+        return 0;
+    step(m, "webhook");
+    const struct kop_webhook_options wopts = {
+        .cfg = cfg,
+        .child_lookup = m->controller ? kop_controller_child_lookup : NULL,
+        .child_lookup_userdata = m->controller,
+        .shard_mutate = m->sharder ? kop_sharder_mutate_http : NULL,
+        .shard_mutate_userdata = m->sharder,
+    };
+    int r = kop_webhook_start(&wopts, &m->webhook);
+    if (r < 0) {
+        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot start the webhook server", r,
+                      json_pack("{s:s}", "certDir", cfg->cert_dir ? cfg->cert_dir : ""));
+        return r;
     }
+    publish_ready(m, m->webhook, m->controller);
+    return 0;
+}
 
-    if (cfg->self_signed_certs) {
-        step(m, "ca-bundles");
-        r = inject_ca_bundles(cfg, m->client, &ss);
-        if (r < 0)
-            return r;
-    }
+/* "ca-bundles": with --self-signed-certs, the CA into the caBundles, once
+ * the server listens. */
+static int publish_ca_bundles(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    if (!cfg->self_signed_certs)
+        return 0;
+    step(m, "ca-bundles");
+    const struct kop_selfsigned_options ss = {.cert_dir = cfg->cert_dir};
+    return inject_ca_bundles(cfg, m->client, &ss);
+}
 
+/* "controller": the controller, then the storage migrator. */
+static int start_controller(struct kop_manager *m)
+{
+    int r;
     if (m->controller) {
         step(m, "controller");
         r = kop_controller_start(m->controller);
@@ -684,25 +760,53 @@ int kop_manager_start(struct kop_manager *m)
             return r;
         }
     }
-    if (m->membership) {
-        step(m, "sharding");
-        r = kop_membership_start(m->membership);
-        if (r == 0)
-            r = kop_sharder_start(m->sharder);
-        if (r < 0) {
-            kop_log(KOP_LOG_ERROR, "setup", "cannot start sharding",
-                    json_pack("{s:i}", "errno", -r));
+    return 0;
+}
+
+/* "sharding": with --sharding, the membership Lease and the sharder. */
+static int start_sharding(struct kop_manager *m)
+{
+    if (!m->membership)
+        return 0;
+    step(m, "sharding");
+    int r = kop_membership_start(m->membership);
+    if (r == 0)
+        r = kop_sharder_start(m->sharder);
+    if (r < 0)
+        kop_log(KOP_LOG_ERROR, "setup", "cannot start sharding", json_pack("{s:i}", "errno", -r));
+    return r;
+}
+
+/* "leader-election": with --leader-elect or --sharding, the elector. */
+static int start_leader_election(struct kop_manager *m)
+{
+    if (!m->leader)
+        return 0;
+    step(m, "leader-election");
+    int r = kop_leader_start(m->leader);
+    if (r < 0)
+        kop_log(KOP_LOG_ERROR, "setup", "cannot start leader election",
+                json_pack("{s:i}", "errno", -r));
+    return r;
+}
+
+/* kop_manager_start's steps, in the start order (DESIGN). Each one does
+ * nothing when its flags leave it out. */
+static int (*const start_steps[])(struct kop_manager *) = {
+    start_tracing,      start_probes,     prepare_self_signed, start_webhook,
+    publish_ca_bundles, start_controller, start_sharding,      start_leader_election,
+};
+
+int kop_manager_start(struct kop_manager *m)
+{
+    assert(m);
+    if (m->started || m->stopped)
+        return -EALREADY;
+    m->started = true;
+    for (size_t i = 0; i < sizeof(start_steps) / sizeof(start_steps[0]); i++) {
+        int r = start_steps[i](m);
+        if (r < 0)
             return r;
-        }
-    }
-    if (m->leader) {
-        step(m, "leader-election");
-        r = kop_leader_start(m->leader);
-        if (r < 0) {
-            kop_log(KOP_LOG_ERROR, "setup", "cannot start leader election",
-                    json_pack("{s:i}", "errno", -r));
-            return r;
-        }
     }
     return 0;
 }
@@ -714,7 +818,7 @@ void kop_manager_unready(struct kop_manager *m)
     atomic_store(&m->shutting_down, true);
     kop_probes_set_shutting_down(m->probes);
     /* A replica on its way out leaves the Lease to those that stay; a
-     * leader keeps it (and reconciles) until step 5 releases it. */
+     * leader keeps it (and reconciles) until the "lease" step releases it. */
     kop_leader_retire(m->leader);
 }
 
@@ -750,11 +854,11 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
     m->stopped = true;
     m->deadline_ns = after_ms(timeout_ms);
 
-    /* 1. readiness false; the checks let go of what is freed below */
+    /* "readyz": readiness false; the checks let go of what is freed below */
     step(m, "readyz");
     kop_manager_unready(m);
     publish_ready(m, NULL, NULL);
-    /* 1b. keep serving while the endpoint removal propagates */
+    /* "delay": keep serving while the endpoint removal propagates */
     int64_t delay = m->webhook ? kop_config_shutdown_delay_ms(m->cfg) : 0;
     if (delay > 0) {
         step(m, "delay");
@@ -770,7 +874,7 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
             nanosleep(&ts, NULL);
         }
     }
-    /* 2. webhook: (after a delay, the keep-alive drain,) stop accepting,
+    /* "webhook": (after a delay, the keep-alive drain,) stop accepting,
      * finish in-flight requests */
     bool cut_short = false;
     if (m->webhook) {
@@ -780,21 +884,21 @@ int kop_manager_shutdown(struct kop_manager *m, int64_t timeout_ms)
             cut_short = true;
         }
     }
-    /* 3.-5. controller (informers, queue, workers), events, the lease;
-     * 6. the client and the store */
+    /* "controller" (informers, queue, workers), "events", "lease", "free"
+     * (the client and the store) */
     reconciler_free(m, true);
     /* Running out of the timeout is not a clean stop: main exits 1, as its
      * watcher thread would, whichever of the two gets there first. */
     int r = cut_short || remaining_ms(m) == 0 ? -ETIMEDOUT : 0;
     if (r < 0)
         kop_log(KOP_LOG_ERROR, "setup", "shutdown timed out", NULL);
-    /* 6. what is left, metrics and probe servers */
+    /* "probes": what is left, metrics and probe servers */
     kop_webhook_free(m->webhook);
     m->webhook = NULL;
     step(m, "probes");
     kop_probes_free(m->probes, remaining_ms(m));
     m->probes = NULL;
-    /* 6b. the spans of everything above, sent */
+    /* "tracing": the spans of everything above, sent */
     stop_tracing(m, remaining_ms(m));
     return r;
 }
@@ -803,8 +907,8 @@ void kop_manager_free(struct kop_manager *m)
 {
     if (!m)
         return;
-    /* Without a shutdown (start failed, or never started): steps 1-6
-     * without grace; after one, all that is left is memory. */
+    /* Without a shutdown (start failed, or never started): the steps from
+     * "readyz" to "probes" without grace; after one, all that is left is memory. */
     m->stopped = true;
     atomic_store(&m->shutting_down, true);
     publish_ready(m, NULL, NULL);

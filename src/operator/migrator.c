@@ -35,6 +35,7 @@
  */
 #include "kop/migrator.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -209,8 +210,12 @@ static void free_names(struct kop_migrator *m)
 
 int kop_migrator_new(const struct kop_migrator_options *opt, struct kop_migrator **ret)
 {
-    if (!opt || !opt->client || !opt->crd_name || !opt->group || !opt->resource || !ret)
-        return -EINVAL;
+    assert(opt);
+    assert(opt->client);
+    assert(opt->crd_name);
+    assert(opt->group);
+    assert(opt->resource);
+    assert(ret);
     struct kop_migrator *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;

@@ -5,6 +5,7 @@
  */
 #include "kop/probes.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ struct kop_probes {
 
 int kop_probes_new(struct kop_probes **ret)
 {
+    assert(ret);
     struct kop_probes *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
@@ -194,18 +196,20 @@ int kop_probes_start(struct kop_probes *p, const struct kop_config *cfg)
 
 uint16_t kop_probes_metrics_port(const struct kop_probes *p)
 {
-    return p && p->metrics ? kop_http_server_port(p->metrics) : 0;
+    assert(p);
+    return p->metrics ? kop_http_server_port(p->metrics) : 0;
 }
 
 uint16_t kop_probes_health_port(const struct kop_probes *p)
 {
-    return p && p->health ? kop_http_server_port(p->health) : 0;
+    assert(p);
+    return p->health ? kop_http_server_port(p->health) : 0;
 }
 
 void kop_probes_set_shutting_down(struct kop_probes *p)
 {
-    if (p)
-        atomic_store(&p->shutting_down, true);
+    assert(p);
+    atomic_store(&p->shutting_down, true);
 }
 
 void kop_probes_free(struct kop_probes *p, int timeout_ms)

@@ -8,6 +8,7 @@
  */
 #include "kop/selfsigned.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -116,7 +117,8 @@ static int check_dir(const struct kop_selfsigned_options *opts, const struct nam
 int kop_selfsigned_check(const struct kop_selfsigned_options *opts)
 {
     struct names n;
-    if (!opts || !opts->cert_dir || !*opts->cert_dir)
+    assert(opts);
+    if (!opts->cert_dir || !*opts->cert_dir)
         return -EINVAL;
     int rc = service_names(opts, &n);
     if (rc < 0)
@@ -128,7 +130,8 @@ int kop_selfsigned_prepare(const struct kop_selfsigned_options *opts)
 {
     struct names n;
     struct kop_certgen_pair pair = {0};
-    if (!opts || !opts->cert_dir || !*opts->cert_dir)
+    assert(opts);
+    if (!opts->cert_dir || !*opts->cert_dir)
         return -EINVAL;
     int rc = service_names(opts, &n);
     if (rc < 0)
@@ -322,7 +325,9 @@ out:
 int kop_selfsigned_inject(struct kop_client *client, const struct kop_selfsigned_options *opts)
 {
     char *bundle = NULL;
-    if (!client || !opts || !opts->cert_dir || !*opts->cert_dir)
+    assert(client);
+    assert(opts);
+    if (!opts->cert_dir || !*opts->cert_dir)
         return -EINVAL;
     int rc = ca_bundle(opts->cert_dir, &bundle);
     if (rc < 0) {

@@ -40,6 +40,7 @@
  */
 #include "kop/sharder.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -219,7 +220,8 @@ static size_t arc_of(const struct kop_shard_ring *r, uint64_t pos)
 
 const char *kop_shard_ring_owner_at(const struct kop_shard_ring *r, uint64_t pos)
 {
-    if (!r || r->n_points == 0)
+    assert(r);
+    if (r->n_points == 0)
         return NULL;
     return r->members[r->points[arc_of(r, pos)].member];
 }
@@ -233,9 +235,11 @@ int kop_shard_ring_ranges(const struct kop_shard_ring *r, const char *member,
                           struct kop_shard_range **ret, size_t *ret_n)
 {
     size_t m = 0;
-    while (r && m < r->n_members && strcmp(r->members[m], member) != 0)
+    assert(r);
+    assert(member);
+    while (m < r->n_members && strcmp(r->members[m], member) != 0)
         m++;
-    if (!r || m == r->n_members)
+    if (m == r->n_members)
         return -ENOENT;
     /* At most one range per point, plus the wrap split in two. */
     struct kop_shard_range *out = calloc(r->n_points + 1, sizeof(*out));
@@ -327,7 +331,8 @@ bool kop_shard_move_in_time(int64_t fence_ns, int64_t now_ns, int64_t lease_ns)
 enum kop_shard_gate kop_shard_gate_decide(const char *owner, const char *self, bool draining,
                                           bool released_recently)
 {
-    if (!owner || !self || strcmp(owner, self) != 0)
+    assert(self);
+    if (!owner || strcmp(owner, self) != 0)
         return KOP_SHARD_SKIP;
     if (draining)
         return KOP_SHARD_RELEASE;
@@ -436,6 +441,120 @@ static void count(json_t *counts, const char *owner)
  * --sharding); a membership change or a pending move runs one every period. */
 #define IDLE_PASS_EVERY 5
 
+/* What one pass did, for its log line. */
+struct pass_tally {
+    size_t assigned, drains, moves, redrains;
+    bool pending; /* a move waits: the pass is not balanced */
+};
+
+/* Decide and act for one listed object; returns its owner after the pass
+ * (NULL: none, or the object is skipped). */
+static const char *shard_object(struct kop_sharder *s, const json_t *obj,
+                                const struct kop_shard_ring *ring, const json_t *members,
+                                bool rebalance, int64_t list_ns, json_t *seen, struct pass_tally *t)
+{
+    const char *uid = meta_str(obj, "uid");
+    if (!*uid ||
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "deletionTimestamp")))
+        return NULL;
+    json_object_set(seen, uid, json_true());
+    const char *owner = label(obj, KOP_SHARDER_OWNER_LABEL);
+    const char *drain = label(obj, KOP_SHARDER_DRAIN_LABEL);
+    bool draining = drain && strcmp(drain, "true") == 0;
+    const json_t *req = json_object_get(s->requested, uid);
+    if (req && draining) {
+        json_object_set_new(s->fence, uid, json_integer(list_ns)); /* not released yet */
+    } else if (req &&
+               !kop_shard_move_in_time(json_integer_value(json_object_get(s->fence, uid)),
+                                       kop_clock_now_ns(), s->lease_ms * KOP_NSEC_PER_MSEC)) {
+        /* Released too long ago for a safe move (the old owner may take
+         * the object up again): ask for the drain again. */
+        json_object_del(s->requested, uid);
+        json_object_del(s->fence, uid);
+        req = NULL;
+        t->redrains++;
+    }
+    const char *target = kop_shard_ring_owner(ring, uid);
+    bool live = owner && is_member(members, owner);
+    int r;
+    switch (kop_shard_decide(owner, live, draining, req != NULL, target, rebalance)) {
+    case KOP_SHARD_KEEP:
+        break;
+    case KOP_SHARD_WAIT:
+        t->pending = true;
+        break;
+    case KOP_SHARD_ASSIGN:
+        r = patch_labels(s->client, obj, target, drain ? "" : NULL, true);
+        if (r < 0) {
+            t->pending = true;
+            break;
+        }
+        t->assigned++;
+        if (owner && *owner)
+            kop_counter_inc(s->m_moves);
+        json_object_del(s->requested, uid);
+        json_object_del(s->fence, uid);
+        return target;
+    case KOP_SHARD_DRAIN: {
+        int64_t asked = kop_clock_now_ns(); /* before the label can be there */
+        r = patch_labels(s->client, obj, NULL, "true", true);
+        if (r == 0) {
+            json_object_set_new(s->requested, uid, json_integer(asked));
+            json_object_set_new(s->fence, uid, json_integer(asked));
+            t->drains++;
+        }
+        t->pending = true;
+        break;
+    }
+    case KOP_SHARD_MOVE:
+        r = patch_labels(s->client, obj, target, NULL, true);
+        if (r == 0) {
+            t->moves++;
+            kop_counter_inc(s->m_moves);
+            kop_histogram_observe(s->m_drain,
+                                  (double)(kop_clock_now_ns() - json_integer_value(req)) / 1e9);
+        }
+        /* Moved, or changed since (drain again). */
+        json_object_del(s->requested, uid);
+        json_object_del(s->fence, uid);
+        if (r != 0) {
+            t->pending = true;
+            break;
+        }
+        return target;
+    }
+    return owner;
+}
+
+/* After a pass: forget drains of objects that are gone, and publish the
+ * objects per shard. */
+static void pass_done(struct kop_sharder *s, const json_t *seen, json_t *counts)
+{
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(s->requested, tmp, k, v)
+    {
+        if (!json_object_get(seen, k))
+            json_object_del(s->requested, k);
+    }
+    json_object_foreach_safe(s->fence, tmp, k, v)
+    {
+        if (!json_object_get(s->requested, k))
+            json_object_del(s->fence, k);
+    }
+    json_object_foreach(s->shards, k, v)
+    {
+        if (!json_object_get(counts, k))
+            kop_gauge_set(kop_metric_child(s->f_objects, k), 0);
+    }
+    json_object_foreach(counts, k, v)
+    {
+        kop_gauge_set(kop_metric_child(s->f_objects, k), (double)json_integer_value(v));
+        json_object_set(s->shards, k, json_true());
+    }
+}
+
 /* One pass (sharder thread); with idle, only when the membership changed
  * since the last completed pass. */
 static void pass(struct kop_sharder *s, bool idle)
@@ -464,119 +583,22 @@ static void pass(struct kop_sharder *s, bool idle)
                 json_pack("{s:i, s:s}", "errno", -r, "message", st.message));
         goto out;
     }
-    bool pending = false;
-    int64_t lease_ns = s->lease_ms * KOP_NSEC_PER_MSEC;
-    size_t i, assigned = 0, drains = 0, moves = 0, redrains = 0;
+    struct pass_tally t = {0};
+    size_t i;
     json_t *obj;
     json_array_foreach(json_object_get(list, "items"), i, obj)
     {
-        const char *uid = meta_str(obj, "uid");
-        if (!*uid || json_string_value(
-                         json_object_get(json_object_get(obj, "metadata"), "deletionTimestamp")))
-            continue;
-        json_object_set(seen, uid, json_true());
-        const char *owner = label(obj, KOP_SHARDER_OWNER_LABEL);
-        const char *drain = label(obj, KOP_SHARDER_DRAIN_LABEL);
-        bool draining = drain && strcmp(drain, "true") == 0;
-        const json_t *req = json_object_get(s->requested, uid);
-        if (req && draining) {
-            json_object_set_new(s->fence, uid, json_integer(list_ns)); /* not released yet */
-        } else if (req &&
-                   !kop_shard_move_in_time(json_integer_value(json_object_get(s->fence, uid)),
-                                           kop_clock_now_ns(), lease_ns)) {
-            /* Released too long ago for a safe move (the old owner may
-             * take the object up again): ask for the drain again. */
-            json_object_del(s->requested, uid);
-            json_object_del(s->fence, uid);
-            req = NULL;
-            redrains++;
-        }
-        const char *target = kop_shard_ring_owner(ring, uid);
-        bool live = owner && is_member(members, owner);
-        enum kop_shard_action a =
-            kop_shard_decide(owner, live, draining, req != NULL, target, rebalance);
-        const char *now_owner = owner;
-        switch (a) {
-        case KOP_SHARD_KEEP:
-            break;
-        case KOP_SHARD_WAIT:
-            pending = true;
-            break;
-        case KOP_SHARD_ASSIGN:
-            r = patch_labels(s->client, obj, target, drain ? "" : NULL, true);
-            if (r == 0) {
-                now_owner = target;
-                assigned++;
-                if (owner && *owner)
-                    kop_counter_inc(s->m_moves);
-                json_object_del(s->requested, uid);
-                json_object_del(s->fence, uid);
-            } else {
-                pending = true;
-            }
-            break;
-        case KOP_SHARD_DRAIN: {
-            int64_t asked = kop_clock_now_ns(); /* before the label can be there */
-            r = patch_labels(s->client, obj, NULL, "true", true);
-            if (r == 0) {
-                json_object_set_new(s->requested, uid, json_integer(asked));
-                json_object_set_new(s->fence, uid, json_integer(asked));
-                drains++;
-            }
-            pending = true;
-            break;
-        }
-        case KOP_SHARD_MOVE:
-            r = patch_labels(s->client, obj, target, NULL, true);
-            if (r == 0) {
-                now_owner = target;
-                moves++;
-                kop_counter_inc(s->m_moves);
-                kop_histogram_observe(s->m_drain,
-                                      (double)(kop_clock_now_ns() - json_integer_value(req)) / 1e9);
-            }
-            /* Moved, or changed since (drain again). */
-            json_object_del(s->requested, uid);
-            json_object_del(s->fence, uid);
-            if (r != 0) {
-                pending = true;
-            }
-            break;
-        }
-        count(counts, now_owner);
+        count(counts, shard_object(s, obj, ring, members, rebalance, list_ns, seen, &t));
     }
-    /* Forget drains of objects that are gone. */
-    const char *k;
-    json_t *v;
-    void *tmp;
-    json_object_foreach_safe(s->requested, tmp, k, v)
-    {
-        if (!json_object_get(seen, k))
-            json_object_del(s->requested, k);
-    }
-    json_object_foreach_safe(s->fence, tmp, k, v)
-    {
-        if (!json_object_get(s->requested, k))
-            json_object_del(s->fence, k);
-    }
-    json_object_foreach(s->shards, k, v)
-    {
-        if (!json_object_get(counts, k))
-            kop_gauge_set(kop_metric_child(s->f_objects, k), 0);
-    }
-    json_object_foreach(counts, k, v)
-    {
-        kop_gauge_set(kop_metric_child(s->f_objects, k), (double)json_integer_value(v));
-        json_object_set(s->shards, k, json_true());
-    }
-    if (assigned || drains || moves || (rebalance && !pending))
+    pass_done(s, seen, counts);
+    if (t.assigned || t.drains || t.moves || (rebalance && !t.pending))
         kop_log(KOP_LOG_INFO, LOGGER, "sharder pass",
                 json_pack("{s:O, s:I, s:b, s:I, s:I, s:I, s:I, s:b}", "members", members, "objects",
                           (json_int_t)json_array_size(json_object_get(list, "items")), "rebalance",
-                          rebalance, "assigned", (json_int_t)assigned, "drainsRequested",
-                          (json_int_t)drains, "drainsRenewed", (json_int_t)redrains, "moved",
-                          (json_int_t)moves, "pending", pending));
-    if (!pending) {
+                          rebalance, "assigned", (json_int_t)t.assigned, "drainsRequested",
+                          (json_int_t)t.drains, "drainsRenewed", (json_int_t)t.redrains, "moved",
+                          (json_int_t)t.moves, "pending", t.pending));
+    if (!t.pending) {
         s->balanced = true;
         s->balanced_gen = gen;
     }
@@ -620,8 +642,10 @@ static void *sharder_main(void *arg)
 
 int kop_sharder_new(const struct kop_sharder_options *o, struct kop_sharder **ret)
 {
-    if (!o || !o->client || !o->membership)
-        return -EINVAL;
+    assert(o);
+    assert(o->client);
+    assert(o->membership);
+    assert(ret);
     struct kop_sharder *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
@@ -863,8 +887,8 @@ out:
 
 /* The ring of the current membership (a reference, NULL before the first
  * list). Built once per membership generation and shared by the webhook
- * threads: 1024 points per member make a ring too dear to build per
- * request (0.7 ms at 4 members). */
+ * threads: with 1024 points per member, building a ring is a sort of
+ * thousands of points, too dear for every admission request. */
 static struct kop_shard_ring *current_ring(struct kop_sharder *s)
 {
     json_t *members = NULL;

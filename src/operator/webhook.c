@@ -6,6 +6,7 @@
  */
 #include "kop/webhook.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -202,18 +203,10 @@ static int clamp_ms(int64_t ms)
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook **ret)
+/* The HTTP server of the webhook's routes, run by the TLS front's loop. */
+static int start_http(struct kop_webhook *w, const struct kop_webhook_options *opts)
 {
     const struct kop_config *cfg = opts->cfg;
-    int r;
-    struct kop_webhook *w = calloc(1, sizeof(*w));
-    if (!w)
-        return -ENOMEM;
-    w->admission.allowed_registries = cfg->allowed_registries;
-    w->admission.n_allowed_registries = cfg->n_allowed_registries;
-    w->admission.child_lookup = opts->child_lookup;
-    w->admission.child_lookup_userdata = opts->child_lookup_userdata;
-
     const struct kop_http_route routes[] = {
         {
             .path = KOP_WEBHOOK_CONVERT_PATH,
@@ -262,13 +255,16 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         /* a span per review: log lines carry its ids (kop/trace.h) */
         .trace = true,
     };
-    r = kop_http_server_new(&hopts, routes, n_routes, &w->http);
+    int r = kop_http_server_new(&hopts, routes, n_routes, &w->http);
     if (r < 0)
-        goto out;
-    r = kop_http_server_start(w->http);
-    if (r < 0)
-        goto out;
+        return r;
+    return kop_http_server_start(w->http);
+}
 
+/* The TLS front on the webhook port, and the self-dial of the readiness
+ * check. */
+static int start_tls(struct kop_webhook *w, const struct kop_config *cfg)
+{
     const struct kop_tls_options topts = {
         .host = cfg->webhook_host,
         .port = (uint16_t)cfg->webhook_port,
@@ -283,16 +279,32 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
         .http = w->http,
         .metric_prefix = "kop",
     };
-    r = kop_tls_new(&topts, &w->tls);
+    int r = kop_tls_new(&topts, &w->tls);
+    if (r == 0)
+        r = kop_tls_start(w->tls);
     if (r < 0)
-        goto out;
-    r = kop_tls_start(w->tls);
-    if (r < 0)
-        goto out;
+        return r;
     const struct kop_selfdial_options sopts = {.host = cfg->webhook_host,
                                                .port = kop_tls_port(w->tls),
                                                .client_auth = cfg->client_ca_file != NULL};
-    r = kop_selfdial_new(&sopts, &w->selfdial);
+    return kop_selfdial_new(&sopts, &w->selfdial);
+}
+
+int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook **ret)
+{
+    const struct kop_config *cfg = opts->cfg;
+    int r;
+    struct kop_webhook *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->admission.allowed_registries = cfg->allowed_registries;
+    w->admission.n_allowed_registries = cfg->n_allowed_registries;
+    w->admission.child_lookup = opts->child_lookup;
+    w->admission.child_lookup_userdata = opts->child_lookup_userdata;
+
+    r = start_http(w, opts);
+    if (r == 0)
+        r = start_tls(w, cfg);
     if (r < 0)
         goto out;
 
@@ -360,7 +372,8 @@ static void keepalive_drain(struct kop_webhook *w, int idle_grace_ms, int64_t de
 
 int kop_webhook_shutdown(struct kop_webhook *w, int idle_grace_ms, int timeout_ms)
 {
-    if (!w || atomic_exchange(&w->stopped, true))
+    assert(w);
+    if (atomic_exchange(&w->stopped, true))
         return 0;
     int64_t start = kop_clock_now_ns();
     if (idle_grace_ms > 0) {
