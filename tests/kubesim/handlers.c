@@ -3895,72 +3895,6 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
     json_decref(body);
 }
 
-/* ---- pods/eviction ---------------------------------------------------------------- */
-
-/* POST pods/NAME/eviction (pkg/registry/core/pod/storage/eviction.go): the
- * PDB check of disruption.c, then the Pod's delete (graceful, with the
- * Eviction's deleteOptions); 201 with a Success Status. */
-static void do_evict(struct ks_api_req *q, const struct ks_res *def, const char *key,
-                     struct ks_reply *r)
-{
-    struct ks_server *ks = q->ks;
-    json_t *ev = parse_body(q, r);
-    if (!ev)
-        return;
-    const char *kind = json_string_value(json_object_get(ev, "kind"));
-    const char *ename = json_string_value(json_object_get(json_object_get(ev, "metadata"), "name"));
-    if (!json_is_object(ev) || (kind && strcmp(kind, "Eviction") != 0)) {
-        reply_bad_request(r, "the object provided is unrecognized (must be an Eviction)");
-        json_decref(ev);
-        return;
-    }
-    if (ename && strcmp(ename, q->name) != 0) {
-        reply_bad_request(r, "name in URL does not match name in Eviction object");
-        json_decref(ev);
-        return;
-    }
-    bool dry = dry_run(q, json_object_get(ev, "deleteOptions"));
-    pthread_mutex_lock(&ks->lock);
-    const json_t *pod = ks_store_get(ks, def->key, key);
-    if (!pod) {
-        pthread_mutex_unlock(&ks->lock);
-        reply_not_found(r, def, q->name);
-        json_decref(ev);
-        return;
-    }
-    if (ks_eviction_admit(ks, pod, dry, r) != 0) {
-        pthread_mutex_unlock(&ks->lock);
-        json_decref(ev);
-        return;
-    } else if (dry) { /* checked, nothing changed */
-        pthread_mutex_unlock(&ks->lock);
-    } else {
-        pod = ks_store_get(ks, def->key, key);
-        const json_t *asked =
-            json_object_get(json_object_get(ev, "deleteOptions"), "gracePeriodSeconds");
-        json_int_t period = meta_str(pod, "deletionTimestamp") ? -1 : ks_pod_grace(pod, asked);
-        if (period > 0) {
-            json_t *next = json_deep_copy(pod);
-            ks_pod_mark_terminating(next, period);
-            ks_typed_order(next);
-            if (etcd_refused(ks, def, key, next, r)) {
-                json_decref(next);
-                json_decref(ev);
-                return;
-            }
-            ks_store_put(ks, def, key, next);
-        } else if (period == 0) {
-            ks_remove_object(ks, def, key);
-        }
-        pthread_mutex_unlock(&ks->lock);
-    }
-    json_decref(ev);
-    free(r->body);
-    r->code = 201;
-    r->body = ks_status_body(201, "Success", NULL, NULL, NULL, &r->len);
-    r->content_type = "application/json";
-}
-
 /* ---- dispatch ------------------------------------------------------------------- */
 
 void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
@@ -3973,10 +3907,8 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
 
     bool scale = q->sub && strcmp(q->sub, "scale") == 0 &&
                  strcmp(def ? def->key : "", "deployments.apps") == 0;
-    bool evict =
-        q->sub && strcmp(q->sub, "eviction") == 0 && strcmp(def ? def->key : "", "pods") == 0;
     if (!def || !ver || !ver->served || (q->ns && !def->namespaced) ||
-        (q->sub && !scale && !evict && !(strcmp(q->sub, "status") == 0 && ver->status))) {
+        (q->sub && !scale && !(strcmp(q->sub, "status") == 0 && ver->status))) {
         ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
                         json_object());
         return;
@@ -3999,15 +3931,7 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
         json_array_append_new(r->warnings, json_string(ver->deprecation));
     }
 
-    if (evict && strcmp(q->verb, "create") != 0) {
-        ks_reply_status(r, 405, "MethodNotAllowed",
-                        "the server does not allow this method on the requested resource",
-                        json_pack("{s:[{s:s,s:s}]}", "causes", "reason", "UnexpectedServerResponse",
-                                  "message", "405: Method Not Allowed"));
-    } else if (evict) {
-        if (json_body(q, r))
-            do_evict(q, def, key, r);
-    } else if (scale) {
+    if (scale) {
         do_scale(q, def, key, r);
     } else if (strcmp(q->verb, "get") == 0) {
         do_get(q, def, key, r);

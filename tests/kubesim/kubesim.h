@@ -237,7 +237,6 @@ struct ks_server {
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
     /* the kubelet and the scheduler (nodes.c), kept by ks_nodes_changed */
     bool nodes_dirty;           /* a Node changed or went: register, taints */
-    bool pdb_dirty;             /* disruption.c: the PDBs' status to look at */
     json_t *pods_to_place;      /* Pod key -> true: to schedule or start */
     json_t *pods_unschedulable; /* Pod key -> true: no Node fits; tried when one changes */
     json_t *pods_by_node;       /* node name -> { Pod key -> true } */
@@ -838,20 +837,6 @@ void ks_pod_mark_terminating(json_t *pod, json_int_t period);
  * store holds: Scheduled, or FailedScheduling with its condition's
  * message. */
 void ks_node_placed_event(struct ks_server *ks, const json_t *pod, bool bound);
-
-/* ---- disruption.c ------------------------------------------------------------- */
-
-/* Store hook, lock held: a Pod, ReplicaSet, Deployment or PDB was written:
- * the PDBs' status is looked at again (when there is a PDB). */
-void ks_disruption_changed(struct ks_server *ks, const struct ks_res *def);
-/* Lock held. The disruption controller's pass over every PDB. */
-void ks_disruption_sync(struct ks_server *ks);
-/* Lock held. The eviction subresource's PDB check for pod: 0 (no PDB, or
- * one that allows a disruption: taken unless dry, the Pod held as
- * disrupted) or -1
- * with the apiserver's answer in r (429 TooManyRequests with the
- * DisruptionBudget cause; 500 for more than one PDB). */
-int ks_eviction_admit(struct ks_server *ks, const json_t *pod, bool dry, struct ks_reply *r);
 
 /* ---- recorder.c --------------------------------------------------------------- */
 
