@@ -536,12 +536,6 @@ void ks_obj_key(char *buf, size_t len, const char *ns, const char *name);
 
 /* ---- etcd.c (no lock needed) ------------------------------------------------ */
 
-/* etcd's answer to the write of obj (@ref borrow; in the storage version)
- * under obj_key ("ns/name" or "name") when it is too large for a request:
- * the error the apiserver's storage receives (malloc'd), or NULL when etcd
- * takes it. */
-char *ks_etcd_refusal(const struct ks_res *def, const char *obj_key, const json_t *obj);
-
 /* The etcd key the registry builds for obj_key ("ns/name" or "name"), as
  * storage errors name it: "/registry/deployments/NS/NAME",
  * "/registry/services/specs/NS/NAME", "/registry/GROUP/PLURAL/NS/NAME" for
@@ -690,8 +684,6 @@ json_t *ks_yaml_load(const char *buf, size_t len, char **ret_err);
 
 /* Is ct application/vnd.kubernetes.protobuf (parameters allowed)? */
 bool ks_pb_media_type(const char *ct);
-/* Does kind in api_version have a protobuf form? */
-bool ks_pb_has_kind(const char *api_version, const char *kind);
 /* Read a protobuf body ("k8s\0" + runtime.Unknown) into the JSON object
  * encoding/json would write, kind and apiVersion first. 0 with *ret_obj
  * (@ref new); -ENOTSUP for a kind without a protobuf form, -EINVAL for a
@@ -701,9 +693,6 @@ int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err)
  * 0 with *ret_buf (malloc'd) and *ret_len; -ENOTSUP or -EINVAL with a
  * message in *ret_err (malloc'd). */
 int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err);
-/* The length of what ks_pb_encode would write for obj, without writing it:
- * 0 with *ret_len, or ks_pb_encode's error. */
-int ks_pb_encoded_len(const json_t *obj, size_t *ret_len, char **ret_err);
 /* Does an Accept header take plain protobuf but not JSON (JSON stays the
  * answer whenever the client takes it; protobuf Tables and partial objects
  * are not served)? */
