@@ -6838,145 +6838,6 @@ START_TEST(test_kubesim_pod_graceful_delete)
 }
 END_TEST
 
-struct pdb_want {
-    const char *name;
-    json_int_t healthy, desired, allowed, expected, gen;
-};
-
-/* PDB default/NAME's status is as w says. */
-static bool pdb_status_is(const void *arg)
-{
-    const struct pdb_want *w = arg;
-    char path[256];
-    snprintf(path, sizeof(path), "/apis/policy/v1/namespaces/default/poddisruptionbudgets/%s",
-             w->name);
-    json_t *p = get_or_null(path);
-    const json_t *st = json_object_get(p, "status");
-    bool ok = st && json_integer_value(json_object_get(st, "currentHealthy")) == w->healthy &&
-              json_integer_value(json_object_get(st, "desiredHealthy")) == w->desired &&
-              json_integer_value(json_object_get(st, "disruptionsAllowed")) == w->allowed &&
-              json_integer_value(json_object_get(st, "expectedPods")) == w->expected &&
-              json_integer_value(json_object_get(st, "observedGeneration")) == w->gen;
-    json_decref(p);
-    return ok;
-}
-
-static struct kop_test_resp evict_q(const char *pod, const char *query)
-{
-    char path[256], body[256];
-    snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s/eviction%s", pod, query);
-    snprintf(body, sizeof(body),
-             "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"name\":\"%s\","
-             "\"namespace\":\"default\"}}",
-             pod);
-    return request("POST", path, NULL, body, NULL);
-}
-
-static struct kop_test_resp evict(const char *pod)
-{
-    return evict_q(pod, "");
-}
-
-/* The disruption controller keeps a PDB's status from the Pods it selects
- * (an integer minAvailable: the Pods' count; a percentage maxUnavailable:
- * the Deployment's replicas); pods/eviction (in discovery, policy/v1
- * Eviction) refuses with 429 and the DisruptionBudget cause while no
- * disruption is allowed, else takes one and deletes the Pod (201). */
-START_TEST(test_kubesim_pdb_and_eviction)
-{
-    json_t *d = request_json("GET", "/api/v1", NULL, 200);
-    bool listed = false;
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(d, "resources"), i, e)
-    {
-        if (strcmp(jpath(e, "name", NULL), "pods/eviction") == 0)
-            listed = strcmp(jpath(e, "group", NULL), "policy") == 0 &&
-                     strcmp(jpath(e, "kind", NULL), "Eviction") == 0;
-    }
-    json_decref(d);
-    ck_assert(listed);
-    json_decref(request_json(
-        "POST", "/apis/apps/v1/namespaces/default/deployments",
-        "{\"metadata\":{\"name\":\"pdd\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{"
-        "\"app\":\"pdd\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"pdd\"}},\"spec\":{"
-        "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}",
-        201));
-    json_decref(request_json("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-                             "{\"metadata\":{\"name\":\"pdb1\"},\"spec\":{\"minAvailable\":2,"
-                             "\"selector\":{\"matchLabels\":{\"app\":\"pdd\"}}}}",
-                             201));
-    json_decref(request_json("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-                             "{\"metadata\":{\"name\":\"pdb2\"},\"spec\":{\"maxUnavailable\":"
-                             "\"50%\",\"selector\":{\"matchLabels\":{\"none\":\"x\"}}}}",
-                             201));
-    struct pdb_want w1 = {"pdb1", 2, 2, 0, 2, 1};
-    ck_assert_msg(kop_test_eventually(pdb_status_is, &w1, 5000), "pdb1 status");
-    struct pdb_want w2 = {"pdb2", 0, 0, 0, 0, 1};
-    ck_assert_msg(kop_test_eventually(pdb_status_is, &w2, 5000), "pdb2 status");
-    json_t *p = request_json("GET", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/pdb1",
-                             NULL, 200);
-    const json_t *c =
-        json_array_get(json_object_get(json_object_get(p, "status"), "conditions"), 0);
-    ck_assert_str_eq(jpath(c, "type", NULL), "DisruptionAllowed");
-    ck_assert_str_eq(jpath(c, "reason", NULL), "InsufficientPods");
-    json_decref(p);
-    json_t *l =
-        request_json("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dpdd", NULL, 200);
-    char *victim =
-        strdup(jpath(json_array_get(json_object_get(l, "items"), 0), "metadata", "name"));
-    json_decref(l);
-    /* refused while no disruption is allowed */
-    struct kop_test_resp r = evict(victim);
-    ck_assert_msg(r.code == 429, "%ld %s", r.code, r.body);
-    json_t *st = json_loads(r.body, 0, NULL);
-    kop_test_resp_free(&r);
-    ck_assert_str_eq(jpath(st, "reason", NULL), "TooManyRequests");
-    ck_assert_str_eq(jpath(st, "message", NULL),
-                     "Cannot evict pod as it would violate the pod's disruption budget.");
-    c = json_array_get(json_object_get(json_object_get(st, "details"), "causes"), 0);
-    ck_assert_str_eq(jpath(c, "reason", NULL), "DisruptionBudget");
-    ck_assert_str_eq(jpath(c, "message", NULL),
-                     "The disruption budget pdb1 needs 2 healthy pods and has 2 currently");
-    json_decref(st);
-    /* a Deployment's percentage: its replicas are expected */
-    merge_patch("/apis/policy/v1/namespaces/default/poddisruptionbudgets/pdb2",
-                "{\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"pdd\",\"none\":null}}}}", 200);
-    merge_patch("/apis/policy/v1/namespaces/default/poddisruptionbudgets/pdb1",
-                "{\"spec\":{\"minAvailable\":1}}", 200);
-    struct pdb_want w2b = {"pdb2", 2, 1, 1, 2, 2};
-    ck_assert_msg(kop_test_eventually(pdb_status_is, &w2b, 5000), "pdb2 status after the change");
-    /* two PDBs select the Pod: the eviction subresource does not support it */
-    r = evict(victim);
-    ck_assert_msg(r.code == 500, "%ld %s", r.code, r.body);
-    ck_assert_ptr_nonnull(strstr(r.body, "more than one PodDisruptionBudget"));
-    kop_test_resp_free(&r);
-    json_decref(request_json(
-        "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/pdb2", NULL, 200));
-    struct pdb_want w1b = {"pdb1", 2, 1, 1, 2, 2};
-    ck_assert_msg(kop_test_eventually(pdb_status_is, &w1b, 5000), "pdb1 status after the change");
-    /* a dry run: checked, nothing taken or deleted */
-    r = evict_q(victim, "?dryRun=All");
-    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
-    kop_test_resp_free(&r);
-    ck_assert(pdb_status_is(&w1b));
-    ck_assert(!pod_gone(victim));
-    r = evict(victim);
-    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
-    st = json_loads(r.body, 0, NULL);
-    kop_test_resp_free(&r);
-    ck_assert_str_eq(jpath(st, "status", NULL), "Success");
-    ck_assert_int_eq(json_integer_value(json_object_get(st, "code")), 201);
-    json_decref(st);
-    ck_assert_msg(kop_test_eventually(pod_gone, victim, 5000), "the evicted Pod is still there");
-    free(victim);
-    /* a Pod that does not exist */
-    r = evict("nosuch");
-    ck_assert_int_eq(r.code, 404);
-    kop_test_resp_free(&r);
-}
-END_TEST
-
 /* Pod default/NAME with labels app=APP and, with gate, the readiness gate
  * example.com/lb. */
 static void gated_pod(const char *name, const char *app, bool gate)
@@ -7003,12 +6864,9 @@ static bool pod_ready_now(const void *arg)
 /*
  * pkg/kubelet/status GeneratePodReadyCondition: a Pod with a readiness
  * gate runs but is not Ready until another writer sets the gate's
- * condition True (it was Ready at once); and pods/eviction's rules for
- * such an unhealthy Pod (eviction.go): it goes without a disruption under
- * the default IfHealthyBudget while the budget is met, under AlwaysAllow
- * always.
+ * condition True (it was Ready at once).
  */
-START_TEST(test_kubesim_readiness_gates_and_unhealthy_eviction)
+START_TEST(test_kubesim_readiness_gates)
 {
     gated_pod("rg1", "rg", true);
     ck_assert_msg(kop_test_eventually(pod_running, "rg1", 5000), "rg1 not running");
@@ -7035,39 +6893,6 @@ START_TEST(test_kubesim_readiness_gates_and_unhealthy_eviction)
     ck_assert_msg(r.code == 200, "%ld %s", r.code, r.body);
     kop_test_resp_free(&r);
     ck_assert_msg(kop_test_eventually(pod_ready_now, "rg1", 5000), "rg1 not ready");
-
-    /* IfHealthyBudget: minAvailable 1 over a ready and an unready Pod */
-    gated_pod("ih1", "ih", false);
-    gated_pod("ih2", "ih", true);
-    json_decref(request_json("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-                             "{\"metadata\":{\"name\":\"ih\"},\"spec\":{\"minAvailable\":1,"
-                             "\"selector\":{\"matchLabels\":{\"app\":\"ih\"}}}}",
-                             201));
-    struct pdb_want w = {"ih", 1, 1, 0, 2, 1};
-    ck_assert_msg(kop_test_eventually(pdb_status_is, &w, 5000), "pdb ih status");
-    r = evict("ih1"); /* the healthy one: no disruption allowed */
-    ck_assert_msg(r.code == 429, "%ld %s", r.code, r.body);
-    kop_test_resp_free(&r);
-    r = evict("ih2"); /* the unhealthy one: the budget is met */
-    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
-    kop_test_resp_free(&r);
-
-    /* AlwaysAllow: minAvailable 2 is not met, the unhealthy Pod goes anyway */
-    gated_pod("aa1", "aa", false);
-    gated_pod("aa2", "aa", true);
-    json_decref(request_json("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-                             "{\"metadata\":{\"name\":\"aa\"},\"spec\":{\"minAvailable\":2,"
-                             "\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\",\"selector\":{"
-                             "\"matchLabels\":{\"app\":\"aa\"}}}}",
-                             201));
-    struct pdb_want w2 = {"aa", 1, 2, 0, 2, 1};
-    ck_assert_msg(kop_test_eventually(pdb_status_is, &w2, 5000), "pdb aa status");
-    r = evict("aa2");
-    ck_assert_msg(r.code == 201, "%ld %s", r.code, r.body);
-    kop_test_resp_free(&r);
-    r = evict("aa1");
-    ck_assert_msg(r.code == 429, "%ld %s", r.code, r.body);
-    kop_test_resp_free(&r);
 }
 END_TEST
 
@@ -7507,10 +7332,9 @@ static Suite *kubesim_suite(void)
     tcase_add_test(tc, test_kubesim_controller_events);
     tcase_add_test(tc, test_kubesim_pod_update_rules);
     tcase_add_test(tc, test_kubesim_pod_graceful_delete);
-    tcase_add_test(tc, test_kubesim_pdb_and_eviction);
     tcase_add_test(tc, test_kubesim_pdb_validation);
     tcase_add_test(tc, test_kubesim_networkpolicy_validation);
-    tcase_add_test(tc, test_kubesim_readiness_gates_and_unhealthy_eviction);
+    tcase_add_test(tc, test_kubesim_readiness_gates);
     tcase_add_test(tc, test_kubesim_endpoints_controller);
     tcase_add_test(tc, test_kubesim_endpoints_kubernetes);
     tcase_add_test(tc, test_kubesim_root_ca_configmaps);

@@ -1447,10 +1447,6 @@ static void *controller_main(void *arg)
             ks->endpoints_dirty = false;
             ks_endpoints_sync(ks);
         }
-        if (ks->pdb_dirty) {
-            ks->pdb_dirty = false;
-            ks_disruption_sync(ks);
-        }
         long long wake = now + 1000;
         long long beat = ks_nodes_heartbeat(ks, now);
         if (beat < wake)
@@ -1480,7 +1476,7 @@ static void *controller_main(void *arg)
         }
         json_decref(due);
         if (ks->gc_dirty || ks->roles_dirty || ks->ns_dirty || ks->endpoints_dirty ||
-            ks->pods_dirty || ks->pdb_dirty)
+            ks->pods_dirty)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -2565,7 +2565,6 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     const char *name = json_string_value(json_object_get(md, "name"));
     const char *gen = json_string_value(json_object_get(md, "generateName"));
     char *owned_name = NULL;
-    char *too_large = NULL;
     json_t *stored = NULL;
     json_t *asked_spec = NULL;
     /* the name NamespaceLifecycle and mutating admission see: the one sent
@@ -2682,22 +2681,6 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         goto out;
     if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
         goto out;
-    /* etcd refuses a write too large for a request (etcd.c; a dry run
-     * never reaches it). create.go then drops metadata.managedFields and
-     * calls the storage's Create once more, validating admission included;
-     * an apply (patch.go) does not. */
-    too_large = dry ? NULL : ks_etcd_refusal(def, key, stored);
-    if (too_large && !is_apply(q)) {
-        free(too_large);
-        json_object_del(meta(obj), "managedFields"); /* md: admission may have replaced it */
-        if (admit_validate(q, def, "CREATE", obj, NULL, name, dry, r) != 0)
-            goto out;
-        json_decref(stored);
-        stored = NULL;
-        if (to_storage(ks, def, obj, q->version, &stored, r) != 0)
-            goto out;
-        too_large = ks_etcd_refusal(def, key, stored);
-    }
 
     pthread_mutex_lock(&ks->lock);
     if (def->namespaced && check_namespace(ks, def, q->ns, sent_name, r) != 0) {
@@ -2709,13 +2692,6 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
         pthread_mutex_unlock(&ks->lock);
         ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
                         json_object());
-        goto out;
-    }
-    if (too_large) {
-        /* before the Txn's compare: etcd or its client refuse the request
-         * whether or not the key exists; nothing stored */
-        pthread_mutex_unlock(&ks->lock);
-        reply_internal(r, too_large);
         goto out;
     }
     if (ks_store_get(ks, def->key, key)) {
@@ -2755,7 +2731,6 @@ out:
     json_decref(asked_spec);
     free(owned_name);
     free(sent_name);
-    free(too_large);
 }
 
 /* ---- update / patch ----------------------------------------------------------- */
@@ -3006,21 +2981,16 @@ static bool uid_precondition_failed(const struct ks_res *def, const char *key, j
     return true;
 }
 
-/* unmanaged: the handlers' second try of a write etcd refused for its
- * size, without metadata.managedFields (update.go: the body's dropped and
- * the field manager skipped; patch.go: dropped from the patched object
- * after mutating admission). -E2BIG when etcd refuses this one (r holds
- * the 500). */
 static int update_once(struct ks_api_req *q, const struct ks_res *def, const char *key,
                        json_t *body, enum patch_kind pk, bool dry, const char *body_rv,
-                       const struct ks_ssa_ctx *ssa, bool unmanaged, struct ks_reply *r)
+                       const struct ks_ssa_ctx *ssa, struct ks_reply *r)
 {
     struct ks_server *ks = q->ks;
     bool status_sub = q->sub && strcmp(q->sub, "status") == 0;
     const struct ks_version *ver = ks_res_version(def, q->version);
     bool has_status = ver && ver->status;
     json_t *cur = NULL, *cur_v = NULL, *next = NULL, *stored = NULL, *sv_causes = NULL;
-    char *err = NULL, *too_large = NULL;
+    char *err = NULL;
     int rc = 0;
 
     pthread_mutex_lock(&ks->lock);
@@ -3075,8 +3045,6 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
         goto out;
     }
     next = status_rules(next, cur_v, status_sub, has_status);
-    if (unmanaged && pk == PATCH_NONE)
-        json_object_del(meta(next), "managedFields");
     if (uid_precondition_failed(def, key, next, cur_v, q->name, r))
         goto out;
     keep_system_metadata(next, cur_v);
@@ -3111,7 +3079,7 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
                             json_integer(json_integer_value(json_object_get(
                                              json_object_get(cur_v, "metadata"), "generation")) +
                                          1));
-    if (pk != PATCH_APPLY && !(unmanaged && pk == PATCH_NONE))
+    if (pk != PATCH_APPLY)
         ks_ssa_update(cur_v, next, ssa);
     /* ValidateObjectMetaUpdate's managedFields part */
     causes = ks_ssa_validate(next);
@@ -3132,23 +3100,12 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
     }
     if (admit_mutate(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
         goto out;
-    if (unmanaged)
-        json_object_del(meta(next), "managedFields");
     if (admit_validate(q, def, "UPDATE", next, cur_v, q->name, dry, r) != 0)
         goto out;
     if (to_storage(ks, def, next, q->version, &stored, r) != 0)
         goto out;
-    /* etcd refuses a write too large for a request before it compares
-     * the revision (etcd.c; a dry run never reaches it) */
-    too_large = dry ? NULL : ks_etcd_refusal(def, key, stored);
-    if (too_large) {
-        reply_internal(r, too_large);
-        rc = -E2BIG;
-        goto out;
-    }
     rc = commit_update(q, def, key, stored, cur_rv, body_rv, dry, r);
 out:
-    free(too_large);
     json_decref(sv_causes);
     json_decref(cur);
     json_decref(cur_v);
@@ -3290,19 +3247,9 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
     }
     struct ssa ssa;
     ssa_begin(q, def, &ssa);
-    /* When etcd refuses the write for its size, update.go and patch.go
-     * try once more without metadata.managedFields (not for an apply);
-     * each try goes through the storage's conflict retries. */
-    bool unmanaged = false;
-    int attempts = 0;
-    while (attempts < 8) {
-        int rc = update_once(q, def, key, body, pk, dry, body_rv, &ssa.c, unmanaged, r);
-        if (rc == -E2BIG && pk != PATCH_APPLY && !unmanaged) {
-            unmanaged = true;
-            attempts = 0;
-        } else if (rc == -EAGAIN) {
-            attempts++;
-        } else {
+    /* each try goes through the storage's conflict retries */
+    for (int attempts = 0; attempts < 8; attempts++) {
+        if (update_once(q, def, key, body, pk, dry, body_rv, &ssa.c, r) != -EAGAIN) {
             ssa_end(&ssa);
             return;
         }
@@ -3312,22 +3259,6 @@ static void do_update(struct ks_api_req *q, const struct ks_res *def, const char
 }
 
 /* ---- delete --------------------------------------------------------------------- */
-
-/* A deletion's write (deletionTimestamp, finalizers) of next under key,
- * lock held: when etcd refuses it for its size (etcd.c), unlocks and
- * answers 500 (the registry's Delete returns the storage's error; no
- * second try). */
-static bool etcd_refused(struct ks_server *ks, const struct ks_res *def, const char *key,
-                         const json_t *next, struct ks_reply *r)
-{
-    char *too_large = ks_etcd_refusal(def, key, next);
-    if (!too_large)
-        return false;
-    pthread_mutex_unlock(&ks->lock);
-    reply_internal(r, too_large);
-    free(too_large);
-    return true;
-}
 
 void ks_remove_object(struct ks_server *ks, const struct ks_res *def, const char *key)
 {
@@ -3511,10 +3442,6 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
         }
         if (next && !dry) {
             ks_typed_order(next);
-            if (etcd_refused(ks, def, key, next, r)) {
-                json_decref(next);
-                goto out;
-            }
             ks_store_put(ks, def, key, json_incref(next));
         }
         pthread_mutex_unlock(&ks->lock);
@@ -3565,10 +3492,6 @@ static void do_delete(struct ks_api_req *q, const struct ks_res *def, const char
                                     json_string("Terminating"));
             if (def->typed)
                 ks_typed_order(next);
-            if (!dry && etcd_refused(ks, def, key, next, r)) {
-                json_decref(next);
-                goto out;
-            }
             if (!dry) {
                 json_incref(next);
                 ks_store_put(ks, def, key, next);
@@ -3853,17 +3776,6 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
             ks_typed_order(dep);
         }
         bool dry = dry_run(q, NULL);
-        /* a Deployment too large for etcd (etcd.c): 500. The handlers'
-         * second try without managedFields is not modelled: it drops the
-         * Scale's, and the Deployment keeps its own entries but for
-         * spec.replicas (managedfields.ScaleHandler.ToParent) */
-        char *too_large = dry || json_equal(dep, cur) ? NULL : ks_etcd_refusal(def, key, dep);
-        if (too_large) {
-            reply_internal(r, too_large);
-            free(too_large);
-            json_decref(dep);
-            goto next_attempt;
-        }
         pthread_mutex_lock(&ks->lock);
         const json_t *now = ks_store_get(ks, def->key, key);
         if (!now || strcmp(str_or(meta_str(now, "resourceVersion"), ""), cur_rv) != 0) {
@@ -3895,72 +3807,6 @@ static void do_scale(struct ks_api_req *q, const struct ks_res *def, const char 
     json_decref(body);
 }
 
-/* ---- pods/eviction ---------------------------------------------------------------- */
-
-/* POST pods/NAME/eviction (pkg/registry/core/pod/storage/eviction.go): the
- * PDB check of disruption.c, then the Pod's delete (graceful, with the
- * Eviction's deleteOptions); 201 with a Success Status. */
-static void do_evict(struct ks_api_req *q, const struct ks_res *def, const char *key,
-                     struct ks_reply *r)
-{
-    struct ks_server *ks = q->ks;
-    json_t *ev = parse_body(q, r);
-    if (!ev)
-        return;
-    const char *kind = json_string_value(json_object_get(ev, "kind"));
-    const char *ename = json_string_value(json_object_get(json_object_get(ev, "metadata"), "name"));
-    if (!json_is_object(ev) || (kind && strcmp(kind, "Eviction") != 0)) {
-        reply_bad_request(r, "the object provided is unrecognized (must be an Eviction)");
-        json_decref(ev);
-        return;
-    }
-    if (ename && strcmp(ename, q->name) != 0) {
-        reply_bad_request(r, "name in URL does not match name in Eviction object");
-        json_decref(ev);
-        return;
-    }
-    bool dry = dry_run(q, json_object_get(ev, "deleteOptions"));
-    pthread_mutex_lock(&ks->lock);
-    const json_t *pod = ks_store_get(ks, def->key, key);
-    if (!pod) {
-        pthread_mutex_unlock(&ks->lock);
-        reply_not_found(r, def, q->name);
-        json_decref(ev);
-        return;
-    }
-    if (ks_eviction_admit(ks, pod, dry, r) != 0) {
-        pthread_mutex_unlock(&ks->lock);
-        json_decref(ev);
-        return;
-    } else if (dry) { /* checked, nothing changed */
-        pthread_mutex_unlock(&ks->lock);
-    } else {
-        pod = ks_store_get(ks, def->key, key);
-        const json_t *asked =
-            json_object_get(json_object_get(ev, "deleteOptions"), "gracePeriodSeconds");
-        json_int_t period = meta_str(pod, "deletionTimestamp") ? -1 : ks_pod_grace(pod, asked);
-        if (period > 0) {
-            json_t *next = json_deep_copy(pod);
-            ks_pod_mark_terminating(next, period);
-            ks_typed_order(next);
-            if (etcd_refused(ks, def, key, next, r)) {
-                json_decref(next);
-                json_decref(ev);
-                return;
-            }
-            ks_store_put(ks, def, key, next);
-        } else if (period == 0) {
-            ks_remove_object(ks, def, key);
-        }
-        pthread_mutex_unlock(&ks->lock);
-    }
-    json_decref(ev);
-    free(r->body);
-    r->code = 201;
-    r->body = ks_status_body(201, "Success", NULL, NULL, NULL, &r->len);
-    r->content_type = "application/json";
-}
-
 /* ---- dispatch ------------------------------------------------------------------- */
 
 void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
@@ -3973,10 +3819,8 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
 
     bool scale = q->sub && strcmp(q->sub, "scale") == 0 &&
                  strcmp(def ? def->key : "", "deployments.apps") == 0;
-    bool evict =
-        q->sub && strcmp(q->sub, "eviction") == 0 && strcmp(def ? def->key : "", "pods") == 0;
     if (!def || !ver || !ver->served || (q->ns && !def->namespaced) ||
-        (q->sub && !scale && !evict && !(strcmp(q->sub, "status") == 0 && ver->status))) {
+        (q->sub && !scale && !(strcmp(q->sub, "status") == 0 && ver->status))) {
         ks_reply_status(r, 404, "NotFound", "the server could not find the requested resource",
                         json_object());
         return;
@@ -3999,15 +3843,7 @@ void ks_handle_api(struct ks_api_req *q, struct ks_reply *r)
         json_array_append_new(r->warnings, json_string(ver->deprecation));
     }
 
-    if (evict && strcmp(q->verb, "create") != 0) {
-        ks_reply_status(r, 405, "MethodNotAllowed",
-                        "the server does not allow this method on the requested resource",
-                        json_pack("{s:[{s:s,s:s}]}", "causes", "reason", "UnexpectedServerResponse",
-                                  "message", "405: Method Not Allowed"));
-    } else if (evict) {
-        if (json_body(q, r))
-            do_evict(q, def, key, r);
-    } else if (scale) {
+    if (scale) {
         do_scale(q, def, key, r);
     } else if (strcmp(q->verb, "get") == 0) {
         do_get(q, def, key, r);

@@ -738,8 +738,6 @@ static void route(struct ks_server *ks, struct MHD_Connection *conn, const char 
     /* watch=true, True, 1, t, ... as the apiserver's request info reads it */
     bool watch = ks_param_bool(MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "watch"));
     q.verb = verb_for(method, q.name != NULL, watch);
-    if (!q.verb && q.sub && strcmp(q.sub, "eviction") == 0 && strcmp(method, "POST") == 0)
-        q.verb = "create"; /* the create of pods/NAME/eviction */
     if (!q.verb) {
         char *msg = ks_printf("%s is not supported on resources of kind \"%s\"", method, q.plural);
         ks_reply_status(r, 405, "MethodNotAllowed", msg, NULL);

@@ -237,7 +237,6 @@ struct ks_server {
     json_t *rs_index;       /* Deployment key -> { ReplicaSet key -> true } it made */
     /* the kubelet and the scheduler (nodes.c), kept by ks_nodes_changed */
     bool nodes_dirty;           /* a Node changed or went: register, taints */
-    bool pdb_dirty;             /* disruption.c: the PDBs' status to look at */
     json_t *pods_to_place;      /* Pod key -> true: to schedule or start */
     json_t *pods_unschedulable; /* Pod key -> true: no Node fits; tried when one changes */
     json_t *pods_by_node;       /* node name -> { Pod key -> true } */
@@ -537,12 +536,6 @@ void ks_obj_key(char *buf, size_t len, const char *ns, const char *name);
 
 /* ---- etcd.c (no lock needed) ------------------------------------------------ */
 
-/* etcd's answer to the write of obj (@ref borrow; in the storage version)
- * under obj_key ("ns/name" or "name") when it is too large for a request:
- * the error the apiserver's storage receives (malloc'd), or NULL when etcd
- * takes it. */
-char *ks_etcd_refusal(const struct ks_res *def, const char *obj_key, const json_t *obj);
-
 /* The etcd key the registry builds for obj_key ("ns/name" or "name"), as
  * storage errors name it: "/registry/deployments/NS/NAME",
  * "/registry/services/specs/NS/NAME", "/registry/GROUP/PLURAL/NS/NAME" for
@@ -691,8 +684,6 @@ json_t *ks_yaml_load(const char *buf, size_t len, char **ret_err);
 
 /* Is ct application/vnd.kubernetes.protobuf (parameters allowed)? */
 bool ks_pb_media_type(const char *ct);
-/* Does kind in api_version have a protobuf form? */
-bool ks_pb_has_kind(const char *api_version, const char *kind);
 /* Read a protobuf body ("k8s\0" + runtime.Unknown) into the JSON object
  * encoding/json would write, kind and apiVersion first. 0 with *ret_obj
  * (@ref new); -ENOTSUP for a kind without a protobuf form, -EINVAL for a
@@ -702,9 +693,6 @@ int ks_pb_decode(const void *body, size_t len, json_t **ret_obj, char **ret_err)
  * 0 with *ret_buf (malloc'd) and *ret_len; -ENOTSUP or -EINVAL with a
  * message in *ret_err (malloc'd). */
 int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err);
-/* The length of what ks_pb_encode would write for obj, without writing it:
- * 0 with *ret_len, or ks_pb_encode's error. */
-int ks_pb_encoded_len(const json_t *obj, size_t *ret_len, char **ret_err);
 /* Does an Accept header take plain protobuf but not JSON (JSON stays the
  * answer whenever the client takes it; protobuf Tables and partial objects
  * are not served)? */
@@ -838,20 +826,6 @@ void ks_pod_mark_terminating(json_t *pod, json_int_t period);
  * store holds: Scheduled, or FailedScheduling with its condition's
  * message. */
 void ks_node_placed_event(struct ks_server *ks, const json_t *pod, bool bound);
-
-/* ---- disruption.c ------------------------------------------------------------- */
-
-/* Store hook, lock held: a Pod, ReplicaSet, Deployment or PDB was written:
- * the PDBs' status is looked at again (when there is a PDB). */
-void ks_disruption_changed(struct ks_server *ks, const struct ks_res *def);
-/* Lock held. The disruption controller's pass over every PDB. */
-void ks_disruption_sync(struct ks_server *ks);
-/* Lock held. The eviction subresource's PDB check for pod: 0 (no PDB, or
- * one that allows a disruption: taken unless dry, the Pod held as
- * disrupted) or -1
- * with the apiserver's answer in r (429 TooManyRequests with the
- * DisruptionBudget cause; 500 for more than one PDB). */
-int ks_eviction_admit(struct ks_server *ks, const json_t *pod, bool dry, struct ks_reply *r);
 
 /* ---- recorder.c --------------------------------------------------------------- */
 

@@ -554,15 +554,10 @@ out:
 struct wr {
     unsigned char *p;
     size_t n, cap;
-    bool count; /* only count the bytes (ks_pb_encoded_len): p stays NULL */
 };
 
 static void wr_bytes(struct wr *w, const void *data, size_t n)
 {
-    if (w->count) {
-        w->n += n;
-        return;
-    }
     if (w->n + n > w->cap) {
         size_t cap = w->cap ? w->cap : 256;
         while (cap < w->n + n)
@@ -824,7 +819,7 @@ static int encode_value(const struct ks_pb_field *f, uint32_t field, const json_
         return 0;
     }
     case KS_PB_MESSAGE: {
-        struct wr sub = {.count = w->count};
+        struct wr sub = {0};
         int rc = encode_msg(f->msg, v, &sub, err);
         if (rc == 0)
             wr_len(w, field, sub.p, sub.n);
@@ -868,7 +863,7 @@ static int encode_msg(int idx, const json_t *v, struct wr *w, char **err)
             json_t *x;
             json_object_foreach((json_t *)fv, k, x)
             {
-                struct wr e = {.count = w->count};
+                struct wr e = {0};
                 wr_len(&e, 1, k, strlen(k));
                 int rc = json_is_null(x) ? 0 : encode_value(f, 2, x, &e, err);
                 if (rc == 0)
@@ -897,16 +892,7 @@ bad:
     return -EINVAL;
 }
 
-bool ks_pb_has_kind(const char *api_version, const char *kind)
-{
-    return api_version && kind && find_kind(api_version, kind) >= 0;
-}
-
-/* ks_pb_encode, or with count only the length of what it would write
- * (nothing built: a sub-message's bytes are counted, not copied into its
- * parent). */
-static int encode_body(const json_t *obj, bool count, unsigned char **ret_buf, size_t *ret_len,
-                       char **ret_err)
+int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err)
 {
     const char *av = json_string_value(json_object_get(obj, "apiVersion"));
     const char *kind = json_string_value(json_object_get(obj, "kind"));
@@ -918,7 +904,7 @@ static int encode_body(const json_t *obj, bool count, unsigned char **ret_buf, s
         *ret_err = ks_printf("no protobuf form for kind \"%s\" in \"%s\"", ks_nz(kind), ks_nz(av));
         return -ENOTSUP;
     }
-    struct wr raw = {.count = count}, tm = {.count = count}, out = {.count = count};
+    struct wr raw = {0}, tm = {0}, out = {0};
     int rc = encode_msg(idx, obj, &raw, ret_err);
     if (rc == 0) {
         wr_len(&tm, 1, av, strlen(av));
@@ -936,17 +922,6 @@ static int encode_body(const json_t *obj, bool count, unsigned char **ret_buf, s
     free(raw.p);
     free(tm.p);
     return rc;
-}
-
-int ks_pb_encode(const json_t *obj, unsigned char **ret_buf, size_t *ret_len, char **ret_err)
-{
-    return encode_body(obj, false, ret_buf, ret_len, ret_err);
-}
-
-int ks_pb_encoded_len(const json_t *obj, size_t *ret_len, char **ret_err)
-{
-    unsigned char *none = NULL;
-    return encode_body(obj, true, &none, ret_len, ret_err);
 }
 
 /* ---- answers ---------------------------------------------------------------------- */

@@ -560,11 +560,6 @@ json_t *ks_discovery_resources(struct ks_server *ks, const char *group, const ch
                                                  json_pack("[s,s,s]", "get", "patch", "update")));
             free(n);
         }
-        if (strcmp(def->key, "pods") == 0) {
-            /* the eviction subresource: policy/v1 Eviction, create only */
-            json_array_append_new(list, resource_entry(def, "pods/eviction", true, "Eviction",
-                                                       "policy", "v1", json_pack("[s]", "create")));
-        }
         if (v->status) {
             n = ks_printf("%s/status", def->plural);
             json_array_append_new(list,
@@ -607,11 +602,6 @@ static json_t *aggregated_resource(const struct ks_res *def, const struct ks_ver
                               json_pack("{s:s,s:{s:s,s:s,s:s},s:[s,s,s]}", "subresource", "scale",
                                         "responseKind", "group", "autoscaling", "version", "v1",
                                         "kind", "Scale", "verbs", "get", "patch", "update"));
-    if (strcmp(def->key, "pods") == 0)
-        json_array_append_new(subs,
-                              json_pack("{s:s,s:{s:s,s:s,s:s},s:[s]}", "subresource", "eviction",
-                                        "responseKind", "group", "policy", "version", "v1", "kind",
-                                        "Eviction", "verbs", "create"));
     if (v->status)
         json_array_append_new(subs,
                               json_pack("{s:s,s:{s:s,s:s,s:s},s:[s,s,s]}", "subresource", "status",

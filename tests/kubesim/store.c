@@ -275,7 +275,6 @@ uint64_t ks_store_put(struct ks_server *ks, const struct ks_res *def, const char
     label_index(ks, def, obj_key, obj, true);
     ks_pods_changed(ks, def, obj_key, old, obj);
     ks_nodes_changed(ks, def, obj_key, old, obj);
-    ks_disruption_changed(ks, def);
     json_decref(old);
     json_decref(obj);
     if (strcmp(def->key, "deployments.apps") == 0)
@@ -306,7 +305,6 @@ uint64_t ks_store_remove(struct ks_server *ks, const struct ks_res *def, const c
     label_index(ks, def, obj_key, old, false);
     ks_pods_changed(ks, def, obj_key, old, NULL);
     ks_nodes_changed(ks, def, obj_key, old, NULL);
-    ks_disruption_changed(ks, def);
     json_decref(old);
     json_decref(last);
     ks->gc_dirty = true;
