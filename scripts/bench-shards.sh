@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# Sharding benchmark (README "Sharding"; issue: active-active). For each
+# Sharding benchmark (docs/reconcile.md §13 "Sharding"; issue: active-active). For each
 # replica count R: a fresh kubesim with LATENCY ms injected on every
 # request (/_kubesim/faults latencyMs), R replicas of
 # `kop --sharding --kube-api-qps QPS` (webhook on, the owner label set at

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The storage flip from v1 to v2, step by step (README "Storage version
+# The storage flip from v1 to v2, step by step (docs/operations.md §10.1 "Storage version
 # migration"), against kubesim:
 #
 #   - kop runs as installed by default (v1 storage); 200 MyResources are

@@ -974,7 +974,7 @@ void kop_controller_free(struct kop_controller *c)
  * sharding only this replica's share). In single-leader mode the two
  * together are every Deployment and Service of the watched namespaces, as
  * one cluster-wide cache was before. With sharding, a kop-managed child of
- * another replica's share is not seen: see README "Sharding", admission
+ * another replica's share is not seen: see docs/reconcile.md §13 "Sharding", admission
  * rule 4, for when that happens and why no API call replaces it.
  */
 enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,

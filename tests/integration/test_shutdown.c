@@ -715,7 +715,7 @@ START_TEST(test_shutdown_timeout_cuts_hung_request)
     /* Not before the timeout; the hung request alone would hold it for the
      * client's 60 s (a slow machine only makes the exit later). */
     ck_assert_msg(took >= 900 && took < 15000, "exit %ld ms after SIGTERM with a 1s timeout", took);
-    /* Out of time: not a clean shutdown (README: running out of time exits 1). */
+    /* Out of time: not a clean shutdown (docs/operations.md §5: running out of time exits 1). */
     ck_assert_msg(WEXITSTATUS(st) == 1, "exit status %d after running out of time",
                   WEXITSTATUS(st));
     slow_abandon(s);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The trace path end to end (README "Tracing"): kubesim started with
+ * The trace path end to end (docs/operations.md §8 "Tracing"): kubesim started with
  * --tracing sends a W3C traceparent on its webhook calls, as the
  * apiserver does when its tracing is on; ONE kop process (webhooks and
  * controller, dev certificates from scripts/gen-certs.sh) runs with
