@@ -426,6 +426,16 @@ static void teardown(void)
 }
 
 /* The store holds exactly the server's objects, at the same versions. */
+/* At least as many events of each kind as *arg (a struct events). */
+static bool events_reached(void *arg)
+{
+    const struct events *w = arg;
+    pthread_mutex_lock(&rec_lock);
+    bool ok = n_add >= w->add && n_update >= w->update && n_delete >= w->del;
+    pthread_mutex_unlock(&rec_lock);
+    return ok;
+}
+
 static bool store_matches(void *arg)
 {
     (void)arg;
@@ -574,6 +584,9 @@ START_TEST(test_informer_relist_on_410)
     /* ... then the watch expires: the relist synthesizes the events. */
     sim_knob(&sim_expire);
     ck_assert(eventually(store_matches, NULL));
+    /* the relist fills the store first, then hands out the events */
+    const struct events want = {.add = 5, .update = 1, .del = 1};
+    ck_assert(eventually(events_reached, (void *)&want));
     struct events ev = seen_events();
     ck_assert_int_eq(ev.add, 5);
     ck_assert_int_eq(ev.update, 1); /* cm-01 only: unchanged objects make no event */
