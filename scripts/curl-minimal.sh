@@ -91,13 +91,6 @@ codename=$(sed -n "s/^VERSION_CODENAME=//p" /etc/os-release | tr -d '"')
 [ -n "$codename" ] || die "no VERSION_CODENAME in /etc/os-release (not Debian?)"
 
 : >"$log"
-run() { # what command...: runs it with its output in the log
-  local what=$1
-  shift
-  echo "+ $*" >>"$log"
-  "$@" >>"$log" 2>&1 || die "$what failed (last lines of $log):
-$(tail -n 15 "$log")"
-}
 
 # ---- the source, through a private apt configuration -----------------------------
 debsrc_setup "$cache/apt" "$codename" || die "cannot fetch the source lists (log: $log)"
@@ -134,20 +127,7 @@ grep -q -B1 -F -x "$anchor" "$vtls" && grep -B1 -F -x "$anchor" "$vtls" | grep -
   die "the RNG fix did not apply to lib/vtls/mbedtls.c"
 
 # ---- configure and build --------------------------------------------------------
-eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
-# Debian 12's dpkg-buildflags (1.21) has no stack clash or CET flag (newer
-# dpkg adds them itself). kop's own build has both (docs/style.md §8) and
-# libcurl.a is linked into the image's kop: without them its code would
-# move %rsp by over a page unprobed and lack endbr64
-# (tests/scripts/test_hardening.sh).
-extra=(-fstack-clash-protection)
-case $(${CC:-cc} -dumpmachine) in x86_64-* | i?86-*) extra+=(-fcf-protection) ;; esac
-for f in "${extra[@]}"; do
-  case " $CFLAGS " in *" $f "*) continue ;; esac
-  if echo 'int x;' | ${CC:-cc} "$f" -Werror -x c -c -o /dev/null - 2>/dev/null; then
-    CFLAGS="$CFLAGS $f"
-  fi
-done
+debsrc_buildflags hardening=+all
 features=(
   --disable-shared --enable-static --with-pic
   --enable-http --enable-proxy --enable-ipv6 --enable-threaded-resolver

@@ -85,13 +85,6 @@ die() {
   echo "mbedtls: $*" >&2
   exit 1
 }
-run() { # what command...: runs it with its output in the log
-  local what=$1
-  shift
-  echo "+ $*" >>"$log"
-  "$@" >>"$log" 2>&1 || die "$what failed (last lines of $log):
-$(tail -n 15 "$log")"
-}
 
 installed_version=
 if [ -f "$stamp" ] && [ -f "$prefix/lib/libmbedtls.a" ] &&
@@ -169,20 +162,10 @@ for o in "${kop_unset[@]}"; do
 done
 
 # ---- build and install -----------------------------------------------------------
-eval "$(DEB_BUILD_MAINT_OPTIONS='hardening=+all optimize=-lto' dpkg-buildflags --export=sh)"
-# Debian 12's dpkg-buildflags (1.21) has no stack clash or CET flag (newer
-# dpkg adds them itself); the libraries are linked into kop, whose binary
-# must have both (tests/scripts/test_hardening.sh).
-extra=(-fstack-clash-protection)
-case $(uname -m) in
-  x86_64) extra+=(-fcf-protection -maes -mpclmul) ;;
-esac
-for f in "${extra[@]}"; do
-  case " $CFLAGS " in *" $f "*) continue ;; esac
-  if echo 'int x;' | cc "$f" -Werror -x c -c -o /dev/null - 2>/dev/null; then
-    CFLAGS="$CFLAGS $f"
-  fi
-done
+# AES-NI and PCLMULQDQ from intrinsics on x86_64 (see the header).
+aes=()
+[ "$(uname -m)" != x86_64 ] || aes=(-maes -mpclmul)
+debsrc_buildflags 'hardening=+all optimize=-lto' "${aes[@]}"
 run cmake cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=None \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON \

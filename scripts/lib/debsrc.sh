@@ -14,6 +14,13 @@
 #   debsrc_get DIR PKG[=VER]  apt-get source PKG (the newest of those suites,
 #                             or exactly VER) into DIR; applies its patches
 #   debsrc_version PKG        the version debsrc_get would fetch
+#   run WHAT COMMAND...       runs COMMAND with its output in $log; on
+#                             failure die()s with WHAT and the log's tail
+#   debsrc_buildflags OPTS [FLAG...]
+#                             exports dpkg-buildflags' CFLAGS, CPPFLAGS and
+#                             LDFLAGS for DEB_BUILD_MAINT_OPTIONS=OPTS, plus
+#                             stack clash protection, CET on x86 and the
+#                             FLAGs, each where the compiler takes it
 #
 # The mirrors are the machine's own: the URIs of the deb lines of its apt
 # sources (/etc/apt/sources.list and /etc/apt/sources.list.d/*.list in the
@@ -21,7 +28,33 @@
 # codename (for the main archive) or the codename's -security (for the
 # security archive). $KOP_DEBIAN_MIRROR and $KOP_DEBIAN_SECURITY_MIRROR
 # override them. /etc/apt itself is never touched. The caller defines
-# die(), run() and $log (scripts/mbedtls.sh shows them).
+# die() (its message with the script's name, exit 1) and $log.
+
+run() { # what command...: runs it with its output in the log
+  local what=$1
+  shift
+  echo "+ $*" >>"$log"
+  "$@" >>"$log" 2>&1 || die "$what failed (last lines of $log):
+$(tail -n 15 "$log")"
+}
+
+# Debian 12's dpkg-buildflags (1.21) has no stack clash or CET flag (newer
+# dpkg adds them itself); the libraries built here are linked into kop,
+# whose binary must have both (tests/scripts/test_hardening.sh).
+debsrc_buildflags() {
+  local opts=$1 f
+  shift
+  eval "$(DEB_BUILD_MAINT_OPTIONS=$opts dpkg-buildflags --export=sh)"
+  local extra=(-fstack-clash-protection)
+  case $(${CC:-cc} -dumpmachine) in x86_64-* | i?86-*) extra+=(-fcf-protection) ;; esac
+  for f in "${extra[@]}" "$@"; do
+    case " $CFLAGS " in *" $f "*) continue ;; esac
+    if echo 'int x;' | ${CC:-cc} "$f" -Werror -x c -c -o /dev/null - 2>/dev/null; then
+      CFLAGS="$CFLAGS $f"
+    fi
+  done
+  export CFLAGS
+}
 
 debsrc_codename() {
   sed -n 's/^VERSION_CODENAME=//p' /etc/os-release | tr -d '"'
