@@ -16,7 +16,8 @@
 #   3. helm template with the default values renders the same objects as
 #      `kubectl kustomize manifests/`, with certificates.source=
 #      self-signed the same as manifests/overlays/self-signed/, and with
-#      sharding.enabled the same as manifests/overlays/sharding/, object by
+#      sharding.enabled the same as manifests/overlays/sharding/, with
+#      webhook.failurePolicy=Ignore the same as manifests/overlays/fail-open/, object by
 #      object (tests/manifests/helm.js same: parsed and compared, with the
 #      intended differences documented there taken out); the comparison
 #      itself catches broken copies (helm.js selftest);
@@ -144,6 +145,7 @@ fi
 k kustomize "$root/manifests" >"$work/kustomize-default.yaml"
 k kustomize "$root/manifests/overlays/self-signed" >"$work/kustomize-self-signed.yaml"
 k kustomize "$root/manifests/overlays/sharding" >"$work/kustomize-sharding.yaml"
+k kustomize "$root/manifests/overlays/fail-open" >"$work/kustomize-fail-open.yaml"
 
 # A real CA certificate (tests/data/helm-ca.pem, self-signed, P-256): the
 # apiserver refuses a caBundle that holds none once the CRD is established
@@ -241,6 +243,17 @@ for helm in "${helms[@]}"; do
     fi
   else
     fail "$v: helm template (sharding): $(cat "$work/tpl.err")"
+  fi
+  if tpl --set webhook.failurePolicy=Ignore >"$work/helm-fail-open.yaml" 2>"$work/tpl.err"; then
+    node "$checks/helm.js" same "$work/kustomize-fail-open.yaml" "$work/helm-fail-open.yaml" \
+      >"$work/same.out" 2>&1 || true
+    if grep -q '^FAIL' "$work/same.out" || ! grep -q '^PASS same object count' "$work/same.out"; then
+      fail "$v: webhook.failurePolicy=Ignore renders like manifests/overlays/fail-open/: $(grep -v '^PASS' "$work/same.out" | head -n 5)"
+    else
+      pass "$v: webhook.failurePolicy=Ignore renders like manifests/overlays/fail-open/ ($(grep -c '^PASS same .* ' "$work/same.out") checks)"
+    fi
+  else
+    fail "$v: helm template (fail-open): $(cat "$work/tpl.err")"
   fi
 
   # ---- 4. value cases -----------------------------------------------------------------

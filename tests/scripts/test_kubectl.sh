@@ -97,19 +97,24 @@ grep -q '"repository": "nginx"' "$work/v2.json" || fail "v2 image not split: $(c
 grep -q '"port": 80' "$work/v2.json" || fail "v2 ports missing"
 grep -q '"replicas": 3' "$work/v2.json" || fail "replicas lost"
 
-# Invalid objects are denied by the validating webhook.
+# What only the validating webhook checks is denied by it: a name that is
+# a DNS-1123 subdomain (the apiserver's own rule) but not a DNS-1035
+# label. Value rules the CRD carries are refused before any webhook
+# (tests/scripts/test_failopen.sh).
 cat >"$work/bad.yaml" <<'EOF'
 apiVersion: mygroup.example.com/v2
 kind: MyResource
 metadata:
-  name: too-many
+  name: not.a.label
 spec:
-  replicas: 5000
+  replicas: 3
 EOF
 if k apply -f "$work/bad.yaml" >"$work/deny.log" 2>&1; then
   fail "invalid MyResource was admitted"
 fi
 grep -q 'denied the request' "$work/deny.log" || fail "no denial message: $(cat "$work/deny.log")"
+grep -q 'metadata.name: Invalid value: "not.a.label": a DNS-1035 label' "$work/deny.log" ||
+  fail "the webhook's message: $(cat "$work/deny.log")"
 
 # A watch sees a change.
 timeout 120 kubectl --cache-dir "$work/cache" get myresources.v1.mygroup.example.com -w \

@@ -3,7 +3,8 @@
 #
 # kop's deployment manifests (manifests/, kustomize):
 #   1. `kubectl kustomize` renders the default install, the self-signed,
-#      storage-v2 and sharding overlays and the samples;
+#      storage-v2, sharding and fail-open overlays and the samples (the
+#      fail-open overlay changes failurePolicy only);
 #   2. every rendered object validates against the official Kubernetes and
 #      cert-manager schemas, unknown fields included (tests/manifests/
 #      check.js, on the npm packages kubernetes-models and
@@ -69,6 +70,18 @@ render manifests/overlays/self-signed/ "$root/manifests/overlays/self-signed" "$
 render manifests/overlays/storage-v2/ "$root/manifests/overlays/storage-v2" "$work/storage-v2.yaml"
 render manifests/samples/ "$root/manifests/samples" "$work/samples.yaml"
 render manifests/overlays/sharding/ "$root/manifests/overlays/sharding" "$work/sharding.yaml"
+render manifests/overlays/fail-open/ "$root/manifests/overlays/fail-open" "$work/fail-open.yaml"
+# The fail-open overlay changes the validating webhook's failurePolicy and
+# nothing else.
+if diff "$work/default.yaml" "$work/fail-open.yaml" >"$work/fail-open.diff" 2>&1; then
+  fail "the fail-open overlay changes nothing"
+elif [ "$(grep -c '^[<>]' "$work/fail-open.diff")" = 2 ] &&
+  grep -q '^< *failurePolicy: Fail$' "$work/fail-open.diff" &&
+  grep -q '^> *failurePolicy: Ignore$' "$work/fail-open.diff"; then
+  pass "the fail-open overlay sets the validating webhook's failurePolicy Ignore, nothing else"
+else
+  fail "the fail-open overlay changes more than failurePolicy: $(head -n 10 "$work/fail-open.diff")"
+fi
 if grep -q -- '- --sharding$' "$work/sharding.yaml" && ! grep -q -- '- --leader-elect$' "$work/sharding.yaml" &&
   grep -q '^kind: MutatingWebhookConfiguration$' "$work/sharding.yaml"; then
   pass "the sharding overlay runs --sharding with its mutating webhook"
