@@ -716,9 +716,6 @@ void ks_schema_prune(json_t *obj, const json_t *schema);
  * (an array, or NULL) for every member it drops, as the apiserver's strict
  * decoding of custom resources names them (paths with list indices). */
 void ks_schema_prune_report(json_t *obj, const json_t *schema, json_t *unknown);
-/* Validate; returns a causes array (@ref new, empty when valid). */
-json_t *ks_schema_validate(const json_t *obj, const json_t *schema);
-
 /*
  * Validation ratcheting (CRDValidationRatcheting): an old value correlated
  * with a new one as k8s.io/apiserver pkg/cel/common/equality.go's

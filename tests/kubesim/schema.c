@@ -7,7 +7,9 @@
  * common validations with the apiserver's field-error wording (type,
  * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern,
  * the string formats date-time, date, uuid, byte, ipv4 and ipv6),
- * then the uniqueness of x-kubernetes-list-type set and map arrays.
+ * then the uniqueness of x-kubernetes-list-type set and map arrays;
+ * the value validation ratchets on updates (ks_schema_validate_values,
+ * the correlation of ks_ratchet_*; celvalidation.c calls both).
  * metadata is never defaulted or pruned below its top level.
  */
 #include "kubesim.h"
@@ -1067,14 +1069,5 @@ json_t *ks_schema_list_types(const json_t *obj, const json_t *schema)
         if (ps && strcmp(k, "metadata") != 0)
             list_sets_and_maps(x, ps, k, causes);
     }
-    return causes;
-}
-
-json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
-{
-    json_t *causes = ks_schema_validate_values(obj, NULL, schema, "");
-    json_t *lists = ks_schema_list_types(obj, schema);
-    json_array_extend(causes, lists);
-    json_decref(lists);
     return causes;
 }
