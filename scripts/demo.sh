@@ -42,6 +42,10 @@ build=${KOP_DEMO_BUILD_DIR:-build}
 
 step "installing what is missing and building"
 scripts/install-deps.sh
+# kubesim's CEL helper, for the CRD's x-kubernetes-validations
+# shellcheck source=scripts/lib/celhelper.sh
+. scripts/lib/celhelper.sh
+cel_helper_install "$top" || die "installing the CEL helper's npm packages (tests/kubesim/cel) failed"
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
 ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 scripts/gen-certs.sh certs/dev >/dev/null

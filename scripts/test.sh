@@ -13,6 +13,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 scripts/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
+# kubesim's CEL helper (x-kubernetes-validations): without it CRDs with
+# rules are refused, so a failed install fails the run, never skips CEL.
+# shellcheck source=scripts/lib/celhelper.sh
+. scripts/lib/celhelper.sh
+cel_helper_install "$top" ||
+  { echo "test.sh: installing the CEL helper's npm packages (tests/kubesim/cel) failed" >&2; exit 1; }
 
 jobs=$(nproc 2>/dev/null || echo 2)
 failed_runs=()

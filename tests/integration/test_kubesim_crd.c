@@ -488,7 +488,8 @@ START_TEST(test_crd_structural_schema)
 #undef CONDS
 
     /* x-kubernetes-validations entries, before any CEL: rule, message,
-     * messageExpression, reason, fieldPath */
+     * messageExpression, reason, fieldPath (also resolved against the
+     * schema: pathValid) */
     c = crd("rules", "kop.example.com", "Rule");
     s = json_object_get(json_object_get(version(c, 0), "schema"), "openAPIV3Schema");
     json_object_set_new(s, "x-kubernetes-validations",
@@ -504,6 +505,7 @@ START_TEST(test_crd_structural_schema)
                       "values: \"FieldValueDuplicate\", \"FieldValueForbidden\", "
                       "\"FieldValueInvalid\", \"FieldValueRequired\", " XV
                       "[2].fieldPath: Invalid value: \" \": must be non-empty if specified, " XV
+                      "[2].fieldPath: Invalid value: \" \": must be a valid path, " XV
                       "[3].messageExpression: Required value: messageExpression must be non-empty "
                       "if specified]");
 #undef XV

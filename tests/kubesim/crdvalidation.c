@@ -21,9 +21,16 @@
  * printed as Go's json.Marshal prints a struct without json tags: Go field
  * names, every field, zero values included (render_* below).
  *
- * Not done (accepted though the apiserver refuses): CEL rules
- * (x-kubernetes-validations compilation and cost, a rule's fieldPath
- * resolved against the schema), defaults (pruned,
+ * CEL rules are compiled by the CEL helper (cel.c, @bufbuild/cel): a rule
+ * or messageExpression that does not parse, names an undeclared variable,
+ * function or schema field, or has a plain result of the wrong type is
+ * refused as cel/compilation.go words it ("compilation failed: ...");
+ * fieldPath is resolved against the schema (ValidFieldPath). Type checking
+ * beyond that is not done (@bufbuild/cel has no full checker).
+ *
+ * Not done (accepted though the apiserver refuses): CEL cost estimation
+ * (@bufbuild/cel has no cost estimator: no "estimated rule cost exceeds
+ * budget" errors), defaults (pruned,
  * valid against their schema), the completeness rule of structural schemas
  * (a property in allOf/anyOf/oneOf/not must be specified outside),
  * selectableFields, regex
@@ -33,6 +40,7 @@
  */
 #include "kubesim.h"
 
+#include <errno.h>
 #include <mbedtls/x509_crt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -924,7 +932,7 @@ static bool has_newlines(const char *s)
 
 /* The x-kubernetes-validations entry rules that need no CEL compiler
  * (ValidateCustomResourceDefinitionOpenAPISchema). */
-static void validate_rule(const json_t *r, const char *base, json_t *causes)
+static void validate_rule(const json_t *r, const json_t *s, const char *base, json_t *causes)
 {
     const char *rule = str(r, "rule");
     const char *msg = str(r, "message");
@@ -986,8 +994,216 @@ static void validate_rule(const json_t *r, const char *base, json_t *causes)
         invalid(causes, p, fp, "must not contain line breaks");
         free(p);
     }
+    char *norm = *fp ? ks_cel_field_path(fp, s) : NULL;
+    if (*fp && !norm) {
+        /* pathValid: ValidFieldPath against the rule's schema */
+        p = ks_printf("%s.fieldPath", base);
+        invalid(causes, p, fp, "must be a valid path");
+        free(p);
+    }
+    free(norm);
     free(tmsg);
     free(trule);
+}
+
+/* ---- CEL: the rules' compilation (cel/compilation.go, Compile) ------------------------ */
+
+/* A schema node with rules, for one compile request. */
+struct cel_node {
+    const json_t *schema;
+    char *path;           /* ...openAPIV3Schema.properties[spec] */
+    char *uncorrelatable; /* forbidOldSelfValidations: the outermost list not of type map */
+    bool resource_root;   /* the root, an embedded resource */
+};
+
+struct cel_nodes {
+    struct cel_node *v;
+    size_t n, cap;
+};
+
+/* Has causes (from index first) at path or under it: schema errors, which
+ * keep upstream from compiling the rules of that subtree. */
+static bool subtree_has_causes(const json_t *causes, size_t first, size_t end, const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = first; i < end; i++) {
+        const char *f = str(json_array_get(causes, i), "field");
+        if (strncmp(f, path, n) == 0 && (f[n] == '\0' || f[n] == '.' || f[n] == '['))
+            return true;
+    }
+    return false;
+}
+
+/* The nodes in the order ValidateCustomResourceDefinitionOpenAPISchema
+ * reports their CEL errors: a node's additionalProperties, properties and
+ * items before the node itself. */
+static void cel_collect(const json_t *s, const char *path, const char *uncorrelatable, bool rr,
+                        struct cel_nodes *out)
+{
+    if (!json_is_object(s))
+        return;
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    char *p;
+    if (json_is_object(ap)) {
+        p = ks_printf("%s.additionalProperties", path);
+        cel_collect(ap, p, uncorrelatable,
+                    json_is_true(json_object_get(ap, "x-kubernetes-embedded-resource")), out);
+        free(p);
+    }
+    json_t *keys = sorted_keys(json_object_get(s, "properties"));
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const json_t *ps = json_object_get(json_object_get(s, "properties"), json_string_value(k));
+        p = ks_printf("%s.properties[%s]", path, json_string_value(k));
+        cel_collect(ps, p, uncorrelatable,
+                    json_is_true(json_object_get(ps, "x-kubernetes-embedded-resource")), out);
+        free(p);
+    }
+    json_decref(keys);
+    const json_t *items = json_object_get(s, "items");
+    if (json_is_object(items)) {
+        /* only the items of map lists correlate (the items of set lists
+         * are not correlated for CEL either) */
+        const char *lt = str(s, "x-kubernetes-list-type");
+        const char *unc = uncorrelatable ? uncorrelatable : strcmp(lt, "map") != 0 ? path : NULL;
+        p = ks_printf("%s.items", path);
+        cel_collect(items, p, unc,
+                    json_is_true(json_object_get(items, "x-kubernetes-embedded-resource")), out);
+        free(p);
+    }
+    if (json_array_size(json_object_get(s, "x-kubernetes-validations")) == 0)
+        return;
+    if (out->n == out->cap) {
+        out->cap = out->cap ? out->cap * 2 : 8;
+        out->v = realloc(out->v, out->cap * sizeof(*out->v));
+        if (!out->v)
+            abort();
+    }
+    out->v[out->n++] = (struct cel_node){
+        .schema = s,
+        .path = ks_strdup(path),
+        .uncorrelatable = uncorrelatable ? ks_strdup(uncorrelatable) : NULL,
+        .resource_root = rr,
+    };
+}
+
+/* The rule as field.Invalid prints an apiextensions.ValidationRule. */
+static char *render_rule(const json_t *r)
+{
+    json_t *one = json_object();
+    PUT_FIELDS(one, r, rule_fields);
+    char *out = go_json(one);
+    json_decref(one);
+    return out;
+}
+
+/* The compile errors of one rule (validation.go, after cel.Compile). */
+static void cel_rule_errors(const struct cel_node *nd, size_t i, const json_t *rule,
+                            const json_t *res, json_t *causes)
+{
+    char *base = ks_printf("%s.x-kubernetes-validations[%zu]", nd->path, i);
+    char *p;
+    const char *re = json_string_value(json_object_get(res, "rule_error"));
+    const char *me = json_string_value(json_object_get(res, "message_error"));
+    if (re) {
+        char *rr = render_rule(rule);
+        p = ks_printf("%s.rule", base);
+        invalid_raw(causes, p, rr, re);
+        free(p);
+        free(rr);
+    }
+    if (me) {
+        char *rr = render_rule(rule);
+        p = ks_printf("%s.messageExpression", base);
+        invalid_raw(causes, p, rr, me);
+        free(p);
+        free(rr);
+    }
+    const json_t *opt = json_object_get(rule, "optionalOldSelf");
+    if (json_is_true(json_object_get(res, "uses_old_self"))) {
+        if (nd->uncorrelatable) {
+            char *m =
+                ks_printf("oldSelf cannot be used on the uncorrelatable portion of the schema "
+                          "within %s",
+                          nd->uncorrelatable);
+            p = ks_printf("%s.rule", base);
+            invalid(causes, p, str(rule, "rule"), m);
+            free(p);
+            free(m);
+        }
+    } else if (json_is_boolean(opt)) {
+        p = ks_printf("%s.optionalOldSelf", base);
+        invalid_raw(causes, p, json_is_true(opt) ? "true" : "false",
+                    "may not be set if oldSelf is not used in rule");
+        free(p);
+    }
+    free(base);
+}
+
+/* Every rule of the version schema s (at path) compiled by the CEL helper;
+ * kubesim estimates no cost (@bufbuild/cel has no cost estimator). When
+ * CEL is unavailable each node with rules is refused; when the helper
+ * fails, an InternalError cause as upstream's for a compiler that fails
+ * (the handlers answer it with a 500). */
+static void cel_compile(const json_t *s, const char *path, size_t first, json_t *causes)
+{
+    struct cel_nodes nodes = {0};
+    cel_collect(s, path, NULL, true, &nodes);
+    json_t *req_nodes = json_array();
+    size_t *sent = calloc(nodes.n ? nodes.n : 1, sizeof(*sent));
+    if (!sent)
+        abort();
+    size_t nsent = 0, end = json_array_size(causes);
+    for (size_t i = 0; i < nodes.n; i++) {
+        if (subtree_has_causes(causes, first, end, nodes.v[i].path))
+            continue;
+        sent[nsent++] = i;
+        json_array_append_new(
+            req_nodes, json_pack("{s:O,s:b,s:O}", "schema", nodes.v[i].schema, "root",
+                                 nodes.v[i].resource_root, "rules",
+                                 json_object_get(nodes.v[i].schema, "x-kubernetes-validations")));
+    }
+    json_t *results = NULL;
+    char *err = NULL;
+    int rc = 0;
+    if (nsent) {
+        json_t *req = json_pack("{s:s,s:O}", "op", "compile", "nodes", req_nodes);
+        rc = ks_cel_call(req, &results, &err);
+        json_decref(req);
+    }
+    for (size_t j = 0; j < nsent; j++) {
+        const struct cel_node *nd = &nodes.v[sent[j]];
+        if (rc != 0) {
+            char *p = ks_printf("%s.x-kubernetes-validations", nd->path);
+            if (rc == -ENOTSUP) {
+                char *m = ks_printf("kubesim cannot run x-kubernetes-validations rules (%s)", err);
+                forbidden(causes, p, m);
+                free(m);
+            } else {
+                ks_cause(causes, "InternalError", p, "Internal error: %s", err);
+            }
+            free(p);
+            continue;
+        }
+        const json_t *res = json_array_get(results, j);
+        size_t i;
+        json_t *rule;
+        json_array_foreach(json_object_get(nd->schema, "x-kubernetes-validations"), i, rule)
+        {
+            cel_rule_errors(nd, i, rule, json_array_get(res, i), causes);
+        }
+    }
+    for (size_t i = 0; i < nodes.n; i++) {
+        free(nodes.v[i].path);
+        free(nodes.v[i].uncorrelatable);
+    }
+    free(nodes.v);
+    free(sent);
+    free(err);
+    json_decref(results);
+    json_decref(req_nodes);
 }
 
 struct schema_opts {
@@ -1298,7 +1514,7 @@ static void openapi(const json_t *s, const char *path, const struct schema_opts 
     json_array_foreach(rules, i, r)
     {
         char *base = ks_printf("%s.x-kubernetes-validations[%zu]", path, i);
-        validate_rule(r, base, causes);
+        validate_rule(r, s, base, causes);
         free(base);
     }
 }
@@ -1414,6 +1630,8 @@ static void validate_validation(const json_t *val, bool status_enabled, bool nee
      * (they overlap) */
     if (init && json_array_size(causes) == before)
         invalid(causes, p, "", init);
+    else if (need_structural && !init)
+        cel_compile(s, p, before, causes);
     free(p);
 }
 

@@ -99,6 +99,16 @@ static void reply_internal(struct ks_reply *r, const char *msg)
     ks_reply_status(r, 500, NULL, msg, NULL);
 }
 
+/* The CEL helper failed (cel.c): apierrors.NewInternalError's 500, as the
+ * apiserver answers a validation that could not run. */
+static void reply_cel_outage(struct ks_reply *r, const char *err)
+{
+    char *msg = ks_printf("Internal error occurred: %s", err);
+    ks_reply_status(r, 500, "InternalError", msg,
+                    json_pack("{s:[{s:s}]}", "causes", "message", err));
+    free(msg);
+}
+
 /* 422 with causes for an object of kind KIND in GROUP ("" for core) named
  * NAME, as apimachinery's errors.NewInvalid (@ref steal causes). */
 void ks_reply_invalid_gk(struct ks_reply *r, const char *group, const char *kind, const char *name,
@@ -1639,17 +1649,22 @@ static int typed_check(struct ks_api_req *q, const struct ks_res *def, json_t *o
  * decoding error: unknown field "spec.foo"'; Warn: pruned with a Warning;
  * Ignore: pruned), then defaults and validation (422). 0 or r filled.
  */
-static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj, const char *name,
-                     struct ks_reply *r)
+static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj, const json_t *old,
+                     const char *name, json_t *meta_causes, struct ks_reply *r)
 {
-    if (!def->crd)
+    const struct ks_version *v = def->crd ? ks_res_version(def, q->version) : NULL;
+    if (!v || !v->schema) {
+        if (meta_causes) {
+            reply_invalid(r, def, name, meta_causes);
+            return -EINVAL;
+        }
         return 0;
-    const struct ks_version *v = ks_res_version(def, q->version);
-    if (!v || !v->schema)
-        return 0;
+    }
     enum ks_field_validation mode;
-    if (field_validation(q, &mode, r) != 0)
+    if (field_validation(q, &mode, r) != 0) {
+        json_decref(meta_causes);
         return -EINVAL;
+    }
     /* the decoder's duplicates (anywhere: it decodes into maps), then
      * what pruning drops */
     json_t *unknown = json_array();
@@ -1673,19 +1688,54 @@ static int cr_schema(struct ks_api_req *q, const struct ks_res *def, json_t *obj
         free(msg);
         free(list);
         json_decref(unknown);
+        json_decref(meta_causes);
         return -EINVAL;
     }
+    if (!r->warnings)
+        r->warnings = json_array();
     if (mode == KS_FV_WARN)
         json_array_extend(r->warnings, unknown);
     json_decref(unknown);
     ks_schema_default(obj, v->schema);
-    json_t *causes = ks_schema_validate(obj, v->schema);
+    /* the strategy's validation in the request's version (one strategy
+     * per version), old converted to it; /status writes by the status
+     * strategy (docs/kubesim.md §1) */
+    bool status_only = old && q->sub && strcmp(q->sub, "status") == 0;
+    json_t *causes = NULL;
+    char *err = NULL;
+    if (ks_cr_validate(v->schema, obj, old, status_only, meta_causes, r->warnings, &causes, &err) !=
+        0) {
+        reply_cel_outage(r, err);
+        free(err);
+        return -EIO;
+    }
     if (json_array_size(causes)) {
         reply_invalid(r, def, name, causes);
         return -EINVAL;
     }
     json_decref(causes);
     return 0;
+}
+
+/* A CRD's causes with the InternalError of a CEL helper that failed while
+ * compiling its rules: answered as a 500 (reply_cel_outage), causes
+ * released; else false. */
+static bool crd_cel_outage(json_t *causes, struct ks_reply *r)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(causes, i, c)
+    {
+        const char *m = json_string_value(json_object_get(c, "message"));
+        if (strcmp(str_or(json_string_value(json_object_get(c, "reason")), ""), "InternalError") ==
+                0 &&
+            m && strncmp(m, "Internal error: CEL helper", 26) == 0) {
+            reply_cel_outage(r, m + strlen("Internal error: "));
+            json_decref(causes);
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Request object (version) -> storage version, defaulted. @ref new */
@@ -1837,11 +1887,11 @@ static int admit_mutate(struct ks_api_req *q, const struct ks_res *def, const ch
             causes = ks_ssa_validate(obj);
         /* the registry's 422 names the object (a generated name too) */
         const char *obj_name = str_or(meta_str(obj, "name"), name);
-        if (causes) {
+        if (causes && !def->crd) {
             reply_invalid(r, def, obj_name, causes);
             return -EPERM;
         }
-        if (cr_schema(q, def, obj, obj_name, r) != 0)
+        if (cr_schema(q, def, obj, old, obj_name, causes, r) != 0)
             return -EPERM;
         if (def->typed)
             ks_typed_order(obj);
@@ -2646,11 +2696,14 @@ static void do_create(struct ks_api_req *q, const struct ks_res *def, json_t *ob
     if (ks_authz_escalation_check(q, def, obj, NULL, name, r) != 0)
         goto out;
     json_t *causes = ks_validate_object(def, obj, NULL, true);
-    if (causes) {
+    if (causes && is_crd(def) && crd_cel_outage(causes, r))
+        goto out;
+    if (causes && !def->crd) {
         reply_invalid(r, def, name, causes);
         goto out;
     }
-    if (cr_schema(q, def, obj, name, r) != 0)
+    /* a custom resource's metadata causes go into its one 422 */
+    if (cr_schema(q, def, obj, NULL, name, causes, r) != 0)
         goto out;
     if (!is_apply(q)) {
         struct ssa s;
@@ -3068,11 +3121,13 @@ static int update_once(struct ks_api_req *q, const struct ks_res *def, const cha
             causes = json_array();
         json_array_extend(causes, sv_causes);
     }
-    if (causes) {
+    if (causes && is_crd(def) && crd_cel_outage(causes, r))
+        goto out;
+    if (causes && !def->crd) {
         reply_invalid(r, def, q->name, causes);
         goto out;
     }
-    if (cr_schema(q, def, next, q->name, r) != 0)
+    if (cr_schema(q, def, next, cur_v, q->name, causes, r) != 0)
         goto out;
     if (def->generation && spec_changed(cur_v, next))
         json_object_set_new(meta(next), "generation",

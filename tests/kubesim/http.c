@@ -300,6 +300,7 @@ static void kubesim_endpoint(struct ks_server *ks, struct MHD_Connection *conn, 
         const char *ua = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "userAgent");
         json_t *doc = ks_stats_json(ks, ua);
         json_object_set_new(doc, "webhooks", ks_whclient_stats(ks));
+        json_object_set_new(doc, "cel", ks_cel_stats());
         ks_reply_json(r, 200, doc, false);
         pthread_mutex_unlock(&ks->lock);
         json_decref(doc);

@@ -23,7 +23,9 @@
  * (server-side apply, managedFields), yaml.c (apply-patch+yaml bodies),
  * protobuf.c (protobuf bodies of built-in kinds, with the generated table
  * pbtable.c), epvalidation.c (EndpointSlice and Endpoints defaults and
- * validation).
+ * validation), cel.c (the CEL helper process, tests/kubesim/cel) and
+ * celvalidation.c (custom resources' validation: ratcheting,
+ * x-kubernetes-validations).
  *
  * DESIGN (threads and locking):
  *  - libmicrohttpd runs one thread per connection (a watch blocks its own
@@ -40,6 +42,9 @@
  *  - No webhook call (curl) and no blocking I/O happens with the lock held.
  *  - The webhook client (whclient.c) has its own leaf lock for its pools
  *    and statistics: taken after ks->lock, never around it or across I/O.
+ *  - The CEL helper (cel.c) has its own leaf lock, held across one pipe
+ *    exchange with the helper (bounded by --cel-timeout); never taken with
+ *    ks->lock held.
  *
  * Thread-safety: functions documented "lock held" require ks->lock; all
  * others take it themselves or touch only their arguments.
@@ -711,8 +716,95 @@ void ks_schema_prune(json_t *obj, const json_t *schema);
  * (an array, or NULL) for every member it drops, as the apiserver's strict
  * decoding of custom resources names them (paths with list indices). */
 void ks_schema_prune_report(json_t *obj, const json_t *schema, json_t *unknown);
-/* Validate; returns a causes array (@ref new, empty when valid). */
-json_t *ks_schema_validate(const json_t *obj, const json_t *schema);
+/*
+ * Validation ratcheting (CRDValidationRatcheting): an old value correlated
+ * with a new one as k8s.io/apiserver pkg/cel/common/equality.go's
+ * CorrelatedObject does (object members by name, items of
+ * x-kubernetes-list-type map lists by their keys, nothing else), and
+ * whether an error at a node is dropped (shouldRatchetError in
+ * apiextensions-apiserver pkg/apiserver/schema/cel/validation.go): the
+ * node, or when it is not correlatable its nearest correlatable ancestor,
+ * is DeepEqual to its old value. A struct ks_ratchet with cur and nearest
+ * NULL ratchets nothing (a create).
+ */
+struct ks_corr {
+    const json_t *new_v, *old_v, *schema;
+    int eq; /* CachedDeepEqual: -1 not computed yet */
+};
+struct ks_ratchet {
+    struct ks_corr *cur;     /* this node's correlation, NULL: not correlatable */
+    struct ks_corr *nearest; /* the parent's, or its nearest correlatable ancestor's */
+};
+/* The child member k of r's node; storage holds the child's correlation. */
+struct ks_ratchet ks_ratchet_key(const struct ks_ratchet *r, const char *k,
+                                 struct ks_corr *storage);
+/* Item i of r's node (a list). */
+struct ks_ratchet ks_ratchet_index(const struct ks_ratchet *r, size_t i, struct ks_corr *storage);
+bool ks_ratchet_should(const struct ks_ratchet *r);
+/* The old item of a list-type map list that the item elem correlates
+ * with (the first whose key fields, all scalars, equal elem's: MapList.Get),
+ * or NULL. schema is the list's. @ref borrow */
+const json_t *ks_maplist_get(const json_t *schema, const json_t *old_list, const json_t *elem);
+
+/* kube-openapi's value validation of obj against schema (not the list
+ * types), ratcheted against old (NULL: a create). path "" validates a whole
+ * custom resource (metadata, apiVersion and kind skipped), else obj is the
+ * member at path (the status of a /status write). @ref new causes */
+json_t *ks_schema_validate_values(const json_t *obj, const json_t *old, const json_t *schema,
+                                  const char *path);
+/* The x-kubernetes-list-type set and map uniqueness of a whole object
+ * (listtype.ValidateListSetsAndMaps). @ref new causes */
+json_t *ks_schema_list_types(const json_t *obj, const json_t *schema);
+
+/* ---- cel.c: the CEL helper process ---------------------------------------------- */
+
+/*
+ * tests/kubesim/cel/celhelper.mjs (node and the npm package @bufbuild/cel)
+ * runs x-kubernetes-validations rules; cel.c starts it on first use and
+ * talks to it over two pipes, one JSON request and one JSON answer a line.
+ * One process-wide helper, its own leaf lock held across one exchange
+ * (never with ks->lock held, never taken around it).
+ * Thread-safety: init and free single-threaded, the rest any thread.
+ */
+/* At start: the helper's directory (the flag, else $KUBESIM_CEL_HELPER,
+ * else the source tree's), checked for node on PATH and the installed
+ * package; an answer slower than timeout_ms fails. Logs one line to stderr
+ * when CEL is unavailable. */
+void ks_cel_init(const char *dir, long timeout_ms);
+void ks_cel_free(void);
+/* Why CEL is unavailable (static text), or NULL. */
+const char *ks_cel_unavailable(void);
+/* One request (@ref borrow req: an object, its "id" set here): 0 with the
+ * answer's "results" in *ret (@ref new); -ENOTSUP when unavailable, -EIO
+ * when the helper failed (it is stopped and started again for the next
+ * request), each with *ret_err (malloc'd). */
+int ks_cel_call(json_t *req, json_t **ret, char **ret_err);
+/* {"available", "pid", "starts", "failures", "requests"} for
+ * /_kubesim/stats. @ref new */
+json_t *ks_cel_stats(void);
+
+/* ---- celvalidation.c: x-kubernetes-validations -------------------------------------- */
+
+/* Does the schema carry x-kubernetes-validations anywhere the apiserver
+ * evaluates them (properties, additionalProperties, items)? */
+bool ks_cel_schema_has_rules(const json_t *schema);
+/* ValidFieldPath (apiextensions-apiserver pkg/apiserver/schema/cel/
+ * validation.go) of a rule's fieldPath against the schema of its node:
+ * the normalized field.Path text (malloc'd), or NULL when not valid. */
+char *ks_cel_field_path(const char *json_path, const json_t *schema);
+/*
+ * The apiserver's validation of a custom resource (the strategy's Validate,
+ * ValidateUpdate, or the status strategy's ValidateUpdate when status_only;
+ * apiextensions-apiserver pkg/registry/customresource): metadata causes
+ * (@ref steal, may be NULL), the value validation (ratcheted on update), the
+ * list types (only when the old object has no such error), then, unless a
+ * blocking error came first, x-kubernetes-validations (ratcheted errors
+ * become warnings, appended to warnings). old is NULL for a create. 0 with
+ * *ret_causes (@ref new, empty when valid), or -EIO with *ret_err
+ * (malloc'd) when the CEL helper failed.
+ */
+int ks_cr_validate(const json_t *schema, const json_t *obj, const json_t *old, bool status_only,
+                   json_t *meta_causes, json_t *warnings, json_t **ret_causes, char **ret_err);
 
 /* ---- webhooks.c (called WITHOUT the lock) ----------------------------------- */
 

@@ -60,6 +60,10 @@ static const char usage[] =
     "  --audit-level LEVEL           Metadata (default) or Request (adds the request body)\n"
     "  --authorization-mode MODE     RBAC (default: every request authorized by the\n"
     "                                stored RBAC and the bootstrap policy) or AlwaysAllow\n"
+    "  --cel-helper DIR              the CEL helper's directory (celhelper.mjs and its npm\n"
+    "                                packages; default $KUBESIM_CEL_HELPER, else the source\n"
+    "                                tree's tests/kubesim/cel); node is taken from PATH\n"
+    "  --cel-timeout DUR             how long a CEL helper answer may take (default 10s)\n"
     "  --verbose                     log requests to stderr\n";
 
 /* "200ms", "1s", "2m", "1h" or plain milliseconds. -1 on error. */
@@ -107,6 +111,9 @@ static int run(int argc, char **argv)
     bool controllers = false;
     long idle_ms = 90000; /* net/http DefaultTransport IdleConnTimeout */
     const char *token_file = NULL, *audit_path = NULL, *audit_level = NULL;
+    const char *cel_dir = NULL;
+    long cel_timeout_ms = 10000;
+    bool cel = false;
 
     memset(ks, 0, sizeof(*ks));
     pthread_mutex_init(&ks->lock, NULL);
@@ -161,6 +168,11 @@ static int run(int argc, char **argv)
             token_file = v;
         } else if (strcmp(a, "--audit-log-path") == 0) {
             audit_path = v;
+        } else if (strcmp(a, "--cel-helper") == 0) {
+            cel_dir = v;
+        } else if (strcmp(a, "--cel-timeout") == 0) {
+            cel_timeout_ms = parse_ms(v);
+            bad = cel_timeout_ms <= 0;
         } else if (strcmp(a, "--audit-level") == 0) {
             audit_level = v;
         } else if (strcmp(a, "--authorization-mode") == 0) {
@@ -237,6 +249,8 @@ static int run(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    ks_cel_init(cel_dir, cel_timeout_ms);
+    cel = true;
     if (ks_whclient_new(ks, idle_ms) != 0) {
         fprintf(stderr, "kubesim: out of memory\n");
         goto out;
@@ -323,6 +337,8 @@ out:
     ks_migration_stop(ks);
     ks_http_stop(daemon);
     ks_whclient_free(ks);
+    if (cel)
+        ks_cel_free();
     pthread_mutex_lock(&ks->lock);
     ks_store_cleanup(ks);
     for (size_t i = 0; i < ks->ndefs; i++)

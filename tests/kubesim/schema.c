@@ -7,7 +7,9 @@
  * common validations with the apiserver's field-error wording (type,
  * required, enum, minimum/maximum, min/maxItems, min/maxLength, pattern,
  * the string formats date-time, date, uuid, byte, ipv4 and ipv6),
- * then the uniqueness of x-kubernetes-list-type set and map arrays.
+ * then the uniqueness of x-kubernetes-list-type set and map arrays;
+ * the value validation ratchets on updates (ks_schema_validate_values,
+ * the correlation of ks_ratchet_*; celvalidation.c calls both).
  * metadata is never defaulted or pruned below its top level.
  */
 #include "kubesim.h"
@@ -224,6 +226,21 @@ static void cause(json_t *causes, const char *reason, const char *field, char *m
     json_array_append_new(
         causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message", message, "field", field));
     free(message);
+}
+
+/* The value validation's field error at a node: dropped when the node is
+ * ratcheted (apiextensions-apiserver pkg/apiserver/validation/ratcheting.go,
+ * ratchetingValueValidator.Validate: the errors of an unchanged correlated
+ * node, and of its uncorrelatable descendants, are turned into warnings
+ * that ValidateCustomResourceUpdate does not return). */
+static void rcause(json_t *causes, const struct ks_ratchet *r, const char *reason,
+                   const char *field, char *message)
+{
+    if (r && ks_ratchet_should(r)) {
+        free(message);
+        return;
+    }
+    cause(causes, reason, field, message);
 }
 
 /* ---- patterns ---------------------------------------------------------------------------- */
@@ -474,6 +491,159 @@ static const json_t *property_schema(const json_t *s, const char *k)
     return ps ? ps : json_is_object(ap) ? ap : NULL;
 }
 
+/* ---- ratcheting: CorrelatedObject (k8s.io/apiserver pkg/cel/common/equality.go) ---- */
+
+/* A list item's key for MapList.Get: every key field present and a
+ * scalar (bool, number, string). */
+static bool map_key_ok(const json_t *keys, const json_t *elem)
+{
+    if (!json_is_object(elem) || json_array_size(keys) == 0)
+        return false;
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const json_t *v = json_object_get(elem, ks_nz(json_string_value(k)));
+        if (!v || !(json_is_boolean(v) || json_is_number(v) || json_is_string(v)))
+            return false;
+    }
+    return true;
+}
+
+const json_t *ks_maplist_get(const json_t *schema, const json_t *old_list, const json_t *elem)
+{
+    const char *lt = json_string_value(json_object_get(schema, "x-kubernetes-list-type"));
+    const json_t *keys = json_object_get(schema, "x-kubernetes-list-map-keys");
+    if (!lt || strcmp(lt, "map") != 0 || !json_is_array(old_list) || !map_key_ok(keys, elem))
+        return NULL;
+    size_t i, j;
+    json_t *o, *k;
+    json_array_foreach(old_list, i, o)
+    {
+        if (!map_key_ok(keys, o))
+            continue;
+        bool same = true;
+        json_array_foreach(keys, j, k)
+        {
+            const char *name = json_string_value(k);
+            same = same && json_equal(json_object_get(o, name), json_object_get(elem, name));
+        }
+        if (same)
+            return o; /* the first with the key (keyedItems keeps the first) */
+    }
+    return NULL;
+}
+
+/* The schema of member k for a correlation: properties[k], else an
+ * additionalProperties schema (CorrelatedObject.Key). */
+static const json_t *corr_member_schema(const json_t *s, const char *k)
+{
+    const json_t *ps = json_object_get(json_object_get(s, "properties"), k);
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    return ps ? ps : json_is_object(ap) ? ap : NULL;
+}
+
+/* CachedDeepEqual, uncached: absent and null alike on both sides are
+ * equal; lists of type map item by item through their keys, other lists
+ * with reflect.DeepEqual; objects member by member where the schema
+ * knows the member (a member it does not know makes them unequal). */
+static bool corr_deep_equal(const json_t *nv, const json_t *ov, const json_t *s)
+{
+    bool nnull = !nv || json_is_null(nv), onull = !ov || json_is_null(ov);
+    if (nnull && onull)
+        return true;
+    if (nnull || onull)
+        return false;
+    if (json_is_array(nv) != json_is_array(ov) || json_is_object(nv) != json_is_object(ov))
+        return false;
+    if (json_is_array(nv)) {
+        if (json_array_size(nv) != json_array_size(ov))
+            return false;
+        const char *lt = json_string_value(json_object_get(s, "x-kubernetes-list-type"));
+        if (!lt || strcmp(lt, "map") != 0)
+            return json_equal(nv, ov);
+        const json_t *items = json_object_get(s, "items");
+        size_t i;
+        json_t *x;
+        json_array_foreach(nv, i, x)
+        {
+            const json_t *o = ks_maplist_get(s, ov, x);
+            if (!o || !json_is_object(items) || !corr_deep_equal(x, o, items))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_object(nv)) {
+        if (json_object_size(nv) != json_object_size(ov))
+            return false;
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)nv, k, x)
+        {
+            const json_t *o = json_object_get(ov, k);
+            const json_t *ms = s ? corr_member_schema(s, k) : NULL;
+            if (!o || !ms || !corr_deep_equal(x, o, ms))
+                return false;
+        }
+        return true;
+    }
+    return json_equal(nv, ov);
+}
+
+static bool corr_eq(struct ks_corr *c)
+{
+    if (!c)
+        return false;
+    if (c->eq < 0)
+        c->eq = corr_deep_equal(c->new_v, c->old_v, c->schema) ? 1 : 0;
+    return c->eq == 1;
+}
+
+bool ks_ratchet_should(const struct ks_ratchet *r)
+{
+    return r->cur ? corr_eq(r->cur) : corr_eq(r->nearest);
+}
+
+struct ks_ratchet ks_ratchet_key(const struct ks_ratchet *r, const char *k, struct ks_corr *storage)
+{
+    struct ks_ratchet out = *r;
+    if (!r->cur)
+        return out;
+    /* ratchetingOptions.key: apiVersion and kind of the root are never
+     * ratcheted (both objects are converted to the same version) */
+    if (!r->nearest && (strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0)) {
+        out.cur = out.nearest = NULL;
+        return out;
+    }
+    out.nearest = r->cur;
+    out.cur = NULL;
+    const json_t *nv = json_object_get(r->cur->new_v, k);
+    const json_t *ov = json_object_get(r->cur->old_v, k);
+    const json_t *ms = r->cur->schema ? corr_member_schema(r->cur->schema, k) : NULL;
+    if (json_is_object(r->cur->new_v) && json_is_object(r->cur->old_v) && nv && ov && ms) {
+        *storage = (struct ks_corr){.new_v = nv, .old_v = ov, .schema = ms, .eq = -1};
+        out.cur = storage;
+    }
+    return out;
+}
+
+struct ks_ratchet ks_ratchet_index(const struct ks_ratchet *r, size_t i, struct ks_corr *storage)
+{
+    struct ks_ratchet out = *r;
+    if (!r->cur)
+        return out;
+    out.nearest = r->cur;
+    out.cur = NULL;
+    const json_t *nv = json_array_get(r->cur->new_v, i);
+    const json_t *items = json_object_get(r->cur->schema, "items");
+    const json_t *ov = nv ? ks_maplist_get(r->cur->schema, r->cur->old_v, nv) : NULL;
+    if (ov && json_is_object(items) && json_is_array(r->cur->old_v)) {
+        *storage = (struct ks_corr){.new_v = nv, .old_v = ov, .schema = items, .eq = -1};
+        out.cur = storage;
+    }
+    return out;
+}
+
 static bool type_ok(const json_t *v, const char *type)
 {
     if (strcmp(type, "object") == 0)
@@ -492,30 +662,31 @@ static bool type_ok(const json_t *v, const char *type)
     return true;
 }
 
-static void validate(const json_t *v, const json_t *s, const char *path, json_t *causes)
+static void validate(const json_t *v, const json_t *s, const char *path,
+                     const struct ks_ratchet *rt, json_t *causes)
 {
     if (!json_is_object(s))
         return;
     if (json_is_null(v)) {
         if (!is_true(s, "nullable") && json_object_get(s, "type"))
-            cause(causes, "FieldValueTypeInvalid", path,
-                  ks_printf("Invalid value: \"null\": %s in body must be of type %s: \"null\"",
-                            path, json_string_value(json_object_get(s, "type"))));
+            rcause(causes, rt, "FieldValueTypeInvalid", path,
+                   ks_printf("Invalid value: \"null\": %s in body must be of type %s: \"null\"",
+                             path, json_string_value(json_object_get(s, "type"))));
         return;
     }
     if (is_true(s, "x-kubernetes-int-or-string")) {
         if (!json_is_integer(v) && !json_is_string(v))
-            cause(causes, "FieldValueTypeInvalid", path,
-                  ks_printf("Invalid value: \"%s\": %s in body must be of type "
-                            "integer,string: \"%s\"",
-                            type_name(v), path, type_name(v)));
+            rcause(causes, rt, "FieldValueTypeInvalid", path,
+                   ks_printf("Invalid value: \"%s\": %s in body must be of type "
+                             "integer,string: \"%s\"",
+                             type_name(v), path, type_name(v)));
         return;
     }
     const char *type = json_string_value(json_object_get(s, "type"));
     if (type && !type_ok(v, type)) {
-        cause(causes, "FieldValueTypeInvalid", path,
-              ks_printf("Invalid value: \"%s\": %s in body must be of type %s: \"%s\"",
-                        type_name(v), path, type, type_name(v)));
+        rcause(causes, rt, "FieldValueTypeInvalid", path,
+               ks_printf("Invalid value: \"%s\": %s in body must be of type %s: \"%s\"",
+                         type_name(v), path, type, type_name(v)));
         return;
     }
     if (json_is_number(v)) {
@@ -525,16 +696,16 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
         char *r = render(v);
         if (json_is_number(mx) && (d > json_number_value(mx) ||
                                    (is_true(s, "exclusiveMaximum") && d >= json_number_value(mx))))
-            cause(causes, "FieldValueInvalid", path,
-                  ks_printf("Invalid value: %s: %s in body should be less than %s%g", r, path,
-                            is_true(s, "exclusiveMaximum") ? "" : "or equal to ",
-                            json_number_value(mx)));
+            rcause(causes, rt, "FieldValueInvalid", path,
+                   ks_printf("Invalid value: %s: %s in body should be less than %s%g", r, path,
+                             is_true(s, "exclusiveMaximum") ? "" : "or equal to ",
+                             json_number_value(mx)));
         if (json_is_number(mn) && (d < json_number_value(mn) ||
                                    (is_true(s, "exclusiveMinimum") && d <= json_number_value(mn))))
-            cause(causes, "FieldValueInvalid", path,
-                  ks_printf("Invalid value: %s: %s in body should be greater than %s%g", r, path,
-                            is_true(s, "exclusiveMinimum") ? "" : "or equal to ",
-                            json_number_value(mn)));
+            rcause(causes, rt, "FieldValueInvalid", path,
+                   ks_printf("Invalid value: %s: %s in body should be greater than %s%g", r, path,
+                             is_true(s, "exclusiveMinimum") ? "" : "or equal to ",
+                             json_number_value(mn)));
         free(r);
     }
     if (json_is_string(v)) {
@@ -542,23 +713,23 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
         const json_t *mx = json_object_get(s, "maxLength");
         const json_t *mn = json_object_get(s, "minLength");
         if (json_is_integer(mx) && (json_int_t)len > json_integer_value(mx))
-            cause(causes, "FieldValueTooLong", path,
-                  ks_printf("Too long: may not be more than %lld bytes",
-                            (long long)json_integer_value(mx)));
+            rcause(causes, rt, "FieldValueTooLong", path,
+                   ks_printf("Too long: may not be more than %lld bytes",
+                             (long long)json_integer_value(mx)));
         if (json_is_integer(mn) && (json_int_t)len < json_integer_value(mn))
-            cause(causes, "FieldValueInvalid", path,
-                  ks_printf("Invalid value: \"%s\": %s in body should be at least %lld chars "
-                            "long",
-                            json_string_value(v), path, (long long)json_integer_value(mn)));
+            rcause(causes, rt, "FieldValueInvalid", path,
+                   ks_printf("Invalid value: \"%s\": %s in body should be at least %lld chars "
+                             "long",
+                             json_string_value(v), path, (long long)json_integer_value(mn)));
         const char *pat = json_string_value(json_object_get(s, "pattern"));
         regex_t re;
         bool icase = false;
         char *ere = pat ? re2_to_ere(pat, &icase) : NULL;
         if (ere && regcomp(&re, ere, REG_EXTENDED | REG_NOSUB | (icase ? REG_ICASE : 0)) == 0) {
             if (regexec(&re, json_string_value(v), 0, NULL, 0) != 0)
-                cause(causes, "FieldValueInvalid", path,
-                      ks_printf("Invalid value: \"%s\": %s in body should match '%s'",
-                                json_string_value(v), path, pat));
+                rcause(causes, rt, "FieldValueInvalid", path,
+                       ks_printf("Invalid value: \"%s\": %s in body should match '%s'",
+                                 json_string_value(v), path, pat));
             regfree(&re);
         }
         free(ere);
@@ -576,20 +747,22 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
         const json_t *mx = json_object_get(s, "maxItems");
         const json_t *mn = json_object_get(s, "minItems");
         if (json_is_integer(mx) && (json_int_t)n > json_integer_value(mx))
-            cause(causes, "FieldValueTooMany", path,
-                  ks_printf("Too many: %zu: must have at most %lld items", n,
-                            (long long)json_integer_value(mx)));
+            rcause(causes, rt, "FieldValueTooMany", path,
+                   ks_printf("Too many: %zu: must have at most %lld items", n,
+                             (long long)json_integer_value(mx)));
         if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn))
-            cause(causes, "FieldValueInvalid", path,
-                  ks_printf("Invalid value: %zu: %s in body should have at least %lld items", n,
-                            path, (long long)json_integer_value(mn)));
+            rcause(causes, rt, "FieldValueInvalid", path,
+                   ks_printf("Invalid value: %zu: %s in body should have at least %lld items", n,
+                             path, (long long)json_integer_value(mn)));
         const json_t *items = json_object_get(s, "items");
         size_t i;
         json_t *x;
         json_array_foreach(v, i, x)
         {
             char *p = ks_printf("%s[%zu]", path, i);
-            validate(x, items, p, causes);
+            struct ks_corr cc;
+            struct ks_ratchet cr = ks_ratchet_index(rt, i, &cc);
+            validate(x, items, p, &cr, causes);
             free(p);
         }
     }
@@ -614,8 +787,8 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
                 list = n;
             }
             char *r = render(v);
-            cause(causes, "FieldValueNotSupported", path,
-                  ks_printf("Unsupported value: %s: supported values: %s", r, list));
+            rcause(causes, rt, "FieldValueNotSupported", path,
+                   ks_printf("Unsupported value: %s: supported values: %s", r, list));
             free(r);
             free(list);
         }
@@ -629,7 +802,7 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
             const char *rk = json_string_value(x);
             if (rk && !json_object_get(v, rk)) {
                 char *p = ks_printf("%s%s%s", path, *path ? "." : "", rk);
-                cause(causes, "FieldValueRequired", p, ks_strdup("Required value"));
+                rcause(causes, rt, "FieldValueRequired", p, ks_strdup("Required value"));
                 free(p);
             }
         }
@@ -640,7 +813,9 @@ static void validate(const json_t *v, const json_t *s, const char *path, json_t 
             if (!ps)
                 continue;
             char *p = ks_printf("%s%s%s", path, *path ? "." : "", k);
-            validate(x, ps, p, causes);
+            struct ks_corr cc;
+            struct ks_ratchet cr = ks_ratchet_key(rt, k, &cc);
+            validate(x, ps, p, &cr, causes);
             free(p);
         }
     }
@@ -846,11 +1021,18 @@ static void list_sets_and_maps(const json_t *v, const json_t *s, const char *pat
     }
 }
 
-json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
+json_t *ks_schema_validate_values(const json_t *obj, const json_t *old, const json_t *schema,
+                                  const char *path)
 {
     json_t *causes = json_array();
     if (!json_is_object(schema))
         return causes;
+    struct ks_corr root = {.new_v = obj, .old_v = old, .schema = schema, .eq = -1};
+    struct ks_ratchet r = {.cur = old ? &root : NULL, .nearest = NULL};
+    if (*path) {
+        validate(obj, schema, path, &r, causes);
+        return causes;
+    }
     const json_t *props = json_object_get(schema, "properties");
     const char *k;
     json_t *x;
@@ -859,8 +1041,10 @@ json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
         if (strcmp(k, "metadata") == 0 || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0)
             continue;
         const json_t *ps = json_object_get(props, k);
+        struct ks_corr cc;
+        struct ks_ratchet cr = ks_ratchet_key(&r, k, &cc);
         if (ps)
-            validate(x, ps, k, causes);
+            validate(x, ps, k, &cr, causes);
     }
     const json_t *req = json_object_get(schema, "required");
     size_t i;
@@ -868,8 +1052,17 @@ json_t *ks_schema_validate(const json_t *obj, const json_t *schema)
     {
         const char *rk = json_string_value(x);
         if (rk && !json_object_get(obj, rk))
-            cause(causes, "FieldValueRequired", rk, ks_strdup("Required value"));
+            rcause(causes, &r, "FieldValueRequired", rk, ks_strdup("Required value"));
     }
+    return causes;
+}
+
+json_t *ks_schema_list_types(const json_t *obj, const json_t *schema)
+{
+    json_t *causes = json_array();
+    const json_t *props = json_object_get(schema, "properties");
+    const char *k;
+    json_t *x;
     json_object_foreach((json_t *)obj, k, x)
     {
         const json_t *ps = json_object_get(props, k);
