@@ -84,6 +84,12 @@ struct kop_admission_verdict {
     unsigned n_ratcheted;  /* violations ignored because the field is unchanged */
     size_t n_warnings;
     char warnings[KOP_ADMISSION_MAX_WARNINGS][KOP_ADMISSION_WARNING_SIZE];
+    /* The violations written out, each "FIELD: DETAIL" as in the message
+     * (FIELD in the client's version), malloc'd: the same items as the
+     * message, for callers that compare fields (tests/integration/
+     * test_crd_rules.c). */
+    char *listed[KOP_ADMISSION_MAX_LISTED];
+    size_t n_listed;
 };
 
 /*

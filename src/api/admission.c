@@ -872,8 +872,10 @@ int kop_admission_evaluate(json_t *request, const struct kop_admission_options *
         rc = build_message(&c, name);
     }
 done:
+    /* the written-out violations move to the verdict */
     for (size_t i = 0; i < c.n_errs; i++)
-        free(c.errs[i]);
+        v.listed[i] = c.errs[i];
+    v.n_listed = c.n_errs;
     json_decref(v1_image);
     if (rc < 0) {
         kop_admission_verdict_cleanup(&v);
@@ -889,4 +891,7 @@ void kop_admission_verdict_cleanup(struct kop_admission_verdict *v)
         return;
     free(v->message);
     v->message = NULL;
+    for (size_t i = 0; i < v->n_listed; i++)
+        free(v->listed[i]);
+    v->n_listed = 0;
 }
