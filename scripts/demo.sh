@@ -195,7 +195,7 @@ follower=kop-a
 [ "$leader" = kop-a ] && follower=kop-b
 echo "=> $leader leads and reconciles; $follower serves webhooks and keeps its cache warm"
 
-step "the validating webhook at work: a v2 object with several mistakes"
+step "validation at work: a v2 object with several mistakes (the CRD's own rules, docs/api.md §4.5)"
 cat >"$work/bad.yaml" <<'YAML'
 apiVersion: mygroup.example.com/v2
 kind: MyResource
@@ -213,6 +213,9 @@ spec:
 YAML
 cat "$work/bad.yaml"
 k apply -f "$work/bad.yaml" 2>&1 | fold -s -w 100 || true
+echo "(the apiserver refused it before any webhook call; a name that is no DNS-1035 label is the webhook's:)"
+sed -e 's/name: bad-example/name: bad.example/' -e '/replicas: 5000/,$d' "$work/bad.yaml" >"$work/bad-name.yaml"
+k apply -f "$work/bad-name.yaml" 2>&1 | fold -s -w 100 || true
 
 step "someone deletes the Service; kop puts it back"
 old=$(kq get svc example-resource -o jsonpath='{.metadata.uid}')
