@@ -83,6 +83,10 @@ die() { echo "bench-rollout: FAIL: $*" >&2; exit 1; }
 
 scripts/install-deps.sh
 bench_need_python3
+# kubesim evaluates the CRD's CEL rules through its helper (docs/kubesim.md)
+# shellcheck source=scripts/lib/celhelper.sh
+. scripts/lib/celhelper.sh
+cel_helper_install "$top" || die "installing the CEL helper's npm packages failed"
 
 build="build-release"
 bench_setup "$build" --buildtype=release -Dtests=false
