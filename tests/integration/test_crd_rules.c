@@ -448,9 +448,9 @@ static const long long replica_values[] = {0, 1, 3, 1000, -1, 1001, 5000};
 static const long long port_values[] = {80, 443, 53, 8080, 65535, 1, 0, 65536, -5};
 
 #define DIGEST "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define UPPER_DIGEST "SHA256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 static const char *const digests[] = {DIGEST, "sha256:0123", "md5:0123456789abcdef0123456789abcdef",
-                                      "SHA256:0123456789abcdef0123456789abcdef0123456789abcdef0123"
-                                      "456789abcdef"};
+                                      UPPER_DIGEST};
 
 static long long pick_ll(const long long *set, size_t n, long long lo, long long hi)
 {
