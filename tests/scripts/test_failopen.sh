@@ -18,63 +18,29 @@
 #   5. kubectl explain shows the bounds of spec.replicas in v2.
 # Exits non-zero on any failure; always stops what it started.
 set -euo pipefail
-export KOP_SHUTDOWN_DELAY=${KOP_SHUTDOWN_DELAY:-0}
 
 root=${KOP_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${KOP_BUILD_ROOT:-$root/build}
 kubesim=$build/tests/kubesim/kubesim
 kop=${KOP_BIN:-$build/kop}
 
-for tool in kubectl jq; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "failopen: $tool not installed, skipping"
-    exit 77
-  fi
-done
+# shellcheck source=tests/scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_tools failopen kubectl jq
+scratch
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-passed=0
-pass() { passed=$((passed + 1)); echo "PASS $*"; }
-fail() {
-  echo "failopen: FAIL: $*"
-  for f in "$work"/*.log; do
-    [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }
-  done
-  exit 1
-}
-
-wait_for() { # file pattern
-  for _ in $(seq 300); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
-bash "$root/scripts/gen-certs.sh" "$work/certs" >/dev/null 2>&1 || fail "gen-certs.sh"
+bash "$root/scripts/gen-certs.sh" "$work/certs" >/dev/null 2>&1 || die "gen-certs.sh"
 "$kop" --webhook-only --cert-dir "$work/certs" --webhook-port 0 \
   --metrics-bind-address 0 --health-probe-bind-address 0 >"$work/kop.log" 2>&1 &
 kop_pid=$!
-pids+=($kop_pid)
-wait_for "$work/kop.log" '"msg":"serving webhook"' || fail "kop did not start its webhook"
+pids+=("$kop_pid")
+wait_for "$work/kop.log" '"msg":"serving webhook"' || die "kop did not start its webhook"
 port=$(grep -o '"msg":"serving webhook"[^}]*' "$work/kop.log" | grep -o '"port":[0-9]*' | head -n1 | cut -d: -f2)
 
 "$kubesim" --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" \
   --service "kop-system/kop-webhook-service=127.0.0.1:$port" >"$work/kubesim.log" 2>&1 &
 pids+=($!)
-wait_for "$work/kubesim.log" '^https://' || fail "kubesim did not start"
+wait_for "$work/kubesim.log" '^https://' || die "kubesim did not start"
 export KUBECONFIG=$work/kubeconfig
 k() { kubectl --cache-dir "$work/cache" "$@"; }
 
@@ -86,8 +52,8 @@ sed "s|^        service:|        caBundle: $ca\n        service:|" "$root/manife
 # minimum, maximum, maxLength, enum and x-kubernetes-validations.
 k create --dry-run=client -o json -f "$work/crd.yaml" |
   jq 'walk(if type == "object" then del(.minimum, .maximum, .maxLength, .minLength, .enum,
-    .["x-kubernetes-validations"]) else . end)' >"$work/crd-old.json" || fail "the old CRD"
-k apply -f "$work/crd-old.json" >"$work/apply.log" 2>&1 || fail "apply the old CRD"
+    .["x-kubernetes-validations"]) else . end)' >"$work/crd-old.json" || die "the old CRD"
+k apply -f "$work/crd-old.json" >"$work/apply.log" 2>&1 || die "apply the old CRD"
 cat >"$work/legacy.yaml" <<'EOF'
 apiVersion: mygroup.example.com/v1
 kind: MyResource
@@ -96,16 +62,16 @@ metadata:
 spec:
   replicas: 2000
 EOF
-k apply -f "$work/legacy.yaml" >>"$work/apply.log" 2>&1 || fail "create under the old CRD"
+k apply -f "$work/legacy.yaml" >>"$work/apply.log" 2>&1 || die "create under the old CRD"
 pass "an object with replicas 2000 stored under a CRD without rules"
 
 # ---- 2. the CRD's rules, fail-open webhook, kop stopped ---------------------------------
-k apply -f "$work/crd.yaml" >>"$work/apply.log" 2>&1 || fail "apply crd.yaml: $(tail -3 "$work/apply.log")"
+k apply -f "$work/crd.yaml" >>"$work/apply.log" 2>&1 || die "apply crd.yaml: $(tail -3 "$work/apply.log")"
 kubectl kustomize "$root/manifests/overlays/fail-open" >"$work/rendered.yaml"
-grep -q 'failurePolicy: Ignore' "$work/rendered.yaml" || fail "the fail-open overlay does not set Ignore"
+grep -q 'failurePolicy: Ignore' "$work/rendered.yaml" || die "the fail-open overlay does not set Ignore"
 sed -e "s|^      service:|      caBundle: $ca\n      service:|" -e 's|failurePolicy: Fail|failurePolicy: Ignore|' \
   "$root/manifests/base/webhook.yaml" >"$work/webhook.yaml"
-k apply -f "$work/webhook.yaml" >>"$work/apply.log" 2>&1 || fail "apply the webhook configuration"
+k apply -f "$work/webhook.yaml" >>"$work/apply.log" 2>&1 || die "apply the webhook configuration"
 kill "$kop_pid"
 wait "$kop_pid" 2>/dev/null || true
 pass "crd.yaml and a fail-open validating webhook applied; kop stopped"
@@ -115,13 +81,13 @@ refused() { # refused NAME FILE FIELD...
   local name=$1 file=$2
   shift 2
   if k apply -f "$file" >"$work/refused.log" 2>&1; then
-    fail "$name was admitted with kop down"
+    die "$name was admitted with kop down"
   fi
   # one 422 Invalid Status; kubectl prints its causes one per line
   [ "$(grep -c 'is invalid' "$work/refused.log")" = 1 ] ||
-    fail "$name: not one Invalid message: $(cat "$work/refused.log")"
+    die "$name: not one Invalid message: $(cat "$work/refused.log")"
   for f in "$@"; do
-    grep -qF "$f" "$work/refused.log" || fail "$name: no $f in: $(cat "$work/refused.log")"
+    grep -qF "$f" "$work/refused.log" || die "$name: no $f in: $(cat "$work/refused.log")"
   done
   pass "$name refused in one message naming $*"
 }
@@ -163,24 +129,24 @@ spec:
   image: registry.example.com/team/app:1.0
   port: 8080
 EOF
-k apply -f "$work/good.yaml" >"$work/good.log" 2>&1 || fail "a valid v1 object with kop down: $(cat "$work/good.log")"
+k apply -f "$work/good.yaml" >"$work/good.log" 2>&1 || die "a valid v1 object with kop down: $(cat "$work/good.log")"
 pass "a valid v1 object is created with kop down"
 
 # ---- 4. ratcheting ------------------------------------------------------------------------
 k patch myresources.v1.mygroup.example.com legacy --type merge -p '{"spec":{"port":8080}}' \
-  >"$work/ratchet.log" 2>&1 || fail "an update that keeps replicas 2000: $(cat "$work/ratchet.log")"
+  >"$work/ratchet.log" 2>&1 || die "an update that keeps replicas 2000: $(cat "$work/ratchet.log")"
 pass "an update leaving the old invalid replicas as they were is accepted"
 if k patch myresources.v1.mygroup.example.com legacy --type merge -p '{"spec":{"replicas":3000}}' \
   >"$work/ratchet.log" 2>&1; then
-  fail "replicas changed to 3000 was accepted"
+  die "replicas changed to 3000 was accepted"
 fi
-grep -qF 'spec.replicas: Invalid value: 3000' "$work/ratchet.log" || fail "ratchet: $(cat "$work/ratchet.log")"
+grep -qF 'spec.replicas: Invalid value: 3000' "$work/ratchet.log" || die "ratchet: $(cat "$work/ratchet.log")"
 pass "changing the old invalid replicas to another invalid value is refused"
 
 # ---- 5. kubectl explain ---------------------------------------------------------------------
 k explain myresources.spec.replicas --api-version=mygroup.example.com/v2 >"$work/explain.log" 2>&1 ||
-  fail "kubectl explain: $(cat "$work/explain.log")"
-grep -q '0 to 1000' "$work/explain.log" || fail "explain shows no bounds: $(cat "$work/explain.log")"
+  die "kubectl explain: $(cat "$work/explain.log")"
+grep -q '0 to 1000' "$work/explain.log" || die "explain shows no bounds: $(cat "$work/explain.log")"
 pass "kubectl explain myresources.spec.replicas (v2) shows the bounds"
 
-echo "failopen: $passed checks passed"
+finish
