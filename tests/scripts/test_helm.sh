@@ -142,6 +142,24 @@ if ! npm_checks; then
   finish
 fi
 
+# The chart with VALUES renders the objects of manifests/overlays/OVERLAY
+# (tests/manifests/helm.js same). Uses $v, the helm version under test.
+renders_like() { # OVERLAY WHAT VALUES...
+  local overlay=$1 what=$2
+  shift 2
+  if tpl "$@" >"$work/helm-$overlay.yaml" 2>"$work/tpl.err"; then
+    node "$checks/helm.js" same "$work/kustomize-$overlay.yaml" "$work/helm-$overlay.yaml" \
+      >"$work/same.out" 2>&1 || true
+    if grep -q '^FAIL' "$work/same.out" || ! grep -q '^PASS same object count' "$work/same.out"; then
+      fail "$v: $what renders like manifests/overlays/$overlay/: $(grep -v '^PASS' "$work/same.out" | head -n 5)"
+    else
+      pass "$v: $what renders like manifests/overlays/$overlay/ ($(grep -c '^PASS same .* ' "$work/same.out") checks)"
+    fi
+  else
+    fail "$v: helm template ($overlay): $(cat "$work/tpl.err")"
+  fi
+}
+
 k kustomize "$root/manifests" >"$work/kustomize-default.yaml"
 k kustomize "$root/manifests/overlays/self-signed" >"$work/kustomize-self-signed.yaml"
 k kustomize "$root/manifests/overlays/sharding" >"$work/kustomize-sharding.yaml"
@@ -222,39 +240,9 @@ for helm in "${helms[@]}"; do
   else
     fail "$v: helm template (defaults): $(cat "$work/tpl.err")"
   fi
-  if tpl --set certificates.source=self-signed >"$work/helm-self-signed.yaml" 2>"$work/tpl.err"; then
-    node "$checks/helm.js" same "$work/kustomize-self-signed.yaml" "$work/helm-self-signed.yaml" \
-      >"$work/same.out" 2>&1 || true
-    if grep -q '^FAIL' "$work/same.out" || ! grep -q '^PASS same object count' "$work/same.out"; then
-      fail "$v: self-signed renders like manifests/overlays/self-signed/: $(grep -v '^PASS' "$work/same.out" | head -n 5)"
-    else
-      pass "$v: self-signed renders like manifests/overlays/self-signed/ ($(grep -c '^PASS same .* ' "$work/same.out") checks)"
-    fi
-  else
-    fail "$v: helm template (self-signed): $(cat "$work/tpl.err")"
-  fi
-  if tpl --set sharding.enabled=true >"$work/helm-sharding.yaml" 2>"$work/tpl.err"; then
-    node "$checks/helm.js" same "$work/kustomize-sharding.yaml" "$work/helm-sharding.yaml" \
-      >"$work/same.out" 2>&1 || true
-    if grep -q '^FAIL' "$work/same.out" || ! grep -q '^PASS same object count' "$work/same.out"; then
-      fail "$v: sharding.enabled renders like manifests/overlays/sharding/: $(grep -v '^PASS' "$work/same.out" | head -n 5)"
-    else
-      pass "$v: sharding.enabled renders like manifests/overlays/sharding/ ($(grep -c '^PASS same .* ' "$work/same.out") checks)"
-    fi
-  else
-    fail "$v: helm template (sharding): $(cat "$work/tpl.err")"
-  fi
-  if tpl --set webhook.failurePolicy=Ignore >"$work/helm-fail-open.yaml" 2>"$work/tpl.err"; then
-    node "$checks/helm.js" same "$work/kustomize-fail-open.yaml" "$work/helm-fail-open.yaml" \
-      >"$work/same.out" 2>&1 || true
-    if grep -q '^FAIL' "$work/same.out" || ! grep -q '^PASS same object count' "$work/same.out"; then
-      fail "$v: webhook.failurePolicy=Ignore renders like manifests/overlays/fail-open/: $(grep -v '^PASS' "$work/same.out" | head -n 5)"
-    else
-      pass "$v: webhook.failurePolicy=Ignore renders like manifests/overlays/fail-open/ ($(grep -c '^PASS same .* ' "$work/same.out") checks)"
-    fi
-  else
-    fail "$v: helm template (fail-open): $(cat "$work/tpl.err")"
-  fi
+  renders_like self-signed "self-signed" --set certificates.source=self-signed
+  renders_like sharding "sharding.enabled" --set sharding.enabled=true
+  renders_like fail-open "webhook.failurePolicy=Ignore" --set webhook.failurePolicy=Ignore
 
   # ---- 4. value cases -----------------------------------------------------------------
   : >"$work/helm-cases-$v.yaml"
