@@ -442,6 +442,35 @@ char *kop_test_file_base64(const char *path)
     return b64;
 }
 
+char *kop_test_manifest_with_ca(const char *name, const char *ca_b64)
+{
+    char src[1024];
+    snprintf(src, sizeof(src), "%s/manifests/base/%s", getenv("KOP_SOURCE_ROOT"), name);
+    char *text = kop_test_read_file(src, NULL);
+    ck_assert_msg(text, "cannot read %s", src);
+    size_t cap = strlen(text) + 1, o = 0;
+    for (const char *l = strstr(text, "clientConfig:"); l; l = strstr(l + 1, "clientConfig:"))
+        cap += strlen(ca_b64) + 64;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    bool in_client_config = false;
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
+        size_t indent = strspn(line, " ");
+        if (in_client_config && strncmp(line + indent, "service:", 8) == 0)
+            o +=
+                (size_t)snprintf(out + o, cap - o, "%.*scaBundle: %s\n", (int)indent, line, ca_b64);
+        in_client_config = strncmp(line + indent, "clientConfig:", 13) == 0;
+        memcpy(out + o, line, len);
+        o += len;
+        line += len;
+    }
+    out[o] = '\0';
+    free(text);
+    return out;
+}
+
 void kop_test_gen_certs(const char *dir)
 {
     const char *root = getenv("KOP_SOURCE_ROOT");

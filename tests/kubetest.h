@@ -228,6 +228,14 @@ char *kop_test_base64(const void *in, size_t len);
 char *kop_test_file_base64(const char *path);
 
 /*
+ * $KOP_SOURCE_ROOT/manifests/base/NAME with "caBundle: <ca_b64>" inserted
+ * before every "service:" line right under "clientConfig:", as cainjector
+ * fills the caBundles (a schema property named "service" stays as it is).
+ * malloc'd; aborts the test when the file cannot be read.
+ */
+char *kop_test_manifest_with_ca(const char *name, const char *ca_b64);
+
+/*
  * Development certificates in dir by $KOP_SOURCE_ROOT/scripts/gen-certs.sh
  * (ca.crt, tls.crt, tls.key for the kop-webhook-service names and
  * 127.0.0.1), its output discarded. Aborts the test when it fails.

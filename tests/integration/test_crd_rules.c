@@ -51,35 +51,6 @@ static bool kop_started;
 
 /* ---- setup --------------------------------------------------------------------------- */
 
-/* manifests/base/crd.yaml with caBundle added to its clientConfig. malloc'd */
-static char *crd_with_ca(const char *ca_b64)
-{
-    char src[1024];
-    snprintf(src, sizeof(src), "%s/manifests/base/crd.yaml", getenv("KOP_SOURCE_ROOT"));
-    char *text = kop_test_read_file(src, NULL);
-    ck_assert_msg(text, "cannot read %s", src);
-    size_t cap = strlen(text) + strlen(ca_b64) + 256;
-    char *out = malloc(cap);
-    ck_assert_ptr_nonnull(out);
-    size_t o = 0;
-    bool in_client_config = false;
-    for (char *line = text; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        size_t indent = strspn(line, " ");
-        if (in_client_config && strncmp(line + indent, "service:", 8) == 0)
-            o +=
-                (size_t)snprintf(out + o, cap - o, "%.*scaBundle: %s\n", (int)indent, line, ca_b64);
-        in_client_config = strncmp(line + indent, "clientConfig:", 13) == 0;
-        memcpy(out + o, line, len);
-        o += len;
-        line += len;
-    }
-    out[o] = '\0';
-    free(text);
-    return out;
-}
-
 static struct kop_test_resp api(const char *method, const char *path, const char *ctype,
                                 const char *body)
 {
@@ -108,7 +79,7 @@ static void setup(void)
 
     snprintf(ca_file, sizeof(ca_file), "%s/ca.crt", certs);
     char *ca_b64 = kop_test_file_base64(ca_file);
-    char *crd = crd_with_ca(ca_b64);
+    char *crd = kop_test_manifest_with_ca("crd.yaml", ca_b64);
     struct kop_test_resp r = api("PATCH",
                                  "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                                  "myresources.mygroup.example.com?fieldManager=crd-rules",

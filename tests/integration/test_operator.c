@@ -712,30 +712,16 @@ static int run(char *const argv[], char **ret_out)
     return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Copy manifests/base/NAME to the temp dir with "caBundle: <ca>" inserted
- * before every "service:" line right under "clientConfig:" (what cainjector
- * does; a schema property named "service" stays as it is), then kubectl
- * apply it. */
+/* manifests/base/NAME with its caBundles filled (kop_test_manifest_with_ca)
+ * written to the temp dir, then kubectl apply it. */
 static void apply_with_ca(const char *name, const char *ca_b64)
 {
-    char src[1024], dst[1024];
-    snprintf(src, sizeof(src), "%s/manifests/base/%s", getenv("KOP_SOURCE_ROOT"), name);
+    char dst[1024];
     snprintf(dst, sizeof(dst), "%s/%s", fx.dir, name);
-    char *text = kop_test_read_file(src, NULL);
-    ck_assert_msg(text, "cannot read %s", src);
+    char *text = kop_test_manifest_with_ca(name, ca_b64);
     FILE *f = fopen(dst, "w");
     ck_assert_ptr_nonnull(f);
-    bool in_client_config = false;
-    for (char *line = text; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        size_t indent = strspn(line, " ");
-        if (in_client_config && strncmp(line + indent, "service:", 8) == 0)
-            fprintf(f, "%.*scaBundle: %s\n", (int)indent, line, ca_b64);
-        in_client_config = strncmp(line + indent, "clientConfig:", 13) == 0;
-        fwrite(line, 1, len, f);
-        line += len;
-    }
+    fputs(text, f);
     fclose(f);
     free(text);
     char cache[600];
