@@ -468,12 +468,8 @@ static void walk(struct walk *w, const json_t *v, const json_t *old, const json_
 
 /* ---- field errors ------------------------------------------------------------------- */
 
-static void add_cause(json_t *causes, const char *reason, const char *field, char *message)
-{
-    json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message", message,
-                                            "field", field ? field : "<nil>"));
-    free(message);
-}
+/* A cause at field; a nil path prints as "<nil>" (field.Path.String). */
+#define NIL_PATH(field) ((field) ? (field) : "<nil>")
 
 /* strings.TrimSpace, malloc'd */
 static char *trim(const char *s)
@@ -511,7 +507,7 @@ static char *rule_message_or_default(const json_t *rule)
 static void invalid_type(json_t *causes, const char *field, const char *type, const char *detail)
 {
     char *q = ks_go_quote(type);
-    add_cause(causes, "FieldValueInvalid", field, ks_printf("Invalid value: %s: %s", q, detail));
+    ks_cause(causes, "FieldValueInvalid", NIL_PATH(field), "Invalid value: %s: %s", q, detail);
     free(q);
 }
 
@@ -521,12 +517,12 @@ static void failed_rule(json_t *causes, json_t *warnings, bool ratchet, const ch
 {
     json_t *one = json_array();
     if (reason && strcmp(reason, "FieldValueForbidden") == 0) {
-        add_cause(one, reason, field, ks_printf("Forbidden: %s", detail));
+        ks_cause(one, reason, NIL_PATH(field), "Forbidden: %s", detail);
     } else if (reason && strcmp(reason, "FieldValueRequired") == 0) {
-        add_cause(one, reason, field, ks_printf("Required value: %s", detail));
+        ks_cause(one, reason, NIL_PATH(field), "Required value: %s", detail);
     } else if (reason && strcmp(reason, "FieldValueDuplicate") == 0) {
         char *q = ks_go_quote(type);
-        add_cause(one, reason, field, ks_printf("Duplicate value: %s", q));
+        ks_cause(one, reason, NIL_PATH(field), "Duplicate value: %s", q);
         free(q);
     } else {
         invalid_type(one, field, type, detail);
@@ -665,10 +661,9 @@ int ks_cr_validate(const json_t *schema, const json_t *obj, const json_t *old, b
     json_decref(lists);
     if (has_rules(schema)) {
         if (blocking(causes)) {
-            add_cause(causes, "FieldValueInvalid", NULL,
-                      ks_strdup("Invalid value: \"null\": some validation rules were not checked "
-                                "because the object was invalid; correct the existing errors to "
-                                "complete validation"));
+            ks_cause(causes, "FieldValueInvalid", NIL_PATH(NULL), "%s",
+                     "Invalid value: \"null\": some validation rules were not checked because "
+                     "the object was invalid; correct the existing errors to complete validation");
         } else if (run_rules(schema, obj, old, causes, warnings, ret_err) != 0) {
             json_decref(causes);
             return -EIO;
