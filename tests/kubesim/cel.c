@@ -141,13 +141,14 @@ static void stop_helper(void)
 }
 
 /* Lock held. Write all of data by the deadline. */
-static int write_all(const char *data, size_t n, long long deadline, char **ret_err)
+static int write_all(const char *data, size_t n, long long deadline, long timeout_ms,
+                     char **ret_err)
 {
     size_t off = 0;
     while (off < n) {
         long long left = deadline - now_ms();
         if (left <= 0) {
-            *ret_err = ks_printf("CEL helper: no room in its pipe after %ld ms", cel.timeout_ms);
+            *ret_err = ks_printf("CEL helper: no room in its pipe after %ld ms", timeout_ms);
             return -EIO;
         }
         struct pollfd pfd = {.fd = cel.to_fd, .events = POLLOUT};
@@ -171,7 +172,7 @@ static int write_all(const char *data, size_t n, long long deadline, char **ret_
 
 /* Lock held. One answer line (malloc'd, without its newline) by the
  * deadline. */
-static int read_line(long long deadline, char **ret_line, char **ret_err)
+static int read_line(long long deadline, long timeout_ms, char **ret_line, char **ret_err)
 {
     for (;;) {
         char *nl = cel.len ? memchr(cel.buf, '\n', cel.len) : NULL;
@@ -193,7 +194,7 @@ static int read_line(long long deadline, char **ret_line, char **ret_err)
         }
         long long left = deadline - now_ms();
         if (left <= 0) {
-            *ret_err = ks_printf("CEL helper: no answer within %ld ms", cel.timeout_ms);
+            *ret_err = ks_printf("CEL helper: no answer within %ld ms", timeout_ms);
             return -EIO;
         }
         struct pollfd pfd = {.fd = cel.from_fd, .events = POLLIN};
@@ -221,9 +222,9 @@ static int read_line(long long deadline, char **ret_line, char **ret_err)
     }
 }
 
-/* Lock held. Send req (its id set) and read the answer with that id.
- * @ref new *ret */
-static int exchange(json_t *req, json_t **ret, char **ret_err)
+/* Lock held. Send req (its id set) and read the answer with that id
+ * within timeout_ms. @ref new *ret */
+static int exchange(json_t *req, long timeout_ms, json_t **ret, char **ret_err)
 {
     json_int_t id = ++cel.next_id;
     json_object_set_new(req, "id", json_integer(id));
@@ -233,13 +234,13 @@ static int exchange(json_t *req, json_t **ret, char **ret_err)
     size_t n = strlen(text);
     char *line = ks_printf("%s\n", text);
     free(text);
-    long long deadline = now_ms() + cel.timeout_ms;
-    int rc = write_all(line, n + 1, deadline, ret_err);
+    long long deadline = now_ms() + timeout_ms;
+    int rc = write_all(line, n + 1, deadline, timeout_ms, ret_err);
     free(line);
     if (rc != 0)
         return rc;
     char *ans = NULL;
-    if (read_line(deadline, &ans, ret_err) != 0)
+    if (read_line(deadline, timeout_ms, &ans, ret_err) != 0)
         return -EIO;
     json_t *doc = json_loads(ans, 0, NULL);
     free(ans);
@@ -306,7 +307,8 @@ static int start_helper(char **ret_err)
     cel.len = 0;
     cel.starts++;
     json_t *hello = json_pack("{s:s}", "op", "hello"), *ans = NULL;
-    int rc = exchange(hello, &ans, ret_err);
+    /* node's start may take longer than one answer on a loaded machine */
+    int rc = exchange(hello, cel.timeout_ms > 10000 ? cel.timeout_ms : 10000, &ans, ret_err);
     json_decref(hello);
     json_decref(ans);
     if (rc != 0)
@@ -327,7 +329,7 @@ int ks_cel_call(json_t *req, json_t **ret, char **ret_err)
         rc = start_helper(ret_err);
     json_t *ans = NULL;
     if (rc == 0)
-        rc = exchange(req, &ans, ret_err);
+        rc = exchange(req, cel.timeout_ms, &ans, ret_err);
     if (rc != 0) {
         cel.failures++;
         stop_helper();
