@@ -814,6 +814,137 @@ START_TEST(test_workqueue_workers_uuid_and_args)
 }
 END_TEST
 
+/* Groups in the tests: the part of a key before its ':' (none: ""). */
+static size_t colon_group(const char *key)
+{
+    const char *c = strchr(key, ':');
+    return c ? (size_t)(c - key) : 0;
+}
+
+static struct kop_workqueue *group_queue(int max)
+{
+    struct kop_workqueue *q = NULL;
+    const struct kop_workqueue_options o = {.group_of = colon_group, .group_max_processing = max};
+    ck_assert_int_eq(kop_workqueue_new(&o, &q), 0);
+    return q;
+}
+
+static const char *get_now(struct kop_workqueue *q)
+{
+    const char *k = NULL;
+    ck_assert_int_eq(kop_workqueue_get(q, 0, &k), 0);
+    return k;
+}
+
+START_TEST(test_workqueue_groups_round_robin)
+{
+    struct kop_workqueue *q = group_queue(0);
+    /* 3 keys of group a queued before any of b or of the default group */
+    ck_assert_int_eq(kop_workqueue_add(q, "a:1"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:2"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:3"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "b:1"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "ns/x"), 0);
+    ck_assert_uint_eq(kop_workqueue_len(q), 5);
+    size_t proc = 9;
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "a", &proc), 3);
+    ck_assert_uint_eq(proc, 0);
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "", NULL), 1);
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "zz", &proc), 0);
+    /* each group in turn, FIFO within a group */
+    const char *want[] = {"ns/x", "a:1", "b:1", "a:2", "a:3"};
+    for (size_t i = 0; i < 5; i++) {
+        const char *k = get_now(q);
+        ck_assert_str_eq(k, want[i]);
+        kop_workqueue_done(q, k);
+    }
+    ck_assert_uint_eq(kop_workqueue_len(q), 0);
+    /* the groups are gone with their keys; new ones come back */
+    ck_assert_int_eq(kop_workqueue_add(q, "b:2"), 0);
+    ck_assert_str_eq(get_now(q), "b:2");
+    kop_workqueue_done(q, "b:2");
+    kop_workqueue_free(q);
+}
+END_TEST
+
+START_TEST(test_workqueue_groups_bound)
+{
+    struct kop_workqueue *q = group_queue(2);
+    for (int i = 0; i < 4; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "slow:%d", i);
+        ck_assert_int_eq(kop_workqueue_add(q, k), 0);
+    }
+    const char *s0 = get_now(q), *s1 = get_now(q);
+    ck_assert_str_eq(s0, "slow:0");
+    ck_assert_str_eq(s1, "slow:1");
+    size_t proc = 0;
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "slow", &proc), 2);
+    ck_assert_uint_eq(proc, 2);
+    /* slow is at its bound: nothing of it, the others still pass */
+    const char *k = NULL;
+    ck_assert_int_eq(kop_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    ck_assert_int_eq(kop_workqueue_add(q, "fast:0"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "ns/x"), 0);
+    const char *a = get_now(q), *b = get_now(q);
+    ck_assert(strcmp(a, "fast:0") == 0 || strcmp(b, "fast:0") == 0);
+    ck_assert(strcmp(a, "ns/x") == 0 || strcmp(b, "ns/x") == 0);
+    kop_workqueue_done(q, a);
+    kop_workqueue_done(q, b);
+    ck_assert_int_eq(kop_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    /* one done: one more of slow */
+    kop_workqueue_done(q, s0);
+    ck_assert_str_eq(get_now(q), "slow:2");
+    ck_assert_int_eq(kop_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    kop_workqueue_done(q, s1);
+    kop_workqueue_done(q, "slow:2");
+    ck_assert_str_eq(get_now(q), "slow:3");
+    kop_workqueue_done(q, "slow:3");
+    ck_assert_uint_eq(kop_workqueue_len(q), 0);
+    ck_assert_uint_eq(kop_workqueue_processing(q), 0);
+    kop_workqueue_free(q);
+}
+END_TEST
+
+struct bound_waiter {
+    struct kop_workqueue *q;
+    char key[32];
+    int r;
+};
+
+static void *bound_get(void *arg)
+{
+    struct bound_waiter *w = arg;
+    const char *k = NULL;
+    w->r = kop_workqueue_get(w->q, 5000, &k);
+    if (w->r == 0) {
+        snprintf(w->key, sizeof(w->key), "%s", k);
+        kop_workqueue_done(w->q, k);
+    }
+    return NULL;
+}
+
+/* A getter blocked while the only queued group is at its bound wakes when
+ * the group gets room. */
+START_TEST(test_workqueue_groups_bound_wakes)
+{
+    struct kop_workqueue *q = group_queue(1);
+    ck_assert_int_eq(kop_workqueue_add(q, "slow:0"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "slow:1"), 0);
+    const char *s0 = get_now(q);
+    struct bound_waiter w = {.q = q};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, bound_get, &w), 0);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kop_workqueue_done(q, s0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.r, 0);
+    ck_assert_str_eq(w.key, "slow:1");
+    kop_workqueue_free(q);
+}
+END_TEST
+
 static Suite *workqueue_suite(void)
 {
     Suite *s = suite_create("workqueue");
@@ -822,6 +953,9 @@ static Suite *workqueue_suite(void)
     tcase_add_test(tc, test_workqueue_backoff_growth_cap_forget);
     tcase_add_test(tc, test_workqueue_bucket_10qps_100burst);
     tcase_add_test(tc, test_workqueue_dedup);
+    tcase_add_test(tc, test_workqueue_groups_round_robin);
+    tcase_add_test(tc, test_workqueue_groups_bound);
+    tcase_add_test(tc, test_workqueue_groups_bound_wakes);
     tcase_add_test(tc, test_workqueue_max_backoff);
     tcase_add_test(tc, test_workqueue_readd_while_processing);
     tcase_add_test(tc, test_workqueue_no_concurrent_processing_stress);
