@@ -112,7 +112,7 @@ struct kop_config {
 
 /* The name of the cluster kop runs in (its Lease, its readiness): the
  * cluster label of its metrics and log lines; no member may take it. */
-#define KOP_CONFIG_LOCAL_CLUSTER "local"
+#define KOP_CONFIG_LOCAL_CLUSTER "local" /* = KOP_CONTROLLER_LOCAL_CLUSTER */
 
 /* One --cluster NAME=KUBECONFIG. */
 struct kop_cluster_flag {

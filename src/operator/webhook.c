@@ -34,6 +34,9 @@ struct kop_webhook {
     struct kop_tls *tls;
     struct kop_selfdial *selfdial; /* the readiness check */
     struct kop_admission_options admission;
+    void *(*cluster)(void *ud, const char *name);
+    kop_admission_child_lookup_fn *cluster_child_lookup;
+    void *cluster_userdata;
     atomic_bool stopped;
 };
 
@@ -109,17 +112,20 @@ static void answer(const struct kop_review_result *res, struct kop_http_response
     resp->content_type = "application/json";
 }
 
-static void on_validate(void *ud, const struct kop_http_request *req,
-                        struct kop_http_response *resp)
+/* A review with the given rule-4 lookup, or, with deny set, a denial
+ * before the rules (a cluster kop does not know). */
+static void validate(const struct kop_http_request *req, struct kop_http_response *resp,
+                     const struct kop_admission_options *opts, const char *deny)
 {
-    struct kop_webhook *w = ud;
     int64_t started = kop_clock_now_ns();
     struct kop_review_result res;
     memset(&res, 0, sizeof(res));
 
     struct kop_arena *a = thread_arena();
     struct kop_arena *prev = kop_arena_json_bind(a);
-    int r = kop_review_admit_http(req->content_type, req->body, req->body_len, &w->admission, &res);
+    int r = deny ? kop_review_deny_http(req->content_type, req->body, req->body_len, 404,
+                                        "NotFound", deny, &res)
+                 : kop_review_admit_http(req->content_type, req->body, req->body_len, opts, &res);
     kop_arena_json_bind(prev);
     if (a)
         kop_arena_reset(a);
@@ -130,6 +136,35 @@ static void on_validate(void *ud, const struct kop_http_request *req,
     }
     log_review(&res, started);
     answer(&res, resp);
+}
+
+static void on_validate(void *ud, const struct kop_http_request *req,
+                        struct kop_http_response *resp)
+{
+    struct kop_webhook *w = ud;
+    validate(req, resp, &w->admission, NULL);
+}
+
+/* KOP_WEBHOOK_CLUSTERS_PATH NAME: rule 4 reads that cluster's caches. */
+static void on_validate_cluster(void *ud, const struct kop_http_request *req,
+                                struct kop_http_response *resp)
+{
+    struct kop_webhook *w = ud;
+    const char *name = req->path + strlen(KOP_WEBHOOK_CLUSTERS_PATH);
+    void *handle = NULL;
+    if (w->cluster && !strchr(name, '/') && strlen(name) <= 63)
+        handle = w->cluster(w->cluster_userdata, name);
+    if (!handle) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "cluster \"%.63s%s\" is not one kop reconciles", name,
+                 strlen(name) > 63 ? "..." : "");
+        validate(req, resp, NULL, msg);
+        return;
+    }
+    struct kop_admission_options o = w->admission;
+    o.child_lookup = w->cluster_child_lookup;
+    o.child_lookup_userdata = handle;
+    validate(req, resp, &o, NULL);
 }
 
 /* ---- /convert streams (kop/convstream.h) ---------------------------------------- */
@@ -225,6 +260,15 @@ static int start_http(struct kop_webhook *w, const struct kop_webhook_options *o
             .webhook_name = KOP_WEBHOOK_VALIDATE_PATH,
         },
         {
+            .path = KOP_WEBHOOK_CLUSTERS_PATH,
+            .methods = KOP_HTTP_POST,
+            .max_body = cfg->admission_max_body,
+            .fn = on_validate_cluster,
+            .userdata = w,
+            .webhook_name = KOP_WEBHOOK_CLUSTERS_PATH,
+            .prefix = true,
+        },
+        {
             .path = KOP_SHARDER_MUTATE_PATH,
             .methods = KOP_HTTP_POST,
             .max_body = cfg->admission_max_body,
@@ -301,6 +345,9 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
     w->admission.n_allowed_registries = cfg->n_allowed_registries;
     w->admission.child_lookup = opts->child_lookup;
     w->admission.child_lookup_userdata = opts->child_lookup_userdata;
+    w->cluster = opts->cluster;
+    w->cluster_child_lookup = opts->cluster_child_lookup;
+    w->cluster_userdata = opts->cluster_userdata;
 
     r = start_http(w, opts);
     if (r == 0)
