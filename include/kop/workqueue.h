@@ -148,6 +148,12 @@ size_t kop_workqueue_processing(struct kop_workqueue *q);
  * be NULL) those of it being processed; 0 for a group without keys. */
 size_t kop_workqueue_group_len(struct kop_workqueue *q, const char *group, size_t *ret_processing);
 
+/* Drop every key of group (queued and delayed ones, and their backoff);
+ * keys of it being processed stay processing but are not queued again by
+ * done() (a later add does queue them). For a group that is gone (a
+ * disengaged cluster). Returns the number of keys dropped. */
+size_t kop_workqueue_forget_group(struct kop_workqueue *q, const char *group);
+
 /* No more adds; wake every getter with -ESHUTDOWN; drop delayed keys.
  * Idempotent. */
 void kop_workqueue_shutdown(struct kop_workqueue *q);

@@ -914,6 +914,85 @@ size_t kop_workqueue_group_len(struct kop_workqueue *q, const char *group, size_
     return n;
 }
 
+/* Rebuild the heap's order after entries were removed. Lock held. */
+static void heap_rebuild(struct kop_workqueue *q)
+{
+    for (size_t i = 0; i < q->heap_len; i++)
+        heap_set(q, i, q->heap[i]);
+    for (size_t i = q->heap_len / 2; i-- > 0;)
+        heap_down(q, i);
+}
+
+size_t kop_workqueue_forget_group(struct kop_workqueue *q, const char *group)
+{
+    assert(q);
+    assert(group);
+    pthread_mutex_lock(&q->lock);
+    struct group *g = q->groups;
+    while (g && strcmp(g->name, group) != 0)
+        g = g->next;
+    if (!g) {
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+    }
+    g->refs++; /* pinned while its items go */
+    /* the keys whose backoff goes too (the limiter is not called under
+     * q->lock); on ENOMEM a backoff entry stays, forgotten at the key's
+     * next success */
+    size_t cap = g->refs, nkeys = 0, dropped = 0;
+    char **keys = calloc(cap, sizeof(*keys));
+    for (struct item *it = q->processing; it; it = it->pnext) {
+        if (it->group == g && it->dirty) {
+            it->dirty = false;
+            q->ndirty--;
+        }
+    }
+    /* delayed keys: the ones not queued as well are freed now */
+    size_t j = 0;
+    for (size_t i = 0; i < q->heap_len; i++) {
+        struct item *it = q->heap[i];
+        if (it->group != g) {
+            q->heap[j++] = it;
+            continue;
+        }
+        it->waiting = false;
+        if (!it->dirty && !it->processing) {
+            if (keys && nkeys < cap)
+                keys[nkeys++] = strdup(it->key);
+            dropped++;
+            item_maybe_free(q, it);
+        }
+    }
+    q->heap_len = j;
+    heap_rebuild(q);
+    /* queued keys */
+    struct item *it = g->qhead;
+    q->qlen -= g->qlen;
+    g->qhead = g->qtail = NULL;
+    g->qlen = 0;
+    while (it) {
+        struct item *next = it->qnext;
+        it->dirty = false;
+        q->ndirty--;
+        if (keys && nkeys < cap)
+            keys[nkeys++] = strdup(it->key);
+        dropped++;
+        item_maybe_free(q, it);
+        it = next;
+    }
+    group_unref(q, g);
+    set_depth(q);
+    pthread_cond_broadcast(&q->timer_cond);
+    pthread_mutex_unlock(&q->lock);
+    for (size_t i = 0; i < nkeys; i++) {
+        if (keys[i])
+            kop_workqueue_limiter_forget(q->limiter, keys[i]);
+        free(keys[i]);
+    }
+    free(keys);
+    return dropped;
+}
+
 size_t kop_workqueue_processing(struct kop_workqueue *q)
 {
     assert(q);
