@@ -65,8 +65,10 @@
  * its MyResources queued (their backoff may have grown while it was away).
  * Readiness of kop (/readyz) looks at the local cluster only.
  *
- * Thread-safety: new/start/stop/free from one thread; set_leading, the
- * synced checks and kop_controller_child_lookup from any thread.
+ * Thread-safety: new/start/stop/free from one thread, add/remove_cluster
+ * from one thread (not concurrently with free); set_leading, the synced
+ * and ready checks, kop_controller_cluster(_put) and the child lookups
+ * from any thread.
  */
 #ifndef KOP_CONTROLLER_H
 #define KOP_CONTROLLER_H
@@ -142,11 +144,23 @@ struct kop_controller_cluster_options {
     struct kop_events *events;           /* its own; NULL: no events */
 };
 
-/* Add a member before kop_controller_start. Returns 0, -EINVAL (a bad or
- * the local name), -EEXIST (a name taken), -EBUSY (started, or sharding:
- * sharding is for the local cluster only), -ENOMEM. */
+/* Add a member, before kop_controller_start or while the controller runs
+ * (then its informers and prober start at once and the pool grows by its
+ * share; log line "cluster engaged"). Returns 0, -EINVAL (a bad or the
+ * local name), -EEXIST (a name taken), -EBUSY (sharding: for the local
+ * cluster only), -ESHUTDOWN (stopped), -ENOMEM, or the error of a piece
+ * it starts. From one thread at a time with remove_cluster. */
 int kop_controller_add_cluster(struct kop_controller *c,
                                const struct kop_controller_cluster_options *opt);
+
+/* Disengage member name: lookups (keys, webhook paths) stop finding it at
+ * once, its informers and prober stop, its reconciles' requests are
+ * aborted and waited for (close its token bucket first: a request
+ * waiting there ends only when its slot comes), its keys are dropped from
+ * the queue, its kop_cluster_* series removed and the pool shrinks by its
+ * share. After it returns nothing of the controller uses the member's
+ * clients, store or recorder. Returns 0 or -ENOENT. */
+int kop_controller_remove_cluster(struct kop_controller *c, const char *name);
 
 /* The queue key of ns/name in cluster (NULL or the local name: "ns/name",
  * else "cluster/ns/name") into buf. Returns 0 or -ENOSPC. */
@@ -159,8 +173,10 @@ bool kop_controller_cluster_ready(struct kop_controller *c, const char *name);
 
 /* The handle of cluster name (the local one's name included) for
  * kop_controller_cluster_child_lookup, NULL for a name the controller
- * does not have. Valid as long as the controller. */
+ * does not have. It holds the cluster (a remove_cluster waits for it):
+ * release it with kop_controller_cluster_put soon. */
 void *kop_controller_cluster(struct kop_controller *c, const char *name);
+void kop_controller_cluster_put(void *handle);
 
 /* Start the informers, the resync timer and the workers. Returns 0 or a
  * negative errno (then call kop_controller_free). */

@@ -49,6 +49,7 @@ struct kop_webhook_options {
      * cluster(cluster_userdata, NAME); a NULL handle (or cluster NULL: no
      * reconciler) denies the request with 404 and a message naming NAME. */
     void *(*cluster)(void *ud, const char *name);
+    void (*cluster_put)(void *handle); /* releases cluster()'s handle; required with cluster */
     kop_admission_child_lookup_fn *cluster_child_lookup;
     void *cluster_userdata;
     /* --sharding: the mutating route KOP_SHARDER_MUTATE_PATH (kop/sharder.h)

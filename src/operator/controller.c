@@ -69,6 +69,11 @@ struct cluster {
      * (kop's own are in inf_deploy / inf_svc, never held twice). */
     struct kop_informer *inf_deploy_meta, *inf_svc_meta;
 
+    /* References: the controller's list holds one while cl is in it; a
+     * reconcile of one of its keys, a webhook review on its path and the
+     * cluster_ready check hold one while they run. Under lock; removal
+     * waits (cond) for the last one. */
+    int refs;
     pthread_t prober;
     bool prober_started;
     pthread_mutex_t lock;
@@ -95,8 +100,13 @@ struct kop_controller {
     void *gate_ud;
     struct kop_metrics *metrics;
 
-    struct cluster **clusters; /* [0] the local cluster */
+    /* [0] the local cluster (also in local: it is never removed). The
+     * array and its count change under clusters_lock (write) once started;
+     * lookups take it to read. */
+    pthread_rwlock_t clusters_lock;
+    struct cluster **clusters;
     size_t n_clusters;
+    struct cluster *local;
 
     struct kop_workqueue *queue;
     struct kop_workers *workers; /* created by start: a share per cluster */
@@ -120,19 +130,62 @@ static size_t key_group(const char *key)
     return a && strchr(a + 1, '/') ? (size_t)(a - key) : 0;
 }
 
-/* The cluster of key and, in *ret_rest, its "ns/name"; NULL for a member
- * the controller does not have. */
+static void cluster_ref(struct cluster *cl)
+{
+    pthread_mutex_lock(&cl->lock);
+    cl->refs++;
+    pthread_mutex_unlock(&cl->lock);
+}
+
+static void cluster_unref(struct cluster *cl)
+{
+    if (!cl)
+        return;
+    pthread_mutex_lock(&cl->lock);
+    assert(cl->refs > 0);
+    if (--cl->refs == 0)
+        pthread_cond_broadcast(&cl->cond);
+    pthread_mutex_unlock(&cl->lock);
+}
+
+/* The member named by the n bytes at name in the list. clusters_lock held. */
+static struct cluster *find_member(struct kop_controller *c, const char *name, size_t n)
+{
+    for (size_t i = 1; i < c->n_clusters; i++)
+        if (strlen(c->clusters[i]->name) == n && strncmp(c->clusters[i]->name, name, n) == 0)
+            return c->clusters[i];
+    return NULL;
+}
+
+/* The cluster of key, with a reference (cluster_unref), and in *ret_rest
+ * its "ns/name"; NULL for a member the controller does not have (any
+ * more). */
 static struct cluster *key_cluster(struct kop_controller *c, const char *key, const char **ret_rest)
 {
     size_t n = key_group(key);
     *ret_rest = key;
-    if (n == 0)
-        return c->clusters[0];
+    if (n == 0) {
+        cluster_ref(c->local);
+        return c->local;
+    }
     *ret_rest = key + n + 1;
-    for (size_t i = 1; i < c->n_clusters; i++)
-        if (strlen(c->clusters[i]->name) == n && strncmp(c->clusters[i]->name, key, n) == 0)
-            return c->clusters[i];
-    return NULL;
+    pthread_rwlock_rdlock(&c->clusters_lock);
+    struct cluster *cl = find_member(c, key, n);
+    if (cl)
+        cluster_ref(cl);
+    pthread_rwlock_unlock(&c->clusters_lock);
+    return cl;
+}
+
+/* The cluster called name (the local one's name included), referenced;
+ * NULL when there is none. */
+static struct cluster *name_cluster(struct kop_controller *c, const char *name)
+{
+    const char *rest;
+    char key[128];
+    if (strchr(name, '/') || kop_controller_key(name, "x", "y", key, sizeof(key)) < 0)
+        return NULL;
+    return key_cluster(c, key, &rest);
 }
 
 int kop_controller_key(const char *cluster, const char *ns, const char *name, char *buf, size_t len)
@@ -542,7 +595,9 @@ static void set_type_meta(const struct kop_controller *c, json_t *obj)
         json_object_set_new(obj, "kind", json_string(KOP_MYRESOURCE_KIND));
 }
 
-static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const char *key,
+/* key of cluster cl (NULL: one it no longer has), rest its "ns/name". */
+static struct kop_reconcile_result reconcile_key(struct kop_controller *c, struct cluster *cl,
+                                                 const char *key, const char *rest,
                                                  const char *reconcile_id)
 {
     char ns[256], name[256];
@@ -550,8 +605,7 @@ static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const
     memset(&r, 0, sizeof(r));
     r.c = c;
     r.reconcile_id = reconcile_id;
-    const char *rest = key;
-    r.cl = key_cluster(c, key, &rest);
+    r.cl = cl;
     const char *slash = strchr(rest, '/');
     if (!r.cl || !slash || (size_t)(slash - rest) >= sizeof(ns) ||
         strlen(slash + 1) >= sizeof(name))
@@ -561,7 +615,6 @@ static struct kop_reconcile_result reconcile_key(struct kop_controller *c, const
     snprintf(name, sizeof(name), "%s", slash + 1);
     r.ns = ns;
     r.name = name;
-    struct cluster *cl = r.cl;
     /* the shard gate is the local cluster's (--sharding goes without --cluster) */
     bool gate = c->gate && cl->local;
 
@@ -664,20 +717,19 @@ static void count_result(struct cluster *cl, struct kop_reconcile_result res)
 
 static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
 {
-    struct kop_span *span = kop_span_start("reconcile", KOP_SPAN_INTERNAL, NULL);
-    struct kop_trace_ctx prev = kop_trace_set_current(span ? &span->ctx : NULL);
-    struct kop_reconcile_result res = reconcile_key(ud, key, reconcile_id);
-    unsigned calls = kop_trace_current_children();
-    kop_trace_set_current(&prev);
     const char *rest = key;
     struct cluster *cl = key_cluster(ud, key, &rest);
+    struct kop_span *span = kop_span_start("reconcile", KOP_SPAN_INTERNAL, NULL);
+    struct kop_trace_ctx prev = kop_trace_set_current(span ? &span->ctx : NULL);
+    struct kop_reconcile_result res = reconcile_key(ud, cl, key, rest, reconcile_id);
+    unsigned calls = kop_trace_current_children();
+    kop_trace_set_current(&prev);
     count_result(cl, res);
-    if (span && calls == 0 && res.error == 0) {
+    if (!span || (calls == 0 && res.error == 0)) {
         kop_span_free(span);
+        cluster_unref(cl);
         return res;
     }
-    if (!span)
-        return res;
     if (cl && !cl->local)
         kop_span_set_str(span, "k8s.cluster.name", cl->name);
     key = rest;
@@ -698,6 +750,7 @@ static struct kop_reconcile_result reconcile(void *ud, const char *key, const ch
         kop_span_set_status(span, KOP_SPAN_ERROR, strerror_r(-res.error, err, sizeof(err)));
     }
     kop_span_end(span);
+    cluster_unref(cl);
     return res;
 }
 
@@ -730,8 +783,10 @@ static size_t enqueue_all(struct cluster *cl)
 static void resync_all(struct kop_controller *c)
 {
     size_t n = 0;
+    pthread_rwlock_rdlock(&c->clusters_lock);
     for (size_t i = 0; i < c->n_clusters; i++)
         n += enqueue_all(c->clusters[i]);
+    pthread_rwlock_unlock(&c->clusters_lock);
     kop_log(KOP_LOG_DEBUG, LOGGER, "periodic resync",
             json_pack("{s:s, s:I}", "controller", KOP_CONTROLLER_NAME, "enqueued", (json_int_t)n));
 }
@@ -913,16 +968,14 @@ static void *prober_main(void *arg)
 bool kop_controller_cluster_ready(struct kop_controller *c, const char *name)
 {
     assert(c);
-    const char *rest;
-    char key[128];
-    if (kop_controller_key(name, "x", "y", key, sizeof(key)) < 0)
-        return false;
-    struct cluster *cl = key_cluster(c, key, &rest);
+    assert(name);
+    struct cluster *cl = name_cluster(c, name);
     if (!cl)
         return false;
     pthread_mutex_lock(&cl->lock);
     bool ok = cl->state == 1;
     pthread_mutex_unlock(&cl->lock);
+    cluster_unref(cl);
     return ok;
 }
 
@@ -968,6 +1021,9 @@ static void cluster_free(struct cluster *cl)
 {
     if (!cl)
         return;
+    kop_metric_remove(cl->m_ready);
+    for (size_t i = 0; i < 4; i++)
+        kop_metric_remove(cl->m_result[i]);
     kop_informer_free(cl->inf_myr);
     kop_informer_free(cl->inf_deploy);
     kop_informer_free(cl->inf_svc);
@@ -1017,6 +1073,7 @@ static int cluster_new(struct kop_controller *c, const struct kop_controller_clu
     cl->c = c;
     cl->local = local;
     cl->state = -1;
+    cl->refs = 1; /* the list's */
     cl->name = strdup(o->name ? o->name : KOP_CONTROLLER_LOCAL_CLUSTER);
     cl->client = o->client;
     cl->rclient = o->reconcile_client ? o->reconcile_client : o->client;
@@ -1046,17 +1103,25 @@ static int cluster_new(struct kop_controller *c, const struct kop_controller_clu
     return 0;
 }
 
-static int cluster_append(struct kop_controller *c, const struct kop_controller_cluster_options *o,
-                          bool local)
+/* Append cl to the list. clusters_lock held for writing. */
+static int cluster_append(struct kop_controller *c, struct cluster *cl)
 {
     struct cluster **a = realloc(c->clusters, (c->n_clusters + 1) * sizeof(*a));
     if (!a)
         return -ENOMEM;
     c->clusters = a;
-    int r = cluster_new(c, o, local, &a[c->n_clusters]);
-    if (r == 0)
-        c->n_clusters++;
-    return r;
+    a[c->n_clusters++] = cl;
+    return 0;
+}
+
+static int cluster_start(struct cluster *cl);
+static void cluster_stop(struct cluster *cl);
+
+/* The pool: --max-concurrent-reconciles threads for each cluster, so that
+ * every cluster can use its whole share while others hold theirs. */
+static int pool_size(const struct kop_controller *c, size_t n_clusters)
+{
+    return c->max_concurrent * (int)n_clusters;
 }
 
 int kop_controller_add_cluster(struct kop_controller *c,
@@ -1067,16 +1132,81 @@ int kop_controller_add_cluster(struct kop_controller *c,
     assert(opt->name);
     assert(opt->client);
     assert(opt->store);
-    if (c->started || c->shard_key)
+    if (c->shard_key)
         return -EBUSY;
-    const char *rest;
     char key[128];
     if (strcmp(opt->name, KOP_CONTROLLER_LOCAL_CLUSTER) == 0 || strchr(opt->name, '/') ||
-        kop_controller_key(opt->name, "x", "y", key, sizeof(key)) < 0)
+        !*opt->name || kop_controller_key(opt->name, "x", "y", key, sizeof(key)) < 0)
         return -EINVAL;
-    if (key_cluster(c, key, &rest))
-        return -EEXIST;
-    return cluster_append(c, opt, false);
+    struct cluster *cl;
+    int r = cluster_new(c, opt, false, &cl);
+    if (r < 0)
+        return r;
+    pthread_rwlock_wrlock(&c->clusters_lock);
+    r = c->stopped ? -ESHUTDOWN : find_member(c, opt->name, strlen(opt->name)) ? -EEXIST : 0;
+    if (r == 0)
+        r = cluster_append(c, cl);
+    size_t n = c->n_clusters;
+    bool started = c->started;
+    pthread_rwlock_unlock(&c->clusters_lock);
+    if (r < 0) {
+        cluster_free(cl);
+        return r;
+    }
+    if (!started)
+        return 0;
+    /* engaged at run time: its informers and prober now, and its share of
+     * the workers */
+    r = cluster_start(cl);
+    if (r == 0)
+        r = kop_workers_resize(c->workers, pool_size(c, n));
+    if (r < 0) {
+        (void)kop_controller_remove_cluster(c, opt->name);
+        return r;
+    }
+    kop_log(KOP_LOG_INFO, LOGGER, "cluster engaged",
+            json_pack("{s:s, s:I}", "cluster", cl->name, "clusters", (json_int_t)n));
+    return 0;
+}
+
+int kop_controller_remove_cluster(struct kop_controller *c, const char *name)
+{
+    assert(c);
+    assert(name);
+    pthread_rwlock_wrlock(&c->clusters_lock);
+    struct cluster *cl = find_member(c, name, strlen(name));
+    if (cl) {
+        size_t i = 1;
+        while (c->clusters[i] != cl)
+            i++;
+        memmove(&c->clusters[i], &c->clusters[i + 1],
+                (c->n_clusters - i - 1) * sizeof(c->clusters[0]));
+        c->n_clusters--;
+    }
+    size_t n = c->n_clusters;
+    bool started = c->started && !c->stopped;
+    pthread_rwlock_unlock(&c->clusters_lock);
+    if (!cl)
+        return -ENOENT;
+    /* No lookup finds it any more: its keys handed out from now on are
+     * dropped. Stop what adds keys (informers, prober), cut its requests
+     * short, wait for the reconciles and reviews holding it, then drop its
+     * keys still queued or delayed. */
+    cluster_stop(cl);
+    kop_client_abort(cl->rclient);
+    pthread_mutex_lock(&cl->lock);
+    cl->refs--; /* the list's */
+    while (cl->refs > 0)
+        pthread_cond_wait(&cl->cond, &cl->lock);
+    pthread_mutex_unlock(&cl->lock);
+    size_t dropped = kop_workqueue_forget_group(c->queue, cl->name);
+    if (started)
+        (void)kop_workers_resize(c->workers, pool_size(c, n));
+    kop_log(KOP_LOG_INFO, LOGGER, "cluster disengaged",
+            json_pack("{s:s, s:I, s:I}", "cluster", cl->name, "dropped", (json_int_t)dropped,
+                      "clusters", (json_int_t)n));
+    cluster_free(cl);
+    return 0;
 }
 
 /* The sharding options (a selector "label=value"). */
@@ -1124,6 +1254,7 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
         free(c);
         return -ENOMEM;
     }
+    pthread_rwlock_init(&c->clusters_lock, NULL);
     if (opt->namespace && *opt->namespace) {
         c->namespace = strdup(opt->namespace);
         if (!c->namespace)
@@ -1154,7 +1285,14 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
         .store = opt->store,
         .events = opt->events,
     };
-    r = cluster_append(c, &local, true);
+    r = cluster_new(c, &local, true, &c->local);
+    if (r == 0) {
+        r = cluster_append(c, c->local);
+        if (r < 0) {
+            cluster_free(c->local);
+            c->local = NULL;
+        }
+    }
     if (r < 0)
         goto fail;
     *ret = c;
@@ -1200,13 +1338,11 @@ static void cluster_stop(struct cluster *cl)
     }
 }
 
-/* The pool: --max-concurrent-reconciles threads for each cluster, so that
- * every cluster can use its whole share while others hold theirs. */
 static int workers_new(struct kop_controller *c)
 {
     const struct kop_workers_options wo = {
         .controller = KOP_CONTROLLER_NAME,
-        .max_concurrent = c->max_concurrent * (int)c->n_clusters,
+        .max_concurrent = pool_size(c, c->n_clusters),
         .queue = c->queue,
         .reconcile = reconcile,
         .ud = c,
@@ -1218,12 +1354,14 @@ static int workers_new(struct kop_controller *c)
 int kop_controller_start(struct kop_controller *c)
 {
     assert(c);
-    if (c->started)
-        return -EALREADY;
-    c->started = true;
-    int r = workers_new(c);
+    pthread_rwlock_wrlock(&c->clusters_lock);
+    int r = c->started ? -EALREADY : workers_new(c);
     for (size_t i = 0; r == 0 && i < c->n_clusters; i++)
         r = cluster_start(c->clusters[i]);
+    if (r != -EALREADY)
+        c->started = true;
+    size_t n = c->n_clusters;
+    pthread_rwlock_unlock(&c->clusters_lock);
     if (r == 0) {
         r = kop_thread_start(&c->resync, resync_main, c, "resync");
         c->resync_started = r == 0;
@@ -1236,18 +1374,20 @@ int kop_controller_start(struct kop_controller *c)
         kop_log(KOP_LOG_INFO, LOGGER, "starting controller",
                 json_pack("{s:s, s:s?, s:b, s:I, s:I}", "controller", KOP_CONTROLLER_NAME,
                           "namespace", c->namespace, "leading", c->leading, "syncPeriodMs",
-                          (json_int_t)c->sync_period_ms, "clusters", (json_int_t)c->n_clusters));
+                          (json_int_t)c->sync_period_ms, "clusters", (json_int_t)n));
     return r;
 }
 
 static void abort_all(struct kop_controller *c, bool abort)
 {
+    pthread_rwlock_rdlock(&c->clusters_lock);
     for (size_t i = 0; i < c->n_clusters; i++) {
         if (abort)
             kop_client_abort(c->clusters[i]->rclient);
         else
             kop_client_abort_reset(c->clusters[i]->rclient);
     }
+    pthread_rwlock_unlock(&c->clusters_lock);
 }
 
 void kop_controller_set_leading(struct kop_controller *c, bool leading)
@@ -1272,13 +1412,13 @@ void kop_controller_set_leading(struct kop_controller *c, bool leading)
 
 bool kop_controller_synced(struct kop_controller *c)
 {
-    return c && cluster_synced(c->clusters[0]);
+    return c && cluster_synced(c->local);
 }
 
 int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms)
 {
     int64_t deadline = kop_clock_now_ns() + timeout_ms * KOP_NSEC_PER_MSEC;
-    struct cluster *cl = c->clusters[0];
+    struct cluster *cl = c->local;
     struct kop_informer *infs[] = {cl->inf_myr, cl->inf_deploy, cl->inf_svc, cl->inf_deploy_meta,
                                    cl->inf_svc_meta};
     for (size_t i = 0; i < sizeof(infs) / sizeof(infs[0]); i++) {
@@ -1293,12 +1433,19 @@ int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms)
 int kop_controller_stop(struct kop_controller *c, int64_t timeout_ms)
 {
     assert(c);
-    if (c->stopped)
+    pthread_rwlock_wrlock(&c->clusters_lock);
+    bool stopped = c->stopped;
+    c->stopped = true; /* no cluster is added any more */
+    pthread_rwlock_unlock(&c->clusters_lock);
+    if (stopped)
         return 0;
-    c->stopped = true;
-    /* 1. no new keys: informers (and the probers) stop, the resync timer stops */
+    /* 1. no new keys: informers (and the probers) stop, the resync timer
+     * stops (a remove_cluster running meanwhile has unlinked its cluster
+     * and stops it itself) */
+    pthread_rwlock_rdlock(&c->clusters_lock);
     for (size_t i = 0; i < c->n_clusters; i++)
         cluster_stop(c->clusters[i]);
+    pthread_rwlock_unlock(&c->clusters_lock);
     if (c->resync_started) {
         pthread_mutex_lock(&c->resync_lock);
         c->resync_stop = true;
@@ -1328,6 +1475,7 @@ void kop_controller_free(struct kop_controller *c)
     for (size_t i = 0; i < c->n_clusters; i++)
         cluster_free(c->clusters[i]);
     free(c->clusters);
+    pthread_rwlock_destroy(&c->clusters_lock);
     kop_workqueue_free(c->queue);
     pthread_cond_destroy(&c->resync_cond);
     pthread_mutex_destroy(&c->resync_lock);
@@ -1343,11 +1491,12 @@ void *kop_controller_cluster(struct kop_controller *c, const char *name)
 {
     assert(c);
     assert(name);
-    const char *rest;
-    char key[128];
-    if (strchr(name, '/') || kop_controller_key(name, "x", "y", key, sizeof(key)) < 0)
-        return NULL;
-    return key_cluster(c, key, &rest);
+    return name_cluster(c, name);
+}
+
+void kop_controller_cluster_put(void *handle)
+{
+    cluster_unref(handle);
 }
 
 /*
@@ -1402,6 +1551,6 @@ enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *ki
 {
     struct kop_controller *c = userdata;
     assert(c);
-    return kop_controller_cluster_child_lookup(c->clusters[0], kind, ns, name, ret_controller_uid,
+    return kop_controller_cluster_child_lookup(c->local, kind, ns, name, ret_controller_uid,
                                                uid_size);
 }

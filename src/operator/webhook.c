@@ -35,6 +35,7 @@ struct kop_webhook {
     struct kop_selfdial *selfdial; /* the readiness check */
     struct kop_admission_options admission;
     void *(*cluster)(void *ud, const char *name);
+    void (*cluster_put)(void *handle);
     kop_admission_child_lookup_fn *cluster_child_lookup;
     void *cluster_userdata;
     atomic_bool stopped;
@@ -145,19 +146,37 @@ static void on_validate(void *ud, const struct kop_http_request *req,
     validate(req, resp, &w->admission, NULL);
 }
 
-/* KOP_WEBHOOK_CLUSTERS_PATH NAME: rule 4 reads that cluster's caches. */
+/* A DNS-1123 label (what --cluster and kop.io/cluster names are). */
+static bool dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* KOP_WEBHOOK_CLUSTERS_PATH NAME: rule 4 reads that cluster's caches; a
+ * name kop does not reconcile (or no name) is a 404 denial, never a
+ * review against another cluster's caches. The name is echoed only when
+ * it is a label (the path is the caller's). */
 static void on_validate_cluster(void *ud, const struct kop_http_request *req,
                                 struct kop_http_response *resp)
 {
     struct kop_webhook *w = ud;
     const char *name = req->path + strlen(KOP_WEBHOOK_CLUSTERS_PATH);
-    void *handle = NULL;
-    if (w->cluster && !strchr(name, '/') && strlen(name) <= 63)
-        handle = w->cluster(w->cluster_userdata, name);
+    if (!dns_label(name)) {
+        validate(req, resp, NULL,
+                 "the webhook path names no cluster: " KOP_WEBHOOK_CLUSTERS_PATH
+                 "NAME takes a DNS label");
+        return;
+    }
+    void *handle = w->cluster ? w->cluster(w->cluster_userdata, name) : NULL;
     if (!handle) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "cluster \"%.63s%s\" is not one kop reconciles", name,
-                 strlen(name) > 63 ? "..." : "");
+        snprintf(msg, sizeof(msg), "cluster \"%s\" is not one kop reconciles", name);
         validate(req, resp, NULL, msg);
         return;
     }
@@ -165,6 +184,7 @@ static void on_validate_cluster(void *ud, const struct kop_http_request *req,
     o.child_lookup = w->cluster_child_lookup;
     o.child_lookup_userdata = handle;
     validate(req, resp, &o, NULL);
+    w->cluster_put(handle);
 }
 
 /* ---- /convert streams (kop/convstream.h) ---------------------------------------- */
@@ -346,6 +366,8 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
     w->admission.child_lookup = opts->child_lookup;
     w->admission.child_lookup_userdata = opts->child_lookup_userdata;
     w->cluster = opts->cluster;
+    w->cluster_put = opts->cluster_put;
+    assert(!w->cluster || w->cluster_put);
     w->cluster_child_lookup = opts->cluster_child_lookup;
     w->cluster_userdata = opts->cluster_userdata;
 
