@@ -907,6 +907,17 @@ START_TEST(test_config_cluster_errors)
                  "only)",
                  NULL, "--cluster=eu=/k", "--sharding", NULL);
     expect_error("kop: --cluster \"/\": a directory, not a file", NULL, "--cluster=eu=/", NULL);
+    expect_error("kop: --cluster-secrets needs the reconciler; it does not go with --webhook-only",
+                 NULL, "--cluster-secrets", "--webhook-only", NULL);
+    expect_error("kop: --cluster-secrets does not go with --sharding (sharding is for the local "
+                 "cluster only)",
+                 NULL, "--cluster-secrets", "--sharding", NULL);
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--cluster-secrets", NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert(cfg.cluster_secrets);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
 }
 END_TEST
 

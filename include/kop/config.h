@@ -90,6 +90,7 @@ struct kop_config {
     struct kop_cluster_flag *clusters;
     size_t n_clusters;
     bool _clusters_from_env; /* private: the list came from KOP_CLUSTER */
+    bool cluster_secrets;    /* --cluster-secrets, false: members from labelled Secrets */
 
     /* admission */
     char **allowed_registries; /* --allowed-registries, NULL-terminated; NULL = any */

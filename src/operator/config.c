@@ -157,6 +157,12 @@ static const struct flag flags[] = {
      "\"" KOP_CONFIG_LOCAL_CLUSTER "\"; the file is read as --kubeconfig is; the environment "
      "variable takes a comma-separated list).",
      0, 0},
+    {"cluster-secrets", FLAG_BOOL, OFF(cluster_secrets), "false", NULL,
+     "Also reconcile the member clusters named by Secrets in kop's namespace labelled "
+     "kop.io/cluster=NAME, each holding an inline kubeconfig under the key \"kubeconfig\" "
+     "(engaged, re-engaged and disengaged as the Secrets change; needs the RBAC of "
+     "manifests/overlays/fleet).",
+     0, 0},
     {"kubeconfig", FLAG_PATH, OFF(kubeconfig), NULL, "file",
      "Kubeconfig file (default: in-cluster service account).", 0, 0},
     {"namespace", FLAG_PATH, OFF(namespace), NULL, "string",
@@ -1260,16 +1266,18 @@ static int apply_flags(struct kop_config *cfg, int argc, char **argv, FILE *err)
  * all; sharding across clusters is not built. */
 static int check_clusters(const struct kop_config *cfg, FILE *err)
 {
-    if (cfg->n_clusters == 0)
+    if (cfg->n_clusters == 0 && !cfg->cluster_secrets)
         return 0;
+    const char *flag = cfg->n_clusters ? "--cluster" : "--cluster-secrets";
     if (cfg->webhook_only) {
-        fprintf(err, "kop: --cluster needs the reconciler; it does not go with --webhook-only\n");
+        fprintf(err, "kop: %s needs the reconciler; it does not go with --webhook-only\n", flag);
         usage_hint(err);
         return -EINVAL;
     }
     if (cfg->sharding) {
-        fprintf(err, "kop: --cluster does not go with --sharding (sharding is for the local "
-                     "cluster only)\n");
+        fprintf(err,
+                "kop: %s does not go with --sharding (sharding is for the local cluster only)\n",
+                flag);
         usage_hint(err);
         return -EINVAL;
     }

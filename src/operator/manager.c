@@ -113,6 +113,7 @@
 #include "kop/migrator.h"
 #include "kop/myresource.h"
 #include "kop/otlp.h"
+#include "kop/fleet.h"
 #include "kop/membership.h"
 #include "kop/probes.h"
 #include "kop/ratelimit.h"
@@ -130,18 +131,6 @@ static void user_agent(char *buf, size_t len)
     kop_client_format_user_agent(buf, len, "kop", KOP_VERSION);
 }
 
-/* A --cluster member's pieces (docs/reconcile.md §14): its own
- * configuration, token bucket, clients, store and event recorder; the
- * controller borrows them. */
-struct member {
-    const char *name; /* cfg's */
-    struct kop_kubeconfig kc;
-    struct kop_ratelimit *ratelimit;
-    struct kop_client *client, *reconcile_client, *probe_client;
-    struct kop_store *store;
-    struct kop_events *events;
-};
-
 struct kop_manager {
     const struct kop_config *cfg;
 
@@ -153,8 +142,7 @@ struct kop_manager {
     struct kop_client *reconcile_client; /* reconciles: aborted when the lease is lost */
     struct kop_client *lease_client;     /* the Lease: never waits behind the bucket */
     struct kop_client *probe_client;     /* the local cluster's reachability probe */
-    struct member *members;              /* --cluster */
-    size_t n_members;
+    struct kop_fleet *fleet;             /* the member clusters */
     struct kop_store *store;
     struct kop_events *events;
     struct kop_controller *controller;
@@ -376,87 +364,23 @@ static int probe_client_new(const struct kop_kubeconfig *kc, struct kop_client *
     return kop_client_new(&popt, ret);
 }
 
-/* One --cluster member: read its kubeconfig as --kubeconfig is read, then
- * its bucket (--kube-api-qps/--kube-api-burst apply per cluster), its
- * clients, store and event recorder. */
-static int member_new(struct kop_manager *m, const struct kop_cluster_flag *f, struct member *mb)
+/* The member clusters (kop/fleet.h): --cluster ones engaged now, the
+ * Secrets' from the "controller" start step. */
+static int fleet_new(struct kop_manager *m)
 {
     const struct kop_config *cfg = m->cfg;
-    mb->name = f->name;
-    int r = kop_kubeconfig_load_default(f->kubeconfig, NULL, &mb->kc);
-    if (r < 0) {
-        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot load the member cluster's configuration", r,
-                      json_pack("{s:s, s:s}", "cluster", f->name, "kubeconfig", f->kubeconfig));
-        return r;
-    }
+    if (cfg->n_clusters == 0 && !cfg->cluster_secrets)
+        return 0;
     char ua[160];
     user_agent(ua, sizeof(ua));
-    r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &mb->ratelimit);
-    const struct kop_client_options copt = {
-        .config = &mb->kc, .ratelimit = mb->ratelimit, .user_agent = ua};
-    const struct kop_client_options ropt = {
-        .config = &mb->kc, .ratelimit = mb->ratelimit, .abortable = true, .user_agent = ua};
-    if (r == 0)
-        r = kop_client_new(&copt, &mb->client);
-    if (r == 0)
-        r = kop_client_new(&ropt, &mb->reconcile_client);
-    if (r == 0)
-        r = probe_client_new(&mb->kc, &mb->probe_client);
-    if (r == 0)
-        r = kop_store_new_labelled(NULL, "kop_cluster_store", "cluster", f->name, &mb->store);
-    const struct kop_events_options eopt = {.client = mb->client, .component = "kop"};
-    if (r == 0)
-        r = kop_events_new(&eopt, &mb->events);
-    const struct kop_controller_cluster_options co = {
-        .name = f->name,
-        .client = mb->client,
-        .reconcile_client = mb->reconcile_client,
-        .probe_client = mb->probe_client,
-        .store = mb->store,
-        .events = mb->events,
+    const struct kop_fleet_options fo = {
+        .cfg = cfg,
+        .controller = m->controller,
+        .client = m->client,
+        .namespace = lease_namespace(cfg, m->client),
+        .user_agent = ua,
     };
-    if (r == 0)
-        r = kop_controller_add_cluster(m->controller, &co);
-    if (r == 0)
-        kop_log(KOP_LOG_INFO, "setup", "member cluster configured",
-                json_pack("{s:s, s:s}", "cluster", f->name, "server",
-                          mb->kc.server ? mb->kc.server : ""));
-    return r;
-}
-
-static int members_new(struct kop_manager *m)
-{
-    const struct kop_config *cfg = m->cfg;
-    if (cfg->n_clusters == 0)
-        return 0;
-    m->members = calloc(cfg->n_clusters, sizeof(*m->members));
-    if (!m->members)
-        return -ENOMEM;
-    for (size_t i = 0; i < cfg->n_clusters; i++) {
-        m->n_members++;
-        int r = member_new(m, &cfg->clusters[i], &m->members[i]);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-/* After the controller (which borrows them) is gone. */
-static void members_free(struct kop_manager *m)
-{
-    for (size_t i = 0; i < m->n_members; i++) {
-        struct member *mb = &m->members[i];
-        kop_events_free(mb->events);
-        kop_client_free(mb->probe_client);
-        kop_client_free(mb->reconcile_client);
-        kop_client_free(mb->client);
-        kop_ratelimit_free(mb->ratelimit);
-        kop_store_free(mb->store);
-        kop_kubeconfig_cleanup(&mb->kc);
-    }
-    free(m->members);
-    m->members = NULL;
-    m->n_members = 0;
+    return kop_fleet_new(&fo, &m->fleet);
 }
 
 /* The reconciler's clients, sharing one token bucket. */
@@ -612,7 +536,7 @@ static int reconciler_new(struct kop_manager *m)
     if (r == 0)
         r = controller_new(m);
     if (r == 0)
-        r = members_new(m);
+        r = fleet_new(m);
     if (r == 0)
         r = elector_new(m);
     if (r == 0)
@@ -632,8 +556,10 @@ static int reconciler_new(struct kop_manager *m)
  * (NULL-safe, idempotent). */
 static void reconciler_free(struct kop_manager *m, bool graceful)
 {
-    /* Informers first so no key is added, then the drain; when it runs out
-     * of time the bucket is closed so reconciles waiting on it return. */
+    /* No member comes or goes any more; then informers first so no key is
+     * added, then the drain; when it runs out of time the bucket is closed
+     * so reconciles waiting on it return. */
+    kop_fleet_stop(m->fleet);
     if (m->controller) {
         if (graceful)
             step(m, "controller");
@@ -641,10 +567,7 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
             kop_log(KOP_LOG_WARN, "setup", "reconciles in flight cut short", NULL);
             kop_ratelimit_close(m->ratelimit);
             kop_client_abort(m->reconcile_client);
-            for (size_t i = 0; i < m->n_members; i++) {
-                kop_ratelimit_close(m->members[i].ratelimit);
-                kop_client_abort(m->members[i].reconcile_client);
-            }
+            kop_fleet_cut_short(m->fleet);
         }
     }
     /* The migrator's requests share the bucket: stop it with the
@@ -653,8 +576,7 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
     if (m->events && graceful) {
         step(m, "events");
         (void)kop_events_flush(m->events, remaining_ms(m) / 2);
-        for (size_t i = 0; i < m->n_members; i++)
-            (void)kop_events_flush(m->members[i].events, remaining_ms(m) / 2);
+        kop_fleet_flush_events(m->fleet, remaining_ms(m) / 2);
     }
     /* After the last reconcile: leave the shard members (the sharder moves
      * this replica's objects at its next pass) and release the lease so
@@ -681,7 +603,8 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
     m->membership = NULL;
     kop_controller_free(m->controller);
     m->controller = NULL;
-    members_free(m);
+    kop_fleet_free(m->fleet);
+    m->fleet = NULL;
     kop_events_free(m->events);
     m->events = NULL;
     kop_client_free(m->lease_client);
@@ -849,6 +772,7 @@ static int start_webhook(struct kop_manager *m)
         .child_lookup = m->controller ? kop_controller_child_lookup : NULL,
         .child_lookup_userdata = m->controller,
         .cluster = m->controller ? cluster_handle : NULL,
+        .cluster_put = kop_controller_cluster_put,
         .cluster_child_lookup = kop_controller_cluster_child_lookup,
         .cluster_userdata = m->controller,
         .shard_mutate = m->sharder ? kop_sharder_mutate_http : NULL,
@@ -886,6 +810,14 @@ static int start_controller(struct kop_manager *m)
         if (r < 0) {
             kop_log(KOP_LOG_ERROR, "setup", "cannot start the controller",
                     json_pack("{s:i}", "errno", -r));
+            return r;
+        }
+    }
+    if (m->fleet) {
+        r = kop_fleet_start(m->fleet);
+        if (r < 0) {
+            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot watch the member cluster Secrets", r,
+                          NULL);
             return r;
         }
     }

@@ -169,6 +169,10 @@ static void setup(void)
         json_decref(api(i, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                         kop_test_myresource_crd, 201));
     }
+    json_decref(api(0, "POST", "/api/v1/namespaces",
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+                    "\"kop-system\"}}",
+                    201));
     kop_test_certs_make(&certs, fx[0].dir);
     webhook_ca = kop_test_path(fx[0].dir, "ca.crt");
     char member_a[1100], member_b[1100];
@@ -180,7 +184,8 @@ static void setup(void)
                       "--webhook-host", "127.0.0.1", "--webhook-port", "0", "--health-probe-bind-address",
                       "127.0.0.1:0", "--shutdown-delay",
                       "0s", "--sync-period", "3s", "--kube-api-qps", "200", "--kube-api-burst",
-                      "400", NULL);
+                      "400", "--cluster-secrets", "--leader-election-namespace", "kop-system",
+                      NULL);
     ck_assert_int_eq(kop_test_spawn(&kop, a.v), 0);
     kop_running = true;
     metrics_port = kop_test_logged_port(&kop, "serving metrics", 10000);
@@ -337,6 +342,7 @@ START_TEST(test_fleet_admission_per_member)
     ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(st, "message")), "nowhere"));
     json_decref(r);
     r = review(VALIDATE "/clusters/a/b", "free");
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(json_object_get(r, "status"), "message")), "DNS label"));
     ck_assert(json_is_false(json_object_get(r, "allowed")));
     json_decref(r);
     ck_assert_ptr_null(strstr(kop_test_output(&kop), "AddressSanitizer"));
@@ -461,6 +467,222 @@ START_TEST(test_fleet_frozen_member)
 }
 END_TEST
 
+/* ---- members from Secrets ---------------------------------------------------------------- */
+
+#define SECRETS_PATH "/api/v1/namespaces/kop-system/secrets"
+
+/* kop's resident set in KiB (/proc/PID/status VmRSS). */
+static long kop_rss_kib(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)kop.pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long kib = -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* An inline kubeconfig for the kubesim of scratch x with token, in base64
+ * (a Secret's data); extra is appended to the user (a tokenFile...).
+ * malloc'd. */
+static char *inline_kubeconfig(const struct kop_test_scratch *x, const struct kop_test_kubesim *k,
+                               const char *token, const char *extra)
+{
+    char *ca = kop_test_file_base64(x->ca);
+    ck_assert_ptr_nonnull(ca);
+    size_t n = strlen(ca) + 1024;
+    char *yaml = malloc(n);
+    ck_assert_ptr_nonnull(yaml);
+    snprintf(yaml, n,
+             "apiVersion: v1\nkind: Config\nclusters:\n- name: m\n  cluster:\n    server: %s\n"
+             "    certificate-authority-data: %s\nusers:\n- name: u\n  user:\n    token: %s\n%s"
+             "contexts:\n- name: m\n  context: {cluster: m, user: u}\ncurrent-context: m\n",
+             k->url, ca, token, extra ? extra : "");
+    char *b64 = kop_test_base64(yaml, strlen(yaml));
+    free(yaml);
+    free(ca);
+    return b64;
+}
+
+static void put_secret(const char *method, const char *secret, const char *cluster,
+                       const char *b64, long want)
+{
+    size_t n = strlen(b64) + 512;
+    char *body = malloc(n);
+    char path[256];
+    ck_assert_ptr_nonnull(body);
+    snprintf(body, n,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"%s\","
+             "\"labels\":{\"kop.io/cluster\":\"%s\"}},\"data\":{\"kubeconfig\":\"%s\"}}",
+             secret, cluster, b64);
+    snprintf(path, sizeof(path), "%s%s%s", SECRETS_PATH, strcmp(method, "PUT") == 0 ? "/" : "",
+             strcmp(method, "PUT") == 0 ? secret : "");
+    json_decref(api(0, method, path, body, want));
+    free(body);
+}
+
+static bool ready_c(const void *arg)
+{
+    (void)arg;
+    return cluster_ready("c") == 1.0;
+}
+
+static bool c_series_gone(const void *arg)
+{
+    (void)arg;
+    return cluster_ready("c") < 0; /* kop_test_metric_value: absent */
+}
+
+/* The kubesim of member c, made in the test. */
+static struct kop_test_scratch fxc;
+static struct kop_test_kubesim simc;
+
+static json_t *api_c(const char *method, const char *path, const char *body, long want)
+{
+    const struct kop_test_http_options o = {
+        .handle = fxc.curl, .ca = fxc.ca, .token = "fleet-c-token", .timeout_s = 30, .attempts = 20};
+    return kop_test_api(&o, simc.url, method, path, body, want);
+}
+
+static size_t count_c(const char *path, const char *prefix)
+{
+    json_t *l = api_c("GET", path, NULL, 200);
+    size_t n = 0, k;
+    json_t *m;
+    json_array_foreach(json_object_get(l, "items"), k, m)
+    {
+        const char *name = json_string_value(json_object_get(json_object_get(m, "metadata"), "name"));
+        if (name && strncmp(name, prefix, strlen(prefix)) == 0)
+            n++;
+    }
+    json_decref(l);
+    return n;
+}
+
+static bool c_converged(const void *arg)
+{
+    size_t n = *(const size_t *)arg;
+    return count_c(DEP_PATH, "sec") == n && count_c(SVC_PATH, "sec") == n;
+}
+
+static void create_c(const char *prefix, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\",\"metadata\":"
+                 "{\"name\":\"%s-%02zu\"},\"spec\":{\"image\":\"nginx:1.27\",\"replicas\":1}}",
+                 prefix, k);
+        json_decref(api_c("POST", MYR_PATH, body, 201));
+    }
+}
+
+/* A member engaged through a Secret is reconciled in itself and admission
+ * reads its cache; a kubeconfig change re-engages it (a wrong token: not
+ * ready; the right one again: ready); a kubeconfig that names a file is
+ * refused; the Secret deleted, kop stops writing to it, its series go and
+ * kop's RSS is back within 1 MiB. */
+START_TEST(test_fleet_secret_member)
+{
+    char *args[] = {"--deployment-ready-delay", "100ms", NULL};
+    kop_test_scratch_init(&fxc);
+    kop_test_scratch_kubesim(&fxc, &simc, "fleet-c-token", args);
+    json_decref(api_c("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                      kop_test_myresource_crd, 201));
+    size_t n = 10;
+    create_c("sec-a", n);
+    char *good = inline_kubeconfig(&fxc, &simc, "fleet-c-token", NULL);
+    long rss_first = kop_rss_kib();
+
+    /* A first engage and disengage: what the allocator keeps of the first
+     * member's threads and connections (glibc's arenas and stack cache
+     * keep their high-water mark) is in the baseline; the memory that must
+     * come back is what each engaged member holds. */
+    put_secret("POST", "member-c", "c", good, 201);
+    ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready");
+    ck_assert_msg(kop_test_eventually(c_converged, &n, 30000), "member c did not converge");
+    ck_assert(kop_test_wait_for(&kop, 0, "\"msg\":\"member cluster engaged\",\"cluster\":\"c\"",
+                                1000, NULL) > 0);
+    json_decref(api(0, "DELETE", SECRETS_PATH "/member-c", NULL, 200));
+    ck_assert_msg(kop_test_eventually(c_series_gone, NULL, 10000), "c's series stayed");
+    kop_test_sleep_ms(1000);
+    long rss0 = kop_rss_kib();
+
+    /* engaged again: the objects created meanwhile converge */
+    create_c("sec-b", n);
+    n *= 2;
+    put_secret("POST", "member-c", "c", good, 201);
+    ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready");
+    ck_assert_msg(kop_test_eventually(c_converged, &n, 30000), "member c did not converge");
+    ck_assert(allowed(VALIDATE "/clusters/c", "sec-free"));
+    long rss1 = kop_rss_kib();
+
+    /* re-engaged with a wrong token: not ready; with the right one: ready */
+    size_t mark = strlen(kop_test_output(&kop));
+    char *bad = inline_kubeconfig(&fxc, &simc, "not-the-token", NULL);
+    put_secret("PUT", "member-c", "c", bad, 200);
+    ck_assert(kop_test_wait_for(&kop, mark, "\"reason\":\"its kubeconfig changed\"", 10000, NULL) >
+              0);
+    ck_assert(kop_test_wait_for(&kop, mark, "\"msg\":\"member cluster engaged\",\"cluster\":\"c\"",
+                                10000, NULL) > 0);
+    kop_test_sleep_ms(1500);
+    ck_assert(cluster_ready("c") == 0.0);
+    put_secret("PUT", "member-c", "c", good, 200);
+    ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready again");
+
+    /* a kubeconfig naming a file of kop's is refused, and c stays as it was */
+    mark = strlen(kop_test_output(&kop));
+    char *filed = inline_kubeconfig(&fxc, &simc, "x",
+                                    "    tokenFile: /var/run/secrets/kubernetes.io/"
+                                    "serviceaccount/token\n");
+    put_secret("POST", "member-d", "d", filed, 201);
+    ck_assert(kop_test_wait_for(&kop, mark, "\"msg\":\"member cluster Secret refused\"", 10000,
+                                NULL) > 0);
+    ck_assert_ptr_nonnull(strstr(kop_test_output(&kop) + mark, "a tokenFile"));
+    ck_assert(cluster_ready("d") < 0);
+    json_decref(api(0, "DELETE", SECRETS_PATH "/member-d", NULL, 200));
+
+    /* disengaged */
+    mark = strlen(kop_test_output(&kop));
+    json_decref(api(0, "DELETE", SECRETS_PATH "/member-c", NULL, 200));
+    ck_assert(kop_test_wait_for(&kop, mark,
+                                "\"msg\":\"member cluster disengaged\",\"cluster\":\"c\"", 10000,
+                                NULL) > 0);
+    ck_assert_msg(kop_test_eventually(c_series_gone, NULL, 5000), "c's series stayed");
+    json_t *r = review(VALIDATE "/clusters/c", "sec-free");
+    ck_assert(json_is_false(json_object_get(r, "allowed")));
+    json_decref(r);
+    json_t *stats = api_c("GET", "/_kubesim/stats", NULL, 200);
+    json_int_t w0 = json_integer_value(json_object_get(stats, "writeTotal"));
+    json_decref(stats);
+    json_decref(api_c("POST", MYR_PATH,
+                      "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\","
+                      "\"metadata\":{\"name\":\"sec-after\"},\"spec\":{\"image\":\"nginx:1.27\"}}",
+                      201));
+    kop_test_sleep_ms(4000); /* more than a resync (3 s) */
+    stats = api_c("GET", "/_kubesim/stats", NULL, 200);
+    json_int_t w1 = json_integer_value(json_object_get(stats, "writeTotal"));
+    json_decref(stats);
+    ck_assert_msg(w1 == w0 + 1, "kop wrote %lld times to disengaged c", (long long)(w1 - w0 - 1));
+    ck_assert_uint_eq(count_c(DEP_PATH, "sec-after"), 0);
+    long rss2 = kop_rss_kib();
+    fprintf(stderr,
+            "fleet: RSS %ld KiB before any Secret member, %ld KiB after the first went, %ld KiB "
+            "with c, %ld KiB after c went\n",
+            rss_first, rss0, rss1, rss2);
+    ck_assert_msg(rss2 - rss0 <= 1024, "RSS grew by %ld KiB", rss2 - rss0);
+    free(good);
+    free(bad);
+    free(filed);
+    ck_assert_int_eq(kop_test_kubesim_stop(&simc, SIGTERM, 10000), 0);
+    kop_test_scratch_free(&fxc);
+}
+END_TEST
+
 static Suite *fleet_suite(void)
 {
     Suite *s = suite_create("integration_fleet");
@@ -470,6 +692,7 @@ static Suite *fleet_suite(void)
     tcase_add_test(tc, test_fleet_converge_and_zero_writes);
     tcase_add_test(tc, test_fleet_admission_per_member);
     tcase_add_test(tc, test_fleet_frozen_member);
+    tcase_add_test(tc, test_fleet_secret_member);
     suite_add_tcase(s, tc);
     return s;
 }
