@@ -835,6 +835,92 @@ START_TEST(test_config_shutdown_deadline)
 }
 END_TEST
 
+START_TEST(test_config_clusters)
+{
+    struct kop_config cfg;
+    struct run r =
+        run_parse(&cfg, NULL, "--cluster", "eu-1=/dev/null/a", "--cluster=us-2=/b=c", NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert_uint_eq(cfg.n_clusters, 2);
+    ck_assert_str_eq(cfg.clusters[0].name, "eu-1");
+    ck_assert_str_eq(cfg.clusters[0].kubeconfig, "/dev/null/a");
+    ck_assert_str_eq(cfg.clusters[1].name, "us-2");
+    ck_assert_str_eq(cfg.clusters[1].kubeconfig, "/b=c"); /* split at the first '=' */
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+    ck_assert_ptr_null(cfg.clusters);
+
+    /* The environment's comma-separated list, replaced by the first flag. */
+    char *env[] = {"KOP_CLUSTER=a=/x,b=/y", NULL};
+    r = run_parse(&cfg, env, NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert_uint_eq(cfg.n_clusters, 2);
+    ck_assert_str_eq(cfg.clusters[1].name, "b");
+    ck_assert_str_eq(cfg.clusters[1].kubeconfig, "/y");
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+    r = run_parse(&cfg, env, "--cluster=c=/z", NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert_uint_eq(cfg.n_clusters, 1);
+    ck_assert_str_eq(cfg.clusters[0].name, "c");
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+    r = run_parse(&cfg, NULL, NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert_uint_eq(cfg.n_clusters, 0);
+    run_free(&r);
+    kop_config_cleanup(&cfg);
+}
+END_TEST
+
+START_TEST(test_config_cluster_errors)
+{
+    const char *label = "the cluster name must be a DNS label (lower-case letters, digits and "
+                        "'-', at most 63, starting and ending with a letter or digit)";
+    char want[512];
+    snprintf(want, sizeof(want), "kop: invalid value \"Eu=/k\" for flag --cluster: %s", label);
+    expect_error(want, NULL, "--cluster=Eu=/k", NULL);
+    snprintf(want, sizeof(want), "kop: invalid value \"a.b=/k\" for flag --cluster: %s", label);
+    expect_error(want, NULL, "--cluster=a.b=/k", NULL);
+    expect_error("kop: invalid value \"eu\" for flag --cluster: must be NAME=KUBECONFIG (a DNS "
+                 "label, then the kubeconfig file)",
+                 NULL, "--cluster", "eu", NULL);
+    expect_error("kop: invalid value \"eu=\" for flag --cluster: must be NAME=KUBECONFIG (a DNS "
+                 "label, then the kubeconfig file)",
+                 NULL, "--cluster", "eu=", NULL);
+    expect_error("kop: invalid value \"=/k\" for flag --cluster: must be NAME=KUBECONFIG (a DNS "
+                 "label, then the kubeconfig file)",
+                 NULL, "--cluster", "=/k", NULL);
+    expect_error("kop: invalid value \"local=/k\" for flag --cluster: the cluster name "
+                 "\"local\" is the local cluster's",
+                 NULL, "--cluster=local=/k", NULL);
+    expect_error("kop: invalid value \"eu=/j\" for flag --cluster: the cluster name is given "
+                 "twice",
+                 NULL, "--cluster=eu=/k", "--cluster=eu=/j", NULL);
+    char *env[] = {"KOP_CLUSTER=a=/x,,b=/y", NULL};
+    expect_error("kop: invalid value \"a=/x,,b=/y\" for KOP_CLUSTER: must be NAME=KUBECONFIG (a "
+                 "DNS label, then the kubeconfig file)",
+                 env, NULL);
+    expect_error("kop: --cluster needs the reconciler; it does not go with --webhook-only", NULL,
+                 "--cluster=eu=/k", "--webhook-only", NULL);
+    expect_error("kop: --cluster does not go with --sharding (sharding is for the local cluster "
+                 "only)",
+                 NULL, "--cluster=eu=/k", "--sharding", NULL);
+    expect_error("kop: --cluster \"/\": a directory, not a file", NULL, "--cluster=eu=/", NULL);
+    expect_error("kop: --cluster-secrets needs the reconciler; it does not go with --webhook-only",
+                 NULL, "--cluster-secrets", "--webhook-only", NULL);
+    expect_error("kop: --cluster-secrets does not go with --sharding (sharding is for the local "
+                 "cluster only)",
+                 NULL, "--cluster-secrets", "--sharding", NULL);
+    struct kop_config cfg;
+    struct run r = run_parse(&cfg, NULL, "--cluster-secrets", NULL);
+    ck_assert_int_eq(r.r, KOP_CONFIG_OK);
+    ck_assert(cfg.cluster_secrets);
+    kop_config_cleanup(&cfg);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -861,6 +947,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_config_webhook_host);
     tcase_add_test(tc, test_config_error_is_one_line);
     tcase_add_test(tc, test_config_port_clash);
+    tcase_add_test(tc, test_config_clusters);
+    tcase_add_test(tc, test_config_cluster_errors);
     suite_add_tcase(s, tc);
     return s;
 }

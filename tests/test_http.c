@@ -96,6 +96,8 @@ static const struct kop_http_route test_routes[] = {
      .webhook_name = "/convert"},
     {.path = "/slow", .methods = KOP_HTTP_GET, .fn = slow_handler},
     {.path = "/traced", .methods = KOP_HTTP_POST, .max_body = 1024, .fn = trace_handler},
+    {.path = "/tree/", .methods = KOP_HTTP_GET, .fn = echo_handler, .prefix = true},
+    {.path = "/tree/exact", .methods = KOP_HTTP_POST, .max_body = 1024, .fn = echo_handler},
 };
 
 struct fixture {
@@ -317,6 +319,31 @@ START_TEST(test_http_routes_on_path_with_query)
     expect_status(h, f.port, "POST", "/echo", "{\"a\":1}", 7, false, 200, &r);
     ck_assert_str_eq(r.body.p, "{\"a\":1}");
     ck_assert(has_header(&r, "X-Query: q=\r\n"));
+    result_free(&r);
+    stop_with_client(&f, h);
+}
+END_TEST
+
+/* A prefix route serves every path under it, an exact route of a longer
+ * path wins, and the prefix itself (or less) is no match. */
+START_TEST(test_http_prefix_route)
+{
+    struct fixture f;
+    CURL *h = start_with_client(&f, 1);
+    struct result r;
+    expect_status(h, f.port, "GET", "/tree/a/b?x=1", NULL, 0, false, 200, &r);
+    ck_assert(has_header(&r, "X-Path: /tree/a/b\r\n"));
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/tree/", NULL, 0, false, 404, &r);
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/tree", NULL, 0, false, 404, &r);
+    result_free(&r);
+    expect_status(h, f.port, "GET", "/treeish", NULL, 0, false, 404, &r);
+    result_free(&r);
+    /* the exact route's methods, not the prefix route's */
+    expect_status(h, f.port, "GET", "/tree/exact", NULL, 0, false, 405, &r);
+    result_free(&r);
+    expect_status(h, f.port, "POST", "/tree/exact", "{}", 2, false, 200, &r);
     result_free(&r);
     stop_with_client(&f, h);
 }
@@ -2107,6 +2134,7 @@ static Suite *http_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_http_routes_on_path_with_query);
+    tcase_add_test(tc, test_http_prefix_route);
     tcase_add_test(tc, test_http_trace_server_span_child_of_traceparent);
     tcase_add_test(tc, test_http_no_trace_without_option);
     tcase_add_test(tc, test_http_unknown_path_404);

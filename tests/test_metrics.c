@@ -215,6 +215,38 @@ START_TEST(test_metrics_labelled_family_without_children_hidden)
 }
 END_TEST
 
+/* A removed child is no longer rendered, its siblings are, and the same
+ * label values make a new child from 0. */
+START_TEST(test_metrics_remove_child)
+{
+    struct kop_metrics *m = kop_metrics_new(false);
+    static const char *const labels[] = {"cluster", NULL};
+    struct kop_metric_family *f =
+        kop_metrics_register(m, KOP_METRIC_GAUGE, "t_ready", "Ready.", labels, NULL, 0);
+    struct kop_metric *a = kop_metric_child(f, "a");
+    struct kop_metric *b = kop_metric_child(f, "b");
+    struct kop_metric *c = kop_metric_child(f, "c");
+    kop_gauge_set(a, 1);
+    kop_gauge_set(b, 2);
+    kop_gauge_set(c, 3);
+    kop_metric_remove(c); /* the last one */
+    kop_metric_remove(a); /* the first one */
+    kop_metric_remove(NULL);
+    char *text = render(m);
+    ck_assert_ptr_null(strstr(text, "cluster=\"a\""));
+    ck_assert_ptr_null(strstr(text, "cluster=\"c\""));
+    ck_assert_ptr_nonnull(strstr(text, "t_ready{cluster=\"b\"} 2"));
+    free(text);
+    struct kop_metric *c2 = kop_metric_child(f, "c");
+    ck_assert_double_eq(kop_metric_value(c2), 0);
+    kop_gauge_set(c2, 5);
+    text = render(m);
+    ck_assert_ptr_nonnull(strstr(text, "t_ready{cluster=\"c\"} 5"));
+    free(text);
+    kop_metrics_free(m);
+}
+END_TEST
+
 START_TEST(test_metrics_process_metrics)
 {
     struct kop_metrics *m = kop_metrics_new(true);
@@ -356,6 +388,7 @@ static Suite *metrics_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_metrics_counter_and_gauge_text);
     tcase_add_test(tc, test_metrics_histogram_text);
+    tcase_add_test(tc, test_metrics_remove_child);
     tcase_add_test(tc, test_metrics_number_format);
     tcase_add_test(tc, test_metrics_registration_rules);
     tcase_add_test(tc, test_metrics_labelled_family_without_children_hidden);

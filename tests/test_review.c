@@ -262,6 +262,43 @@ END_TEST
     "\"mygroup.example.com\",\"version\":\"v2\",\"resource\":\"myresources\"},"                    \
     "\"operation\":\"CREATE\",\"namespace\":\"ns\",\"object\":%s}}"
 
+/* A denial decided before the rules: the envelope's version and uid, the
+ * code, reason and message given; a malformed review is still a 400. */
+START_TEST(test_review_admission_deny)
+{
+    const char *versions[] = {"v1", "v1beta1"};
+    for (int i = 0; i < 2; i++) {
+        char body[2048];
+        snprintf(body, sizeof(body), ADM_FMT, versions[i],
+                 "{\"apiVersion\":\"mygroup.example.com/v1\",\"kind\":\"MyResource\","
+                 "\"metadata\":{\"name\":\"ok\"},\"spec\":{\"image\":\"nginx\"}}");
+        struct kop_review_result r;
+        ck_assert_int_eq(kop_review_deny_http(CT, body, strlen(body), 404, "NotFound",
+                                              "cluster \"x\" is not known", &r),
+                         0);
+        ck_assert_int_eq(r.http_status, 200);
+        json_t *reply = parse(r.body);
+        char want[64];
+        snprintf(want, sizeof(want), "admission.k8s.io/%s", versions[i]);
+        ck_assert_str_eq(kop_json_path_str(reply, "apiVersion"), want);
+        ck_assert_str_eq(kop_json_path_str(reply, "response.uid"), "adm-1");
+        ck_assert(json_is_false(kop_json_path(reply, "response.allowed")));
+        ck_assert_int_eq(json_integer_value(kop_json_path(reply, "response.status.code")), 404);
+        ck_assert_str_eq(kop_json_path_str(reply, "response.status.reason"), "NotFound");
+        ck_assert_str_eq(kop_json_path_str(reply, "response.status.message"),
+                         "cluster \"x\" is not known");
+        ck_assert(!r.success);
+        ck_assert_str_eq(r.message, "cluster \"x\" is not known");
+        json_decref(reply);
+        kop_review_result_cleanup(&r);
+    }
+    struct kop_review_result r;
+    ck_assert_int_eq(kop_review_deny_http(CT, "{\"x\":", 5, 404, NULL, "m", &r), 0);
+    ck_assert_int_eq(r.http_status, 400);
+    kop_review_result_cleanup(&r);
+}
+END_TEST
+
 START_TEST(test_review_admission_envelopes)
 {
     const char *versions[] = {"v1", "v1beta1"};
@@ -514,6 +551,7 @@ static Suite *review_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_review_conversion_v1_mixed_versions);
+    tcase_add_test(tc, test_review_admission_deny);
     tcase_add_test(tc, test_review_conversion_v1beta1_envelope);
     tcase_add_test(tc, test_review_conversion_failures);
     tcase_add_test(tc, test_review_http_errors);

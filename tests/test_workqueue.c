@@ -11,6 +11,7 @@
 #include "kop/workqueue.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -727,6 +728,77 @@ START_TEST(test_workqueue_workers_run_concurrently)
 }
 END_TEST
 
+static bool n_in(void *arg)
+{
+    int n = *(int *)arg;
+    pthread_mutex_lock(&R.lock);
+    bool ok = R.max_concurrent >= n;
+    pthread_mutex_unlock(&R.lock);
+    return ok;
+}
+
+static bool n_threads(void *arg)
+{
+    /* the threads of this process named worker-* */
+    int want = *(int *)arg, n = 0;
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], name[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(name, sizeof(name), f) && strncmp(name, "worker-", 7) == 0)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n == want;
+}
+
+/* The pool grows at once (more reconciles run together, the gauge
+ * follows) and shrinks: idle threads leave, the rest keep working. */
+START_TEST(test_workqueue_workers_resize)
+{
+    static struct pool p;
+    pool_new(&p, "resize", 1);
+    struct kop_metric *maxc = cr_child(
+        p.m, KOP_METRIC_GAUGE, "controller_runtime_max_concurrent_reconciles", "resize", NULL);
+    int one = 1, four = 4;
+    ck_assert(wait_until(n_threads, &one, 2000));
+    ck_assert_int_eq(kop_workers_resize(p.w, 4), 0);
+    ck_assert_double_eq(kop_metric_value(maxc), 4);
+    ck_assert(wait_until(n_threads, &four, 2000));
+    R.hold_until = 4;
+    char key[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "other/%d", i);
+        ck_assert_int_eq(kop_workqueue_add(p.q, key), 0);
+    }
+    ck_assert(wait_until(n_in, &four, 5000));
+    ck_assert_int_eq(kop_workers_resize(p.w, 1), 0);
+    ck_assert_double_eq(kop_metric_value(maxc), 1);
+    ck_assert(wait_until(n_threads, &one, 3000)); /* idle ones within IDLE_CHECK_MS */
+    /* the one left still serves */
+    pthread_mutex_lock(&R.lock);
+    int before = R.total;
+    R.hold_until = 0;
+    pthread_mutex_unlock(&R.lock);
+    ck_assert_int_eq(kop_workqueue_add(p.q, "other/after"), 0);
+    for (int t = 0; t < 2000 && rec_total() == before; t++)
+        sleep_ms(1);
+    ck_assert_int_gt(rec_total(), before);
+    /* grown again, then stopped: every thread joined */
+    ck_assert_int_eq(kop_workers_resize(p.w, 3), 0);
+    ck_assert_int_eq(kop_workers_stop(p.w, 5000), 0);
+    int zero = 0;
+    ck_assert(n_threads(&zero));
+    pool_free(&p);
+}
+END_TEST
+
 static bool one_active(void *arg)
 {
     struct pool *p = arg;
@@ -814,6 +886,189 @@ START_TEST(test_workqueue_workers_uuid_and_args)
 }
 END_TEST
 
+/* Groups in the tests: the part of a key before its ':' (none: ""). */
+static size_t colon_group(const char *key)
+{
+    const char *c = strchr(key, ':');
+    return c ? (size_t)(c - key) : 0;
+}
+
+static struct kop_workqueue *group_queue(int max)
+{
+    struct kop_workqueue *q = NULL;
+    const struct kop_workqueue_options o = {.group_of = colon_group, .group_max_processing = max};
+    ck_assert_int_eq(kop_workqueue_new(&o, &q), 0);
+    return q;
+}
+
+static const char *get_now(struct kop_workqueue *q)
+{
+    const char *k = NULL;
+    ck_assert_int_eq(kop_workqueue_get(q, 0, &k), 0);
+    return k;
+}
+
+START_TEST(test_workqueue_groups_round_robin)
+{
+    struct kop_workqueue *q = group_queue(0);
+    /* 3 keys of group a queued before any of b or of the default group */
+    ck_assert_int_eq(kop_workqueue_add(q, "a:1"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:2"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:3"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "b:1"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "ns/x"), 0);
+    ck_assert_uint_eq(kop_workqueue_len(q), 5);
+    size_t proc = 9;
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "a", &proc), 3);
+    ck_assert_uint_eq(proc, 0);
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "", NULL), 1);
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "zz", &proc), 0);
+    /* each group in turn, FIFO within a group */
+    const char *want[] = {"ns/x", "a:1", "b:1", "a:2", "a:3"};
+    for (size_t i = 0; i < 5; i++) {
+        const char *k = get_now(q);
+        ck_assert_str_eq(k, want[i]);
+        kop_workqueue_done(q, k);
+    }
+    ck_assert_uint_eq(kop_workqueue_len(q), 0);
+    /* the groups are gone with their keys; new ones come back */
+    ck_assert_int_eq(kop_workqueue_add(q, "b:2"), 0);
+    ck_assert_str_eq(get_now(q), "b:2");
+    kop_workqueue_done(q, "b:2");
+    kop_workqueue_free(q);
+}
+END_TEST
+
+/* A group's queued, delayed and backed-off keys go; its key being
+ * processed stays until done() and is not queued again; the other groups
+ * keep theirs. */
+START_TEST(test_workqueue_forget_group)
+{
+    struct kop_workqueue *q = NULL;
+    const struct kop_workqueue_options o = {
+        .group_of = colon_group, .base_delay_ns = 50 * MS, .qps = -1};
+    ck_assert_int_eq(kop_workqueue_new(&o, &q), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:run"), 0);
+    const char *k = get_now(q);
+    ck_assert_str_eq(k, "a:run");
+    ck_assert_int_eq(kop_workqueue_add(q, "a:run"), 0); /* dirty while processing */
+    ck_assert_int_eq(kop_workqueue_add(q, "a:1"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:2"), 0);
+    ck_assert_int_eq(kop_workqueue_add_after(q, "a:late", 60 * KOP_NSEC_PER_SEC), 0);
+    ck_assert_int_eq(kop_workqueue_add_rate_limited(q, "a:retry"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "a:both"), 0);
+    ck_assert_int_eq(kop_workqueue_add_after(q, "a:both", 60 * KOP_NSEC_PER_SEC), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "b:1"), 0);
+    ck_assert_int_eq(kop_workqueue_add_after(q, "b:late", 80 * MS), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "ns/x"), 0);
+    ck_assert_int_eq(kop_workqueue_num_requeues(q, "a:retry"), 1);
+
+    ck_assert_uint_eq(kop_workqueue_forget_group(q, "a"), 5); /* 1, 2, late, retry, both */
+    ck_assert_uint_eq(kop_workqueue_forget_group(q, "nosuch"), 0);
+    ck_assert_int_eq(kop_workqueue_num_requeues(q, "a:retry"), 0);
+    size_t proc = 0;
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "a", &proc), 0);
+    ck_assert_uint_eq(proc, 1);
+    ck_assert_uint_eq(kop_workqueue_len(q), 2);
+    kop_workqueue_done(q, "a:run"); /* not queued again */
+    ck_assert_uint_eq(kop_workqueue_len(q), 2);
+    const char *want[] = {"ns/x", "b:1"};
+    for (size_t i = 0; i < 2; i++) {
+        k = get_now(q);
+        ck_assert_str_eq(k, want[i]);
+        kop_workqueue_done(q, k);
+    }
+    /* b's delayed key still comes (the heap kept its order), a's do not */
+    ck_assert_int_eq(kop_workqueue_get(q, 2000, &k), 0);
+    ck_assert_str_eq(k, "b:late");
+    kop_workqueue_done(q, k);
+    ck_assert_int_eq(kop_workqueue_get(q, 200, &k), -ETIMEDOUT);
+    /* the group can come back */
+    ck_assert_int_eq(kop_workqueue_add(q, "a:new"), 0);
+    ck_assert_str_eq(get_now(q), "a:new");
+    kop_workqueue_done(q, "a:new");
+    kop_workqueue_free(q);
+}
+END_TEST
+
+START_TEST(test_workqueue_groups_bound)
+{
+    struct kop_workqueue *q = group_queue(2);
+    for (int i = 0; i < 4; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "slow:%d", i);
+        ck_assert_int_eq(kop_workqueue_add(q, k), 0);
+    }
+    const char *s0 = get_now(q), *s1 = get_now(q);
+    ck_assert_str_eq(s0, "slow:0");
+    ck_assert_str_eq(s1, "slow:1");
+    size_t proc = 0;
+    ck_assert_uint_eq(kop_workqueue_group_len(q, "slow", &proc), 2);
+    ck_assert_uint_eq(proc, 2);
+    /* slow is at its bound: nothing of it, the others still pass */
+    const char *k = NULL;
+    ck_assert_int_eq(kop_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    ck_assert_int_eq(kop_workqueue_add(q, "fast:0"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "ns/x"), 0);
+    const char *a = get_now(q), *b = get_now(q);
+    ck_assert(strcmp(a, "fast:0") == 0 || strcmp(b, "fast:0") == 0);
+    ck_assert(strcmp(a, "ns/x") == 0 || strcmp(b, "ns/x") == 0);
+    kop_workqueue_done(q, a);
+    kop_workqueue_done(q, b);
+    ck_assert_int_eq(kop_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    /* one done: one more of slow */
+    kop_workqueue_done(q, s0);
+    ck_assert_str_eq(get_now(q), "slow:2");
+    ck_assert_int_eq(kop_workqueue_get(q, 20, &k), -ETIMEDOUT);
+    kop_workqueue_done(q, s1);
+    kop_workqueue_done(q, "slow:2");
+    ck_assert_str_eq(get_now(q), "slow:3");
+    kop_workqueue_done(q, "slow:3");
+    ck_assert_uint_eq(kop_workqueue_len(q), 0);
+    ck_assert_uint_eq(kop_workqueue_processing(q), 0);
+    kop_workqueue_free(q);
+}
+END_TEST
+
+struct bound_waiter {
+    struct kop_workqueue *q;
+    char key[32];
+    int r;
+};
+
+static void *bound_get(void *arg)
+{
+    struct bound_waiter *w = arg;
+    const char *k = NULL;
+    w->r = kop_workqueue_get(w->q, 5000, &k);
+    if (w->r == 0) {
+        snprintf(w->key, sizeof(w->key), "%s", k);
+        kop_workqueue_done(w->q, k);
+    }
+    return NULL;
+}
+
+/* A getter blocked while the only queued group is at its bound wakes when
+ * the group gets room. */
+START_TEST(test_workqueue_groups_bound_wakes)
+{
+    struct kop_workqueue *q = group_queue(1);
+    ck_assert_int_eq(kop_workqueue_add(q, "slow:0"), 0);
+    ck_assert_int_eq(kop_workqueue_add(q, "slow:1"), 0);
+    const char *s0 = get_now(q);
+    struct bound_waiter w = {.q = q};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, bound_get, &w), 0);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kop_workqueue_done(q, s0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.r, 0);
+    ck_assert_str_eq(w.key, "slow:1");
+    kop_workqueue_free(q);
+}
+END_TEST
+
 static Suite *workqueue_suite(void)
 {
     Suite *s = suite_create("workqueue");
@@ -822,6 +1077,10 @@ static Suite *workqueue_suite(void)
     tcase_add_test(tc, test_workqueue_backoff_growth_cap_forget);
     tcase_add_test(tc, test_workqueue_bucket_10qps_100burst);
     tcase_add_test(tc, test_workqueue_dedup);
+    tcase_add_test(tc, test_workqueue_groups_round_robin);
+    tcase_add_test(tc, test_workqueue_forget_group);
+    tcase_add_test(tc, test_workqueue_groups_bound);
+    tcase_add_test(tc, test_workqueue_groups_bound_wakes);
     tcase_add_test(tc, test_workqueue_max_backoff);
     tcase_add_test(tc, test_workqueue_readd_while_processing);
     tcase_add_test(tc, test_workqueue_no_concurrent_processing_stress);
@@ -832,6 +1091,7 @@ static Suite *workqueue_suite(void)
     tcase_add_test(tc, test_workqueue_metrics);
     tcase_add_test(tc, test_workqueue_workers_result_mapping);
     tcase_add_test(tc, test_workqueue_workers_run_concurrently);
+    tcase_add_test(tc, test_workqueue_workers_resize);
     tcase_add_test(tc, test_workqueue_workers_stop_drains);
     tcase_add_test(tc, test_workqueue_workers_pause_resume);
     tcase_add_test(tc, test_workqueue_workers_uuid_and_args);

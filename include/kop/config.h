@@ -85,6 +85,12 @@ struct kop_config {
     int64_t sync_period_ms;        /* --sync-period, 10h */
     char *storage_version;         /* --storage-version, "v1" (or "v2") */
     bool storage_migration;        /* --storage-migration, false */
+    /* --cluster NAME=KUBECONFIG, repeatable: the member clusters reconciled
+     * besides the local one (docs/operations.md §12); NULL when none. */
+    struct kop_cluster_flag *clusters;
+    size_t n_clusters;
+    bool _clusters_from_env; /* private: the list came from KOP_CLUSTER */
+    bool cluster_secrets;    /* --cluster-secrets, false: members from labelled Secrets */
 
     /* admission */
     char **allowed_registries; /* --allowed-registries, NULL-terminated; NULL = any */
@@ -103,6 +109,16 @@ struct kop_config {
     char *otlp_endpoint;            /* --otlp-endpoint, "" = no export */
     char *otlp_service_name;        /* --otlp-service-name, "kop" */
     int64_t otlp_flush_interval_ms; /* --otlp-flush-interval, 5s */
+};
+
+/* The name of the cluster kop runs in (its Lease, its readiness): the
+ * cluster label of its metrics and log lines; no member may take it. */
+#define KOP_CONFIG_LOCAL_CLUSTER "local" /* = KOP_CONTROLLER_LOCAL_CLUSTER */
+
+/* One --cluster NAME=KUBECONFIG. */
+struct kop_cluster_flag {
+    char *name;       /* a DNS-1123 label, unique, not KOP_CONFIG_LOCAL_CLUSTER */
+    char *kubeconfig; /* the file, read as --kubeconfig is */
 };
 
 enum kop_config_result {

@@ -44,10 +44,31 @@
  *
  * Leadership: informers (and so the store the admission webhook reads)
  * run whether or not this replica leads; the workers hand out keys only
- * while leading (kop_controller_set_leading).
+ * while leading (kop_controller_set_leading), in every cluster.
  *
- * Thread-safety: new/start/stop/free from one thread; set_leading, the
- * synced checks and kop_controller_child_lookup from any thread.
+ * Clusters (docs/reconcile.md §14): the controller reconciles the local
+ * cluster (the one of kop_controller_options, named
+ * KOP_CONTROLLER_LOCAL_CLUSTER) and the members added with
+ * kop_controller_add_cluster before start. Each cluster is a unit of its
+ * own: its clients (and so its token bucket), store, event recorder, the
+ * five informers above, and a prober thread that GETs /version every 2 s
+ * through its probe client; a MyResource's children, status and Events are
+ * written in the MyResource's own cluster. One work queue and one worker
+ * pool serve them all: keys are "ns/name" in the local cluster and
+ * "NAME/ns/name" in member NAME; the queue serves the clusters round robin
+ * and hands at most max_concurrent keys of one cluster to the workers at
+ * once, and the pool has max_concurrent threads per cluster, so a cluster
+ * whose API server hangs holds only its own share and every other cluster
+ * keeps all of its own. A cluster is ready (kop_cluster_ready{cluster})
+ * while its informers have synced and its last probe was answered; a log
+ * line marks every change, and a cluster that becomes ready again has all
+ * its MyResources queued (their backoff may have grown while it was away).
+ * Readiness of kop (/readyz) looks at the local cluster only.
+ *
+ * Thread-safety: new/start/stop/free from one thread, add/remove_cluster
+ * from one thread (not concurrently with free); set_leading, the synced
+ * and ready checks, kop_controller_cluster(_put) and the child lookups
+ * from any thread.
  */
 #ifndef KOP_CONTROLLER_H
 #define KOP_CONTROLLER_H
@@ -68,6 +89,9 @@ struct kop_store;
 struct kop_controller;
 
 #define KOP_CONTROLLER_NAME "myresource"
+/* The local cluster's name (the cluster label of its metrics); no member
+ * may take it (KOP_CONFIG_LOCAL_CLUSTER is the same). */
+#define KOP_CONTROLLER_LOCAL_CLUSTER "local"
 
 struct kop_controller_options {
     struct kop_client *client;   /* borrowed; required */
@@ -82,6 +106,9 @@ struct kop_controller_options {
      * it is abortable (kop_client_options.abortable), losing the lease
      * aborts the requests of reconciles in flight. */
     struct kop_client *reconcile_client;
+    /* The local cluster's reachability probe (kop_client_options with short
+     * timeouts, no token bucket); NULL: its state follows its informers. */
+    struct kop_client *probe_client;
     /* On losing the lease, how long to wait for reconciles in flight to end
      * (lease duration minus renew deadline: before another replica can take
      * the lease); <= 0: do not wait. */
@@ -106,6 +133,51 @@ struct kop_controller_options {
  * error of a piece it creates; *ret on success. Nothing runs yet. */
 int kop_controller_new(const struct kop_controller_options *opt, struct kop_controller **ret);
 
+/* A member cluster. Everything is borrowed and must outlive the
+ * controller. */
+struct kop_controller_cluster_options {
+    const char *name;                    /* a DNS label, not the local one; required */
+    struct kop_client *client;           /* informers; required */
+    struct kop_client *reconcile_client; /* abortable, as the local one's; NULL: client */
+    struct kop_client *probe_client;     /* NULL: no probe */
+    struct kop_store *store;             /* its own; required */
+    struct kop_events *events;           /* its own; NULL: no events */
+};
+
+/* Add a member, before kop_controller_start or while the controller runs
+ * (then its informers and prober start at once and the pool grows by its
+ * share; log line "cluster engaged"). Returns 0, -EINVAL (a bad or the
+ * local name), -EEXIST (a name taken), -EBUSY (sharding: for the local
+ * cluster only), -ESHUTDOWN (stopped), -ENOMEM, or the error of a piece
+ * it starts. From one thread at a time with remove_cluster. */
+int kop_controller_add_cluster(struct kop_controller *c,
+                               const struct kop_controller_cluster_options *opt);
+
+/* Disengage member name: lookups (keys, webhook paths) stop finding it at
+ * once, its informers and prober stop, its reconciles' requests are
+ * aborted and waited for (close its token bucket first: a request
+ * waiting there ends only when its slot comes), its keys are dropped from
+ * the queue, its kop_cluster_* series removed and the pool shrinks by its
+ * share. After it returns nothing of the controller uses the member's
+ * clients, store or recorder. Returns 0 or -ENOENT. */
+int kop_controller_remove_cluster(struct kop_controller *c, const char *name);
+
+/* The queue key of ns/name in cluster (NULL or the local name: "ns/name",
+ * else "cluster/ns/name") into buf. Returns 0 or -ENOSPC. */
+int kop_controller_key(const char *cluster, const char *ns, const char *name, char *buf,
+                       size_t len);
+
+/* The cluster's last verdict (see the top of this header): ready or not;
+ * false for a name the controller does not have. */
+bool kop_controller_cluster_ready(struct kop_controller *c, const char *name);
+
+/* The handle of cluster name (the local one's name included) for
+ * kop_controller_cluster_child_lookup, NULL for a name the controller
+ * does not have. It holds the cluster (a remove_cluster waits for it):
+ * release it with kop_controller_cluster_put soon. */
+void *kop_controller_cluster(struct kop_controller *c, const char *name);
+void kop_controller_cluster_put(void *handle);
+
 /* Start the informers, the resync timer and the workers. Returns 0 or a
  * negative errno (then call kop_controller_free). */
 int kop_controller_start(struct kop_controller *c);
@@ -117,12 +189,12 @@ int kop_controller_start(struct kop_controller *c);
  * leader election. */
 void kop_controller_set_leading(struct kop_controller *c, bool leading);
 
-/* Every informer (the two metadata ones included) has listed once
- * (/readyz "informers-synced"). NULL is fine (a check whose controller
+/* Every informer (the two metadata ones included) of the local cluster
+ * has listed once (/readyz "informers-synced"). NULL is fine (a check whose controller
  * is gone): false. */
 bool kop_controller_synced(struct kop_controller *c);
 
-/* Wait for kop_controller_synced. Returns 0, -ETIMEDOUT or -ECANCELED. */
+/* Wait for kop_controller_synced (the local cluster). Returns 0, -ETIMEDOUT or -ECANCELED. */
 int kop_controller_wait_synced(struct kop_controller *c, int64_t timeout_ms);
 
 /*
@@ -150,5 +222,12 @@ void kop_controller_free(struct kop_controller *c);
 enum kop_child_lookup kop_controller_child_lookup(void *userdata, const char *kind, const char *ns,
                                                   const char *name, char *ret_controller_uid,
                                                   size_t uid_size);
+
+/* The same for one cluster: userdata is kop_controller_cluster()'s handle,
+ * and the caches read are that cluster's. */
+enum kop_child_lookup kop_controller_cluster_child_lookup(void *userdata, const char *kind,
+                                                          const char *ns, const char *name,
+                                                          char *ret_controller_uid,
+                                                          size_t uid_size);
 
 #endif /* KOP_CONTROLLER_H */

@@ -121,7 +121,7 @@ struct kop_http_stream {
 };
 
 struct kop_http_route {
-    const char *path;                     /* exact match; the string must outlive the server */
+    const char *path;                     /* exact match (see prefix); must outlive the server */
     unsigned methods;                     /* KOP_HTTP_* mask; HEAD is accepted wherever GET is */
     size_t max_body;                      /* bytes; 0 = no body allowed */
     kop_http_handler_fn *fn;              /* a collected body, or: */
@@ -132,6 +132,9 @@ struct kop_http_route {
      * <webhook_metric_prefix>_requests_in_flight{webhook}; use the route
      * path, as controller-runtime does. */
     const char *webhook_name;
+    /* path ends in '/' and the route serves every longer path under it
+     * (req->path says which); an exact route of the same path wins. */
+    bool prefix;
 };
 
 /* Defaults, also those of kop's command line (plain integers, so that

@@ -77,6 +77,13 @@ struct kop_metric *kop_metric_child(struct kop_metric_family *f, ...);
 struct kop_metric *kop_metric_childv(struct kop_metric_family *f, const char *const *values,
                                      size_t n_values);
 
+/* Remove child c from its family (it is no longer rendered) and free it,
+ * as a Prometheus collector's DeleteLabelValues: for the series of
+ * something that is gone (a disengaged cluster). The caller guarantees that
+ * nobody holds c any more; a later kop_metric_child with the same values
+ * makes a new one starting from 0. NULL is fine. */
+void kop_metric_remove(struct kop_metric *c);
+
 /* Updates. All accept NULL (a no-op), so a failed registration never
  * crashes a caller. */
 void kop_counter_add(struct kop_metric *c, double v);

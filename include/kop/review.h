@@ -70,6 +70,17 @@ struct kop_review_result {
 int kop_review_admit_http(const char *content_type, const char *body, size_t len,
                           const struct kop_admission_options *opts, struct kop_review_result *ret);
 
+/*
+ * Answer a POST to the validating webhook path with a denial decided
+ * before the rules look at the object (a request for a cluster kop does
+ * not know): the envelope is checked as by kop_review_admit_http (400 and
+ * 415 alike), then the reply says allowed false with status code (403,
+ * 404, ...), reason (may be NULL) and message. Returns as
+ * kop_review_admit_http.
+ */
+int kop_review_deny_http(const char *content_type, const char *body, size_t len, int code,
+                         const char *reason, const char *message, struct kop_review_result *ret);
+
 /* Fill r with reply dumped compactly, plus "\n" (@ref steal reply; NULL:
  * -ENOMEM). For the review modules. Returns 0 or -ENOMEM. */
 int kop_review_finish(struct kop_review_result *r, int status, json_t *reply);

@@ -63,6 +63,12 @@ struct kop_store;
  * Returns 0 or -ENOMEM; *ret on success. */
 int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct kop_store **ret);
 
+/* The same with one label on both gauges (label=value; label NULL: none,
+ * as kop_store_new), so that several stores can share the gauges' names
+ * (one per cluster). Returns 0, -EINVAL (label without value), -ENOMEM. */
+int kop_store_new_labelled(struct kop_metrics *metrics, const char *metric_prefix,
+                           const char *label, const char *value, struct kop_store **ret);
+
 /* Frees every entry. NULL-safe. */
 void kop_store_free(struct kop_store *s);
 

@@ -31,6 +31,9 @@
 
 #define KOP_WEBHOOK_CONVERT_PATH "/convert"
 #define KOP_WEBHOOK_VALIDATE_PATH "/validate-mygroup-example-com-myresource"
+/* A cluster's validating path is this followed by its name (members'
+ * ValidatingWebhookConfigurations; docs/operations.md §12). */
+#define KOP_WEBHOOK_CLUSTERS_PATH KOP_WEBHOOK_VALIDATE_PATH "/clusters/"
 
 struct kop_webhook;
 struct kop_http_request;
@@ -41,6 +44,14 @@ struct kop_webhook_options {
     /* Admission rule 4 (name collisions), NULL until a store exists. */
     kop_admission_child_lookup_fn *child_lookup;
     void *child_lookup_userdata;
+    /* The clusters (kop/controller.h): KOP_WEBHOOK_VALIDATE_PATH
+     * "/clusters/NAME" runs rule 4 with cluster_child_lookup on the handle
+     * cluster(cluster_userdata, NAME); a NULL handle (or cluster NULL: no
+     * reconciler) denies the request with 404 and a message naming NAME. */
+    void *(*cluster)(void *ud, const char *name);
+    void (*cluster_put)(void *handle); /* releases cluster()'s handle; required with cluster */
+    kop_admission_child_lookup_fn *cluster_child_lookup;
+    void *cluster_userdata;
     /* --sharding: the mutating route KOP_SHARDER_MUTATE_PATH (kop/sharder.h)
      * served by this handler; NULL: not served. */
     void (*shard_mutate)(void *ud, const struct kop_http_request *req,

@@ -81,6 +81,16 @@ void kop_workers_resume(struct kop_workers *w);
  */
 int kop_workers_stop(struct kop_workers *w, int64_t timeout_ms);
 
+/*
+ * Make the pool n threads (<= 0: 1), before or after start: new threads
+ * start at once; when shrinking, idle threads leave within a second and a
+ * busy one after its reconcile (a pool serving one more cluster or one
+ * fewer). controller_runtime_max_concurrent_reconciles follows. Returns 0,
+ * -EAGAIN or -ENOMEM (the pool keeps what it had). From one thread, not
+ * concurrently with stop.
+ */
+int kop_workers_resize(struct kop_workers *w, int n);
+
 /* Reconciles running now. */
 int kop_workers_active(struct kop_workers *w);
 

@@ -76,6 +76,14 @@ struct kop_workqueue_options {
     int64_t max_delay_ns;        /* per-key backoff cap; 0: 1000 s */
     double qps;                  /* overall bucket; 0: 10; negative: none */
     int burst;                   /* overall bucket; 0: 100 */
+    /* Groups: the length of the prefix of key that names its group (0: the
+     * default group ""); NULL: one group. get() serves the groups round
+     * robin and hands out no key of a group that has group_max_processing
+     * keys processing (<= 0: no bound), so one group cannot hold every
+     * worker. The function must give the same answer for the same key and
+     * is called under the queue's lock. */
+    size_t (*group_of)(const char *key);
+    int group_max_processing;
 };
 
 /*
@@ -118,7 +126,8 @@ int kop_workqueue_num_requeues(struct kop_workqueue *q, const char *key);
 int64_t kop_workqueue_max_backoff_ns(const struct kop_workqueue *q);
 
 /*
- * Take the oldest queued key and mark it processing. Blocks up to
+ * Take the oldest queued key (of the next group with room, see
+ * group_of) and mark it processing. Blocks up to
  * timeout_ms (negative: forever). *ret_key is owned by the queue and
  * stays valid until kop_workqueue_done() for it. Returns 0, -ETIMEDOUT or
  * -ESHUTDOWN.
@@ -134,6 +143,16 @@ size_t kop_workqueue_len(struct kop_workqueue *q);
 
 /* Keys being processed. */
 size_t kop_workqueue_processing(struct kop_workqueue *q);
+
+/* Keys of group queued (as kop_workqueue_len), and in *ret_processing (may
+ * be NULL) those of it being processed; 0 for a group without keys. */
+size_t kop_workqueue_group_len(struct kop_workqueue *q, const char *group, size_t *ret_processing);
+
+/* Drop every key of group (queued and delayed ones, and their backoff);
+ * keys of it being processed stay processing but are not queued again by
+ * done() (a later add does queue them). For a group that is gone (a
+ * disengaged cluster). Returns the number of keys dropped. */
+size_t kop_workqueue_forget_group(struct kop_workqueue *q, const char *group);
 
 /* No more adds; wake every getter with -ESHUTDOWN; drop delayed keys.
  * Idempotent. */

@@ -488,8 +488,34 @@ static json_t *admission_reply(const char *version, const char *uid, bool allowe
                      version ? version : ADM_V1, "response", resp);
 }
 
+/* A denial decided before the rules (kop_review_deny_http). */
+struct deny {
+    int code;
+    const char *reason;
+    const char *message;
+};
+
+static int admit(const char *content_type, const char *body, size_t len,
+                 const struct kop_admission_options *opts, const struct deny *deny,
+                 struct kop_review_result *ret);
+
 int kop_review_admit_http(const char *content_type, const char *body, size_t len,
                           const struct kop_admission_options *opts, struct kop_review_result *ret)
+{
+    return admit(content_type, body, len, opts, NULL, ret);
+}
+
+int kop_review_deny_http(const char *content_type, const char *body, size_t len, int code,
+                         const char *reason, const char *message, struct kop_review_result *ret)
+{
+    assert(message);
+    const struct deny d = {code, reason, message};
+    return admit(content_type, body, len, NULL, &d, ret);
+}
+
+static int admit(const char *content_type, const char *body, size_t len,
+                 const struct kop_admission_options *opts, const struct deny *deny,
+                 struct kop_review_result *ret)
 {
     char msg[512];
     int status = 400, rc = 0;
@@ -536,6 +562,14 @@ int kop_review_admit_http(const char *content_type, const char *body, size_t len
     }
     const char *uid = str_or_empty(juid);
     set_uid(&r, uid);
+    if (deny) {
+        r.violations = 1;
+        copy_cut(r.message, sizeof(r.message), deny->message);
+        rc = kop_review_finish(
+            &r, 200,
+            admission_reply(version, uid, false, deny->code, deny->reason, deny->message, NULL));
+        goto out;
+    }
     rc = kop_admission_evaluate(req, opts, &v);
     if (rc < 0)
         goto out;

@@ -451,6 +451,28 @@ out:
     return c;
 }
 
+void kop_metric_remove(struct kop_metric *c)
+{
+    if (c == NULL)
+        return;
+    struct kop_metric_family *f = c->family;
+    pthread_mutex_lock(&f->registry->lock);
+    struct kop_metric *prev = NULL;
+    for (struct kop_metric *m = f->children; m != NULL; prev = m, m = m->next) {
+        if (m != c)
+            continue;
+        if (prev != NULL)
+            prev->next = m->next;
+        else
+            f->children = m->next;
+        if (f->last == m)
+            f->last = prev;
+        break;
+    }
+    pthread_mutex_unlock(&f->registry->lock);
+    child_free(c, f->n_labels);
+}
+
 struct kop_metric *kop_metric_child(struct kop_metric_family *f, ...)
 {
     const char *values[MAX_LABELS];

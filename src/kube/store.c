@@ -647,6 +647,15 @@ static const char *controller_uid(const json_t *obj)
 
 int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct kop_store **ret)
 {
+    return kop_store_new_labelled(metrics, metric_prefix, NULL, NULL, ret);
+}
+
+int kop_store_new_labelled(struct kop_metrics *metrics, const char *metric_prefix,
+                           const char *label, const char *value, struct kop_store **ret)
+{
+    assert(ret);
+    if (label && !value)
+        return -EINVAL;
     pthread_once(&dict_once, dict_init);
     struct kop_store *s = calloc(1, sizeof(*s));
     if (!s)
@@ -661,13 +670,15 @@ int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct
         const char *p = metric_prefix ? metric_prefix : "store";
         char name[128];
         snprintf(name, sizeof(name), "%s_objects", p);
+        const char *labels[] = {label, NULL};
+        const char *const *ln = label ? labels : NULL;
         f = kop_metrics_register(m, KOP_METRIC_GAUGE, name, "Objects in the shared informer store.",
-                                 NULL, NULL, 0);
-        s->g_objects = f ? kop_metric_child(f) : NULL;
+                                 ln, NULL, 0);
+        s->g_objects = f ? (label ? kop_metric_child(f, value) : kop_metric_child(f)) : NULL;
         snprintf(name, sizeof(name), "%s_bytes", p);
         f = kop_metrics_register(m, KOP_METRIC_GAUGE, name,
-                                 "Heap bytes held by the shared informer store.", NULL, NULL, 0);
-        s->g_bytes = f ? kop_metric_child(f) : NULL;
+                                 "Heap bytes held by the shared informer store.", ln, NULL, 0);
+        s->g_bytes = f ? (label ? kop_metric_child(f, value) : kop_metric_child(f)) : NULL;
     }
     *ret = s;
     return 0;

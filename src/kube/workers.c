@@ -11,8 +11,14 @@
  * reconcile runs, and at most one bounced key per thread moves to the
  * queue's tail.
  *
- * w->lock guards paused, stopping and active; it is never held while
- * calling into the queue or the reconcile callback.
+ * Resizing (kop_workers_resize): target is the size asked for, alive the
+ * threads running. A thread whose turn comes while alive > target leaves
+ * (marks its slot exited); getters wait at most IDLE_CHECK_MS in the queue
+ * so that idle threads see a shrink. Slots of threads that left are
+ * joined and reused by the next resize or by stop.
+ *
+ * w->lock guards paused, stopping, active, target, alive and the slots;
+ * it is never held while calling into the queue or the reconcile callback.
  */
 #include "kop/workers.h"
 
@@ -31,17 +37,27 @@
 #include "kop/workqueue.h"
 
 #define LOGGER "controller"
+#define IDLE_CHECK_MS 1000
+
+struct kop_workers;
+
+struct slot {
+    struct kop_workers *w;
+    pthread_t thread;
+    bool used;   /* a thread was started in it and not joined yet */
+    bool exited; /* that thread left (resize) */
+};
 
 struct kop_workers {
     char *controller;
-    int n;
     struct kop_workqueue *queue;
     kop_workers_reconcile_fn reconcile;
     void *ud;
 
-    pthread_t *threads;
-    int started; /* threads created */
-    bool joined;
+    struct slot **slots; /* n_slots; each allocated once, stable */
+    int n_slots;
+    int target, alive;
+    bool started;
 
     pthread_mutex_t lock;
     pthread_cond_t cond;      /* paused/stopping changed */
@@ -123,7 +139,7 @@ static void register_metrics(struct kop_workers *w, struct kop_metrics *m)
     f = kop_metrics_register(m, KOP_METRIC_GAUGE, "controller_runtime_active_workers",
                              "Number of currently used workers per controller", l_ctrl, NULL, 0);
     w->m_active = f ? kop_metric_child(f, c) : NULL;
-    kop_gauge_set(w->m_max, w->n);
+    kop_gauge_set(w->m_max, w->target);
     kop_gauge_set(w->m_active, 0);
 }
 
@@ -137,12 +153,9 @@ int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **
     struct kop_workers *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
-    w->n = opt->max_concurrent > 0 ? opt->max_concurrent : 1;
+    w->target = opt->max_concurrent > 0 ? opt->max_concurrent : 1;
     w->controller = strdup(opt->controller);
-    w->threads = calloc((size_t)w->n, sizeof(*w->threads));
-    if (!w->controller || !w->threads) {
-        free(w->controller);
-        free(w->threads);
+    if (!w->controller) {
         free(w);
         return -ENOMEM;
     }
@@ -194,18 +207,25 @@ static void reconcile_one(struct kop_workers *w, const char *key)
 
 static void *worker_main(void *arg)
 {
-    struct kop_workers *w = arg;
+    struct slot *sl = arg;
+    struct kop_workers *w = sl->w;
     for (;;) {
         pthread_mutex_lock(&w->lock);
-        while (w->paused && !w->stopping)
+        while (w->paused && !w->stopping && w->alive <= w->target)
             pthread_cond_wait(&w->cond, &w->lock);
+        if (w->alive > w->target && !w->stopping) {
+            w->alive--;
+            sl->exited = true;
+            pthread_mutex_unlock(&w->lock);
+            break;
+        }
         bool stop = w->stopping && w->paused;
         pthread_mutex_unlock(&w->lock);
         if (stop)
             break;
 
         const char *key = NULL;
-        int r = kop_workqueue_get(w->queue, -1, &key);
+        int r = kop_workqueue_get(w->queue, IDLE_CHECK_MS, &key);
         if (r == -ESHUTDOWN)
             break;
         if (r < 0)
@@ -235,18 +255,73 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Join the threads that left. Lock held (they no longer take it). */
+static void reap(struct kop_workers *w)
+{
+    for (int i = 0; i < w->n_slots; i++) {
+        struct slot *sl = w->slots[i];
+        if (sl->used && sl->exited) {
+            pthread_join(sl->thread, NULL);
+            sl->used = false;
+            sl->exited = false;
+        }
+    }
+}
+
+/* Start threads until alive reaches target. Lock held. */
+static int grow(struct kop_workers *w)
+{
+    while (w->alive < w->target) {
+        struct slot *sl = NULL;
+        int idx = 0;
+        for (; idx < w->n_slots && !sl; idx++)
+            if (!w->slots[idx]->used)
+                sl = w->slots[idx];
+        if (!sl) {
+            struct slot **a = realloc(w->slots, (size_t)(w->n_slots + 1) * sizeof(*a));
+            if (!a)
+                return -ENOMEM;
+            w->slots = a;
+            sl = calloc(1, sizeof(*sl));
+            if (!sl)
+                return -ENOMEM;
+            sl->w = w;
+            w->slots[w->n_slots++] = sl;
+            idx = w->n_slots;
+        }
+        int r = kop_thread_start(&sl->thread, worker_main, sl, "worker-%d", idx - 1);
+        if (r < 0)
+            return r;
+        sl->used = true;
+        w->alive++;
+    }
+    return 0;
+}
+
 int kop_workers_start(struct kop_workers *w)
 {
     assert(w);
-    if (w->started > 0)
-        return -EALREADY;
-    for (int i = 0; i < w->n; i++) {
-        int r = kop_thread_start(&w->threads[i], worker_main, w, "worker-%d", i);
-        if (r < 0)
-            return r; /* the ones started are joined by stop/free */
-        w->started++;
+    pthread_mutex_lock(&w->lock);
+    int r = w->started ? -EALREADY : 0;
+    if (r == 0) {
+        w->started = true;
+        r = grow(w); /* the ones started are joined by stop/free */
     }
-    return 0;
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+int kop_workers_resize(struct kop_workers *w, int n)
+{
+    assert(w);
+    pthread_mutex_lock(&w->lock);
+    w->target = n > 0 ? n : 1;
+    kop_gauge_set(w->m_max, w->target);
+    reap(w);
+    int r = w->started && !w->stopping ? grow(w) : 0;
+    pthread_cond_broadcast(&w->cond); /* paused threads above target leave */
+    pthread_mutex_unlock(&w->lock);
+    return r;
 }
 
 int kop_workers_pause(struct kop_workers *w, int64_t timeout_ms)
@@ -300,11 +375,19 @@ int kop_workers_stop(struct kop_workers *w, int64_t timeout_ms)
     int r = kop_workqueue_shutdown_with_drain(w->queue, timeout_ms);
     if (r < 0)
         return r;
-    if (!w->joined) {
-        for (int i = 0; i < w->started; i++)
-            pthread_join(w->threads[i], NULL);
-        w->joined = true;
+    /* No resize runs now (kop/workers.h), so the slots stay; the threads
+     * take w->lock on their way out: join without it. */
+    for (int i = 0; i < w->n_slots; i++) {
+        struct slot *sl = w->slots[i];
+        if (sl->used) {
+            pthread_join(sl->thread, NULL);
+            sl->used = false;
+            sl->exited = false;
+        }
     }
+    pthread_mutex_lock(&w->lock);
+    w->alive = 0;
+    pthread_mutex_unlock(&w->lock);
     return 0;
 }
 
@@ -316,7 +399,9 @@ void kop_workers_free(struct kop_workers *w)
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle_cond);
     pthread_mutex_destroy(&w->lock);
-    free(w->threads);
+    for (int i = 0; i < w->n_slots; i++)
+        free(w->slots[i]);
+    free(w->slots);
     free(w->controller);
     free(w);
 }

@@ -16,7 +16,8 @@
  *   dirty      - added and not yet handed out (the "dirty set");
  *   processing - handed out by get() and not yet done() ("processing");
  *   waiting    - in the delay heap for add_after().
- * The FIFO holds exactly the items that are dirty and not processing.
+ * The FIFOs (one per group) hold exactly the items that are dirty and not
+ * processing.
  * get() moves the head from dirty to processing; add() while processing
  * only sets dirty; done() clears processing and, when dirty, pushes the
  * key to the FIFO tail. An item with no flag set is freed at once, so the
@@ -26,6 +27,17 @@
  * at most one worker; ndirty/nprocessing/qlen count the flags exactly;
  * the heap is a binary min-heap on (ready_ns, seq), so keys with the same
  * ready time come out in the order they were delayed.
+ *
+ * Groups (kop_workqueue_options.group_of): every key belongs to a group
+ * named by a prefix of the key ("" when group_of is NULL or says 0). Each
+ * group has its own FIFO and count of keys processing; get() serves the
+ * groups round robin (a cursor that moves past the group it served), and
+ * skips a group that has group_max_processing keys processing. So one
+ * group (a cluster whose API hangs) never holds more than its share of
+ * the workers, and a group with many keys queued does not make another
+ * wait behind all of them. With a single group, get() is the plain FIFO.
+ * A group is freed once no item refers to it; the default group "" lives
+ * as long as the queue.
  *
  * Shutdown: no more adds; getters wake with -ESHUTDOWN (queued keys are
  * not handed out); delayed keys are dropped; done() still works so that
@@ -269,8 +281,17 @@ int kop_workqueue_limiter_num_requeues(struct kop_workqueue_limiter *l, const ch
 
 /* ---- the queue ------------------------------------------------------------ */
 
+struct group {
+    struct group *next; /* the queue's list of groups */
+    struct item *qhead, *qtail;
+    size_t qlen, nprocessing;
+    size_t refs; /* items of the group */
+    char name[];
+};
+
 struct item {
-    struct hnode node;          /* first: freed with free() */
+    struct hnode node; /* first: freed with free() */
+    struct group *group;
     struct item *qnext;         /* FIFO link (dirty && !processing) */
     struct item *pprev, *pnext; /* processing list */
     size_t heap_idx;            /* valid while waiting */
@@ -288,7 +309,10 @@ struct kop_workqueue {
     pthread_cond_t drain_cond; /* nprocessing reached 0 */
     pthread_cond_t timer_cond; /* heap top changed, shutdown */
     struct hmap items;
-    struct item *qhead, *qtail;
+    struct group *groups; /* the default group "" first, never freed */
+    struct group *cursor; /* where get() looks first (round robin) */
+    size_t (*group_of)(const char *key);
+    size_t group_max; /* 0: no bound */
     size_t qlen, ndirty, nprocessing;
     struct item *processing; /* list head */
     struct item **heap;
@@ -388,6 +412,35 @@ static struct item *item_find(struct kop_workqueue *q, const char *key)
     return (struct item *)hmap_find(&q->items, key, hash_str(key));
 }
 
+/* The group named by the first n bytes of key, created when missing. Lock
+ * held. NULL on ENOMEM. */
+static struct group *group_get(struct kop_workqueue *q, const char *key, size_t n)
+{
+    struct group **p = &q->groups;
+    for (; *p; p = &(*p)->next)
+        if (strlen((*p)->name) == n && strncmp((*p)->name, key, n) == 0)
+            return *p;
+    struct group *g = calloc(1, sizeof(*g) + n + 1);
+    if (!g)
+        return NULL;
+    memcpy(g->name, key, n);
+    *p = g;
+    return g;
+}
+
+static void group_unref(struct kop_workqueue *q, struct group *g)
+{
+    if (--g->refs > 0 || g == q->groups)
+        return;
+    struct group **p = &q->groups;
+    while (*p != g)
+        p = &(*p)->next;
+    *p = g->next;
+    if (q->cursor == g)
+        q->cursor = g->next;
+    free(g);
+}
+
 static struct item *item_get_or_new(struct kop_workqueue *q, const char *key)
 {
     uint64_t h = hash_str(key);
@@ -395,9 +448,19 @@ static struct item *item_get_or_new(struct kop_workqueue *q, const char *key)
     if (it)
         return it;
     size_t klen = strlen(key);
-    it = calloc(1, sizeof(*it) + klen + 1);
-    if (!it)
+    size_t glen = q->group_of ? q->group_of(key) : 0;
+    assert(glen <= klen);
+    struct group *g = glen > 0 ? group_get(q, key, glen) : q->groups;
+    if (!g)
         return NULL;
+    it = calloc(1, sizeof(*it) + klen + 1);
+    if (!it) {
+        g->refs++;
+        group_unref(q, g);
+        return NULL;
+    }
+    g->refs++;
+    it->group = g;
     memcpy(it->key, key, klen + 1);
     it->node.hash = h;
     it->node.key = it->key;
@@ -410,19 +473,41 @@ static void item_maybe_free(struct kop_workqueue *q, struct item *it)
     if (it->dirty || it->processing || it->waiting)
         return;
     hmap_remove(&q->items, &it->node);
+    group_unref(q, it->group);
     free(it);
 }
 
 static void fifo_push(struct kop_workqueue *q, struct item *it)
 {
+    struct group *g = it->group;
     it->qnext = NULL;
-    if (q->qtail)
-        q->qtail->qnext = it;
+    if (g->qtail)
+        g->qtail->qnext = it;
     else
-        q->qhead = it;
-    q->qtail = it;
+        g->qhead = it;
+    g->qtail = it;
+    g->qlen++;
     q->qlen++;
     pthread_cond_signal(&q->cond);
+}
+
+static bool group_ready(const struct kop_workqueue *q, const struct group *g)
+{
+    return g->qhead && (q->group_max == 0 || g->nprocessing < q->group_max);
+}
+
+/* The next group with a key to hand out, round robin from the cursor;
+ * NULL when none. Lock held. */
+static struct group *next_ready(struct kop_workqueue *q)
+{
+    struct group *start = q->cursor ? q->cursor : q->groups;
+    struct group *g = start;
+    do {
+        if (group_ready(q, g))
+            return g;
+        g = g->next ? g->next : q->groups;
+    } while (g != start);
+    return NULL;
 }
 
 /* Mark it dirty and queue it unless it is processing. Lock held. */
@@ -544,6 +629,13 @@ int kop_workqueue_new(const struct kop_workqueue_options *opt, struct kop_workqu
     int r = hmap_init(&q->items);
     if (r < 0)
         goto out;
+    q->groups = calloc(1, sizeof(*q->groups) + 1);
+    if (!q->groups) {
+        r = -ENOMEM;
+        goto out;
+    }
+    q->group_of = opt->group_of;
+    q->group_max = opt->group_max_processing > 0 ? (size_t)opt->group_max_processing : 0;
     r = kop_workqueue_limiter_new(opt->base_delay_ns, opt->max_delay_ns, opt->qps, opt->burst,
                                   &q->limiter);
     if (r < 0)
@@ -568,6 +660,7 @@ int kop_workqueue_new(const struct kop_workqueue_options *opt, struct kop_workqu
 out:
     kop_workqueue_limiter_free(q->limiter);
     hmap_destroy(&q->items);
+    free(q->groups);
     free(q);
     return r;
 }
@@ -584,6 +677,11 @@ void kop_workqueue_free(struct kop_workqueue *q)
     if (q->timer_started)
         pthread_join(q->timer, NULL);
     hmap_destroy(&q->items);
+    while (q->groups) {
+        struct group *g = q->groups;
+        q->groups = g->next;
+        free(g);
+    }
     free(q->heap);
     kop_workqueue_limiter_free(q->limiter);
     pthread_cond_destroy(&q->cond);
@@ -704,24 +802,29 @@ int kop_workqueue_get(struct kop_workqueue *q, int64_t timeout_ms, const char **
     struct timespec deadline = {0};
     if (timeout_ms >= 0)
         deadline = kop_clock_deadline_ms(timeout_ms);
-    while (!q->shutting_down && !q->qhead) {
+    struct group *g = NULL;
+    while (!q->shutting_down && !(g = next_ready(q))) {
         if (timeout_ms < 0) {
             pthread_cond_wait(&q->cond, &q->lock);
         } else if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT) {
-            if (!q->shutting_down && !q->qhead) {
+            if (!q->shutting_down && !(g = next_ready(q))) {
                 r = -ETIMEDOUT;
                 goto out;
             }
+            break;
         }
     }
     if (q->shutting_down) {
         r = -ESHUTDOWN;
         goto out;
     }
-    struct item *it = q->qhead;
-    q->qhead = it->qnext;
-    if (!q->qhead)
-        q->qtail = NULL;
+    struct item *it = g->qhead;
+    g->qhead = it->qnext;
+    if (!g->qhead)
+        g->qtail = NULL;
+    g->qlen--;
+    g->nprocessing++;
+    q->cursor = g->next; /* the next get looks at the following group first */
     q->qlen--;
     it->qnext = NULL;
     it->dirty = false;
@@ -754,6 +857,11 @@ void kop_workqueue_done(struct kop_workqueue *q, const char *key)
         goto out;
     it->processing = false;
     q->nprocessing--;
+    struct group *g = it->group;
+    g->nprocessing--;
+    /* A group that was at its bound may be served again. */
+    if (q->group_max > 0 && g->qhead)
+        pthread_cond_signal(&q->cond);
     if (it->pprev)
         it->pprev->pnext = it->pnext;
     else
@@ -785,6 +893,104 @@ size_t kop_workqueue_len(struct kop_workqueue *q)
     size_t n = q->qlen;
     pthread_mutex_unlock(&q->lock);
     return n;
+}
+
+size_t kop_workqueue_group_len(struct kop_workqueue *q, const char *group, size_t *ret_processing)
+{
+    assert(q);
+    assert(group);
+    size_t n = 0, p = 0;
+    pthread_mutex_lock(&q->lock);
+    for (struct group *g = q->groups; g; g = g->next) {
+        if (strcmp(g->name, group) == 0) {
+            n = g->qlen;
+            p = g->nprocessing;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    if (ret_processing)
+        *ret_processing = p;
+    return n;
+}
+
+/* Rebuild the heap's order after entries were removed. Lock held. */
+static void heap_rebuild(struct kop_workqueue *q)
+{
+    for (size_t i = 0; i < q->heap_len; i++)
+        heap_set(q, i, q->heap[i]);
+    for (size_t i = q->heap_len / 2; i-- > 0;)
+        heap_down(q, i);
+}
+
+size_t kop_workqueue_forget_group(struct kop_workqueue *q, const char *group)
+{
+    assert(q);
+    assert(group);
+    pthread_mutex_lock(&q->lock);
+    struct group *g = q->groups;
+    while (g && strcmp(g->name, group) != 0)
+        g = g->next;
+    if (!g) {
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+    }
+    g->refs++; /* pinned while its items go */
+    /* the keys whose backoff goes too (the limiter is not called under
+     * q->lock); on ENOMEM a backoff entry stays, forgotten at the key's
+     * next success */
+    size_t cap = g->refs, nkeys = 0, dropped = 0;
+    char **keys = calloc(cap, sizeof(*keys));
+    for (struct item *it = q->processing; it; it = it->pnext) {
+        if (it->group == g && it->dirty) {
+            it->dirty = false;
+            q->ndirty--;
+        }
+    }
+    /* delayed keys: the ones not queued as well are freed now */
+    size_t j = 0;
+    for (size_t i = 0; i < q->heap_len; i++) {
+        struct item *it = q->heap[i];
+        if (it->group != g) {
+            q->heap[j++] = it;
+            continue;
+        }
+        it->waiting = false;
+        if (!it->dirty && !it->processing) {
+            if (keys && nkeys < cap)
+                keys[nkeys++] = strdup(it->key);
+            dropped++;
+            item_maybe_free(q, it);
+        }
+    }
+    q->heap_len = j;
+    heap_rebuild(q);
+    /* queued keys */
+    struct item *it = g->qhead;
+    q->qlen -= g->qlen;
+    g->qhead = g->qtail = NULL;
+    g->qlen = 0;
+    while (it) {
+        struct item *next = it->qnext;
+        it->dirty = false;
+        q->ndirty--;
+        if (keys && nkeys < cap)
+            keys[nkeys++] = strdup(it->key);
+        dropped++;
+        item_maybe_free(q, it);
+        it = next;
+    }
+    group_unref(q, g);
+    set_depth(q);
+    pthread_cond_broadcast(&q->timer_cond);
+    pthread_mutex_unlock(&q->lock);
+    for (size_t i = 0; i < nkeys; i++) {
+        if (keys[i])
+            kop_workqueue_limiter_forget(q->limiter, keys[i]);
+        free(keys[i]);
+    }
+    free(keys);
+    return dropped;
 }
 
 size_t kop_workqueue_processing(struct kop_workqueue *q)

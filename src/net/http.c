@@ -1311,10 +1311,18 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     track_phase(srv, conn, TP_IDLE);
 }
 
+/* The route of path: an exact one first, else the first prefix route
+ * whose path (ending in '/') starts path and leaves something after it. */
 static const struct route *find_route(const struct kop_http_server *srv, const char *path)
 {
     for (size_t i = 0; i < srv->n_routes; i++) {
-        if (strcmp(srv->routes[i].r.path, path) == 0)
+        if (!srv->routes[i].r.prefix && strcmp(srv->routes[i].r.path, path) == 0)
+            return &srv->routes[i];
+    }
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        const char *rp = srv->routes[i].r.path;
+        size_t n = strlen(rp);
+        if (srv->routes[i].r.prefix && strncmp(rp, path, n) == 0 && path[n] != '\0')
             return &srv->routes[i];
     }
     return NULL;
@@ -2098,7 +2106,8 @@ int kop_http_server_new(const struct kop_http_server_options *opts,
     assert(ret_srv);
     for (size_t i = 0; i < n_routes; i++) {
         if (!routes[i].path || routes[i].path[0] != '/' || (!routes[i].fn && !routes[i].stream) ||
-            !routes[i].methods)
+            !routes[i].methods ||
+            (routes[i].prefix && routes[i].path[strlen(routes[i].path) - 1] != '/'))
             return -EINVAL;
     }
     struct kop_http_server *srv = calloc(1, sizeof(*srv));

@@ -52,6 +52,7 @@ enum flag_type {
     FLAG_LIST,     /* comma-separated, into a char ** and the size_t after it (list_n) */
     FLAG_LEVEL,    /* enum kop_log_level */
     FLAG_FORMAT,   /* enum kop_log_format */
+    FLAG_CLUSTER,  /* NAME=KUBECONFIG, repeatable (struct kop_cluster_flag) */
     FLAG_HELP,
     FLAG_VERSION,
 };
@@ -151,6 +152,17 @@ static const struct flag flags[] = {
      "Sustained requests per second to the API server (0 turns the limiter off).", 0, 0},
     {"kube-api-burst", FLAG_INT, OFF(kube_api_burst), "30", "int",
      "Requests allowed in a burst above the QPS rate.", 0, INT_MAX},
+    {"cluster", FLAG_CLUSTER, OFF(clusters), NULL, "name=kubeconfig",
+     "A member cluster to reconcile besides the local one (repeatable; NAME a DNS label, not "
+     "\"" KOP_CONFIG_LOCAL_CLUSTER "\"; the file is read as --kubeconfig is; the environment "
+     "variable takes a comma-separated list).",
+     0, 0},
+    {"cluster-secrets", FLAG_BOOL, OFF(cluster_secrets), "false", NULL,
+     "Also reconcile the member clusters named by Secrets in kop's namespace labelled "
+     "kop.io/cluster=NAME, each holding an inline kubeconfig under the key \"kubeconfig\" "
+     "(engaged, re-engaged and disengaged as the Secrets change; needs the RBAC of "
+     "manifests/overlays/fleet).",
+     0, 0},
     {"kubeconfig", FLAG_PATH, OFF(kubeconfig), NULL, "file",
      "Kubeconfig file (default: in-cluster service account).", 0, 0},
     {"namespace", FLAG_PATH, OFF(namespace), NULL, "string",
@@ -670,6 +682,82 @@ static int apply_duration(struct kop_config *cfg, const struct flag *f, const ch
     return 0;
 }
 
+static void free_clusters(struct kop_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_clusters; i++) {
+        free(cfg->clusters[i].name);
+        free(cfg->clusters[i].kubeconfig);
+    }
+    free(cfg->clusters);
+    cfg->clusters = NULL;
+    cfg->n_clusters = 0;
+}
+
+/* One NAME=KUBECONFIG (len bytes of s) appended to cfg->clusters: NAME a
+ * DNS label, unique, not the local cluster's name; the path not empty. */
+static int add_cluster(struct kop_config *cfg, const char *s, size_t len, const char **why)
+{
+    const char *eq = memchr(s, '=', len);
+    char name[64];
+    if (!eq || eq == s || (size_t)(eq - s) >= sizeof(name) || eq + 1 == s + len) {
+        *why = "must be NAME=KUBECONFIG (a DNS label, then the kubeconfig file)";
+        return -EINVAL;
+    }
+    memcpy(name, s, (size_t)(eq - s));
+    name[eq - s] = '\0';
+    if (!dns_name(name, false)) {
+        *why = "the cluster name must be a DNS label (lower-case letters, digits and '-', at most "
+               "63, starting and ending with a letter or digit)";
+        return -EINVAL;
+    }
+    if (strcmp(name, KOP_CONFIG_LOCAL_CLUSTER) == 0) {
+        *why = "the cluster name \"" KOP_CONFIG_LOCAL_CLUSTER "\" is the local cluster's";
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < cfg->n_clusters; i++) {
+        if (strcmp(cfg->clusters[i].name, name) == 0) {
+            *why = "the cluster name is given twice";
+            return -EINVAL;
+        }
+    }
+    struct kop_cluster_flag *c =
+        realloc(cfg->clusters, (cfg->n_clusters + 1) * sizeof(*cfg->clusters));
+    if (!c) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    cfg->clusters = c;
+    c[cfg->n_clusters].name = strdup(name);
+    c[cfg->n_clusters].kubeconfig = strndup(eq + 1, (size_t)(s + len - eq - 1));
+    if (!c[cfg->n_clusters].name || !c[cfg->n_clusters].kubeconfig) {
+        free(c[cfg->n_clusters].name);
+        free(c[cfg->n_clusters].kubeconfig);
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    cfg->n_clusters++;
+    return 0;
+}
+
+/* KOP_CLUSTER: a comma-separated list of NAME=KUBECONFIG, replaced by the
+ * first --cluster flag. */
+static int apply_cluster_env(struct kop_config *cfg, const char *value, const char **why)
+{
+    free_clusters(cfg);
+    for (const char *p = value;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        int r = add_cluster(cfg, p, n, why);
+        if (r != 0)
+            return r;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    cfg->_clusters_from_env = true;
+    return 0;
+}
+
 static int apply(struct kop_config *cfg, const struct flag *f, const char *value, const char **why)
 {
     long long i;
@@ -720,6 +808,13 @@ static int apply(struct kop_config *cfg, const struct flag *f, const char *value
         *list_n(cfg, f) = n;
         return 0;
     }
+    case FLAG_CLUSTER:
+        if (cfg->_clusters_from_env) {
+            /* the first flag replaces what the environment said */
+            free_clusters(cfg);
+            cfg->_clusters_from_env = false;
+        }
+        return add_cluster(cfg, value, strlen(value), why);
     case FLAG_LEVEL:
         r = kop_log_level_parse(value, field(cfg, f));
         if (r != 0)
@@ -774,6 +869,7 @@ void kop_config_cleanup(struct kop_config *cfg)
             *list_n(cfg, f) = 0;
         }
     }
+    free_clusters(cfg);
 }
 
 /* ---- help -------------------------------------------------------------------- */
@@ -1034,7 +1130,8 @@ static int apply_env(struct kop_config *cfg, char **envp, FILE *err)
             value = *e + n + 1;
             if (value[0] == '\0')
                 continue; /* an empty variable counts as unset */
-            if (apply(cfg, f, value, &why) != 0) {
+            if ((f->type == FLAG_CLUSTER ? apply_cluster_env(cfg, value, &why)
+                                         : apply(cfg, f, value, &why)) != 0) {
                 print_invalid(err, env, f, value, why);
                 return -EINVAL;
             }
@@ -1165,6 +1262,31 @@ static int apply_flags(struct kop_config *cfg, int argc, char **argv, FILE *err)
     }
 }
 
+/* --cluster: the members are reconciled by the reconciler, one leader for
+ * all; sharding across clusters is not built. */
+static int check_clusters(const struct kop_config *cfg, FILE *err)
+{
+    if (cfg->n_clusters == 0 && !cfg->cluster_secrets)
+        return 0;
+    const char *flag = cfg->n_clusters ? "--cluster" : "--cluster-secrets";
+    if (cfg->webhook_only) {
+        fprintf(err, "kop: %s needs the reconciler; it does not go with --webhook-only\n", flag);
+        usage_hint(err);
+        return -EINVAL;
+    }
+    if (cfg->sharding) {
+        fprintf(err,
+                "kop: %s does not go with --sharding (sharding is for the local cluster only)\n",
+                flag);
+        usage_hint(err);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < cfg->n_clusters; i++)
+        if (check_file(err, "cluster", cfg->clusters[i].kubeconfig) != 0)
+            return -EINVAL;
+    return 0;
+}
+
 /* The cross-flag rules: every one lives here, so the tests and the fuzzer
  * see what the binary enforces. Returns 0 or -EINVAL. */
 static int check_cross_flags(const struct kop_config *cfg, FILE *err)
@@ -1209,6 +1331,8 @@ static int check_cross_flags(const struct kop_config *cfg, FILE *err)
     }
     if (check_file(err, "client-ca-file", cfg->client_ca_file) != 0 ||
         check_file(err, "kubeconfig", cfg->kubeconfig) != 0)
+        return -EINVAL;
+    if (check_clusters(cfg, err) != 0)
         return -EINVAL;
     if (cfg->otlp_endpoint[0] && !cfg->otlp_service_name[0]) {
         fprintf(err, "kop: --otlp-service-name must not be empty\n");

@@ -113,6 +113,7 @@
 #include "kop/migrator.h"
 #include "kop/myresource.h"
 #include "kop/otlp.h"
+#include "kop/fleet.h"
 #include "kop/membership.h"
 #include "kop/probes.h"
 #include "kop/ratelimit.h"
@@ -140,6 +141,8 @@ struct kop_manager {
     struct kop_client *client;           /* informers, events */
     struct kop_client *reconcile_client; /* reconciles: aborted when the lease is lost */
     struct kop_client *lease_client;     /* the Lease: never waits behind the bucket */
+    struct kop_client *probe_client;     /* the local cluster's reachability probe */
+    struct kop_fleet *fleet;             /* the member clusters */
     struct kop_store *store;
     struct kop_events *events;
     struct kop_controller *controller;
@@ -343,6 +346,43 @@ static int sharding_new(struct kop_manager *m, struct kop_controller_options *ct
     return 0;
 }
 
+/* How long the probe of a cluster's API server may take (connection
+ * included): a hung server is "not ready" after this. */
+#define PROBE_TIMEOUT_MS 2000
+
+/* A cluster's reachability probe: outside the token bucket, no retries,
+ * short timeouts (kop/controller.h). */
+static int probe_client_new(const struct kop_kubeconfig *kc, struct kop_client **ret)
+{
+    char ua[160];
+    user_agent(ua, sizeof(ua));
+    const struct kop_client_options popt = {.config = kc,
+                                            .user_agent = ua,
+                                            .max_retries = -1,
+                                            .timeout_ms = PROBE_TIMEOUT_MS,
+                                            .connect_timeout_ms = PROBE_TIMEOUT_MS};
+    return kop_client_new(&popt, ret);
+}
+
+/* The member clusters (kop/fleet.h): --cluster ones engaged now, the
+ * Secrets' from the "controller" start step. */
+static int fleet_new(struct kop_manager *m)
+{
+    const struct kop_config *cfg = m->cfg;
+    if (cfg->n_clusters == 0 && !cfg->cluster_secrets)
+        return 0;
+    char ua[160];
+    user_agent(ua, sizeof(ua));
+    const struct kop_fleet_options fo = {
+        .cfg = cfg,
+        .controller = m->controller,
+        .client = m->client,
+        .namespace = lease_namespace(cfg, m->client),
+        .user_agent = ua,
+    };
+    return kop_fleet_new(&fo, &m->fleet);
+}
+
 /* The reconciler's clients, sharing one token bucket. */
 static int clients_new(struct kop_manager *m)
 {
@@ -372,7 +412,7 @@ static int clients_new(struct kop_manager *m)
         if (r < 0)
             return r;
     }
-    return 0;
+    return probe_client_new(&m->kc, &m->probe_client);
 }
 
 /* The store, the event recorder and the controller (with --sharding its
@@ -396,6 +436,7 @@ static int controller_new(struct kop_manager *m)
         .sync_period_ms = cfg->sync_period_ms,
         .leading = !cfg->leader_elect && !cfg->sharding,
         .reconcile_client = m->reconcile_client,
+        .probe_client = m->probe_client,
         .lost_lease_drain_ms = cfg->leader_lease_duration_ms - cfg->leader_renew_deadline_ms,
         .myresource_version = cfg->storage_version && strcmp(cfg->storage_version, "v2") == 0
                                   ? KOP_MYRESOURCE_VERSION_V2
@@ -495,6 +536,8 @@ static int reconciler_new(struct kop_manager *m)
     if (r == 0)
         r = controller_new(m);
     if (r == 0)
+        r = fleet_new(m);
+    if (r == 0)
         r = elector_new(m);
     if (r == 0)
         r = migrator_new(m);
@@ -513,8 +556,10 @@ static int reconciler_new(struct kop_manager *m)
  * (NULL-safe, idempotent). */
 static void reconciler_free(struct kop_manager *m, bool graceful)
 {
-    /* Informers first so no key is added, then the drain; when it runs out
-     * of time the bucket is closed so reconciles waiting on it return. */
+    /* No member comes or goes any more; then informers first so no key is
+     * added, then the drain; when it runs out of time the bucket is closed
+     * so reconciles waiting on it return. */
+    kop_fleet_stop(m->fleet);
     if (m->controller) {
         if (graceful)
             step(m, "controller");
@@ -522,6 +567,7 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
             kop_log(KOP_LOG_WARN, "setup", "reconciles in flight cut short", NULL);
             kop_ratelimit_close(m->ratelimit);
             kop_client_abort(m->reconcile_client);
+            kop_fleet_cut_short(m->fleet);
         }
     }
     /* The migrator's requests share the bucket: stop it with the
@@ -530,6 +576,7 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
     if (m->events && graceful) {
         step(m, "events");
         (void)kop_events_flush(m->events, remaining_ms(m) / 2);
+        kop_fleet_flush_events(m->fleet, remaining_ms(m) / 2);
     }
     /* After the last reconcile: leave the shard members (the sharder moves
      * this replica's objects at its next pass) and release the lease so
@@ -556,10 +603,14 @@ static void reconciler_free(struct kop_manager *m, bool graceful)
     m->membership = NULL;
     kop_controller_free(m->controller);
     m->controller = NULL;
+    kop_fleet_free(m->fleet);
+    m->fleet = NULL;
     kop_events_free(m->events);
     m->events = NULL;
     kop_client_free(m->lease_client);
     m->lease_client = NULL;
+    kop_client_free(m->probe_client);
+    m->probe_client = NULL;
     kop_client_free(m->reconcile_client);
     m->reconcile_client = NULL;
     kop_client_free(m->client);
@@ -702,6 +753,12 @@ static int prepare_self_signed(struct kop_manager *m)
     return r;
 }
 
+/* The webhook's view of the clusters: a handle for rule 4 of one. */
+static void *cluster_handle(void *ud, const char *name)
+{
+    return kop_controller_cluster(ud, name);
+}
+
 /* "webhook": unless --controller-only, the webhook server, published to
  * its readiness check once it serves. */
 static int start_webhook(struct kop_manager *m)
@@ -714,6 +771,10 @@ static int start_webhook(struct kop_manager *m)
         .cfg = cfg,
         .child_lookup = m->controller ? kop_controller_child_lookup : NULL,
         .child_lookup_userdata = m->controller,
+        .cluster = m->controller ? cluster_handle : NULL,
+        .cluster_put = kop_controller_cluster_put,
+        .cluster_child_lookup = kop_controller_cluster_child_lookup,
+        .cluster_userdata = m->controller,
         .shard_mutate = m->sharder ? kop_sharder_mutate_http : NULL,
         .shard_mutate_userdata = m->sharder,
     };
@@ -749,6 +810,14 @@ static int start_controller(struct kop_manager *m)
         if (r < 0) {
             kop_log(KOP_LOG_ERROR, "setup", "cannot start the controller",
                     json_pack("{s:i}", "errno", -r));
+            return r;
+        }
+    }
+    if (m->fleet) {
+        r = kop_fleet_start(m->fleet);
+        if (r < 0) {
+            kop_log_errno(KOP_LOG_ERROR, "setup", "cannot watch the member cluster Secrets", r,
+                          NULL);
             return r;
         }
     }

@@ -34,6 +34,10 @@ struct kop_webhook {
     struct kop_tls *tls;
     struct kop_selfdial *selfdial; /* the readiness check */
     struct kop_admission_options admission;
+    void *(*cluster)(void *ud, const char *name);
+    void (*cluster_put)(void *handle);
+    kop_admission_child_lookup_fn *cluster_child_lookup;
+    void *cluster_userdata;
     atomic_bool stopped;
 };
 
@@ -109,17 +113,20 @@ static void answer(const struct kop_review_result *res, struct kop_http_response
     resp->content_type = "application/json";
 }
 
-static void on_validate(void *ud, const struct kop_http_request *req,
-                        struct kop_http_response *resp)
+/* A review with the given rule-4 lookup, or, with deny set, a denial
+ * before the rules (a cluster kop does not know). */
+static void validate(const struct kop_http_request *req, struct kop_http_response *resp,
+                     const struct kop_admission_options *opts, const char *deny)
 {
-    struct kop_webhook *w = ud;
     int64_t started = kop_clock_now_ns();
     struct kop_review_result res;
     memset(&res, 0, sizeof(res));
 
     struct kop_arena *a = thread_arena();
     struct kop_arena *prev = kop_arena_json_bind(a);
-    int r = kop_review_admit_http(req->content_type, req->body, req->body_len, &w->admission, &res);
+    int r = deny ? kop_review_deny_http(req->content_type, req->body, req->body_len, 404,
+                                        "NotFound", deny, &res)
+                 : kop_review_admit_http(req->content_type, req->body, req->body_len, opts, &res);
     kop_arena_json_bind(prev);
     if (a)
         kop_arena_reset(a);
@@ -130,6 +137,54 @@ static void on_validate(void *ud, const struct kop_http_request *req,
     }
     log_review(&res, started);
     answer(&res, resp);
+}
+
+static void on_validate(void *ud, const struct kop_http_request *req,
+                        struct kop_http_response *resp)
+{
+    struct kop_webhook *w = ud;
+    validate(req, resp, &w->admission, NULL);
+}
+
+/* A DNS-1123 label (what --cluster and kop.io/cluster names are). */
+static bool dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* KOP_WEBHOOK_CLUSTERS_PATH NAME: rule 4 reads that cluster's caches; a
+ * name kop does not reconcile (or no name) is a 404 denial, never a
+ * review against another cluster's caches. The name is echoed only when
+ * it is a label (the path is the caller's). */
+static void on_validate_cluster(void *ud, const struct kop_http_request *req,
+                                struct kop_http_response *resp)
+{
+    struct kop_webhook *w = ud;
+    const char *name = req->path + strlen(KOP_WEBHOOK_CLUSTERS_PATH);
+    if (!dns_label(name)) {
+        validate(req, resp, NULL,
+                 "the webhook path names no cluster: " KOP_WEBHOOK_CLUSTERS_PATH
+                 "NAME takes a DNS label");
+        return;
+    }
+    void *handle = w->cluster ? w->cluster(w->cluster_userdata, name) : NULL;
+    if (!handle) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "cluster \"%s\" is not one kop reconciles", name);
+        validate(req, resp, NULL, msg);
+        return;
+    }
+    struct kop_admission_options o = w->admission;
+    o.child_lookup = w->cluster_child_lookup;
+    o.child_lookup_userdata = handle;
+    validate(req, resp, &o, NULL);
+    w->cluster_put(handle);
 }
 
 /* ---- /convert streams (kop/convstream.h) ---------------------------------------- */
@@ -225,6 +280,15 @@ static int start_http(struct kop_webhook *w, const struct kop_webhook_options *o
             .webhook_name = KOP_WEBHOOK_VALIDATE_PATH,
         },
         {
+            .path = KOP_WEBHOOK_CLUSTERS_PATH,
+            .methods = KOP_HTTP_POST,
+            .max_body = cfg->admission_max_body,
+            .fn = on_validate_cluster,
+            .userdata = w,
+            .webhook_name = KOP_WEBHOOK_CLUSTERS_PATH,
+            .prefix = true,
+        },
+        {
             .path = KOP_SHARDER_MUTATE_PATH,
             .methods = KOP_HTTP_POST,
             .max_body = cfg->admission_max_body,
@@ -301,6 +365,11 @@ int kop_webhook_start(const struct kop_webhook_options *opts, struct kop_webhook
     w->admission.n_allowed_registries = cfg->n_allowed_registries;
     w->admission.child_lookup = opts->child_lookup;
     w->admission.child_lookup_userdata = opts->child_lookup_userdata;
+    w->cluster = opts->cluster;
+    w->cluster_put = opts->cluster_put;
+    assert(!w->cluster || w->cluster_put);
+    w->cluster_child_lookup = opts->cluster_child_lookup;
+    w->cluster_userdata = opts->cluster_userdata;
 
     r = start_http(w, opts);
     if (r == 0)
