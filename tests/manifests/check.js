@@ -11,6 +11,10 @@
 //     app.kubernetes.io/managed-by label the objects carry, "kustomize"
 //     unless told; the Helm chart's renderings carry "Helm")
 //   node check.js storage-v2 FILE      so does the storage-v2 overlay
+//   node check.js fleet FILE DEFAULT   the fleet overlay is the default
+//                                      install (DEFAULT, its rendering)
+//                                      plus --cluster-secrets and a Role
+//                                      reading Secrets in kop-system
 //   node check.js member FILE DEFAULT CLUSTER URL CABUNDLE
 //                                      a member cluster's install: the CRD
 //                                      and webhook of DEFAULT calling URL
@@ -369,9 +373,12 @@ function commonChecks(docs, mode, manager) {
         check(`${idOf(r)} aggregated user role: unbound, MyResources only, status read-only`,
               !bound && only && !statusWrite, bound ? 'bound' : only ? 'status written' : 'other resources or wildcard');
     }
+    // The fleet overlay's Role reads Secrets on purpose (cmdFleet checks it
+    // rule by rule); nothing else may.
+    const fleetRole = (r) => mode === 'fleet' && r.kind === 'Role' && r.metadata.name === 'kop-cluster-secrets-role';
     for (const r of docs.filter((o) => (o.kind === 'ClusterRole' && !aggregated(o)) || o.kind === 'Role')) {
         const wild = r.rules.some((x) => [x.verbs, x.resources, x.apiGroups].some((l) => (l || []).includes('*')));
-        const secrets = r.rules.some((x) => (x.resources || []).includes('secrets'));
+        const secrets = !fleetRole(r) && r.rules.some((x) => (x.resources || []).includes('secrets'));
         const del = r.rules.some((x) => (x.verbs || []).some((v) => v === 'delete' || v === 'deletecollection'));
         check(`${idOf(r)} least privilege`, !wild && !secrets && !del, 'wildcard, secrets or delete granted');
     }
@@ -503,7 +510,7 @@ function cmdStorageV2(file) {
     }
 }
 
-// ---- a fleet: a member's install ---------------------------------------------
+// ---- a fleet: the local install and a member's ------------------------------
 
 // Everything of `base` is in `docs`, unchanged but for what `strip` takes out
 // of both copies (e.g. a field the overlay sets); `extra` names the ids
@@ -538,6 +545,38 @@ function flatKeys(o, acc = {}) {
 
 function rulesOf(docs, kind) {
     return docs.filter((o) => o.kind === kind).flatMap((r) => (r.rules || []).map((x) => [r, x]));
+}
+
+function cmdFleet(file, defaultFile) {
+    const docs = loadDocs(file);
+    const {dep, c} = commonChecks(docs, 'fleet', 'kustomize');
+    if (!dep) return;
+    const args = c.args || [];
+    check('--cluster-secrets, still --leader-elect', args.includes('--cluster-secrets') &&
+          args.includes('--leader-elect'), JSON.stringify(args));
+    const role = find(docs, 'Role', 'kop-cluster-secrets-role');
+    const r = role && role.rules;
+    check('Role kop-cluster-secrets-role: get/list/watch on Secrets, in kop-system only', role &&
+          role.metadata.namespace === 'kop-system' && r.length === 1 &&
+          JSON.stringify(r[0].apiGroups) === '[""]' && JSON.stringify(r[0].resources) === '["secrets"]' &&
+          JSON.stringify([...r[0].verbs].sort()) === '["get","list","watch"]', JSON.stringify(role));
+    const b = find(docs, 'RoleBinding', 'kop-cluster-secrets-rolebinding');
+    check('RoleBinding kop-cluster-secrets-rolebinding: the Role to kop, in kop-system', b &&
+          b.metadata.namespace === 'kop-system' && b.roleRef.kind === 'Role' &&
+          b.roleRef.name === 'kop-cluster-secrets-role' && b.subjects.length === 1 &&
+          b.subjects[0].kind === 'ServiceAccount' && b.subjects[0].name === 'kop' &&
+          b.subjects[0].namespace === 'kop-system', JSON.stringify(b));
+    const secretRules = [...rulesOf(docs, 'ClusterRole'), ...rulesOf(docs, 'Role')]
+        .filter(([, x]) => (x.resources || []).some((res) => res === 'secrets' || res === '*'));
+    check('no other role grants Secrets (no ClusterRole at all)', secretRules.length === 1 &&
+          secretRules[0][0] === role, JSON.stringify(secretRules.map(([o]) => idOf(o))));
+    const noFlag = (o) => {
+        if (o.kind !== 'Deployment') return;
+        const cc = o.spec.template.spec.containers[0];
+        cc.args = (cc.args || []).filter((a) => a !== '--cluster-secrets');
+    };
+    sameAs('fleet', docs, loadDocs(defaultFile), noFlag,
+           ['Role/kop-system/kop-cluster-secrets-role', 'RoleBinding/kop-system/kop-cluster-secrets-rolebinding']);
 }
 
 function cmdMember(file, defaultFile, cluster, url, caBundle) {
@@ -657,12 +696,12 @@ function cmdSelftest(file) {
 
 function main(argv) {
     const cmds = {schema: cmdSchema, install: cmdInstall, 'self-signed': cmdSelfSigned, 'storage-v2': cmdStorageV2,
-                  selftest: cmdSelftest, member: cmdMember};
+                  selftest: cmdSelftest, fleet: cmdFleet, member: cmdMember};
     const withManager = argv[0] === 'install' || argv[0] === 'self-signed';
-    const argc = {member: 6}[argv[0]] || 2;
+    const argc = {fleet: 3, member: 6}[argv[0]] || 2;
     if (!cmds[argv[0]] || (argv.length !== argc && !(withManager && argv.length === 3))) {
         console.error('usage: node check.js schema|install|self-signed|storage-v2|selftest FILE | install|self-signed FILE MANAGER\n' +
-                      '       node check.js member FILE DEFAULT CLUSTER URL CABUNDLE');
+                      '       node check.js fleet FILE DEFAULT | member FILE DEFAULT CLUSTER URL CABUNDLE');
         return 2;
     }
     try {

@@ -3,8 +3,8 @@
 #
 # kop's deployment manifests (manifests/, kustomize):
 #   1. `kubectl kustomize` renders the default install, the self-signed,
-#      storage-v2, sharding and fail-open overlays and the samples (the
-#      fail-open overlay changes failurePolicy only); the member
+#      storage-v2, sharding, fail-open and fleet overlays and the samples
+#      (the fail-open overlay changes failurePolicy only); the member
 #      overlay refuses to build as committed (its member.env unset), and
 #      builds in a copy of manifests/ with a member's inputs (url, cluster
 #      east, a CA from scripts/gen-certs.sh);
@@ -16,11 +16,13 @@
 #      itself rejects broken objects;
 #   3. the install hangs together (names, selectors, ports, certificate
 #      chain, the CA's key kept across renewals, hardening, RBAC wiring)
-#      and so do the overlays: the member rendering is the install's CRD and webhook calling kop
+#      and so do the overlays: the fleet overlay is the install plus
+#      --cluster-secrets and a Role reading Secrets in kop-system only;
+#      the member rendering is the install's CRD and webhook calling kop
 #      by url (.../convert, .../clusters/east) with the given caBundle,
 #      kop's RBAC without Lease or Secret rights, its token Secret, and
-#      nothing that runs kop (check.js member, shown to fail on broken
-#      copies);
+#      nothing that runs kop (check.js fleet and member, each shown to
+#      fail on broken copies);
 #   4. kubesim accepts everything: `kubectl apply -k manifests/` (after
 #      registering minimal cert-manager.io Issuer and Certificate CRDs,
 #      which kubesim does not have), the CA patched into the caBundles as
@@ -29,7 +31,7 @@
 #      (a CA certificate renewed on the same key in the caBundles verifies
 #      the pair kop still serves and the reverse; a CA on a new key does
 #      not), then the self-signed overlay applies on top, then the
-#      storage-v2 one; a second kubesim, as a member
+#      storage-v2 one, then the fleet one; a second kubesim, as a member
 #      cluster, takes the member overlay (url: kop at 127.0.0.1), reads a
 #      MyResource as v2 through /convert by url and calls the validating
 #      webhook at .../clusters/east over verified TLS (kop --webhook-only
@@ -84,6 +86,7 @@ render manifests/overlays/storage-v2/ "$root/manifests/overlays/storage-v2" "$wo
 render manifests/samples/ "$root/manifests/samples" "$work/samples.yaml"
 render manifests/overlays/sharding/ "$root/manifests/overlays/sharding" "$work/sharding.yaml"
 render manifests/overlays/fail-open/ "$root/manifests/overlays/fail-open" "$work/fail-open.yaml"
+render manifests/overlays/fleet/ "$root/manifests/overlays/fleet" "$work/fleet.yaml"
 # The member overlay as committed has its inputs commented out: it must
 # not build (no default URL, name or CA to apply by mistake).
 if k kustomize "$root/manifests/overlays/member" >/dev/null 2>"$work/member-unset.err"; then
@@ -163,11 +166,13 @@ if $node_ok; then
   run_check "self-signed" node "$checks/check.js" self-signed "$work/self-signed.yaml"
   run_check "schema storage-v2" node "$checks/check.js" schema "$work/storage-v2.yaml"
   run_check "storage-v2" node "$checks/check.js" storage-v2 "$work/storage-v2.yaml"
+  run_check "schema fleet" node "$checks/check.js" schema "$work/fleet.yaml"
+  run_check "fleet" node "$checks/check.js" fleet "$work/fleet.yaml" "$work/default.yaml"
   run_check "schema member" node "$checks/check.js" schema "$work/member.yaml"
   run_check "member" node "$checks/check.js" member "$work/member.yaml" "$work/default.yaml" \
     east "$member_url" "$member_ca"
   # The checks can fail: a webhook path naming another member, a Lease
-  # right in the member's ClusterRole, another caBundle.
+  # right in the member's ClusterRole, the Secrets Role made cluster-wide.
   expect_fail() { # what pattern check.js-args...
     local what=$1 pattern=$2
     shift 2
@@ -186,6 +191,9 @@ if $node_ok; then
     member "$work/member-lease.yaml" "$work/default.yaml" east "$member_url" "$member_ca"
   expect_fail "a caBundle other than the given CA" "member: conversion caBundle is the given CA" \
     member "$work/member.yaml" "$work/default.yaml" east "$member_url" "$(base64 -w0 "$root/tests/data/helm-ca.pem")"
+  sed 's/^kind: Role$/kind: ClusterRole/' "$work/fleet.yaml" >"$work/fleet-cluster-wide.yaml"
+  expect_fail "Secrets granted cluster-wide" "Role kop-cluster-secrets-role" \
+    fleet "$work/fleet-cluster-wide.yaml" "$work/default.yaml"
 fi
 
 # ---- 4. kubesim accepts everything ------------------------------------------------
@@ -388,6 +396,21 @@ if [ "$sv" = '["v1","v2"]' ]; then
   pass "kubesim: storage-v2 overlay keeps v1 in storedVersions until the migration"
 else
   fail "kubesim: storedVersions after the storage-v2 overlay: $sv"
+fi
+
+# The fleet overlay on top: the Role for the cluster Secrets, the flag.
+if k apply -f "$work/fleet.yaml" >"$work/apply-fleet.log" 2>&1; then
+  pass "kubesim: kubectl apply -f the fleet overlay on top"
+else
+  fail "kubesim: fleet overlay: $(grep -iv 'configured\|created\|unchanged' "$work/apply-fleet.log" | head -n 5)"
+fi
+verbs=$(k get -n kop-system role kop-cluster-secrets-role -o jsonpath='{.rules[0].resources} {.rules[0].verbs}' 2>&1 || true)
+args=$(k get -n kop-system deployment kop-controller-manager -o jsonpath='{.spec.template.spec.containers[0].args}' 2>&1 || true)
+if [ "$verbs" = '["secrets"] ["get","list","watch"]' ] && [[ "$args" == *'"--cluster-secrets"'* ]] &&
+  k get -n kop-system rolebinding kop-cluster-secrets-rolebinding -o name >/dev/null 2>&1; then
+  pass "kubesim: fleet overlay stores the Secrets Role and binding, the Deployment runs --cluster-secrets"
+else
+  fail "kubesim: fleet overlay: Role '$verbs', args $args"
 fi
 
 # A member cluster: a second kubesim, the member overlay with kop's
