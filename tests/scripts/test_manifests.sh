@@ -447,7 +447,7 @@ if wait_for "$work/kubesim-member.log" '^https://'; then
   tok=$(km get -n kop-system secret kop-token \
     -o jsonpath='{.type} {.metadata.annotations.kubernetes\.io/service-account\.name} {.data.token}' 2>&1 || true)
   case $tok in
-  "kubernetes.io/service-account-token kop ") skip "kubesim member: kop-token stored, but no token in it: kubesim has no token controller (a real apiserver fills data.token)" ;;
+  "kubernetes.io/service-account-token kop ") skip "kubesim member: kop-token stored, but no token in it: kubesim has no token controller (kube-controller-manager's fills data.token)" ;;
   "kubernetes.io/service-account-token kop "?*) pass "kubesim member: kop-token holds a token of kop" ;;
   *) fail "kubesim member: kop-token: $tok" ;;
   esac
