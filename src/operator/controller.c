@@ -79,7 +79,8 @@ struct cluster {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop;
-    int state; /* -1 not seen yet, 0 not ready, 1 ready */
+    int state;       /* -1 not seen yet, 0 not ready, 1 ready */
+    bool was_ready;  /* ready once: a later "ready" is a comeback */
     struct kop_metric *m_ready;
     struct kop_metric *m_result[4]; /* success, error, requeue, requeue_after */
 };
@@ -922,13 +923,16 @@ static void cluster_set_state(struct cluster *cl, int why)
     int state = why == 0;
     pthread_mutex_lock(&cl->lock);
     int old = cl->state;
+    bool comeback = state && cl->was_ready && old == 0;
     cl->state = state;
+    cl->was_ready = cl->was_ready || state;
     pthread_mutex_unlock(&cl->lock);
     kop_gauge_set(cl->m_ready, state);
     if (old == state)
         return;
     if (state) {
-        size_t n = old == 0 ? enqueue_all(cl) : 0;
+        /* the informers' first lists queue every object themselves */
+        size_t n = comeback ? enqueue_all(cl) : 0;
         kop_log(KOP_LOG_INFO, LOGGER, "cluster ready",
                 json_pack("{s:s, s:I}", "cluster", cl->name, "enqueued", (json_int_t)n));
     } else if (why > 0 && old == -1) {
