@@ -79,8 +79,8 @@ struct cluster {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop;
-    int state;       /* -1 not seen yet, 0 not ready, 1 ready */
-    bool was_ready;  /* ready once: a later "ready" is a comeback */
+    int state;      /* -1 not seen yet, 0 not ready, 1 ready */
+    bool was_ready; /* ready once: a later "ready" is a comeback */
     struct kop_metric *m_ready;
     struct kop_metric *m_result[4]; /* success, error, requeue, requeue_after */
 };

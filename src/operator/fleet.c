@@ -168,9 +168,9 @@ static void member_disengage(struct kop_fleet *f, struct member *mb, const char 
         kop_ratelimit_close(mb->ratelimit);
         (void)kop_controller_remove_cluster(f->controller, mb->name);
     }
-    kop_log(KOP_LOG_INFO, LOGGER, "member cluster disengaged",
-            json_pack("{s:s, s:s?, s:s}", "cluster", mb->name, "secret", mb->secret, "reason",
-                      why));
+    kop_log(
+        KOP_LOG_INFO, LOGGER, "member cluster disengaged",
+        json_pack("{s:s, s:s?, s:s}", "cluster", mb->name, "secret", mb->secret, "reason", why));
     member_free(mb);
     malloc_trim(0);
 }
@@ -189,9 +189,9 @@ static int static_member(struct kop_fleet *f, const struct kop_cluster_flag *fla
     *tail = &mb->next;
     int r = kop_kubeconfig_load_default(flag->kubeconfig, NULL, &mb->kc);
     if (r < 0) {
-        kop_log_errno(KOP_LOG_ERROR, "setup", "cannot load the member cluster's configuration", r,
-                      json_pack("{s:s, s:s}", "cluster", flag->name, "kubeconfig",
-                                flag->kubeconfig));
+        kop_log_errno(
+            KOP_LOG_ERROR, "setup", "cannot load the member cluster's configuration", r,
+            json_pack("{s:s, s:s}", "cluster", flag->name, "kubeconfig", flag->kubeconfig));
         return r;
     }
     mb->kc_loaded = true;
@@ -315,8 +315,8 @@ static void refuse(struct kop_fleet *f, const char *secret, const char *kubeconf
     }
     free(x->kubeconfig);
     x->kubeconfig = strdup(kubeconfig);
-    json_t *fields = json_pack("{s:s, s:s, s:s?, s:s}", "namespace", f->namespace, "secret",
-                               secret, "cluster", cluster, "reason", why);
+    json_t *fields = json_pack("{s:s, s:s, s:s?, s:s}", "namespace", f->namespace, "secret", secret,
+                               "cluster", cluster, "reason", why);
     if (err)
         kop_log_errno(KOP_LOG_ERROR, LOGGER, "member cluster Secret refused", err, fields);
     else
@@ -343,8 +343,7 @@ static void prune_refused(struct kop_fleet *f, const json_t *wanted)
 /* A Secret member from its (validated) Secret; on success it is engaged
  * and in the list. Returns 0, -EINVAL (refused and logged) or another
  * negative errno (to be tried again). */
-static int secret_member(struct kop_fleet *f, const char *name, const char *secret,
-                         const char *b64)
+static int secret_member(struct kop_fleet *f, const char *name, const char *secret, const char *b64)
 {
     char *raw = NULL;
     size_t len = 0;
@@ -390,7 +389,7 @@ static int secret_member(struct kop_fleet *f, const char *name, const char *secr
     if (r < 0) {
         kop_log_errno(KOP_LOG_ERROR, LOGGER, "cannot engage the member cluster", r,
                       json_pack("{s:s, s:s}", "cluster", name, "secret", secret));
-        member_disengage(f, mb, "engaging failed");
+        member_free(mb); /* not engaged: nothing of it is in the controller */
         return r == -EINVAL || r == -EEXIST ? -EINVAL : r;
     }
     mb->next = f->members;
@@ -419,8 +418,8 @@ static json_t *wanted_members(struct kop_fleet *f, json_t **ret_secrets)
         if (!secret || !name)
             continue;
         json_object_set_new(secrets, secret, json_true());
-        const char *b64 = json_string_value(json_object_get(json_object_get(s, "data"),
-                                                            KOP_FLEET_SECRET_KEY));
+        const char *b64 =
+            json_string_value(json_object_get(json_object_get(s, "data"), KOP_FLEET_SECRET_KEY));
         const char *why = NULL;
         if (!dns_label(name))
             why = "the " KOP_FLEET_SECRET_LABEL " label is not a DNS label";
@@ -447,8 +446,8 @@ static json_t *wanted_members(struct kop_fleet *f, json_t **ret_secrets)
                     json_pack("{s:s, s:s, s:s, s:s}", "namespace", f->namespace, "cluster", name,
                               "used", mine ? secret : other, "ignored", mine ? other : secret));
             if (mine)
-                json_object_set_new(want, name, json_pack("{s:s, s:s}", "secret", secret,
-                                                          "kubeconfig", b64));
+                json_object_set_new(want, name,
+                                    json_pack("{s:s, s:s}", "secret", secret, "kubeconfig", b64));
             continue;
         }
         json_object_set_new(want, name,
@@ -537,22 +536,35 @@ static void on_update(void *ud, json_t *old_obj, json_t *new_obj)
     kick(ud);
 }
 
+/* How long the fleet thread waits for the Secrets' first list. */
+#define SYNC_POLL_MS 100
+
 static void *fleet_main(void *arg)
 {
     struct kop_fleet *f = arg;
-    bool retry = false;
+    int64_t wait_ms = SYNC_POLL_MS; /* < 0: until kicked */
     pthread_mutex_lock(&f->lock);
     while (!f->stop) {
-        struct timespec deadline = kop_clock_deadline_ms(RETRY_MS);
-        int e = 0;
-        while (!f->stop && !f->dirty && !(retry && e == ETIMEDOUT))
-            e = pthread_cond_timedwait(&f->cond, &f->lock, &deadline);
-        if (f->stop)
-            break;
+        if (!f->dirty && wait_ms < 0) {
+            pthread_cond_wait(&f->cond, &f->lock);
+            continue;
+        }
+        if (!f->dirty) {
+            struct timespec deadline = kop_clock_deadline_ms(wait_ms);
+            int e = 0;
+            while (!f->stop && !f->dirty && e != ETIMEDOUT)
+                e = pthread_cond_timedwait(&f->cond, &f->lock, &deadline);
+            if (f->stop)
+                break;
+        }
         f->dirty = false;
         pthread_mutex_unlock(&f->lock);
-        /* nothing is disengaged on a store that has not listed yet */
-        retry = kop_informer_has_synced(f->informer) ? sync_members(f) : false;
+        /* nothing is engaged or disengaged on a store that has not listed
+         * yet; then a pass, again after RETRY_MS when one failed */
+        if (!kop_informer_has_synced(f->informer))
+            wait_ms = SYNC_POLL_MS;
+        else
+            wait_ms = sync_members(f) ? RETRY_MS : -1;
         pthread_mutex_lock(&f->lock);
     }
     pthread_mutex_unlock(&f->lock);

@@ -44,6 +44,7 @@ static struct kop_test_kubesim sim[N_CLUSTERS];
 static struct kop_test_certs certs;
 static char *webhook_ca;
 static struct kop_test_proc kop;
+static struct kop_test_argv kop_args;
 static bool kop_running;
 static long metrics_port, webhook_port, health_port;
 
@@ -94,12 +95,13 @@ static size_t count_items(int i, const char *path, const char *prefix, bool conv
     json_t *m;
     json_array_foreach(json_object_get(l, "items"), k, m)
     {
-        const char *name = json_string_value(json_object_get(json_object_get(m, "metadata"), "name"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(m, "metadata"), "name"));
         if (!name || strncmp(name, prefix, strlen(prefix)) != 0)
             continue;
-        if (converged_only && (jint(m, "status", "observedGeneration") !=
-                                   jint(m, "metadata", "generation") ||
-                               jint(m, "status", "readyReplicas") != jint(m, "spec", "replicas")))
+        if (converged_only &&
+            (jint(m, "status", "observedGeneration") != jint(m, "metadata", "generation") ||
+             jint(m, "status", "readyReplicas") != jint(m, "spec", "replicas")))
             continue;
         n++;
     }
@@ -158,6 +160,8 @@ static bool all_ready(const void *arg)
     return true;
 }
 
+static void start_kop(void);
+
 /* ---- processes ----------------------------------------------------------------------- */
 
 static void setup(void)
@@ -175,18 +179,24 @@ static void setup(void)
                     201));
     kop_test_certs_make(&certs, fx[0].dir);
     webhook_ca = kop_test_path(fx[0].dir, "ca.crt");
-    char member_a[1100], member_b[1100];
+    static char member_a[1100], member_b[1100]; /* kop_args points at them */
     snprintf(member_a, sizeof(member_a), "a=%s", fx[1].kubeconfig);
     snprintf(member_b, sizeof(member_b), "b=%s", fx[2].kubeconfig);
-    struct kop_test_argv a;
-    kop_test_kop_argv(&a, fx[0].kubeconfig);
-    kop_test_argv_add(&a, "--cluster", member_a, "--cluster", member_b, "--cert-dir", fx[0].dir,
-                      "--webhook-host", "127.0.0.1", "--webhook-port", "0", "--health-probe-bind-address",
-                      "127.0.0.1:0", "--shutdown-delay",
-                      "0s", "--sync-period", "3s", "--kube-api-qps", "200", "--kube-api-burst",
-                      "400", "--cluster-secrets", "--leader-election-namespace", "kop-system",
-                      NULL);
-    ck_assert_int_eq(kop_test_spawn(&kop, a.v), 0);
+    struct kop_test_argv *a = &kop_args;
+    kop_test_kop_argv(a, fx[0].kubeconfig);
+    kop_test_argv_add(a, "--cluster", member_a, "--cluster", member_b, "--cert-dir", fx[0].dir,
+                      "--webhook-host", "127.0.0.1", "--webhook-port", "0",
+                      "--health-probe-bind-address", "127.0.0.1:0", "--shutdown-delay", "0s",
+                      "--sync-period", "3s", "--kube-api-qps", "200", "--kube-api-burst", "400",
+                      "--cluster-secrets", "--leader-election-namespace", "kop-system", NULL);
+    start_kop();
+}
+
+/* kop with kop_args; its ports, once the controller runs and every
+ * cluster is ready. */
+static void start_kop(void)
+{
+    ck_assert_int_eq(kop_test_spawn(&kop, kop_args.v), 0);
     kop_running = true;
     metrics_port = kop_test_logged_port(&kop, "serving metrics", 10000);
     webhook_port = kop_test_logged_port(&kop, "serving webhook", 10000);
@@ -273,7 +283,7 @@ START_TEST(test_fleet_converge_and_zero_writes)
 END_TEST
 
 #define ADM_FMT                                                                                    \
-    "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","                       \
+    "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","                        \
     "\"request\":{\"uid\":\"adm-%s\",\"kind\":{\"group\":\"mygroup.example.com\","                 \
     "\"version\":\"v1\",\"kind\":\"MyResource\"},\"resource\":{\"group\":"                         \
     "\"mygroup.example.com\",\"version\":\"v1\",\"resource\":\"myresources\"},"                    \
@@ -342,7 +352,8 @@ START_TEST(test_fleet_admission_per_member)
     ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(st, "message")), "nowhere"));
     json_decref(r);
     r = review(VALIDATE "/clusters/a/b", "free");
-    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(json_object_get(r, "status"), "message")), "DNS label"));
+    ck_assert_ptr_nonnull(strstr(
+        json_string_value(json_object_get(json_object_get(r, "status"), "message")), "DNS label"));
     ck_assert(json_is_false(json_object_get(r, "allowed")));
     json_decref(r);
     ck_assert_ptr_null(strstr(kop_test_output(&kop), "AddressSanitizer"));
@@ -397,8 +408,8 @@ static long converge_local_and_a(const char *prefix, size_t n)
         create_many(i, prefix, n);
     for (int i = 0; i < 2; i++) {
         const struct want w = {i, prefix, n};
-        ck_assert_msg(kop_test_eventually(converged, &w, 30000), "%s: %s did not converge",
-                      prefix, names[i]);
+        ck_assert_msg(kop_test_eventually(converged, &w, 30000), "%s: %s did not converge", prefix,
+                      names[i]);
     }
     return kop_test_now_ms() - t0;
 }
@@ -429,14 +440,14 @@ START_TEST(test_fleet_frozen_member)
     long frozen_ms = converge_local_and_a("during", n);
     scale_many(0, "pre", n, 3);
     scale_many(1, "pre", n, 3);
-    fprintf(stderr, "fleet: %zu objects in local and a: %ld ms before b froze, %ld ms while frozen\n",
+    fprintf(stderr,
+            "fleet: %zu objects in local and a: %ld ms before b froze, %ld ms while frozen\n",
             2 * n, base_ms, frozen_ms);
     ck_assert_msg(frozen_ms <= 3 * base_ms + 3000,
                   "local and a slowed down by frozen b: %ld ms against %ld ms", frozen_ms, base_ms);
     ck_assert_msg(kop_test_eventually(not_ready_b, NULL, 10000), "frozen b still ready");
-    ck_assert_msg(kop_test_wait_for(&kop, mark,
-                                    "\"msg\":\"cluster not ready\",\"cluster\":\"b\"", 5000,
-                                    NULL) > 0,
+    ck_assert_msg(kop_test_wait_for(&kop, mark, "\"msg\":\"cluster not ready\",\"cluster\":\"b\"",
+                                    5000, NULL) > 0,
                   "no log line for b's state");
     ck_assert(cluster_ready("local") == 1.0 && cluster_ready("a") == 1.0);
     ck_assert_int_eq(readyz_code(), 200);
@@ -453,8 +464,8 @@ START_TEST(test_fleet_frozen_member)
     ck_assert_int_eq(kill(sim[2].proc.pid, SIGCONT), 0);
     long t1 = kop_test_now_ms();
     ck_assert_msg(kop_test_eventually(ready_b, NULL, 15000), "b not ready again");
-    ck_assert(kop_test_wait_for(&kop, mark, "\"msg\":\"cluster ready\",\"cluster\":\"b\"",
-                                5000, NULL) > 0);
+    ck_assert(kop_test_wait_for(&kop, mark, "\"msg\":\"cluster ready\",\"cluster\":\"b\"", 5000,
+                                NULL) > 0);
     /* b catches up: the objects created and scaled before the freeze */
     const struct want w = {2, "late", n};
     ck_assert_msg(kop_test_eventually(converged, &w, 30000), "b did not catch up");
@@ -508,8 +519,8 @@ static char *inline_kubeconfig(const struct kop_test_scratch *x, const struct ko
     return b64;
 }
 
-static void put_secret(const char *method, const char *secret, const char *cluster,
-                       const char *b64, long want)
+static void put_secret(const char *method, const char *secret, const char *cluster, const char *b64,
+                       long want)
 {
     size_t n = strlen(b64) + 512;
     char *body = malloc(n);
@@ -543,8 +554,11 @@ static struct kop_test_kubesim simc;
 
 static json_t *api_c(const char *method, const char *path, const char *body, long want)
 {
-    const struct kop_test_http_options o = {
-        .handle = fxc.curl, .ca = fxc.ca, .token = "fleet-c-token", .timeout_s = 30, .attempts = 20};
+    const struct kop_test_http_options o = {.handle = fxc.curl,
+                                            .ca = fxc.ca,
+                                            .token = "fleet-c-token",
+                                            .timeout_s = 30,
+                                            .attempts = 20};
     return kop_test_api(&o, simc.url, method, path, body, want);
 }
 
@@ -555,7 +569,8 @@ static size_t count_c(const char *path, const char *prefix)
     json_t *m;
     json_array_foreach(json_object_get(l, "items"), k, m)
     {
-        const char *name = json_string_value(json_object_get(json_object_get(m, "metadata"), "name"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(m, "metadata"), "name"));
         if (name && strncmp(name, prefix, strlen(prefix)) == 0)
             n++;
     }
@@ -596,34 +611,21 @@ START_TEST(test_fleet_secret_member)
     size_t n = 10;
     create_c("sec-a", n);
     char *good = inline_kubeconfig(&fxc, &simc, "fleet-c-token", NULL);
+    char *bad = inline_kubeconfig(&fxc, &simc, "not-the-token", NULL);
+    char *filed = inline_kubeconfig(&fxc, &simc, "x",
+                                    "    tokenFile: /var/run/secrets/kubernetes.io/"
+                                    "serviceaccount/token\n");
     long rss_first = kop_rss_kib();
 
-    /* A first engage and disengage: what the allocator keeps of the first
-     * member's threads and connections (glibc's arenas and stack cache
-     * keep their high-water mark) is in the baseline; the memory that must
-     * come back is what each engaged member holds. */
+    /* engaged: reconciled there */
     put_secret("POST", "member-c", "c", good, 201);
     ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready");
     ck_assert_msg(kop_test_eventually(c_converged, &n, 30000), "member c did not converge");
     ck_assert(kop_test_wait_for(&kop, 0, "\"msg\":\"member cluster engaged\",\"cluster\":\"c\"",
                                 1000, NULL) > 0);
-    json_decref(api(0, "DELETE", SECRETS_PATH "/member-c", NULL, 200));
-    ck_assert_msg(kop_test_eventually(c_series_gone, NULL, 10000), "c's series stayed");
-    kop_test_sleep_ms(1000);
-    long rss0 = kop_rss_kib();
-
-    /* engaged again: the objects created meanwhile converge */
-    create_c("sec-b", n);
-    n *= 2;
-    put_secret("POST", "member-c", "c", good, 201);
-    ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready");
-    ck_assert_msg(kop_test_eventually(c_converged, &n, 30000), "member c did not converge");
-    ck_assert(allowed(VALIDATE "/clusters/c", "sec-free"));
-    long rss1 = kop_rss_kib();
 
     /* re-engaged with a wrong token: not ready; with the right one: ready */
     size_t mark = strlen(kop_test_output(&kop));
-    char *bad = inline_kubeconfig(&fxc, &simc, "not-the-token", NULL);
     put_secret("PUT", "member-c", "c", bad, 200);
     ck_assert(kop_test_wait_for(&kop, mark, "\"reason\":\"its kubeconfig changed\"", 10000, NULL) >
               0);
@@ -634,11 +636,8 @@ START_TEST(test_fleet_secret_member)
     put_secret("PUT", "member-c", "c", good, 200);
     ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready again");
 
-    /* a kubeconfig naming a file of kop's is refused, and c stays as it was */
+    /* a kubeconfig naming a file of kop's is refused */
     mark = strlen(kop_test_output(&kop));
-    char *filed = inline_kubeconfig(&fxc, &simc, "x",
-                                    "    tokenFile: /var/run/secrets/kubernetes.io/"
-                                    "serviceaccount/token\n");
     put_secret("POST", "member-d", "d", filed, 201);
     ck_assert(kop_test_wait_for(&kop, mark, "\"msg\":\"member cluster Secret refused\"", 10000,
                                 NULL) > 0);
@@ -646,7 +645,26 @@ START_TEST(test_fleet_secret_member)
     ck_assert(cluster_ready("d") < 0);
     json_decref(api(0, "DELETE", SECRETS_PATH "/member-d", NULL, 200));
 
-    /* disengaged */
+    /* A first disengage. What the allocator keeps of the first member's
+     * threads and connections (glibc's arenas and thread stack cache keep
+     * their high-water mark, reused by the next member) is in the
+     * baseline; what must come back is what one engaged member holds. */
+    json_decref(api(0, "DELETE", SECRETS_PATH "/member-c", NULL, 200));
+    ck_assert_msg(kop_test_eventually(c_series_gone, NULL, 10000), "c's series stayed");
+    kop_test_sleep_ms(1000);
+    long rss0 = kop_rss_kib();
+
+    /* engaged again: the objects created meanwhile converge, and admission
+     * on its path reads its caches */
+    create_c("sec-b", n);
+    n *= 2;
+    put_secret("POST", "member-c", "c", good, 201);
+    ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready");
+    ck_assert_msg(kop_test_eventually(c_converged, &n, 30000), "member c did not converge");
+    ck_assert(allowed(VALIDATE "/clusters/c", "sec-free"));
+    long rss1 = kop_rss_kib();
+
+    /* disengaged: kop stops writing to it, its series and path go */
     mark = strlen(kop_test_output(&kop));
     json_decref(api(0, "DELETE", SECRETS_PATH "/member-c", NULL, 200));
     ck_assert(kop_test_wait_for(&kop, mark,
@@ -672,9 +690,19 @@ START_TEST(test_fleet_secret_member)
     long rss2 = kop_rss_kib();
     fprintf(stderr,
             "fleet: RSS %ld KiB before any Secret member, %ld KiB after the first went, %ld KiB "
-            "with c, %ld KiB after c went\n",
+            "with c again, %ld KiB after c went again\n",
             rss_first, rss0, rss1, rss2);
     ck_assert_msg(rss2 - rss0 <= 1024, "RSS grew by %ld KiB", rss2 - rss0);
+
+    /* a Secret that is there when kop starts is engaged once its list is
+     * in */
+    put_secret("POST", "member-c", "c", good, 201);
+    ck_assert_int_eq(kop_test_stop(&kop, SIGTERM, 15000), 0);
+    kop_running = false;
+    start_kop();
+    ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "c not engaged at start");
+    n += 1; /* sec-after */
+    ck_assert_msg(kop_test_eventually(c_converged, &n, 30000), "c did not converge after restart");
     free(good);
     free(bad);
     free(filed);

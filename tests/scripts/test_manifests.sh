@@ -462,11 +462,14 @@ if wait_for "$work/kubesim-member.log" '^https://'; then
   fi
   # Admission from the member: kubesim calls .../clusters/east; whether kop
   # admits depends on kop knowing member east (--cluster/--cluster-secrets),
-  # which kop --webhook-only here does not. What must hold: the call reached
-  # kop over verified TLS and kop answered (admitted, or an HTTP error).
+  # which kop --webhook-only here does not: it denies, naming the cluster
+  # (integration_fleet covers admission for engaged members). What must
+  # hold: the call reached kop over verified TLS and kop answered.
   km apply -f "$work/demo-ns.yaml" >>"$work/apply-member.log" 2>&1 || fail "kubesim member: namespace demo"
   if km apply -n demo -f "$root/manifests/samples/myresource.yaml" >"$work/member-admit.log" 2>&1; then
     pass "kubesim member: the seed sample admitted through .../clusters/east"
+  elif grep -q 'denied the request: cluster "east" is not one kop reconciles' "$work/member-admit.log"; then
+    pass "kubesim member: the validating webhook reaches kop by url over verified TLS (kop denies: it does not reconcile east)"
   elif grep -q 'failed calling webhook "vmyresource.mygroup.example.com"' "$work/member-admit.log" &&
     grep -q '"code":[0-9]' "$work/member-admit.log" && ! grep -qi 'x509\|certificate\|connection refused' "$work/member-admit.log"; then
     pass "kubesim member: the validating webhook reaches kop by url over verified TLS (kop answered HTTP $(grep -o '"code":[0-9]*' "$work/member-admit.log" | head -n 1 | cut -d: -f2))"
