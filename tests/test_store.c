@@ -268,6 +268,30 @@ START_TEST(test_store_gauges)
 }
 END_TEST
 
+/* A labelled store's two series are its own: counted while it lives,
+ * gone from the text when it is freed, another value's kept. */
+START_TEST(test_store_labelled_gauges_go_with_it)
+{
+    struct kop_store *a = NULL, *b = NULL;
+    ck_assert_int_eq(kop_store_new_labelled(metrics, "t_cluster_store", "cluster", "a", &a), 0);
+    ck_assert_int_eq(kop_store_new_labelled(metrics, "t_cluster_store", "cluster", "b", &b), 0);
+    ck_assert_int_eq(kop_store_new_labelled(metrics, "t_cluster_store", "cluster", NULL, &store),
+                     -EINVAL);
+    ck_assert_int_eq(kop_store_put(a, "ConfigMap", mkobj("n", "x", NULL, 1), NULL, NULL), 0);
+    char *text = NULL;
+    ck_assert_int_eq(kop_metrics_render(metrics, &text, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(text, "t_cluster_store_objects{cluster=\"a\"} 1"));
+    ck_assert_ptr_nonnull(strstr(text, "t_cluster_store_objects{cluster=\"b\"} 0"));
+    free(text);
+    kop_store_free(a);
+    ck_assert_int_eq(kop_metrics_render(metrics, &text, NULL), 0);
+    ck_assert_ptr_null(strstr(text, "cluster=\"a\""));
+    ck_assert_ptr_nonnull(strstr(text, "t_cluster_store_bytes{cluster=\"b\"} 0"));
+    free(text);
+    kop_store_free(b);
+}
+END_TEST
+
 /* Every JSON type and edge survives the packed form, members in order. */
 START_TEST(test_store_roundtrip_lossless)
 {
@@ -667,6 +691,7 @@ static Suite *store_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_store_put_get_delete);
+    tcase_add_test(tc, test_store_labelled_gauges_go_with_it);
     tcase_add_test(tc, test_store_bad_input);
     tcase_add_test(tc, test_store_cluster_scoped);
     tcase_add_test(tc, test_store_indexes);

@@ -65,7 +65,9 @@ int kop_store_new(struct kop_metrics *metrics, const char *metric_prefix, struct
 
 /* The same with one label on both gauges (label=value; label NULL: none,
  * as kop_store_new), so that several stores can share the gauges' names
- * (one per cluster). Returns 0, -EINVAL (label without value), -ENOMEM. */
+ * (one per cluster). The two series are this store's own: kop_store_free
+ * removes them, and no two live stores may have the same value.
+ * Returns 0, -EINVAL (label without value), -ENOMEM. */
 int kop_store_new_labelled(struct kop_metrics *metrics, const char *metric_prefix,
                            const char *label, const char *value, struct kop_store **ret);
 

@@ -89,6 +89,7 @@ struct kop_store {
     size_t item_bytes; /* entries and buckets; table arrays are added on read */
     struct kop_metric *g_objects;
     struct kop_metric *g_bytes;
+    bool labelled; /* the gauges are this store's own (kop_store_new_labelled) */
 };
 
 static const char last_applied[] = "kubectl.kubernetes.io/last-applied-configuration";
@@ -679,6 +680,7 @@ int kop_store_new_labelled(struct kop_metrics *metrics, const char *metric_prefi
         f = kop_metrics_register(m, KOP_METRIC_GAUGE, name,
                                  "Heap bytes held by the shared informer store.", ln, NULL, 0);
         s->g_bytes = f ? (label ? kop_metric_child(f, value) : kop_metric_child(f)) : NULL;
+        s->labelled = label != NULL;
     }
     *ret = s;
     return 0;
@@ -689,8 +691,14 @@ void kop_store_free(struct kop_store *s)
     if (!s)
         return;
     size_t n = s->entries.n;
-    kop_gauge_add(s->g_objects, -(double)n);
-    kop_gauge_add(s->g_bytes, -(double)total_bytes(s));
+    if (s->labelled) {
+        /* its series go with it (a disengaged cluster's) */
+        kop_metric_remove(s->g_objects);
+        kop_metric_remove(s->g_bytes);
+    } else {
+        kop_gauge_add(s->g_objects, -(double)n);
+        kop_gauge_add(s->g_bytes, -(double)total_bytes(s));
+    }
     for (size_t i = 0; i < s->entries.cap; i++) {
         struct hnode *node = s->entries.tab[i];
         while (node) {

@@ -542,10 +542,14 @@ static bool ready_c(const void *arg)
     return cluster_ready("c") == 1.0;
 }
 
+/* No series of cluster c left on /metrics. */
 static bool c_series_gone(const void *arg)
 {
     (void)arg;
-    return cluster_ready("c") < 0; /* kop_test_metric_value: absent */
+    char *text = kop_test_scrape(api_opts(0), metrics_port);
+    bool gone = text && !strstr(text, "cluster=\"c\"");
+    free(text);
+    return gone;
 }
 
 /* The kubesim of member c, made in the test. */
