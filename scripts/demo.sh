@@ -27,12 +27,22 @@
 #
 #   scripts/demo.sh          run, show, stop everything
 #   scripts/demo.sh --keep   leave kubesim and both replicas running
+#   scripts/demo.sh --fleet  instead: one kop for three clusters, a local
+#                            one and two members (docs/operations.md §12;
+#                            scripts/lib/demo-fleet.sh); with --keep too
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 keep=false
-[ "${1:-}" = "--keep" ] && keep=true
+fleet=false
+for a in "$@"; do
+  case $a in
+  --keep) keep=true ;;
+  --fleet) fleet=true ;;
+  *) echo "usage: scripts/demo.sh [--fleet] [--keep]" >&2; exit 2 ;;
+  esac
+done
 
 # shellcheck source=scripts/lib/demo.sh
 . scripts/lib/demo.sh
@@ -75,6 +85,12 @@ poll() { # TRIES WANT COMMAND...
   echo "(still '$got', wanted '$want')"
   return 1
 }
+
+if $fleet; then
+  # shellcheck source=scripts/lib/demo-fleet.sh
+  . scripts/lib/demo-fleet.sh
+  exit 0
+fi
 
 step "starting kubesim"
 token=demo-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
