@@ -162,6 +162,37 @@ static bool all_ready(const void *arg)
 
 static void start_kop(void);
 
+/* kop's output so far: its length, and whether needle is in it after
+ * from. */
+static size_t out_len(void)
+{
+    char *o = kop_test_output(&kop);
+    size_t n = o ? strlen(o) : 0;
+    free(o);
+    return n;
+}
+
+static bool out_has(size_t from, const char *needle)
+{
+    char *o = kop_test_output(&kop);
+    bool has = o && strlen(o) >= from && strstr(o + from, needle);
+    free(o);
+    return has;
+}
+
+/* The sanitizers' allocators keep freed memory (quarantine): RSS means
+ * nothing there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef RSS_MEANINGFUL
+#define RSS_MEANINGFUL 1
+#endif
+
 /* ---- processes ----------------------------------------------------------------------- */
 
 static void setup(void)
@@ -356,7 +387,7 @@ START_TEST(test_fleet_admission_per_member)
         json_string_value(json_object_get(json_object_get(r, "status"), "message")), "DNS label"));
     ck_assert(json_is_false(json_object_get(r, "allowed")));
     json_decref(r);
-    ck_assert_ptr_null(strstr(kop_test_output(&kop), "AddressSanitizer"));
+    ck_assert(!out_has(0, "AddressSanitizer"));
 }
 END_TEST
 
@@ -436,7 +467,7 @@ START_TEST(test_fleet_frozen_member)
     scale_many(2, "pre", n, 2);
     ck_assert_int_eq(kill(sim[2].proc.pid, SIGSTOP), 0);
     long t0 = kop_test_now_ms();
-    size_t mark = strlen(kop_test_output(&kop));
+    size_t mark = out_len();
     long frozen_ms = converge_local_and_a("during", n);
     scale_many(0, "pre", n, 3);
     scale_many(1, "pre", n, 3);
@@ -460,7 +491,7 @@ START_TEST(test_fleet_frozen_member)
         ck_assert(converged(&w));
     }
 
-    mark = strlen(kop_test_output(&kop));
+    mark = out_len();
     ck_assert_int_eq(kill(sim[2].proc.pid, SIGCONT), 0);
     long t1 = kop_test_now_ms();
     ck_assert_msg(kop_test_eventually(ready_b, NULL, 15000), "b not ready again");
@@ -629,7 +660,7 @@ START_TEST(test_fleet_secret_member)
                                 1000, NULL) > 0);
 
     /* re-engaged with a wrong token: not ready; with the right one: ready */
-    size_t mark = strlen(kop_test_output(&kop));
+    size_t mark = out_len();
     put_secret("PUT", "member-c", "c", bad, 200);
     ck_assert(kop_test_wait_for(&kop, mark, "\"reason\":\"its kubeconfig changed\"", 10000, NULL) >
               0);
@@ -641,11 +672,11 @@ START_TEST(test_fleet_secret_member)
     ck_assert_msg(kop_test_eventually(ready_c, NULL, 15000), "member c not ready again");
 
     /* a kubeconfig naming a file of kop's is refused */
-    mark = strlen(kop_test_output(&kop));
+    mark = out_len();
     put_secret("POST", "member-d", "d", filed, 201);
     ck_assert(kop_test_wait_for(&kop, mark, "\"msg\":\"member cluster Secret refused\"", 10000,
                                 NULL) > 0);
-    ck_assert_ptr_nonnull(strstr(kop_test_output(&kop) + mark, "a tokenFile"));
+    ck_assert(out_has(mark, "a tokenFile"));
     ck_assert(cluster_ready("d") < 0);
     json_decref(api(0, "DELETE", SECRETS_PATH "/member-d", NULL, 200));
 
@@ -669,7 +700,7 @@ START_TEST(test_fleet_secret_member)
     long rss1 = kop_rss_kib();
 
     /* disengaged: kop stops writing to it, its series and path go */
-    mark = strlen(kop_test_output(&kop));
+    mark = out_len();
     json_decref(api(0, "DELETE", SECRETS_PATH "/member-c", NULL, 200));
     ck_assert(kop_test_wait_for(&kop, mark,
                                 "\"msg\":\"member cluster disengaged\",\"cluster\":\"c\"", 10000,
@@ -696,7 +727,8 @@ START_TEST(test_fleet_secret_member)
             "fleet: RSS %ld KiB before any Secret member, %ld KiB after the first went, %ld KiB "
             "with c again, %ld KiB after c went again\n",
             rss_first, rss0, rss1, rss2);
-    ck_assert_msg(rss2 - rss0 <= 1024, "RSS grew by %ld KiB", rss2 - rss0);
+    if (RSS_MEANINGFUL)
+        ck_assert_msg(rss2 - rss0 <= 1024, "RSS grew by %ld KiB", rss2 - rss0);
 
     /* a Secret that is there when kop starts is engaged once its list is
      * in */
