@@ -247,6 +247,33 @@ START_TEST(test_metrics_remove_child)
 }
 END_TEST
 
+/* Every series of a family with one label value goes; the others stay;
+ * an unknown family or label is nothing. */
+START_TEST(test_metrics_remove_series)
+{
+    struct kop_metrics *m = kop_metrics_new(false);
+    static const char *const labels[] = {"code", "cluster", NULL};
+    struct kop_metric_family *f =
+        kop_metrics_register(m, KOP_METRIC_COUNTER, "t_req_total", "Requests.", labels, NULL, 0);
+    kop_counter_inc(kop_metric_child(f, "200", "a"));
+    kop_counter_inc(kop_metric_child(f, "200", "b"));
+    kop_counter_inc(kop_metric_child(f, "500", "a"));
+    kop_counter_inc(kop_metric_child(f, "404", "a"));
+    kop_metrics_remove_series(m, "t_req_total", "nolabel", "a");
+    kop_metrics_remove_series(m, "t_nosuch", "cluster", "a");
+    kop_metrics_remove_series(m, "t_req_total", "cluster", "a");
+    char *text = render(m);
+    ck_assert_ptr_null(strstr(text, "cluster=\"a\""));
+    ck_assert_ptr_nonnull(strstr(text, "t_req_total{code=\"200\",cluster=\"b\"} 1"));
+    free(text);
+    kop_counter_inc(kop_metric_child(f, "200", "a")); /* back, from 0 */
+    text = render(m);
+    ck_assert_ptr_nonnull(strstr(text, "t_req_total{code=\"200\",cluster=\"a\"} 1"));
+    free(text);
+    kop_metrics_free(m);
+}
+END_TEST
+
 START_TEST(test_metrics_process_metrics)
 {
     struct kop_metrics *m = kop_metrics_new(true);
@@ -389,6 +416,7 @@ static Suite *metrics_suite(void)
     tcase_add_test(tc, test_metrics_counter_and_gauge_text);
     tcase_add_test(tc, test_metrics_histogram_text);
     tcase_add_test(tc, test_metrics_remove_child);
+    tcase_add_test(tc, test_metrics_remove_series);
     tcase_add_test(tc, test_metrics_number_format);
     tcase_add_test(tc, test_metrics_registration_rules);
     tcase_add_test(tc, test_metrics_labelled_family_without_children_hidden);

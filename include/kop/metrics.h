@@ -84,6 +84,12 @@ struct kop_metric *kop_metric_childv(struct kop_metric_family *f, const char *co
  * makes a new one starting from 0. NULL is fine. */
 void kop_metric_remove(struct kop_metric *c);
 
+/* Remove every series of family whose label is value (as
+ * kop_metric_remove, under the same guarantee for each of them). Nothing
+ * when the family or label is not there. */
+void kop_metrics_remove_series(struct kop_metrics *m, const char *family, const char *label,
+                               const char *value);
+
 /* Updates. All accept NULL (a no-op), so a failed registration never
  * crashes a caller. */
 void kop_counter_add(struct kop_metric *c, double v);

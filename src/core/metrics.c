@@ -473,6 +473,37 @@ void kop_metric_remove(struct kop_metric *c)
     child_free(c, f->n_labels);
 }
 
+void kop_metrics_remove_series(struct kop_metrics *m, const char *family, const char *label,
+                               const char *value)
+{
+    if (m == NULL || family == NULL || label == NULL || value == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    struct kop_metric_family *f = NULL;
+    for (size_t i = 0; i < m->n_families && !f; i++)
+        if (strcmp(m->families[i]->name, family) == 0)
+            f = m->families[i];
+    size_t li = 0;
+    while (f && li < f->n_labels && strcmp(f->label_names[li], label) != 0)
+        li++;
+    if (f && li < f->n_labels) {
+        struct kop_metric **pp = &f->children, *prev = NULL;
+        while (*pp) {
+            struct kop_metric *c = *pp;
+            if (strcmp(c->label_values[li], value) != 0) {
+                prev = c;
+                pp = &c->next;
+                continue;
+            }
+            *pp = c->next;
+            if (f->last == c)
+                f->last = prev;
+            child_free(c, f->n_labels);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 struct kop_metric *kop_metric_child(struct kop_metric_family *f, ...)
 {
     const char *values[MAX_LABELS];
