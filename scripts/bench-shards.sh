@@ -183,7 +183,7 @@ for r in $counts; do
     jq -c '[.items[].metadata.labels["shard.kop.io/owner"] // "none"] | group_by(.) | map({(.[0]): length}) | add')
   bytes=
   for p in "${metrics[@]}"; do
-    b=$(curl -sS "http://127.0.0.1:$p/metrics" | sed -n 's/^kop_store_bytes \(.*\)$/\1/p')
+    b=$(curl -sS "http://127.0.0.1:$p/metrics" | sed -n 's/^kop_store_bytes{cluster="local"} \(.*\)$/\1/p')
     [ -n "$b" ] || fail "no kop_store_bytes on metrics port $p"
     bytes="$bytes${bytes:+ }$(printf '%.0f' "$b")"
   done

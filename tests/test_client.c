@@ -518,15 +518,16 @@ START_TEST(test_client_retry_after)
     ck_assert_msg(st.retry_after_s >= 28 && st.retry_after_s <= 31, "retry_after_s %d",
                   st.retry_after_s);
 
-    /* Metrics: one child per code/method/host. */
-    struct kop_metric_family *f =
-        kop_metrics_register(metrics, KOP_METRIC_COUNTER, "rest_client_requests_total", "x",
-                             (const char *const[]){"code", "method", "host", NULL}, NULL, 0);
+    /* Metrics: one child per code/method/host/cluster (no cluster given:
+     * "local"). */
+    struct kop_metric_family *f = kop_metrics_register(
+        metrics, KOP_METRIC_COUNTER, "rest_client_requests_total", "x",
+        (const char *const[]){"code", "method", "host", "cluster", NULL}, NULL, 0);
     char host[64];
     snprintf(host, sizeof(host), "127.0.0.1:%d", srv.port);
-    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host)), 8);
-    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "429", "GET", host)), 2);
-    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "200", "GET", host)), 1);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "503", "GET", host, "local")), 8);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "429", "GET", host, "local")), 2);
+    ck_assert_int_eq((int)kop_metric_value(kop_metric_child(f, "200", "GET", host, "local")), 1);
 }
 END_TEST
 

@@ -92,6 +92,7 @@ struct kop_client_options {
     const struct kop_kubeconfig *config; /* copied */
     struct kop_ratelimit *ratelimit;     /* borrowed; NULL: no limit */
     struct kop_metrics *metrics;         /* NULL: kop_metrics_global() */
+    const char *cluster;                 /* cluster label of its metrics; NULL: "local" */
     const char *user_agent;              /* NULL: client-go's default, see below */
     int max_retries;                     /* 0: 5; negative: none */
     int64_t max_retry_wait_ms;           /* cap on Retry-After; 0: 10 s */

@@ -55,7 +55,21 @@ struct kop_workers_options {
     kop_workers_reconcile_fn reconcile; /* required */
     void *ud;
     struct kop_metrics *metrics; /* NULL: kop_metrics_global() */
+    /* The reconcile function records controller_runtime_reconcile_total,
+     * _errors_total and _time_seconds itself (with more labels: a
+     * cluster's), by the rule of kop_workers_result_index; the pool keeps
+     * max_concurrent_reconciles and active_workers. */
+    bool caller_counts;
 };
+
+/* controller-runtime's reconcile_time_seconds buckets. */
+extern const double kop_workers_time_buckets[];
+extern const size_t kop_workers_n_time_buckets;
+
+/* The result label of res: 0 success, 1 error, 2 requeue, 3
+ * requeue_after (controller-runtime's names, in kop_workers_results). */
+int kop_workers_result_index(struct kop_reconcile_result res);
+extern const char *const kop_workers_results[4];
 
 /* Returns 0 or -ENOMEM; *ret on success. No thread runs yet. */
 int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **ret);

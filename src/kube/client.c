@@ -72,7 +72,8 @@ struct kop_client {
     struct kop_kubeconfig cfg;
     struct kop_ratelimit *rl;
     char *user_agent;
-    char *host; /* host:port for metrics */
+    char *host;    /* host:port for metrics */
+    char *cluster; /* the cluster label of its metrics */
     /* tls-server-name: URLs name this host (SNI and certificate check),
      * CURLOPT_CONNECT_TO sends them to the real server, and the Host
      * header still names the server. NULL when not configured. */
@@ -531,6 +532,7 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
         c->user_agent = strdup(ua);
     }
     c->host = host_of(c->cfg.server);
+    c->cluster = strdup(opt->cluster ? opt->cluster : "local");
     if (c->host && c->cfg.tls_server_name) {
         r = server_name_override(c);
         if (r < 0)
@@ -545,12 +547,13 @@ int kop_client_new(const struct kop_client_options *opt, struct kop_client **ret
     }
     if (c->cfg.token && !c->cfg.token_file)
         c->token = strdup(c->cfg.token);
-    if (!c->user_agent || !c->host || (c->cfg.token && !c->cfg.token_file && !c->token)) {
+    if (!c->user_agent || !c->host || !c->cluster ||
+        (c->cfg.token && !c->cfg.token_file && !c->token)) {
         r = -ENOMEM;
         goto out;
     }
     struct kop_metrics *m = opt->metrics ? opt->metrics : kop_metrics_global();
-    static const char *const labels[] = {"code", "method", "host", NULL};
+    static const char *const labels[] = {"code", "method", "host", "cluster", NULL};
     if (m)
         c->requests = kop_metrics_register(m, KOP_METRIC_COUNTER, "rest_client_requests_total",
                                            "Number of HTTP requests, partitioned by status code, "
@@ -597,6 +600,7 @@ void kop_client_free(struct kop_client *c)
     kop_execcred_unref(c->exec);
     free(c->user_agent);
     free(c->host);
+    free(c->cluster);
     free(c->url_base);
     free(c->host_header);
     curl_slist_free_all(c->connect_to);
@@ -1012,7 +1016,7 @@ static void count_request(struct kop_client *c, const char *method, long code)
         snprintf(cs, sizeof(cs), "%ld", code);
     else
         snprintf(cs, sizeof(cs), "<error>");
-    kop_counter_inc(kop_metric_child(c->requests, cs, method, c->host));
+    kop_counter_inc(kop_metric_child(c->requests, cs, method, c->host, c->cluster));
 }
 
 static int setup_easy(struct kop_client *c, CURL *e, const char *method, const char *url,

@@ -102,17 +102,27 @@ int kop_workers_uuid(char *buf, size_t len)
     return 0;
 }
 
-static void register_metrics(struct kop_workers *w, struct kop_metrics *m)
+const double kop_workers_time_buckets[] = {
+    0.005, 0.01, 0.025, 0.05, 0.1,  0.15, 0.2,  0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
+    0.7,   0.8,  0.9,   1.0,  1.25, 1.5,  1.75, 2.0,  2.5, 3.0,  3.5, 4.0,  4.5, 5,
+    6,     7,    8,     9,    10,   15,   20,   25,   30,  40,   50,  60};
+const size_t kop_workers_n_time_buckets =
+    sizeof(kop_workers_time_buckets) / sizeof(kop_workers_time_buckets[0]);
+const char *const kop_workers_results[4] = {"success", "error", "requeue", "requeue_after"};
+
+int kop_workers_result_index(struct kop_reconcile_result res)
+{
+    return res.error != 0 ? 1 : res.requeue_after_ns > 0 ? 3 : res.requeue ? 2 : 0;
+}
+
+static void register_metrics(struct kop_workers *w, struct kop_metrics *m, bool caller_counts)
 {
     static const char *const l_ctrl[] = {"controller", NULL};
     static const char *const l_res[] = {"controller", "result", NULL};
-    /* controller-runtime's reconcile_time_seconds buckets. */
-    static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3,  0.35,
-                                     0.4,   0.45, 0.5,   0.6,  0.7, 0.8,  0.9, 1.0,  1.25, 1.5,
-                                     1.75,  2.0,  2.5,   3.0,  3.5, 4.0,  4.5, 5,    6,    7,
-                                     8,     9,    10,    15,   20,  25,   30,  40,   50,   60};
     const char *c = w->controller;
     struct kop_metric_family *f;
+    if (caller_counts)
+        goto pool;
 
     f = kop_metrics_register(m, KOP_METRIC_COUNTER, "controller_runtime_reconcile_total",
                              "Total number of reconciliations per controller", l_res, NULL, 0);
@@ -129,9 +139,10 @@ static void register_metrics(struct kop_workers *w, struct kop_metrics *m)
                              0);
     w->m_errors = f ? kop_metric_child(f, c) : NULL;
     f = kop_metrics_register(m, KOP_METRIC_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
-                             "Length of time per reconciliation per controller", l_ctrl, buckets,
-                             sizeof(buckets) / sizeof(buckets[0]));
+                             "Length of time per reconciliation per controller", l_ctrl,
+                             kop_workers_time_buckets, kop_workers_n_time_buckets);
     w->m_time = f ? kop_metric_child(f, c) : NULL;
+pool:
     f = kop_metrics_register(m, KOP_METRIC_GAUGE, "controller_runtime_max_concurrent_reconciles",
                              "Maximum number of concurrent reconciles per controller", l_ctrl, NULL,
                              0);
@@ -167,7 +178,7 @@ int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **
     kop_clock_cond_init(&w->idle_cond);
     struct kop_metrics *m = opt->metrics ? opt->metrics : kop_metrics_global();
     if (m)
-        register_metrics(w, m);
+        register_metrics(w, m, opt->caller_counts);
     *ret = w;
     return 0;
 }

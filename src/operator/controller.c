@@ -82,7 +82,9 @@ struct cluster {
     int state;      /* -1 not seen yet, 0 not ready, 1 ready */
     bool was_ready; /* ready once: a later "ready" is a comeback */
     struct kop_metric *m_ready;
-    struct kop_metric *m_result[4]; /* success, error, requeue, requeue_after */
+    /* controller_runtime_reconcile_total{controller, cluster, result} by
+     * kop_workers_results, _errors_total and _time_seconds: this cluster's */
+    struct kop_metric *m_result[4], *m_errors, *m_time;
 };
 
 struct kop_controller {
@@ -706,18 +708,21 @@ out:
  * for no "empty" reconcile spans (kubernetes/community,
  * contributors/devel/sig-instrumentation/trace-instrumentation.md).
  */
-/* kop_cluster_reconcile_total{cluster, result}, by the worker pool's rule
- * (kop/workers.h). */
-static void count_result(struct cluster *cl, struct kop_reconcile_result res)
+/* The cluster's controller_runtime_reconcile_* series, by the worker
+ * pool's rule (kop/workers.h). */
+static void count_result(struct cluster *cl, struct kop_reconcile_result res, int64_t started)
 {
     if (!cl)
-        return;
-    int i = res.error < 0 ? 1 : res.requeue_after_ns > 0 ? 3 : res.requeue ? 2 : 0;
-    kop_counter_inc(cl->m_result[i]);
+        return; /* a cluster that is gone: its series are too */
+    kop_histogram_observe(cl->m_time, (double)(kop_clock_now_ns() - started) / 1e9);
+    kop_counter_inc(cl->m_result[kop_workers_result_index(res)]);
+    if (res.error != 0)
+        kop_counter_inc(cl->m_errors);
 }
 
 static struct kop_reconcile_result reconcile(void *ud, const char *key, const char *reconcile_id)
 {
+    int64_t started = kop_clock_now_ns();
     const char *rest = key;
     struct cluster *cl = key_cluster(ud, key, &rest);
     struct kop_span *span = kop_span_start("reconcile", KOP_SPAN_INTERNAL, NULL);
@@ -725,7 +730,7 @@ static struct kop_reconcile_result reconcile(void *ud, const char *key, const ch
     struct kop_reconcile_result res = reconcile_key(ud, cl, key, rest, reconcile_id);
     unsigned calls = kop_trace_current_children();
     kop_trace_set_current(&prev);
-    count_result(cl, res);
+    count_result(cl, res, started);
     if (!span || (calls == 0 && res.error == 0)) {
         kop_span_free(span);
         cluster_unref(cl);
@@ -1028,6 +1033,8 @@ static void cluster_free(struct cluster *cl)
     kop_metric_remove(cl->m_ready);
     for (size_t i = 0; i < 4; i++)
         kop_metric_remove(cl->m_result[i]);
+    kop_metric_remove(cl->m_errors);
+    kop_metric_remove(cl->m_time);
     kop_informer_free(cl->inf_myr);
     kop_informer_free(cl->inf_deploy);
     kop_informer_free(cl->inf_svc);
@@ -1042,8 +1049,8 @@ static void cluster_free(struct cluster *cl)
 static void cluster_metrics(struct cluster *cl, struct kop_metrics *metrics)
 {
     static const char *const ready_labels[] = {"cluster", NULL};
-    static const char *const result_labels[] = {"cluster", "result", NULL};
-    static const char *const results[] = {"success", "error", "requeue", "requeue_after"};
+    static const char *const l_cl[] = {"controller", "cluster", NULL};
+    static const char *const l_res[] = {"controller", "cluster", "result", NULL};
     struct kop_metrics *m = metrics ? metrics : kop_metrics_global();
     if (!m)
         return;
@@ -1054,11 +1061,20 @@ static void cluster_metrics(struct cluster *cl, struct kop_metrics *metrics)
                              ready_labels, NULL, 0);
     cl->m_ready = f ? kop_metric_child(f, cl->name) : NULL;
     kop_gauge_set(cl->m_ready, 0);
-    f = kop_metrics_register(m, KOP_METRIC_COUNTER, "kop_cluster_reconcile_total",
-                             "Reconciles of the cluster's MyResources, by result.", result_labels,
-                             NULL, 0);
+    /* controller-runtime's names; the pool leaves these to the controller
+     * (kop_workers_options.caller_counts) for the cluster label */
+    f = kop_metrics_register(m, KOP_METRIC_COUNTER, "controller_runtime_reconcile_total",
+                             "Total number of reconciliations per controller", l_res, NULL, 0);
     for (size_t i = 0; i < 4; i++)
-        cl->m_result[i] = f ? kop_metric_child(f, cl->name, results[i]) : NULL;
+        cl->m_result[i] =
+            f ? kop_metric_child(f, KOP_CONTROLLER_NAME, cl->name, kop_workers_results[i]) : NULL;
+    f = kop_metrics_register(m, KOP_METRIC_COUNTER, "controller_runtime_reconcile_errors_total",
+                             "Total number of reconciliation errors per controller", l_cl, NULL, 0);
+    cl->m_errors = f ? kop_metric_child(f, KOP_CONTROLLER_NAME, cl->name) : NULL;
+    f = kop_metrics_register(m, KOP_METRIC_HISTOGRAM, "controller_runtime_reconcile_time_seconds",
+                             "Length of time per reconciliation per controller", l_cl,
+                             kop_workers_time_buckets, kop_workers_n_time_buckets);
+    cl->m_time = f ? kop_metric_child(f, KOP_CONTROLLER_NAME, cl->name) : NULL;
 }
 
 /* A cluster unit and its five informers (not started). */
@@ -1351,6 +1367,7 @@ static int workers_new(struct kop_controller *c)
         .reconcile = reconcile,
         .ud = c,
         .metrics = c->metrics,
+        .caller_counts = true,
     };
     return kop_workers_new(&wo, &c->workers);
 }

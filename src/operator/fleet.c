@@ -39,6 +39,7 @@
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
+#include "kop/metrics.h"
 #include "kop/ratelimit.h"
 #include "kop/store.h"
 #include "kop/thread.h"
@@ -98,7 +99,7 @@ struct kop_fleet {
 
 /* ---- one member ----------------------------------------------------------------- */
 
-static void member_free(struct member *mb)
+static void member_free(struct kop_fleet *f, struct member *mb)
 {
     if (!mb)
         return;
@@ -106,6 +107,9 @@ static void member_free(struct member *mb)
     kop_client_free(mb->probe_client);
     kop_client_free(mb->reconcile_client);
     kop_client_free(mb->client);
+    /* its clients' series (the store's go with the store) */
+    kop_metrics_remove_series(f->metrics ? f->metrics : kop_metrics_global(),
+                              "rest_client_requests_total", "cluster", mb->name);
     kop_ratelimit_free(mb->ratelimit);
     kop_store_free(mb->store);
     if (mb->kc_loaded)
@@ -122,14 +126,21 @@ static int member_engage(struct kop_fleet *f, struct member *mb)
 {
     const struct kop_config *cfg = f->cfg;
     int r = kop_ratelimit_new(cfg->kube_api_qps, cfg->kube_api_burst, &mb->ratelimit);
-    const struct kop_client_options copt = {
-        .config = &mb->kc, .ratelimit = mb->ratelimit, .user_agent = f->user_agent};
+    const struct kop_client_options copt = {.config = &mb->kc,
+                                            .ratelimit = mb->ratelimit,
+                                            .metrics = f->metrics,
+                                            .cluster = mb->name,
+                                            .user_agent = f->user_agent};
     const struct kop_client_options ropt = {.config = &mb->kc,
                                             .ratelimit = mb->ratelimit,
                                             .abortable = true,
+                                            .metrics = f->metrics,
+                                            .cluster = mb->name,
                                             .user_agent = f->user_agent};
     /* the reachability probe: outside the bucket, no retries, short timeouts */
     const struct kop_client_options popt = {.config = &mb->kc,
+                                            .metrics = f->metrics,
+                                            .cluster = mb->name,
                                             .user_agent = f->user_agent,
                                             .max_retries = -1,
                                             .timeout_ms = PROBE_TIMEOUT_MS,
@@ -141,8 +152,7 @@ static int member_engage(struct kop_fleet *f, struct member *mb)
     if (r == 0)
         r = kop_client_new(&popt, &mb->probe_client);
     if (r == 0)
-        r = kop_store_new_labelled(f->metrics, "kop_cluster_store", "cluster", mb->name,
-                                   &mb->store);
+        r = kop_store_new_labelled(f->metrics, "kop_store", "cluster", mb->name, &mb->store);
     const struct kop_events_options eopt = {.client = mb->client, .component = "kop"};
     if (r == 0)
         r = kop_events_new(&eopt, &mb->events);
@@ -171,7 +181,7 @@ static void member_disengage(struct kop_fleet *f, struct member *mb, const char 
     kop_log(
         KOP_LOG_INFO, LOGGER, "member cluster disengaged",
         json_pack("{s:s, s:s?, s:s}", "cluster", mb->name, "secret", mb->secret, "reason", why));
-    member_free(mb);
+    member_free(f, mb);
     malloc_trim(0);
 }
 
@@ -358,7 +368,7 @@ static int secret_member(struct kop_fleet *f, const char *name, const char *secr
     if (!mb || !(mb->name = strdup(name)) || !(mb->secret = strdup(secret)) ||
         !(mb->kubeconfig = strdup(b64))) {
         free(raw);
-        member_free(mb);
+        member_free(f, mb);
         return -ENOMEM;
     }
     /* relative paths would name kop's own files: resolved against a
@@ -366,12 +376,12 @@ static int secret_member(struct kop_fleet *f, const char *name, const char *secr
     r = kop_kubeconfig_load_buffer(raw, len, "/nonexistent", NULL, &mb->kc);
     free(raw);
     if (r == -ENOMEM) {
-        member_free(mb);
+        member_free(f, mb);
         return r;
     }
     if (r < 0) {
         refuse(f, secret, b64, name, "not a valid kubeconfig", r);
-        member_free(mb);
+        member_free(f, mb);
         return -EINVAL;
     }
     mb->kc_loaded = true;
@@ -382,14 +392,14 @@ static int secret_member(struct kop_fleet *f, const char *name, const char *secr
                  "the kubeconfig holds %s; a Secret's kubeconfig must carry its credentials inline",
                  bad);
         refuse(f, secret, b64, name, why, 0);
-        member_free(mb);
+        member_free(f, mb);
         return -EINVAL;
     }
     r = member_engage(f, mb);
     if (r < 0) {
         kop_log_errno(KOP_LOG_ERROR, LOGGER, "cannot engage the member cluster", r,
                       json_pack("{s:s, s:s}", "cluster", name, "secret", secret));
-        member_free(mb); /* not engaged: nothing of it is in the controller */
+        member_free(f, mb); /* not engaged: nothing of it is in the controller */
         return r == -EINVAL || r == -EEXIST ? -EINVAL : r;
     }
     mb->next = f->members;
@@ -654,7 +664,7 @@ void kop_fleet_free(struct kop_fleet *f)
     while (f->members) {
         struct member *mb = f->members;
         f->members = mb->next;
-        member_free(mb);
+        member_free(f, mb);
     }
     prune_refused(f, NULL);
     pthread_cond_destroy(&f->cond);

@@ -420,7 +420,8 @@ static int clients_new(struct kop_manager *m)
 static int controller_new(struct kop_manager *m)
 {
     const struct kop_config *cfg = m->cfg;
-    int r = kop_store_new(NULL, "kop_store", &m->store);
+    int r = kop_store_new_labelled(NULL, "kop_store", "cluster", KOP_CONTROLLER_LOCAL_CLUSTER,
+                                   &m->store);
     if (r < 0)
         return r;
     const struct kop_events_options eopt = {.client = m->client, .component = "kop"};

@@ -137,7 +137,8 @@ static double reconciles(const char *cluster)
 {
     char label[64];
     snprintf(label, sizeof(label), "cluster=\"%s\"", cluster);
-    double v = kop_test_scrape_sum(api_opts(0), metrics_port, "kop_cluster_reconcile_total", label);
+    double v =
+        kop_test_scrape_sum(api_opts(0), metrics_port, "controller_runtime_reconcile_total", label);
     return v < 0 ? 0 : v;
 }
 
@@ -310,6 +311,23 @@ START_TEST(test_fleet_converge_and_zero_writes)
                       (long long)(write_total(i) - w1[i]));
     for (int i = 0; i < N_CLUSTERS; i++)
         ck_assert(cluster_ready(names[i]) == 1.0);
+    /* every cluster's own series */
+    char *text = kop_test_scrape(api_opts(0), metrics_port);
+    ck_assert_ptr_nonnull(text);
+    for (int i = 0; i < N_CLUSTERS; i++) {
+        char want[160];
+        snprintf(want, sizeof(want),
+                 "controller_runtime_reconcile_total{controller=\"myresource\",cluster=\"%s\","
+                 "result=\"success\"}",
+                 names[i]);
+        ck_assert_msg(kop_test_metric_value(text, want) >= (double)n, "%s", want);
+        snprintf(want, sizeof(want), "kop_store_objects{cluster=\"%s\"}", names[i]);
+        ck_assert_msg(kop_test_metric_value(text, want) >= (double)(3 * n), "%s", want);
+        snprintf(want, sizeof(want), "method=\"GET\",host=\"%s\",cluster=\"%s\"}",
+                 sim[i].url + strlen("https://"), names[i]);
+        ck_assert_msg(strstr(text, want), "no rest_client_requests_total with %s", want);
+    }
+    free(text);
 }
 END_TEST
 

@@ -162,14 +162,14 @@ static void make_namespaces(struct kop_client *c)
 
 static double metric(struct kop_metrics *m, const char *code, const char *method, const char *host)
 {
-    static const char *const labels[] = {"code", "method", "host", NULL};
+    static const char *const labels[] = {"code", "method", "host", "cluster", NULL};
     struct kop_metric_family *f =
         kop_metrics_register(m, KOP_METRIC_COUNTER, "rest_client_requests_total",
                              "Number of HTTP requests, partitioned by status code, method, "
                              "and host.",
                              labels, NULL, 0);
     ck_assert_ptr_nonnull(f);
-    return kop_metric_value(kop_metric_child(f, code, method, host));
+    return kop_metric_value(kop_metric_child(f, code, method, host, "local"));
 }
 
 /* rest_client_requests_total for one code, summed over the verbs. */
