@@ -68,7 +68,7 @@ if [ -z "${KOP_TEST_QUICK:-}" ]; then
     --timeout-multiplier 3
   # Concurrent modules under TSan (those that exist in this tree).
   tsan_tests=()
-  for t in metrics log ratelimit store informer workqueue events client execcred leader tls http manager migrator; do
+  for t in metrics log ratelimit store informer workqueue events client execcred leader tls http manager migrator controller; do
     [ -f "tests/test_$t.c" ] && tsan_tests+=("$t")
   done
   # In-process integration suites whose threads are kop's own.

@@ -18,10 +18,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -566,6 +569,135 @@ START_TEST(test_controller_retry_after_requeue_is_capped)
 }
 END_TEST
 
+/* ---- members engaged and disengaged while the controller runs ---------------------- */
+
+/* One member behind its own fake server (status404_handler: every
+ * reconcile fails its status write and is retried, so reconciles of the
+ * member are in flight while it goes). */
+struct member {
+    struct fsrv srv;
+    char *url;
+    struct kop_kubeconfig kc;
+    struct kop_client *client, *rclient;
+    struct kop_store *store;
+};
+
+static void member_up(struct member *mb, struct kop_metrics *m, struct kop_controller *c)
+{
+    memset(mb, 0, sizeof(*mb));
+    fsrv_start(&mb->srv, status404_handler, NULL);
+    mb->url = fsrv_url(&mb->srv);
+    mb->kc.server = mb->url;
+    const struct kop_client_options co = {.config = &mb->kc, .metrics = m, .cluster = "m"};
+    const struct kop_client_options ro = {
+        .config = &mb->kc, .metrics = m, .cluster = "m", .abortable = true};
+    ck_assert_int_eq(kop_client_new(&co, &mb->client), 0);
+    ck_assert_int_eq(kop_client_new(&ro, &mb->rclient), 0);
+    ck_assert_int_eq(kop_store_new_labelled(m, "kop_store", "cluster", "m", &mb->store), 0);
+    const struct kop_controller_cluster_options o = {
+        .name = "m", .client = mb->client, .reconcile_client = mb->rclient, .store = mb->store};
+    ck_assert_int_eq(kop_controller_add_cluster(c, &o), 0);
+    ck_assert_int_eq(kop_controller_add_cluster(c, &o), -EEXIST);
+}
+
+static void member_down(struct member *mb, struct kop_metrics *m, struct kop_controller *c)
+{
+    ck_assert_int_eq(kop_controller_remove_cluster(c, "m"), 0);
+    ck_assert_int_eq(kop_controller_remove_cluster(c, "m"), -ENOENT);
+    ck_assert_ptr_null(kop_controller_cluster(c, "m"));
+    kop_client_free(mb->rclient);
+    kop_client_free(mb->client);
+    kop_store_free(mb->store);
+    kop_metrics_remove_series(m, "rest_client_requests_total", "cluster", "m");
+    fsrv_stop(&mb->srv);
+    free(mb->url);
+}
+
+/* controller_runtime_reconcile_total{cluster="m",result="error"}. */
+static double member_errors(struct kop_metrics *m)
+{
+    char *text = NULL;
+    ck_assert_int_eq(kop_metrics_render(m, &text, NULL), 0);
+    const char *needle = "controller_runtime_reconcile_total{controller=\"myresource\",cluster="
+                         "\"m\",result=\"error\"} ";
+    const char *p = strstr(text, needle);
+    double v = p ? strtod(p + strlen(needle), NULL) : -1;
+    free(text);
+    return v;
+}
+
+struct reviewer {
+    struct kop_controller *c;
+    atomic_bool stop;
+    atomic_int handles;
+};
+
+/* What the webhook does for .../clusters/m, as fast as it can. */
+static void *review_loop(void *arg)
+{
+    struct reviewer *rv = arg;
+    while (!atomic_load(&rv->stop)) {
+        void *h = kop_controller_cluster(rv->c, "m");
+        if (!h)
+            continue;
+        char uid[64];
+        (void)kop_controller_cluster_child_lookup(h, "Deployment", "team-s", "m1", uid,
+                                                  sizeof(uid));
+        (void)kop_controller_cluster_ready(rv->c, "m");
+        kop_controller_cluster_put(h);
+        atomic_fetch_add(&rv->handles, 1);
+    }
+    return NULL;
+}
+
+/* A member engaged while the controller runs is reconciled (its own
+ * series count it); removed while its reconciles are in flight and a
+ * reviewer holds it: lookups fail at once, its series go, the pool serves
+ * the local cluster on; engaged again under the same name, and again
+ * removed. Under TSan this is the check of the references and locks. */
+START_TEST(test_controller_member_engaged_and_disengaged)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    status_patches = 0;
+    atomic_store(&status_429, false);
+    struct live l;
+    live_new(&l, status404_handler, NULL, 0);
+    ck_assert_int_eq(kop_controller_start(l.c), 0);
+    ck_assert_int_eq(kop_controller_wait_synced(l.c, 10000), 0);
+    static const char *const bad[] = {"local", "a/b", "", NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        const struct kop_controller_cluster_options o = {
+            .name = bad[i], .client = l.client, .store = l.store};
+        ck_assert_int_eq(kop_controller_add_cluster(l.c, &o), -EINVAL);
+    }
+    struct reviewer rv = {.c = l.c};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, review_loop, &rv), 0);
+    for (int round = 0; round < 3; round++) {
+        struct member mb;
+        member_up(&mb, l.metrics, l.c);
+        for (int i = 0; i < 1000 && member_errors(l.metrics) < 2; i++)
+            nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+        ck_assert_msg(member_errors(l.metrics) >= 2, "member m not reconciled (round %d)", round);
+        ck_assert(kop_controller_cluster_ready(l.c, "m"));
+        member_down(&mb, l.metrics, l.c);
+        ck_assert_double_eq(member_errors(l.metrics), -1);
+        ck_assert(!kop_controller_cluster_ready(l.c, "m"));
+    }
+    atomic_store(&rv.stop, true);
+    pthread_join(t, NULL);
+    ck_assert_int_gt(atomic_load(&rv.handles), 0);
+    /* the local cluster is still reconciled */
+    int before = status_patches;
+    for (int i = 0; i < 1000 && status_patches == before; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+    ck_assert_int_gt(status_patches, before);
+    ck_assert_int_eq(kop_controller_stop(l.c, 5000), 0);
+    live_free(&l);
+    curl_global_cleanup();
+}
+END_TEST
+
 static Suite *controller_suite(void)
 {
     Suite *s = suite_create("controller");
@@ -577,6 +709,7 @@ static Suite *controller_suite(void)
     tcase_add_test(tr, test_controller_lookup_foreign_then_children);
     tcase_add_test(tr, test_controller_status_404_is_retried);
     tcase_add_test(tr, test_controller_retry_after_requeue_is_capped);
+    tcase_add_test(tr, test_controller_member_engaged_and_disengaged);
     suite_add_tcase(s, tr);
     return s;
 }

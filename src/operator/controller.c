@@ -1118,7 +1118,6 @@ static int cluster_new(struct kop_controller *c, const struct kop_controller_clu
         cluster_free(cl);
         return r;
     }
-    cluster_metrics(cl, c->metrics);
     *ret = cl;
     return 0;
 }
@@ -1166,6 +1165,10 @@ int kop_controller_add_cluster(struct kop_controller *c,
     r = c->stopped ? -ESHUTDOWN : find_member(c, opt->name, strlen(opt->name)) ? -EEXIST : 0;
     if (r == 0)
         r = cluster_append(c, cl);
+    /* its series only once it is in: the series of a name are shared, so
+     * a refused duplicate must not make (and free) the live one's */
+    if (r == 0)
+        cluster_metrics(cl, c->metrics);
     size_t n = c->n_clusters;
     bool started = c->started;
     pthread_rwlock_unlock(&c->clusters_lock);
@@ -1308,6 +1311,8 @@ int kop_controller_new(const struct kop_controller_options *opt, struct kop_cont
     r = cluster_new(c, &local, true, &c->local);
     if (r == 0) {
         r = cluster_append(c, c->local);
+        if (r == 0)
+            cluster_metrics(c->local, c->metrics);
         if (r < 0) {
             cluster_free(c->local);
             c->local = NULL;
