@@ -71,7 +71,9 @@ static struct kop_arena *thread_arena(void)
     return a;
 }
 
-static void log_review(const struct kop_review_result *res, int64_t started_ns)
+/* cluster: the member path's cluster (a DNS label), NULL on the plain
+ * paths. */
+static void log_review(const struct kop_review_result *res, int64_t started_ns, const char *cluster)
 {
     bool conversion = res->type == KOP_REVIEW_CONVERSION;
     enum kop_log_level level = KOP_LOG_DEBUG;
@@ -101,6 +103,8 @@ static void log_review(const struct kop_review_result *res, int64_t started_ns)
         json_object_set_new(f, "reason", json_string(res->message));
     if (f && !conversion && res->violations)
         json_object_set_new(f, "violations", json_integer(res->violations));
+    if (f && cluster)
+        json_object_set_new(f, "cluster", json_string(cluster));
     kop_log(level, "webhook", msg, f);
 }
 
@@ -114,9 +118,11 @@ static void answer(const struct kop_review_result *res, struct kop_http_response
 }
 
 /* A review with the given rule-4 lookup, or, with deny set, a denial
- * before the rules (a cluster kop does not know). */
+ * before the rules (a cluster kop does not know); cluster for the log
+ * line (NULL: the plain path). */
 static void validate(const struct kop_http_request *req, struct kop_http_response *resp,
-                     const struct kop_admission_options *opts, const char *deny)
+                     const struct kop_admission_options *opts, const char *deny,
+                     const char *cluster)
 {
     int64_t started = kop_clock_now_ns();
     struct kop_review_result res;
@@ -135,7 +141,7 @@ static void validate(const struct kop_http_request *req, struct kop_http_respons
         kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
         return;
     }
-    log_review(&res, started);
+    log_review(&res, started, cluster);
     answer(&res, resp);
 }
 
@@ -143,7 +149,7 @@ static void on_validate(void *ud, const struct kop_http_request *req,
                         struct kop_http_response *resp)
 {
     struct kop_webhook *w = ud;
-    validate(req, resp, &w->admission, NULL);
+    validate(req, resp, &w->admission, NULL, NULL);
 }
 
 /* A DNS-1123 label (what --cluster and kop.io/cluster names are). */
@@ -170,20 +176,21 @@ static void on_validate_cluster(void *ud, const struct kop_http_request *req,
     if (!dns_label(name)) {
         validate(req, resp, NULL,
                  "the webhook path names no cluster: " KOP_WEBHOOK_CLUSTERS_PATH
-                 "NAME takes a DNS label");
+                 "NAME takes a DNS label",
+                 NULL);
         return;
     }
     void *handle = w->cluster ? w->cluster(w->cluster_userdata, name) : NULL;
     if (!handle) {
         char msg[160];
         snprintf(msg, sizeof(msg), "cluster \"%s\" is not one kop reconciles", name);
-        validate(req, resp, NULL, msg);
+        validate(req, resp, NULL, msg, name);
         return;
     }
     struct kop_admission_options o = w->admission;
     o.child_lookup = w->cluster_child_lookup;
     o.child_lookup_userdata = handle;
-    validate(req, resp, &o, NULL);
+    validate(req, resp, &o, NULL, name);
     w->cluster_put(handle);
 }
 
@@ -231,7 +238,7 @@ static void conv_end(void *st, const struct kop_http_request *req, struct kop_ht
         kop_http_response_status(resp, 500, "InternalError", "internal error handling the review");
         return;
     }
-    log_review(&res, c->started);
+    log_review(&res, c->started, NULL);
     answer(&res, resp);
 }
 

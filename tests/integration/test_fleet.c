@@ -388,6 +388,9 @@ START_TEST(test_fleet_admission_per_member)
     ck_assert_ptr_nonnull(msg);
     ck_assert_msg(strstr(msg, "taken") != NULL, "message: %s", msg);
     json_decref(r);
+    ck_assert_msg(kop_test_wait_for(&kop, 0, "\"admissionUID\":\"adm-taken\"", 5000, NULL) > 0 &&
+                      out_has(0, "\"violations\":1,\"cluster\":\"a\","),
+                  "the denial's log line does not name member a");
     /* free in member b, in the local cluster (plain path and its name) */
     ck_assert(allowed(VALIDATE "/clusters/b", "taken"));
     ck_assert(allowed(VALIDATE, "taken"));
