@@ -489,7 +489,7 @@ static bool sync_members(struct kop_fleet *f)
             continue;
         }
         json_t *w = json_object_get(want, mb->name);
-        const char *why = !w ? "its Secret is gone"
+        const char *why = !w ? "no Secret names it any more"
                           : strcmp(kop_json_path_str(w, "secret"), mb->secret) != 0
                               ? "another Secret names it"
                           : strcmp(kop_json_path_str(w, "kubeconfig"), mb->kubeconfig) != 0
