@@ -98,8 +98,11 @@ int kop_workers_stop(struct kop_workers *w, int64_t timeout_ms);
 /*
  * Make the pool n threads (<= 0: 1), before or after start: new threads
  * start at once; when shrinking, idle threads leave within a second and a
- * busy one after its reconcile (a pool serving one more cluster or one
- * fewer). controller_runtime_max_concurrent_reconciles follows. Returns 0,
+ * busy one after its reconcile, and the call returns once they have left
+ * and are joined (their thread-specific data, such as a client's
+ * per-thread handles, released: what only they used may be freed then).
+ * For a pool serving one more cluster or one fewer.
+ * controller_runtime_max_concurrent_reconciles follows. Returns 0,
  * -EAGAIN or -ENOMEM (the pool keeps what it had). From one thread, not
  * concurrently with stop.
  */

@@ -62,6 +62,7 @@ struct kop_workers {
     pthread_mutex_t lock;
     pthread_cond_t cond;      /* paused/stopping changed */
     pthread_cond_t idle_cond; /* active reached 0; CLOCK_MONOTONIC */
+    pthread_cond_t exit_cond; /* a thread left (resize) */
     bool paused, stopping;
     int active;
 
@@ -176,6 +177,7 @@ int kop_workers_new(const struct kop_workers_options *opt, struct kop_workers **
     pthread_mutex_init(&w->lock, NULL);
     kop_clock_cond_init(&w->cond);
     kop_clock_cond_init(&w->idle_cond);
+    pthread_cond_init(&w->exit_cond, NULL);
     struct kop_metrics *m = opt->metrics ? opt->metrics : kop_metrics_global();
     if (m)
         register_metrics(w, m, opt->caller_counts);
@@ -227,6 +229,7 @@ static void *worker_main(void *arg)
         if (w->alive > w->target && !w->stopping) {
             w->alive--;
             sl->exited = true;
+            pthread_cond_broadcast(&w->exit_cond);
             pthread_mutex_unlock(&w->lock);
             break;
         }
@@ -328,9 +331,14 @@ int kop_workers_resize(struct kop_workers *w, int n)
     pthread_mutex_lock(&w->lock);
     w->target = n > 0 ? n : 1;
     kop_gauge_set(w->m_max, w->target);
-    reap(w);
     int r = w->started && !w->stopping ? grow(w) : 0;
     pthread_cond_broadcast(&w->cond); /* paused threads above target leave */
+    /* Shrinking: until the threads above target have left and are joined,
+     * their thread-specific data (a client's curl handles) released: the
+     * caller may free what they used once this returns. */
+    while (w->alive > w->target && !w->stopping)
+        pthread_cond_wait(&w->exit_cond, &w->lock);
+    reap(w);
     pthread_mutex_unlock(&w->lock);
     return r;
 }
@@ -409,6 +417,7 @@ void kop_workers_free(struct kop_workers *w)
     kop_workers_stop(w, -1);
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle_cond);
+    pthread_cond_destroy(&w->exit_cond);
     pthread_mutex_destroy(&w->lock);
     for (int i = 0; i < w->n_slots; i++)
         free(w->slots[i]);
