@@ -93,9 +93,10 @@ simbin=$build/tests/kubesim/kubesim
 # One core for the kops, the other for the kubesims and this script's
 # curl and jq (when there are two): the script moves to core 1, what it
 # starts inherits that, and the kops are started on core 0.
+machine=$(bench_machine)
 kop_pin=()
 sim_core=
-if [ "$(nproc)" -ge 2 ]; then
+if [ "$(nproc)" -ge 2 ] && [ "${PIN:-1}" != 0 ]; then
   kop_pin=(taskset -c 0)
   sim_core=1
   taskset -pc "$sim_core" $$ >/dev/null
@@ -104,6 +105,7 @@ fi
 work=$(mktemp -d)
 kop_pids=()
 kop_logs=()
+watch_pids=()
 sim_pids=()
 sim_dirs=()
 # shellcheck source=scripts/lib/kubesim.sh
@@ -163,15 +165,17 @@ sapi() {
 # sims_start TAG: 4 fresh kubesims, each with its own token and CA, the
 # CRD registered in each.
 sims_start() {
-  local i d
+  local i d st
   for i in 0 1 2 3; do
     d=$work/$1-sim$i
     mkdir -p "$d"
+    st=0
     kubesim_start "$simbin" "$d" "bench-fleet-$1-$i" --latency "${latency}ms" \
-      --deployment-ready-delay 200ms --history-size 1000000 || fail "kubesim $i did not start"
+      --deployment-ready-delay 200ms --history-size 1000000 || st=$?
+    sim_pids+=("$kubesim_pid") # stopped on exit even when it did not start
+    [ "$st" = 0 ] || fail "kubesim $i did not start"
     echo "$kubesim_url" >"$d/url"
     echo "$kubesim_token" >"$d/token"
-    sim_pids+=("$kubesim_pid")
     sim_dirs+=("$d")
     sapi "$i" POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$crd" >/dev/null
   done
@@ -253,27 +257,75 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 mib() { printf '%.1f' "$(echo "scale=3; $1 / 1024" | bc)"; }
 
-# wait_converged: until every kubesim is converged (the kops must stay
-# up), polling each cluster not yet converged every 2 s; sets t_conv[I],
-# seconds after $t0 when kubesim I was seen converged.
+# watch_start I FILE: a watch of kubesim I's MyResources from now on
+# (before kop starts); the first time its events show all N converged
+# (the test of myr_ok), the time goes into FILE. A cheap signal in place
+# of listing 2,500 objects every second; wait_converged confirms it with
+# the LIST test. The pipeline ends by itself once it wrote (jq halts,
+# curl on the next bookmark) or when kubesim stops.
+watch_start() {
+  local d=${sim_dirs[$1]} rv
+  rv=$(sapi "$1" GET '/apis/mygroup.example.com/v1/namespaces/default/myresources?limit=1' |
+    jq -r '.metadata.resourceVersion')
+  (
+    curl -sSN --cacert "$d/kubesim-ca.pem" -H "Authorization: Bearer $(cat "$d/token")" \
+      "$(cat "$d/url")/apis/mygroup.example.com/v1/namespaces/default/myresources?watch=1&allowWatchBookmarks=true&timeoutSeconds=3600&resourceVersion=$rv" 2>/dev/null |
+      jq -n --unbuffered --argjson n "$n" '
+        foreach (inputs | select(.type == "ADDED" or .type == "MODIFIED") | .object) as $o
+          ({m: {}, c: 0};
+           ($o | .status.observedGeneration == .metadata.generation and
+              .status.readyReplicas == .spec.replicas and
+              ([.status.conditions[]? | select(.type == "Available" and .status == "True")] | length) == 1) as $ok
+           | (.m[$o.metadata.name] // false) as $was
+           | .c += (if $ok then 1 else 0 end) - (if $was then 1 else 0 end)
+           | .m[$o.metadata.name] = $ok;
+           if .c == $n then "converged" else empty end)
+        | ., halt' 2>/dev/null |
+      { read -r _ && date +%s.%N >"$2"; }
+  ) &
+  watch_pids[$1]=$!
+}
+
+# wait_converged TAG: until every kubesim is converged (the kops must stay
+# up); sets t_conv[I], seconds after $t0 when kubesim I converged: the
+# time of its watch's signal once the LIST test confirms it, else (the
+# watch ended without one, or the LIST disagreed) of the first LIST test
+# passed, every 2 s.
 wait_converged() {
-  local i done_n=0 ok=() p deadline
+  local i f done_n=0 ok=("" "" "" "") poll=("" "" "" "") p deadline now
   t_conv=("" "" "" "")
   deadline=$(($(date +%s) + 3600))
   while :; do
     for i in 0 1 2 3; do
       [ -z "${t_conv[$i]}" ] || continue
-      ok[i]=$(myr_ok "$i")
-      if [ "${ok[$i]}" = "$n" ] && children_ok "$i"; then
-        t_conv[i]=$(echo "$(date +%s.%N) - $t0" | bc)
-        done_n=$((done_n + 1))
+      f=$work/$1-conv$i
+      if [ -z "${poll[$i]}" ]; then
+        if [ -s "$f" ]; then
+          ok[i]=$(myr_ok "$i")
+          if [ "${ok[$i]}" = "$n" ] && children_ok "$i"; then
+            t_conv[i]=$(echo "$(cat "$f") - $t0" | bc)
+            done_n=$((done_n + 1))
+          else
+            poll[i]=1
+          fi
+        elif ! kill -0 "${watch_pids[$i]}" 2>/dev/null && [ ! -s "$f" ]; then
+          poll[i]=1
+        fi
+      elif [ -n "${poll[$i]}" ]; then
+        now=$(date +%s.%N)
+        ok[i]=$(myr_ok "$i")
+        if [ "${ok[$i]}" = "$n" ] && children_ok "$i"; then
+          t_conv[i]=$(echo "$now - $t0" | bc)
+          done_n=$((done_n + 1))
+        fi
       fi
     done
     [ "$done_n" -lt 4 ] || break
     for p in "${kop_pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "a kop exited"; done
     [ "$(date +%s)" -le "$deadline" ] || fail "did not converge within an hour (${ok[*]} of $n)"
-    sleep 2
+    if [ -n "${poll[*]}" ]; then sleep 2; else sleep 0.5; fi
   done
+  polled=$(for i in 0 1 2 3; do [ -z "${poll[$i]}" ] || printf 'c%s ' "$i"; done)
 }
 
 # side_writes: kop's writes in the four kubesims by resource and verb
@@ -298,21 +350,22 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) 
 run_fleet() {
   step="round $1, fleet: kubesims and objects"
   sims_start "a$1"
-  local tc0 tc1
+  local tc0 tc1 i
   tc0=$(date +%s.%N)
   create_objects
   tc1=$(date +%s.%N)
   side_create=$(echo "$tc1 - $tc0" | bc)
   step="round $1, fleet: converge"
+  for i in 0 1 2 3; do watch_start "$i" "$work/a$1-conv$i"; done
   t0=$(date +%s.%N)
   kop_start "a$1-fleet" --kubeconfig "${sim_dirs[0]}/kubeconfig" \
     --cluster "c1=${sim_dirs[1]}/kubeconfig" --cluster "c2=${sim_dirs[2]}/kubeconfig" \
     --cluster "c3=${sim_dirs[3]}/kubeconfig"
-  wait_converged
+  wait_converged "a$1"
   side_rss=$(rss_kib "${kop_pids[0]}")
   side_hwm=$(hwm_kib "${kop_pids[0]}")
   side_t=$(max_of "${t_conv[@]}")
-  side_each=$(printf '%.1f ' "${t_conv[@]}")
+  side_each=$(printf '%.1f ' "${t_conv[@]}")${polled:+(timed by LIST: $polled)}
   count_writes
   side_ready=$(metric "a$1-fleet" '^kop_cluster_ready')
   side_recs=$(metric "a$1-fleet" '^kop_cluster_reconcile_total')
@@ -330,11 +383,12 @@ run_four() {
   tc1=$(date +%s.%N)
   side_create=$(echo "$tc1 - $tc0" | bc)
   step="round $1, four kops: converge"
+  for i in 0 1 2 3; do watch_start "$i" "$work/b$1-conv$i"; done
   t0=$(date +%s.%N)
   for i in 0 1 2 3; do
     kop_start "b$1-kop$i" --kubeconfig "${sim_dirs[$i]}/kubeconfig"
   done
-  wait_converged
+  wait_converged "b$1"
   side_rss=0
   side_hwm=0
   for i in 0 1 2 3; do
@@ -342,7 +396,7 @@ run_four() {
     side_hwm=$((side_hwm + $(hwm_kib "${kop_pids[$i]}")))
   done
   side_t=$(max_of "${t_conv[@]}")
-  side_each=$(printf '%.1f ' "${t_conv[@]}")
+  side_each=$(printf '%.1f ' "${t_conv[@]}")${polled:+(timed by LIST: $polled)}
   count_writes
   side_ready=0
   side_recs=0
@@ -385,7 +439,7 @@ run_idle() {
   stop_sims
 }
 
-echo "machine: $(uname -srm), $(bench_machine)"
+echo "machine: $(uname -srm), $machine"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "command: scripts/bench-fleet.sh -n $n -q $qps -b $burst -w $workers -l $latency -r $repeats" \
@@ -393,7 +447,7 @@ echo "command: scripts/bench-fleet.sh -n $n -q $qps -b $burst -w $workers -l $la
 if [ -n "$sim_core" ]; then
   echo "pinning: kops on core 0, kubesims and the polling on core $sim_core"
 else
-  echo "pinning: none (one core)"
+  echo "pinning: none"
 fi
 
 r_time=()
