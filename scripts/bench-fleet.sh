@@ -232,13 +232,15 @@ children_ok() {
   [ "$deps" = "$n" ] && [ "$svcs" = "$n" ]
 }
 
-# kop_start NAME ARGS...: one kop, pinned, metrics on a free port (in
-# $work/NAME.port), warnings only.
+# kop_port NAME: a free port for kop NAME's metrics, in $work/NAME.port
+# (taken before the clock starts: python3 takes a while to start).
+# kop_start NAME ARGS...: one kop, pinned when pinning, its metrics on that
+# port, warnings only.
+kop_port() { bench_free_port >"$work/$1.port"; }
 kop_start() {
   local name=$1 port
   shift
-  port=$(bench_free_port)
-  echo "$port" >"$work/$name.port"
+  port=$(cat "$work/$name.port")
   "${kop_pin[@]}" "$kop" --controller-only "$@" --kube-api-qps "$qps" --kube-api-burst "$burst" \
     --max-concurrent-reconciles "$workers" --metrics-bind-address "127.0.0.1:$port" \
     --health-probe-bind-address 0 --log-level warn >"$work/$name.log" 2>&1 &
@@ -253,6 +255,13 @@ metric() {
     awk -v pat="$2" '$0 ~ pat && $0 !~ /^#/ {s += $NF} END {printf "%.0f", s}'
 }
 
+# cpu_s PID...: their user+system CPU seconds so far.
+cpu_s() {
+  local p t=0 tck
+  tck=$(getconf CLK_TCK)
+  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  printf '%.1f' "$(echo "scale=2; $t / $tck" | bc)"
+}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 mib() { printf '%.1f' "$(echo "scale=3; $1 / 1024" | bc)"; }
@@ -345,7 +354,8 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) 
 
 # run_fleet ROUND / run_four ROUND: one side; sets side_t (s), side_rss and
 # side_hwm (KiB), side_wpo, side_create (s), side_each (per cluster),
-# side_ready (clusters ready), side_recs (reconciles), side_store (bytes in
+# side_cpu (CPU seconds of the kops and the kubesims in the measured
+# window), side_ready (clusters ready), side_recs (reconciles), side_store (bytes in
 # the informers' stores).
 run_fleet() {
   step="round $1, fleet: kubesims and objects"
@@ -357,11 +367,14 @@ run_fleet() {
   side_create=$(echo "$tc1 - $tc0" | bc)
   step="round $1, fleet: converge"
   for i in 0 1 2 3; do watch_start "$i" "$work/a$1-conv$i"; done
+  kop_port "a$1-fleet"
+  sim_cpu0=$(cpu_s "${sim_pids[@]}")
   t0=$(date +%s.%N)
   kop_start "a$1-fleet" --kubeconfig "${sim_dirs[0]}/kubeconfig" \
     --cluster "c1=${sim_dirs[1]}/kubeconfig" --cluster "c2=${sim_dirs[2]}/kubeconfig" \
     --cluster "c3=${sim_dirs[3]}/kubeconfig"
   wait_converged "a$1"
+  side_cpu="kop $(cpu_s "${kop_pids[@]}") s, kubesims $(echo "$(cpu_s "${sim_pids[@]}") - $sim_cpu0" | bc) s"
   side_rss=$(rss_kib "${kop_pids[0]}")
   side_hwm=$(hwm_kib "${kop_pids[0]}")
   side_t=$(max_of "${t_conv[@]}")
@@ -384,11 +397,14 @@ run_four() {
   side_create=$(echo "$tc1 - $tc0" | bc)
   step="round $1, four kops: converge"
   for i in 0 1 2 3; do watch_start "$i" "$work/b$1-conv$i"; done
+  for i in 0 1 2 3; do kop_port "b$1-kop$i"; done
+  sim_cpu0=$(cpu_s "${sim_pids[@]}")
   t0=$(date +%s.%N)
   for i in 0 1 2 3; do
     kop_start "b$1-kop$i" --kubeconfig "${sim_dirs[$i]}/kubeconfig"
   done
   wait_converged "b$1"
+  side_cpu="kops $(cpu_s "${kop_pids[@]}") s, kubesims $(echo "$(cpu_s "${sim_pids[@]}") - $sim_cpu0" | bc) s"
   side_rss=0
   side_hwm=0
   for i in 0 1 2 3; do
@@ -419,6 +435,7 @@ run_idle() {
   for k in 1 2 3 4; do
     args=(--kubeconfig "${sim_dirs[0]}/kubeconfig")
     for i in $(seq 1 $((k - 1))); do args+=(--cluster "c$i=${sim_dirs[$i]}/kubeconfig"); done
+    kop_port "idle-$k"
     kop_start "idle-$k" "${args[@]}"
   done
   step="idle: every cluster engaged"
@@ -456,13 +473,13 @@ for round in $(seq 1 "$repeats"); do
   run_fleet "$round"
   a_t=$side_t a_rss=$side_rss
   echo "  fleet writes by resource: $side_writes"
-  printf 'round %d, fleet (1 kop, 4 clusters): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB (HWM %s); stores %s MiB; %s writes/object; clusters ready %s; reconciles %s\n' \
+  printf 'round %d, fleet (1 kop, 4 clusters): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB (HWM %s); stores %s MiB; CPU %s; %s writes/object; clusters ready %s; reconciles %s\n' \
     "$round" "$side_create" "$side_t" "$side_each" "$(mib "$side_rss")" "$(mib "$side_hwm")" \
-    "$(mib $((side_store / 1024)))" "$side_wpo" "$side_ready" "$side_recs"
+    "$(mib $((side_store / 1024)))" "$side_cpu" "$side_wpo" "$side_ready" "$side_recs"
   run_four "$round"
-  printf 'round %d, four kops (1 cluster each): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB together (HWM %s); stores %s MiB; %s writes/object; clusters ready %s; reconciles %s\n' \
+  printf 'round %d, four kops (1 cluster each): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB together (HWM %s); stores %s MiB; CPU %s; %s writes/object; clusters ready %s; reconciles %s\n' \
     "$round" "$side_create" "$side_t" "$side_each" "$(mib "$side_rss")" "$(mib "$side_hwm")" \
-    "$(mib $((side_store / 1024)))" "$side_wpo" "$side_ready" "$side_recs"
+    "$(mib $((side_store / 1024)))" "$side_cpu" "$side_wpo" "$side_ready" "$side_recs"
   echo "  four kops' writes by resource: $side_writes"
   r_time+=("$(printf '%.3f' "$(echo "scale=4; $a_t / $side_t" | bc)")")
   r_rss+=("$(printf '%.3f' "$(echo "scale=4; $a_rss / $side_rss" | bc)")")
