@@ -22,32 +22,46 @@
 #   every cluster, each MyResource has status.readyReplicas ==
 #   spec.replicas, Available=True and observedGeneration == generation,
 #   and N Deployments and N Services exist (bench-reconcile.sh's test);
-#   the start-up (initial LISTs) is in the window on both sides. RSS:
-#   VmRSS of the fleet kop, and the sum of the four, read when the last
-#   cluster converged (VmHWM printed beside it). kubesim's write counters
-#   give the writes per object of each side (the same work, or the
-#   comparison is void).
+#   the start-up (initial LISTs) is in the window on both sides. The time
+#   of each cluster comes from a watch of its MyResources started before
+#   kop (the moment its events show all N converged), confirmed by that
+#   LIST test; a LIST every 2 s would cost more CPU than kop does.
+#   RSS: VmRSS of the fleet kop, and the sum of the four, read when the
+#   last cluster converged (VmHWM and the PSS sum printed beside it: the
+#   four kops' RSS counts the pages of the shared libraries four times,
+#   PSS once). kubesim's write counters give the writes per object of
+#   each side (the same work, or the comparison is void); the CPU seconds
+#   of the kops and the kubesims in the window show which one bounds it.
 #   With -r REPEATS the sides alternate A, B, A, B, ...; the ratios are
 #   taken per round and their median printed.
 #
 #   Idle cost of one more member: 4 fresh kubesims with the CRD and no
 #   objects, and 4 kops side by side over 1, 2, 3 and 4 of them (the
 #   local cluster and 0-3 members, same flags), every cluster engaged
-#   (kop_cluster_ready 1) and then IDLE_S seconds idle; VmRSS of each.
-#   One member costs RSS(4 clusters) - RSS(3 clusters); the least-squares
-#   slope over the four is printed beside it. Empty members isolate what
-#   a member costs by itself (clients, informers, store, its workers);
-#   its objects cost what they cost in a kop of one cluster as well.
+#   (kop_cluster_ready 1) and then IDLE_S (default 10) seconds idle; VmRSS
+#   of each. One member costs RSS(4 clusters) - RSS(3 clusters); the
+#   least-squares slope over the four is printed beside it. Empty members
+#   isolate what a member costs by itself (clients, informers, store, its
+#   workers); its objects cost what they cost in a kop of one cluster too.
 #
 #   scripts/bench-fleet.sh [-n N] [-q QPS] [-b BURST] [-w WORKERS]
 #                          [-l LATENCY_MS] [-r REPEATS]
 #
-# Defaults: -n 2500 -q 50 -b 100 (2x QPS) -w 4 -l 10 -r 1. At 50 QPS a
-# cluster needs ~5 requests per object (two creates, status writes,
-# Events), so 2,500 objects take about 4 minutes of token bucket per side,
-# some 9-10 minutes for the whole run on 2 cores. When both cores are
-# there, the kops are pinned to core 0 (one core for the fleet kop and for
-# the four kops alike) and the kubesims to core 1.
+# Defaults: -n 2500 -q 50 -b 100 (2x QPS) -w 4 -l 10 -r 1. A cluster
+# takes ~4.9 kop requests per object (two creates, two status writes,
+# Events), so its token bucket alone needs ~245 s for 2,500 objects at 50
+# QPS. kubesim is the heavier side: converging 2,500 objects costs one
+# kubesim ~146 s of CPU (kop: ~7 s), most of it kubesim's garbage
+# collector passing over every object after changes, so four of them keep
+# both cores of a 2-core machine busy and a side takes 320-400 s; the
+# whole run takes 11-14 minutes there. A higher QPS shortens it (-q 100:
+# about 7 minutes) but leaves convergence bound by kubesim's CPU, which
+# moves with whatever else runs (A/B 0.62-1.07 over three rounds of
+# -q 100, against 0.98-1.06 over three runs at 50 QPS). Nothing is pinned by
+# default (as bench-reconcile.sh and bench-shards.sh); PIN=1 puts the
+# kops on core 0 and the kubesims, curl and jq on core 1 (one core for
+# the fleet kop and for the four kops alike; slower: one core for four
+# kubesims).
 #
 # Needs curl, jq, bc, taskset, python3. Binaries from BUILD_DIR (default
 # build-release, set up as a release build). A failing step names itself,
@@ -90,13 +104,13 @@ ninja -C "$build" kop tests/kubesim/kubesim >/dev/null
 kop=$build/kop
 simbin=$build/tests/kubesim/kubesim
 
-# One core for the kops, the other for the kubesims and this script's
-# curl and jq (when there are two): the script moves to core 1, what it
-# starts inherits that, and the kops are started on core 0.
+# PIN=1: one core for the kops, the other for the kubesims and this
+# script's curl and jq (the script moves to core 1, what it starts
+# inherits that, and the kops are started on core 0).
 machine=$(bench_machine)
 kop_pin=()
 sim_core=
-if [ "$(nproc)" -ge 2 ] && [ "${PIN:-1}" != 0 ]; then
+if [ "${PIN:-0}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
   kop_pin=(taskset -c 0)
   sim_core=1
   taskset -pc "$sim_core" $$ >/dev/null
@@ -263,6 +277,7 @@ cpu_s() {
   printf '%.1f' "$(echo "scale=2; $t / $tck" | bc)"
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+pss_kib() { awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 mib() { printf '%.1f' "$(echo "scale=3; $1 / 1024" | bc)"; }
 
@@ -350,10 +365,10 @@ count_writes() {
 }
 
 max_of() { printf '%s\n' "$@" | sort -g | tail -n 1; }
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {printf "%.3f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 # run_fleet ROUND / run_four ROUND: one side; sets side_t (s), side_rss and
-# side_hwm (KiB), side_wpo, side_create (s), side_each (per cluster),
+# side_hwm and side_pss (KiB), side_wpo, side_create (s), side_each (per cluster),
 # side_cpu (CPU seconds of the kops and the kubesims in the measured
 # window), side_ready (clusters ready), side_recs (reconciles), side_store (bytes in
 # the informers' stores).
@@ -377,6 +392,7 @@ run_fleet() {
   side_cpu="kop $(cpu_s "${kop_pids[@]}") s, kubesims $(echo "$(cpu_s "${sim_pids[@]}") - $sim_cpu0" | bc) s"
   side_rss=$(rss_kib "${kop_pids[0]}")
   side_hwm=$(hwm_kib "${kop_pids[0]}")
+  side_pss=$(pss_kib "${kop_pids[0]}")
   side_t=$(max_of "${t_conv[@]}")
   side_each=$(printf '%.1f ' "${t_conv[@]}")${polled:+(timed by LIST: $polled)}
   count_writes
@@ -407,9 +423,11 @@ run_four() {
   side_cpu="kops $(cpu_s "${kop_pids[@]}") s, kubesims $(echo "$(cpu_s "${sim_pids[@]}") - $sim_cpu0" | bc) s"
   side_rss=0
   side_hwm=0
+  side_pss=0
   for i in 0 1 2 3; do
     side_rss=$((side_rss + $(rss_kib "${kop_pids[$i]}")))
     side_hwm=$((side_hwm + $(hwm_kib "${kop_pids[$i]}")))
+    side_pss=$((side_pss + $(pss_kib "${kop_pids[$i]}")))
   done
   side_t=$(max_of "${t_conv[@]}")
   side_each=$(printf '%.1f ' "${t_conv[@]}")${polled:+(timed by LIST: $polled)}
@@ -473,12 +491,12 @@ for round in $(seq 1 "$repeats"); do
   run_fleet "$round"
   a_t=$side_t a_rss=$side_rss
   echo "  fleet writes by resource: $side_writes"
-  printf 'round %d, fleet (1 kop, 4 clusters): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB (HWM %s); stores %s MiB; CPU %s; %s writes/object; clusters ready %s; reconciles %s\n' \
-    "$round" "$side_create" "$side_t" "$side_each" "$(mib "$side_rss")" "$(mib "$side_hwm")" \
+  printf 'round %d, fleet (1 kop, 4 clusters): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB (HWM %s, PSS %s); stores %s MiB; CPU %s; %s writes/object; clusters ready %s; reconciles %s\n' \
+    "$round" "$side_create" "$side_t" "$side_each" "$(mib "$side_rss")" "$(mib "$side_hwm")" "$(mib "$side_pss")" \
     "$(mib $((side_store / 1024)))" "$side_cpu" "$side_wpo" "$side_ready" "$side_recs"
   run_four "$round"
-  printf 'round %d, four kops (1 cluster each): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB together (HWM %s); stores %s MiB; CPU %s; %s writes/object; clusters ready %s; reconciles %s\n' \
-    "$round" "$side_create" "$side_t" "$side_each" "$(mib "$side_rss")" "$(mib "$side_hwm")" \
+  printf 'round %d, four kops (1 cluster each): created in %.1f s; converged in %.1f s (per cluster: %s); RSS %s MiB together (HWM %s, PSS %s); stores %s MiB; CPU %s; %s writes/object; clusters ready %s; reconciles %s\n' \
+    "$round" "$side_create" "$side_t" "$side_each" "$(mib "$side_rss")" "$(mib "$side_hwm")" "$(mib "$side_pss")" \
     "$(mib $((side_store / 1024)))" "$side_cpu" "$side_wpo" "$side_ready" "$side_recs"
   echo "  four kops' writes by resource: $side_writes"
   r_time+=("$(printf '%.3f' "$(echo "scale=4; $a_t / $side_t" | bc)")")
@@ -498,7 +516,10 @@ verdict() { # VALUE GOAL: met / missed (descriptive)
   if [ "$(echo "$1 <= $2" | bc)" = 1 ]; then echo met; else echo missed; fi
 }
 echo
-echo "| measure | fleet (A) | four kops (B) | A/B | goal |"
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+last=
+[ "$repeats" = 1 ] || last=", last round"
+echo "| measure | fleet (A$last) | four kops (B$last) | A/B | goal |"
 echo "|---|---|---|---|---|"
 printf '| time to converge, %d x %d objects | %.1f s | %.1f s | **%s** (rounds: %s) | <= 1.1x: %s |\n' \
   4 "$n" "$last_a_t" "$last_b_t" "$t_med" "${r_time[*]}" "$(verdict "$t_med" 1.1)"
