@@ -50,18 +50,19 @@
 # Defaults: -n 2500 -q 50 -b 100 (2x QPS) -w 4 -l 10 -r 1. A cluster
 # takes ~4.9 kop requests per object (two creates, two status writes,
 # Events), so its token bucket alone needs ~245 s for 2,500 objects at 50
-# QPS. kubesim is the heavier side: converging 2,500 objects costs one
-# kubesim ~146 s of CPU (kop: ~7 s), most of it kubesim's garbage
-# collector passing over every object after changes, so four of them keep
-# both cores of a 2-core machine busy and a side takes 320-400 s; the
-# whole run takes 11-14 minutes there. A higher QPS shortens it (-q 100:
-# about 7 minutes) but leaves convergence bound by kubesim's CPU, which
-# moves with whatever else runs (A/B 0.62-1.07 over three rounds of
-# -q 100, against 0.98-1.06 over three runs at 50 QPS). Nothing is pinned by
-# default (as bench-reconcile.sh and bench-shards.sh); PIN=1 puts the
-# kops on core 0 and the kubesims, curl and jq on core 1 (one core for
-# the fleet kop and for the four kops alike; slower: one core for four
-# kubesims).
+# QPS. kubesim is the heavier side: alone, one kubesim spends ~146 s of
+# CPU converging 2,500 objects (kop: ~7 s), most of it in its garbage
+# collector's passes over every object, so four of them need ~1.4 of the
+# 2 cores of a 2-core machine. When they get it, a side converges in its
+# bucket's time and the whole run takes about 9 minutes; on a busier
+# machine, or with the kubesims pinned to one core, a side took 320-410 s
+# and the run 11-14 minutes. A higher QPS shortens the run (-q 100: about
+# 7 minutes) but leaves both sides waiting on kubesim's CPU, which moves
+# with whatever else runs (A/B 0.62-1.07 over three rounds at -q 100,
+# 0.98-1.06 over four runs at 50 QPS). Nothing is pinned by default (as
+# in bench-reconcile.sh and bench-shards.sh); PIN=1 puts the kops on core
+# 0 and the kubesims, curl and jq on core 1 (one core for the fleet kop
+# and for the four kops alike; slower: one core for four kubesims).
 #
 # Needs curl, jq, bc, taskset, python3. Binaries from BUILD_DIR (default
 # build-release, set up as a release build). A failing step names itself,
