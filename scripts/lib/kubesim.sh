@@ -30,7 +30,8 @@ kubesim_start() {
   kubesim_pid=$!
   kubesim_url=
   for _ in $(seq 100); do
-    kubesim_url=$(head -n 1 "$dir/kubesim.log" 2>/dev/null || true)
+    # its first https:// line (a warning, such as CEL's, may come first)
+    kubesim_url=$(grep -m 1 '^https://' "$dir/kubesim.log" 2>/dev/null || true)
     case $kubesim_url in https://*) return 0 ;; esac
     kill -0 "$kubesim_pid" 2>/dev/null || break
     sleep 0.1
