@@ -398,8 +398,8 @@ run_fleet() {
   side_each=$(printf '%.1f ' "${t_conv[@]}")${polled:+(timed by LIST: $polled)}
   count_writes
   side_ready=$(metric "a$1-fleet" '^kop_cluster_ready')
-  side_recs=$(metric "a$1-fleet" '^kop_cluster_reconcile_total')
-  side_store=$(metric "a$1-fleet" '^kop_(cluster_)?store_bytes')
+  side_recs=$(metric "a$1-fleet" '^controller_runtime_reconcile_total')
+  side_store=$(metric "a$1-fleet" '^kop_store_bytes')
   stop_kops
   stop_sims
 }
@@ -438,7 +438,7 @@ run_four() {
   side_store=0
   for i in 0 1 2 3; do
     side_ready=$((side_ready + $(metric "b$1-kop$i" '^kop_cluster_ready')))
-    side_recs=$((side_recs + $(metric "b$1-kop$i" '^kop_cluster_reconcile_total')))
+    side_recs=$((side_recs + $(metric "b$1-kop$i" '^controller_runtime_reconcile_total')))
     side_store=$((side_store + $(metric "b$1-kop$i" '^kop_store_bytes')))
   done
   stop_kops
