@@ -238,8 +238,11 @@ static void start_kop(void)
     ck_assert_msg(kop_test_eventually(all_ready, NULL, 10000), "the clusters are not ready");
 }
 
+static void stop_member_c(void);
+
 static void teardown(void)
 {
+    stop_member_c();
     if (kop_running) {
         int st = kop_test_stop(&kop, SIGTERM, 15000);
         kop_running = false;
@@ -607,6 +610,16 @@ static bool c_series_gone(const void *arg)
 /* The kubesim of member c, made in the test. */
 static struct kop_test_scratch fxc;
 static struct kop_test_kubesim simc;
+static bool simc_running; /* teardown stops it when a test failed halfway */
+
+static void stop_member_c(void)
+{
+    if (!simc_running)
+        return;
+    simc_running = false;
+    (void)kop_test_kubesim_stop(&simc, SIGTERM, 10000);
+    kop_test_scratch_free(&fxc);
+}
 
 static json_t *api_c(const char *method, const char *path, const char *body, long want)
 {
@@ -662,6 +675,7 @@ START_TEST(test_fleet_secret_member)
     char *args[] = {"--deployment-ready-delay", "100ms", NULL};
     kop_test_scratch_init(&fxc);
     kop_test_scratch_kubesim(&fxc, &simc, "fleet-c-token", args);
+    simc_running = true;
     json_decref(api_c("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                       kop_test_myresource_crd, 201));
     size_t n = 10;
@@ -763,6 +777,7 @@ START_TEST(test_fleet_secret_member)
     free(good);
     free(bad);
     free(filed);
+    simc_running = false;
     ck_assert_int_eq(kop_test_kubesim_stop(&simc, SIGTERM, 10000), 0);
     kop_test_scratch_free(&fxc);
 }
