@@ -56,6 +56,15 @@ struct kop_fleet_options {
     struct kop_metrics *metrics;       /* NULL: kop_metrics_global() */
 };
 
+struct kop_kubeconfig;
+
+/* A cluster's reachability probe client (kop/controller.h): outside any
+ * token bucket, no retries, 2 s timeouts, connection included. cluster:
+ * its metrics' label (NULL: "local"). Returns kop_client_new's result. */
+int kop_fleet_probe_client_new(const struct kop_kubeconfig *kc, const char *user_agent,
+                               const char *cluster, struct kop_metrics *metrics,
+                               struct kop_client **ret);
+
 /* Engage every --cluster member in the (not yet started) controller.
  * Returns 0 or the error of the first member that fails (logged); *ret
  * is set in both cases (free it with kop_fleet_free). */

@@ -39,6 +39,7 @@
 #include "kop/json.h"
 #include "kop/kubeconfig.h"
 #include "kop/log.h"
+#include "kop/membership.h"
 #include "kop/metrics.h"
 #include "kop/ratelimit.h"
 #include "kop/store.h"
@@ -97,6 +98,20 @@ struct kop_fleet {
     bool dirty, stop;
 };
 
+int kop_fleet_probe_client_new(const struct kop_kubeconfig *kc, const char *user_agent,
+                               const char *cluster, struct kop_metrics *metrics,
+                               struct kop_client **ret)
+{
+    const struct kop_client_options o = {.config = kc,
+                                         .metrics = metrics,
+                                         .cluster = cluster,
+                                         .user_agent = user_agent,
+                                         .max_retries = -1,
+                                         .timeout_ms = PROBE_TIMEOUT_MS,
+                                         .connect_timeout_ms = PROBE_TIMEOUT_MS};
+    return kop_client_new(&o, ret);
+}
+
 /* ---- one member ----------------------------------------------------------------- */
 
 static void member_free(struct kop_fleet *f, struct member *mb)
@@ -137,20 +152,13 @@ static int member_engage(struct kop_fleet *f, struct member *mb)
                                             .metrics = f->metrics,
                                             .cluster = mb->name,
                                             .user_agent = f->user_agent};
-    /* the reachability probe: outside the bucket, no retries, short timeouts */
-    const struct kop_client_options popt = {.config = &mb->kc,
-                                            .metrics = f->metrics,
-                                            .cluster = mb->name,
-                                            .user_agent = f->user_agent,
-                                            .max_retries = -1,
-                                            .timeout_ms = PROBE_TIMEOUT_MS,
-                                            .connect_timeout_ms = PROBE_TIMEOUT_MS};
     if (r == 0)
         r = kop_client_new(&copt, &mb->client);
     if (r == 0)
         r = kop_client_new(&ropt, &mb->reconcile_client);
     if (r == 0)
-        r = kop_client_new(&popt, &mb->probe_client);
+        r = kop_fleet_probe_client_new(&mb->kc, f->user_agent, mb->name, f->metrics,
+                                       &mb->probe_client);
     if (r == 0)
         r = kop_store_new_labelled(f->metrics, "kop_store", "cluster", mb->name, &mb->store);
     const struct kop_events_options eopt = {.client = mb->client, .component = "kop"};
@@ -253,17 +261,6 @@ int kop_fleet_new(const struct kop_fleet_options *opt, struct kop_fleet **ret)
 }
 
 /* ---- --cluster-secrets ------------------------------------------------------------------- */
-
-static bool dns_label(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
-}
 
 /* What a Secret's kubeconfig must not hold (kop/fleet.h), NULL when fine. */
 static const char *not_inline(const struct kop_kubeconfig *kc)
@@ -431,7 +428,7 @@ static json_t *wanted_members(struct kop_fleet *f, json_t **ret_secrets)
         const char *b64 =
             json_string_value(json_object_get(json_object_get(s, "data"), KOP_FLEET_SECRET_KEY));
         const char *why = NULL;
-        if (!dns_label(name))
+        if (!kop_membership_identity_valid(name))
             why = "the " KOP_FLEET_SECRET_LABEL " label is not a DNS label";
         else if (strcmp(name, KOP_CONTROLLER_LOCAL_CLUSTER) == 0)
             why = "\"" KOP_CONTROLLER_LOCAL_CLUSTER "\" is the cluster kop runs in";
@@ -442,7 +439,8 @@ static json_t *wanted_members(struct kop_fleet *f, json_t **ret_secrets)
         else if (strlen(b64) > MAX_KUBECONFIG)
             why = "data." KOP_FLEET_SECRET_KEY " is over 256 KiB";
         if (why) {
-            refuse(f, secret, b64 ? b64 : "", dns_label(name) ? name : NULL, why, 0);
+            refuse(f, secret, b64 ? b64 : "", kop_membership_identity_valid(name) ? name : NULL,
+                   why, 0);
             continue;
         }
         json_t *prev = json_object_get(want, name);

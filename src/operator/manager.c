@@ -346,24 +346,6 @@ static int sharding_new(struct kop_manager *m, struct kop_controller_options *ct
     return 0;
 }
 
-/* How long the probe of a cluster's API server may take (connection
- * included): a hung server is "not ready" after this. */
-#define PROBE_TIMEOUT_MS 2000
-
-/* A cluster's reachability probe: outside the token bucket, no retries,
- * short timeouts (kop/controller.h). */
-static int probe_client_new(const struct kop_kubeconfig *kc, struct kop_client **ret)
-{
-    char ua[160];
-    user_agent(ua, sizeof(ua));
-    const struct kop_client_options popt = {.config = kc,
-                                            .user_agent = ua,
-                                            .max_retries = -1,
-                                            .timeout_ms = PROBE_TIMEOUT_MS,
-                                            .connect_timeout_ms = PROBE_TIMEOUT_MS};
-    return kop_client_new(&popt, ret);
-}
-
 /* The member clusters (kop/fleet.h): --cluster ones engaged now, the
  * Secrets' from the "controller" start step. */
 static int fleet_new(struct kop_manager *m)
@@ -412,7 +394,7 @@ static int clients_new(struct kop_manager *m)
         if (r < 0)
             return r;
     }
-    return probe_client_new(&m->kc, &m->probe_client);
+    return kop_fleet_probe_client_new(&m->kc, ua, NULL, NULL, &m->probe_client);
 }
 
 /* The store, the event recorder and the controller (with --sharding its

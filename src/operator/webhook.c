@@ -20,6 +20,7 @@
 #include "kop/convstream.h"
 #include "kop/http.h"
 #include "kop/log.h"
+#include "kop/membership.h"
 #include "kop/review.h"
 #include "kop/selfdial.h"
 #include "kop/sharder.h"
@@ -152,18 +153,6 @@ static void on_validate(void *ud, const struct kop_http_request *req,
     validate(req, resp, &w->admission, NULL, NULL);
 }
 
-/* A DNS-1123 label (what --cluster and kop.io/cluster names are). */
-static bool dns_label(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
-}
-
 /* KOP_WEBHOOK_CLUSTERS_PATH NAME: rule 4 reads that cluster's caches; a
  * name kop does not reconcile (or no name) is a 404 denial, never a
  * review against another cluster's caches. The name is echoed only when
@@ -173,7 +162,7 @@ static void on_validate_cluster(void *ud, const struct kop_http_request *req,
 {
     struct kop_webhook *w = ud;
     const char *name = req->path + strlen(KOP_WEBHOOK_CLUSTERS_PATH);
-    if (!dns_label(name)) {
+    if (!kop_membership_identity_valid(name)) {
         validate(req, resp, NULL,
                  "the webhook path names no cluster: " KOP_WEBHOOK_CLUSTERS_PATH
                  "NAME takes a DNS label",
